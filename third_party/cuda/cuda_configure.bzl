@@ -1,0 +1,56 @@
+"""Repository rule that finds the CUDA toolkit, or stands in for it when there is none.
+
+@local_cuda//:defs.bzl exports CUDA_FOUND; @local_cuda//:cuda links cudart, cuBLAS(Lt) and NCCL
+when the toolkit is present, and is an empty library otherwise.
+"""
+
+_FOUND_BUILD = """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "cuda",
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl", "include/**/*.cuh"]),
+    includes = ["include"],
+    linkopts = [
+        "-L{path}/lib64",
+        "-Wl,-rpath,{path}/lib64",
+        "-lnccl",
+        "-lcublasLt",
+        "-lcublas",
+        "-lcudart",
+    ],
+)
+
+exports_files(glob(["bin/**"]))
+
+filegroup(
+    name = "nvcc",
+    srcs = ["bin/nvcc"],
+)
+"""
+
+_MISSING_BUILD = """
+package(default_visibility = ["//visibility:public"])
+
+# No CUDA toolkit on this machine: CUDA targets are skipped (see //third_party/cuda:defs.bzl).
+cc_library(name = "cuda")
+
+filegroup(name = "nvcc")
+"""
+
+def _cuda_configure_impl(ctx):
+    path = ctx.os.environ.get("RINGMASTER_CUDA_PATH", "/usr/local/cuda")
+    found = ctx.path(path + "/bin/nvcc").exists and ctx.path(path + "/include/cuda_runtime.h").exists
+    if found:
+        for entry in ["bin", "include", "lib64"]:
+            ctx.symlink(path + "/" + entry, entry)
+        ctx.file("BUILD", _FOUND_BUILD.format(path = path))
+    else:
+        ctx.file("BUILD", _MISSING_BUILD)
+    ctx.file("defs.bzl", "CUDA_FOUND = %s\nCUDA_PATH = %r\n" % (found, path if found else ""))
+
+cuda_configure = repository_rule(
+    implementation = _cuda_configure_impl,
+    environ = ["RINGMASTER_CUDA_PATH"],
+    local = True,
+)

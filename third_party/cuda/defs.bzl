@@ -1,0 +1,67 @@
+"""Macros for CUDA code: compile .cu files with nvcc and keep them out of CPU-only builds.
+
+CUDA targets exist only when the toolkit was found (@local_cuda) and `--config=cpu` is not set.
+Elsewhere they are marked incompatible, so `bazel build //...` and `bazel test //...` skip them.
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_FOUND")
+
+# sm_90 (H100/H200) and sm_80 (A100), plus PTX for newer GPUs.
+_GENCODE = [
+    "-gencode arch=compute_80,code=sm_80",
+    "-gencode arch=compute_90,code=sm_90",
+    "-gencode arch=compute_90,code=compute_90",
+]
+
+def cuda_enabled():
+    """Returns a select() value: True where CUDA targets are built."""
+    return select({
+        "//third_party/cuda:forced_off": False,
+        "//conditions:default": CUDA_FOUND,
+    })
+
+def if_cuda(if_true, if_false = []):
+    """Picks `if_true` when CUDA targets are built, `if_false` otherwise."""
+    if not CUDA_FOUND:
+        return if_false
+    return select({
+        "//third_party/cuda:forced_off": if_false,
+        "//conditions:default": if_true,
+    })
+
+def cuda_only():
+    """A target_compatible_with value that skips a target where CUDA is not built."""
+    if not CUDA_FOUND:
+        return ["@platforms//:incompatible"]
+    return select({
+        "//third_party/cuda:forced_off": ["@platforms//:incompatible"],
+        "//conditions:default": [],
+    })
+
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+    """A cc_library whose .cu sources are compiled by nvcc (one genrule per file).
+
+    The .cu files may include headers from `hdrs` and from the workspace root.
+    """
+    objs = []
+    for src in srcs:
+        obj = name + "_" + src.replace("/", "_").replace(".cu", ".o")
+        native.genrule(
+            name = obj + "_nvcc",
+            srcs = [src] + hdrs,
+            outs = [obj],
+            tools = ["@local_cuda//:nvcc"],
+            cmd = ("$(location @local_cuda//:nvcc) -c -std=c++17 -O3 -Xcompiler -fPIC " +
+                   " ".join(_GENCODE) + " -I. -I$(GENDIR) " + " ".join(copts) +
+                   " -o $@ $(location " + src + ")"),
+            target_compatible_with = cuda_only(),
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cuda"],
+        target_compatible_with = cuda_only(),
+        **kwargs
+    )
