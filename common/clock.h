@@ -1,0 +1,43 @@
+// Time source, injected through constructors so that time-dependent logic (heartbeat loss,
+// hang timeouts) is testable without sleeping.
+#ifndef RINGMASTER_COMMON_CLOCK_H_
+#define RINGMASTER_COMMON_CLOCK_H_
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace ringmaster {
+
+// Thread-safe in every implementation.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock time (for timestamps shown to users).
+  virtual absl::Time Now() const = 0;
+  // Returns the process-wide real clock; never null, never destroyed.
+  static Clock* Real();
+};
+
+// A clock that moves only when told to. Thread-safe.
+class FakeClock : public Clock {
+ public:
+  explicit FakeClock(absl::Time start = absl::UnixEpoch() + absl::Hours(24 * 365 * 56))
+      : now_(start) {}
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COMMON_CLOCK_H_

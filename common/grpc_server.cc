@@ -1,0 +1,90 @@
+#include "common/grpc_server.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace ringmaster {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return FieldError(flag, absl::StrCat("cannot read \"", path, "\""));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerTlsOptions& tls, bool insecure) {
+  if (insecure) return grpc::InsecureServerCredentials();
+  if (tls.cert_chain_path.empty() || tls.private_key_path.empty()) {
+    return FieldError("--tls_cert/--tls_key",
+                      "required unless --insecure is given (plaintext must be asked for)");
+  }
+  grpc::SslServerCredentialsOptions options(
+      tls.ca_cert_path.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadPem("--tls_cert", tls.cert_chain_path));
+  ASSIGN_OR_RETURN(pair.private_key, ReadPem("--tls_key", tls.private_key_path));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.ca_cert_path.empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem("--tls_ca", tls.ca_cert_path));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options) {
+  // Both are process-wide switches that must be set before the first ServerBuilder is created;
+  // setting them again is harmless.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  if (options.credentials == nullptr) {
+    return absl::InvalidArgumentError("grpc server: credentials must be set");
+  }
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, options.credentials, &port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  for (grpc::Service* service : options.services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || (port == 0 && !absl::StartsWith(options.address, "unix:"))) {
+    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", options.address));
+  }
+  if (absl::StartsWith(options.address, "unix:")) port = 0;
+  std::unique_ptr<GrpcServer> result(new GrpcServer(std::move(server), port));
+  result->SetServing("", true);
+  return result;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(); }
+
+void GrpcServer::SetServing(const std::string& service, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;  // Cannot happen: enabled in Start().
+  if (service.empty()) {
+    health->SetServingStatus(serving);
+  } else {
+    health->SetServingStatus(service, serving);
+  }
+}
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+}
+
+void GrpcServer::Wait() { server_->Wait(); }
+
+}  // namespace ringmaster

@@ -1,0 +1,93 @@
+#include "common/http_server.h"
+
+#include "common/http_client.h"
+#include "common/metrics/text_format.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster {
+namespace {
+
+TEST(HttpServerTest, ServesMetricsOnAnEphemeralPort) {
+  metrics::Registry registry;
+  registry.AddGauge("test_value", "A value.", {"k"}).WithLabels({"v"})->Set(7);
+  auto server = StartMetricsServer("127.0.0.1:0", &registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+
+  auto got = HttpGet("127.0.0.1", (*server)->port(), "/metrics?x=1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->content_type, metrics::kTextContentType);
+  EXPECT_EQ(got->body, registry.RenderText());
+
+  auto health = HttpGet("127.0.0.1", (*server)->port(), "/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->body, "ok\n");
+}
+
+TEST(HttpServerTest, UnknownPathIs404) {
+  metrics::Registry registry;
+  auto server = StartMetricsServer("127.0.0.1:0", &registry);
+  ASSERT_TRUE(server.ok());
+  auto got = HttpGet("127.0.0.1", (*server)->port(), "/nope");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, 404);
+}
+
+TEST(HttpServerTest, ManySequentialAndConcurrentRequests) {
+  metrics::Registry registry;
+  auto counter = registry.AddCounter("test_total", "T.").WithLabels({});
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/count"] = [counter](const std::string&) {
+    counter->Increment();
+    return HttpResponse{200, "text/plain", "counted"};
+  };
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, 4);
+  ASSERT_TRUE(server.ok());
+  int port = (*server)->port();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([port] {
+      for (int i = 0; i < 25; ++i) {
+        auto got = HttpGet("127.0.0.1", port, "/count");
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->body, "counted");
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(counter->Value(), 200);
+}
+
+TEST(HttpServerTest, BadAddressIsInvalidArgument) {
+  metrics::Registry registry;
+  auto server = StartMetricsServer("localhost", &registry);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HttpServerTest, PortInUseIsUnavailable) {
+  metrics::Registry registry;
+  auto first = StartMetricsServer("127.0.0.1:0", &registry);
+  ASSERT_TRUE(first.ok());
+  auto second =
+      StartMetricsServer("127.0.0.1:" + std::to_string((*first)->port()), &registry);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(HttpClientTest, ConnectionRefusedIsUnavailable) {
+  int port;
+  {
+    metrics::Registry registry;
+    auto server = StartMetricsServer("127.0.0.1:0", &registry);
+    ASSERT_TRUE(server.ok());
+    port = (*server)->port();
+  }  // Closed: nothing listens there now.
+  EXPECT_EQ(HttpGet("127.0.0.1", port, "/").status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(HttpClientTest, UrlEncode) {
+  EXPECT_EQ(UrlEncode("up{job=\"a b\"}"), "up%7bjob%3d%22a%20b%22%7d");
+}
+
+}  // namespace
+}  // namespace ringmaster
