@@ -4,7 +4,7 @@ CUDA targets exist only when the toolkit was found (@local_cuda) and `--config=c
 Elsewhere they are marked incompatible, so `bazel build //...` and `bazel test //...` skip them.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_FOUND")
+load("@local_cuda//:defs.bzl", "CUDA_FOUND", "CUDA_PATH")
 
 # sm_90 (H100/H200) and sm_80 (A100), plus PTX for newer GPUs.
 _GENCODE = [
@@ -32,9 +32,9 @@ def if_cuda(if_true, if_false = []):
 def cuda_only():
     """A target_compatible_with value that skips a target where CUDA is not built."""
     if not CUDA_FOUND:
-        return ["@platforms//:incompatible"]
+        return ["//third_party/cuda:incompatible"]
     return select({
-        "//third_party/cuda:forced_off": ["@platforms//:incompatible"],
+        "//third_party/cuda:forced_off": ["//third_party/cuda:incompatible"],
         "//conditions:default": [],
     })
 
@@ -50,8 +50,9 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
             name = obj + "_nvcc",
             srcs = [src] + hdrs,
             outs = [obj],
-            tools = ["@local_cuda//:nvcc"],
-            cmd = ("$(location @local_cuda//:nvcc) -c -std=c++17 -O3 -Xcompiler -fPIC " +
+            # nvcc finds its headers and libdevice relative to its real install directory, so it
+            # is run from there rather than through the @local_cuda symlinks.
+            cmd = (CUDA_PATH + "/bin/nvcc -c -std=c++17 -O3 -Xcompiler -fPIC " +
                    " ".join(_GENCODE) + " -I. -I$(GENDIR) " + " ".join(copts) +
                    " -o $@ $(location " + src + ")"),
             target_compatible_with = cuda_only(),
