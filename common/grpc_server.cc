@@ -1,10 +1,8 @@
 #include "common/grpc_server.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/pem_file.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -12,18 +10,6 @@
 #include "grpcpp/server_builder.h"
 
 namespace ringmaster {
-namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return FieldError(flag, absl::StrCat("cannot read \"", path, "\""));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const ServerTlsOptions& tls, bool insecure) {
   if (insecure) return grpc::InsecureServerCredentials();
@@ -35,11 +21,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
       tls.ca_cert_path.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadPem("--tls_cert", tls.cert_chain_path));
-  ASSIGN_OR_RETURN(pair.private_key, ReadPem("--tls_key", tls.private_key_path));
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile("--tls_cert", tls.cert_chain_path));
+  ASSIGN_OR_RETURN(pair.private_key, ReadPemFile("--tls_key", tls.private_key_path));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!tls.ca_cert_path.empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem("--tls_ca", tls.ca_cert_path));
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPemFile("--tls_ca", tls.ca_cert_path));
   }
   return grpc::SslServerCredentials(options);
 }

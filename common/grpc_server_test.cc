@@ -2,6 +2,8 @@
 // reflection, using only a generic stub and the wire format (no generated client for either).
 #include "common/grpc_server.h"
 
+#include "common/grpc_health_client.h"
+
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -71,22 +73,6 @@ class GrpcServerTest : public ::testing::Test {
                                    grpc::InsecureChannelCredentials());
   }
 
-  // Calls a unary method with raw bytes; returns the status and fills `response`.
-  grpc::Status Unary(const std::string& method, const std::string& request,
-                     std::string* response) {
-    grpc::GenericStub stub(channel_);
-    grpc::ClientContext context;
-    grpc::CompletionQueue cq;
-    auto call = stub.PrepareUnaryCall(&context, method, ToBuffer(request), &cq);
-    call->StartCall();
-    grpc::ByteBuffer reply;
-    grpc::Status status;
-    call->Finish(&reply, &status, nullptr);
-    Await(&cq);
-    if (status.ok()) *response = FromBuffer(reply);
-    return status;
-  }
-
   // One request/response exchange on the reflection stream.
   std::string Reflect(const std::string& request) {
     grpc::GenericStub stub(channel_);
@@ -116,30 +102,28 @@ class GrpcServerTest : public ::testing::Test {
 };
 
 TEST_F(GrpcServerTest, HealthServiceAnswersServing) {
-  std::string response;
-  grpc::Status status = Unary("/grpc.health.v1.Health/Check", "", &response);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  UnknownFieldSet fields;
-  ASSERT_TRUE(fields.ParseFromString(response));
-  const UnknownField* serving = FindField(fields, 1);  // HealthCheckResponse.status
-  ASSERT_NE(serving, nullptr);
-  EXPECT_EQ(serving->varint(), 1u);  // SERVING
-
+  auto status = CheckHealth(channel_, "");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, ServingStatus::kServing);
   server_->SetServing("", false);
-  ASSERT_TRUE(Unary("/grpc.health.v1.Health/Check", "", &response).ok());
-  ASSERT_TRUE(fields.ParseFromString(response));
-  EXPECT_EQ(FindField(fields, 1)->varint(), 2u);  // NOT_SERVING
+  status = CheckHealth(channel_, "");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, ServingStatus::kNotServing);
 }
 
 TEST_F(GrpcServerTest, HealthServiceKnowsNamedServices) {
-  std::string response;
-  grpc::Status status = Unary("/grpc.health.v1.Health/Check",
-                              StringField(1, "ringmaster.v1.JobService"), &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(CheckHealth(channel_, "ringmaster.v1.JobService").status().code(),
+            absl::StatusCode::kNotFound);
   server_->SetServing("ringmaster.v1.JobService", true);
-  ASSERT_TRUE(Unary("/grpc.health.v1.Health/Check", StringField(1, "ringmaster.v1.JobService"),
-                    &response)
-                  .ok());
+  auto status = CheckHealth(channel_, "ringmaster.v1.JobService");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, ServingStatus::kServing);
+}
+
+TEST(GrpcHealthClientTest, UnreachableServerIsUnavailable) {
+  auto channel = grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials());
+  EXPECT_EQ(CheckHealth(channel, "", absl::Seconds(2)).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_F(GrpcServerTest, ReflectionListsServices) {

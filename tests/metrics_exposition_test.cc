@@ -6,10 +6,6 @@
 //    real coordinator binary's page) passes `promtool check metrics` with no lint output;
 //  - a real Prometheus scrapes a test server on loopback and returns the values through
 //    /api/v1/query, including escaped label values and histogram quantiles.
-#include <signal.h>
-
-#include <regex>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/http_client.h"
@@ -19,14 +15,13 @@
 #include "common/testing/subprocess.h"
 #include "common/testing/wait.h"
 #include "gtest/gtest.h"
+#include "tests/local_cluster.h"
 
 namespace ringmaster {
 namespace {
 
 using testing::PrometheusServer;
 using testing::RunCommand;
-using testing::Subprocess;
-using testing::WaitFor;
 
 constexpr char kAwkwardValue[] = "a \"quoted\" \\ back\nslash";
 
@@ -77,30 +72,11 @@ TEST(PromtoolTest, PromtoolRejectsABrokenPage) {
 }
 
 TEST(PromtoolTest, CoordinatorPagePassesCheckMetrics) {
-  std::string log = testing::TestTempDir() + "/coordinator.log";
-  auto coordinator = Subprocess::Start({"coordinator/coordinator", "--insecure",
-                                        "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"},
-                                       log);
+  auto coordinator = testing::StartCoordinator({"--insecure"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  std::regex listening("coordinator metrics listening on 127\\.0\\.0\\.1:(\\d+)");
-  std::smatch match;
-  std::string text;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        text = coordinator->Log();
-        return std::regex_search(text, match, listening) || !coordinator->Running();
-      },
-      absl::Seconds(30)));
-  ASSERT_TRUE(coordinator->Running()) << text;
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(match[1].str(), &port));
-  std::string page = Scrape(port);
+  std::string page = Scrape(coordinator->metrics_port);
   EXPECT_NE(page.find("ringmaster_build_info{component=\"coordinator\""), std::string::npos);
   ExpectPromtoolClean(page);
-  coordinator->Signal(SIGTERM);
-  auto status = coordinator->Wait(absl::Seconds(30));
-  ASSERT_TRUE(status.ok()) << coordinator->Log();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << coordinator->Log();
 }
 
 TEST(PrometheusScrapeTest, RealPrometheusReadsValuesBack) {

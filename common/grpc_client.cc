@@ -1,0 +1,31 @@
+#include "common/grpc_client.h"
+
+#include "common/pem_file.h"
+#include "common/status.h"
+#include "grpcpp/create_channel.h"
+
+namespace ringmaster {
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const ClientTlsOptions& tls, bool insecure) {
+  if (insecure) return grpc::InsecureChannelCredentials();
+  if (tls.cert_chain_path.empty() != tls.private_key_path.empty()) {
+    return FieldError("--tls_cert/--tls_key", "give both or neither");
+  }
+  grpc::SslCredentialsOptions options;
+  if (!tls.ca_cert_path.empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPemFile("--tls_ca", tls.ca_cert_path));
+  }
+  if (!tls.cert_chain_path.empty()) {
+    ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPemFile("--tls_cert", tls.cert_chain_path));
+    ASSIGN_OR_RETURN(options.pem_private_key, ReadPemFile("--tls_key", tls.private_key_path));
+  }
+  return grpc::SslCredentials(options);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  return grpc::CreateChannel(target, credentials);
+}
+
+}  // namespace ringmaster
