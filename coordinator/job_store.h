@@ -1,0 +1,75 @@
+// Durable coordinator state in SQLite (WAL mode) under the --state path.
+//
+// What is stored: every job's JobStatus (spec, state, generation, assignments, groups, plan,
+// owner, times) as a serialized proto with the indexed columns job_id/state/submit time, the
+// job's append-only events, and SubmitJob request ids (for idempotent retries).
+//
+// Durability: each mutating call is one transaction, committed before it returns
+// (synchronous=FULL in WAL mode), so a SIGKILL after a call returns loses nothing that call wrote.
+// Nothing here is called per heartbeat; callers write only on job transitions and events.
+//
+// Thread-safety: all methods are thread-safe (one connection guarded by a mutex).
+#ifndef RINGMASTER_COORDINATOR_JOB_STORE_H_
+#define RINGMASTER_COORDINATOR_JOB_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/ringmaster/v1/job.pb.h"
+
+struct sqlite3;
+
+namespace ringmaster::coordinator {
+
+struct StoredJob {
+  v1::JobStatus status;
+  std::vector<v1::JobEvent> events;  // Ascending sequence.
+};
+
+class JobStore {
+ public:
+  // Opens (creating if needed) the database at `path` (a file; its directory must exist).
+  // Errors: UNAVAILABLE if it cannot be opened, DATA_LOSS if it is not a Ringmaster database or
+  // is corrupt, FAILED_PRECONDITION if its schema version is newer than this binary knows.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+
+  // Inserts or replaces the job's status (keyed by status.job_id(), which must be non-empty).
+  absl::Status PutJob(const v1::JobStatus& status);
+
+  // Appends an event; event.sequence() must be the job's next sequence (1 + the last stored),
+  // else FAILED_PRECONDITION (so a duplicated or reordered append cannot corrupt the log).
+  // NOT_FOUND if the job was never put.
+  absl::Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
+
+  // Stores the job status and appends events in one transaction (for state transitions).
+  absl::Status PutJobWithEvents(const v1::JobStatus& status,
+                                const std::vector<v1::JobEvent>& events);
+
+  // Every job with its events, in submission order.
+  absl::StatusOr<std::vector<StoredJob>> LoadAll();
+
+  // The job id that SubmitJob `request_id` created (see CreateJob), or nullopt.
+  absl::StatusOr<std::optional<std::string>> FindRequest(const std::string& request_id);
+
+  // Stores a new job, its first events and (if non-empty) its request id, in one transaction.
+  // ALREADY_EXISTS if the request id was used before (the caller then returns that job).
+  absl::Status CreateJob(const v1::JobStatus& status, const std::vector<v1::JobEvent>& events,
+                         const std::string& request_id);
+
+ private:
+  explicit JobStore(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_JOB_STORE_H_

@@ -1,0 +1,42 @@
+// Validation of user job specs and the defaults applied to them.
+//
+// Every problem is reported, not just the first: the error is INVALID_ARGUMENT with one line per
+// problem, each "field: rule" with the field in YAML/proto path form and the offending value,
+// e.g. "parallelism.tensor: must divide devices_per_node (8), got 3".
+#ifndef RINGMASTER_COORDINATOR_SPEC_VALIDATION_H_
+#define RINGMASTER_COORDINATOR_SPEC_VALIDATION_H_
+
+#include "absl/status/status.h"
+#include "proto/ringmaster/v1/job.pb.h"
+
+namespace ringmaster::coordinator {
+
+// Fills unset fields with their documented defaults (job.proto): optimizer min_lr = lr/10,
+// beta1 0.9, beta2 0.95, epsilon 1e-8; checkpoint.keep 3; watchdog.straggler_threshold 1.2;
+// data.seed 1234; trainer.steps stays as given. Idempotent.
+void ApplyDefaults(v1::JobSpec* spec);
+
+// Checks `spec` (after ApplyDefaults). When parallelism is all zero the planner chooses it, and
+// the layout rules below are skipped. Rules:
+//  - name: 1-63 chars of [a-z0-9-], starting with a letter;
+//  - nodes in [1, 100000]; devices_per_node in [1, 1024];
+//  - parallelism: all three zero, or all three >= 1 with tensor*pipeline*data ==
+//    nodes*devices_per_node; tensor divides devices_per_node;
+//  - trainer: exactly one of builtin ("gpt") and command (non-empty argv, no empty argv[0]);
+//  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
+//    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
+//    heads; layers divisible by pipeline; heads divisible by tensor) and batch (micro_batch >= 1,
+//    global_batch divisible by micro_batch * data);
+//  - steps in [1, 10^9]; optimizer lr in (0, 10], warmup_steps >= 0, weight_decay >= 0,
+//    clip_grad_norm >= 0, betas in [0, 1), epsilon > 0;
+//  - zero_stage in [0, 3];
+//  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
+//  - restart.max_restarts in [0, 1000];
+//  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1;
+//  - precision: any enum value defined in job.proto.
+// NaN or infinite doubles are refused for every field.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_SPEC_VALIDATION_H_
