@@ -39,7 +39,8 @@ class JobStore {
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  // Inserts or replaces the job's status (keyed by status.job_id(), which must be non-empty).
+  // Inserts or replaces the job's status (keyed by status.job_id(), which must be non-empty, else
+  // INVALID_ARGUMENT).
   absl::Status PutJob(const v1::JobStatus& status);
 
   // Appends an event; event.sequence() must be the job's next sequence (1 + the last stored),
@@ -47,18 +48,22 @@ class JobStore {
   // NOT_FOUND if the job was never put.
   absl::Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
 
-  // Stores the job status and appends events in one transaction (for state transitions).
+  // Stores the job status and appends events in one transaction (for state transitions). Events
+  // follow AppendEvent's sequence rule; if one breaks it, nothing is written.
   absl::Status PutJobWithEvents(const v1::JobStatus& status,
                                 const std::vector<v1::JobEvent>& events);
 
-  // Every job with its events, in submission order.
+  // Every job with its events, in the order jobs were first stored (the job manager stores a job
+  // when it is submitted, so this is submission order, whatever the wall clock did).
+  // DATA_LOSS, naming the job, if a stored status or event does not parse.
   absl::StatusOr<std::vector<StoredJob>> LoadAll();
 
   // The job id that SubmitJob `request_id` created (see CreateJob), or nullopt.
   absl::StatusOr<std::optional<std::string>> FindRequest(const std::string& request_id);
 
   // Stores a new job, its first events and (if non-empty) its request id, in one transaction.
-  // ALREADY_EXISTS if the request id was used before (the caller then returns that job).
+  // ALREADY_EXISTS if the request id was used before (the caller then returns that job);
+  // FAILED_PRECONDITION if a job with this id is already stored. On error nothing is written.
   absl::Status CreateJob(const v1::JobStatus& status, const std::vector<v1::JobEvent>& events,
                          const std::string& request_id);
 

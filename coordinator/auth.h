@@ -1,0 +1,43 @@
+// Bearer-token authentication of JobService clients.
+//
+// The tokens file (--tokens) has one token per line: `TOKEN NAME [admin]`; `#` starts a comment.
+// NAME is the caller's identity (the owner recorded on the jobs it submits); `admin` may cancel
+// anyone's job. Without a tokens file authentication is off: every caller is anonymous (identity
+// "", not admin) and may act only on anonymous jobs.
+//
+// Thread-safe (immutable after construction).
+#ifndef RINGMASTER_COORDINATOR_AUTH_H_
+#define RINGMASTER_COORDINATOR_AUTH_H_
+
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "coordinator/caller.h"
+
+namespace ringmaster::coordinator {
+
+class TokenAuthenticator {
+ public:
+  // Authentication off.
+  TokenAuthenticator() = default;
+
+  // Parses a tokens file's contents. INVALID_ARGUMENT "tokens:LINE: ..." for a malformed line or
+  // a duplicate token.
+  static absl::StatusOr<TokenAuthenticator> FromText(const std::string& text);
+  static absl::StatusOr<TokenAuthenticator> FromFile(const std::string& path);
+
+  bool enabled() const { return enabled_; }
+
+  // `authorization` is the request's "authorization" metadata ("Bearer TOKEN"), empty if absent.
+  // UNAUTHENTICATED when auth is on and the header is missing, malformed or unknown.
+  absl::StatusOr<Caller> Authenticate(const std::string& authorization) const;
+
+ private:
+  bool enabled_ = false;
+  absl::flat_hash_map<std::string, Caller> tokens_;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_AUTH_H_

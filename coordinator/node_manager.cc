@@ -1,0 +1,207 @@
+#include "coordinator/node_manager.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace ringmaster::coordinator {
+
+NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry)
+    : clock_(clock), lost_after_(lost_after) {
+  if (registry != nullptr) {
+    connected_ = registry
+                     ->AddGauge("ringmaster_agents_connected",
+                                "Agents registered and heartbeating now.")
+                     .WithLabels({});
+    lost_total_ = registry
+                      ->AddCounter("ringmaster_nodes_lost_total",
+                                   "Nodes declared lost (stream ended or heartbeats stopped).")
+                      .WithLabels({});
+  }
+}
+
+absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration) {
+  if (registration.node().empty()) return FieldError("register.node", "must not be empty");
+  if (registration.devices().empty()) {
+    return FieldError("register.devices", "a node must report at least one device");
+  }
+  absl::flat_hash_set<int> seen;
+  for (const v1::Device& d : registration.devices()) {
+    if (!seen.insert(d.index()).second) {
+      return FieldError("register.devices.index", absl::StrCat("duplicate index ", d.index()));
+    }
+    if (d.kind() != "gpu" && d.kind() != "cpu") {
+      return FieldError("register.devices.kind",
+                        absl::StrCat("must be \"gpu\" or \"cpu\", got \"", d.kind(), "\""));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  Node& node = nodes_[registration.node()];
+  if (!node.alive) ++alive_;
+  node.registration = registration;
+  node.session = next_session_++;
+  node.alive = true;
+  node.last_heartbeat = clock_->Now();
+  // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
+  for (auto it = node.holder.begin(); it != node.holder.end();) {
+    auto next = std::next(it);
+    if (!seen.contains(it->first)) node.holder.erase(it);
+    it = next;
+  }
+  UpdateGauge();
+  return node.session;
+}
+
+absl::Status NodeManager::Heartbeat(const std::string& name, uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second.session != session || !it->second.alive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("heartbeat from ", name, " on a replaced or lost session"));
+  }
+  it->second.last_heartbeat = clock_->Now();
+  return absl::OkStatus();
+}
+
+bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second.session != session || !it->second.alive) return false;
+  it->second.alive = false;
+  --alive_;
+  if (lost_total_) lost_total_->Increment();
+  UpdateGauge();
+  return true;
+}
+
+std::vector<std::string> NodeManager::CheckLiveness() {
+  std::vector<std::string> lost;
+  absl::MutexLock lock(&mu_);
+  absl::Time cutoff = clock_->Now() - lost_after_;
+  for (auto& [name, node] : nodes_) {
+    if (node.alive && node.last_heartbeat < cutoff) {
+      node.alive = false;
+      --alive_;
+      lost.push_back(name);
+      if (lost_total_) lost_total_->Increment();
+    }
+  }
+  if (!lost.empty()) UpdateGauge();
+  std::sort(lost.begin(), lost.end());
+  return lost;
+}
+
+std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
+  std::vector<NodeCapacity> out;
+  absl::MutexLock lock(&mu_);
+  out.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) {
+    if (!node.alive) continue;
+    NodeCapacity capacity;
+    capacity.name = name;
+    for (const v1::Device& d : node.registration.devices()) {
+      if (!node.holder.contains(d.index())) {
+        capacity.free.push_back({d.index(), d.interconnect_domain()});
+      }
+    }
+    if (!capacity.free.empty()) out.push_back(std::move(capacity));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeCapacity& a, const NodeCapacity& b) { return a.name < b.name; });
+  return out;
+}
+
+absl::Status NodeManager::Allocate(const std::string& job_id, const Placement& placement) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::RankAssignment& a : placement.assignments) {
+    auto it = nodes_.find(a.node());
+    bool known = it != nodes_.end() &&
+                 std::any_of(it->second.registration.devices().begin(),
+                             it->second.registration.devices().end(),
+                             [&](const v1::Device& d) { return d.index() == a.local_device(); });
+    if (!known) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device ", a.local_device(), " of node ", a.node(), " is unknown"));
+    }
+    auto held = it->second.holder.find(a.local_device());
+    if (held != it->second.holder.end() && held->second != job_id) {
+      return absl::FailedPreconditionError(absl::StrCat("device ", a.local_device(), " of node ",
+                                                        a.node(), " is held by ", held->second));
+    }
+  }
+  for (const v1::RankAssignment& a : placement.assignments) {
+    nodes_[a.node()].holder[a.local_device()] = job_id;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeManager::Adopt(const std::string& job_id, const std::string& node, int device) {
+  Placement one;
+  v1::RankAssignment& a = one.assignments.emplace_back();
+  a.set_node(node);
+  a.set_local_device(device);
+  return Allocate(job_id, one);
+}
+
+void NodeManager::Release(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, node] : nodes_) {
+    for (auto it = node.holder.begin(); it != node.holder.end();) {
+      auto next = std::next(it);
+      if (it->second == job_id) node.holder.erase(it);
+      it = next;
+    }
+  }
+}
+
+bool NodeManager::IsAlive(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  return it != nodes_.end() && it->second.alive;
+}
+
+std::optional<std::string> NodeManager::HostAddress(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.registration.host_address();
+}
+
+std::vector<v1::NodeStatus> NodeManager::List() const {
+  std::vector<v1::NodeStatus> out;
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  for (const auto& [name, node] : nodes_) {
+    v1::NodeStatus& s = out.emplace_back();
+    s.set_name(name);
+    s.set_devices(node.registration.devices_size());
+    s.set_devices_in_use(static_cast<int>(node.holder.size()));
+    s.set_device_kind(node.registration.devices().empty()
+                          ? ""
+                          : node.registration.devices(0).kind());
+    s.set_alive(node.alive);
+    s.set_last_heartbeat_age_seconds(absl::ToDoubleSeconds(now - node.last_heartbeat));
+    absl::flat_hash_set<std::string> jobs;
+    for (const auto& [device, job] : node.holder) jobs.insert(job);
+    std::vector<std::string> sorted(jobs.begin(), jobs.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (auto& j : sorted) s.add_jobs(j);
+  }
+  std::sort(out.begin(), out.end(), [](const v1::NodeStatus& a, const v1::NodeStatus& b) {
+    return a.name() < b.name();
+  });
+  return out;
+}
+
+int NodeManager::AliveCount() const {
+  absl::MutexLock lock(&mu_);
+  return alive_;
+}
+
+void NodeManager::UpdateGauge() {
+  if (connected_) connected_->Set(alive_);
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,101 @@
+// Nodes: registration, liveness and device allocation.
+//
+// Each agent stream is a session. Register() starts a new session for the node (replacing any
+// older one, whose heartbeats and disconnects are then ignored). A node is lost when its current
+// session disconnects, or when it has sent no heartbeat for `lost_after` (CheckLiveness, called by
+// the coordinator's ticker). Heartbeat() is O(1): one hash lookup and a timestamp store; nothing
+// here touches the disk.
+//
+// Allocation tracks which job holds which device, so placement sees only free devices of live
+// nodes. Allocations survive a node's loss and return (the job manager releases them).
+//
+// Thread-safe.
+#ifndef RINGMASTER_COORDINATOR_NODE_MANAGER_H_
+#define RINGMASTER_COORDINATOR_NODE_MANAGER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics/registry.h"
+#include "coordinator/placement.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+
+class NodeManager {
+ public:
+  // `clock` must outlive the manager. `registry` (may be null) receives
+  // ringmaster_agents_connected and ringmaster_nodes_lost_total.
+  NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry);
+
+  // Validates and records a registration; returns the new session id. INVALID_ARGUMENT (naming
+  // the field) for an empty node name, no devices, duplicate device indices or a device kind
+  // other than "gpu"/"cpu".
+  absl::StatusOr<uint64_t> Register(const v1::Register& registration);
+
+  // Records a heartbeat. FAILED_PRECONDITION if `session` is not the node's current session.
+  absl::Status Heartbeat(const std::string& node, uint64_t session);
+
+  // The session's stream ended. Marks the node lost at once if it is the current session;
+  // returns true in that case.
+  bool Disconnected(const std::string& node, uint64_t session);
+
+  // Marks nodes silent for longer than lost_after as lost and returns their names (each lost
+  // node is returned once per loss).
+  std::vector<std::string> CheckLiveness();
+
+  // Free devices of live nodes, sorted by node name.
+  std::vector<NodeCapacity> FreeCapacity() const;
+
+  // Marks the placement's devices as held by `job_id`. FAILED_PRECONDITION (nothing changed) if
+  // a device is unknown or held by another job.
+  absl::Status Allocate(const std::string& job_id, const Placement& placement);
+
+  // Marks (node, device) as held by `job_id` (reconciling a job that survived a coordinator
+  // restart). FAILED_PRECONDITION if held by another job or unknown.
+  absl::Status Adopt(const std::string& job_id, const std::string& node, int device);
+
+  // Frees every device `job_id` holds.
+  void Release(const std::string& job_id);
+
+  bool IsAlive(const std::string& node) const;
+  // The node's host address from its registration, if the node is known.
+  std::optional<std::string> HostAddress(const std::string& node) const;
+  // Status of every known node, sorted by name.
+  std::vector<v1::NodeStatus> List() const;
+  int AliveCount() const;
+
+ private:
+  struct Node {
+    v1::Register registration;
+    uint64_t session = 0;
+    bool alive = false;
+    absl::Time last_heartbeat;
+    absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
+  };
+
+  void UpdateGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* const clock_;
+  const absl::Duration lost_after_;
+  std::shared_ptr<metrics::Gauge> connected_;
+  std::shared_ptr<metrics::Counter> lost_total_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  int alive_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_NODE_MANAGER_H_

@@ -1,0 +1,118 @@
+#include "coordinator/node_manager.h"
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+v1::Register Registration(const std::string& name, int devices, int domains = 1) {
+  v1::Register r;
+  r.set_node(name);
+  r.set_host_address(name + ".local");
+  for (int i = 0; i < devices; ++i) {
+    v1::Device* d = r.add_devices();
+    d->set_index(i);
+    d->set_kind("cpu");
+    d->set_interconnect_domain(i * domains / devices);
+  }
+  return r;
+}
+
+Placement OnNode(const std::string& node, std::vector<int> devices) {
+  Placement p;
+  for (int d : devices) {
+    v1::RankAssignment& a = p.assignments.emplace_back();
+    a.set_node(node);
+    a.set_local_device(d);
+  }
+  return p;
+}
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  NodeManagerTest() : nodes_(&clock_, absl::Seconds(3), &registry_) {}
+  FakeClock clock_;
+  metrics::Registry registry_;
+  NodeManager nodes_;
+};
+
+TEST_F(NodeManagerTest, RegisterValidates) {
+  EXPECT_EQ(nodes_.Register(Registration("", 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(nodes_.Register(Registration("a", 0)).status().message(),
+            "register.devices: a node must report at least one device");
+  v1::Register dup = Registration("a", 2);
+  dup.mutable_devices(1)->set_index(0);
+  EXPECT_EQ(nodes_.Register(dup).status().message(), "register.devices.index: duplicate index 0");
+  v1::Register kind = Registration("a", 1);
+  kind.mutable_devices(0)->set_kind("tpu");
+  EXPECT_EQ(nodes_.Register(kind).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
+  auto a = nodes_.Register(Registration("a", 2));
+  auto b = nodes_.Register(Registration("b", 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(nodes_.AliveCount(), 2);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  clock_.Advance(absl::Seconds(2));  // a silent 4 s, b 2 s.
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());  // Reported once.
+  EXPECT_FALSE(nodes_.IsAlive("a"));
+  EXPECT_TRUE(nodes_.IsAlive("b"));
+  EXPECT_NE(registry_.RenderText().find("ringmaster_agents_connected 1"), std::string::npos);
+  // A late heartbeat on the lost session does not revive it; a new registration does.
+  EXPECT_EQ(nodes_.Heartbeat("a", *a).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  EXPECT_TRUE(nodes_.IsAlive("a"));
+}
+
+TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
+  auto first = nodes_.Register(Registration("a", 1));
+  auto second = nodes_.Register(Registration("a", 1));  // Reconnect replaces the session.
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(nodes_.Disconnected("a", *first));  // The old stream closing changes nothing.
+  EXPECT_TRUE(nodes_.IsAlive("a"));
+  EXPECT_EQ(nodes_.Heartbeat("a", *first).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(nodes_.Disconnected("a", *second));
+  EXPECT_FALSE(nodes_.IsAlive("a"));
+  EXPECT_EQ(nodes_.AliveCount(), 0);
+}
+
+TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {
+  ASSERT_TRUE(nodes_.Register(Registration("a", 4, 2)).ok());
+  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  ASSERT_TRUE(nodes_.Allocate("j1", OnNode("a", {0, 1})).ok());
+  auto free = nodes_.FreeCapacity();
+  ASSERT_EQ(free.size(), 2u);
+  EXPECT_EQ(free[0].name, "a");
+  ASSERT_EQ(free[0].free.size(), 2u);
+  EXPECT_EQ(free[0].free[0].index, 2);
+  EXPECT_EQ(free[0].free[0].domain, 1);
+  // Another job cannot take a held device; nothing is half-allocated.
+  Placement clash = OnNode("b", {0});
+  clash.assignments.push_back(OnNode("a", {1}).assignments[0]);
+  EXPECT_EQ(nodes_.Allocate("j2", clash).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(nodes_.FreeCapacity()[1].free.size(), 2u);
+  EXPECT_EQ(nodes_.Allocate("j2", OnNode("a", {9})).code(), absl::StatusCode::kFailedPrecondition);
+
+  auto list = nodes_.List();
+  EXPECT_EQ(list[0].devices_in_use(), 2);
+  ASSERT_EQ(list[0].jobs_size(), 1);
+  EXPECT_EQ(list[0].jobs(0), "j1");
+  nodes_.Release("j1");
+  EXPECT_EQ(nodes_.FreeCapacity()[0].free.size(), 4u);
+}
+
+TEST_F(NodeManagerTest, LostNodesOfferNoCapacity) {
+  auto a = nodes_.Register(Registration("a", 2));
+  ASSERT_TRUE(a.ok());
+  nodes_.Disconnected("a", *a);
+  EXPECT_TRUE(nodes_.FreeCapacity().empty());
+  EXPECT_EQ(*nodes_.HostAddress("a"), "a.local");
+  EXPECT_FALSE(nodes_.HostAddress("zzz").has_value());
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator

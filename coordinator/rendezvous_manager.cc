@@ -1,0 +1,203 @@
+#include "coordinator/rendezvous_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+absl::Status Stale(const std::string& job_id, int64_t asked, int64_t current) {
+  return absl::FailedPreconditionError(absl::StrCat("stale generation ", asked, " of job ", job_id,
+                                                    " (current generation is ", current, ")"));
+}
+
+}  // namespace
+
+RendezvousManager::RendezvousManager(Clock* clock, metrics::Registry* registry) : clock_(clock) {
+  if (registry != nullptr) {
+    wait_seconds_ = &registry->AddHistogram(
+        "ringmaster_rendezvous_wait_seconds",
+        "Time from a rendezvous wait to its answer (value, deadline or refusal).", {},
+        metrics::ExponentialBuckets(0.001, 4, 10));
+    requests_ = &registry->AddCounter("ringmaster_rendezvous_requests_total",
+                                      "Rendezvous requests by operation and result code.",
+                                      {"op", "code"});
+  }
+}
+
+void RendezvousManager::Count(const char* op, const absl::Status& status) {
+  if (requests_ == nullptr) return;
+  requests_->WithLabels({op, absl::StatusCodeToString(status.code())})->Increment();
+}
+
+absl::Status RendezvousManager::OpenGeneration(const std::string& job_id, int64_t generation) {
+  Fired fired;
+  absl::Status result = absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    Store& store = stores_[job_id];
+    if (generation < store.generation) {
+      result = Stale(job_id, generation, store.generation);
+    } else if (generation > store.generation) {
+      FailAll(&store,
+              absl::FailedPreconditionError(absl::StrCat("generation ", store.generation,
+                                                         " of job ", job_id, " was replaced")),
+              &fired);
+      store = Store();
+      store.generation = generation;
+    }
+  }
+  Run(std::move(fired));
+  return result;
+}
+
+void RendezvousManager::CloseJob(const std::string& job_id) {
+  Fired fired;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = stores_.find(job_id);
+    if (it == stores_.end()) return;
+    FailAll(&it->second, absl::FailedPreconditionError(absl::StrCat("job ", job_id, " ended")),
+            &fired);
+    stores_.erase(it);
+  }
+  Run(std::move(fired));
+}
+
+absl::Status RendezvousManager::CheckGeneration(const std::string& job_id, int64_t generation,
+                                                Store** store) {
+  auto it = stores_.find(job_id);
+  if (it == stores_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no rendezvous"));
+  }
+  if (it->second.generation != generation) {
+    return Stale(job_id, generation, it->second.generation);
+  }
+  *store = &it->second;
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousManager::Set(const std::string& job_id, int64_t generation,
+                                    const std::string& key, std::string value) {
+  Fired fired;
+  absl::Status status = absl::OkStatus();
+  if (key.empty() || key.size() > kMaxKeyBytes) {
+    status = FieldError("key", absl::StrCat("must be 1-", kMaxKeyBytes, " bytes"));
+  } else if (value.size() > kMaxValueBytes) {
+    status = FieldError("value", absl::StrCat("must be at most ", kMaxValueBytes, " bytes, got ",
+                                              value.size()));
+  } else {
+    absl::MutexLock lock(&mu_);
+    Store* store = nullptr;
+    status = CheckGeneration(job_id, generation, &store);
+    if (status.ok() && store->values.size() >= kMaxKeysPerGeneration &&
+        !store->values.contains(key)) {
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("job ", job_id, " already has ", kMaxKeysPerGeneration, " keys"));
+    }
+    if (status.ok()) {
+      auto waiting = store->waiters_by_key.find(key);
+      if (waiting != store->waiters_by_key.end()) {
+        for (uint64_t id : waiting->second) Fire(id, value, &fired);
+        store->waiters_by_key.erase(waiting);
+      }
+      store->values[key] = std::move(value);
+    }
+  }
+  Count("set", status);
+  Run(std::move(fired));
+  return status;
+}
+
+absl::StatusOr<std::string> RendezvousManager::Get(const std::string& job_id, int64_t generation,
+                                                   const std::string& key) {
+  absl::StatusOr<std::string> result;
+  {
+    absl::MutexLock lock(&mu_);
+    Store* store = nullptr;
+    absl::Status status = CheckGeneration(job_id, generation, &store);
+    if (!status.ok()) {
+      result = status;
+    } else {
+      auto it = store->values.find(key);
+      result = it == store->values.end()
+                   ? absl::StatusOr<std::string>(absl::NotFoundError(
+                         absl::StrCat("rendezvous key \"", key, "\" is not set")))
+                   : absl::StatusOr<std::string>(it->second);
+    }
+  }
+  Count("get", result.status());
+  return result;
+}
+
+void RendezvousManager::Wait(const std::string& job_id, int64_t generation,
+                             const std::string& key, absl::Time deadline, WaitCallback done) {
+  absl::StatusOr<std::string> immediate;
+  {
+    absl::MutexLock lock(&mu_);
+    Store* store = nullptr;
+    absl::Status status = CheckGeneration(job_id, generation, &store);
+    if (!status.ok()) {
+      immediate = status;
+    } else if (auto it = store->values.find(key); it != store->values.end()) {
+      immediate = it->second;
+    } else {
+      uint64_t id = next_waiter_id_++;
+      Waiter& waiter = waiters_[id];
+      waiter.start = clock_->Now();
+      waiter.done = std::move(done);
+      waiter.job_id = job_id;
+      waiter.deadline_entry = by_deadline_.emplace(deadline, id);
+      store->waiters_by_key[key].push_back(id);
+      return;
+    }
+  }
+  Count("wait", immediate.status());
+  if (wait_seconds_ != nullptr) wait_seconds_->WithLabels({})->Observe(0);
+  done(std::move(immediate));
+}
+
+void RendezvousManager::Fire(uint64_t id, absl::StatusOr<std::string> result, Fired* fired) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;  // Already expired.
+  if (wait_seconds_ != nullptr) {
+    wait_seconds_->WithLabels({})->Observe(absl::ToDoubleSeconds(clock_->Now() - it->second.start));
+  }
+  Count("wait", result.status());
+  by_deadline_.erase(it->second.deadline_entry);
+  fired->emplace_back(std::move(it->second.done), std::move(result));
+  waiters_.erase(it);
+}
+
+void RendezvousManager::FailAll(Store* store, const absl::Status& status, Fired* fired) {
+  for (auto& [key, ids] : store->waiters_by_key) {
+    for (uint64_t id : ids) Fire(id, status, fired);
+  }
+  store->waiters_by_key.clear();
+}
+
+int RendezvousManager::ExpireWaiters() {
+  Fired fired;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Time now = clock_->Now();
+    while (!by_deadline_.empty() && by_deadline_.begin()->first <= now) {
+      Fire(by_deadline_.begin()->second,
+           absl::DeadlineExceededError("rendezvous wait deadline passed"), &fired);
+    }
+  }
+  int expired = static_cast<int>(fired.size());
+  Run(std::move(fired));
+  return expired;
+}
+
+int64_t RendezvousManager::PendingWaiters() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(waiters_.size());
+}
+
+void RendezvousManager::Run(Fired fired) {
+  for (auto& [done, result] : fired) done(std::move(result));
+}
+
+}  // namespace ringmaster::coordinator

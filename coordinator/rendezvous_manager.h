@@ -1,0 +1,117 @@
+// Rendezvous: one key/value store per (job, generation), with set, get and wait-with-deadline.
+// Workers reach it through their agent (RendezvousRequest on the agent stream) to exchange the
+// ncclUniqueId and Gloo addresses.
+//
+// Only the job's current generation has a store. Opening a newer generation drops the older
+// store and fails its waiters with FAILED_PRECONDITION; any request naming another generation is
+// refused with FAILED_PRECONDITION ("stale generation"), so a worker of an old incarnation can
+// neither read nor poison the new one's keys.
+//
+// Waiting holds no thread: Wait() registers a callback, run when the key is set, when the
+// deadline passes (ExpireWaiters, driven by the coordinator's ticker with the injected clock), or
+// when the generation is dropped. Callbacks run exactly once, without the manager's lock held,
+// on the thread that caused them (Set, ExpireWaiters, OpenGeneration, CloseJob).
+//
+// Thread-safe.
+#ifndef RINGMASTER_COORDINATOR_RENDEZVOUS_MANAGER_H_
+#define RINGMASTER_COORDINATOR_RENDEZVOUS_MANAGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics/registry.h"
+
+namespace ringmaster::coordinator {
+
+class RendezvousManager {
+ public:
+  using WaitCallback = std::function<void(absl::StatusOr<std::string>)>;
+
+  static constexpr size_t kMaxKeyBytes = 512;
+  static constexpr size_t kMaxValueBytes = 1 << 20;
+  static constexpr size_t kMaxKeysPerGeneration = 1 << 20;
+
+  // `clock` must outlive the manager. `registry` (may be null) receives
+  // ringmaster_rendezvous_wait_seconds and ringmaster_rendezvous_requests_total{op,code}.
+  RendezvousManager(Clock* clock, metrics::Registry* registry);
+
+  // Makes `generation` the job's current one with an empty store. Older generations' waiters get
+  // FAILED_PRECONDITION. Opening a generation lower than the current one is refused
+  // (FAILED_PRECONDITION); reopening the current one is a no-op.
+  absl::Status OpenGeneration(const std::string& job_id, int64_t generation);
+
+  // Drops the job's store (job terminal); its waiters get FAILED_PRECONDITION.
+  void CloseJob(const std::string& job_id);
+
+  // Stores `value` under `key` (overwrites) and wakes the key's waiters.
+  // INVALID_ARGUMENT for an empty/oversized key or oversized value; FAILED_PRECONDITION for an
+  // unknown job or a stale generation; RESOURCE_EXHAUSTED past kMaxKeysPerGeneration.
+  absl::Status Set(const std::string& job_id, int64_t generation, const std::string& key,
+                   std::string value);
+
+  // The value under `key`; NOT_FOUND if unset; errors as for Set.
+  absl::StatusOr<std::string> Get(const std::string& job_id, int64_t generation,
+                                  const std::string& key);
+
+  // Calls `done` with the value once `key` is set, or DEADLINE_EXCEEDED once `deadline` passes
+  // (checked by ExpireWaiters), or the Set errors at once. May call `done` before returning.
+  void Wait(const std::string& job_id, int64_t generation, const std::string& key,
+            absl::Time deadline, WaitCallback done);
+
+  // Fails every waiter whose deadline is <= clock->Now(). Returns how many expired.
+  int ExpireWaiters();
+
+  // Waiters currently registered (for tests and metrics).
+  int64_t PendingWaiters() const;
+
+ private:
+  struct Waiter {
+    absl::Time start;
+    WaitCallback done;
+    std::string job_id;
+    std::multimap<absl::Time, uint64_t>::iterator deadline_entry;
+  };
+  struct Store {
+    int64_t generation = 0;
+    absl::flat_hash_map<std::string, std::string> values;
+    // Waiter ids by key. Ids of waiters that already expired are skipped (and dropped) lazily.
+    absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_by_key;
+  };
+  using Fired = std::vector<std::pair<WaitCallback, absl::StatusOr<std::string>>>;
+
+  absl::Status CheckGeneration(const std::string& job_id, int64_t generation, Store** store)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves every waiter of `store` into `fired` with `status`.
+  void FailAll(Store* store, const absl::Status& status, Fired* fired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes waiter `id` (if still registered) and queues its callback with `result`.
+  void Fire(uint64_t id, absl::StatusOr<std::string> result, Fired* fired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run(Fired fired);
+  void Count(const char* op, const absl::Status& status);
+
+  Clock* const clock_;
+  metrics::HistogramFamily* wait_seconds_ = nullptr;
+  metrics::CounterFamily* requests_ = nullptr;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Store> stores_ ABSL_GUARDED_BY(mu_);
+  // Every waiter by id, and ids by deadline for expiry in deadline order.
+  absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, uint64_t> by_deadline_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_RENDEZVOUS_MANAGER_H_

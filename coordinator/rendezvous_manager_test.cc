@@ -1,0 +1,134 @@
+#include "coordinator/rendezvous_manager.h"
+
+#include <optional>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+class RendezvousManagerTest : public ::testing::Test {
+ protected:
+  RendezvousManagerTest() : manager_(&clock_, &registry_) {}
+
+  // Registers a wait whose result lands in `*out`.
+  void WaitInto(const std::string& job, int64_t gen, const std::string& key, absl::Duration d,
+                std::optional<absl::StatusOr<std::string>>* out) {
+    manager_.Wait(job, gen, key, clock_.Now() + d,
+                  [out](absl::StatusOr<std::string> r) { *out = std::move(r); });
+  }
+
+  FakeClock clock_;
+  metrics::Registry registry_;
+  RendezvousManager manager_;
+};
+
+TEST_F(RendezvousManagerTest, SetThenGetAndWait) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  EXPECT_EQ(manager_.Get("j", 1, "nccl_id").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(manager_.Set("j", 1, "nccl_id", "abc").ok());
+  EXPECT_EQ(*manager_.Get("j", 1, "nccl_id"), "abc");
+  std::optional<absl::StatusOr<std::string>> got;
+  WaitInto("j", 1, "nccl_id", absl::Seconds(1), &got);
+  ASSERT_TRUE(got.has_value());  // Already set: answered at once.
+  EXPECT_EQ(**got, "abc");
+}
+
+TEST_F(RendezvousManagerTest, WaitIsAnsweredBySetFromAnotherThread) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  std::vector<std::optional<absl::StatusOr<std::string>>> got(100);
+  for (auto& g : got) WaitInto("j", 1, "k", absl::Minutes(1), &g);
+  EXPECT_EQ(manager_.PendingWaiters(), 100);
+  std::thread setter([&] { ASSERT_TRUE(manager_.Set("j", 1, "k", "v").ok()); });
+  setter.join();
+  for (auto& g : got) {
+    ASSERT_TRUE(g.has_value());
+    EXPECT_EQ(**g, "v");
+  }
+  EXPECT_EQ(manager_.PendingWaiters(), 0);
+}
+
+TEST_F(RendezvousManagerTest, WaitExpiresAtItsDeadlineOnly) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  std::optional<absl::StatusOr<std::string>> early, late;
+  WaitInto("j", 1, "k", absl::Seconds(5), &early);
+  WaitInto("j", 1, "k", absl::Seconds(30), &late);
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(manager_.ExpireWaiters(), 0);
+  EXPECT_FALSE(early.has_value());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(manager_.ExpireWaiters(), 1);
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(late.has_value());
+  // The expired waiter is not answered again when the key appears; the live one is.
+  ASSERT_TRUE(manager_.Set("j", 1, "k", "v").ok());
+  EXPECT_EQ(early->status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(**late, "v");
+}
+
+TEST_F(RendezvousManagerTest, StaleGenerationIsRefused) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  ASSERT_TRUE(manager_.Set("j", 1, "k", "old").ok());
+  std::optional<absl::StatusOr<std::string>> waiting;
+  WaitInto("j", 1, "other", absl::Minutes(1), &waiting);
+
+  ASSERT_TRUE(manager_.OpenGeneration("j", 2).ok());
+  // The old generation's waiter is released with a refusal.
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->status().code(), absl::StatusCode::kFailedPrecondition);
+  // Old-generation requests are refused; the new store starts empty.
+  EXPECT_EQ(manager_.Set("j", 1, "k", "poison").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_.Get("j", 1, "k").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_.Get("j", 2, "k").status().code(), absl::StatusCode::kNotFound);
+  // Going back is refused; reopening the current one keeps its keys.
+  EXPECT_EQ(manager_.OpenGeneration("j", 1).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_.Set("j", 2, "k", "new").ok());
+  ASSERT_TRUE(manager_.OpenGeneration("j", 2).ok());
+  EXPECT_EQ(*manager_.Get("j", 2, "k"), "new");
+}
+
+TEST_F(RendezvousManagerTest, UnknownJobAndClosedJobAreRefused) {
+  EXPECT_EQ(manager_.Set("nope", 1, "k", "v").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  std::optional<absl::StatusOr<std::string>> waiting;
+  WaitInto("j", 1, "k", absl::Minutes(1), &waiting);
+  manager_.CloseJob("j");
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_.Get("j", 1, "k").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RendezvousManagerTest, LimitsOnKeysAndValues) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  EXPECT_EQ(manager_.Set("j", 1, "", "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_.Set("j", 1, std::string(RendezvousManager::kMaxKeyBytes + 1, 'k'), "v").code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status big =
+      manager_.Set("j", 1, "k", std::string(RendezvousManager::kMaxValueBytes + 1, 'v'));
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("value:"), std::string::npos) << big;
+}
+
+TEST_F(RendezvousManagerTest, ExportsWaitLatencyAndRequestCounts) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  std::optional<absl::StatusOr<std::string>> got;
+  WaitInto("j", 1, "k", absl::Minutes(1), &got);
+  clock_.Advance(absl::Milliseconds(300));
+  ASSERT_TRUE(manager_.Set("j", 1, "k", "v").ok());
+  std::string text = registry_.RenderText();
+  EXPECT_NE(text.find("ringmaster_rendezvous_wait_seconds_bucket{le=\"0.256\"} 0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringmaster_rendezvous_wait_seconds_bucket{le=\"1.024\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringmaster_rendezvous_requests_total{op=\"set\",code=\"OK\"} 1"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
