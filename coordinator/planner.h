@@ -5,12 +5,13 @@
 // Decision rules (DESIGN.md), applied in this order:
 //  1. TP divides devices_per_node and the number of heads (TP <= devices per node: TP stays
 //     inside a node's fast interconnect).
-//  2. PP divides the layers and leaves at least 4 layers per stage.
+//  2. PP divides the layers and, when PP > 1, leaves at least 4 layers per stage.
 //  3. DP = world / (TP*PP) must divide global_batch / micro_batch; the microbatches per step
 //     m = global_batch / (micro_batch * DP) must be >= 4 * (PP - 1) so the bubble stays small.
-//  4. Among layouts that satisfy 1-3 and whose memory estimate fits the device memory, take the
-//     one with the smallest TP*PP (the most data parallelism); on a tie prefer larger TP (it runs
-//     over the in-node interconnect) over PP (which adds a bubble).
+//  4. Among layouts that satisfy 1-3 and whose memory estimate (state + activations in flight,
+//     below) fits the device memory, take the one with the smallest TP*PP (the most data
+//     parallelism); on a tie prefer larger TP (it runs over the in-node interconnect) over PP
+//     (which adds a bubble).
 //  5. If none fits in memory, take the layout with the smallest memory per device and say so.
 //
 // Estimates (documented in docs/architecture.md):
@@ -18,15 +19,16 @@
 //    multiple of 128);
 //  - state bytes per device = 16 bytes/param (bf16 weights and grads, fp32 master weights and two
 //    Adam moments; 16 bytes for fp32 too: 4+4+8) * P / (TP*PP), with ZeRO dividing the optimizer
-//    state (12 bytes) by DP at stage >= 1, the gradients (2) at stage >= 2 and the weights (2)
-//    at stage 3;
+//    state (12 bytes; fp32: 8) by DP at stage >= 1, the gradients (2; fp32: 4) at stage >= 2 and
+//    the weights (2; fp32: 4) at stage 3;
 //  - activation bytes per microbatch on the first stage: (L/PP) * s*b*d * (34 + 5*a*s/d) / TP
 //    (Megatron-LM's estimate, bf16), times min(m, PP) microbatches in flight under 1F1B;
 //  - bubble fraction (p-1)/(m+p-1);
 //  - bytes sent per rank per step: TP 4 all-reduces per layer per microbatch of s*b*d elements
 //    (ring: 2(t-1)/t of the buffer); PP one activation forward and one gradient backward of
-//    s*b*d elements per microbatch; DP a ring all-reduce of the rank's gradients, 2(d-1)/d * P/(TP*PP)
-//    elements (bytes per element: 2 for bf16, 4 for fp32).
+//    s*b*d elements per microbatch; DP a ring all-reduce of the rank's gradients,
+//    2(d-1)/d * P/(TP*PP) elements, 3(d-1)/d with ZeRO-3 (weights gathered again for the backward
+//    pass) (bytes per element: 2 for bf16, 4 for fp32; an unspecified precision counts as bf16).
 #ifndef RINGMASTER_COORDINATOR_PLANNER_H_
 #define RINGMASTER_COORDINATOR_PLANNER_H_
 

@@ -1,0 +1,192 @@
+#include "coordinator/placement.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+absl::Status CheckAtLeastOne(absl::string_view field, int value) {
+  if (value >= 1) return absl::OkStatus();
+  return FieldError(field, absl::StrCat("must be >= 1, got ", value));
+}
+
+absl::Status CheckLayout(const Layout& layout) {
+  RETURN_IF_ERROR(CheckAtLeastOne("nodes", layout.nodes));
+  RETURN_IF_ERROR(CheckAtLeastOne("devices_per_node", layout.devices_per_node));
+  RETURN_IF_ERROR(CheckAtLeastOne("parallelism.tensor", layout.tensor));
+  RETURN_IF_ERROR(CheckAtLeastOne("parallelism.pipeline", layout.pipeline));
+  RETURN_IF_ERROR(CheckAtLeastOne("parallelism.data", layout.data));
+  const int64_t product = int64_t{layout.tensor} * layout.pipeline * layout.data;
+  const int64_t world = int64_t{layout.nodes} * layout.devices_per_node;
+  if (product != world) {
+    return FieldError("parallelism",
+                      absl::StrCat("tensor*pipeline*data (", product,
+                                   ") must equal nodes*devices_per_node (", world, ")"));
+  }
+  if (layout.devices_per_node % layout.tensor != 0) {
+    return FieldError("parallelism.tensor",
+                      absl::StrCat("must divide devices_per_node (", layout.devices_per_node,
+                                   "), got ", layout.tensor));
+  }
+  return absl::OkStatus();
+}
+
+// A node that is not excluded, with the devices that whole TP groups can use, in the order groups
+// take them: domain by domain (ascending domain id), lowest device index first. The devices of a
+// domain that are left over after its whole groups are dropped.
+struct Candidate {
+  const NodeCapacity* node = nullptr;
+  std::vector<int> devices;
+};
+
+std::vector<int> GroupedDevices(const NodeCapacity& node, int tensor) {
+  std::vector<FreeDevice> free = node.free;
+  std::sort(free.begin(), free.end(), [](const FreeDevice& a, const FreeDevice& b) {
+    return std::tie(a.domain, a.index) < std::tie(b.domain, b.index);
+  });
+  std::vector<int> devices;
+  devices.reserve(free.size());
+  size_t begin = 0;
+  while (begin < free.size()) {
+    size_t end = begin;
+    while (end < free.size() && free[end].domain == free[begin].domain) ++end;
+    const size_t whole = (end - begin) / tensor * tensor;
+    for (size_t i = begin; i < begin + whole; ++i) devices.push_back(free[i].index);
+    begin = end;
+  }
+  return devices;
+}
+
+// Best fit: fewest free devices first, ties broken by name.
+bool BestFitOrder(const Candidate& a, const Candidate& b) {
+  const size_t a_free = a.node->free.size();
+  const size_t b_free = b.node->free.size();
+  if (a_free != b_free) return a_free < b_free;
+  return a.node->name < b.node->name;
+}
+
+std::string Plural(int count, absl::string_view noun) {
+  return absl::StrCat(count, " ", noun, count == 1 ? "" : "s");
+}
+
+absl::Status NotEnoughNodes(const Layout& layout, int usable, int excluded) {
+  std::string message = absl::StrCat("needs ", Plural(layout.nodes, "node"), " with ",
+                                     Plural(layout.devices_per_node, "free device"));
+  if (layout.tensor > 1) {
+    absl::StrAppend(&message, " in whole interconnect domains of ", layout.tensor,
+                    " (TP=", layout.tensor, ")");
+  }
+  absl::StrAppend(&message, "; ", usable, " usable");
+  if (excluded > 0) absl::StrAppend(&message, " (", excluded, " excluded)");
+  return absl::ResourceExhaustedError(message);
+}
+
+// Lays the TP groups of node number `n` (in `chosen` order) onto its devices, stage-major, and
+// numbers its ranks' local_rank in ascending global-rank order.
+void AssignNode(const Layout& layout, int n, const Candidate& node,
+                std::vector<v1::RankAssignment>* assignments) {
+  const int groups_per_node = layout.devices_per_node / layout.tensor;
+  std::vector<int> ranks;
+  ranks.reserve(layout.devices_per_node);
+  for (int slot = 0; slot < groups_per_node; ++slot) {
+    const int64_t group = int64_t{n} * groups_per_node + slot;  // pp * DP + dp.
+    const int pp = static_cast<int>(group / layout.data);
+    const int dp = static_cast<int>(group % layout.data);
+    for (int tp = 0; tp < layout.tensor; ++tp) {
+      const int rank = (dp * layout.pipeline + pp) * layout.tensor + tp;
+      v1::RankAssignment& a = (*assignments)[rank];
+      a.set_rank(rank);
+      a.set_node(node.node->name);
+      a.set_local_device(node.devices[slot * layout.tensor + tp]);
+      a.set_tp_rank(tp);
+      a.set_pp_rank(pp);
+      a.set_dp_rank(dp);
+      ranks.push_back(rank);
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    (*assignments)[ranks[i]].set_local_rank(static_cast<int>(i));
+  }
+}
+
+v1::RankGroup* AddGroup(google::protobuf::RepeatedPtrField<v1::RankGroup>* groups,
+                        absl::string_view prefix, int index, int size) {
+  v1::RankGroup* group = groups->Add();
+  group->set_name(absl::StrCat(prefix, index));
+  group->mutable_ranks()->Reserve(size);
+  return group;
+}
+
+}  // namespace
+
+absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const Layout& layout,
+                                const std::set<std::string>& excluded) {
+  RETURN_IF_ERROR(CheckLayout(layout));
+
+  std::vector<Candidate> usable;
+  usable.reserve(nodes.size());
+  int excluded_count = 0;
+  for (const NodeCapacity& node : nodes) {
+    if (excluded.count(node.name) > 0) {
+      ++excluded_count;
+      continue;
+    }
+    // Cheap reject before sorting the node's devices.
+    if (static_cast<int64_t>(node.free.size()) < layout.devices_per_node) continue;
+    Candidate candidate{&node, GroupedDevices(node, layout.tensor)};
+    if (static_cast<int64_t>(candidate.devices.size()) < layout.devices_per_node) continue;
+    usable.push_back(std::move(candidate));
+  }
+  const int usable_count = static_cast<int>(usable.size());
+  if (usable_count < layout.nodes) return NotEnoughNodes(layout, usable_count, excluded_count);
+  std::partial_sort(usable.begin(), usable.begin() + layout.nodes, usable.end(), BestFitOrder);
+
+  Placement placement;
+  placement.assignments.resize(static_cast<size_t>(layout.nodes) * layout.devices_per_node);
+  placement.nodes.reserve(layout.nodes);
+  for (int n = 0; n < layout.nodes; ++n) {
+    placement.nodes.push_back(usable[n].node->name);
+    AssignNode(layout, n, usable[n], &placement.assignments);
+  }
+  placement.groups = MakeGroups(layout);
+  return placement;
+}
+
+v1::ParallelismGroups MakeGroups(const Layout& layout) {
+  const int tp_size = layout.tensor;
+  const int pp_size = layout.pipeline;
+  const int dp_size = layout.data;
+  v1::ParallelismGroups groups;
+  if (tp_size < 1 || pp_size < 1 || dp_size < 1) return groups;
+
+  groups.mutable_tensor()->Reserve(dp_size * pp_size);
+  for (int replica_stage = 0; replica_stage < dp_size * pp_size; ++replica_stage) {
+    v1::RankGroup* group = AddGroup(groups.mutable_tensor(), "tp", replica_stage, tp_size);
+    for (int tp = 0; tp < tp_size; ++tp) group->add_ranks(replica_stage * tp_size + tp);
+  }
+  groups.mutable_pipeline()->Reserve(dp_size * tp_size);
+  for (int index = 0; index < dp_size * tp_size; ++index) {
+    const int dp = index / tp_size;
+    const int tp = index % tp_size;
+    v1::RankGroup* group = AddGroup(groups.mutable_pipeline(), "pp", index, pp_size);
+    for (int pp = 0; pp < pp_size; ++pp) group->add_ranks((dp * pp_size + pp) * tp_size + tp);
+  }
+  groups.mutable_data()->Reserve(pp_size * tp_size);
+  for (int index = 0; index < pp_size * tp_size; ++index) {
+    const int pp = index / tp_size;
+    const int tp = index % tp_size;
+    v1::RankGroup* group = AddGroup(groups.mutable_data(), "dp", index, dp_size);
+    for (int dp = 0; dp < dp_size; ++dp) group->add_ranks((dp * pp_size + pp) * tp_size + tp);
+  }
+  return groups;
+}
+
+}  // namespace ringmaster::coordinator
