@@ -1,13 +1,13 @@
-// The Ringmaster coordinator.
-//
-// At this stage it serves the gRPC endpoint with the standard health service and reflection, and
-// /metrics. The job, node, placement, rendezvous and watchdog managers plug in behind the same
-// server (see docs/architecture.md).
+// The Ringmaster coordinator: JobService for users, AgentService for agents, health and
+// reflection, and /metrics. Managers hold the logic (docs/architecture.md); this file wires them
+// to flags, the store, the gRPC server and a ticker thread.
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/build_info.h"
 #include "common/flags.h"
@@ -17,6 +17,13 @@
 #include "common/metrics/registry.h"
 #include "common/signals.h"
 #include "common/status.h"
+#include "coordinator/agent_service.h"
+#include "coordinator/auth.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_service.h"
+#include "coordinator/job_store.h"
+#include "coordinator/node_manager.h"
+#include "coordinator/rendezvous_manager.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "gRPC address for clients and agents (HOST:PORT; port 0 picks a free port).");
@@ -28,6 +35,15 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate; when set, clients and agents must present a certificate it signed.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the coordinator.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the coordinator.");
+ABSL_FLAG(std::string, state, "ringmaster-state.db",
+          "SQLite database holding jobs, events and assignments (created if missing).");
+ABSL_FLAG(std::string, tokens, "",
+          "File of bearer tokens, one per line: TOKEN NAME [admin]. Empty: no authentication.");
+ABSL_FLAG(double, heartbeat_interval, 0.5, "Seconds between agent heartbeats.");
+ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a node is lost.");
+ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
+ABSL_FLAG(double, reconcile_timeout, 10,
+          "After a restart, seconds a running job's nodes have to re-register with its workers.");
 
 namespace ringmaster {
 namespace {
@@ -50,10 +66,51 @@ absl::Status Run() {
   if (absl::GetFlag(FLAGS_insecure)) {
     RM_LOG(WARNING) << "serving gRPC WITHOUT TLS (--insecure): for local development only";
   }
+  coordinator::TokenAuthenticator auth;
+  if (!absl::GetFlag(FLAGS_tokens).empty()) {
+    ASSIGN_OR_RETURN(auth, coordinator::TokenAuthenticator::FromFile(absl::GetFlag(FLAGS_tokens)));
+  } else {
+    RM_LOG(WARNING) << "no --tokens: clients are not authenticated";
+  }
+  const absl::Duration lost_after = absl::Seconds(absl::GetFlag(FLAGS_lost_after));
+  if (lost_after <= absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval))) {
+    return FieldError("--lost_after", "must be longer than --heartbeat_interval");
+  }
+  ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(absl::GetFlag(FLAGS_state)));
+  Clock* clock = Clock::Real();
+  coordinator::NodeManager nodes(clock, lost_after, &registry);
+  coordinator::RendezvousManager rendezvous(clock, &registry);
+  coordinator::AgentService agent_service(&nodes, &rendezvous, clock,
+                                          absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval)),
+                                          lost_after, &registry);
+  coordinator::JobManagerOptions job_options;
+  job_options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
+  job_options.reconcile_timeout = absl::Seconds(absl::GetFlag(FLAGS_reconcile_timeout));
+  coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock,
+                               &registry, job_options);
+  agent_service.set_jobs(&jobs);
+  RETURN_IF_ERROR(jobs.Recover());
+  coordinator::JobService job_service(&jobs, &nodes, &auth, &registry);
+
   GrpcServerOptions options;
   options.address = absl::GetFlag(FLAGS_listen);
   options.credentials = credentials;
+  options.services = {&job_service, &agent_service};
   ASSIGN_OR_RETURN(auto grpc_server, GrpcServer::Start(options));
+
+  // The ticker: rendezvous deadlines, node liveness, progress pushes. 10 Hz keeps loss detection
+  // within lost_after + 0.1 s.
+  absl::Notification stopping;
+  std::thread ticker([&] {
+    while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      rendezvous.ExpireWaiters();
+      for (const std::string& node : nodes.CheckLiveness()) {
+        RM_LOG(WARNING) << "node " << node << " silent for " << lost_after << ": lost";
+        jobs.OnNodeLost(node);
+      }
+      jobs.Tick();
+    }
+  });
   ASSIGN_OR_RETURN(auto http_server,
                    StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
 
@@ -71,6 +128,8 @@ absl::Status Run() {
   int sig = WaitForTerminationSignal();
   RM_LOG(INFO) << "signal " << sig << ": shutting down";
   grpc_server->Shutdown();
+  stopping.Notify();
+  ticker.join();
   return absl::OkStatus();
 }
 

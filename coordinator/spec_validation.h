@@ -26,9 +26,11 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
 //    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
 //    heads; layers divisible by pipeline; heads divisible by tensor) and batch (micro_batch >= 1,
-//    global_batch divisible by micro_batch * data);
-//  - steps in [1, 10^9]; optimizer lr in (0, 10], warmup_steps >= 0, weight_decay >= 0,
-//    clip_grad_norm >= 0, betas in [0, 1), epsilon > 0;
+//    global_batch >= 1 and divisible by micro_batch * data, by micro_batch alone when the planner
+//    chooses);
+//  - steps in [1, 10^9]; optimizer lr in (0, 10] (a command trainer may leave it 0), min_lr in
+//    [0, lr], warmup_steps >= 0, weight_decay >= 0, clip_grad_norm >= 0, betas in [0, 1),
+//    epsilon > 0;
 //  - zero_stage in [0, 3];
 //  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
 //  - restart.max_restarts in [0, 1000];

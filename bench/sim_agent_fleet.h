@@ -1,0 +1,69 @@
+// Simulated agents for load tests: many AgentService streams over real gRPC, on the callback
+// client API (no thread per agent). Each agent registers with `devices_per_agent` CPU slots,
+// heartbeats when told to, and answers LaunchWorkers like a real agent's workers would for a
+// rendezvous: global rank 0 sets `rendezvous_key`, every other rank waits for it. When a rank's
+// rendezvous answer arrives it reports the rank EXITED with code 0, so the job can succeed.
+//
+// Thread-safe.
+#ifndef RINGMASTER_BENCH_SIM_AGENT_FLEET_H_
+#define RINGMASTER_BENCH_SIM_AGENT_FLEET_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/ringmaster/v1/agent.grpc.pb.h"
+
+namespace ringmaster::bench {
+
+struct FleetOptions {
+  std::string target;  // Coordinator HOST:PORT (plaintext).
+  int agents = 1;
+  int devices_per_agent = 8;
+  int channels = 64;  // Agents are spread over this many connections.
+  std::string rendezvous_key = "bench";
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
+};
+
+class SimAgentFleet {
+ public:
+  explicit SimAgentFleet(FleetOptions options);
+  ~SimAgentFleet();
+
+  // Opens every stream and waits until each agent got its RegisterAck. UNAVAILABLE on timeout.
+  absl::Status Register(absl::Duration timeout);
+  // Queues one heartbeat on every stream.
+  void HeartbeatAll();
+  // Waits until `ranks` rendezvous answers arrived (OK or not); returns how many were OK, or
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<int64_t> WaitForRendezvous(int64_t ranks, absl::Duration timeout);
+  // Closes every stream.
+  void Shutdown();
+
+  class Agent;
+
+ private:
+  friend class Agent;
+  void OnRegistered();
+  void OnRendezvousAnswer(bool ok);
+
+  const FleetOptions options_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs_;  // One per channel.
+  std::vector<Agent*> agents_;  // Owned; deleted after their streams are done.
+  absl::Mutex mu_;
+  int64_t registered_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ok_answers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringmaster::bench
+
+#endif  // RINGMASTER_BENCH_SIM_AGENT_FLEET_H_

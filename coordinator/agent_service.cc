@@ -1,0 +1,197 @@
+#include "coordinator/agent_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace ringmaster::coordinator {
+
+// One agent's stream. Deletes itself in OnDone.
+class AgentService::Stream
+    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
+ public:
+  explicit Stream(AgentService* service)
+      : service_(service), outbox_(std::make_shared<Outbox>(this)) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      outbox_->Finish(grpc::Status::OK);  // The agent closed its side, or the stream broke.
+      return;
+    }
+    absl::Time start = absl::Now();
+    absl::Status status = Handle(in_);
+    size_t body = static_cast<size_t>(in_.body_case());
+    if (body < service_->handling_seconds_.size() && service_->handling_seconds_[body]) {
+      service_->handling_seconds_[body]->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    if (!status.ok()) {
+      RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
+                      << status;
+      outbox_->Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+
+  void OnDone() override {
+    outbox_->Close();
+    if (!node_.empty()) {
+      service_->Detach(node_, outbox_.get());
+      if (service_->nodes_->Disconnected(node_, session_)) {
+        RM_LOG(WARNING) << "agent " << node_ << " disconnected: node lost";
+        if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLost(node_);
+      }
+    }
+    delete this;
+  }
+
+ private:
+  absl::Status Handle(const v1::AgentMessage& message) {
+    if (node_.empty() && !message.has_register_()) {
+      return absl::FailedPreconditionError("the first message of an agent stream must be Register");
+    }
+    switch (message.body_case()) {
+      case v1::AgentMessage::kRegister:
+        return OnRegister(message.register_());
+      case v1::AgentMessage::kHeartbeat:
+        return service_->nodes_->Heartbeat(node_, session_);
+      case v1::AgentMessage::kWorkerState:
+        if (service_->jobs_ != nullptr) service_->jobs_->OnWorkerState(node_, message.worker_state());
+        return absl::OkStatus();
+      case v1::AgentMessage::kStepSummary:
+        if (service_->jobs_ != nullptr) service_->jobs_->OnStepSummary(message.step_summary());
+        return absl::OkStatus();
+      case v1::AgentMessage::kRendezvous:
+        OnRendezvous(message.rendezvous());
+        return absl::OkStatus();
+      case v1::AgentMessage::kLogData:
+        return absl::OkStatus();  // Log reads are not requested yet (ReadLogs is unimplemented).
+      case v1::AgentMessage::BODY_NOT_SET:
+        break;
+    }
+    return absl::InvalidArgumentError("agent message has no body");
+  }
+
+  absl::Status OnRegister(const v1::Register& registration) {
+    if (!node_.empty()) {
+      return absl::FailedPreconditionError("Register sent twice on one stream");
+    }
+    ASSIGN_OR_RETURN(session_, service_->nodes_->Register(registration));
+    node_ = registration.node();
+    service_->Attach(node_, outbox_);
+    v1::CoordinatorMessage ack;
+    ack.mutable_register_ack()->set_heartbeat_interval_seconds(
+        absl::ToDoubleSeconds(service_->heartbeat_interval_));
+    ack.mutable_register_ack()->set_lost_after_seconds(
+        absl::ToDoubleSeconds(service_->lost_after_));
+    outbox_->Push(std::move(ack));
+    RM_LOG(INFO) << "agent " << node_ << " registered with " << registration.devices_size()
+                 << " devices";
+    if (service_->jobs_ != nullptr) service_->jobs_->ReconcileNode(registration);
+    return absl::OkStatus();
+  }
+
+  void OnRendezvous(const v1::RendezvousRequest& request) {
+    RendezvousManager* rv = service_->rendezvous_;
+    const std::string& job = request.job().job_id();
+    const int64_t generation = request.job().generation();
+    auto answer = [outbox = outbox_, id = request.request_id()](absl::StatusOr<std::string> r) {
+      v1::CoordinatorMessage message;
+      v1::RendezvousResponse* response = message.mutable_rendezvous();
+      response->set_request_id(id);
+      response->set_code(static_cast<int>(r.status().code()));
+      if (r.ok()) {
+        response->set_value(*std::move(r));
+      } else {
+        response->set_message(std::string(r.status().message()));
+      }
+      outbox->Push(std::move(message));
+    };
+    switch (request.op_case()) {
+      case v1::RendezvousRequest::kSetValue: {
+        absl::Status set = rv->Set(job, generation, request.key(), request.set_value());
+        answer(set.ok() ? absl::StatusOr<std::string>(std::string())
+                        : absl::StatusOr<std::string>(set));
+        return;
+      }
+      case v1::RendezvousRequest::kGet:
+        answer(rv->Get(job, generation, request.key()));
+        return;
+      case v1::RendezvousRequest::kWait:
+        rv->Wait(job, generation, request.key(), absl::FromUnixNanos(request.deadline_unix_nanos()),
+                 answer);
+        return;
+      case v1::RendezvousRequest::OP_NOT_SET:
+        break;
+    }
+    answer(absl::InvalidArgumentError("rendezvous request has no operation"));
+  }
+
+  AgentService* const service_;
+  std::shared_ptr<Outbox> outbox_;
+  v1::AgentMessage in_;
+  std::string node_;
+  uint64_t session_ = 0;
+};
+
+AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Clock* clock,
+                           absl::Duration heartbeat_interval, absl::Duration lost_after,
+                           metrics::Registry* registry)
+    : nodes_(nodes),
+      rendezvous_(rendezvous),
+      clock_(clock),
+      heartbeat_interval_(heartbeat_interval),
+      lost_after_(lost_after) {
+  if (registry == nullptr) return;
+  auto& family = registry->AddHistogram(
+      "ringmaster_agent_message_seconds",
+      "Time the coordinator spends handling one agent message, by message type.", {"type"},
+      metrics::ExponentialBuckets(0.00001, 4, 10));
+  const std::pair<v1::AgentMessage::BodyCase, const char*> types[] = {
+      {v1::AgentMessage::kRegister, "register"},
+      {v1::AgentMessage::kHeartbeat, "heartbeat"},
+      {v1::AgentMessage::kWorkerState, "worker_state"},
+      {v1::AgentMessage::kStepSummary, "step_summary"},
+      {v1::AgentMessage::kRendezvous, "rendezvous"},
+      {v1::AgentMessage::kLogData, "log_data"}};
+  for (const auto& [body_case, name] : types) {
+    if (handling_seconds_.size() <= static_cast<size_t>(body_case)) {
+      handling_seconds_.resize(body_case + 1);
+    }
+    handling_seconds_[body_case] = family.WithLabels({name});
+  }
+}
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentService::Connect(
+    grpc::CallbackServerContext* context) {
+  return new Stream(this);
+}
+
+void AgentService::Attach(const std::string& node, std::shared_ptr<Outbox> outbox) {
+  absl::MutexLock lock(&mu_);
+  streams_[node] = std::move(outbox);
+}
+
+void AgentService::Detach(const std::string& node, const Outbox* outbox) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(node);
+  if (it != streams_.end() && it->second.get() == outbox) streams_.erase(it);
+}
+
+bool AgentService::Send(const std::string& node, const v1::CoordinatorMessage& message) {
+  std::shared_ptr<Outbox> outbox;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(node);
+    if (it == streams_.end()) return false;
+    outbox = it->second;
+  }
+  return outbox->Push(message);
+}
+
+}  // namespace ringmaster::coordinator

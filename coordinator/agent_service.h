@@ -1,0 +1,72 @@
+// AgentService: one bidirectional stream per agent (callback API: no thread per stream).
+//
+// The first message must be Register; the answer is RegisterAck with the heartbeat interval and
+// the lost-after interval. Then heartbeats go to the NodeManager (O(1), no disk), worker states
+// and step summaries to the JobManager, and rendezvous requests to the RendezvousManager (waits
+// hold no thread: the answer is queued on the stream when it comes). Commands from the job
+// manager are queued on the node's current stream (AgentCommandSink).
+//
+// Thread-safe.
+#ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
+#define RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/metrics/registry.h"
+#include "coordinator/agent_command_sink.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/node_manager.h"
+#include "coordinator/rendezvous_manager.h"
+#include "coordinator/stream_outbox.h"
+#include "proto/ringmaster/v1/agent.grpc.pb.h"
+
+namespace ringmaster::coordinator {
+
+class AgentService final : public v1::AgentService::CallbackService, public AgentCommandSink {
+ public:
+  using Outbox = StreamOutbox<grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>,
+                              v1::CoordinatorMessage>;
+
+  // Pointers must outlive the service. `jobs` may be set later with set_jobs (the job manager
+  // needs this service as its command sink), but before the server starts.
+  // `registry` (may be null) receives ringmaster_agent_message_seconds{type}: the time the
+  // coordinator spends handling each agent message (heartbeat, worker_state, ...).
+  AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Clock* clock,
+               absl::Duration heartbeat_interval, absl::Duration lost_after,
+               metrics::Registry* registry);
+  void set_jobs(JobManager* jobs) { jobs_ = jobs; }
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+  bool Send(const std::string& node, const v1::CoordinatorMessage& message) override;
+
+ private:
+  class Stream;
+  friend class Stream;
+
+  void Attach(const std::string& node, std::shared_ptr<Outbox> outbox);
+  void Detach(const std::string& node, const Outbox* outbox);
+
+  NodeManager* const nodes_;
+  RendezvousManager* const rendezvous_;
+  Clock* const clock_;
+  JobManager* jobs_ = nullptr;
+  const absl::Duration heartbeat_interval_;
+  const absl::Duration lost_after_;
+  // Handling time by message type, indexed by AgentMessage::BodyCase.
+  std::vector<std::shared_ptr<metrics::Histogram>> handling_seconds_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Outbox>> streams_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_AGENT_SERVICE_H_

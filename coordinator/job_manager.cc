@@ -1,0 +1,580 @@
+#include "coordinator/job_manager.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "coordinator/planner.h"
+#include "coordinator/spec_validation.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
+
+Layout LayoutOf(const v1::JobStatus& status) {
+  const v1::JobSpec& spec = status.spec();
+  const v1::ParallelismSpec& p =
+      spec.parallelism().tensor() > 0 ? spec.parallelism() : status.plan().parallelism();
+  Layout layout;
+  layout.nodes = spec.nodes();
+  layout.devices_per_node = spec.devices_per_node();
+  layout.tensor = p.tensor();
+  layout.pipeline = p.pipeline();
+  layout.data = p.data();
+  return layout;
+}
+
+std::set<std::string> NodesOf(const v1::JobStatus& status) {
+  std::set<std::string> nodes;
+  for (const auto& a : status.assignments()) nodes.insert(a.node());
+  return nodes;
+}
+
+}  // namespace
+
+struct JobManager::Job {
+  v1::JobStatus status;
+  std::vector<v1::JobEvent> events;
+  size_t stored_events = 0;
+  // The current generation's runtime state (reset at every launch).
+  std::set<int> finished_ranks;
+  std::vector<int64_t> rank_step;
+  std::vector<double> rank_tokens_per_second;
+  bool progress_dirty = false;
+  absl::Time last_progress_push;
+  // Nodes of a recovered running job that have not re-registered yet.
+  std::set<std::string> awaiting_nodes;
+  std::map<uint64_t, WatchCallback> watchers;
+};
+
+JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
+                       AgentCommandSink* agents, Clock* clock, metrics::Registry* registry,
+                       JobManagerOptions options)
+    : store_(store),
+      nodes_(nodes),
+      rendezvous_(rendezvous),
+      agents_(agents),
+      clock_(clock),
+      options_(options),
+      started_(clock->Now()) {
+  if (registry != nullptr) {
+    jobs_by_state_ = &registry->AddGauge("ringmaster_jobs", "Jobs by state.", {"state"});
+    restarts_ = &registry->AddCounter("ringmaster_job_restarts_total",
+                                      "Restarts of a job after a failure.", {"job_id"});
+    submitted_ = registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.")
+                     .WithLabels({});
+  }
+}
+
+JobManager::~JobManager() = default;
+
+absl::Status JobManager::Recover() {
+  ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll());
+  absl::MutexLock lock(&mu_);
+  started_ = clock_->Now();
+  for (StoredJob& s : stored) {
+    auto job = std::make_unique<Job>();
+    job->status = std::move(s.status);
+    job->events = std::move(s.events);
+    job->stored_events = job->events.size();
+    const std::string id = job->status.job_id();
+    if (job->status.state() == v1::JOB_STATE_RUNNING) {
+      job->awaiting_nodes = NodesOf(job->status);
+      int world = job->status.assignments_size();
+      job->rank_step.assign(world, 0);
+      job->rank_tokens_per_second.assign(world, 0);
+      // The rendezvous store lives in memory: the generation's store starts empty again.
+      RETURN_IF_ERROR(rendezvous_->OpenGeneration(id, job->status.generation()));
+    }
+    order_.push_back(id);
+    jobs_[id] = std::move(job);
+  }
+  UpdateStateGauges();
+  RM_LOG(INFO) << "recovered " << stored.size() << " jobs from the store";
+  ScheduleLocked();
+  return absl::OkStatus();
+}
+
+JobManager::Job* JobManager::Find(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+v1::JobEvent& JobManager::AddEvent(Job* job, const std::string& kind, const std::string& message) {
+  v1::JobEvent& event = job->events.emplace_back();
+  event.set_sequence(static_cast<int64_t>(job->events.size()));
+  event.set_time_unix_nanos(UnixNanos(clock_->Now()));
+  event.set_generation(job->status.generation());
+  event.set_kind(kind);
+  event.set_message(message);
+  return event;
+}
+
+void JobManager::Persist(Job* job) {
+  std::vector<v1::JobEvent> fresh(job->events.begin() + job->stored_events, job->events.end());
+  absl::Status status = store_->PutJobWithEvents(job->status, fresh);
+  if (!status.ok()) {
+    // The in-memory state stays authoritative; the next transition retries the write.
+    RM_LOG(ERROR) << "persisting job " << job->status.job_id() << ": " << status;
+    return;
+  }
+  job->stored_events = job->events.size();
+  for (const v1::JobEvent& event : fresh) {
+    v1::WatchJobResponse update;
+    *update.mutable_event() = event;
+    update.set_state(job->status.state());
+    update.set_generation(job->status.generation());
+    for (auto& [id, callback] : job->watchers) callback(update);
+  }
+  if (IsTerminal(job->status.state())) {
+    for (auto& [id, callback] : job->watchers) watch_jobs_.erase(id);
+    job->watchers.clear();
+  }
+}
+
+void JobManager::Transition(Job* job, v1::JobState state, const std::string& message) {
+  job->status.set_state(state);
+  v1::JobEvent& event = AddEvent(job, "state", message);
+  event.set_state(state);
+  if (IsTerminal(state)) job->status.set_end_time_unix_nanos(UnixNanos(clock_->Now()));
+  Persist(job);
+  UpdateStateGauges();
+}
+
+void JobManager::UpdateStateGauges() {
+  if (jobs_by_state_ == nullptr) return;
+  std::map<v1::JobState, int> counts;
+  for (int s = v1::JOB_STATE_PENDING; s <= v1::JOB_STATE_CANCELLED; ++s) {
+    counts[static_cast<v1::JobState>(s)] = 0;
+  }
+  for (const auto& [id, job] : jobs_) counts[job->status.state()]++;
+  for (const auto& [state, n] : counts) {
+    std::string name = v1::JobState_Name(state);
+    jobs_by_state_->WithLabels({absl::AsciiStrToLower(name.substr(sizeof("JOB_STATE_") - 1))})
+        ->Set(n);
+  }
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
+                                                 const std::string& request_id,
+                                                 const Caller& caller) {
+  v1::JobSpec spec = submitted;
+  ApplyDefaults(&spec);
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  PlannerOptions planner_options;
+  planner_options.device_memory_bytes = options_.device_memory_bytes;
+  ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, planner_options));
+
+  absl::MutexLock lock(&mu_);
+  if (!request_id.empty()) {
+    auto known = requests_.find(request_id);
+    std::optional<std::string> existing;
+    if (known != requests_.end()) {
+      existing = known->second;
+    } else {
+      ASSIGN_OR_RETURN(existing, store_->FindRequest(request_id));
+    }
+    if (existing.has_value()) {
+      if (Job* job = Find(*existing)) return job->status;
+    }
+  }
+  auto job = std::make_unique<Job>();
+  std::string id;
+  do {
+    uint64_t h = absl::HashOf(spec.name(), UnixNanos(clock_->Now()), ++id_counter_);
+    id = absl::StrFormat("%s-%04x", spec.name(), h & 0xffff);
+  } while (jobs_.count(id) > 0);
+  v1::JobStatus& status = job->status;
+  status.set_job_id(id);
+  *status.mutable_spec() = spec;
+  *status.mutable_plan() = plan;
+  status.set_owner(caller.identity);
+  status.set_submit_time_unix_nanos(UnixNanos(clock_->Now()));
+  status.set_state(v1::JOB_STATE_PENDING);
+  status.set_reason("waiting to be placed");
+  v1::JobEvent& event = AddEvent(
+      job.get(), "state",
+      absl::StrCat("submitted", caller.identity.empty() ? "" : " by " + caller.identity));
+  event.set_state(v1::JOB_STATE_PENDING);
+  absl::Status created = store_->CreateJob(status, job->events, request_id);
+  if (absl::IsAlreadyExists(created)) {
+    ASSIGN_OR_RETURN(std::optional<std::string> existing, store_->FindRequest(request_id));
+    if (existing.has_value()) {
+      if (Job* prior = Find(*existing)) return prior->status;
+    }
+  }
+  RETURN_IF_ERROR(created);
+  job->stored_events = job->events.size();
+  if (!request_id.empty()) requests_[request_id] = id;
+  Job* raw = job.get();
+  jobs_[id] = std::move(job);
+  order_.push_back(id);
+  if (submitted_) submitted_->Increment();
+  UpdateStateGauges();
+  ScheduleLocked();
+  return raw->status;
+}
+
+absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitted) {
+  v1::JobSpec spec = submitted;
+  ApplyDefaults(&spec);
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  PlannerOptions planner_options;
+  planner_options.device_memory_bytes = options_.device_memory_bytes;
+  v1::PlanJobResponse response;
+  ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, planner_options));
+  v1::JobStatus probe;
+  *probe.mutable_spec() = spec;
+  *probe.mutable_plan() = response.plan();
+  absl::StatusOr<Placement> placement = Place(nodes_->FreeCapacity(), LayoutOf(probe), {});
+  if (placement.ok()) {
+    for (auto& a : placement->assignments) *response.add_assignments() = a;
+    *response.mutable_groups() = placement->groups;
+  } else {
+    response.set_pending_reason(std::string(placement.status().message()));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  v1::GetJobResponse response;
+  *response.mutable_job() = job->status;
+  for (const auto& e : job->events) *response.add_events() = e;
+  return response;
+}
+
+std::vector<v1::JobStatus> JobManager::List(const std::vector<v1::JobState>& states,
+                                            int limit) const {
+  if (limit <= 0) limit = 100;
+  limit = std::min(limit, 1000);
+  std::vector<v1::JobStatus> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = order_.rbegin(); it != order_.rend() && static_cast<int>(out.size()) < limit;
+       ++it) {
+    const Job* job = Find(*it);
+    if (!states.empty() &&
+        std::find(states.begin(), states.end(), job->status.state()) == states.end()) {
+      continue;
+    }
+    out.push_back(job->status);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
+                                                 const std::string& reason,
+                                                 const Caller& caller) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  if (!caller.admin && caller.identity != job->status.owner()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "job ", job_id, " belongs to \"", job->status.owner(), "\"; only its owner or an admin ",
+        "may cancel it"));
+  }
+  if (IsTerminal(job->status.state())) return job->status;
+  Finish(job, v1::JOB_STATE_CANCELLED,
+         absl::StrCat("cancelled", caller.identity.empty() ? "" : " by " + caller.identity,
+                      reason.empty() ? "" : ": " + reason));
+  ScheduleLocked();  // Its devices may let a pending job run.
+  return job->status;
+}
+
+absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t after_sequence,
+                                           WatchCallback callback) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  for (size_t i = 0; i < job->stored_events; ++i) {
+    if (job->events[i].sequence() <= after_sequence) continue;
+    v1::WatchJobResponse update;
+    *update.mutable_event() = job->events[i];
+    update.set_state(job->status.state());
+    update.set_generation(job->status.generation());
+    callback(update);
+  }
+  uint64_t id = next_watch_++;
+  if (!IsTerminal(job->status.state())) {
+    if (job->status.state() == v1::JOB_STATE_RUNNING) {
+      v1::WatchJobResponse update;
+      *update.mutable_progress() = job->status.progress();
+      update.set_state(job->status.state());
+      update.set_generation(job->status.generation());
+      callback(update);
+    }
+    job->watchers[id] = std::move(callback);
+    watch_jobs_[id] = job_id;
+  }
+  return id;
+}
+
+void JobManager::Unwatch(uint64_t watch_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = watch_jobs_.find(watch_id);
+  if (it == watch_jobs_.end()) return;
+  if (Job* job = Find(it->second)) job->watchers.erase(watch_id);
+  watch_jobs_.erase(it);
+}
+
+void JobManager::Schedule() {
+  absl::MutexLock lock(&mu_);
+  ScheduleLocked();
+}
+
+void JobManager::ScheduleLocked() {
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    v1::JobState state = job->status.state();
+    if (state == v1::JOB_STATE_PENDING || state == v1::JOB_STATE_RESTARTING) TryPlace(job);
+  }
+}
+
+bool JobManager::TryPlace(Job* job) {
+  absl::StatusOr<Placement> placement = Place(nodes_->FreeCapacity(), LayoutOf(job->status), {});
+  if (!placement.ok()) {
+    if (absl::IsResourceExhausted(placement.status())) {
+      std::string reason(placement.status().message());
+      if (reason != job->status.reason()) {
+        job->status.set_reason(reason);
+        Persist(job);
+      }
+      return false;
+    }
+    Fail(job, absl::StrCat("cannot be placed: ", placement.status().message()), /*fatal=*/true);
+    return false;
+  }
+  const std::string& id = job->status.job_id();
+  if (!nodes_->Allocate(id, *placement).ok()) return false;  // Raced with another job; retry.
+  v1::JobStatus& status = job->status;
+  status.set_generation(status.generation() + 1);
+  status.clear_assignments();
+  for (const auto& a : placement->assignments) *status.add_assignments() = a;
+  *status.mutable_groups() = placement->groups;
+  status.set_reason("");
+  status.clear_progress();
+  status.mutable_progress()->set_checkpoint_step(-1);
+  const int world = static_cast<int>(placement->assignments.size());
+  job->finished_ranks.clear();
+  job->rank_step.assign(world, 0);
+  job->rank_tokens_per_second.assign(world, 0);
+  absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
+  if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
+
+  // MASTER_PORT: one port per (job, generation) from a fixed range, so every agent agrees on it
+  // without another round trip.
+  const int master_port = options_.master_port_base +
+                          static_cast<int>(absl::HashOf(id, status.generation()) % 1000);
+  const std::string master_addr =
+      nodes_->HostAddress(placement->assignments[0].node()).value_or("127.0.0.1");
+  std::map<std::string, v1::CoordinatorMessage> launches;
+  for (const auto& a : placement->assignments) {
+    v1::LaunchWorkers* launch = launches[a.node()].mutable_launch();
+    *launch->add_assignments() = a;
+  }
+  for (auto& [node, message] : launches) {
+    v1::LaunchWorkers* launch = message.mutable_launch();
+    launch->mutable_job()->set_job_id(id);
+    launch->mutable_job()->set_generation(status.generation());
+    *launch->mutable_spec() = status.spec();
+    *launch->mutable_groups() = placement->groups;
+    launch->set_world_size(world);
+    launch->set_master_addr(master_addr);
+    launch->set_master_port(master_port);
+    launch->set_restart_count(status.restarts());
+    if (!agents_->Send(node, message)) {
+      RM_LOG(WARNING) << "no stream to " << node << " for launching " << id;
+    }
+  }
+  Transition(job, v1::JOB_STATE_RUNNING,
+             absl::StrCat("placed ", world, " ranks on ", launches.size(), " nodes (generation ",
+                          status.generation(), ")"));
+  return true;
+}
+
+void JobManager::StopWorkers(Job* job, const std::string& reason) {
+  for (const std::string& node : NodesOf(job->status)) {
+    v1::CoordinatorMessage message;
+    v1::StopWorkers* stop = message.mutable_stop();
+    stop->mutable_job()->set_job_id(job->status.job_id());
+    stop->mutable_job()->set_generation(job->status.generation());
+    stop->set_grace_seconds(options_.stop_grace_seconds);
+    stop->set_reason(reason);
+    agents_->Send(node, message);
+  }
+}
+
+void JobManager::Finish(Job* job, v1::JobState state, const std::string& message) {
+  if (job->status.state() == v1::JOB_STATE_RUNNING) StopWorkers(job, message);
+  nodes_->Release(job->status.job_id());
+  rendezvous_->CloseJob(job->status.job_id());
+  job->status.set_reason("");
+  Transition(job, state, message);
+}
+
+void JobManager::Fail(Job* job, const std::string& why, bool fatal) {
+  const v1::JobStatus& status = job->status;
+  if (fatal || status.restarts() >= status.spec().restart().max_restarts()) {
+    Finish(job, v1::JOB_STATE_FAILED,
+           fatal ? absl::StrCat(why, " (fatal: no restart)")
+                 : absl::StrCat(why, " (", status.restarts(), " of ",
+                                status.spec().restart().max_restarts(), " restarts used)"));
+    return;
+  }
+  StopWorkers(job, why);
+  nodes_->Release(status.job_id());
+  job->status.set_restarts(status.restarts() + 1);
+  if (restarts_ != nullptr) restarts_->WithLabels({status.job_id()})->Increment();
+  job->status.set_reason(why);
+  Transition(job, v1::JOB_STATE_RESTARTING,
+             absl::StrCat(why, "; restart ", status.restarts(), " of ",
+                          status.spec().restart().max_restarts()));
+}
+
+void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& state) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(state.job().job_id());
+  if (job == nullptr || job->status.state() != v1::JOB_STATE_RUNNING ||
+      state.job().generation() != job->status.generation()) {
+    return;  // Unknown, finished, or a stale generation: fenced.
+  }
+  if (state.phase() != v1::WORKER_PHASE_EXITED) return;
+  const int world = job->status.assignments_size();
+  if (state.rank() < 0 || state.rank() >= world) return;
+  if (state.exit_code() == 0 && state.signal() == 0) {
+    job->finished_ranks.insert(state.rank());
+    if (static_cast<int>(job->finished_ranks.size()) == world) {
+      Finish(job, v1::JOB_STATE_SUCCEEDED, absl::StrCat("all ", world, " ranks finished"));
+      ScheduleLocked();
+    }
+    return;
+  }
+  std::string what =
+      state.signal() != 0
+          ? absl::StrCat("rank ", state.rank(), " on ", node, " was killed by signal ",
+                         state.signal())
+          : absl::StrCat("rank ", state.rank(), " on ", node, " exited with code ",
+                         state.exit_code());
+  v1::JobEvent& event = AddEvent(job, "worker_exit", what);
+  event.add_ranks(state.rank());
+  Fail(job, what, /*fatal=*/state.signal() == 0 && state.exit_code() == kExitFatal);
+  ScheduleLocked();
+}
+
+void JobManager::OnStepSummary(const v1::StepSummary& summary) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(summary.job().job_id());
+  if (job == nullptr || job->status.state() != v1::JOB_STATE_RUNNING ||
+      summary.job().generation() != job->status.generation() || summary.rank() < 0 ||
+      summary.rank() >= static_cast<int>(job->rank_step.size())) {
+    return;
+  }
+  const v1::RankAssignment& a = job->status.assignments(summary.rank());
+  job->rank_step[summary.rank()] = summary.step();
+  // One rank per data-parallel replica counts its tokens (TP and PP ranks share them).
+  if (a.tp_rank() == 0 && a.pp_rank() == 0) {
+    job->rank_tokens_per_second[summary.rank()] = summary.tokens_per_second();
+  }
+  v1::JobProgress* progress = job->status.mutable_progress();
+  progress->set_step(*std::min_element(job->rank_step.begin(), job->rank_step.end()));
+  const int last_stage = LayoutOf(job->status).pipeline - 1;
+  if (a.dp_rank() == 0 && a.tp_rank() == 0 && a.pp_rank() == last_stage) {
+    progress->set_loss(summary.loss());
+    progress->set_step_seconds(summary.step_seconds());
+  }
+  double tps = 0;
+  for (double t : job->rank_tokens_per_second) tps += t;
+  progress->set_tokens_per_second(tps);
+  progress->set_checkpoint_step(std::max(progress->checkpoint_step(), summary.checkpoint_step()));
+  job->progress_dirty = true;
+}
+
+void JobManager::OnNodeLost(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  bool changed = false;
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() != v1::JOB_STATE_RUNNING || !NodesOf(job->status).count(node)) {
+      continue;
+    }
+    std::string what = absl::StrCat("node ", node, " was lost");
+    v1::JobEvent& event = AddEvent(job, "node_lost", what);
+    for (const auto& a : job->status.assignments()) {
+      if (a.node() == node) event.add_ranks(a.rank());
+    }
+    Fail(job, what, /*fatal=*/false);
+    changed = true;
+  }
+  if (changed) ScheduleLocked();
+}
+
+void JobManager::ReconcileNode(const v1::Register& registration) {
+  absl::MutexLock lock(&mu_);
+  const std::string& node = registration.node();
+  for (const v1::WorkerState& worker : registration.running_workers()) {
+    Job* job = Find(worker.job().job_id());
+    bool adopt = job != nullptr && job->status.state() == v1::JOB_STATE_RUNNING &&
+                 worker.job().generation() == job->status.generation() && worker.rank() >= 0 &&
+                 worker.rank() < job->status.assignments_size() &&
+                 job->status.assignments(worker.rank()).node() == node;
+    if (adopt) {
+      const v1::RankAssignment& a = job->status.assignments(worker.rank());
+      adopt = nodes_->Adopt(job->status.job_id(), node, a.local_device()).ok();
+    }
+    if (adopt) {
+      job->awaiting_nodes.erase(node);
+      continue;
+    }
+    v1::CoordinatorMessage message;
+    v1::StopWorkers* stop = message.mutable_stop();
+    *stop->mutable_job() = worker.job();
+    stop->set_grace_seconds(options_.stop_grace_seconds);
+    stop->set_reason("not part of the job's current generation");
+    agents_->Send(node, message);
+  }
+  ScheduleLocked();
+}
+
+void JobManager::Tick() {
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  bool changed = false;
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    if (!job->awaiting_nodes.empty() && now - started_ >= options_.reconcile_timeout) {
+      std::string what = absl::StrCat("node ", *job->awaiting_nodes.begin(),
+                                      " did not report the job's workers after a coordinator "
+                                      "restart");
+      job->awaiting_nodes.clear();
+      Fail(job, what, /*fatal=*/false);
+      changed = true;
+      continue;
+    }
+    if (job->progress_dirty && now - job->last_progress_push >= absl::Seconds(1)) {
+      v1::WatchJobResponse update;
+      *update.mutable_progress() = job->status.progress();
+      update.set_state(job->status.state());
+      update.set_generation(job->status.generation());
+      for (auto& [wid, callback] : job->watchers) callback(update);
+      job->progress_dirty = false;
+      job->last_progress_push = now;
+    }
+  }
+  if (changed) ScheduleLocked();
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,154 @@
+// Jobs: submission, scheduling onto nodes, the state machine, cancellation, watching, and the
+// reaction to worker exits and lost nodes.
+//
+// State machine (every transition is a "state" event, persisted before it is visible):
+//   PENDING -> RUNNING -> (RESTARTING -> RUNNING)* -> SUCCEEDED | FAILED | CANCELLED
+// PENDING and RESTARTING jobs are placed by Schedule() in submission order when capacity allows;
+// until then JobStatus.reason says what is missing. Each (re)launch bumps the generation, opens a
+// fresh rendezvous store and sends LaunchWorkers to every node of the placement.
+//
+// Failures (worker exit != 0, a lost node): the job's workers are stopped (StopWorkers to every
+// node), its devices released, and the job goes RESTARTING while restarts remain
+// (spec.restart.max_restarts), else FAILED. Exit code 78 (fatal, see common/status.h) fails the
+// job at once. Anything about an older generation is ignored (fenced).
+//
+// Durability: jobs, events, generations and assignments go to the JobStore on every transition;
+// progress (step, loss) is in memory only. Recover() reloads everything after a restart; running
+// jobs are then reconciled with the agents as they re-register (ReconcileNode).
+//
+// Thread-safe. Watch callbacks and AgentCommandSink::Send are called with the manager's lock
+// held, which keeps every watch's updates in order: they must only queue (never block, never call
+// back into the manager).
+#ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_H_
+#define RINGMASTER_COORDINATOR_JOB_MANAGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/metrics/registry.h"
+#include "coordinator/agent_command_sink.h"
+#include "coordinator/caller.h"
+#include "coordinator/job_store.h"
+#include "coordinator/node_manager.h"
+#include "coordinator/placement.h"
+#include "coordinator/rendezvous_manager.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+
+struct JobManagerOptions {
+  // Seconds between SIGTERM and SIGKILL when stopping workers.
+  double stop_grace_seconds = 10;
+  // First port of the range MASTER_PORT is chosen from (per job and generation).
+  int master_port_base = 29500;
+  // Memory of one device for the planner; 0 = unknown.
+  int64_t device_memory_bytes = 0;
+  // After a coordinator restart, how long a running job's nodes have to re-register.
+  absl::Duration reconcile_timeout = absl::Seconds(10);
+};
+
+class JobManager {
+ public:
+  using WatchCallback = std::function<void(const v1::WatchJobResponse& update)>;
+
+  // All pointers must outlive the manager. `registry` may be null.
+  JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
+             AgentCommandSink* agents, Clock* clock, metrics::Registry* registry,
+             JobManagerOptions options);
+  ~JobManager();
+
+  // Loads every stored job. Call once, before serving.
+  absl::Status Recover();
+
+  // Validates (INVALID_ARGUMENT listing every problem), plans, stores the job PENDING and tries
+  // to schedule it. A repeated non-empty request_id returns the job the first call created.
+  absl::StatusOr<v1::JobStatus> Submit(const v1::JobSpec& spec, const std::string& request_id,
+                                       const Caller& caller);
+
+  // What Submit would decide, without storing anything.
+  absl::StatusOr<v1::PlanJobResponse> Plan(const v1::JobSpec& spec);
+
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) const;
+  // Newest first, filtered by state (empty = all), at most `limit` (0 = 100, capped at 1000).
+  std::vector<v1::JobStatus> List(const std::vector<v1::JobState>& states, int limit) const;
+
+  // Cancels the job and stops its workers. PERMISSION_DENIED unless the caller owns it or is an
+  // admin. Idempotent: a terminal job is returned unchanged.
+  absl::StatusOr<v1::JobStatus> Cancel(const std::string& job_id, const std::string& reason,
+                                       const Caller& caller);
+
+  // Sends the job's events after `after_sequence`, then every new event and progress change, to
+  // `callback` (in order, never concurrently; see the class comment for what it may do). Returns a watch id for Unwatch. NOT_FOUND for
+  // an unknown job. A terminal job's watch gets its events and nothing more.
+  absl::StatusOr<uint64_t> Watch(const std::string& job_id, int64_t after_sequence,
+                                 WatchCallback callback);
+  void Unwatch(uint64_t watch_id);
+
+  // Places PENDING and RESTARTING jobs that fit, in submission order.
+  void Schedule();
+
+  // Reports from agents. Unknown jobs and stale generations are ignored.
+  void OnWorkerState(const std::string& node, const v1::WorkerState& state);
+  void OnStepSummary(const v1::StepSummary& summary);
+  // A node was lost: its jobs are failed ranks.
+  void OnNodeLost(const std::string& node);
+  // A node (re)registered: adopt its workers of current generations, stop the others.
+  void ReconcileNode(const v1::Register& registration);
+
+  // Periodic work: push progress to watchers (at most once per second per job) and fail recovered
+  // running jobs whose nodes did not come back within `reconcile_timeout` of Recover().
+  void Tick();
+
+ private:
+  struct Job;
+
+  Job* Find(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends an event (not yet persisted) and sends it to the job's watchers.
+  v1::JobEvent& AddEvent(Job* job, const std::string& kind, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Changes state with a "state" event, and persists.
+  void Transition(Job* job, v1::JobState state, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the status and the events not yet stored.
+  void Persist(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TryPlace(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(Job* job, const std::string& why, bool fatal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(Job* job, v1::JobState state, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateStateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  NodeManager* const nodes_;
+  RendezvousManager* const rendezvous_;
+  AgentCommandSink* const agents_;
+  Clock* const clock_;
+  const JobManagerOptions options_;
+  metrics::GaugeFamily* jobs_by_state_ = nullptr;
+  metrics::CounterFamily* restarts_ = nullptr;
+  std::shared_ptr<metrics::Counter> submitted_;
+  absl::Time started_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Job ids in submission order.
+  absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_JOB_MANAGER_H_

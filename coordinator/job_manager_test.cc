@@ -1,0 +1,370 @@
+#include "coordinator/job_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "common/testing/subprocess.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+// Records what would go to agents.
+class RecordingSink : public AgentCommandSink {
+ public:
+  bool Send(const std::string& node, const v1::CoordinatorMessage& message) override {
+    sent.emplace_back(node, message);
+    return true;
+  }
+  std::vector<v1::LaunchWorkers> Launches() const {
+    std::vector<v1::LaunchWorkers> out;
+    for (const auto& [node, m] : sent) {
+      if (m.has_launch()) out.push_back(m.launch());
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, v1::StopWorkers>> Stops() const {
+    std::vector<std::pair<std::string, v1::StopWorkers>> out;
+    for (const auto& [node, m] : sent) {
+      if (m.has_stop()) out.emplace_back(node, m.stop());
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, v1::CoordinatorMessage>> sent;
+};
+
+v1::JobSpec Spec(int nodes = 1, int devices_per_node = 2) {
+  v1::JobSpec spec;
+  spec.set_name("gpt-test");
+  spec.set_nodes(nodes);
+  spec.set_devices_per_node(devices_per_node);
+  spec.mutable_parallelism()->set_tensor(1);
+  spec.mutable_parallelism()->set_pipeline(1);
+  spec.mutable_parallelism()->set_data(nodes * devices_per_node);
+  v1::TrainerSpec* t = spec.mutable_trainer();
+  t->set_builtin("gpt");
+  t->mutable_model()->set_layers(2);
+  t->mutable_model()->set_d_model(32);
+  t->mutable_model()->set_heads(2);
+  t->mutable_model()->set_seq_len(16);
+  t->mutable_model()->set_vocab(64);
+  t->mutable_batch()->set_micro_batch(2);
+  t->mutable_batch()->set_global_batch(2 * nodes * devices_per_node);
+  t->set_steps(10);
+  t->mutable_optimizer()->set_lr(1e-3);
+  spec.mutable_restart()->set_max_restarts(1);
+  return spec;
+}
+
+v1::Register Node(const std::string& name, int devices) {
+  v1::Register r;
+  r.set_node(name);
+  r.set_host_address(name + ".local");
+  for (int i = 0; i < devices; ++i) {
+    v1::Device* d = r.add_devices();
+    d->set_index(i);
+    d->set_kind("cpu");
+  }
+  return r;
+}
+
+v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int signal = 0) {
+  v1::WorkerState s;
+  s.mutable_job()->set_job_id(job.job_id());
+  s.mutable_job()->set_generation(job.generation());
+  s.set_rank(rank);
+  s.set_phase(v1::WORKER_PHASE_EXITED);
+  s.set_exit_code(code);
+  s.set_signal(signal);
+  return s;
+}
+
+std::vector<v1::JobState> StatesOf(const v1::GetJobResponse& r) {
+  std::vector<v1::JobState> states;
+  for (const auto& e : r.events()) {
+    if (e.kind() == "state") states.push_back(e.state());
+  }
+  return states;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = absl::StrCat(testing::TestTempDir(), "/jobs-", ::testing::UnitTest::GetInstance()
+                                                               ->current_test_info()
+                                                               ->name(),
+                         ".db");
+    auto store = JobStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    MakeManager();
+  }
+
+  void MakeManager() {
+    nodes_ = std::make_unique<NodeManager>(&clock_, absl::Seconds(3), &registry_);
+    rendezvous_ = std::make_unique<RendezvousManager>(&clock_, nullptr);
+    JobManagerOptions options;
+    options.reconcile_timeout = absl::Seconds(10);
+    jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
+                                         &clock_, &registry_, options);
+    ASSERT_TRUE(jobs_->Recover().ok());
+  }
+
+  void AddNode(const std::string& name, int devices) {
+    ASSERT_TRUE(nodes_->Register(Node(name, devices)).ok());
+    jobs_->Schedule();
+  }
+
+  v1::JobStatus Current(const std::string& id) { return jobs_->Get(id)->job(); }
+
+  std::string path_;
+  FakeClock clock_;
+  metrics::Registry registry_;
+  RecordingSink sink_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<NodeManager> nodes_;
+  std::unique_ptr<RendezvousManager> rendezvous_;
+  std::unique_ptr<JobManager> jobs_;
+  Caller alice_{"alice", false};
+};
+
+TEST_F(JobManagerTest, InvalidSpecIsRefusedNamingTheField) {
+  v1::JobSpec spec = Spec();
+  spec.mutable_parallelism()->set_data(3);
+  auto job = jobs_->Submit(spec, "", alice_);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("parallelism"), std::string::npos) << job.status();
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+}
+
+TEST_F(JobManagerTest, PendingUntilCapacityThenRunningWithLaunches) {
+  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_PENDING);
+  EXPECT_NE(job->reason().find("needs"), std::string::npos) << job->reason();
+  AddNode("n1", 2);
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_PENDING);
+  AddNode("n2", 2);
+  v1::JobStatus running = Current(job->job_id());
+  ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.generation(), 1);
+  EXPECT_EQ(running.assignments_size(), 4);
+  EXPECT_EQ(running.reason(), "");
+  auto launches = sink_.Launches();
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto& launch : launches) {
+    EXPECT_EQ(launch.job().job_id(), job->job_id());
+    EXPECT_EQ(launch.job().generation(), 1);
+    EXPECT_EQ(launch.world_size(), 4);
+    EXPECT_EQ(launch.assignments_size(), 2);
+    EXPECT_EQ(launch.master_addr(), running.assignments(0).node() + ".local");
+  }
+  // The rendezvous store of generation 1 is open.
+  EXPECT_TRUE(rendezvous_->Set(job->job_id(), 1, "k", "v").ok());
+  EXPECT_NE(registry_.RenderText().find("ringmaster_jobs{state=\"running\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, RequestIdMakesSubmitIdempotent) {
+  auto first = jobs_->Submit(Spec(), "req-1", alice_);
+  auto second = jobs_->Submit(Spec(), "req-1", alice_);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->job_id(), second->job_id());
+  EXPECT_EQ(jobs_->List({}, 0).size(), 1u);
+}
+
+TEST_F(JobManagerTest, SucceedsWhenEveryRankExitsZero) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus running = Current(job->job_id());
+  jobs_->OnWorkerState("n1", Exit(running, 0, 0));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_RUNNING);
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0));
+  auto done = jobs_->Get(job->job_id());
+  EXPECT_EQ(done->job().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(StatesOf(*done), (std::vector<v1::JobState>{
+                                 v1::JOB_STATE_PENDING, v1::JOB_STATE_RUNNING,
+                                 v1::JOB_STATE_SUCCEEDED}));
+  EXPECT_GT(done->job().end_time_unix_nanos(), 0);
+  EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);  // Devices released.
+}
+
+TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRunOut) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  jobs_->OnWorkerState("n1", Exit(gen1, 1, 0, /*signal=*/9));
+  v1::JobStatus gen2 = Current(job->job_id());
+  EXPECT_EQ(gen2.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(gen2.generation(), 2);
+  EXPECT_EQ(gen2.restarts(), 1);
+  auto stops = sink_.Stops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].second.job().generation(), 1);
+  ASSERT_EQ(sink_.Launches().size(), 2u);
+  EXPECT_EQ(sink_.Launches()[1].restart_count(), 1);
+  // Generation 1's rendezvous is fenced off.
+  EXPECT_EQ(rendezvous_->Set(job->job_id(), 1, "k", "v").code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A late report from generation 1 changes nothing.
+  jobs_->OnWorkerState("n1", Exit(gen1, 0, 1));
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+
+  jobs_->OnWorkerState("n1", Exit(gen2, 0, 1));
+  auto failed = jobs_->Get(job->job_id());
+  EXPECT_EQ(failed->job().state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(StatesOf(*failed),
+            (std::vector<v1::JobState>{v1::JOB_STATE_PENDING, v1::JOB_STATE_RUNNING,
+                                       v1::JOB_STATE_RESTARTING, v1::JOB_STATE_RUNNING,
+                                       v1::JOB_STATE_FAILED}));
+  bool named_rank = false;
+  for (const auto& e : failed->events()) {
+    if (e.kind() == "worker_exit" && e.ranks_size() == 1 && e.ranks(0) == 1) named_rank = true;
+  }
+  EXPECT_TRUE(named_rank);
+}
+
+TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, kExitFatal));
+  v1::JobStatus failed = Current(job->job_id());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.restarts(), 0);
+}
+
+TEST_F(JobManagerTest, LostNodeRestartsTheJobElsewhere) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(Current(job->job_id()).assignments(0).node(), "n1");
+  ASSERT_TRUE(nodes_->Register(Node("n2", 2)).ok());
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(nodes_->Register(Node("n2", 2)).ok());  // n2 fresh, n1 silent.
+  clock_.Advance(absl::Seconds(2));
+  for (const std::string& lost : nodes_->CheckLiveness()) jobs_->OnNodeLost(lost);
+  v1::JobStatus moved = Current(job->job_id());
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.generation(), 2);
+  EXPECT_EQ(moved.assignments(0).node(), "n2");
+}
+
+TEST_F(JobManagerTest, CancelOnlyByOwnerOrAdminAndStopsWorkers) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(jobs_->Cancel(job->job_id(), "", Caller{"mallory", false}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto cancelled = jobs_->Cancel(job->job_id(), "enough", Caller{"root", true});
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_EQ(sink_.Stops().size(), 1u);
+  EXPECT_EQ(sink_.Stops()[0].first, "n1");
+  EXPECT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());  // Idempotent.
+  EXPECT_EQ(jobs_->Cancel("nope", "", alice_).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, PendingJobRunsWhenAnotherFinishes) {
+  AddNode("n1", 2);
+  auto first = jobs_->Submit(Spec(), "", alice_);
+  auto second = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(Current(second->job_id()).state(), v1::JOB_STATE_PENDING);
+  ASSERT_TRUE(jobs_->Cancel(first->job_id(), "", alice_).ok());
+  EXPECT_EQ(Current(second->job_id()).state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, WatchGetsHistoryThenLiveEventsAndProgress) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  std::vector<v1::WatchJobResponse> updates;
+  auto watch = jobs_->Watch(job->job_id(), 0,
+                            [&](const v1::WatchJobResponse& u) { updates.push_back(u); });
+  ASSERT_TRUE(watch.ok());
+  ASSERT_GE(updates.size(), 2u);  // PENDING and RUNNING events, then a progress snapshot.
+  EXPECT_EQ(updates[0].event().sequence(), 1);
+  EXPECT_EQ(updates[1].event().state(), v1::JOB_STATE_RUNNING);
+  updates.clear();
+
+  v1::JobStatus running = Current(job->job_id());
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s;
+    s.mutable_job()->set_job_id(job->job_id());
+    s.mutable_job()->set_generation(1);
+    s.set_rank(rank);
+    s.set_step(5 + rank);
+    s.set_loss(3.5);
+    s.set_tokens_per_second(100);
+    jobs_->OnStepSummary(s);
+  }
+  clock_.Advance(absl::Seconds(1));
+  jobs_->Tick();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].progress().step(), 5);  // The slowest rank.
+  EXPECT_EQ(updates[0].progress().loss(), 3.5);
+  EXPECT_EQ(updates[0].progress().tokens_per_second(), 200);  // Two DP replicas.
+
+  jobs_->OnWorkerState("n1", Exit(running, 0, 0));
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0));
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[1].state(), v1::JOB_STATE_SUCCEEDED);
+  jobs_->Unwatch(*watch);
+}
+
+TEST_F(JobManagerTest, RecoveryKeepsJobsAndAdoptsWorkersOfTheCurrentGeneration) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  auto pending = jobs_->Submit(Spec(4, 4), "", alice_);
+  ASSERT_TRUE(job.ok() && pending.ok());
+  v1::JobStatus before = Current(job->job_id());
+  auto events_before = jobs_->Get(job->job_id())->events_size();
+
+  // "Restart" the coordinator: new managers over the same store.
+  sink_.sent.clear();
+  MakeManager();
+  v1::JobStatus after = Current(job->job_id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), before.generation());
+  EXPECT_EQ(jobs_->Get(job->job_id())->events_size(), events_before);
+  EXPECT_EQ(Current(pending->job_id()).state(), v1::JOB_STATE_PENDING);
+
+  // n1 comes back reporting rank 0 of the current generation and a stray worker.
+  v1::Register again = Node("n1", 2);
+  v1::WorkerState* mine = again.add_running_workers();
+  mine->mutable_job()->set_job_id(job->job_id());
+  mine->mutable_job()->set_generation(before.generation());
+  mine->set_rank(0);
+  v1::WorkerState* stray = again.add_running_workers();
+  stray->mutable_job()->set_job_id("old-job");
+  stray->mutable_job()->set_generation(3);
+  ASSERT_TRUE(nodes_->Register(again).ok());
+  jobs_->ReconcileNode(again);
+  auto stops = sink_.Stops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].second.job().job_id(), "old-job");
+  EXPECT_TRUE(sink_.Launches().empty());
+  clock_.Advance(absl::Seconds(11));
+  jobs_->Tick();
+  EXPECT_EQ(Current(job->job_id()).generation(), before.generation());  // Adopted, not failed.
+}
+
+TEST_F(JobManagerTest, RecoveredJobWhoseNodeNeverReturnsIsRestarted) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  MakeManager();
+  clock_.Advance(absl::Seconds(11));
+  jobs_->Tick();
+  auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().state(), v1::JOB_STATE_RESTARTING);
+  // No node is left to run it: it waits, and its events say why it restarted.
+  EXPECT_NE(after->job().reason().find("needs 1 node"), std::string::npos);
+  EXPECT_NE(after->events().rbegin()->message().find("did not report"), std::string::npos)
+      << after->events().rbegin()->message();
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,171 @@
+#include "coordinator/job_service.h"
+
+#include <memory>
+
+#include "common/grpc_status.h"
+#include "coordinator/stream_outbox.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+// Streams a job's events and progress until the job is terminal or the client leaves.
+class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+ public:
+  using Outbox = StreamOutbox<grpc::ServerWriteReactor<v1::WatchJobResponse>,
+                              v1::WatchJobResponse>;
+
+  WatchStream(JobManager* jobs, const v1::WatchJobRequest& request)
+      : jobs_(jobs), outbox_(std::make_shared<Outbox>(this)) {
+    // The job's terminal state event is the last message; the stream finishes after it.
+    auto watch = jobs_->Watch(request.job_id(), request.after_sequence(),
+                              [outbox = outbox_](const v1::WatchJobResponse& update) {
+                                bool last = update.has_event() && update.event().kind() == "state" &&
+                                            IsTerminal(update.event().state());
+                                outbox->Push(update, last);
+                              });
+    if (!watch.ok()) {
+      outbox_->Finish(ToGrpcStatus(watch.status()));
+      return;
+    }
+    watch_id_ = *watch;
+    // Already terminal and nothing (left) to send: finish now. A no-op if the terminal event is
+    // queued, which finishes the stream itself.
+    auto job = jobs_->Get(request.job_id());
+    if (job.ok() && IsTerminal(job->job().state())) outbox_->Finish(grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+  void OnCancel() override { outbox_->Finish(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    outbox_->Close();
+    if (watch_id_ != 0) jobs_->Unwatch(watch_id_);
+    delete this;
+  }
+
+ private:
+  JobManager* const jobs_;
+  std::shared_ptr<Outbox> outbox_;
+  uint64_t watch_id_ = 0;
+};
+
+// Finishes at once with a status (for refused streams).
+template <typename Msg>
+class RefusedStream : public grpc::ServerWriteReactor<Msg> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+JobService::JobService(JobManager* jobs, NodeManager* nodes, const TokenAuthenticator* auth,
+                       metrics::Registry* registry)
+    : jobs_(jobs), nodes_(nodes), auth_(auth) {
+  if (registry != nullptr) {
+    requests_ = &registry->AddCounter("ringmaster_rpc_requests_total",
+                                      "JobService calls by method and result code.",
+                                      {"method", "code"});
+  }
+}
+
+void JobService::Count(const char* method, const absl::Status& status) {
+  if (requests_ != nullptr) {
+    requests_->WithLabels({method, absl::StatusCodeToString(status.code())})->Increment();
+  }
+}
+
+grpc::ServerUnaryReactor* JobService::Done(grpc::CallbackServerContext* context,
+                                           const char* method, const absl::Status& status) {
+  Count(method, status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::StatusOr<Caller> JobService::Authenticate(grpc::CallbackServerContext* context) const {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  std::string header = it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  return auth_->Authenticate(header);
+}
+
+grpc::ServerUnaryReactor* JobService::SubmitJob(grpc::CallbackServerContext* context,
+                                                const v1::SubmitJobRequest* request,
+                                                v1::SubmitJobResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "SubmitJob", caller.status());
+  auto job = jobs_->Submit(request->spec(), request->request_id(), *caller);
+  if (job.ok()) *response->mutable_job() = *std::move(job);
+  return Done(context, "SubmitJob", job.status());
+}
+
+grpc::ServerUnaryReactor* JobService::GetJob(grpc::CallbackServerContext* context,
+                                             const v1::GetJobRequest* request,
+                                             v1::GetJobResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "GetJob", caller.status());
+  auto job = jobs_->Get(request->job_id());
+  if (job.ok()) *response = *std::move(job);
+  return Done(context, "GetJob", job.status());
+}
+
+grpc::ServerUnaryReactor* JobService::ListJobs(grpc::CallbackServerContext* context,
+                                               const v1::ListJobsRequest* request,
+                                               v1::ListJobsResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "ListJobs", caller.status());
+  std::vector<v1::JobState> states;
+  for (int s : request->states()) states.push_back(static_cast<v1::JobState>(s));
+  for (auto& job : jobs_->List(states, request->limit())) *response->add_jobs() = std::move(job);
+  return Done(context, "ListJobs", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* JobService::CancelJob(grpc::CallbackServerContext* context,
+                                                const v1::CancelJobRequest* request,
+                                                v1::CancelJobResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "CancelJob", caller.status());
+  auto job = jobs_->Cancel(request->job_id(), request->reason(), *caller);
+  if (job.ok()) *response->mutable_job() = *std::move(job);
+  return Done(context, "CancelJob", job.status());
+}
+
+grpc::ServerWriteReactor<v1::WatchJobResponse>* JobService::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  auto caller = Authenticate(context);
+  Count("WatchJob", caller.status());
+  if (!caller.ok()) return new RefusedStream<v1::WatchJobResponse>(caller.status());
+  return new WatchStream(jobs_, *request);
+}
+
+grpc::ServerUnaryReactor* JobService::PlanJob(grpc::CallbackServerContext* context,
+                                              const v1::PlanJobRequest* request,
+                                              v1::PlanJobResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "PlanJob", caller.status());
+  auto plan = jobs_->Plan(request->spec());
+  if (plan.ok()) *response = *std::move(plan);
+  return Done(context, "PlanJob", plan.status());
+}
+
+grpc::ServerUnaryReactor* JobService::ListNodes(grpc::CallbackServerContext* context,
+                                                const v1::ListNodesRequest* request,
+                                                v1::ListNodesResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "ListNodes", caller.status());
+  for (auto& node : nodes_->List()) *response->add_nodes() = std::move(node);
+  return Done(context, "ListNodes", absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::ReadLogsResponse>* JobService::ReadLogs(
+    grpc::CallbackServerContext* context, const v1::ReadLogsRequest* request) {
+  return new RefusedStream<v1::ReadLogsResponse>(
+      absl::UnimplementedError("reading rank logs arrives with the agent's log capture"));
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,334 @@
+#include "coordinator/spec_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+// Defaults documented in job.proto.
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.95;
+constexpr double kDefaultEpsilon = 1e-8;
+constexpr int32_t kDefaultCheckpointKeep = 3;
+constexpr double kDefaultStragglerThreshold = 1.2;
+constexpr uint64_t kDefaultDataSeed = 1234;
+
+// Limits (see spec_validation.h).
+constexpr int64_t kMaxNodes = 100000;
+constexpr int64_t kMaxDevicesPerNode = 1024;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxDModel = 65536;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxSeqLen = 1048576;
+constexpr int64_t kMaxVocab = 10000000;
+constexpr int64_t kMaxSteps = 1000000000;
+constexpr double kMaxLr = 10.0;
+constexpr int64_t kMaxZeroStage = 3;
+constexpr int64_t kMaxRestarts = 1000;
+
+// The shortest decimal form that reads back as `v` ("0.0003", not "0.00029999999999999997"),
+// without an exponent for whole numbers below 1e17 ("30", not "3e+01").
+std::string FormatDouble(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  int precision = 1;
+  for (; precision < 17; ++precision) {
+    double back = 0;
+    if (absl::SimpleAtod(absl::StrFormat("%.*g", precision, v), &back) && back == v) break;
+  }
+  const double magnitude = std::fabs(v);
+  if (magnitude >= 1 && magnitude < 1e17) {
+    precision = std::max(precision, static_cast<int>(std::floor(std::log10(magnitude))) + 1);
+  }
+  return absl::StrFormat("%.*g", precision, v);
+}
+
+std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
+
+// a*b*c, or nullopt when it does not fit in int64 (the operands are all >= 1).
+std::optional<int64_t> Product(int64_t a, int64_t b, int64_t c) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (a > kMax / b) return std::nullopt;
+  const int64_t ab = a * b;
+  if (ab > kMax / c) return std::nullopt;
+  return ab * c;
+}
+
+// Every problem found, in field order; one line each.
+class Problems {
+ public:
+  void Add(absl::string_view field, absl::string_view rule) {
+    lines_.push_back(absl::StrCat(field, ": ", rule));
+  }
+
+  // "must be in [lo, hi], got v" unless lo <= v <= hi. Returns whether `value` is in range.
+  bool InRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
+    if (value >= lo && value <= hi) return true;
+    Add(field, absl::StrCat("must be in [", lo, ", ", hi, "], got ", value));
+    return false;
+  }
+
+  // "must be >= lo, got v" unless lo <= v. Returns whether `value` is in range.
+  bool AtLeast(absl::string_view field, int64_t value, int64_t lo, absl::string_view note = "") {
+    if (value >= lo) return true;
+    Add(field, absl::StrCat("must be >= ", lo, note, ", got ", value));
+    return false;
+  }
+
+  // Refuses NaN and infinities. Returns whether `value` is finite.
+  bool Finite(absl::string_view field, double value) {
+    if (std::isfinite(value)) return true;
+    Add(field, absl::StrCat("must be a finite number, got ", FormatDouble(value)));
+    return false;
+  }
+
+  absl::Status ToStatus() const {
+    if (lines_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+bool ValidName(absl::string_view name) {
+  if (name.empty() || name.size() > 63) return false;
+  if (name[0] < 'a' || name[0] > 'z') return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool LayoutGiven(const v1::ParallelismSpec& p) {
+  return p.tensor() != 0 || p.pipeline() != 0 || p.data() != 0;
+}
+
+// Checks the trainer's program: exactly one of builtin and command, each well formed.
+void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
+  switch (trainer.program_case()) {
+    case v1::TrainerSpec::kBuiltin:
+      if (trainer.builtin() != "gpt") {
+        problems->Add("trainer.builtin",
+                      absl::StrCat("must be \"gpt\" (the only built-in trainer), got ",
+                                   Quote(trainer.builtin())));
+      }
+      break;
+    case v1::TrainerSpec::kCommand:
+      if (trainer.command().argv().empty()) {
+        problems->Add("trainer.command", "must be a non-empty argv list, got []");
+      } else if (trainer.command().argv(0).empty()) {
+        problems->Add("trainer.command[0]", "must not be empty (it names the program), got \"\"");
+      }
+      break;
+    case v1::TrainerSpec::PROGRAM_NOT_SET:
+      problems->Add("trainer", "must set exactly one of builtin and command, got neither");
+      break;
+  }
+}
+
+// Model and batch rules of the built-in GPT trainer. `layout` is null when the planner chooses.
+void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
+              Problems* problems) {
+  const v1::ModelSpec& m = trainer.model();
+  const bool layers_ok = problems->InRange("trainer.model.layers", m.layers(), 1, kMaxLayers);
+  const bool d_model_ok = problems->InRange("trainer.model.d_model", m.d_model(), 1, kMaxDModel);
+  const bool heads_ok = problems->InRange("trainer.model.heads", m.heads(), 1, kMaxHeads);
+  problems->InRange("trainer.model.seq_len", m.seq_len(), 1, kMaxSeqLen);
+  problems->InRange("trainer.model.vocab", m.vocab(), 1, kMaxVocab);
+  if (d_model_ok && heads_ok && m.d_model() % m.heads() != 0) {
+    problems->Add("trainer.model.d_model",
+                  absl::StrCat("must be divisible by heads (", m.heads(), "), got ", m.d_model()));
+  }
+  // Divisibility by the layout only where the layout's own degree is valid (reported otherwise).
+  if (layout != nullptr && layers_ok && layout->pipeline() >= 1 &&
+      m.layers() % layout->pipeline() != 0) {
+    problems->Add("trainer.model.layers",
+                  absl::StrCat("must be divisible by parallelism.pipeline (", layout->pipeline(),
+                               "), got ", m.layers()));
+  }
+  if (layout != nullptr && heads_ok && layout->tensor() >= 1 && m.heads() % layout->tensor() != 0) {
+    problems->Add("trainer.model.heads", absl::StrCat("must be divisible by parallelism.tensor (",
+                                                      layout->tensor(), "), got ", m.heads()));
+  }
+
+  const v1::BatchSpec& b = trainer.batch();
+  const bool micro_ok = problems->AtLeast("trainer.batch.micro_batch", b.micro_batch(), 1);
+  const bool global_ok = problems->AtLeast("trainer.batch.global_batch", b.global_batch(), 1);
+  if (micro_ok && global_ok) {
+    if (layout == nullptr) {
+      if (b.global_batch() % b.micro_batch() != 0) {
+        problems->Add("trainer.batch.global_batch",
+                      absl::StrCat("must be divisible by micro_batch (", b.micro_batch(), "), got ",
+                                   b.global_batch()));
+      }
+    } else if (layout->data() >= 1) {
+      const int64_t per_step = int64_t{b.micro_batch()} * layout->data();
+      if (b.global_batch() % per_step != 0) {
+        problems->Add(
+            "trainer.batch.global_batch",
+            absl::StrCat("must be divisible by micro_batch*parallelism.data (", b.micro_batch(),
+                         "*", layout->data(), " = ", per_step, "), got ", b.global_batch()));
+      }
+    }
+  }
+}
+
+void CheckOptimizer(const v1::TrainerSpec& trainer, Problems* problems) {
+  const v1::OptimizerSpec& o = trainer.optimizer();
+  // A command trainer does not use the optimizer, so it may leave lr unset.
+  const bool lr_optional = trainer.program_case() == v1::TrainerSpec::kCommand && o.lr() == 0;
+  bool lr_ok = false;
+  if (problems->Finite("trainer.optimizer.lr", o.lr())) {
+    lr_ok = lr_optional || (o.lr() > 0 && o.lr() <= kMaxLr);
+    if (!lr_ok) {
+      problems->Add("trainer.optimizer.lr", absl::StrCat("must be in (0, ", FormatDouble(kMaxLr),
+                                                         "], got ", FormatDouble(o.lr())));
+    }
+  }
+  problems->AtLeast("trainer.optimizer.warmup_steps", o.warmup_steps(), 0);
+  if (problems->Finite("trainer.optimizer.weight_decay", o.weight_decay()) &&
+      o.weight_decay() < 0) {
+    problems->Add("trainer.optimizer.weight_decay",
+                  absl::StrCat("must be >= 0, got ", FormatDouble(o.weight_decay())));
+  }
+  if (problems->Finite("trainer.optimizer.clip_grad_norm", o.clip_grad_norm()) &&
+      o.clip_grad_norm() < 0) {
+    problems->Add(
+        "trainer.optimizer.clip_grad_norm",
+        absl::StrCat("must be >= 0 (0 disables clipping), got ", FormatDouble(o.clip_grad_norm())));
+  }
+  if (problems->Finite("trainer.optimizer.min_lr", o.min_lr()) && lr_ok &&
+      (o.min_lr() < 0 || o.min_lr() > o.lr())) {
+    problems->Add("trainer.optimizer.min_lr",
+                  absl::StrCat("must be in [0, lr (", FormatDouble(o.lr()), ")], got ",
+                               FormatDouble(o.min_lr())));
+  }
+  for (const auto& [field, beta] :
+       {std::pair<const char*, double>{"trainer.optimizer.beta1", o.beta1()},
+        {"trainer.optimizer.beta2", o.beta2()}}) {
+    if (problems->Finite(field, beta) && (beta < 0 || beta >= 1)) {
+      problems->Add(field, absl::StrCat("must be in [0, 1), got ", FormatDouble(beta)));
+    }
+  }
+  if (problems->Finite("trainer.optimizer.epsilon", o.epsilon()) && o.epsilon() <= 0) {
+    problems->Add("trainer.optimizer.epsilon",
+                  absl::StrCat("must be > 0, got ", FormatDouble(o.epsilon())));
+  }
+}
+
+}  // namespace
+
+void ApplyDefaults(v1::JobSpec* spec) {
+  v1::OptimizerSpec* optimizer = spec->mutable_trainer()->mutable_optimizer();
+  if (optimizer->min_lr() == 0) optimizer->set_min_lr(optimizer->lr() / 10);
+  if (optimizer->beta1() == 0) optimizer->set_beta1(kDefaultBeta1);
+  if (optimizer->beta2() == 0) optimizer->set_beta2(kDefaultBeta2);
+  if (optimizer->epsilon() == 0) optimizer->set_epsilon(kDefaultEpsilon);
+  if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(kDefaultCheckpointKeep);
+  if (spec->watchdog().straggler_threshold() == 0) {
+    spec->mutable_watchdog()->set_straggler_threshold(kDefaultStragglerThreshold);
+  }
+  if (spec->trainer().data().seed() == 0) {
+    spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
+  }
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  Problems problems;
+  if (!ValidName(spec.name())) {
+    problems.Add("name", absl::StrCat("must be 1-63 characters of [a-z0-9-] starting with a "
+                                      "letter, got ",
+                                      Quote(spec.name())));
+  }
+  const bool nodes_ok = problems.InRange("nodes", spec.nodes(), 1, kMaxNodes);
+  const bool devices_ok =
+      problems.InRange("devices_per_node", spec.devices_per_node(), 1, kMaxDevicesPerNode);
+
+  const v1::ParallelismSpec& p = spec.parallelism();
+  const bool layout_given = LayoutGiven(p);
+  if (layout_given) {
+    bool degrees_ok = true;
+    for (const auto& [field, degree] :
+         {std::pair<const char*, int32_t>{"parallelism.tensor", p.tensor()},
+          {"parallelism.pipeline", p.pipeline()},
+          {"parallelism.data", p.data()}}) {
+      if (degree < 1) {
+        degrees_ok = false;
+        problems.Add(field, absl::StrCat("must be >= 1 (or set tensor, pipeline and data all to 0 "
+                                         "to let the planner choose), got ",
+                                         degree));
+      }
+    }
+    if (degrees_ok && nodes_ok && devices_ok) {
+      const int64_t world = int64_t{spec.nodes()} * spec.devices_per_node();
+      const std::optional<int64_t> product = Product(p.tensor(), p.pipeline(), p.data());
+      if (product != world) {
+        problems.Add("parallelism",
+                     absl::StrCat("tensor*pipeline*data must equal nodes*devices_per_node (",
+                                  spec.nodes(), "*", spec.devices_per_node(), " = ", world,
+                                  "), got ", p.tensor(), "*", p.pipeline(), "*", p.data(),
+                                  product.has_value() ? absl::StrCat(" = ", *product) : ""));
+      }
+    }
+    if (p.tensor() >= 1 && devices_ok && spec.devices_per_node() % p.tensor() != 0) {
+      problems.Add("parallelism.tensor",
+                   absl::StrCat("must divide devices_per_node (", spec.devices_per_node(),
+                                "), got ", p.tensor()));
+    }
+  }
+
+  const v1::TrainerSpec& trainer = spec.trainer();
+  CheckProgram(trainer, &problems);
+  if (trainer.program_case() == v1::TrainerSpec::kBuiltin && trainer.builtin() == "gpt") {
+    CheckGpt(trainer, layout_given ? &p : nullptr, &problems);
+  }
+  problems.InRange("trainer.steps", trainer.steps(), 1, kMaxSteps);
+  CheckOptimizer(trainer, &problems);
+  if (!v1::Precision_IsValid(trainer.precision())) {
+    problems.Add("trainer.precision",
+                 absl::StrCat("must be fp32 or bf16 (or unset), got ", trainer.precision()));
+  }
+  problems.InRange("trainer.zero_stage", trainer.zero_stage(), 0, kMaxZeroStage);
+
+  const v1::CheckpointSpec& checkpoint = spec.checkpoint();
+  problems.AtLeast("checkpoint.every_steps", checkpoint.every_steps(), 0,
+                   " (0 disables periodic checkpoints)");
+  problems.AtLeast("checkpoint.keep", checkpoint.keep(), 1);
+  if (checkpoint.every_steps() > 0 && checkpoint.dir().empty()) {
+    problems.Add("checkpoint.dir", absl::StrCat("is required when every_steps > 0 (every_steps is ",
+                                                checkpoint.every_steps(), "), got \"\""));
+  }
+
+  problems.InRange("restart.max_restarts", spec.restart().max_restarts(), 0, kMaxRestarts);
+
+  const v1::WatchdogSpec& watchdog = spec.watchdog();
+  if (problems.Finite("watchdog.hang_timeout", watchdog.hang_timeout_seconds()) &&
+      watchdog.hang_timeout_seconds() < 0) {
+    problems.Add("watchdog.hang_timeout",
+                 absl::StrCat("must be >= 0 seconds (0 means auto), got ",
+                              FormatDouble(watchdog.hang_timeout_seconds())));
+  }
+  if (problems.Finite("watchdog.straggler_threshold", watchdog.straggler_threshold()) &&
+      watchdog.straggler_threshold() <= 1) {
+    problems.Add("watchdog.straggler_threshold",
+                 absl::StrCat("must be > 1, got ", FormatDouble(watchdog.straggler_threshold())));
+  }
+  return problems.ToStatus();
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,419 @@
+#include "coordinator/spec_validation.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// DESIGN.md's example job: 2 nodes x 4 devices, TP=2 PP=2 DP=2, defaults applied. Valid.
+v1::JobSpec ValidSpec() {
+  v1::JobSpec spec;
+  spec.set_name("gpt-small");
+  spec.set_nodes(2);
+  spec.set_devices_per_node(4);
+  spec.mutable_parallelism()->set_tensor(2);
+  spec.mutable_parallelism()->set_pipeline(2);
+  spec.mutable_parallelism()->set_data(2);
+  v1::TrainerSpec* t = spec.mutable_trainer();
+  t->set_builtin("gpt");
+  v1::ModelSpec* m = t->mutable_model();
+  m->set_layers(4);
+  m->set_d_model(128);
+  m->set_heads(4);
+  m->set_seq_len(64);
+  m->set_vocab(256);
+  t->mutable_batch()->set_micro_batch(4);
+  t->mutable_batch()->set_global_batch(64);
+  t->set_steps(200);
+  v1::OptimizerSpec* o = t->mutable_optimizer();
+  o->set_lr(3e-4);
+  o->set_warmup_steps(20);
+  o->set_weight_decay(0.1);
+  o->set_clip_grad_norm(1.0);
+  t->set_precision(v1::PRECISION_BF16);
+  t->set_zero_stage(1);
+  spec.mutable_checkpoint()->set_dir("/var/lib/ringmaster/ckpt/gpt-small");
+  spec.mutable_checkpoint()->set_every_steps(50);
+  spec.mutable_checkpoint()->set_keep(3);
+  spec.mutable_restart()->set_max_restarts(5);
+  spec.mutable_watchdog()->set_straggler_threshold(1.2);
+  ApplyDefaults(&spec);
+  return spec;
+}
+
+std::vector<std::string> Lines(const absl::Status& status) {
+  return absl::StrSplit(status.message(), '\n');
+}
+
+TEST(SpecValidationTest, DesignExampleIsValid) {
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok()) << ValidateJobSpec(ValidSpec());
+}
+
+TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
+  v1::JobSpec spec = ValidSpec();
+  spec.clear_parallelism();
+  // Would break "layers divisible by pipeline" and "heads divisible by tensor" for most layouts;
+  // without a layout only the layout-free rules apply.
+  spec.mutable_trainer()->mutable_model()->set_layers(5);
+  spec.mutable_trainer()->mutable_model()->set_heads(1);
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(12);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  // Without a layout global_batch must still be a whole number of microbatches.
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(10);
+  absl::Status status = ValidateJobSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Lines(status),
+              ::testing::ElementsAre("trainer.batch.global_batch: must be divisible by micro_batch "
+                                     "(4), got 10"));
+}
+
+TEST(SpecValidationTest, CommandTrainerNeedsNoModelBatchOrLearningRate) {
+  v1::JobSpec spec;
+  spec.set_name("torch-job");
+  spec.set_nodes(1);
+  spec.set_devices_per_node(2);
+  spec.mutable_trainer()->mutable_command()->add_argv("python3");
+  spec.mutable_trainer()->mutable_command()->add_argv("train.py");
+  spec.mutable_trainer()->set_steps(10);
+  ApplyDefaults(&spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  // A learning rate that is set is still checked.
+  spec.mutable_trainer()->mutable_optimizer()->set_lr(-1);
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
+              HasSubstr("trainer.optimizer.lr: must be in (0, 10]"));
+}
+
+struct RuleCase {
+  std::string name;
+  std::function<void(v1::JobSpec*)> mutate;
+  // The one line expected (as a substring of it: "field: rule").
+  std::string expected;
+  // Lines expected in all (the mutation may break dependent rules too).
+  int problems = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const RuleCase& c) { return os << c.name; }
+
+v1::ModelSpec* Model(v1::JobSpec* s) { return s->mutable_trainer()->mutable_model(); }
+v1::BatchSpec* Batch(v1::JobSpec* s) { return s->mutable_trainer()->mutable_batch(); }
+v1::OptimizerSpec* Opt(v1::JobSpec* s) { return s->mutable_trainer()->mutable_optimizer(); }
+v1::ParallelismSpec* Par(v1::JobSpec* s) { return s->mutable_parallelism(); }
+
+class RuleTest : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(RuleTest, OneMutationOneClearProblem) {
+  const RuleCase& c = GetParam();
+  v1::JobSpec spec = ValidSpec();
+  c.mutate(&spec);
+  absl::Status status = ValidateJobSpec(spec);
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(c.expected));
+  std::vector<std::string> lines = Lines(status);
+  EXPECT_EQ(static_cast<int>(lines.size()), c.problems) << status.message();
+  for (const std::string& line : lines) EXPECT_THAT(line, HasSubstr(", got ")) << line;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, RuleTest,
+    ::testing::ValuesIn(std::vector<RuleCase>{
+        // name
+        {"NameEmpty", [](v1::JobSpec* s) { s->set_name(""); },
+         "name: must be 1-63 characters of [a-z0-9-] starting with a letter, got \"\""},
+        {"NameUpper", [](v1::JobSpec* s) { s->set_name("Gpt"); },
+         "name: must be 1-63 characters of [a-z0-9-] starting with a letter, got \"Gpt\""},
+        {"NameDigitFirst", [](v1::JobSpec* s) { s->set_name("1gpt"); }, "got \"1gpt\""},
+        {"NameUnderscore", [](v1::JobSpec* s) { s->set_name("gpt_small"); }, "name: must be"},
+        {"NameNewlineEscaped", [](v1::JobSpec* s) { s->set_name("a\nb"); }, "got \"a\\nb\""},
+        {"NameTooLong", [](v1::JobSpec* s) { s->set_name("a" + std::string(63, 'b')); },
+         "name: must be 1-63 characters"},
+        // nodes, devices_per_node
+        {"NodesZero", [](v1::JobSpec* s) { s->set_nodes(0); },
+         "nodes: must be in [1, 100000], got 0"},
+        {"NodesNegative", [](v1::JobSpec* s) { s->set_nodes(-2); },
+         "nodes: must be in [1, 100000], got -2"},
+        {"NodesAbsurd", [](v1::JobSpec* s) { s->set_nodes(100001); },
+         "nodes: must be in [1, 100000], got 100001"},
+        {"DevicesZero", [](v1::JobSpec* s) { s->set_devices_per_node(0); },
+         "devices_per_node: must be in [1, 1024], got 0"},
+        {"DevicesAbsurd", [](v1::JobSpec* s) { s->set_devices_per_node(2048); },
+         "devices_per_node: must be in [1, 1024], got 2048"},
+        // parallelism
+        {"WorldMismatch", [](v1::JobSpec* s) { Par(s)->set_data(4); },
+         "parallelism: tensor*pipeline*data must equal nodes*devices_per_node (2*4 = 8), got "
+         "2*2*4 = 16"},
+        {"WorldMismatchHugeDegrees",
+         [](v1::JobSpec* s) {
+           Par(s)->set_pipeline(std::numeric_limits<int32_t>::max());
+           Par(s)->set_data(std::numeric_limits<int32_t>::max());
+           Par(s)->set_tensor(1 << 30);
+         },
+         // 2^30 divides nothing here: tensor, heads, layers and global batch rules break too.
+         "got 1073741824*2147483647*2147483647\n", 5},
+        {"TensorDoesNotDivideDevicesPerNode",
+         [](v1::JobSpec* s) {
+           Par(s)->set_tensor(8);
+           Par(s)->set_pipeline(1);
+           Par(s)->set_data(1);
+           Model(s)->set_heads(8);
+         },
+         "parallelism.tensor: must divide devices_per_node (4), got 8"},
+        {"PartialLayout",
+         [](v1::JobSpec* s) {
+           Par(s)->set_pipeline(0);
+         },
+         "parallelism.pipeline: must be >= 1 (or set tensor, pipeline and data all to 0 to let "
+         "the planner choose), got 0"},
+        {"NegativeDegree", [](v1::JobSpec* s) { Par(s)->set_data(-2); },
+         "parallelism.data: must be >= 1"},
+        // trainer program
+        {"NoProgram", [](v1::JobSpec* s) { s->mutable_trainer()->clear_program(); },
+         "trainer: must set exactly one of builtin and command, got neither"},
+        {"UnknownBuiltin", [](v1::JobSpec* s) { s->mutable_trainer()->set_builtin("bert"); },
+         "trainer.builtin: must be \"gpt\" (the only built-in trainer), got \"bert\""},
+        {"EmptyCommand", [](v1::JobSpec* s) { s->mutable_trainer()->mutable_command(); },
+         "trainer.command: must be a non-empty argv list, got []"},
+        {"EmptyArgv0",
+         [](v1::JobSpec* s) {
+           s->mutable_trainer()->mutable_command()->add_argv("");
+           s->mutable_trainer()->mutable_command()->add_argv("train.py");
+         },
+         "trainer.command[0]: must not be empty"},
+        // model
+        {"LayersZero", [](v1::JobSpec* s) { Model(s)->set_layers(0); },
+         "trainer.model.layers: must be in [1, 1024], got 0"},
+        {"LayersAbsurd", [](v1::JobSpec* s) { Model(s)->set_layers(1026); },
+         "trainer.model.layers: must be in [1, 1024], got 1026"},
+        {"DModelNegative", [](v1::JobSpec* s) { Model(s)->set_d_model(-128); },
+         "trainer.model.d_model: must be in [1, 65536], got -128"},
+        {"DModelAbsurd", [](v1::JobSpec* s) { Model(s)->set_d_model(65540); },
+         "trainer.model.d_model: must be in [1, 65536], got 65540"},
+        {"HeadsZero", [](v1::JobSpec* s) { Model(s)->set_heads(0); },
+         "trainer.model.heads: must be in [1, 1024], got 0"},
+        {"HeadsAbsurd", [](v1::JobSpec* s) { Model(s)->set_heads(2048); },
+         "trainer.model.heads: must be in [1, 1024], got 2048"},
+        {"SeqLenZero", [](v1::JobSpec* s) { Model(s)->set_seq_len(0); },
+         "trainer.model.seq_len: must be in [1, 1048576], got 0"},
+        {"SeqLenAbsurd", [](v1::JobSpec* s) { Model(s)->set_seq_len(1048577); },
+         "trainer.model.seq_len: must be in [1, 1048576], got 1048577"},
+        {"VocabNegative", [](v1::JobSpec* s) { Model(s)->set_vocab(-1); },
+         "trainer.model.vocab: must be in [1, 10000000], got -1"},
+        {"VocabAbsurd", [](v1::JobSpec* s) { Model(s)->set_vocab(10000001); },
+         "trainer.model.vocab: must be in [1, 10000000], got 10000001"},
+        {"DModelNotDivisibleByHeads", [](v1::JobSpec* s) { Model(s)->set_d_model(130); },
+         "trainer.model.d_model: must be divisible by heads (4), got 130"},
+        {"LayersNotDivisibleByPipeline", [](v1::JobSpec* s) { Model(s)->set_layers(5); },
+         "trainer.model.layers: must be divisible by parallelism.pipeline (2), got 5"},
+        {"HeadsNotDivisibleByTensor", [](v1::JobSpec* s) { Model(s)->set_heads(1); },
+         "trainer.model.heads: must be divisible by parallelism.tensor (2), got 1"},
+        // batch
+        {"MicroBatchZero", [](v1::JobSpec* s) { Batch(s)->set_micro_batch(0); },
+         "trainer.batch.micro_batch: must be >= 1, got 0"},
+        {"GlobalBatchZero", [](v1::JobSpec* s) { Batch(s)->set_global_batch(0); },
+         "trainer.batch.global_batch: must be >= 1, got 0"},
+        {"GlobalBatchNegative", [](v1::JobSpec* s) { Batch(s)->set_global_batch(-64); },
+         "trainer.batch.global_batch: must be >= 1, got -64"},
+        {"GlobalBatchNotDivisible", [](v1::JobSpec* s) { Batch(s)->set_global_batch(60); },
+         "trainer.batch.global_batch: must be divisible by micro_batch*parallelism.data (4*2 = "
+         "8), got 60"},
+        // steps
+        {"StepsZero", [](v1::JobSpec* s) { s->mutable_trainer()->set_steps(0); },
+         "trainer.steps: must be in [1, 1000000000], got 0"},
+        {"StepsAbsurd", [](v1::JobSpec* s) { s->mutable_trainer()->set_steps(1000000001); },
+         "trainer.steps: must be in [1, 1000000000], got 1000000001"},
+        // optimizer
+        {"LrZero", [](v1::JobSpec* s) { Opt(s)->set_lr(0); },
+         "trainer.optimizer.lr: must be in (0, 10], got 0"},
+        {"LrNegative", [](v1::JobSpec* s) { Opt(s)->set_lr(-0.001); },
+         "trainer.optimizer.lr: must be in (0, 10], got -0.001"},
+        {"LrAbsurd", [](v1::JobSpec* s) { Opt(s)->set_lr(10.5); },
+         "trainer.optimizer.lr: must be in (0, 10], got 10.5"},
+        {"LrNaN", [](v1::JobSpec* s) { Opt(s)->set_lr(kNaN); },
+         "trainer.optimizer.lr: must be a finite number, got nan"},
+        {"LrInf", [](v1::JobSpec* s) { Opt(s)->set_lr(kInf); },
+         "trainer.optimizer.lr: must be a finite number, got inf"},
+        {"WarmupNegative", [](v1::JobSpec* s) { Opt(s)->set_warmup_steps(-1); },
+         "trainer.optimizer.warmup_steps: must be >= 0, got -1"},
+        {"WeightDecayNegative", [](v1::JobSpec* s) { Opt(s)->set_weight_decay(-0.1); },
+         "trainer.optimizer.weight_decay: must be >= 0, got -0.1"},
+        {"WeightDecayNaN", [](v1::JobSpec* s) { Opt(s)->set_weight_decay(-kNaN); },
+         "trainer.optimizer.weight_decay: must be a finite number, got nan"},
+        {"ClipNegative", [](v1::JobSpec* s) { Opt(s)->set_clip_grad_norm(-1); },
+         "trainer.optimizer.clip_grad_norm: must be >= 0 (0 disables clipping), got -1"},
+        {"ClipInf", [](v1::JobSpec* s) { Opt(s)->set_clip_grad_norm(kInf); },
+         "trainer.optimizer.clip_grad_norm: must be a finite number, got inf"},
+        {"MinLrNegative", [](v1::JobSpec* s) { Opt(s)->set_min_lr(-1e-5); },
+         "trainer.optimizer.min_lr: must be in [0, lr (0.0003)], got -1e-05"},
+        {"MinLrAboveLr", [](v1::JobSpec* s) { Opt(s)->set_min_lr(1e-3); },
+         "trainer.optimizer.min_lr: must be in [0, lr (0.0003)], got 0.001"},
+        {"MinLrNaN", [](v1::JobSpec* s) { Opt(s)->set_min_lr(kNaN); },
+         "trainer.optimizer.min_lr: must be a finite number, got nan"},
+        {"Beta1One", [](v1::JobSpec* s) { Opt(s)->set_beta1(1.0); },
+         "trainer.optimizer.beta1: must be in [0, 1), got 1"},
+        {"Beta1Negative", [](v1::JobSpec* s) { Opt(s)->set_beta1(-0.5); },
+         "trainer.optimizer.beta1: must be in [0, 1), got -0.5"},
+        {"Beta2Above", [](v1::JobSpec* s) { Opt(s)->set_beta2(1.5); },
+         "trainer.optimizer.beta2: must be in [0, 1), got 1.5"},
+        {"Beta2NegInf", [](v1::JobSpec* s) { Opt(s)->set_beta2(-kInf); },
+         "trainer.optimizer.beta2: must be a finite number, got -inf"},
+        {"EpsilonZero", [](v1::JobSpec* s) { Opt(s)->set_epsilon(0); },
+         "trainer.optimizer.epsilon: must be > 0, got 0"},
+        {"EpsilonNegative", [](v1::JobSpec* s) { Opt(s)->set_epsilon(-1e-8); },
+         "trainer.optimizer.epsilon: must be > 0, got -1e-08"},
+        // precision, zero_stage
+        {"PrecisionUndefined",
+         [](v1::JobSpec* s) { s->mutable_trainer()->set_precision(static_cast<v1::Precision>(7)); },
+         "trainer.precision: must be fp32 or bf16 (or unset), got 7"},
+        {"ZeroStageNegative", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(-1); },
+         "trainer.zero_stage: must be in [0, 3], got -1"},
+        {"ZeroStageAbsurd", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(4); },
+         "trainer.zero_stage: must be in [0, 3], got 4"},
+        // checkpoint
+        {"CheckpointEveryNegative",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_every_steps(-5); },
+         "checkpoint.every_steps: must be >= 0 (0 disables periodic checkpoints), got -5"},
+        {"CheckpointKeepZero", [](v1::JobSpec* s) { s->mutable_checkpoint()->set_keep(0); },
+         "checkpoint.keep: must be >= 1, got 0"},
+        {"CheckpointKeepNegative", [](v1::JobSpec* s) { s->mutable_checkpoint()->set_keep(-3); },
+         "checkpoint.keep: must be >= 1, got -3"},
+        {"CheckpointDirMissing", [](v1::JobSpec* s) { s->mutable_checkpoint()->clear_dir(); },
+         "checkpoint.dir: is required when every_steps > 0 (every_steps is 50), got \"\""},
+        // restart, watchdog
+        {"RestartsNegative", [](v1::JobSpec* s) { s->mutable_restart()->set_max_restarts(-1); },
+         "restart.max_restarts: must be in [0, 1000], got -1"},
+        {"RestartsAbsurd", [](v1::JobSpec* s) { s->mutable_restart()->set_max_restarts(1001); },
+         "restart.max_restarts: must be in [0, 1000], got 1001"},
+        {"HangTimeoutNegative",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_hang_timeout_seconds(-30); },
+         "watchdog.hang_timeout: must be >= 0 seconds (0 means auto), got -30"},
+        {"HangTimeoutNaN",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_hang_timeout_seconds(kNaN); },
+         "watchdog.hang_timeout: must be a finite number, got nan"},
+        {"HangTimeoutInf",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_hang_timeout_seconds(kInf); },
+         "watchdog.hang_timeout: must be a finite number, got inf"},
+        {"StragglerOne", [](v1::JobSpec* s) { s->mutable_watchdog()->set_straggler_threshold(1); },
+         "watchdog.straggler_threshold: must be > 1, got 1"},
+        {"StragglerBelowOne",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_straggler_threshold(0.5); },
+         "watchdog.straggler_threshold: must be > 1, got 0.5"},
+        {"StragglerNaN",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_straggler_threshold(kNaN); },
+         "watchdog.straggler_threshold: must be a finite number, got nan"},
+    }),
+    [](const ::testing::TestParamInfo<RuleCase>& info) { return info.param.name; });
+
+TEST(SpecValidationTest, ReportsEveryProblemOnItsOwnLine) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_name("GPT");
+  spec.mutable_parallelism()->set_tensor(
+      3);  // 3*2*2 != 8; 3 divides neither 4 devices nor 4 heads.
+  spec.mutable_trainer()->mutable_model()->set_layers(3);         // Not divisible by pipeline 2.
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(12);  // Not divisible by 4*2.
+  spec.mutable_trainer()->mutable_optimizer()->set_beta2(kNaN);
+  spec.mutable_checkpoint()->set_keep(-1);
+  spec.mutable_watchdog()->set_straggler_threshold(0.9);
+
+  absl::Status status = ValidateJobSpec(spec);
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      Lines(status),
+      UnorderedElementsAreArray({
+          "name: must be 1-63 characters of [a-z0-9-] starting with a letter, got \"GPT\"",
+          "parallelism: tensor*pipeline*data must equal nodes*devices_per_node (2*4 = 8), got "
+          "3*2*2 = 12",
+          "parallelism.tensor: must divide devices_per_node (4), got 3",
+          "trainer.model.layers: must be divisible by parallelism.pipeline (2), got 3",
+          "trainer.model.heads: must be divisible by parallelism.tensor (3), got 4",
+          "trainer.batch.global_batch: must be divisible by micro_batch*parallelism.data (4*2 = "
+          "8), got 12",
+          "trainer.optimizer.beta2: must be a finite number, got nan",
+          "checkpoint.keep: must be >= 1, got -1",
+          "watchdog.straggler_threshold: must be > 1, got 0.9",
+      }));
+}
+
+TEST(SpecValidationTest, EmptySpecNamesEveryRequiredField) {
+  v1::JobSpec spec;
+  ApplyDefaults(&spec);
+  absl::Status status = ValidateJobSpec(spec);
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  for (const char* field : {"name: ", "nodes: ", "devices_per_node: ", "trainer: ",
+                            "trainer.steps: ", "trainer.optimizer.lr: "}) {
+    EXPECT_THAT(std::string(status.message()), HasSubstr(field)) << field;
+  }
+}
+
+TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
+  v1::JobSpec spec;
+  spec.mutable_trainer()->mutable_optimizer()->set_lr(3e-4);
+  ApplyDefaults(&spec);
+  const v1::OptimizerSpec& o = spec.trainer().optimizer();
+  EXPECT_DOUBLE_EQ(o.min_lr(), 3e-5);
+  EXPECT_EQ(o.beta1(), 0.9);
+  EXPECT_EQ(o.beta2(), 0.95);
+  EXPECT_EQ(o.epsilon(), 1e-8);
+  EXPECT_EQ(spec.checkpoint().keep(), 3);
+  EXPECT_EQ(spec.watchdog().straggler_threshold(), 1.2);
+  EXPECT_EQ(spec.trainer().data().seed(), 1234u);
+  EXPECT_EQ(spec.trainer().steps(), 0);                  // Stays as given.
+  EXPECT_EQ(spec.watchdog().hang_timeout_seconds(), 0);  // 0 is "auto", not unset.
+  EXPECT_EQ(spec.checkpoint().every_steps(), 0);
+}
+
+TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
+  v1::JobSpec spec;
+  v1::OptimizerSpec* o = spec.mutable_trainer()->mutable_optimizer();
+  o->set_lr(1e-3);
+  o->set_min_lr(5e-4);
+  o->set_beta1(0.8);
+  o->set_beta2(0.99);
+  o->set_epsilon(1e-6);
+  spec.mutable_checkpoint()->set_keep(7);
+  spec.mutable_watchdog()->set_straggler_threshold(2.5);
+  spec.mutable_trainer()->mutable_data()->set_seed(42);
+  spec.mutable_trainer()->set_steps(99);
+  const v1::JobSpec before = spec;
+  ApplyDefaults(&spec);
+  EXPECT_TRUE(MessageDifferencer::Equals(before, spec)) << spec.DebugString();
+}
+
+TEST(ApplyDefaultsTest, IsIdempotent) {
+  for (v1::JobSpec spec : {v1::JobSpec(), ValidSpec()}) {
+    spec.mutable_trainer()->mutable_optimizer()->set_lr(2e-4);
+    spec.mutable_trainer()->mutable_optimizer()->clear_min_lr();
+    ApplyDefaults(&spec);
+    const v1::JobSpec once = spec;
+    ApplyDefaults(&spec);
+    EXPECT_TRUE(MessageDifferencer::Equals(once, spec)) << once.DebugString() << "\nvs\n"
+                                                        << spec.DebugString();
+    EXPECT_DOUBLE_EQ(spec.trainer().optimizer().min_lr(), 2e-5);
+  }
+}
+
+TEST(ApplyDefaultsTest, MinLrDefaultFollowsLr) {
+  v1::JobSpec spec = ValidSpec();
+  EXPECT_DOUBLE_EQ(spec.trainer().optimizer().min_lr(), 3e-5);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,199 @@
+// The coordinator and ringctl as real processes on loopback: submit, refuse bad specs and bad
+// files, plan, get, describe, watch, cancel (owner/admin only), authentication, idempotent
+// submission, and a SIGKILL + restart that loses nothing.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/wait.h"
+#include "gtest/gtest.h"
+#include "tests/local_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+constexpr char kAliceToken[] = "alice-token-0123456789";
+constexpr char kBobToken[] = "bob-token-0123456789ab";
+constexpr char kAdminToken[] = "admin-token-0123456789";
+
+class CoordinatorJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestTempDir();
+    tokens_ = dir_ + "/tokens";
+    std::ofstream(tokens_) << kAliceToken << " alice\n"
+                           << kBobToken << " bob\n"
+                           << kAdminToken << " ops admin\n";
+    state_ = dir_ + "/" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    StartCoordinator_();
+  }
+
+  void StartCoordinator_() {
+    auto c = StartCoordinator({"--insecure", "--tokens=" + tokens_, "--state=" + state_});
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
+  }
+
+  // Runs ringctl against the coordinator with `token` ("" for none).
+  CommandResult Ctl(const std::string& token, std::vector<std::string> args) {
+    std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_->address()};
+    if (!token.empty()) full.push_back("--token=" + token);
+    full.insert(full.end(), args.begin(), args.end());
+    auto result = RunRingctl(full);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : CommandResult{};
+  }
+
+  // Submits a job file and returns the job id.
+  std::string SubmitOk(const std::string& token, const std::string& file,
+                       std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"submit", "-f", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Ctl(token, args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::smatch m;
+    std::regex re("job (\\S+) submitted");
+    if (!std::regex_search(r.output, m, re)) {
+      ADD_FAILURE() << r.output;
+      return "";
+    }
+    return m[1].str();
+  }
+
+  std::string dir_, tokens_, state_;
+  std::unique_ptr<CoordinatorProcess> coordinator_;
+};
+
+TEST_F(CoordinatorJobsTest, SubmitWithoutCapacityStaysPendingWithAReason) {
+  std::string id = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml");
+  CommandResult jobs = Ctl(kAliceToken, {"get", "jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.output;
+  EXPECT_NE(jobs.output.find(id), std::string::npos) << jobs.output;
+  EXPECT_NE(jobs.output.find("PENDING"), std::string::npos) << jobs.output;
+  EXPECT_NE(jobs.output.find("needs"), std::string::npos) << jobs.output;
+
+  CommandResult json = Ctl(kAliceToken, {"get", "job", id, "-o", "json"});
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_NE(json.output.find("\"job_id\": \"" + id + "\""), std::string::npos) << json.output;
+  EXPECT_NE(json.output.find("\"owner\": \"alice\""), std::string::npos) << json.output;
+  CommandResult yaml = Ctl(kAliceToken, {"get", "job", id, "-o", "yaml"});
+  EXPECT_EQ(yaml.exit_code, 0) << yaml.output;
+  EXPECT_NE(yaml.output.find("job_id: " + id), std::string::npos) << yaml.output;
+
+  CommandResult described = Ctl(kAliceToken, {"describe", "job", id});
+  EXPECT_EQ(described.exit_code, 0) << described.output;
+  for (const char* part : {"Owner:        alice", "TP=1 PP=1 DP=2", "reasons:", "Events:",
+                           "PENDING: submitted by alice"}) {
+    EXPECT_NE(described.output.find(part), std::string::npos) << part << "\n" << described.output;
+  }
+}
+
+TEST_F(CoordinatorJobsTest, BadSpecsAndFilesAreRefusedClearly) {
+  CommandResult bad = Ctl(kAliceToken, {"submit", "-f", "tests/testdata/bad_layout_job.yaml"});
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  // Every problem is named with its field.
+  EXPECT_NE(bad.output.find("parallelism"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("devices_per_node"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("layers"), std::string::npos) << bad.output;
+
+  CommandResult typo = Ctl(kAliceToken, {"submit", "-f", "tests/testdata/typo_job.yaml"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_NE(typo.output.find("typo_job.yaml:6:"), std::string::npos) << typo.output;
+  EXPECT_NE(typo.output.find("trainer.batch.micro_batch"), std::string::npos) << typo.output;
+
+  CommandResult missing = Ctl(kAliceToken, {"submit", "-f", "/nonexistent.yaml"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("cannot read"), std::string::npos) << missing.output;
+
+  CommandResult none = Ctl(kAliceToken, {"get", "jobs"});
+  EXPECT_EQ(none.output.find("gpt-bad"), std::string::npos) << none.output;
+}
+
+TEST_F(CoordinatorJobsTest, PlanExplainsWithoutSubmitting) {
+  CommandResult plan = Ctl(kAliceToken, {"plan", "-f", "tests/testdata/small_job.yaml"});
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  for (const char* part : {"layout:            TP=1 PP=1 DP=2", "memory per device:",
+                           "bubble fraction:", "bytes per step:", "would stay PENDING"}) {
+    EXPECT_NE(plan.output.find(part), std::string::npos) << part << "\n" << plan.output;
+  }
+  EXPECT_EQ(Ctl(kAliceToken, {"get", "jobs"}).output.find("gpt-tiny"), std::string::npos);
+}
+
+TEST_F(CoordinatorJobsTest, AuthenticationIsRequired) {
+  CommandResult anonymous = Ctl("", {"get", "jobs"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_NE(anonymous.output.find("missing bearer token"), std::string::npos)
+      << anonymous.output;
+  CommandResult wrong = Ctl("not-a-real-token-at-all", {"get", "jobs"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.output.find("unknown bearer token"), std::string::npos) << wrong.output;
+}
+
+TEST_F(CoordinatorJobsTest, WatchFollowsACancelByOwnerOnly) {
+  std::string id = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml");
+  auto watcher = Subprocess::Start(
+      {"ctl/ringctl", "--insecure", "--coordinator=" + coordinator_->address(),
+       std::string("--token=") + kAliceToken, "watch", id},
+      dir_ + "/watch.log");
+  ASSERT_TRUE(watcher.ok());
+  ASSERT_TRUE(WaitFor([&] { return watcher->Log().find("PENDING") != std::string::npos; },
+                      absl::Seconds(30)))
+      << watcher->Log();
+
+  CommandResult bob = Ctl(kBobToken, {"cancel", id});
+  EXPECT_EQ(bob.exit_code, 1);
+  EXPECT_NE(bob.output.find("only its owner or an admin"), std::string::npos) << bob.output;
+
+  CommandResult alice = Ctl(kAliceToken, {"cancel", id, "--reason=testing"});
+  EXPECT_EQ(alice.exit_code, 0) << alice.output;
+  EXPECT_NE(alice.output.find("CANCELLED"), std::string::npos) << alice.output;
+
+  auto status = watcher->Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.ok()) << watcher->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << watcher->Log();
+  EXPECT_NE(watcher->Log().find("CANCELLED: cancelled by alice: testing"), std::string::npos)
+      << watcher->Log();
+  EXPECT_NE(watcher->Log().find("ended CANCELLED"), std::string::npos) << watcher->Log();
+
+  // An admin may cancel anyone's job.
+  std::string other = SubmitOk(kBobToken, "tests/testdata/small_job.yaml");
+  EXPECT_EQ(Ctl(kAdminToken, {"cancel", other}).exit_code, 0);
+}
+
+TEST_F(CoordinatorJobsTest, RequestIdMakesSubmitIdempotent) {
+  std::string a = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml", {"--request_id=r-1"});
+  std::string b = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml", {"--request_id=r-1"});
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(CoordinatorJobsTest, SigkillAndRestartLosesNothing) {
+  std::string pending = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml");
+  std::string cancelled = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml");
+  ASSERT_EQ(Ctl(kAliceToken, {"cancel", cancelled}).exit_code, 0);
+  std::string before = Ctl(kAliceToken, {"describe", "job", cancelled}).output;
+
+  coordinator_->process.Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  StartCoordinator_();
+
+  CommandResult jobs = Ctl(kAliceToken, {"get", "jobs"});
+  EXPECT_NE(jobs.output.find(pending), std::string::npos) << jobs.output;
+  EXPECT_NE(jobs.output.find(cancelled), std::string::npos) << jobs.output;
+  std::string after = Ctl(kAliceToken, {"describe", "job", cancelled}).output;
+  // Same state and the same events (the describe text minus the ages of nothing: it has none).
+  EXPECT_EQ(before, after);
+  EXPECT_NE(Ctl(kAliceToken, {"get", "job", pending}).output.find("PENDING"), std::string::npos);
+  // And the request id table survived too.
+  std::string a = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml", {"--request_id=x"});
+  coordinator_->process.Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  StartCoordinator_();
+  EXPECT_EQ(SubmitOk(kAliceToken, "tests/testdata/small_job.yaml", {"--request_id=x"}), a);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
