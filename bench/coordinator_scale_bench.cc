@@ -93,6 +93,15 @@ absl::Status Run() {
       fleet.HeartbeatAll();
     } while (!stop.WaitForNotificationWithTimeout(absl::Seconds(1)));
   });
+  // Stops the heartbeat thread on every way out of this function.
+  struct Joiner {
+    absl::Notification* stop;
+    std::thread* thread;
+    ~Joiner() {
+      if (!stop->HasBeenNotified()) stop->Notify();
+      thread->join();
+    }
+  } joiner{&stop, &heartbeats};
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_warmup_heartbeats)));  // Steady state.
 
   v1::JobSpec spec;
@@ -123,8 +132,6 @@ absl::Status Run() {
   auto [p99, count] = P99FromPage(page->body, "ringmaster_agent_message_seconds");
   std::string rss = ProcStatus(coordinator.process.pid(), "VmRSS");
   std::string hwm = ProcStatus(coordinator.process.pid(), "VmHWM");
-  stop.Notify();
-  heartbeats.join();
   fleet.Shutdown();
 
   std::cout << absl::StrFormat(

@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "common/stream_outbox.h"
 #include "grpcpp/create_channel.h"
 #include "proto/ringmaster/v1/agent.grpc.pb.h"
 
@@ -12,7 +13,10 @@ class SimAgentFleet::Agent
     : public grpc::ClientBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
   Agent(SimAgentFleet* fleet, v1::AgentService::Stub* stub, std::string name)
-      : fleet_(fleet), name_(std::move(name)) {
+      : fleet_(fleet),
+        name_(std::move(name)),
+        outbox_(std::make_shared<StreamOutbox<v1::AgentMessage>>(
+            [this](const v1::AgentMessage* m) { StartWrite(m); }, nullptr)) {
     stub->async()->Connect(&context_, this);
     v1::AgentMessage hello;
     v1::Register* r = hello.mutable_register_();
@@ -29,15 +33,7 @@ class SimAgentFleet::Agent
     StartCall();
   }
 
-  void Push(v1::AgentMessage message) {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return;
-    out_.push_back(std::move(message));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    }
-  }
+  void Push(v1::AgentMessage message) { outbox_->Push(std::move(message)); }
 
   void Heartbeat() {
     v1::AgentMessage m;
@@ -45,21 +41,11 @@ class SimAgentFleet::Agent
     Push(std::move(m));
   }
 
-  void Close() {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return;
-    closed_ = true;
-    context_.TryCancel();
-  }
+  void Close() { context_.TryCancel(); }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    out_.pop_front();
-    if (ok && !out_.empty() && !closed_) {
-      StartWrite(&out_.front());
-    } else {
-      writing_ = false;
-    }
+    auto keep = outbox_;
+    keep->WriteDone(ok);
   }
 
   void OnReadDone(bool ok) override {
@@ -69,6 +55,7 @@ class SimAgentFleet::Agent
   }
 
   void OnDone(const grpc::Status& status) override {
+    outbox_->Close();
     absl::MutexLock lock(&fleet_->mu_);
     ++fleet_->done_;
   }
@@ -118,10 +105,7 @@ class SimAgentFleet::Agent
   grpc::ClientContext context_;
   v1::CoordinatorMessage in_;
   std::atomic<int64_t> heartbeats_{0};
-  absl::Mutex mu_;
-  std::deque<v1::AgentMessage> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<StreamOutbox<v1::AgentMessage>> outbox_;
   absl::Mutex ranks_mu_;
   v1::JobGeneration job_ ABSL_GUARDED_BY(ranks_mu_);
 };

@@ -12,7 +12,10 @@ class AgentService::Stream
     : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
   explicit Stream(AgentService* service)
-      : service_(service), outbox_(std::make_shared<Outbox>(this)) {
+      : service_(service),
+        outbox_(std::make_shared<Outbox>(
+            [this](const v1::CoordinatorMessage* m) { StartWrite(m); },
+            [this](const grpc::Status& s) { Finish(s); })) {
     StartRead(&in_);
   }
 
@@ -36,7 +39,10 @@ class AgentService::Stream
     StartRead(&in_);
   }
 
-  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<Outbox> keep = outbox_;  // OnDone may run inline and delete this.
+    keep->WriteDone(ok);
+  }
 
   void OnDone() override {
     outbox_->Close();

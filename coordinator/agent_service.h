@@ -23,15 +23,14 @@
 #include "coordinator/job_manager.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
-#include "coordinator/stream_outbox.h"
+#include "common/stream_outbox.h"
 #include "proto/ringmaster/v1/agent.grpc.pb.h"
 
 namespace ringmaster::coordinator {
 
 class AgentService final : public v1::AgentService::CallbackService, public AgentCommandSink {
  public:
-  using Outbox = StreamOutbox<grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>,
-                              v1::CoordinatorMessage>;
+  using Outbox = StreamOutbox<v1::CoordinatorMessage>;
 
   // Pointers must outlive the service. `jobs` may be set later with set_jobs (the job manager
   // needs this service as its command sink), but before the server starts.

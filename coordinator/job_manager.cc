@@ -390,7 +390,10 @@ bool JobManager::TryPlace(Job* job) {
     launch->mutable_job()->set_job_id(id);
     launch->mutable_job()->set_generation(status.generation());
     *launch->mutable_spec() = status.spec();
-    *launch->mutable_groups() = placement->groups;
+    const Layout layout = LayoutOf(status);
+    launch->mutable_layout()->set_tensor(layout.tensor);
+    launch->mutable_layout()->set_pipeline(layout.pipeline);
+    launch->mutable_layout()->set_data(layout.data);
     launch->set_world_size(world);
     launch->set_master_addr(master_addr);
     launch->set_master_port(master_port);

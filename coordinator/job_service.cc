@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "common/grpc_status.h"
-#include "coordinator/stream_outbox.h"
+#include "common/stream_outbox.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -16,11 +16,13 @@ bool IsTerminal(v1::JobState state) {
 // Streams a job's events and progress until the job is terminal or the client leaves.
 class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
  public:
-  using Outbox = StreamOutbox<grpc::ServerWriteReactor<v1::WatchJobResponse>,
-                              v1::WatchJobResponse>;
+  using Outbox = StreamOutbox<v1::WatchJobResponse>;
 
   WatchStream(JobManager* jobs, const v1::WatchJobRequest& request)
-      : jobs_(jobs), outbox_(std::make_shared<Outbox>(this)) {
+      : jobs_(jobs),
+        outbox_(std::make_shared<Outbox>(
+            [this](const v1::WatchJobResponse* m) { StartWrite(m); },
+            [this](const grpc::Status& s) { Finish(s); })) {
     // The job's terminal state event is the last message; the stream finishes after it.
     auto watch = jobs_->Watch(request.job_id(), request.after_sequence(),
                               [outbox = outbox_](const v1::WatchJobResponse& update) {
@@ -39,7 +41,10 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
     if (job.ok() && IsTerminal(job->job().state())) outbox_->Finish(grpc::Status::OK);
   }
 
-  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<Outbox> keep = outbox_;  // OnDone may run inline and delete this.
+    keep->WriteDone(ok);
+  }
   void OnCancel() override { outbox_->Finish(grpc::Status::CANCELLED); }
   void OnDone() override {
     outbox_->Close();

@@ -1,71 +1,133 @@
-// ringctl: the Ringmaster command-line client.
+// ringctl: the Ringmaster command-line client (kubectl-like).
 //
-// Commands available now: `health` (is the coordinator serving?) and `version`. The job commands
-// (submit, get, describe, cancel, watch, nodes, plan, logs) arrive with the coordinator's JobService.
-//
-// The coordinator address comes from --coordinator, else $RINGMASTER_COORDINATOR.
-// Exit codes: 0 success, 1 the command failed, 2 bad usage.
+// The coordinator address comes from --coordinator, else $RINGMASTER_COORDINATOR; the bearer
+// token from --token, else $RINGMASTER_TOKEN.
+// Exit codes: 0 success; 1 the command failed (RPC error, job did not succeed with --wait);
+// 2 bad usage or a bad job file.
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/build_info.h"
 #include "common/flags.h"
-#include "common/grpc_client.h"
 #include "common/grpc_health_client.h"
 #include "common/status.h"
+#include "ctl/client.h"
+#include "ctl/commands.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address HOST:PORT (default: $RINGMASTER_COORDINATOR).");
+ABSL_FLAG(std::string, token, "", "Bearer token (default: $RINGMASTER_TOKEN).");
 ABSL_FLAG(bool, insecure, false, "Talk to the coordinator in plaintext (local development).");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinator's certificate.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for mutual TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the client certificate.");
-ABSL_FLAG(double, timeout, 5, "Seconds to wait for the coordinator.");
+ABSL_FLAG(double, timeout, 10, "Seconds to wait for the coordinator on each call.");
+ABSL_FLAG(std::string, f, "", "Job file (YAML) for submit and plan.");
+ABSL_FLAG(bool, wait, false, "submit: wait for the job to end; fail unless it succeeds.");
+ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns the same job.");
+ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
+ABSL_FLAG(std::string, reason, "", "cancel: reason recorded in the job's events.");
 
-namespace ringmaster {
+namespace ringmaster::ctl {
 namespace {
 
 constexpr char kUsage[] =
     "ringctl: the Ringmaster command-line client.\n"
     "\n"
-    "usage: ringctl [flags] COMMAND\n"
+    "usage: ringctl [flags] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  health    check that the coordinator is serving (grpc.health.v1)\n"
-    "  version   print ringctl's version\n";
+    "  submit -f job.yaml [--wait]   submit a job (with --wait: follow it to the end)\n"
+    "  get jobs                      list jobs\n"
+    "  get job ID [-o json|yaml]     one job\n"
+    "  describe job ID               assignments, groups, events, planner reasoning\n"
+    "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
+    "  watch ID                      live events and progress\n"
+    "  nodes                         registered nodes\n"
+    "  plan -f job.yaml              what the planner would choose, without submitting\n"
+    "  health                        is the coordinator serving?\n"
+    "  version                       ringctl's version\n";
 
-absl::StatusOr<std::string> CoordinatorAddress() {
-  std::string address = absl::GetFlag(FLAGS_coordinator);
-  if (address.empty()) {
-    const char* env = std::getenv("RINGMASTER_COORDINATOR");
-    if (env != nullptr) address = env;
-  }
-  if (address.empty()) {
-    return FieldError("--coordinator", "not set (nor RINGMASTER_COORDINATOR)");
-  }
-  return address;
+std::string FromFlagOrEnv(const std::string& flag, const char* env) {
+  if (!flag.empty()) return flag;
+  const char* value = std::getenv(env);
+  return value == nullptr ? "" : value;
 }
 
-absl::Status Health() {
-  ASSIGN_OR_RETURN(std::string address, CoordinatorAddress());
-  ClientTlsOptions tls{absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
-                       absl::GetFlag(FLAGS_tls_key)};
-  ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
-  auto status = CheckHealth(MakeChannel(address, credentials), "",
-                            absl::Seconds(absl::GetFlag(FLAGS_timeout)));
+absl::StatusOr<Client> Connect() {
+  ClientOptions options;
+  options.coordinator = FromFlagOrEnv(absl::GetFlag(FLAGS_coordinator), "RINGMASTER_COORDINATOR");
+  options.token = FromFlagOrEnv(absl::GetFlag(FLAGS_token), "RINGMASTER_TOKEN");
+  options.insecure = absl::GetFlag(FLAGS_insecure);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
+  return Client::Connect(options);
+}
+
+absl::Status Health(const Client& client) {
+  auto status = CheckHealth(client.channel(), "", absl::Seconds(absl::GetFlag(FLAGS_timeout)));
   if (!status.ok()) {
     return absl::Status(status.status().code(),
-                        "coordinator " + address + " unreachable: " +
-                            std::string(status.status().message()));
+                        absl::StrCat("coordinator unreachable: ", status.status().message()));
   }
-  if (*status != ServingStatus::kServing) {
-    return absl::UnavailableError("coordinator " + address + " is not serving");
-  }
-  std::cout << "coordinator " << address << " is SERVING\n";
+  if (*status != ServingStatus::kServing) return absl::UnavailableError("coordinator not serving");
+  std::cout << "coordinator is SERVING\n";
   return absl::OkStatus();
+}
+
+
+bool Matches(const std::vector<std::string>& args, const std::vector<std::string>& shape) {
+  if (args.size() != shape.size() + 1) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != "ID" && shape[i] != args[i + 1]) return false;
+  }
+  return true;
+}
+
+// Runs the command in args (args[0] is the program). Sets *usage_error for bad usage.
+absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
+  static const std::vector<std::vector<std::string>> kShapes = {
+      {"version"}, {"health"},         {"submit"},      {"plan"},       {"nodes"},
+      {"get", "jobs"}, {"get", "job", "ID"}, {"describe", "job", "ID"}, {"cancel", "ID"},
+      {"watch", "ID"}};
+  const std::vector<std::string>* shape = nullptr;
+  for (const auto& s : kShapes) {
+    if (Matches(args, s)) shape = &s;
+  }
+  if (shape == nullptr) {
+    *usage_error = true;
+    if (args.size() < 2) return absl::InvalidArgumentError("a command is required");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown command \"", absl::StrJoin(args.begin() + 1, args.end(), " "), "\""));
+  }
+  const std::string& command = (*shape)[0];
+  if (command == "version") {
+    std::cout << "ringctl " << kVersion << "\n";
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Client> client_or = Connect();
+  if (!client_or.ok()) return client_or.status();
+  Client client = *std::move(client_or);
+  std::ostream& out = std::cout;
+  if (command == "health") return Health(client);
+  if (command == "submit") {
+    return Submit(client, absl::GetFlag(FLAGS_f), absl::GetFlag(FLAGS_wait),
+                  absl::GetFlag(FLAGS_request_id), out);
+  }
+  if (command == "plan") return Plan(client, absl::GetFlag(FLAGS_f), out);
+  if (command == "nodes") return Nodes(client, out);
+  if (command == "get" && (*shape)[1] == "jobs") return GetJobs(client, out);
+  if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
+  if (command == "describe") return Describe(client, args[3], out);
+  if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);
+  return Watch(client, args[2], out);
 }
 
 int Main(int argc, char** argv) {
@@ -75,29 +137,19 @@ int Main(int argc, char** argv) {
     std::cerr << "ringctl: " << status.message() << "\n";
     return 2;
   }
-  if (args.size() != 2) {
-    std::cerr << kUsage;
+  bool usage_error = false;
+  status = Run(args, &usage_error);
+  if (status.ok()) return 0;
+  std::cerr << "ringctl: " << status.message() << "\n";
+  if (usage_error) {
+    std::cerr << "\n" << kUsage;
     return 2;
   }
-  const std::string& command = args[1];
-  if (command == "version") {
-    std::cout << "ringctl " << kVersion << "\n";
-    return 0;
-  }
-  if (command == "health") {
-    status = Health();
-  } else {
-    std::cerr << "ringctl: unknown command \"" << command << "\"\n\n" << kUsage;
-    return 2;
-  }
-  if (!status.ok()) {
-    std::cerr << "ringctl: " << status.message() << "\n";
-    return 1;
-  }
-  return 0;
+  // A bad job file is the user's input to fix, like bad usage.
+  return IsInputError(status) ? 2 : 1;
 }
 
 }  // namespace
-}  // namespace ringmaster
+}  // namespace ringmaster::ctl
 
-int main(int argc, char** argv) { return ringmaster::Main(argc, argv); }
+int main(int argc, char** argv) { return ringmaster::ctl::Main(argc, argv); }

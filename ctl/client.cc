@@ -1,0 +1,45 @@
+#include "ctl/client.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/grpc_client.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+
+namespace ringmaster::ctl {
+
+absl::StatusOr<Client> Client::Connect(const ClientOptions& options) {
+  if (options.coordinator.empty()) {
+    return FieldError("--coordinator", "not set (nor RINGMASTER_COORDINATOR)");
+  }
+  ClientTlsOptions tls{options.tls_ca, options.tls_cert, options.tls_key};
+  ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, options.insecure));
+  Client client;
+  client.options_ = options;
+  client.channel_ = MakeChannel(options.coordinator, credentials);
+  client.stub_ = v1::JobService::NewStub(client.channel_);
+  return client;
+}
+
+std::unique_ptr<grpc::ClientContext> Client::Context(bool streaming) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!options_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+  if (!streaming) context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  return context;
+}
+
+absl::Status Client::Check(const grpc::Status& status) const {
+  absl::Status s = FromGrpcStatus(status);
+  if (s.ok()) return s;
+  std::string message = absl::StrReplaceAll(s.message(), {{"\n", " "}});
+  if (s.code() == absl::StatusCode::kUnavailable ||
+      s.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(s.code(), absl::StrCat("coordinator ", options_.coordinator,
+                                               " unreachable: ", message));
+  }
+  return absl::Status(s.code(), message);
+}
+
+}  // namespace ringmaster::ctl

@@ -1,0 +1,172 @@
+#include "ctl/commands.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "ctl/format.h"
+#include "ctl/job_yaml.h"
+#include "common/status.h"
+#include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ringmaster::ctl {
+namespace {
+
+constexpr char kInputErrorPayload[] = "ringmaster.ctl/input-error";
+
+absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
+  if (file.empty()) return InputError(FieldError("-f", "a job file is required"));
+  std::ifstream in(file);
+  if (!in) return InputError(FieldError("-f", absl::StrCat("cannot read \"", file, "\"")));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(ss.str(), file);
+  if (!spec.ok()) return InputError(spec.status());
+  return spec;
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+// Streams WatchJob; returns the final state seen.
+absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
+                                    std::ostream& out) {
+  auto context = client.Context(/*streaming=*/true);
+  v1::WatchJobRequest request;
+  request.set_job_id(id);
+  auto reader = client.jobs()->WatchJob(context.get(), request);
+  v1::WatchJobResponse update;
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  while (reader->Read(&update)) {
+    state = update.state();
+    if (update.has_event()) {
+      out << FormatEvent(update.event()) << "\n";
+    } else if (update.has_progress()) {
+      out << "progress  " << FormatProgress(update.progress()) << "\n";
+    }
+    out.flush();
+  }
+  RETURN_IF_ERROR(client.Check(reader->Finish()));
+  return state;
+}
+
+// JSON (as protobuf maps it) re-emitted as block YAML.
+std::string JsonToYaml(const std::string& json) {
+  YAML::Emitter emitter;
+  emitter << YAML::Load(json);
+  return std::string(emitter.c_str()) + "\n";
+}
+
+}  // namespace
+
+absl::Status InputError(absl::Status status) {
+  status.SetPayload(kInputErrorPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsInputError(const absl::Status& status) {
+  return status.GetPayload(kInputErrorPayload).has_value();
+}
+
+absl::Status Submit(const Client& client, const std::string& file, bool wait,
+                    const std::string& request_id, std::ostream& out) {
+  ASSIGN_OR_RETURN(v1::JobSpec spec, ReadJobFile(file));
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  request.set_request_id(request_id);
+  v1::SubmitJobResponse response;
+  RETURN_IF_ERROR(client.Check(client.jobs()->SubmitJob(client.Context().get(), request,
+                                                        &response)));
+  const v1::JobStatus& job = response.job();
+  out << "job " << job.job_id() << " submitted: " << StateName(job.state())
+      << (job.reason().empty() ? "" : " (" + job.reason() + ")") << "\n";
+  if (!wait) return absl::OkStatus();
+  ASSIGN_OR_RETURN(v1::JobState final_state, Stream(client, job.job_id(), out));
+  if (final_state != v1::JOB_STATE_SUCCEEDED) {
+    return absl::AbortedError(absl::StrCat("job ", job.job_id(), " ended ",
+                                           StateName(final_state)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GetJobs(const Client& client, std::ostream& out) {
+  v1::ListJobsResponse response;
+  RETURN_IF_ERROR(client.Check(
+      client.jobs()->ListJobs(client.Context().get(), v1::ListJobsRequest(), &response)));
+  out << FormatJobTable({response.jobs().begin(), response.jobs().end()}, absl::Now());
+  return absl::OkStatus();
+}
+
+absl::Status GetJob(const Client& client, const std::string& id, const std::string& output,
+                    std::ostream& out) {
+  if (output != "table" && output != "json" && output != "yaml") {
+    return FieldError("-o", absl::StrCat("must be table, json or yaml, got \"", output, "\""));
+  }
+  v1::GetJobRequest request;
+  request.set_job_id(id);
+  v1::GetJobResponse response;
+  RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), request, &response)));
+  if (output == "table") {
+    out << FormatJobTable({response.job()}, absl::Now());
+    return absl::OkStatus();
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(response, &json, options).ok()) {
+    return absl::InternalError("cannot render the job as JSON");
+  }
+  out << (output == "json" ? json : JsonToYaml(json));
+  return absl::OkStatus();
+}
+
+absl::Status Describe(const Client& client, const std::string& id, std::ostream& out) {
+  v1::GetJobRequest request;
+  request.set_job_id(id);
+  v1::GetJobResponse response;
+  RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), request, &response)));
+  out << DescribeJob(response);
+  return absl::OkStatus();
+}
+
+absl::Status Cancel(const Client& client, const std::string& id, const std::string& reason,
+                    std::ostream& out) {
+  v1::CancelJobRequest request;
+  request.set_job_id(id);
+  request.set_reason(reason);
+  v1::CancelJobResponse response;
+  RETURN_IF_ERROR(
+      client.Check(client.jobs()->CancelJob(client.Context().get(), request, &response)));
+  out << "job " << id << " " << StateName(response.job().state()) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status Watch(const Client& client, const std::string& id, std::ostream& out) {
+  ASSIGN_OR_RETURN(v1::JobState state, Stream(client, id, out));
+  if (IsTerminal(state)) out << "job " << id << " ended " << StateName(state) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status Nodes(const Client& client, std::ostream& out) {
+  v1::ListNodesResponse response;
+  RETURN_IF_ERROR(client.Check(
+      client.jobs()->ListNodes(client.Context().get(), v1::ListNodesRequest(), &response)));
+  out << FormatNodes({response.nodes().begin(), response.nodes().end()});
+  return absl::OkStatus();
+}
+
+absl::Status Plan(const Client& client, const std::string& file, std::ostream& out) {
+  ASSIGN_OR_RETURN(v1::JobSpec spec, ReadJobFile(file));
+  v1::PlanJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::PlanJobResponse response;
+  RETURN_IF_ERROR(client.Check(client.jobs()->PlanJob(client.Context().get(), request, &response)));
+  out << FormatPlan(response);
+  return absl::OkStatus();
+}
+
+}  // namespace ringmaster::ctl

@@ -1,0 +1,40 @@
+// ringctl's commands. Each returns OK or a one-line error; output goes to `out`.
+#ifndef RINGMASTER_CTL_COMMANDS_H_
+#define RINGMASTER_CTL_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "ctl/client.h"
+
+namespace ringmaster::ctl {
+
+// Marks a status as the user's input to fix (a bad or unreadable job file): ringctl exits 2.
+absl::Status InputError(absl::Status status);
+bool IsInputError(const absl::Status& status);
+
+// submit -f FILE [--wait]: with `wait`, streams events until the job ends and fails unless it
+// SUCCEEDED.
+absl::Status Submit(const Client& client, const std::string& file, bool wait,
+                    const std::string& request_id, std::ostream& out);
+// get jobs
+absl::Status GetJobs(const Client& client, std::ostream& out);
+// get job ID [-o json|yaml|table]
+absl::Status GetJob(const Client& client, const std::string& id, const std::string& output,
+                    std::ostream& out);
+// describe job ID
+absl::Status Describe(const Client& client, const std::string& id, std::ostream& out);
+// cancel ID
+absl::Status Cancel(const Client& client, const std::string& id, const std::string& reason,
+                    std::ostream& out);
+// watch ID: events and live progress until the job ends (or the stream breaks).
+absl::Status Watch(const Client& client, const std::string& id, std::ostream& out);
+// nodes
+absl::Status Nodes(const Client& client, std::ostream& out);
+// plan -f FILE
+absl::Status Plan(const Client& client, const std::string& file, std::ostream& out);
+
+}  // namespace ringmaster::ctl
+
+#endif  // RINGMASTER_CTL_COMMANDS_H_

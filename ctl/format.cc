@@ -1,0 +1,191 @@
+#include "ctl/format.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace ringmaster::ctl {
+namespace {
+
+// Left-aligned columns separated by two spaces.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Age(int64_t since_unix_nanos, absl::Time now) {
+  absl::Duration d = now - absl::FromUnixNanos(since_unix_nanos);
+  if (d < absl::Minutes(2)) return absl::StrCat(absl::ToInt64Seconds(d), "s");
+  if (d < absl::Hours(2)) return absl::StrCat(absl::ToInt64Minutes(d), "m");
+  if (d < absl::Hours(48)) return absl::StrCat(absl::ToInt64Hours(d), "h");
+  return absl::StrCat(absl::ToInt64Hours(d) / 24, "d");
+}
+
+std::string Layout(const v1::ParallelismSpec& p) {
+  return absl::StrFormat("TP=%d PP=%d DP=%d", p.tensor(), p.pipeline(), p.data());
+}
+
+}  // namespace
+
+std::string StateName(v1::JobState state) {
+  std::string name = v1::JobState_Name(state);
+  const std::string prefix = "JOB_STATE_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "GEN", "RESTARTS", "STEP", "AGE", "REASON"}};
+  for (const auto& j : jobs) {
+    rows.push_back({j.job_id(), j.spec().name(), StateName(j.state()),
+                    absl::StrCat(j.generation()), absl::StrCat(j.restarts()),
+                    absl::StrCat(j.progress().step()), Age(j.submit_time_unix_nanos(), now),
+                    j.reason()});
+  }
+  return Table(rows);
+}
+
+std::string FormatEvent(const v1::JobEvent& e) {
+  std::string text = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(e.time_unix_nanos()),
+                       absl::UTCTimeZone()),
+      "  gen ", e.generation(), "  ", e.kind(), "  ");
+  if (e.kind() == "state") absl::StrAppend(&text, StateName(e.state()), ": ");
+  absl::StrAppend(&text, e.message());
+  if (e.ranks_size() > 0) absl::StrAppend(&text, "  [ranks ", absl::StrJoin(e.ranks(), ","), "]");
+  return text;
+}
+
+std::string FormatProgress(const v1::JobProgress& p) {
+  return absl::StrFormat("step %d  loss %.4f  tokens/s %.0f  step %.3fs  ckpt %d", p.step(),
+                         p.loss(), p.tokens_per_second(), p.step_seconds(), p.checkpoint_step());
+}
+
+std::string FormatPlan(const v1::PlanJobResponse& response) {
+  const v1::PlanExplanation& plan = response.plan();
+  std::string out = absl::StrCat("layout:            ", Layout(plan.parallelism()), "\n");
+  absl::StrAppend(&out, "parameters:        ", plan.parameters(), "\n");
+  absl::StrAppend(&out, "memory per device: ", HumanBytes(plan.memory_per_device_bytes()),
+                  " (weights, gradients, optimizer state)\n");
+  absl::StrAppend(&out, "activations:       ", HumanBytes(plan.activation_bytes_per_microbatch()),
+                  " per microbatch\n");
+  absl::StrAppend(&out, "microbatches:      ", plan.microbatches(), "\n");
+  absl::StrAppend(&out, absl::StrFormat("bubble fraction:   %.4f  ((p-1)/(m+p-1))\n",
+                                        plan.bubble_fraction()));
+  absl::StrAppend(&out, "bytes per step:    TP ", HumanBytes(plan.tp_bytes_per_step()), ", PP ",
+                  HumanBytes(plan.pp_bytes_per_step()), ", DP ",
+                  HumanBytes(plan.dp_bytes_per_step()), "\n");
+  absl::StrAppend(&out, "reasons:\n");
+  for (const auto& r : plan.reasons()) absl::StrAppend(&out, "  - ", r, "\n");
+  if (!response.pending_reason().empty()) {
+    absl::StrAppend(&out, "placement now:     would stay PENDING: ", response.pending_reason(),
+                    "\n");
+  } else {
+    std::vector<std::string> nodes;
+    for (const auto& a : response.assignments()) {
+      if (std::find(nodes.begin(), nodes.end(), a.node()) == nodes.end()) nodes.push_back(a.node());
+    }
+    absl::StrAppend(&out, "placement now:     ", response.assignments_size(), " ranks on ",
+                    nodes.size(), " nodes (", absl::StrJoin(nodes, ", "), ")\n");
+  }
+  return out;
+}
+
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "JOBS"}};
+  for (const auto& n : nodes) {
+    rows.push_back({n.name(), n.device_kind(), absl::StrCat(n.devices()),
+                    absl::StrCat(n.devices_in_use()), n.alive() ? "yes" : "LOST",
+                    absl::StrFormat("%.1fs ago", n.last_heartbeat_age_seconds()),
+                    absl::StrJoin(n.jobs(), ",")});
+  }
+  return Table(rows);
+}
+
+std::string DescribeJob(const v1::GetJobResponse& response) {
+  const v1::JobStatus& j = response.job();
+  const v1::JobSpec& spec = j.spec();
+  std::string out;
+  absl::StrAppend(&out, "Job:          ", j.job_id(), "\n");
+  absl::StrAppend(&out, "Name:         ", spec.name(), "\n");
+  absl::StrAppend(&out, "Owner:        ", j.owner().empty() ? "(anonymous)" : j.owner(), "\n");
+  absl::StrAppend(&out, "State:        ", StateName(j.state()),
+                  j.reason().empty() ? "" : "  (" + j.reason() + ")", "\n");
+  absl::StrAppend(&out, "Generation:   ", j.generation(), "   Restarts: ", j.restarts(), " of ",
+                  spec.restart().max_restarts(), "\n");
+  absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
+                  " devices, ", Layout(j.plan().parallelism()), "\n");
+  if (spec.trainer().has_command()) {
+    absl::StrAppend(&out, "Command:      ", absl::StrJoin(spec.trainer().command().argv(), " "),
+                    "\n");
+  } else {
+    const auto& m = spec.trainer().model();
+    absl::StrAppend(&out, "Trainer:      ", spec.trainer().builtin(), " L=", m.layers(),
+                    " d=", m.d_model(), " heads=", m.heads(), " T=", m.seq_len(),
+                    " vocab=", m.vocab(), ", ", spec.trainer().steps(), " steps\n");
+  }
+  absl::StrAppend(&out, "Progress:     ", FormatProgress(j.progress()), "\n");
+  absl::StrAppend(&out, "\nPlan:\n");
+  v1::PlanJobResponse plan;
+  *plan.mutable_plan() = j.plan();
+  for (const auto& a : j.assignments()) *plan.add_assignments() = a;
+  if (j.assignments().empty()) plan.set_pending_reason(j.reason().empty() ? "-" : j.reason());
+  std::string plan_text = FormatPlan(plan);
+  for (absl::string_view line : absl::StrSplit(plan_text, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, "  ", line, "\n");
+  }
+  if (!j.assignments().empty()) {
+    absl::StrAppend(&out, "\nAssignments:\n");
+    std::vector<std::vector<std::string>> rows = {
+        {"  RANK", "NODE", "DEVICE", "LOCAL", "TP", "PP", "DP"}};
+    for (const auto& a : j.assignments()) {
+      rows.push_back({absl::StrCat("  ", a.rank()), a.node(), absl::StrCat(a.local_device()),
+                      absl::StrCat(a.local_rank()), absl::StrCat(a.tp_rank()),
+                      absl::StrCat(a.pp_rank()), absl::StrCat(a.dp_rank())});
+    }
+    absl::StrAppend(&out, Table(rows));
+    absl::StrAppend(&out, "\nGroups:\n");
+    auto groups = [&](const char* kind, const auto& list) {
+      for (const auto& g : list) {
+        absl::StrAppend(&out, "  ", kind, " ", g.name(), ": ", absl::StrJoin(g.ranks(), ","),
+                        "\n");
+      }
+    };
+    groups("tensor  ", j.groups().tensor());
+    groups("pipeline", j.groups().pipeline());
+    groups("data    ", j.groups().data());
+  }
+  absl::StrAppend(&out, "\nEvents:\n");
+  for (const auto& e : response.events()) absl::StrAppend(&out, "  ", FormatEvent(e), "\n");
+  return out;
+}
+
+}  // namespace ringmaster::ctl

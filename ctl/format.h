@@ -1,0 +1,39 @@
+// Human-readable output of ringctl: tables and descriptions. Pure functions of protos.
+#ifndef RINGMASTER_CTL_FORMAT_H_
+#define RINGMASTER_CTL_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::ctl {
+
+// "RUNNING" for JOB_STATE_RUNNING.
+std::string StateName(v1::JobState state);
+
+// Columns ID NAME STATE GEN RESTARTS STEP AGE REASON; ages relative to `now`.
+std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now);
+
+// Everything about one job: spec summary, planner reasoning, placement, groups, events.
+std::string DescribeJob(const v1::GetJobResponse& job);
+
+// The planner's choice with its numbers and reasons, and the placement it would get.
+std::string FormatPlan(const v1::PlanJobResponse& plan);
+
+// Columns NAME KIND DEVICES IN-USE ALIVE HEARTBEAT JOBS.
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes);
+
+// One line per event: "2026-11-22T23:40:01Z  gen 2  state  RUNNING: placed 4 ranks ...".
+std::string FormatEvent(const v1::JobEvent& event);
+
+// One line of live progress: "step 120  loss 3.41  tokens/s 5120  step 0.21s  ckpt 100".
+std::string FormatProgress(const v1::JobProgress& progress);
+
+// Byte counts as "1.5 GiB".
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace ringmaster::ctl
+
+#endif  // RINGMASTER_CTL_FORMAT_H_

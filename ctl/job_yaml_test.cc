@@ -1,0 +1,563 @@
+#include "ctl/job_yaml.h"
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::ctl {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string ReadTestFile(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Message(const absl::StatusOr<v1::JobSpec>& parsed) {
+  return std::string(parsed.status().message());
+}
+
+std::vector<std::string> Lines(const absl::StatusOr<v1::JobSpec>& parsed) {
+  return absl::StrSplit(parsed.status().message(), '\n');
+}
+
+// spec -> YAML -> spec must give back an equal spec.
+void ExpectRoundTrip(const v1::JobSpec& spec) {
+  const std::string yaml = JobSpecToYaml(spec);
+  absl::StatusOr<v1::JobSpec> back = ParseJobYaml(yaml, "roundtrip.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  EXPECT_TRUE(MessageDifferencer::Equals(spec, *back)) << "yaml:\n"
+                                                       << yaml << "\nwant:\n"
+                                                       << spec.DebugString() << "\ngot:\n"
+                                                       << back->DebugString();
+  // Writing is stable: the spec read back writes the same text.
+  EXPECT_EQ(JobSpecToYaml(*back), yaml);
+}
+
+// A spec with every key of the job file set (builtin trainer).
+v1::JobSpec FullSpec() {
+  v1::JobSpec spec;
+  spec.set_name("gpt-full");
+  spec.set_nodes(3);
+  spec.set_devices_per_node(8);
+  spec.mutable_parallelism()->set_tensor(4);
+  spec.mutable_parallelism()->set_pipeline(2);
+  spec.mutable_parallelism()->set_data(3);
+  v1::TrainerSpec* t = spec.mutable_trainer();
+  t->set_builtin("gpt");
+  t->mutable_model()->set_layers(12);
+  t->mutable_model()->set_d_model(768);
+  t->mutable_model()->set_heads(12);
+  t->mutable_model()->set_seq_len(1024);
+  t->mutable_model()->set_vocab(50257);
+  t->mutable_batch()->set_micro_batch(8);
+  t->mutable_batch()->set_global_batch(480);
+  t->set_steps(5000000000);  // Beyond int32: steps is int64.
+  v1::OptimizerSpec* o = t->mutable_optimizer();
+  o->set_lr(6e-4);
+  o->set_warmup_steps(700);
+  o->set_weight_decay(0.1);
+  o->set_clip_grad_norm(1.0);
+  o->set_min_lr(6e-5);
+  o->set_beta1(0.9);
+  o->set_beta2(0.95);
+  o->set_epsilon(1e-8);
+  t->set_precision(v1::PRECISION_FP32);
+  t->set_zero_stage(2);
+  t->mutable_data()->set_path("/data/fineweb/train_000001.bin");
+  t->mutable_data()->set_seed(18446744073709551615ull);
+  (*t->mutable_env())["NCCL_DEBUG"] = "INFO";
+  (*t->mutable_env())["OMP_NUM_THREADS"] = "4";
+  spec.mutable_checkpoint()->set_dir("/ckpt/gpt-full");
+  spec.mutable_checkpoint()->set_every_steps(100);
+  spec.mutable_checkpoint()->set_keep(5);
+  spec.mutable_restart()->set_max_restarts(10);
+  spec.mutable_watchdog()->set_hang_timeout_seconds(600.5);
+  spec.mutable_watchdog()->set_straggler_threshold(1.25);
+  return spec;
+}
+
+TEST(JobYamlTest, DesignExampleParsesToExpectedValues) {
+  absl::StatusOr<v1::JobSpec> spec =
+      ParseJobYaml(ReadTestFile("ctl/testdata/design_example.yaml"), "design_example.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "gpt-small");
+  EXPECT_EQ(spec->nodes(), 2);
+  EXPECT_EQ(spec->devices_per_node(), 4);
+  EXPECT_EQ(spec->parallelism().tensor(), 2);
+  EXPECT_EQ(spec->parallelism().pipeline(), 2);
+  EXPECT_EQ(spec->parallelism().data(), 2);
+  const v1::TrainerSpec& t = spec->trainer();
+  EXPECT_EQ(t.program_case(), v1::TrainerSpec::kBuiltin);
+  EXPECT_EQ(t.builtin(), "gpt");
+  EXPECT_EQ(t.model().layers(), 4);
+  EXPECT_EQ(t.model().d_model(), 128);
+  EXPECT_EQ(t.model().heads(), 4);
+  EXPECT_EQ(t.model().seq_len(), 64);
+  EXPECT_EQ(t.model().vocab(), 256);
+  EXPECT_EQ(t.batch().micro_batch(), 4);
+  EXPECT_EQ(t.batch().global_batch(), 64);
+  EXPECT_EQ(t.steps(), 200);
+  EXPECT_EQ(t.optimizer().lr(), 3.0e-4);
+  EXPECT_EQ(t.optimizer().warmup_steps(), 20);
+  EXPECT_EQ(t.optimizer().weight_decay(), 0.1);
+  EXPECT_EQ(t.optimizer().clip_grad_norm(), 1.0);
+  EXPECT_EQ(t.optimizer().min_lr(), 0);  // Defaults are the coordinator's (ApplyDefaults).
+  EXPECT_EQ(t.precision(), v1::PRECISION_BF16);
+  EXPECT_EQ(t.zero_stage(), 1);
+  EXPECT_EQ(t.data().path(), "...");  // The example's placeholder, taken literally.
+  EXPECT_EQ(t.data().seed(), 0u);
+  EXPECT_TRUE(t.env().empty());
+  EXPECT_EQ(spec->checkpoint().dir(), "/var/lib/ringmaster/ckpt/gpt-small");
+  EXPECT_EQ(spec->checkpoint().every_steps(), 50);
+  EXPECT_EQ(spec->checkpoint().keep(), 3);
+  EXPECT_EQ(spec->restart().max_restarts(), 5);
+  EXPECT_TRUE(spec->has_watchdog());
+  EXPECT_EQ(spec->watchdog().hang_timeout_seconds(), 0);  // auto
+  EXPECT_EQ(spec->watchdog().straggler_threshold(), 1.2);
+
+  ExpectRoundTrip(*spec);
+}
+
+TEST(JobYamlTest, CommandTrainerAndEnv) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: torch-job
+nodes: 1
+devices_per_node: 2
+trainer:
+  command: ["python3", "train.py", "--foo", 0.5, --bar=1]
+  steps: 10
+  env: {NCCL_DEBUG: INFO, OMP_NUM_THREADS: 4, EMPTY: "", UNSET:}
+)",
+                                                  "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->trainer().program_case(), v1::TrainerSpec::kCommand);
+  EXPECT_THAT(spec->trainer().command().argv(),
+              ElementsAre("python3", "train.py", "--foo", "0.5", "--bar=1"));
+  EXPECT_EQ(spec->trainer().env().at("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(spec->trainer().env().at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(spec->trainer().env().at("EMPTY"), "");
+  EXPECT_EQ(spec->trainer().env().at("UNSET"), "");
+  EXPECT_EQ(spec->trainer().env().size(), 4u);
+  ExpectRoundTrip(*spec);
+}
+
+TEST(JobYamlTest, EveryKeyRoundTrips) {
+  ExpectRoundTrip(FullSpec());
+
+  v1::JobSpec command = FullSpec();
+  command.mutable_trainer()->mutable_command()->add_argv("torchrun");
+  command.mutable_trainer()->mutable_command()->add_argv("--nproc-per-node=8");
+  command.mutable_trainer()->mutable_command()->add_argv("train.py");
+  ExpectRoundTrip(command);
+
+  // Oneof cases that hold no value are kept too.
+  v1::JobSpec empty_command;
+  empty_command.mutable_trainer()->mutable_command();
+  ExpectRoundTrip(empty_command);
+  v1::JobSpec empty_builtin;
+  empty_builtin.mutable_trainer()->set_builtin("");
+  ExpectRoundTrip(empty_builtin);
+}
+
+TEST(JobYamlTest, UnsetFieldsAreLeftOut) {
+  v1::JobSpec spec;
+  spec.set_name("tiny");
+  spec.mutable_trainer()->set_builtin("gpt");
+  spec.mutable_trainer()->mutable_optimizer()->set_lr(0.001);
+  EXPECT_EQ(JobSpecToYaml(spec),
+            "name: tiny\ntrainer:\n  builtin: gpt\n  optimizer: {lr: 0.001}\n");
+  ExpectRoundTrip(spec);
+
+  ExpectRoundTrip(v1::JobSpec());
+  // A present but empty message stays present.
+  v1::JobSpec empty_parallelism;
+  empty_parallelism.mutable_parallelism();
+  ExpectRoundTrip(empty_parallelism);
+}
+
+TEST(JobYamlTest, WritesTheDesignLayout) {
+  v1::JobSpec spec;
+  spec.set_name("gpt-small");
+  spec.set_nodes(2);
+  spec.mutable_parallelism()->set_tensor(2);
+  spec.mutable_trainer()->mutable_command()->add_argv("python3");
+  spec.mutable_trainer()->set_precision(v1::PRECISION_BF16);
+  spec.mutable_watchdog()->set_straggler_threshold(1.2);
+  EXPECT_EQ(JobSpecToYaml(spec),
+            "name: gpt-small\n"
+            "nodes: 2\n"
+            "parallelism: {tensor: 2}\n"
+            "trainer:\n"
+            "  command: [python3]\n"
+            "  precision: bf16\n"
+            "watchdog: {straggler_threshold: 1.2}\n");
+}
+
+TEST(JobYamlTest, TrickyStringsRoundTrip) {
+  const std::vector<std::string> tricky = {"",
+                                           "null",
+                                           "~",
+                                           "NULL",
+                                           "true",
+                                           "no",
+                                           "On",
+                                           "123",
+                                           "-4",
+                                           "1.5",
+                                           "1e3",
+                                           ".inf",
+                                           ".NaN",
+                                           "0x1F",
+                                           "a: b",
+                                           "#hash",
+                                           "a #b",
+                                           "- x",
+                                           "[x]",
+                                           "{x}",
+                                           "x, y",
+                                           " lead",
+                                           "trail ",
+                                           "multi\nline",
+                                           "tab\there",
+                                           "quote\"s",
+                                           "back\\",
+                                           "'single'",
+                                           "*ref",
+                                           "&anchor",
+                                           "!tag",
+                                           "%percent",
+                                           "@at",
+                                           "`tick",
+                                           "|",
+                                           ">",
+                                           "?",
+                                           "---",
+                                           "...",
+                                           "unicode \u00e9\u2603",
+                                           "a\x01"
+                                           "b"};
+  for (const std::string& s : tricky) {
+    SCOPED_TRACE(testing::Message() << "string: \"" << s << "\"");
+    v1::JobSpec spec;
+    spec.set_name(s);
+    spec.mutable_trainer()->mutable_command()->add_argv(s);
+    spec.mutable_trainer()->mutable_command()->add_argv("x");
+    spec.mutable_trainer()->mutable_data()->set_path(s);
+    (*spec.mutable_trainer()->mutable_env())[s] = s;
+    (*spec.mutable_trainer()->mutable_env())["K"] = s;
+    spec.mutable_checkpoint()->set_dir(s);
+    ExpectRoundTrip(spec);
+  }
+}
+
+TEST(JobYamlTest, StringsThatLookTypedAreQuoted) {
+  // So that any YAML reader, not only ParseJobYaml, reads them back as strings.
+  v1::JobSpec spec;
+  spec.set_name("true");
+  spec.mutable_trainer()->mutable_command()->add_argv("123");
+  spec.mutable_trainer()->mutable_command()->add_argv("1.5e3");
+  spec.mutable_trainer()->mutable_command()->add_argv("null");
+  spec.mutable_trainer()->mutable_command()->add_argv("-.inf");
+  spec.mutable_trainer()->mutable_command()->add_argv("--lr");
+  spec.mutable_checkpoint()->set_dir("...");
+  EXPECT_EQ(JobSpecToYaml(spec),
+            "name: \"true\"\n"
+            "trainer:\n"
+            "  command: [\"123\", \"1.5e3\", \"null\", \"-.inf\", --lr]\n"
+            "checkpoint: {dir: \"...\"}\n");
+}
+
+TEST(JobYamlTest, NumbersRoundTripExactly) {
+  const double doubles[] = {0.1,
+                            1.0 / 3,
+                            3e-4,
+                            1e-8,
+                            -0.0,
+                            -2.5,
+                            30,
+                            1e16,
+                            123456789012345678.0,
+                            1e300,
+                            5e-324,
+                            std::numeric_limits<double>::max(),
+                            std::numeric_limits<double>::lowest()};
+  for (double d : doubles) {
+    SCOPED_TRACE(testing::Message() << "double " << d);
+    v1::JobSpec spec;
+    spec.mutable_trainer()->mutable_optimizer()->set_lr(d);
+    spec.mutable_watchdog()->set_hang_timeout_seconds(d);
+    ExpectRoundTrip(spec);
+  }
+  for (int64_t i : {int64_t{std::numeric_limits<int32_t>::min()},
+                    int64_t{std::numeric_limits<int32_t>::max()}, int64_t{-1}}) {
+    v1::JobSpec spec;
+    spec.set_nodes(static_cast<int32_t>(i));
+    spec.mutable_trainer()->set_zero_stage(static_cast<int32_t>(i));
+    ExpectRoundTrip(spec);
+  }
+  v1::JobSpec spec;
+  spec.mutable_trainer()->set_steps(std::numeric_limits<int64_t>::min());
+  ExpectRoundTrip(spec);
+  spec.mutable_trainer()->set_steps(std::numeric_limits<int64_t>::max());
+  spec.mutable_trainer()->mutable_data()->set_seed(std::numeric_limits<uint64_t>::max());
+  ExpectRoundTrip(spec);
+}
+
+TEST(JobYamlTest, NonFiniteDoublesAreWrittenAsYamlSpecials) {
+  v1::JobSpec spec;
+  spec.mutable_trainer()->mutable_optimizer()->set_lr(std::numeric_limits<double>::quiet_NaN());
+  spec.mutable_trainer()->mutable_optimizer()->set_beta1(std::numeric_limits<double>::infinity());
+  spec.mutable_trainer()->mutable_optimizer()->set_beta2(-std::numeric_limits<double>::infinity());
+  const std::string yaml = JobSpecToYaml(spec);
+  EXPECT_THAT(yaml, HasSubstr("optimizer: {lr: .nan, beta1: .inf, beta2: -.inf}"));
+  absl::StatusOr<v1::JobSpec> back = ParseJobYaml(yaml, "job.yaml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  // Parsed as written; refusing them is ValidateJobSpec's job.
+  EXPECT_TRUE(std::isnan(back->trainer().optimizer().lr()));
+  EXPECT_EQ(back->trainer().optimizer().beta1(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(back->trainer().optimizer().beta2(), -std::numeric_limits<double>::infinity());
+}
+
+TEST(JobYamlTest, NumberForms) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(
+nodes: "4"
+devices_per_node: +8
+trainer:
+  optimizer: {lr: .5, weight_decay: 5., clip_grad_norm: +1.5, min_lr: 1E-3, beta1: 2, beta2: -0}
+watchdog: {hang_timeout: 30, straggler_threshold: 1.2e0}
+)",
+                                                  "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->nodes(), 4);  // A quoted number is still the number.
+  EXPECT_EQ(spec->devices_per_node(), 8);
+  const v1::OptimizerSpec& o = spec->trainer().optimizer();
+  EXPECT_EQ(o.lr(), 0.5);
+  EXPECT_EQ(o.weight_decay(), 5.0);
+  EXPECT_EQ(o.clip_grad_norm(), 1.5);
+  EXPECT_EQ(o.min_lr(), 1e-3);
+  EXPECT_EQ(o.beta1(), 2.0);
+  EXPECT_TRUE(std::signbit(o.beta2()));
+  EXPECT_EQ(spec->watchdog().hang_timeout_seconds(), 30);
+  EXPECT_EQ(spec->watchdog().straggler_threshold(), 1.2);
+}
+
+TEST(JobYamlTest, HangTimeoutAutoOrSeconds) {
+  for (const char* text : {"auto", "AUTO", "Auto", "0"}) {
+    absl::StatusOr<v1::JobSpec> spec =
+        ParseJobYaml(absl::StrCat("watchdog: {hang_timeout: ", text, "}\n"), "job.yaml");
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->watchdog().hang_timeout_seconds(), 0) << text;
+  }
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml("watchdog: {hang_timeout: 2.5}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->watchdog().hang_timeout_seconds(), 2.5);
+}
+
+TEST(JobYamlTest, PrecisionIsCaseInsensitive) {
+  const std::pair<const char*, v1::Precision> cases[] = {{"fp32", v1::PRECISION_FP32},
+                                                         {"FP32", v1::PRECISION_FP32},
+                                                         {"bf16", v1::PRECISION_BF16},
+                                                         {"Bf16", v1::PRECISION_BF16},
+                                                         {"BF16", v1::PRECISION_BF16}};
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<v1::JobSpec> spec =
+        ParseJobYaml(absl::StrCat("trainer:\n  precision: ", text, "\n"), "job.yaml");
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->trainer().precision(), want) << text;
+  }
+}
+
+TEST(JobYamlTest, NullLeavesFieldsUnset) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: x
+nodes:
+parallelism: ~
+trainer:
+  builtin: null
+  command: [run, ~]
+)",
+                                                  "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->nodes(), 0);
+  EXPECT_FALSE(spec->has_parallelism());
+  EXPECT_THAT(spec->trainer().command().argv(), ElementsAre("run", ""));
+}
+
+TEST(JobYamlTest, HeaderExampleMessageExactly) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: gpt
+nodes: 1
+devices_per_node: 2
+trainer:
+  builtin: gpt
+  batch:
+    micro_batch: four
+    global_batch: 8
+)",
+                                                  "job.yaml");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(spec),
+            "job.yaml:7:5: trainer.batch.micro_batch: expected an integer, got \"four\"");
+}
+
+TEST(JobYamlTest, CollectsEveryProblemInDocumentOrder) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: gpt
+nodse: 1
+devices_per_node: many
+trainer:
+  builtin: gpt
+  steps: 1.5
+  precision: fp16
+)",
+                                                  "job.yaml");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Lines(spec),
+              ElementsAre("job.yaml:2:1: nodse: unknown key, did you mean \"nodes\"?",
+                          "job.yaml:3:1: devices_per_node: expected an integer, got \"many\"",
+                          "job.yaml:6:3: trainer.steps: expected an integer, got \"1.5\"",
+                          "job.yaml:7:3: trainer.precision: expected fp32 or bf16, got \"fp16\""));
+}
+
+struct ErrorCase {
+  std::string name;
+  std::string yaml;
+  // The whole message must contain this (file:line:col, field and rule).
+  std::string expected;
+};
+
+std::ostream& operator<<(std::ostream& os, const ErrorCase& c) { return os << c.name; }
+
+class ErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ErrorTest, NamesFileLineColumnAndField) {
+  const ErrorCase& c = GetParam();
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(c.yaml, "job.yaml");
+  ASSERT_FALSE(spec.ok()) << c.yaml;
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(spec), HasSubstr(c.expected));
+  EXPECT_THAT(Message(spec), ::testing::StartsWith("job.yaml:"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, ErrorTest,
+    ::testing::ValuesIn(std::vector<ErrorCase>{
+        // Wrong scalar types.
+        {"WordForInteger", "trainer:\n  batch: {micro_batch: four, global_batch: 8}\n",
+         "job.yaml:2:11: trainer.batch.micro_batch: expected an integer, got \"four\""},
+        {"FractionForInteger", "nodes: 2.5\n",
+         "job.yaml:1:1: nodes: expected an integer, got \"2.5\""},
+        {"ExponentForInteger", "trainer: {steps: 1e3}\n",
+         "trainer.steps: expected an integer, got \"1e3\""},
+        {"WordForNumber", "trainer:\n  optimizer:\n    lr: fast\n",
+         "job.yaml:3:5: trainer.optimizer.lr: expected a number, got \"fast\""},
+        {"BoolForNumber", "watchdog: {straggler_threshold: true}\n",
+         "watchdog.straggler_threshold: expected a number, got \"true\""},
+        // Ranges of the integer types.
+        {"Int32Overflow", "nodes: 3000000000\n",
+         "job.yaml:1:1: nodes: out of range [-2147483648, 2147483647], got 3000000000"},
+        {"Int32Underflow", "parallelism: {tensor: -2147483649}\n",
+         "job.yaml:1:15: parallelism.tensor: out of range [-2147483648, 2147483647], got "
+         "-2147483649"},
+        {"Int64Overflow", "trainer: {steps: 9223372036854775808}\n",
+         "trainer.steps: out of range [-9223372036854775808, 9223372036854775807], got "
+         "9223372036854775808"},
+        {"NegativeSeed", "trainer: {data: {seed: -1}}\n",
+         "trainer.data.seed: out of range [0, 18446744073709551615], got -1"},
+        {"SeedOverflow", "trainer: {data: {seed: 18446744073709551616}}\n",
+         "trainer.data.seed: out of range [0, 18446744073709551615], got 18446744073709551616"},
+        {"DoubleOverflow", "trainer: {optimizer: {lr: 1e999}}\n",
+         "trainer.optimizer.lr: out of range for a double, got 1e999"},
+        // Mapping where a scalar is expected, and the reverse.
+        {"MappingForInteger", "nodes: {count: 2}\n",
+         "job.yaml:1:1: nodes: expected an integer, got a mapping"},
+        {"ListForString", "name: [a, b]\n", "name: expected a string, got a list"},
+        {"ScalarForMapping", "parallelism: 4\n",
+         "job.yaml:1:1: parallelism: expected a mapping, got \"4\""},
+        {"ListForMapping", "trainer:\n  - builtin: gpt\n",
+         "job.yaml:1:1: trainer: expected a mapping, got a list"},
+        {"StringForCommand", "trainer:\n  command: python3 train.py --foo\n",
+         "job.yaml:2:3: trainer.command: expected a list of strings (argv), got \"python3 "
+         "train.py --foo\" (write it as [python3, train.py, --foo])"},
+        {"MappingInCommand", "trainer:\n  command: [python3, {a: b}]\n",
+         "job.yaml:2:22: trainer.command[1]: expected a string, got a mapping"},
+        {"ListForEnvValue", "trainer:\n  env:\n    FOO: [1, 2]\n",
+         "job.yaml:3:5: trainer.env.FOO: expected a string, got a list"},
+        {"ListForEnv", "trainer:\n  env: [FOO=1]\n",
+         "job.yaml:2:3: trainer.env: expected a mapping, got a list"},
+        {"ListAsKey", "? [a, b]\n: 1\n", "job.yaml:1:3: expected a key name, got a list"},
+        // Enumerations.
+        {"UnknownPrecision", "trainer:\n  precision: fp16\n",
+         "job.yaml:2:3: trainer.precision: expected fp32 or bf16, got \"fp16\""},
+        {"UnknownHangTimeout", "watchdog:\n  hang_timeout: soon\n",
+         "job.yaml:2:3: watchdog.hang_timeout: expected auto or a number of seconds, got "
+         "\"soon\""},
+        {"BuiltinAndCommand", "trainer:\n  builtin: gpt\n  command: [python3]\n",
+         "job.yaml:3:3: trainer.command: set builtin or command, not both"},
+        {"CommandAndBuiltin", "trainer:\n  command: [python3]\n  builtin: gpt\n",
+         "job.yaml:3:3: trainer.builtin: set builtin or command, not both"},
+        // Unknown keys.
+        {"Typo", "trainer:\n  batch: {micro_bach: 4}\n",
+         "job.yaml:2:11: trainer.batch.micro_bach: unknown key, did you mean \"micro_batch\"?"},
+        {"Transposition", "restart: {max_retsarts: 2}\n",
+         "restart.max_retsarts: unknown key, did you mean \"max_restarts\"?"},
+        {"WrongCase", "Nodes: 2\n", "job.yaml:1:1: Nodes: unknown key, did you mean \"nodes\"?"},
+        {"WrongLevel", "steps: 200\n",
+         "job.yaml:1:1: steps: unknown key here, did you mean trainer.steps?"},
+        {"WrongLevelTwoPlaces", "data: 2\n",
+         "data: unknown key here, did you mean parallelism.data or trainer.data?"},
+        {"NearMissAtWrongLevel", "trainer: {max_restart: 2}\n",
+         "trainer.max_restart: unknown key here, did you mean restart.max_restarts?"},
+        {"NothingClose", "colour: blue\n",
+         "colour: unknown key (expected one of: name, nodes, devices_per_node, parallelism, "
+         "trainer, checkpoint, restart, watchdog)"},
+        // Duplicates.
+        {"DuplicateKey", "nodes: 1\nname: a\nnodes: 2\n",
+         "job.yaml:3:1: nodes: duplicate key (first at line 1)"},
+        {"DuplicateEnv", "trainer:\n  env:\n    A: 1\n    A: 2\n",
+         "job.yaml:4:5: trainer.env.A: duplicate key (first at line 3)"},
+        // Documents.
+        {"SyntaxError", "name: gpt\ntrainer: {builtin: gpt\n", "job.yaml:3:1: invalid YAML: "},
+        {"BadIndentation", "trainer:\n  builtin: gpt\n steps: 3\n", "job.yaml:3:"},
+        {"TopLevelList", "- name: gpt\n",
+         "job.yaml:1:1: expected a mapping of job keys (name, nodes, trainer, ...), got a list"},
+        {"TopLevelScalar", "gpt\n", "expected a mapping of job keys"},
+        {"TwoDocuments", "name: a\n---\nname: b\n",
+         "job.yaml:3:1: a job file holds one YAML document, found 2"},
+        {"Empty", "", "job.yaml: empty job file"},
+        {"OnlyComments", "# nothing here\n", "job.yaml: empty job file"},
+        {"DeepNesting", std::string(100000, '[') + std::string(100000, ']'), "invalid YAML"},
+    }),
+    [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+
+TEST(JobYamlTest, NeverThrowsOnTruncatedInput) {
+  // Every prefix of a real job file either parses or returns an error; nothing escapes.
+  const std::string text = ReadTestFile("ctl/testdata/design_example.yaml") +
+                           "  env: {A: \"x\\ty\", 'B': [1]}\n  command: [a, {b: c}]\n";
+  int failures = 0;
+  for (size_t n = 0; n <= text.size(); ++n) {
+    absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(text.substr(0, n), "cut.yaml");
+    if (!spec.ok()) {
+      ++failures;
+      EXPECT_THAT(Message(spec), ::testing::StartsWith("cut.yaml")) << n;
+    }
+  }
+  EXPECT_GT(failures, 0);
+}
+
+}  // namespace
+}  // namespace ringmaster::ctl
