@@ -1,0 +1,45 @@
+// The coordinator with agents on real gRPC streams (the simulated agents of bench/, which answer
+// a launch by doing the rendezvous and reporting each rank done): a job runs to SUCCEEDED under
+// `ringctl submit --wait`, and `ringctl nodes` shows the agents and what they hold.
+#include "bench/sim_agent_fleet.h"
+#include "gtest/gtest.h"
+#include "tests/local_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+TEST(CoordinatorAgentsTest, SubmitWaitRunsAJobToSuccessOnAgents) {
+  auto coordinator = StartCoordinator(
+      {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/agents.db"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  bench::FleetOptions options;
+  options.target = coordinator->address();
+  options.agents = 2;
+  options.devices_per_agent = 2;
+  options.channels = 2;
+  bench::SimAgentFleet fleet(options);
+  ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
+
+  auto nodes = RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "nodes"});
+  ASSERT_TRUE(nodes.ok());
+  EXPECT_EQ(nodes->exit_code, 0) << nodes->output;
+  EXPECT_NE(nodes->output.find("sim-0"), std::string::npos) << nodes->output;
+  EXPECT_NE(nodes->output.find("sim-1"), std::string::npos) << nodes->output;
+
+  // small_job.yaml wants 1 node x 2 devices: it runs on one agent.
+  auto run = RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "submit", "-f",
+                         "tests/testdata/small_job.yaml", "--wait"});
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->exit_code, 0) << run->output;
+  EXPECT_NE(run->output.find("RUNNING: placed 2 ranks on 1 nodes (generation 1)"),
+            std::string::npos)
+      << run->output;
+  EXPECT_NE(run->output.find("SUCCEEDED: all 2 ranks finished"), std::string::npos)
+      << run->output;
+  auto answers = fleet.WaitForRendezvous(2, absl::Seconds(10));
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  EXPECT_EQ(*answers, 2);  // Rank 0's set and rank 1's wait both answered OK.
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
