@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/format_double.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -44,16 +45,7 @@ constexpr int64_t kMaxRestarts = 1000;
 std::string FormatDouble(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  int precision = 1;
-  for (; precision < 17; ++precision) {
-    double back = 0;
-    if (absl::SimpleAtod(absl::StrFormat("%.*g", precision, v), &back) && back == v) break;
-  }
-  const double magnitude = std::fabs(v);
-  if (magnitude >= 1 && magnitude < 1e17) {
-    precision = std::max(precision, static_cast<int>(std::floor(std::log10(magnitude))) + 1);
-  }
-  return absl::StrFormat("%.*g", precision, v);
+  return FormatFiniteDouble(v);
 }
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }

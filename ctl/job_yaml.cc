@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/format_double.h"
 #include "common/status.h"
 #include "yaml-cpp/yaml.h"
 
@@ -602,16 +603,7 @@ void Reader::ReadEnv(const Field& f, v1::TrainerSpec* t) {
 std::string FormatDouble(double v) {
   if (std::isnan(v)) return ".nan";
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  int precision = 1;
-  for (; precision < 17; ++precision) {
-    double back = 0;
-    if (absl::SimpleAtod(absl::StrFormat("%.*g", precision, v), &back) && back == v) break;
-  }
-  const double magnitude = std::fabs(v);
-  if (magnitude >= 1 && magnitude < 1e17) {
-    precision = std::max(precision, static_cast<int>(std::floor(std::log10(magnitude))) + 1);
-  }
-  return absl::StrFormat("%.*g", precision, v);
+  return FormatFiniteDouble(v);
 }
 
 // Whether a YAML reader would take `s`, written plain, for something other than this string
