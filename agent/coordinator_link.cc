@@ -1,0 +1,149 @@
+#include "agent/coordinator_link.h"
+
+#include <random>
+
+#include "common/logging.h"
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr size_t kMaxPending = 10000;
+
+}  // namespace
+
+CoordinatorLink::CoordinatorLink(std::shared_ptr<grpc::Channel> channel,
+                                 RegisterFactory make_register, CommandHandler on_command)
+    : stub_(v1::AgentService::NewStub(channel)),
+      make_register_(std::move(make_register)),
+      on_command_(std::move(on_command)) {}
+
+CoordinatorLink::~CoordinatorLink() { Stop(); }
+
+void CoordinatorLink::Start() {
+  connection_thread_ = std::thread([this] { ConnectionLoop(); });
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+void CoordinatorLink::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  if (connection_thread_.joinable()) connection_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+bool CoordinatorLink::connected() const {
+  absl::MutexLock lock(&mu_);
+  return connected_;
+}
+
+int64_t CoordinatorLink::connections() const {
+  absl::MutexLock lock(&mu_);
+  return connections_;
+}
+
+bool CoordinatorLink::Write(const v1::AgentMessage& message) {
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!connected_ || stream_ == nullptr) return false;
+    stream = stream_.get();
+  }
+  // The stream object lives until the connection loop has seen it break and taken write_mu_.
+  absl::MutexLock write_lock(&write_mu_);
+  return stream->Write(message);
+}
+
+bool CoordinatorLink::Send(const v1::AgentMessage& message) {
+  if (Write(message)) return true;
+  if (message.has_step_summary() || message.has_heartbeat()) return false;
+  absl::MutexLock lock(&mu_);
+  if (pending_.size() >= kMaxPending) pending_.pop_front();
+  pending_.push_back(message);
+  return true;
+}
+
+void CoordinatorLink::ConnectionLoop() {
+  std::mt19937 rng(std::random_device{}());
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (;;) {
+    grpc::ClientContext context;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      context_ = &context;
+      stream_ = stub_->Connect(&context);
+    }
+    v1::AgentMessage hello;
+    *hello.mutable_register_() = make_register_();
+    v1::CoordinatorMessage message;
+    bool registered = false;
+    {
+      absl::MutexLock write_lock(&write_mu_);
+      grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
+      {
+        absl::MutexLock lock(&mu_);
+        stream = stream_.get();
+      }
+      registered = stream->Write(hello) && stream->Read(&message) && message.has_register_ack();
+    }
+    if (registered) {
+      std::deque<v1::AgentMessage> backlog;
+      {
+        absl::MutexLock lock(&mu_);
+        connected_ = true;
+        ++connections_;
+        heartbeat_interval_ =
+            absl::Seconds(std::max(0.05, message.register_ack().heartbeat_interval_seconds()));
+        backlog.swap(pending_);
+      }
+      RM_LOG(INFO) << "connected to the coordinator";
+      backoff = absl::Milliseconds(100);
+      for (const auto& m : backlog) Send(m);
+      grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
+      {
+        absl::MutexLock lock(&mu_);
+        stream = stream_.get();
+      }
+      while (stream->Read(&message)) on_command_(message);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      connected_ = false;
+    }
+    {
+      // Wait for any writer to leave the stream before it is destroyed.
+      absl::MutexLock write_lock(&write_mu_);
+      absl::MutexLock lock(&mu_);
+      context_ = nullptr;
+      stream_.reset();
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    RM_LOG(WARNING) << "coordinator stream " << (registered ? "broke" : "not established")
+                    << "; retrying in about " << backoff;
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    absl::Duration wait = backoff * jitter(rng);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+void CoordinatorLink::HeartbeatLoop() {
+  int64_t sequence = 0;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), heartbeat_interval_)) return;
+      if (!connected_) continue;
+    }
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat()->set_sequence(++sequence);
+    Write(beat);
+  }
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,80 @@
+// The agent's single stream to the coordinator (AgentService.Connect), kept up across
+// coordinator restarts and network trouble.
+//
+// A connection thread connects, sends Register (built fresh each time by `make_register`, so it
+// lists the workers still running), waits for RegisterAck, then reads commands and hands them to
+// `on_command` (on the connection thread, in order). When the stream breaks it reconnects with
+// exponential backoff (100 ms doubling to 5 s, with jitter). A heartbeat thread sends Heartbeat at
+// the interval the coordinator asked for while connected.
+//
+// While disconnected, Send() keeps worker states and rendezvous requests in a bounded queue
+// (oldest dropped past 10,000) and delivers them after the next RegisterAck; step summaries are
+// dropped (the next summary supersedes them). Workers keep running meanwhile.
+//
+// Thread-safe.
+#ifndef RINGMASTER_AGENT_COORDINATOR_LINK_H_
+#define RINGMASTER_AGENT_COORDINATOR_LINK_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/ringmaster/v1/agent.grpc.pb.h"
+
+namespace ringmaster::agent {
+
+class CoordinatorLink {
+ public:
+  using RegisterFactory = std::function<v1::Register()>;
+  using CommandHandler = std::function<void(const v1::CoordinatorMessage&)>;
+
+  CoordinatorLink(std::shared_ptr<grpc::Channel> channel, RegisterFactory make_register,
+                  CommandHandler on_command);
+  ~CoordinatorLink();  // Stop()s.
+
+  // Starts the connection and heartbeat threads.
+  void Start();
+  // Closes the stream and joins the threads.
+  void Stop();
+
+  // Sends (or queues, see above) a message. Returns false if it was dropped.
+  bool Send(const v1::AgentMessage& message);
+
+  bool connected() const;
+  // Times the stream was (re)established.
+  int64_t connections() const;
+
+ private:
+  void ConnectionLoop();
+  void HeartbeatLoop();
+  // Writes under the write lock; false if the stream is broken.
+  bool Write(const v1::AgentMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
+
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  const RegisterFactory make_register_;
+  const CommandHandler on_command_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  std::deque<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>> stream_
+      ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::thread connection_thread_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_COORDINATOR_LINK_H_

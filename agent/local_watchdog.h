@@ -1,0 +1,87 @@
+// The agent's local watchdog: a worker whose reports stop for longer than its current phase's
+// allowance is hung. Pure logic over an injected clock; the agent calls Check() periodically and
+// reports what it returns to the coordinator.
+//
+// Allowances per phase (the coordinator supplies them; defaults below): STARTING and INIT get
+// `init_timeout`, CHECKPOINT gets `checkpoint_timeout`, STEP and EVAL get
+// max(step_floor, step_factor * p99 of the rank's recent step times) — a slow checkpoint is not a
+// hang, and a job whose steps take minutes is not declared hung after seconds.
+//
+// Thread-safe.
+#ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
+#define RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+
+namespace ringmaster::agent {
+
+struct WatchdogOptions {
+  absl::Duration init_timeout = absl::Minutes(10);
+  absl::Duration checkpoint_timeout = absl::Minutes(30);
+  absl::Duration step_floor = absl::Minutes(2);
+  double step_factor = 10;
+  int step_window = 100;  // Recent step times kept for the p99.
+};
+
+struct HungRank {
+  std::string job_id;
+  int64_t generation = 0;
+  int rank = 0;
+  v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
+  absl::Duration silent;     // How long since its last report.
+  absl::Duration allowance;  // What its phase allowed.
+};
+
+class LocalWatchdog {
+ public:
+  LocalWatchdog(Clock* clock, WatchdogOptions options);
+
+  // A worker started (phase STARTING); replaces any previous state of (job, rank).
+  void Track(const std::string& job_id, int64_t generation, int rank);
+  // Any report from the worker; `phase` is its current phase, `step_seconds` > 0 for a step report.
+  // Ignored for an untracked rank or an older generation than the tracked one; a newer generation
+  // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
+  void Report(const std::string& job_id, int64_t generation, int rank, v1::WorkerPhase phase,
+              double step_seconds);
+  // The worker is gone.
+  // The worker of `generation` is gone; a newer generation's tracking of the rank is kept (an
+  // old worker's exit can be handled after its successor started).
+  void Untrack(const std::string& job_id, int64_t generation, int rank);
+  // Ranks silent beyond their allowance. Each hang is returned once until the rank reports again.
+  std::vector<HungRank> Check();
+  // The allowance the rank's current phase has now (for tests and metrics); InfiniteDuration() for
+  // an untracked rank or one in WORKER_PHASE_EXITED (neither can hang).
+  absl::Duration Allowance(const std::string& job_id, int rank) const;
+
+ private:
+  struct Worker {
+    int64_t generation = 0;
+    v1::WorkerPhase phase = v1::WORKER_PHASE_STARTING;
+    absl::Time last_report;
+    std::deque<double> step_seconds;  // The last options_.step_window step times, oldest first.
+    bool hang_reported = false;       // Check() returned it since its last report.
+  };
+  using Key = std::pair<std::string, int>;  // (job_id, rank)
+
+  absl::Duration AllowanceOf(const Worker& worker) const;
+
+  Clock* const clock_;
+  const WatchdogOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<Key, Worker> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_LOCAL_WATCHDOG_H_

@@ -1,0 +1,275 @@
+#include "agent/local_watchdog.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+WatchdogOptions Options() {
+  WatchdogOptions o;
+  o.init_timeout = absl::Minutes(10);
+  o.checkpoint_timeout = absl::Minutes(30);
+  o.step_floor = absl::Minutes(2);
+  o.step_factor = 10;
+  o.step_window = 100;
+  return o;
+}
+
+class LocalWatchdogTest : public ::testing::Test {
+ protected:
+  // Reports `n` steps of `seconds` each, without moving the clock.
+  void Steps(int n, double seconds, int rank = 0, int64_t generation = 1) {
+    for (int i = 0; i < n; ++i) {
+      watchdog_.Report("gpt-1", generation, rank, v1::WORKER_PHASE_STEP, seconds);
+    }
+  }
+
+  FakeClock clock_;
+  LocalWatchdog watchdog_{&clock_, Options()};
+};
+
+TEST_F(LocalWatchdogTest, StartingAndInitGetTheInitAllowance) {
+  watchdog_.Track("gpt-1", 1, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());  // Exactly the allowance is not beyond it.
+  clock_.Advance(absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].job_id, "gpt-1");
+  EXPECT_EQ(hung[0].generation, 1);
+  EXPECT_EQ(hung[0].rank, 0);
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_STARTING);
+  EXPECT_EQ(hung[0].silent, absl::Minutes(10) + absl::Seconds(1));
+  EXPECT_EQ(hung[0].allowance, absl::Minutes(10));
+
+  watchdog_.Track("gpt-1", 1, 1);
+  watchdog_.Report("gpt-1", 1, 1, v1::WORKER_PHASE_INIT, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 1), absl::Minutes(10));
+  clock_.Advance(absl::Minutes(9));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(2));
+  hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].rank, 1);
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_INIT);
+}
+
+TEST_F(LocalWatchdogTest, SlowCheckpointIsNotAHang) {
+  watchdog_.Track("gpt-1", 1, 0);
+  Steps(10, 1.0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(30));
+  clock_.Advance(absl::Minutes(20));  // Ten times the step allowance.
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(10) + absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_CHECKPOINT);
+  EXPECT_EQ(hung[0].allowance, absl::Minutes(30));
+}
+
+TEST_F(LocalWatchdogTest, CheckpointAllowanceIsItsOwnEvenWhenShorter) {
+  WatchdogOptions options = Options();
+  options.checkpoint_timeout = absl::Minutes(5);
+  LocalWatchdog watchdog(&clock_, options);
+  watchdog.Track("gpt-1", 1, 0);
+  watchdog.Report("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT, 0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Minutes(5));
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_THAT(watchdog.Check(), SizeIs(1));
+}
+
+TEST_F(LocalWatchdogTest, StepAllowanceIsTheFloorUntilStepsAreSlow) {
+  watchdog_.Track("gpt-1", 1, 0);
+  // Stepping, no step time yet: the floor.
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  Steps(5, 1.0);  // 10 x 1 s < 2 min.
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  Steps(5, 30.0);  // p99 of ten samples is the largest: 10 x 30 s.
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(5));
+
+  clock_.Advance(absl::Minutes(4));  // Beyond the floor, within 10 x p99.
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(1) + absl::Milliseconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_STEP);
+  EXPECT_EQ(hung[0].allowance, absl::Minutes(5));
+}
+
+TEST_F(LocalWatchdogTest, StepAllowanceUsesTheNearestRankP99OfTheWindow) {
+  WatchdogOptions options = Options();
+  options.step_floor = absl::Seconds(1);
+  LocalWatchdog watchdog(&clock_, options);
+  watchdog.Track("gpt-1", 1, 0);
+  auto steps = [&](int n, double seconds) {
+    for (int i = 0; i < n; ++i) watchdog.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, seconds);
+  };
+  // 100 samples: the p99 is the 99th smallest. One outlier in 100 is above it...
+  steps(99, 1.0);
+  steps(1, 60.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(10));
+  // ...two are not (the window keeps 100: the newest outlier pushes out the oldest 1 s step).
+  steps(1, 60.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(600));
+  // Both stay in the window for 98 more steps; the 99th pushes the first outlier out.
+  steps(98, 1.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(600));
+  steps(1, 1.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(10));
+  // Eval shares the step allowance.
+  watchdog.Report("gpt-1", 1, 0, v1::WORKER_PHASE_EVAL, 0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(10));
+}
+
+TEST_F(LocalWatchdogTest, WindowOfOne) {
+  WatchdogOptions options = Options();
+  options.step_floor = absl::Seconds(1);
+  options.step_window = 1;
+  LocalWatchdog watchdog(&clock_, options);
+  watchdog.Track("gpt-1", 1, 0);
+  watchdog.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 60.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Minutes(10));
+  watchdog.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 2.0);
+  EXPECT_EQ(watchdog.Allowance("gpt-1", 0), absl::Seconds(20));
+}
+
+TEST_F(LocalWatchdogTest, AHangIsReturnedOnceUntilTheRankReportsAgain) {
+  watchdog_.Track("gpt-1", 1, 0);
+  Steps(3, 1.0);
+  clock_.Advance(absl::Minutes(3));
+  EXPECT_THAT(watchdog_.Check(), SizeIs(1));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+
+  // It recovers, then stalls again: a new hang.
+  Steps(1, 1.0);
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(3));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].silent, absl::Minutes(3));
+}
+
+TEST_F(LocalWatchdogTest, OnlySilentRanksAreHung) {
+  watchdog_.Track("gpt-1", 1, 0);
+  watchdog_.Track("gpt-1", 1, 1);
+  watchdog_.Track("other", 3, 0);
+  for (int minute = 0; minute < 15; ++minute) {
+    clock_.Advance(absl::Minutes(1));
+    Steps(1, 1.0, /*rank=*/0);
+    watchdog_.Report("other", 3, 0, v1::WORKER_PHASE_INIT, 0);
+  }
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].job_id, "gpt-1");
+  EXPECT_EQ(hung[0].rank, 1);
+  EXPECT_EQ(hung[0].silent, absl::Minutes(15));
+}
+
+TEST_F(LocalWatchdogTest, UntrackedRanksAreNeverHung) {
+  watchdog_.Track("gpt-1", 1, 0);
+  watchdog_.Untrack("gpt-1", 1, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::InfiniteDuration());
+  // A report that raced with the exit does not track the rank again.
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 1.0);
+  clock_.Advance(absl::Hours(2));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  EXPECT_EQ(watchdog_.Allowance("never", 7), absl::InfiniteDuration());
+}
+
+TEST_F(LocalWatchdogTest, LateExitOfAnOldGenerationKeepsTheNewOneTracked) {
+  watchdog_.Track("gpt-1", 2, 0);
+  watchdog_.Untrack("gpt-1", 1, 0);  // Generation 1's worker exit, handled late.
+  clock_.Advance(absl::Minutes(11));  // Past the 10-minute init allowance.
+  ASSERT_EQ(watchdog_.Check().size(), 1u);
+}
+
+TEST_F(LocalWatchdogTest, ExitedRankIsNotHung) {
+  watchdog_.Track("gpt-1", 1, 0);
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_EXITED, 0);
+  clock_.Advance(absl::Hours(2));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
+TEST_F(LocalWatchdogTest, UnspecifiedPhaseKeepsThePhaseButCountsAsAReport) {
+  watchdog_.Track("gpt-1", 1, 0);
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT, 0);
+  clock_.Advance(absl::Minutes(25));
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_UNSPECIFIED, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(30));
+  clock_.Advance(absl::Minutes(25));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
+TEST_F(LocalWatchdogTest, TrackWithANewGenerationStartsOver) {
+  watchdog_.Track("gpt-1", 1, 0);
+  Steps(10, 30.0, 0, /*generation=*/1);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(5));
+  clock_.Advance(absl::Minutes(11));
+  // The relaunch: STARTING again, the old step times forgotten.
+  watchdog_.Track("gpt-1", 2, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
+  watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_STEP, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+
+  // A straggling report of generation 1 is not a sign of life of generation 2.
+  clock_.Advance(absl::Minutes(2));
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 60.0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  clock_.Advance(absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].generation, 2);
+  EXPECT_EQ(hung[0].silent, absl::Minutes(2) + absl::Seconds(1));
+}
+
+TEST_F(LocalWatchdogTest, ReportOfANewerGenerationStartsOver) {
+  watchdog_.Track("gpt-1", 1, 0);
+  Steps(10, 60.0, 0, /*generation=*/1);
+  watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_INIT, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
+  watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_STEP, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));  // No generation-1 step times.
+  clock_.Advance(absl::Minutes(3));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].generation, 2);
+}
+
+TEST_F(LocalWatchdogTest, ConcurrentReportsAndChecks) {
+  constexpr int kRanks = 8;
+  for (int r = 0; r < kRanks; ++r) watchdog_.Track("gpt-1", 1, r);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      for (int i = 0; i < 1000; ++i) {
+        watchdog_.Report("gpt-1", 1, r, v1::WORKER_PHASE_STEP, 1.0 + r);
+        if (i % 100 == 0) watchdog_.Check();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The clock never moved: nobody is hung; every window holds its own rank's steps.
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(watchdog_.Allowance("gpt-1", r),
+              std::max(absl::Minutes(2), absl::Seconds(10 * (1 + r))));
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

@@ -1,0 +1,145 @@
+// The Ringmaster agent: one per node. Registers the node's devices with the coordinator, launches
+// and supervises the workers it is told to run, serves the worker API on a Unix socket, and
+// exposes per-rank metrics at /metrics.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "agent/devices.h"
+#include "agent/local_watchdog.h"
+#include "agent/node_agent.h"
+#include "agent/rank_metrics.h"
+#include "agent/worker_service.h"
+#include "common/build_info.h"
+#include "common/flags.h"
+#include "common/grpc_client.h"
+#include "common/grpc_server.h"
+#include "common/http_server.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "common/status.h"
+
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address HOST:PORT.");
+ABSL_FLAG(std::string, node_name, "", "Name of this node (default: the host name).");
+ABSL_FLAG(std::string, devices, "auto", "Devices to offer: cpu:N, gpu, or auto.");
+ABSL_FLAG(std::string, host_address, "127.0.0.1",
+          "Address other nodes reach this node's workers at (MASTER_ADDR when rank 0 is here).");
+ABSL_FLAG(std::string, work_dir, "/var/lib/ringmaster/agent",
+          "Directory for the worker API socket and the workers' logs.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9401",
+          "HTTP address serving /metrics and /healthz (port 0 picks a free port).");
+ABSL_FLAG(std::string, worker_socket, "",
+          "Unix socket of the worker API (default: WORK_DIR/agent.sock); at most 107 bytes.");
+ABSL_FLAG(std::string, trainer_binary, "", "Program run for builtin (\"gpt\") jobs.");
+ABSL_FLAG(bool, insecure, false, "Talk to the coordinator in plaintext (local development).");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinator's certificate.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate of this agent (mutual TLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of this agent's certificate.");
+ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when the agent exits.");
+
+namespace ringmaster::agent {
+namespace {
+
+absl::Status Run() {
+  std::string node = absl::GetFlag(FLAGS_node_name);
+  if (node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    node = host;
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::Device> devices, ParseDevices(absl::GetFlag(FLAGS_devices)));
+  const std::string work_dir = absl::GetFlag(FLAGS_work_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(work_dir, ec);
+  if (ec) return FieldError("--work_dir", absl::StrCat("cannot create: ", ec.message()));
+  std::string socket_path = absl::GetFlag(FLAGS_worker_socket);
+  if (socket_path.empty()) socket_path = work_dir + "/agent.sock";
+  if (socket_path.size() > 107) {  // sizeof(sockaddr_un::sun_path) - 1
+    return FieldError("--worker_socket",
+                      absl::StrCat("a Unix socket path must be at most 107 bytes, got ",
+                                   socket_path.size(), " (\"", socket_path,
+                                   "\"); set --worker_socket to a shorter path"));
+  }
+  std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
+
+  metrics::Registry registry;
+  registry.AddGauge("ringmaster_build_info", "Build of the running binary; always 1.",
+                    {"component", "version"})
+      .WithLabels({"agent", kVersion})
+      ->Set(1);
+  auto connected = registry
+                       .AddGauge("ringmaster_agent_connected",
+                                 "1 while the agent's stream to the coordinator is up.")
+                       .WithLabels({});
+  auto running = registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.")
+                     .WithLabels({});
+  RankMetrics rank_metrics(&registry, Clock::Real(), absl::Seconds(1));
+  LocalWatchdog watchdog(Clock::Real(), WatchdogOptions{});
+
+  NodeAgentOptions options;
+  options.node_name = node;
+  options.devices = devices;
+  options.host_address = absl::GetFlag(FLAGS_host_address);
+  options.socket_path = socket_path;
+  options.work_dir = work_dir;
+  options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
+  ASSIGN_OR_RETURN(auto http, StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
+  std::string metrics_host;
+  int unused;
+  RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
+                                &metrics_host, &unused));
+  options.metrics_address = absl::StrCat(metrics_host, ":", http->port());
+  NodeAgent agent(options, &rank_metrics, &watchdog);
+
+  WorkerService worker_service(&agent, &rank_metrics, &watchdog);
+  GrpcServerOptions server_options;
+  server_options.address = "unix:" + socket_path;
+  server_options.credentials = grpc::InsecureServerCredentials();  // Local socket only.
+  server_options.services = {&worker_service};
+  ASSIGN_OR_RETURN(auto worker_server, GrpcServer::Start(server_options));
+
+  ClientTlsOptions tls{absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                       absl::GetFlag(FLAGS_tls_key)};
+  ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
+  agent.Start(MakeChannel(absl::GetFlag(FLAGS_coordinator), credentials));
+  // Tests and tools/cluster read these lines.
+  RM_LOG(INFO) << "agent " << node << " with " << devices.size() << " devices, worker API on unix:"
+               << socket_path;
+  RM_LOG(INFO) << "agent metrics listening on " << options.metrics_address;
+
+  absl::Notification stopping;
+  std::thread ticker([&] {
+    while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
+      agent.Tick();
+      connected->Set(agent.connected() ? 1 : 0);
+      running->Set(agent.RunningWorkers());
+    }
+  });
+  int sig = WaitForTerminationSignal();
+  RM_LOG(INFO) << "signal " << sig << ": stopping workers and shutting down";
+  stopping.Notify();
+  ticker.join();
+  agent.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_stop_grace)));
+  worker_server->Shutdown();
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace ringmaster::agent
+
+int main(int argc, char** argv) {
+  ringmaster::BlockTerminationSignals();
+  absl::Status status = ringmaster::InitBinary(
+      argc, argv, "Ringmaster agent: runs and supervises a node's training workers.", nullptr);
+  if (status.ok()) status = ringmaster::agent::Run();
+  if (!status.ok()) {
+    RM_LOG(ERROR) << status.message();
+    return ringmaster::ExitCodeFor(status);
+  }
+  return 0;
+}

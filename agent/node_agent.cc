@@ -1,0 +1,355 @@
+#include "agent/node_agent.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ringmaster::agent {
+namespace {
+
+void CopyEnv(const char* name, std::map<std::string, std::string>* env) {
+  const char* value = std::getenv(name);
+  if (value != nullptr) (*env)[name] = value;
+}
+
+v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int pid,
+                                    v1::WorkerPhase phase) {
+  v1::AgentMessage message;
+  v1::WorkerState* state = message.mutable_worker_state();
+  *state->mutable_job() = job;
+  state->set_rank(rank);
+  state->set_pid(pid);
+  state->set_phase(phase);
+  return message;
+}
+
+}  // namespace
+
+NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog)
+    : options_(std::move(options)), metrics_(metrics), watchdog_(watchdog) {
+  supervisor_ = std::make_unique<WorkerSupervisor>(
+      [this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
+  executor_ = std::thread([this] { ExecutorLoop(); });
+}
+
+NodeAgent::~NodeAgent() { Shutdown(absl::Seconds(5)); }
+
+void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
+  link_ = std::make_unique<CoordinatorLink>(
+      channel, [this] { return MakeRegister(); },
+      [this](const v1::CoordinatorMessage& m) { OnCommand(m); });
+  link_->Start();
+}
+
+void NodeAgent::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+  }
+  if (executor_.joinable()) executor_.join();
+  if (link_ != nullptr) link_->Stop();
+  std::vector<pid_t> pids = supervisor_->Running();
+  std::vector<std::thread> stops;
+  for (pid_t pid : pids) {
+    stops.emplace_back([this, pid, grace] { supervisor_->Stop(pid, grace).IgnoreError(); });
+  }
+  for (auto& t : stops) t.join();
+  supervisor_.reset();
+}
+
+void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
+  if (message.has_rendezvous()) {
+    absl::MutexLock lock(&mu_);
+    auto it = answers_.find(message.rendezvous().request_id());
+    if (it != answers_.end()) it->second = message.rendezvous();
+    return;
+  }
+  if (message.has_launch() || message.has_stop()) {
+    absl::MutexLock lock(&mu_);
+    commands_.push_back(message);
+  }
+  // read_log and anything newer are not handled by this agent version.
+}
+
+void NodeAgent::ExecutorLoop() {
+  for (;;) {
+    v1::CoordinatorMessage command;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](NodeAgent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
+            return a->shutting_down_ || !a->commands_.empty();
+          },
+          this));
+      if (shutting_down_) return;
+      command = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    if (command.has_launch()) Launch(command.launch());
+    if (command.has_stop()) StopJob(command.stop());
+  }
+}
+
+absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& launch,
+                                                     const v1::RankAssignment& a) const {
+  const v1::JobSpec& spec = launch.spec();
+  LaunchSpec ls;
+  if (spec.trainer().has_command()) {
+    ls.argv.assign(spec.trainer().command().argv().begin(), spec.trainer().command().argv().end());
+  } else if (spec.trainer().builtin() == "gpt" && !options_.trainer_binary.empty()) {
+    ls.argv = {options_.trainer_binary};
+  } else {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this agent cannot run builtin trainer \"", spec.trainer().builtin(),
+                     "\" (no --trainer_binary)"));
+  }
+  int min_rank = a.rank();
+  for (const auto& other : launch.assignments()) min_rank = std::min(min_rank, other.rank());
+  const int local_world = launch.assignments_size();
+  auto& env = ls.env;
+  CopyEnv("PATH", &env);
+  CopyEnv("HOME", &env);
+  CopyEnv("LANG", &env);
+  env["RANK"] = absl::StrCat(a.rank());
+  env["WORLD_SIZE"] = absl::StrCat(launch.world_size());
+  env["LOCAL_RANK"] = absl::StrCat(a.local_rank());
+  env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world);
+  env["GROUP_RANK"] = absl::StrCat(local_world > 0 ? min_rank / local_world : 0);
+  env["MASTER_ADDR"] = launch.master_addr();
+  env["MASTER_PORT"] = absl::StrCat(launch.master_port());
+  env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(launch.restart_count());
+  env["RINGMASTER_JOB"] = launch.job().job_id();
+  env["RINGMASTER_GENERATION"] = absl::StrCat(launch.job().generation());
+  env["RINGMASTER_AGENT_SOCKET"] = options_.socket_path;
+  env["RINGMASTER_NODE"] = options_.node_name;
+  env["RINGMASTER_TP_RANK"] = absl::StrCat(a.tp_rank());
+  env["RINGMASTER_PP_RANK"] = absl::StrCat(a.pp_rank());
+  env["RINGMASTER_DP_RANK"] = absl::StrCat(a.dp_rank());
+  env["RINGMASTER_TP_SIZE"] = absl::StrCat(launch.layout().tensor());
+  env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
+  env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
+  env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
+  std::string spec_json;
+  // A JobSpec always converts; on the impossible failure the variable is just empty.
+  (void)google::protobuf::util::MessageToJsonString(spec, &spec_json);
+  env["RINGMASTER_JOB_SPEC_JSON"] = spec_json;
+  for (const v1::Device& d : options_.devices) {
+    if (d.index() == a.local_device() && d.kind() == "gpu") {
+      env["CUDA_VISIBLE_DEVICES"] = absl::StrCat(d.index());
+    }
+  }
+  for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
+  std::string dir = absl::StrCat(options_.work_dir, "/logs/", launch.job().job_id(), "/",
+                                 launch.job().generation());
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  ls.log_path = absl::StrCat(dir, "/rank-", a.rank(), ".log");
+  ls.max_log_bytes = options_.max_log_bytes;
+  return ls;
+}
+
+void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
+  const v1::JobGeneration& job = launch.job();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = generations_.find(job.job_id());
+    if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
+    generations_[job.job_id()] = job.generation();
+  }
+  // Older generations of the job still here are stopped first (normally StopWorkers did it).
+  v1::StopWorkers older;
+  *older.mutable_job() = job;
+  older.mutable_job()->set_generation(job.generation() - 1);
+  older.set_grace_seconds(5);
+  StopJob(older);
+  for (const v1::RankAssignment& a : launch.assignments()) {
+    absl::StatusOr<LaunchSpec> spec = MakeLaunchSpec(launch, a);
+    absl::StatusOr<pid_t> pid = absl::UnknownError("not launched");
+    if (!spec.ok()) {
+      pid = spec.status();
+    } else {
+      absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
+      pid = supervisor_->Launch(*spec);
+      if (pid.ok()) {
+        workers_[*pid] = Worker{job, a.rank(), *pid, false};
+        watchdog_->Track(job.job_id(), job.generation(), a.rank());
+      }
+    }
+    if (!pid.ok()) {
+      RM_LOG(ERROR) << "cannot launch rank " << a.rank() << " of " << job.job_id() << ": "
+                    << pid.status();
+      ExitInfo info{absl::IsUnavailable(pid.status()) ? kExitRetryable : kExitFatal, 0};
+      ReportExit(job, a.rank(), 0, info);
+      continue;
+    }
+    RM_LOG(INFO) << "launched rank " << a.rank() << " of " << job.job_id() << " generation "
+                 << job.generation() << " as pid " << *pid;
+    link_->Send(WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING));
+  }
+}
+
+void NodeAgent::StopJob(const v1::StopWorkers& stop) {
+  std::vector<pid_t> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, w] : workers_) {
+      if (!w.exited && w.job.job_id() == stop.job().job_id() &&
+          w.job.generation() <= stop.job().generation()) {
+        pids.push_back(pid);
+      }
+    }
+  }
+  if (pids.empty()) return;
+  RM_LOG(INFO) << "stopping " << pids.size() << " workers of " << stop.job().job_id() << ": "
+               << stop.reason();
+  absl::Duration grace = absl::Seconds(stop.grace_seconds());
+  std::vector<std::thread> stops;
+  for (pid_t pid : pids) {
+    stops.emplace_back([this, pid, grace] {
+      absl::Status s = supervisor_->Stop(pid, grace);
+      if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop " << pid << ": " << s;
+    });
+  }
+  for (auto& t : stops) t.join();
+}
+
+void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
+  Worker worker;
+  bool last_of_job = true;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(pid);
+    if (it == workers_.end()) return;
+    worker = it->second;
+    workers_.erase(it);
+    for (const auto& [other_pid, other] : workers_) {
+      if (other.job.job_id() == worker.job.job_id()) last_of_job = false;
+    }
+  }
+  // Per-rank series of a job that has nothing left on this node are dropped, so the agent's
+  // /metrics stays bounded by the ranks it runs.
+  if (last_of_job) metrics_->ForgetJob(worker.job.job_id());
+  watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
+  RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
+               << ") exited: code " << info.exit_code << ", signal " << info.signal;
+  ReportExit(worker.job, worker.rank, pid, info);
+}
+
+void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info) {
+  v1::AgentMessage message = WorkerStateMessage(job, rank, pid, v1::WORKER_PHASE_EXITED);
+  message.mutable_worker_state()->set_exit_code(info.exit_code);
+  message.mutable_worker_state()->set_signal(info.signal);
+  if (link_ != nullptr) link_->Send(message);
+}
+
+absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generation,
+                                    int rank) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, w] : workers_) {
+    if (w.job.job_id() == job_id && w.rank == rank && !w.exited) {
+      if (w.job.generation() == generation) return absl::OkStatus();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stale generation ", generation, " of job ", job_id, " (current ", w.job.generation(),
+          ")"));
+    }
+  }
+  auto it = generations_.find(job_id);
+  if (it != generations_.end() && it->second != generation) {
+    return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation, " of job ",
+                                                      job_id, " (current ", it->second, ")"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no worker of job ", job_id, " rank ", rank, " runs on this node"));
+}
+
+absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,
+                                                  absl::Time deadline) {
+  int64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_request_++;
+    answers_[id] = std::nullopt;
+  }
+  request.set_request_id(id);
+  v1::AgentMessage message;
+  *message.mutable_rendezvous() = request;
+  link_->Send(message);
+  absl::MutexLock lock(&mu_);
+  struct Arg {
+    NodeAgent* agent;
+    int64_t id;
+  } arg{this, id};
+  bool answered = mu_.AwaitWithDeadline(
+      absl::Condition(
+          +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return a->agent->shutting_down_ || a->agent->answers_[a->id].has_value();
+          },
+          &arg),
+      deadline + absl::Seconds(1));  // The coordinator answers DEADLINE_EXCEEDED itself.
+  std::optional<v1::RendezvousResponse> response = answers_[id];
+  answers_.erase(id);
+  if (!answered || !response.has_value()) {
+    return absl::UnavailableError("no answer from the coordinator for the rendezvous");
+  }
+  if (response->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(response->code()), response->message());
+  }
+  return response->value();
+}
+
+void NodeAgent::Tick() {
+  metrics_->Refresh();
+  if (link_ == nullptr) return;
+  for (v1::StepSummary& summary : metrics_->TakeSummaries()) {
+    v1::AgentMessage message;
+    *message.mutable_step_summary() = std::move(summary);
+    link_->Send(message);
+  }
+  for (const HungRank& hung : watchdog_->Check()) {
+    RM_LOG(WARNING) << "rank " << hung.rank << " of " << hung.job_id << " silent for "
+                    << hung.silent << " in phase " << v1::WorkerPhase_Name(hung.phase)
+                    << " (allowed " << hung.allowance << "): hung";
+    v1::JobGeneration job;
+    job.set_job_id(hung.job_id);
+    job.set_generation(hung.generation);
+    v1::AgentMessage message = WorkerStateMessage(job, hung.rank, 0, hung.phase);
+    message.mutable_worker_state()->set_last_report_age_seconds(
+        absl::ToDoubleSeconds(hung.silent));
+    link_->Send(message);
+  }
+}
+
+int NodeAgent::RunningWorkers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(workers_.size());
+}
+
+v1::Register NodeAgent::MakeRegister() const {
+  v1::Register r;
+  r.set_node(options_.node_name);
+  for (const auto& d : options_.devices) *r.add_devices() = d;
+  r.set_host_address(options_.host_address);
+  r.set_metrics_address(options_.metrics_address);
+  r.set_version("0.1.0");
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, w] : workers_) {
+    if (w.exited) continue;
+    v1::WorkerState* s = r.add_running_workers();
+    *s->mutable_job() = w.job;
+    s->set_rank(w.rank);
+    s->set_pid(pid);
+    s->set_phase(v1::WORKER_PHASE_STEP);
+  }
+  return r;
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,120 @@
+// The agent's core: obeys the coordinator's launch and stop commands, keeps the table of local
+// workers (job, generation, rank -> pid), reports their exits, answers the worker API's identity
+// checks (fencing stale generations), and proxies rendezvous calls to the coordinator.
+//
+// Launch is idempotent per (job, generation). Workers get a torchrun-compatible environment
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RESTART_COUNT) plus RINGMASTER_JOB, RINGMASTER_GENERATION,
+// RINGMASTER_AGENT_SOCKET, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
+// RINGMASTER_CHECKPOINT_DIR, CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and
+// the job's own `trainer.env` last.
+//
+// Thread-safe.
+#ifndef RINGMASTER_AGENT_NODE_AGENT_H_
+#define RINGMASTER_AGENT_NODE_AGENT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/coordinator_link.h"
+#include "agent/local_watchdog.h"
+#include "agent/rank_metrics.h"
+#include "agent/worker_supervisor.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+
+namespace ringmaster::agent {
+
+struct NodeAgentOptions {
+  std::string node_name;
+  std::vector<v1::Device> devices;
+  std::string host_address = "127.0.0.1";  // MASTER_ADDR other nodes use for this node.
+  std::string metrics_address;
+  std::string socket_path;     // The worker API's Unix socket.
+  std::string work_dir;        // Logs go to work_dir/logs/JOB/GENERATION/rank-R.log.
+  std::string trainer_binary;  // Program for builtin jobs ("gpt"); empty: builtin jobs fail.
+  int64_t max_log_bytes = 64 << 20;
+};
+
+class NodeAgent {
+ public:
+  // `metrics` and `watchdog` must outlive the agent.
+  NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog);
+  ~NodeAgent();
+
+  // Connects to the coordinator over `channel` and starts obeying it.
+  void Start(std::shared_ptr<grpc::Channel> channel);
+  // Stops every worker (with `grace`) and disconnects.
+  void Shutdown(absl::Duration grace);
+
+  // Handles one command (public for tests; the link calls it).
+  void OnCommand(const v1::CoordinatorMessage& message);
+
+  // OK if (job, generation, rank) is a worker currently running here; FAILED_PRECONDITION
+  // ("stale generation" / "unknown worker") otherwise.
+  absl::Status CheckWorker(const std::string& job_id, int64_t generation, int rank) const;
+
+  // Proxies a rendezvous call to the coordinator and waits for its answer until `deadline`.
+  // UNAVAILABLE if the coordinator cannot be reached by then.
+  absl::StatusOr<std::string> Rendezvous(v1::RendezvousRequest request, absl::Time deadline);
+
+  // Sends summaries and hung-rank reports; called periodically by main.
+  void Tick();
+
+  // The Register message for (re)connection: devices and the workers still running.
+  v1::Register MakeRegister() const;
+
+  // Whether the coordinator stream is up, and how many workers run here.
+  bool connected() const { return link_ != nullptr && link_->connected(); }
+  int RunningWorkers() const;
+
+ private:
+  struct Worker {
+    v1::JobGeneration job;
+    int rank = 0;
+    pid_t pid = 0;
+    bool exited = false;
+  };
+
+  void Launch(const v1::LaunchWorkers& launch);
+  void StopJob(const v1::StopWorkers& stop);
+  // Runs launch and stop commands one at a time, in order, off the connection thread (a stop
+  // waits up to its grace period; the next launch of the job must come after it).
+  void ExecutorLoop();
+  void OnExit(pid_t pid, ExitInfo info);
+  void ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info);
+  absl::StatusOr<LaunchSpec> MakeLaunchSpec(const v1::LaunchWorkers& launch,
+                                            const v1::RankAssignment& a) const;
+
+  const NodeAgentOptions options_;
+  RankMetrics* const metrics_;
+  LocalWatchdog* const watchdog_;
+  std::unique_ptr<CoordinatorLink> link_;
+  std::unique_ptr<WorkerSupervisor> supervisor_;
+
+  mutable absl::Mutex mu_;
+  std::map<pid_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // Latest generation launched per job, for idempotent launches and fencing.
+  absl::flat_hash_map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
+  int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread executor_;
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_NODE_AGENT_H_

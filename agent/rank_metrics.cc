@@ -1,0 +1,242 @@
+#include "agent/rank_metrics.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/metrics/metric.h"
+
+namespace ringmaster::agent {
+namespace {
+
+const std::vector<std::string> kRankLabels = {"job_id", "rank"};
+const std::vector<std::string> kCollectiveLabels = {"job_id", "rank", "op", "group"};
+
+// 1 ms, 2 ms, 4 ms, ... 262 s (about 4.4 min): 19 doublings cover steps of tiny CPU models and
+// of large models alike; slower steps land in +Inf.
+std::vector<double> StepSecondsBuckets() { return metrics::ExponentialBuckets(0.001, 2, 19); }
+
+std::vector<std::string> CollectiveLabels(const std::vector<std::string>& rank_labels,
+                                          const std::string& op, const std::string& group) {
+  return {rank_labels[0], rank_labels[1], op, group};
+}
+
+}  // namespace
+
+struct RankMetrics::Rank {
+  std::vector<std::string> labels;  // {job_id, rank}, as exported.
+  int64_t generation = 0;
+  absl::Time last_report;
+  // Steps at or below this one were recorded already (in this generation).
+  int64_t last_step = std::numeric_limits<int64_t>::min();
+  // The next summary: always the latest state. `pending` when it changed since the last one taken.
+  v1::StepSummary summary;
+  bool pending = false;
+  absl::Time last_summary = absl::InfinitePast();
+
+  // Created on the first report of any kind.
+  std::shared_ptr<metrics::Gauge> last_report_age;
+  // Created on the first step report, so a rank that has not stepped yet shows no loss of 0.
+  std::shared_ptr<metrics::Histogram> step_seconds;
+  std::shared_ptr<metrics::Gauge> step;
+  std::shared_ptr<metrics::Gauge> loss;
+  std::shared_ptr<metrics::Gauge> tokens_per_second;
+  std::shared_ptr<metrics::Gauge> compute_seconds;
+  std::shared_ptr<metrics::Gauge> communication_seconds;
+  struct Collective {
+    std::shared_ptr<metrics::Gauge> algbw;
+    std::shared_ptr<metrics::Gauge> busbw;
+    std::shared_ptr<metrics::Counter> seconds;
+  };
+  std::map<std::pair<std::string, std::string>, Collective> collectives;  // By (op, group).
+};
+
+RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Duration summary_interval)
+    : clock_(clock),
+      summary_interval_(summary_interval),
+      step_seconds_(&registry->AddHistogram("ringmaster_step_seconds",
+                                            "Wall-clock seconds of each training step of the rank.",
+                                            kRankLabels, StepSecondsBuckets())),
+      step_(&registry->AddGauge("ringmaster_step", "Last completed training step of the rank.",
+                                kRankLabels)),
+      loss_(&registry->AddGauge("ringmaster_loss",
+                                "Training loss of the rank's last completed step.", kRankLabels)),
+      tokens_per_second_(&registry->AddGauge(
+          "ringmaster_tokens_per_second",
+          "Tokens the rank processed per second in its last step (tokens / step seconds).",
+          kRankLabels)),
+      compute_seconds_(&registry->AddGauge("ringmaster_compute_seconds",
+                                           "Seconds of the rank's last step spent computing.",
+                                           kRankLabels)),
+      communication_seconds_(&registry->AddGauge(
+          "ringmaster_communication_seconds",
+          "Seconds of the rank's last step spent waiting in collectives.", kRankLabels)),
+      collective_algbw_(&registry->AddGauge(
+          "ringmaster_collective_algbw_bytes_per_second",
+          "Algorithm bandwidth of the collective in the last step that ran it: bytes / seconds "
+          "(nccl-tests' algbw).",
+          kCollectiveLabels)),
+      collective_busbw_(&registry->AddGauge(
+          "ringmaster_collective_busbw_bytes_per_second",
+          "Bus bandwidth of the collective in the last step that ran it: algbw times 2(n-1)/n for "
+          "all_reduce, (n-1)/n for all_gather and reduce_scatter, 1 otherwise (nccl-tests' busbw).",
+          kCollectiveLabels)),
+      collective_seconds_(&registry->AddCounter("ringmaster_collective_seconds_total",
+                                                "Seconds the rank spent in the collective.",
+                                                kCollectiveLabels)),
+      last_report_age_(&registry->AddGauge(
+          "ringmaster_last_report_age_seconds",
+          "Seconds since the rank's last report of any kind, as of the agent's last refresh.",
+          kRankLabels)) {}
+
+RankMetrics::~RankMetrics() = default;
+
+RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker) {
+  auto [it, created] = ranks_.try_emplace(RankKey(worker.job_id(), worker.rank()));
+  if (created) {
+    it->second = std::make_unique<Rank>();
+    it->second->labels = {worker.job_id(), absl::StrCat(worker.rank())};
+    it->second->last_report_age = last_report_age_->WithLabels(it->second->labels);
+  }
+  Rank& rank = *it->second;
+  // The caller checked the generation, but a report that raced with a relaunch may still arrive
+  // late; it must not overwrite the new incarnation's state.
+  if (!created && worker.generation() < rank.generation) return nullptr;
+  if (created || worker.generation() > rank.generation) {
+    // A new incarnation restarts from a checkpoint: its steps start over and its summary starts
+    // empty. Series keep their labels (and counters keep counting).
+    rank.generation = worker.generation();
+    rank.last_step = std::numeric_limits<int64_t>::min();
+    rank.summary.Clear();
+    rank.summary.mutable_job()->set_job_id(worker.job_id());
+    rank.summary.mutable_job()->set_generation(worker.generation());
+    rank.summary.set_rank(worker.rank());
+    rank.summary.set_checkpoint_step(-1);
+  }
+  rank.last_report = clock_->Now();
+  rank.last_report_age->Set(0);
+  return &rank;
+}
+
+void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
+  absl::MutexLock lock(&mu_);
+  Rank* rank = Accept(report.worker());
+  if (rank == nullptr) return;
+  // Step reports are idempotent per step: a retried (or late) report is proof of life only.
+  if (report.step() <= rank->last_step) return;
+  rank->last_step = report.step();
+
+  if (rank->step == nullptr) {
+    rank->step_seconds = step_seconds_->WithLabels(rank->labels);
+    rank->step = step_->WithLabels(rank->labels);
+    rank->loss = loss_->WithLabels(rank->labels);
+    rank->tokens_per_second = tokens_per_second_->WithLabels(rank->labels);
+    rank->compute_seconds = compute_seconds_->WithLabels(rank->labels);
+    rank->communication_seconds = communication_seconds_->WithLabels(rank->labels);
+  }
+  const double step_seconds = report.step_seconds();
+  const double tokens_per_second =
+      step_seconds > 0 ? static_cast<double>(report.tokens()) / step_seconds : 0;
+  if (step_seconds > 0) rank->step_seconds->Observe(step_seconds);
+  rank->step->Set(static_cast<double>(report.step()));
+  rank->loss->Set(report.loss());
+  rank->tokens_per_second->Set(tokens_per_second);
+  rank->compute_seconds->Set(report.compute_seconds());
+  rank->communication_seconds->Set(report.comm_seconds());
+  for (const v1::CollectiveStat& stat : report.collectives()) {
+    auto [it, added] = rank->collectives.try_emplace({stat.op(), stat.group()});
+    Rank::Collective& series = it->second;
+    if (added) {
+      std::vector<std::string> labels = CollectiveLabels(rank->labels, stat.op(), stat.group());
+      series.algbw = collective_algbw_->WithLabels(labels);
+      series.busbw = collective_busbw_->WithLabels(labels);
+      series.seconds = collective_seconds_->WithLabels(labels);
+    }
+    series.algbw->Set(stat.algbw_bytes_per_second());
+    series.busbw->Set(stat.busbw_bytes_per_second());
+    series.seconds->Increment(stat.seconds());
+  }
+
+  v1::StepSummary& s = rank->summary;
+  s.set_step(report.step());
+  s.set_loss(report.loss());
+  s.set_step_seconds(step_seconds);
+  s.set_compute_seconds(report.compute_seconds());
+  s.set_comm_seconds(report.comm_seconds());
+  s.set_tokens_per_second(tokens_per_second);
+  *s.mutable_collective_entered() = report.collective_entered();
+  *s.mutable_collective_completed() = report.collective_completed();
+  s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
+  rank->pending = true;
+}
+
+void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
+  absl::MutexLock lock(&mu_);
+  Rank* rank = Accept(report.worker());
+  if (rank == nullptr) return;
+  v1::StepSummary& s = rank->summary;
+  s.set_phase(report.phase());
+  // Sent when leaving CHECKPOINT; 0 (unset) on every other phase report. Steps count from 1.
+  if (report.checkpoint_step() > 0) {
+    s.set_checkpoint_step(std::max(s.checkpoint_step(), report.checkpoint_step()));
+  }
+  rank->pending = true;
+}
+
+void RankMetrics::Refresh() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& [key, rank] : ranks_) {
+    // Clock is wall time: a clock stepped back must not show a negative age.
+    rank->last_report_age->Set(std::max(0.0, absl::ToDoubleSeconds(now - rank->last_report)));
+  }
+}
+
+std::vector<v1::StepSummary> RankMetrics::TakeSummaries() {
+  std::vector<v1::StepSummary> out;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& [key, rank] : ranks_) {
+    if (!rank->pending || now - rank->last_summary < summary_interval_) continue;
+    out.push_back(rank->summary);
+    rank->pending = false;
+    rank->last_summary = now;
+  }
+  return out;
+}
+
+double RankMetrics::LastReportAgeSeconds(const std::string& job_id, int rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.find(RankKey(job_id, rank));
+  if (it == ranks_.end()) return -1;
+  return std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - it->second->last_report));
+}
+
+void RankMetrics::RemoveSeries(const Rank& rank) {
+  step_seconds_->Remove(rank.labels);
+  step_->Remove(rank.labels);
+  loss_->Remove(rank.labels);
+  tokens_per_second_->Remove(rank.labels);
+  compute_seconds_->Remove(rank.labels);
+  communication_seconds_->Remove(rank.labels);
+  last_report_age_->Remove(rank.labels);
+  for (const auto& [op_group, series] : rank.collectives) {
+    std::vector<std::string> labels =
+        CollectiveLabels(rank.labels, op_group.first, op_group.second);
+    collective_algbw_->Remove(labels);
+    collective_busbw_->Remove(labels);
+    collective_seconds_->Remove(labels);
+  }
+}
+
+void RankMetrics::ForgetJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.lower_bound(RankKey(job_id, std::numeric_limits<int>::min()));
+  while (it != ranks_.end() && it->first.first == job_id) {
+    RemoveSeries(*it->second);
+    it = ranks_.erase(it);
+  }
+}
+
+}  // namespace ringmaster::agent

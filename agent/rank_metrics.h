@@ -1,0 +1,99 @@
+// Per-rank metrics of one agent, fed by the workers' step reports, and the compact summaries the
+// agent forwards to the coordinator.
+//
+// Metrics (labels: job_id, rank, plus op/group for collectives), all in base units:
+//   ringmaster_step_seconds             histogram of step wall time
+//   ringmaster_step                     gauge, last completed step
+//   ringmaster_loss                     gauge
+//   ringmaster_tokens_per_second        gauge, this rank's tokens / step seconds
+//   ringmaster_compute_seconds          gauge, compute seconds of the last step
+//   ringmaster_communication_seconds    gauge, communication seconds of the last step
+//   ringmaster_collective_algbw_bytes_per_second{op,group}   gauge, last step
+//   ringmaster_collective_busbw_bytes_per_second{op,group}   gauge, last step
+//   ringmaster_collective_seconds_total{op,group}            counter
+//   ringmaster_last_report_age_seconds  gauge, refreshed by Refresh()
+// Ranks of a job that ended are removed with ForgetJob, so cardinality stays bounded by the
+// ranks on this node.
+//
+// Summaries: at most one StepSummary per rank per `summary_interval` is produced by
+// TakeSummaries(), carrying the latest report; the coordinator's load grows with ranks per
+// interval, not with steps.
+//
+// Thread-safe.
+#ifndef RINGMASTER_AGENT_RANK_METRICS_H_
+#define RINGMASTER_AGENT_RANK_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics/registry.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+#include "proto/ringmaster/v1/worker.pb.h"
+
+namespace ringmaster::agent {
+
+class RankMetrics {
+ public:
+  // `registry` and `clock` must outlive this object.
+  RankMetrics(metrics::Registry* registry, Clock* clock, absl::Duration summary_interval);
+  ~RankMetrics();
+
+  // Records a step report (the caller has checked the worker's identity and generation).
+  // Idempotent per step: a step at or below the rank's last one only counts as a report. A report
+  // of a newer generation starts the rank's summary over; one of an older generation is ignored.
+  void OnStep(const v1::ReportStepRequest& report);
+  // Records a phase change (for summaries and the last-report age); a checkpoint_step > 0 raises
+  // the summary's checkpoint_step. Generations as for OnStep.
+  void OnPhase(const v1::ReportPhaseRequest& report);
+
+  // Updates ringmaster_last_report_age_seconds for every rank.
+  void Refresh();
+
+  // Summaries of ranks that reported since their last summary and whose last summary is at least
+  // summary_interval old.
+  std::vector<v1::StepSummary> TakeSummaries();
+
+  // Seconds since the rank's last report of any kind; -1 if the rank never reported.
+  double LastReportAgeSeconds(const std::string& job_id, int rank) const;
+
+  // Drops every series and summary state of the job.
+  void ForgetJob(const std::string& job_id);
+
+ private:
+  struct Rank;
+  using RankKey = std::pair<std::string, int>;  // (job_id, rank)
+
+  // The state of the worker's rank, created on its first report and reset when a newer
+  // generation reports; null for a report from an older generation than the rank's current one.
+  Rank* Accept(const v1::WorkerIdentity& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops exporting every series of `rank`.
+  void RemoveSeries(const Rank& rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* const clock_;
+  const absl::Duration summary_interval_;
+  // Families live as long as the registry.
+  metrics::HistogramFamily* const step_seconds_;
+  metrics::GaugeFamily* const step_;
+  metrics::GaugeFamily* const loss_;
+  metrics::GaugeFamily* const tokens_per_second_;
+  metrics::GaugeFamily* const compute_seconds_;
+  metrics::GaugeFamily* const communication_seconds_;
+  metrics::GaugeFamily* const collective_algbw_;
+  metrics::GaugeFamily* const collective_busbw_;
+  metrics::CounterFamily* const collective_seconds_;
+  metrics::GaugeFamily* const last_report_age_;
+
+  mutable absl::Mutex mu_;
+  std::map<RankKey, std::unique_ptr<Rank>> ranks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_RANK_METRICS_H_

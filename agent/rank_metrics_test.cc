@@ -1,0 +1,450 @@
+#include "agent/rank_metrics.h"
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+v1::WorkerIdentity Worker(const std::string& job_id, int64_t generation, int rank) {
+  v1::WorkerIdentity w;
+  w.set_job_id(job_id);
+  w.set_generation(generation);
+  w.set_rank(rank);
+  return w;
+}
+
+// A step of 0.5 s with 4096 tokens, 0.375 s compute and 0.125 s in one all_reduce on dp0.
+v1::ReportStepRequest Step(const std::string& job_id, int64_t generation, int rank, int64_t step) {
+  v1::ReportStepRequest r;
+  *r.mutable_worker() = Worker(job_id, generation, rank);
+  r.set_step(step);
+  r.set_loss(2.5);
+  r.set_tokens(4096);
+  r.set_step_seconds(0.5);
+  r.set_compute_seconds(0.375);
+  r.set_comm_seconds(0.125);
+  v1::CollectiveStat* c = r.add_collectives();
+  c->set_op("all_reduce");
+  c->set_group("dp0");
+  c->set_count(2);
+  c->set_bytes(1000);
+  c->set_seconds(0.125);
+  c->set_algbw_bytes_per_second(8000);
+  c->set_busbw_bytes_per_second(12000);
+  (*r.mutable_collective_entered())["dp0"] = 2 * step;
+  (*r.mutable_collective_completed())["dp0"] = 2 * step;
+  return r;
+}
+
+v1::ReportPhaseRequest Phase(const std::string& job_id, int64_t generation, int rank,
+                             v1::WorkerPhase phase, int64_t checkpoint_step = 0) {
+  v1::ReportPhaseRequest r;
+  *r.mutable_worker() = Worker(job_id, generation, rank);
+  r.set_phase(phase);
+  r.set_checkpoint_step(checkpoint_step);
+  return r;
+}
+
+// The page's sample lines (without # HELP / # TYPE).
+std::vector<std::string> Samples(const metrics::Registry& registry) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(registry.RenderText(), '\n', absl::SkipEmpty())) {
+    if (!absl::StartsWith(line, "#")) out.emplace_back(line);
+  }
+  return out;
+}
+
+class RankMetricsTest : public ::testing::Test {
+ protected:
+  metrics::Registry registry_;
+  FakeClock clock_;
+  RankMetrics metrics_{&registry_, &clock_, absl::Seconds(1)};
+};
+
+TEST_F(RankMetricsTest, RendersAStepReport) {
+  metrics_.OnStep(Step("gpt-1", 1, 3, 7));
+  const std::string l = "{job_id=\"gpt-1\",rank=\"3\"";
+  const std::string c = l + ",op=\"all_reduce\",group=\"dp0\"}";
+  // Buckets: 1 ms doubling up to 262.144 s; the 0.5 s step counts from le="0.512" on.
+  const std::string expected = absl::StrCat(
+      "# HELP ringmaster_collective_algbw_bytes_per_second Algorithm bandwidth of the collective "
+      "in the last step that ran it: bytes / seconds (nccl-tests' algbw).\n"
+      "# TYPE ringmaster_collective_algbw_bytes_per_second gauge\n"
+      "ringmaster_collective_algbw_bytes_per_second",
+      c, " 8000\n",
+      "# HELP ringmaster_collective_busbw_bytes_per_second Bus bandwidth of the collective in the "
+      "last step that ran it: algbw times 2(n-1)/n for all_reduce, (n-1)/n for all_gather and "
+      "reduce_scatter, 1 otherwise (nccl-tests' busbw).\n"
+      "# TYPE ringmaster_collective_busbw_bytes_per_second gauge\n"
+      "ringmaster_collective_busbw_bytes_per_second",
+      c, " 12000\n",
+      "# HELP ringmaster_collective_seconds_total Seconds the rank spent in the collective.\n"
+      "# TYPE ringmaster_collective_seconds_total counter\n"
+      "ringmaster_collective_seconds_total",
+      c, " 0.125\n",
+      "# HELP ringmaster_communication_seconds Seconds of the rank's last step spent waiting in "
+      "collectives.\n"
+      "# TYPE ringmaster_communication_seconds gauge\n"
+      "ringmaster_communication_seconds",
+      l, "} 0.125\n",
+      "# HELP ringmaster_compute_seconds Seconds of the rank's last step spent computing.\n"
+      "# TYPE ringmaster_compute_seconds gauge\n"
+      "ringmaster_compute_seconds",
+      l, "} 0.375\n",
+      "# HELP ringmaster_last_report_age_seconds Seconds since the rank's last report of any kind, "
+      "as of the agent's last refresh.\n"
+      "# TYPE ringmaster_last_report_age_seconds gauge\n"
+      "ringmaster_last_report_age_seconds",
+      l, "} 0\n",
+      "# HELP ringmaster_loss Training loss of the rank's last completed step.\n"
+      "# TYPE ringmaster_loss gauge\n"
+      "ringmaster_loss",
+      l, "} 2.5\n",
+      "# HELP ringmaster_step Last completed training step of the rank.\n"
+      "# TYPE ringmaster_step gauge\n"
+      "ringmaster_step",
+      l, "} 7\n",
+      "# HELP ringmaster_step_seconds Wall-clock seconds of each training step of the rank.\n"
+      "# TYPE ringmaster_step_seconds histogram\n",
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.001\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.002\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.004\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.008\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.016\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.032\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.064\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.128\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.256\"} 0\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"0.512\"} 1\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"1.024\"} 1\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"2.048\"} 1\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"4.096\"} 1\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"8.192\"} 1\n",    //
+      "ringmaster_step_seconds_bucket", l, ",le=\"16.384\"} 1\n",   //
+      "ringmaster_step_seconds_bucket", l, ",le=\"32.768\"} 1\n",   //
+      "ringmaster_step_seconds_bucket", l, ",le=\"65.536\"} 1\n",   //
+      "ringmaster_step_seconds_bucket", l, ",le=\"131.072\"} 1\n",  //
+      "ringmaster_step_seconds_bucket", l, ",le=\"262.144\"} 1\n",  //
+      "ringmaster_step_seconds_bucket", l, ",le=\"+Inf\"} 1\n",     //
+      "ringmaster_step_seconds_sum", l, "} 0.5\n",                  //
+      "ringmaster_step_seconds_count", l, "} 1\n",
+      "# HELP ringmaster_tokens_per_second Tokens the rank processed per second in its last step "
+      "(tokens / step seconds).\n"
+      "# TYPE ringmaster_tokens_per_second gauge\n"
+      "ringmaster_tokens_per_second",
+      l, "} 8192\n");
+  EXPECT_EQ(registry_.RenderText(), expected);
+}
+
+TEST_F(RankMetricsTest, RepeatedStepIsRecordedOnce) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 7));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 7));  // A retry.
+  metrics_.OnStep(Step("gpt-1", 1, 0, 6));  // Late.
+  const std::string l = "{job_id=\"gpt-1\",rank=\"0\"";
+  EXPECT_THAT(Samples(registry_),
+              Contains(absl::StrCat("ringmaster_step_seconds_count", l, "} 1")));
+  EXPECT_THAT(Samples(registry_), Contains(absl::StrCat("ringmaster_step", l, "} 7")));
+  EXPECT_THAT(Samples(registry_),
+              Contains(absl::StrCat("ringmaster_collective_seconds_total", l,
+                                    ",op=\"all_reduce\",group=\"dp0\"} 0.125")));
+}
+
+TEST_F(RankMetricsTest, CollectiveSecondsAccumulateAndBandwidthsAreTheLastStep) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  v1::ReportStepRequest second = Step("gpt-1", 1, 0, 2);
+  second.mutable_collectives(0)->set_seconds(0.25);
+  second.mutable_collectives(0)->set_algbw_bytes_per_second(4000);
+  second.mutable_collectives(0)->set_busbw_bytes_per_second(6000);
+  v1::CollectiveStat* tp = second.add_collectives();
+  tp->set_op("all_gather");
+  tp->set_group("tp1");
+  tp->set_seconds(0.5);
+  tp->set_algbw_bytes_per_second(100);
+  tp->set_busbw_bytes_per_second(50);
+  metrics_.OnStep(second);
+  const std::string dp = "{job_id=\"gpt-1\",rank=\"0\",op=\"all_reduce\",group=\"dp0\"}";
+  const std::string tp1 = "{job_id=\"gpt-1\",rank=\"0\",op=\"all_gather\",group=\"tp1\"}";
+  std::vector<std::string> samples = Samples(registry_);
+  EXPECT_THAT(samples, Contains("ringmaster_collective_seconds_total" + dp + " 0.375"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_algbw_bytes_per_second" + dp + " 4000"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_busbw_bytes_per_second" + dp + " 6000"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_seconds_total" + tp1 + " 0.5"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_algbw_bytes_per_second" + tp1 + " 100"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_busbw_bytes_per_second" + tp1 + " 50"));
+}
+
+TEST_F(RankMetricsTest, StepWithoutDurationHasNoRateAndNoObservation) {
+  v1::ReportStepRequest step = Step("gpt-1", 1, 0, 1);
+  step.set_step_seconds(0);
+  metrics_.OnStep(step);
+  const std::string l = "{job_id=\"gpt-1\",rank=\"0\"}";
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_tokens_per_second" + l + " 0"));
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_step_seconds_count" + l + " 0"));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].tokens_per_second(), 0);
+}
+
+TEST_F(RankMetricsTest, RankThatHasNotSteppedShowsOnlyItsReportAge) {
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_INIT));
+  EXPECT_THAT(Samples(registry_),
+              ElementsAre("ringmaster_last_report_age_seconds{job_id=\"gpt-1\",rank=\"0\"} 0"));
+}
+
+TEST_F(RankMetricsTest, SummaryCarriesTheLatestReport) {
+  metrics_.OnPhase(Phase("gpt-1", 4, 2, v1::WORKER_PHASE_INIT));
+  metrics_.OnStep(Step("gpt-1", 4, 2, 1));
+  v1::ReportStepRequest step = Step("gpt-1", 4, 2, 2);
+  step.set_loss(1.25);
+  step.set_tokens(1000);
+  step.set_step_seconds(0.25);
+  step.set_compute_seconds(0.2);
+  step.set_comm_seconds(0.05);
+  (*step.mutable_collective_entered())["tp0"] = 9;
+  (*step.mutable_collective_completed())["tp0"] = 8;
+  metrics_.OnStep(step);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  const v1::StepSummary& s = summaries[0];
+  EXPECT_EQ(s.job().job_id(), "gpt-1");
+  EXPECT_EQ(s.job().generation(), 4);
+  EXPECT_EQ(s.rank(), 2);
+  EXPECT_EQ(s.step(), 2);
+  EXPECT_EQ(s.loss(), 1.25);
+  EXPECT_EQ(s.step_seconds(), 0.25);
+  EXPECT_EQ(s.compute_seconds(), 0.2);
+  EXPECT_EQ(s.comm_seconds(), 0.05);
+  EXPECT_EQ(s.tokens_per_second(), 4000);
+  EXPECT_THAT(s.collective_entered(), UnorderedElementsAre(Pair("dp0", 4), Pair("tp0", 9)));
+  EXPECT_THAT(s.collective_completed(), UnorderedElementsAre(Pair("dp0", 4), Pair("tp0", 8)));
+  EXPECT_EQ(s.phase(), v1::WORKER_PHASE_STEP);
+  EXPECT_EQ(s.checkpoint_step(), -1);
+}
+
+TEST_F(RankMetricsTest, SummaryCarriesPhaseAndNewestCheckpoint) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 50));
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].phase(), v1::WORKER_PHASE_CHECKPOINT);
+  EXPECT_EQ(summaries[0].checkpoint_step(), -1);
+  EXPECT_EQ(summaries[0].step(), 50);
+
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, /*checkpoint_step=*/50));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].phase(), v1::WORKER_PHASE_STEP);
+  EXPECT_EQ(summaries[0].checkpoint_step(), 50);
+
+  // Phase reports that commit nothing keep the newest checkpoint.
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_EVAL));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].phase(), v1::WORKER_PHASE_EVAL);
+  EXPECT_EQ(summaries[0].checkpoint_step(), 50);
+}
+
+TEST_F(RankMetricsTest, AtMostOneSummaryPerRankPerInterval) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].step(), 1);
+
+  metrics_.OnStep(Step("gpt-1", 1, 0, 2));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 3));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
+  clock_.Advance(absl::Milliseconds(999));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
+  clock_.Advance(absl::Milliseconds(1));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].step(), 3);  // The latest, not one per step.
+
+  // Nothing new: nothing to send, however long it has been.
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
+  // A report after a quiet interval goes out at once.
+  metrics_.OnStep(Step("gpt-1", 1, 0, 4));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].step(), 4);
+}
+
+TEST_F(RankMetricsTest, MultipleRanksAndJobsHaveTheirOwnSeriesAndSummaries) {
+  metrics_.OnStep(Step("a", 1, 0, 10));
+  metrics_.OnStep(Step("a", 1, 1, 11));
+  metrics_.OnStep(Step("b", 2, 0, 20));
+  std::vector<std::string> samples = Samples(registry_);
+  EXPECT_THAT(samples, Contains("ringmaster_step{job_id=\"a\",rank=\"0\"} 10"));
+  EXPECT_THAT(samples, Contains("ringmaster_step{job_id=\"a\",rank=\"1\"} 11"));
+  EXPECT_THAT(samples, Contains("ringmaster_step{job_id=\"b\",rank=\"0\"} 20"));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 3u);
+  std::vector<std::string> got;
+  for (const v1::StepSummary& s : summaries) {
+    got.push_back(
+        absl::StrCat(s.job().job_id(), "/", s.job().generation(), "/", s.rank(), "@", s.step()));
+  }
+  EXPECT_THAT(got, UnorderedElementsAre("a/1/0@10", "a/1/1@11", "b/2/0@20"));
+
+  // Rate limits are per rank: a rank that has not sent one within the interval still may.
+  metrics_.OnStep(Step("a", 1, 0, 12));
+  metrics_.OnStep(Step("a", 1, 2, 12));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].rank(), 2);
+}
+
+TEST_F(RankMetricsTest, LastReportAge) {
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 0), -1);
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_INIT));
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 0), 0);
+  clock_.Advance(absl::Milliseconds(2500));
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 0), 2.5);
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 1), -1);
+  const std::string age = "ringmaster_last_report_age_seconds{job_id=\"gpt-1\",rank=\"0\"}";
+  EXPECT_THAT(Samples(registry_), Contains(age + " 0"));  // Until Refresh().
+  metrics_.Refresh();
+  EXPECT_THAT(Samples(registry_), Contains(age + " 2.5"));
+  // A step report, even a repeated one, is a report.
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 0), 0);
+  clock_.Advance(absl::Seconds(4));
+  metrics_.Refresh();
+  EXPECT_THAT(Samples(registry_), Contains(age + " 4"));
+}
+
+TEST_F(RankMetricsTest, ForgetJobRemovesEverySeriesOfTheJob) {
+  metrics_.OnStep(Step("gone", 1, 0, 5));
+  metrics_.OnStep(Step("gone", 1, 1, 5));
+  metrics_.OnPhase(Phase("gone", 1, 2, v1::WORKER_PHASE_INIT));
+  metrics_.OnStep(Step("kept", 1, 0, 6));
+  metrics_.OnStep(Step("gone", 1, 0, 6));  // Pending summary.
+  metrics_.ForgetJob("gone");
+
+  std::vector<std::string> samples = Samples(registry_);
+  EXPECT_THAT(samples, Not(Contains(::testing::HasSubstr("\"gone\""))));
+  EXPECT_THAT(samples, Contains("ringmaster_step{job_id=\"kept\",rank=\"0\"} 6"));
+  EXPECT_THAT(samples, Contains("ringmaster_collective_seconds_total{job_id=\"kept\",rank=\"0\","
+                                "op=\"all_reduce\",group=\"dp0\"} 0.125"));
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gone", 0), -1);
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gone", 2), -1);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].job().job_id(), "kept");
+  // The families stay on the page (HELP and TYPE), only the job's series go.
+  EXPECT_TRUE(absl::StrContains(registry_.RenderText(), "# TYPE ringmaster_step gauge"));
+
+  // A job whose id is a prefix of another's is a different job.
+  metrics_.OnStep(Step("kept-2", 1, 0, 1));
+  metrics_.ForgetJob("kept");
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_step{job_id=\"kept-2\",rank=\"0\"} 1"));
+  EXPECT_THAT(Samples(registry_), Not(Contains(::testing::HasSubstr("\"kept\""))));
+}
+
+TEST_F(RankMetricsTest, NewerGenerationStartsOverAndOlderIsIgnored) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 100));
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, /*checkpoint_step=*/100));
+  metrics_.TakeSummaries();
+  clock_.Advance(absl::Seconds(1));
+
+  // Generation 2 resumes from step 50's checkpoint: its steps count again.
+  metrics_.OnPhase(Phase("gpt-1", 2, 0, v1::WORKER_PHASE_INIT));
+  metrics_.OnStep(Step("gpt-1", 2, 0, 51));
+  // A straggling report of generation 1 changes nothing.
+  metrics_.OnStep(Step("gpt-1", 1, 0, 101));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].job().generation(), 2);
+  EXPECT_EQ(summaries[0].step(), 51);
+  EXPECT_EQ(summaries[0].checkpoint_step(), -1);
+  const std::string l = "{job_id=\"gpt-1\",rank=\"0\"}";
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_step" + l + " 51"));
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_step_seconds_count" + l + " 2"));
+}
+
+TEST(RankMetricsConcurrencyTest, ConcurrentReportsAreAllRecorded) {
+  metrics::Registry registry;
+  FakeClock clock;
+  RankMetrics metrics(&registry, &clock, absl::Seconds(1));
+  constexpr int kRanks = 8;
+  constexpr int kSteps = 400;
+  std::atomic<bool> done{false};
+  std::map<int, v1::StepSummary> last_summary;  // By rank; the reader's until it is joined.
+  std::thread reader([&] {
+    // Reads race with the reports; each must see a consistent page.
+    while (!done.load()) {
+      metrics.Refresh();
+      for (v1::StepSummary& s : metrics.TakeSummaries()) {
+        if (s.job().job_id() == "gpt-1") last_summary[s.rank()] = s;
+      }
+      EXPECT_TRUE(absl::StrContains(registry.RenderText(), "# TYPE ringmaster_step gauge"));
+      clock.Advance(absl::Milliseconds(100));
+    }
+  });
+  std::thread churn([&] {
+    // Another job comes and goes meanwhile.
+    for (int i = 0; i < kSteps; ++i) {
+      metrics.OnStep(Step("other", 1, 0, 1));
+      metrics.ForgetJob("other");
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int r = 0; r < kRanks; ++r) {
+    workers.emplace_back([&, r] {
+      for (int step = 1; step <= kSteps; ++step) {
+        metrics.OnStep(Step("gpt-1", 1, r, step));
+        if (step % 50 == 0) {
+          metrics.OnPhase(Phase("gpt-1", 1, r, v1::WORKER_PHASE_STEP, /*checkpoint_step=*/step));
+        }
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  churn.join();
+  done = true;
+  reader.join();
+
+  // The final state went out with the reader's summaries or is still pending.
+  clock.Advance(absl::Seconds(1));
+  for (v1::StepSummary& s : metrics.TakeSummaries()) last_summary[s.rank()] = s;
+  std::vector<std::string> samples = Samples(registry);
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string l = absl::StrCat("{job_id=\"gpt-1\",rank=\"", r, "\"");
+    EXPECT_THAT(samples, Contains(absl::StrCat("ringmaster_step", l, "} ", kSteps)));
+    EXPECT_THAT(samples, Contains(absl::StrCat("ringmaster_step_seconds_count", l, "} ", kSteps)));
+    EXPECT_THAT(samples,
+                Contains(absl::StrCat("ringmaster_collective_seconds_total", l,
+                                      ",op=\"all_reduce\",group=\"dp0\"} ", kSteps * 0.125)));
+  }
+  ASSERT_EQ(last_summary.size(), static_cast<size_t>(kRanks));
+  for (const auto& [rank, s] : last_summary) {
+    EXPECT_EQ(s.step(), kSteps) << "rank " << rank;
+    EXPECT_EQ(s.checkpoint_step(), kSteps) << "rank " << rank;
+  }
+  EXPECT_THAT(samples, Not(Contains(::testing::HasSubstr("\"other\""))));
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

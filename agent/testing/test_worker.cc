@@ -1,0 +1,289 @@
+// A small worker program for agent tests. In order, as its flags ask, it: prints
+// "test_worker: started pid=<pid>"; ignores SIGTERM; forks children that block forever (they
+// print "test_worker: child pid=<pid>"); prints "test_worker: ready"; prints its environment,
+// working directory, stdin and open descriptors; enters INIT, meets the other ranks at a
+// rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
+// worker API; prints --print_bytes bytes of filler; then crashes (SIGSEGV), hangs, or exits
+// with --exit_code.
+//
+// Identity and the agent's socket come from RINGMASTER_JOB, RINGMASTER_GENERATION, RANK and
+// RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
+#include "common/grpc_client.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/security/credentials.h"
+#include "proto/ringmaster/v1/worker.grpc.pb.h"
+
+ABSL_FLAG(int, steps, 0, "Training steps to simulate and report.");
+ABSL_FLAG(double, step_seconds, 0, "Seconds each step takes.");
+ABSL_FLAG(int, exit_code, 0, "Exit code after the steps.");
+ABSL_FLAG(bool, crash, false, "Die of SIGSEGV after the steps.");
+ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
+ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
+ABSL_FLAG(int, fork_children, 0, "Children to fork; they stay in the group and block forever.");
+ABSL_FLAG(bool, print_env, false,
+          "Print the environment, working directory, stdin and open descriptors.");
+ABSL_FLAG(int64_t, print_bytes, 0, "Bytes of numbered filler lines to print after the steps.");
+ABSL_FLAG(bool, rendezvous, false,
+          "Rank 0 sets key \"hello\" to \"world\"; other ranks wait for it (30 s) and print it.");
+
+namespace ringmaster {
+namespace {
+
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+constexpr double kRendezvousSeconds = 30;
+
+void Say(const std::string& line) {
+  std::printf("test_worker: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// The worker API as seen from a worker.
+class AgentClient {
+ public:
+  // The client for the agent named by the environment; nullptr without RINGMASTER_AGENT_SOCKET.
+  static absl::StatusOr<std::unique_ptr<AgentClient>> FromEnv() {
+    std::string socket = Env("RINGMASTER_AGENT_SOCKET");
+    if (socket.empty()) return nullptr;
+    if (!absl::StartsWith(socket, "unix:")) socket = "unix:" + socket;
+    v1::WorkerIdentity identity;
+    identity.set_job_id(Env("RINGMASTER_JOB"));
+    int64_t generation = 0;
+    int rank = 0;
+    if (identity.job_id().empty()) return FieldError("RINGMASTER_JOB", "must be set");
+    if (!absl::SimpleAtoi(Env("RINGMASTER_GENERATION"), &generation)) {
+      return FieldError("RINGMASTER_GENERATION", "must be an integer");
+    }
+    if (!absl::SimpleAtoi(Env("RANK"), &rank)) return FieldError("RANK", "must be an integer");
+    identity.set_generation(generation);
+    identity.set_rank(rank);
+    auto channel = MakeChannel(socket, grpc::InsecureChannelCredentials());
+    return std::unique_ptr<AgentClient>(
+        new AgentClient(v1::WorkerService::NewStub(channel), identity));
+  }
+
+  int rank() const { return identity_.rank(); }
+
+  absl::Status ReportPhase(v1::WorkerPhase phase) {
+    v1::ReportPhaseRequest request;
+    *request.mutable_worker() = identity_;
+    request.set_phase(phase);
+    v1::ReportResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+    return Check("ReportPhase", stub_->ReportPhase(&context, request, &response));
+  }
+
+  absl::Status ReportStep(v1::ReportStepRequest request) {
+    *request.mutable_worker() = identity_;
+    v1::ReportResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+    return Check("ReportStep", stub_->ReportStep(&context, request, &response));
+  }
+
+  absl::Status ReportExit(int exit_code, const std::string& reason) {
+    v1::ReportExitRequest request;
+    *request.mutable_worker() = identity_;
+    request.set_exit_code(exit_code);
+    request.set_reason(reason);
+    v1::ReportResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+    return Check("ReportExit", stub_->ReportExit(&context, request, &response));
+  }
+
+  absl::Status Set(const std::string& key, const std::string& value) {
+    v1::RendezvousSetRequest request;
+    *request.mutable_worker() = identity_;
+    request.set_key(key);
+    request.set_value(value);
+    v1::RendezvousSetResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+    return Check("RendezvousSet", stub_->RendezvousSet(&context, request, &response));
+  }
+
+  absl::StatusOr<std::string> Wait(const std::string& key, double timeout_seconds) {
+    v1::RendezvousWaitRequest request;
+    *request.mutable_worker() = identity_;
+    request.set_key(key);
+    request.set_timeout_seconds(timeout_seconds);
+    v1::RendezvousGetResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_seconds) + kRpcTimeout));
+    RETURN_IF_ERROR(Check("RendezvousWait", stub_->RendezvousWait(&context, request, &response)));
+    return response.value();
+  }
+
+ private:
+  AgentClient(std::unique_ptr<v1::WorkerService::Stub> stub, v1::WorkerIdentity identity)
+      : stub_(std::move(stub)), identity_(std::move(identity)) {}
+
+  static absl::Status Check(const char* rpc, const grpc::Status& status) {
+    if (status.ok()) return absl::OkStatus();
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat(rpc, ": ", status.error_message()));
+  }
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const v1::WorkerIdentity identity_;
+};
+
+// Forks `count` children that block forever; they inherit SIGTERM's disposition.
+absl::Status ForkChildren(int count) {
+  for (int i = 0; i < count; ++i) {
+    std::fflush(stdout);  // Or the child would print what the parent buffered.
+    pid_t pid = fork();
+    if (pid < 0) return ErrnoError(errno, "fork");
+    if (pid == 0) {
+      Say(absl::StrCat("child pid=", getpid()));
+      for (;;) pause();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PrintEnvironment() {
+  Say("env begin");
+  for (char** entry = environ; *entry != nullptr; ++entry) std::printf("%s\n", *entry);
+  Say("env end");
+  char cwd[4096];
+  Say(absl::StrCat("cwd=", getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "?"));
+  char target[4096];
+  ssize_t n = readlink("/proc/self/fd/0", target, sizeof(target) - 1);
+  Say(absl::StrCat("stdin=", n > 0 ? std::string(target, n) : "?"));
+  std::string fds;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (dirent* entry = readdir(dir)) {
+      int fd = -1;
+      if (absl::SimpleAtoi(entry->d_name, &fd) && fd != dirfd(dir)) {
+        absl::StrAppend(&fds, fds.empty() ? "" : " ", fd);
+      }
+    }
+    closedir(dir);
+  }
+  Say(absl::StrCat("open fds=", fds));
+}
+
+absl::Status Rendezvous(AgentClient* agent) {
+  if (agent == nullptr) {
+    return absl::FailedPreconditionError("--rendezvous needs RINGMASTER_AGENT_SOCKET");
+  }
+  if (agent->rank() == 0) return agent->Set("hello", "world");
+  ASSIGN_OR_RETURN(std::string value, agent->Wait("hello", kRendezvousSeconds));
+  Say(absl::StrCat("rendezvous hello=", value));
+  return absl::OkStatus();
+}
+
+absl::Status RunSteps(AgentClient* agent, int steps, absl::Duration step_time) {
+  constexpr int64_t kTokensPerStep = 8192;
+  for (int step = 1; step <= steps; ++step) {
+    absl::Time start = absl::Now();
+    absl::SleepFor(step_time);  // Simulated work.
+    double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    double loss = 2.0 + 8.0 * std::exp(-0.1 * step);
+    Say(absl::StrCat("step ", step, " loss=", loss));
+    if (agent == nullptr) continue;
+    v1::ReportStepRequest report;
+    report.set_step(step);
+    report.set_loss(loss);
+    report.set_tokens(kTokensPerStep);
+    report.set_step_seconds(seconds);
+    report.set_compute_seconds(0.8 * seconds);
+    report.set_comm_seconds(0.2 * seconds);
+    RETURN_IF_ERROR(agent->ReportStep(report));
+  }
+  return absl::OkStatus();
+}
+
+void PrintFiller(int64_t bytes) {
+  for (int64_t line = 0, printed = 0; printed < bytes; ++line) {
+    // 64 bytes a line, newline included.
+    printed += std::printf("filler %08lld %s\n", static_cast<long long>(line),
+                           "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvw");
+  }
+  std::fflush(stdout);
+}
+
+[[noreturn]] void Crash() {
+  Say("crashing");
+  rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);  // A failure only means a core file may be written.
+  signal(SIGSEGV, SIG_DFL);
+  raise(SIGSEGV);
+  abort();  // Not reached.
+}
+
+[[noreturn]] void Hang() {
+  Say("hanging");
+  for (;;) pause();
+}
+
+// Returns the exit code.
+absl::StatusOr<int> Run() {
+  if (absl::GetFlag(FLAGS_ignore_sigterm)) signal(SIGTERM, SIG_IGN);
+  // Before any gRPC thread exists, so the children are plain copies of this thread.
+  RETURN_IF_ERROR(ForkChildren(absl::GetFlag(FLAGS_fork_children)));
+  Say("ready");
+  if (absl::GetFlag(FLAGS_print_env)) PrintEnvironment();
+
+  ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent, AgentClient::FromEnv());
+  if (agent != nullptr) RETURN_IF_ERROR(agent->ReportPhase(v1::WORKER_PHASE_INIT));
+  if (absl::GetFlag(FLAGS_rendezvous)) RETURN_IF_ERROR(Rendezvous(agent.get()));
+  if (agent != nullptr) RETURN_IF_ERROR(agent->ReportPhase(v1::WORKER_PHASE_STEP));
+  RETURN_IF_ERROR(RunSteps(agent.get(), absl::GetFlag(FLAGS_steps),
+                           absl::Seconds(absl::GetFlag(FLAGS_step_seconds))));
+  if (absl::GetFlag(FLAGS_print_bytes) > 0) PrintFiller(absl::GetFlag(FLAGS_print_bytes));
+  if (absl::GetFlag(FLAGS_crash)) Crash();
+  if (absl::GetFlag(FLAGS_hang)) Hang();
+
+  int code = absl::GetFlag(FLAGS_exit_code);
+  if (agent != nullptr) {
+    RETURN_IF_ERROR(agent->ReportExit(code, code == 0 ? "done" : "asked to fail"));
+  }
+  return code;
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+int main(int argc, char** argv) {
+  ringmaster::Say(absl::StrCat("started pid=", getpid()));
+  absl::Status init = ringmaster::InitBinary(
+      argc, argv, "test_worker [--steps=N] [--crash|--hang|--exit_code=C] ...", nullptr);
+  absl::StatusOr<int> code = init.ok() ? ringmaster::Run() : absl::StatusOr<int>(init);
+  if (!code.ok()) {
+    ringmaster::Say(absl::StrCat("error: ", code.status().ToString()));
+    return ringmaster::ExitCodeFor(code.status());
+  }
+  ringmaster::Say(absl::StrCat("exiting with ", *code));
+  return *code;
+}

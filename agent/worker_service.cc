@@ -1,0 +1,103 @@
+#include "agent/worker_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr absl::Duration kDefaultRendezvousTimeout = absl::Seconds(60);
+
+absl::Time Deadline(const grpc::ServerContext* context, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  absl::Time rpc = absl::FromChrono(context->deadline());
+  return std::min(deadline, rpc);
+}
+
+}  // namespace
+
+absl::Status WorkerService::Check(const v1::WorkerIdentity& worker) const {
+  return agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank());
+}
+
+absl::StatusOr<std::string> WorkerService::Proxy(const v1::WorkerIdentity& worker,
+                                                 v1::RendezvousRequest request,
+                                                 absl::Time deadline) {
+  absl::Status ok = Check(worker);
+  if (!ok.ok()) return ok;
+  request.mutable_job()->set_job_id(worker.job_id());
+  request.mutable_job()->set_generation(worker.generation());
+  request.set_rank(worker.rank());
+  request.set_deadline_unix_nanos(absl::ToUnixNanos(deadline));
+  return agent_->Rendezvous(std::move(request), deadline);
+}
+
+grpc::Status WorkerService::RendezvousSet(grpc::ServerContext* context,
+                                          const v1::RendezvousSetRequest* request,
+                                          v1::RendezvousSetResponse* response) {
+  v1::RendezvousRequest r;
+  r.set_key(request->key());
+  r.set_set_value(request->value());
+  return ToGrpcStatus(
+      Proxy(request->worker(), r, Deadline(context, kDefaultRendezvousTimeout)).status());
+}
+
+grpc::Status WorkerService::RendezvousGet(grpc::ServerContext* context,
+                                          const v1::RendezvousGetRequest* request,
+                                          v1::RendezvousGetResponse* response) {
+  v1::RendezvousRequest r;
+  r.set_key(request->key());
+  r.set_get(true);
+  auto value = Proxy(request->worker(), r, Deadline(context, kDefaultRendezvousTimeout));
+  if (value.ok()) response->set_value(*value);
+  return ToGrpcStatus(value.status());
+}
+
+grpc::Status WorkerService::RendezvousWait(grpc::ServerContext* context,
+                                           const v1::RendezvousWaitRequest* request,
+                                           v1::RendezvousGetResponse* response) {
+  v1::RendezvousRequest r;
+  r.set_key(request->key());
+  r.set_wait(true);
+  absl::Duration timeout = request->timeout_seconds() > 0
+                               ? absl::Seconds(request->timeout_seconds())
+                               : kDefaultRendezvousTimeout;
+  auto value = Proxy(request->worker(), r, Deadline(context, timeout));
+  if (value.ok()) response->set_value(*value);
+  return ToGrpcStatus(value.status());
+}
+
+grpc::Status WorkerService::ReportStep(grpc::ServerContext* context,
+                                       const v1::ReportStepRequest* request,
+                                       v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  metrics_->OnStep(*request);
+  watchdog_->Report(request->worker().job_id(), request->worker().generation(),
+                    request->worker().rank(), v1::WORKER_PHASE_STEP, request->step_seconds());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::ReportPhase(grpc::ServerContext* context,
+                                        const v1::ReportPhaseRequest* request,
+                                        v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  metrics_->OnPhase(*request);
+  watchdog_->Report(request->worker().job_id(), request->worker().generation(),
+                    request->worker().rank(), request->phase(), 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::ReportExit(grpc::ServerContext* context,
+                                       const v1::ReportExitRequest* request,
+                                       v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  RM_LOG(INFO) << "rank " << request->worker().rank() << " of " << request->worker().job_id()
+               << " is exiting with code " << request->exit_code() << ": " << request->reason();
+  return grpc::Status::OK;
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,50 @@
+// The worker API (proto/ringmaster/v1/worker.proto), served by the agent on a Unix socket.
+// Every call's identity (job, generation, rank) must be a worker running on this node now;
+// anything else — above all a stale generation — is refused with FAILED_PRECONDITION.
+//
+// Synchronous gRPC service: a node runs a handful of workers, and a rendezvous wait holds one
+// server thread while it is proxied to the coordinator.
+#ifndef RINGMASTER_AGENT_WORKER_SERVICE_H_
+#define RINGMASTER_AGENT_WORKER_SERVICE_H_
+
+#include "agent/local_watchdog.h"
+#include "agent/node_agent.h"
+#include "agent/rank_metrics.h"
+#include "proto/ringmaster/v1/worker.grpc.pb.h"
+
+namespace ringmaster::agent {
+
+class WorkerService final : public v1::WorkerService::Service {
+ public:
+  // Pointers must outlive the service.
+  WorkerService(NodeAgent* agent, RankMetrics* metrics, LocalWatchdog* watchdog)
+      : agent_(agent), metrics_(metrics), watchdog_(watchdog) {}
+
+  grpc::Status RendezvousSet(grpc::ServerContext* context, const v1::RendezvousSetRequest* request,
+                             v1::RendezvousSetResponse* response) override;
+  grpc::Status RendezvousGet(grpc::ServerContext* context, const v1::RendezvousGetRequest* request,
+                             v1::RendezvousGetResponse* response) override;
+  grpc::Status RendezvousWait(grpc::ServerContext* context,
+                              const v1::RendezvousWaitRequest* request,
+                              v1::RendezvousGetResponse* response) override;
+  grpc::Status ReportStep(grpc::ServerContext* context, const v1::ReportStepRequest* request,
+                          v1::ReportResponse* response) override;
+  grpc::Status ReportPhase(grpc::ServerContext* context, const v1::ReportPhaseRequest* request,
+                           v1::ReportResponse* response) override;
+  grpc::Status ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* request,
+                          v1::ReportResponse* response) override;
+
+ private:
+  absl::Status Check(const v1::WorkerIdentity& worker) const;
+  // Proxies `request` (key and op set) for `worker` with `deadline`.
+  absl::StatusOr<std::string> Proxy(const v1::WorkerIdentity& worker,
+                                    v1::RendezvousRequest request, absl::Time deadline);
+
+  NodeAgent* const agent_;
+  RankMetrics* const metrics_;
+  LocalWatchdog* const watchdog_;
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_WORKER_SERVICE_H_

@@ -1,0 +1,517 @@
+#include "agent/worker_supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace ringmaster::agent {
+namespace {
+
+// How long Stop() waits for a group to empty after SIGKILL before giving up.
+constexpr absl::Duration kKillTimeout = absl::Seconds(30);
+// Longest pause between two checks of a group's emptiness.
+constexpr absl::Duration kMaxPoll = absl::Milliseconds(50);
+// How long Stop() waits for the reaper to report an exit once the group is empty.
+constexpr absl::Duration kReportTimeout = absl::Seconds(10);
+// Bytes one read from a worker's pipe takes, and the most a final drain copies.
+constexpr size_t kChunkBytes = 64 << 10;
+constexpr size_t kMaxDrainBytes = 4 << 20;
+
+// An owned file descriptor.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    reset(other.release());
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);  // Nothing to do about a failed close of a descriptor we own.
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+ExitInfo ExitInfoFromWaitStatus(int wait_status) {
+  ExitInfo info;
+  if (WIFEXITED(wait_status)) {
+    info.exit_code = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    info.signal = WTERMSIG(wait_status);
+  }
+  return info;
+}
+
+// Everything the child needs, prepared before fork: after fork the child of a multi-threaded
+// process may only make async-signal-safe calls (no allocation, no locks).
+struct ChildPlan {
+  std::vector<char*> argv;
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp;
+  const char* cwd = nullptr;
+  int stdin_fd = -1;
+  int output_fd = -1;
+};
+
+// Writes "worker_supervisor: <what> \"<arg>\": <reason>\n" with async-signal-safe calls only.
+void ChildError(const char* what, const char* arg, int errnum) {
+  const char* reason = strerrordesc_np(errnum);
+  auto put = [](const char* text) { WriteAll(STDERR_FILENO, text, strlen(text)); };
+  put("worker_supervisor: ");
+  put(what);
+  put(" \"");
+  put(arg);
+  put("\": ");
+  put(reason != nullptr ? reason : "unknown error");
+  put("\n");
+}
+
+// Runs in the forked child; never returns.
+[[noreturn]] void ExecChild(const ChildPlan& plan) {
+  setpgid(0, 0);  // Also done by the parent; whichever runs first wins, the other is harmless.
+  // Every signal is blocked (see Launch) until the agent's dispositions are gone, so a signal
+  // that arrives now (Stop() right after Launch()) waits, then takes its default action.
+  struct sigaction default_action = {};
+  default_action.sa_handler = SIG_DFL;
+  // Fails for SIGKILL, SIGSTOP and the C library's reserved signals, which is fine.
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Move the two descriptors above 2 first, so that dup2 below cannot clobber one with the other
+  // even if the agent runs with some of 0, 1 and 2 closed.
+  int in = fcntl(plan.stdin_fd, F_DUPFD_CLOEXEC, 3);
+  int out = fcntl(plan.output_fd, F_DUPFD_CLOEXEC, 3);
+  if (in < 0 || out < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+      dup2(out, STDERR_FILENO) < 0) {
+    _exit(127);  // No way to say why: the log is not connected.
+  }
+  // Descriptors opened elsewhere in the agent without O_CLOEXEC must not leak into workers
+  // either. Older kernels lack close_range; then close-on-exec has to do.
+  close_range(3, ~0U, 0);
+  if (plan.cwd != nullptr && chdir(plan.cwd) != 0) {
+    ChildError("cannot chdir to", plan.cwd, errno);
+    _exit(127);
+  }
+  execvpe(plan.argv[0], plan.argv.data(), plan.envp.data());
+  ChildError("cannot exec", plan.argv[0], errno);
+  _exit(127);
+}
+
+}  // namespace
+
+// What the supervisor knows of one launched worker. All fields are guarded by the supervisor's
+// mu_ (a nested struct cannot name it in an annotation).
+struct WorkerSupervisor::Worker {
+  bool leader_reaped = false;
+  bool exit_reported = false;
+  bool stop_in_progress = false;
+  std::unique_ptr<LogPump> pump;
+};
+
+// Copies a worker's pipe into its log file on a thread of its own, rotating the file at
+// max_bytes. The thread ends at end of file (every writer closed the pipe) or when Finish() asks.
+// The file and its size are touched by that thread only.
+class WorkerSupervisor::LogPump {
+ public:
+  static absl::StatusOr<std::unique_ptr<LogPump>> Start(UniqueFd pipe, const std::string& path,
+                                                        int64_t max_bytes) {
+    UniqueFd file(open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (!file.valid()) return ErrnoError(errno, absl::StrCat("open ", path));
+    struct stat st = {};
+    if (fstat(file.get(), &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
+    UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake.valid()) return ErrnoError(errno, "eventfd");
+    if (fcntl(pipe.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError(errno, "fcntl O_NONBLOCK");
+    auto pump = std::unique_ptr<LogPump>(
+        new LogPump(std::move(pipe), std::move(wake), std::move(file), path, max_bytes));
+    pump->size_ = st.st_size;
+    pump->thread_ = std::thread([p = pump.get()] { p->Run(); });
+    return pump;
+  }
+
+  ~LogPump() { Finish(); }
+
+  // Copies what the pipe already holds (at most kMaxDrainBytes), then ends the thread and
+  // returns. Idempotent.
+  void Finish() {
+    if (!thread_.joinable()) return;
+    uint64_t one = 1;
+    // Cannot fail: the counter is far from overflowing.
+    (void)!write(wake_.get(), &one, sizeof(one));
+    thread_.join();
+  }
+
+ private:
+  LogPump(UniqueFd pipe, UniqueFd wake, UniqueFd file, std::string path, int64_t max_bytes)
+      : pipe_(std::move(pipe)),
+        wake_(std::move(wake)),
+        file_(std::move(file)),
+        path_(std::move(path)),
+        max_bytes_(max_bytes) {}
+
+  void Run() {
+    pollfd fds[2] = {{pipe_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    for (;;) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        RM_LOG(ERROR) << "log pump for " << path_ << ": poll: " << strerror(errno);
+        return;
+      }
+      if (fds[1].revents != 0) {
+        Copy(kMaxDrainBytes);
+        return;
+      }
+      if (fds[0].revents != 0 && !Copy(kChunkBytes)) return;
+    }
+  }
+
+  // Copies up to `limit` bytes that are in the pipe now. False at end of file.
+  bool Copy(size_t limit) {
+    char buffer[kChunkBytes];
+    for (size_t copied = 0; copied < limit;) {
+      ssize_t n = read(pipe_.get(), buffer, sizeof(buffer));
+      if (n > 0) {
+        Append(buffer, static_cast<size_t>(n));
+        copied += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return true;
+      if (n < 0) RM_LOG(ERROR) << "log pump for " << path_ << ": read: " << strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  void Append(const char* data, size_t size) {
+    while (size > 0) {
+      if (size_ > 0 && size_ + static_cast<int64_t>(size) > max_bytes_) Rotate();
+      size_t take = std::min<size_t>(size, static_cast<size_t>(max_bytes_ - size_));
+      if (file_.valid() && !WriteAll(file_.get(), data, take)) {
+        // Keep draining the pipe so the worker never blocks on it; say so once.
+        if (!write_failed_) RM_LOG(WARNING) << "cannot write " << path_ << ": " << strerror(errno);
+        write_failed_ = true;
+      }
+      size_ += static_cast<int64_t>(take);
+      data += take;
+      size -= take;
+    }
+  }
+
+  void Rotate() {
+    file_.reset();
+    std::string old = path_ + ".1";
+    if (rename(path_.c_str(), old.c_str()) != 0) {
+      // The O_TRUNC below still keeps the size bound, at the cost of the older part.
+      RM_LOG(WARNING) << "cannot rotate " << path_ << ": " << strerror(errno);
+    }
+    file_.reset(open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+    if (!file_.valid() && !write_failed_) {
+      RM_LOG(WARNING) << "cannot reopen " << path_ << ": " << strerror(errno);
+      write_failed_ = true;
+    }
+    size_ = 0;
+  }
+
+  const UniqueFd pipe_;
+  const UniqueFd wake_;
+  UniqueFd file_;
+  const std::string path_;
+  const int64_t max_bytes_;
+  int64_t size_ = 0;
+  bool write_failed_ = false;
+  std::thread thread_;
+};
+
+WorkerSupervisor::WorkerSupervisor(ExitCallback on_exit) : on_exit_(std::move(on_exit)) {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    // Workers still run and are reported; only their orphans go to init instead of us.
+    RM_LOG(ERROR) << "prctl(PR_SET_CHILD_SUBREAPER): " << strerror(errno);
+  }
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+WorkerSupervisor::~WorkerSupervisor() {
+  std::vector<pid_t> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, worker] : workers_) pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    absl::Status stopped = Stop(pid, absl::ZeroDuration());
+    // NOT_FOUND: it ended meanwhile. Anything else: nothing more to do than say so.
+    if (!stopped.ok() && !absl::IsNotFound(stopped)) {
+      RM_LOG(ERROR) << "stop worker " << pid << ": " << stopped;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_child_ = fork();
+    if (wake_child_ == 0) _exit(0);
+    if (wake_child_ < 0) {
+      // The reaper still ends unless it waits on a child that outlives us (a worker's escaped
+      // descendant); then the join below waits for that child.
+      RM_LOG(ERROR) << "fork to wake the reaper: " << strerror(errno);
+    }
+  }
+  reaper_.join();
+  // Workers whose group survived SIGKILL: their pumps are finished as workers_ is destroyed.
+}
+
+absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
+  if (spec.argv.empty()) return absl::InvalidArgumentError("argv must not be empty");
+  if (spec.log_path.empty()) return absl::InvalidArgumentError("log_path must not be empty");
+  if (spec.max_log_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_log_bytes must be at least 1, got ", spec.max_log_bytes));
+  }
+  ChildPlan plan;
+  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
+  plan.argv.push_back(nullptr);
+  for (const auto& [name, value] : spec.env) plan.env_strings.push_back(name + "=" + value);
+  for (std::string& entry : plan.env_strings) plan.envp.push_back(entry.data());
+  plan.envp.push_back(nullptr);
+  if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+  UniqueFd read_end(pipe_fds[0]);
+  UniqueFd write_end(pipe_fds[1]);
+  UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null.valid()) return ErrnoError(errno, "open /dev/null");
+  plan.stdin_fd = dev_null.get();
+  plan.output_fd = write_end.get();
+  ASSIGN_OR_RETURN(std::unique_ptr<LogPump> pump,
+                   LogPump::Start(std::move(read_end), spec.log_path, spec.max_log_bytes));
+
+  std::unique_ptr<LogPump> replaced;  // Finished after the lock is released.
+  pid_t pid;
+  {
+    // Held across fork so that the reaper, which takes the lock before looking a pid up, cannot
+    // reap this worker before it is in workers_.
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("the supervisor is shutting down");
+    // The child starts with every signal blocked, so that none reaches it while it still has the
+    // agent's signal handlers; it unblocks them once it has reset them.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) ExecChild(plan);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (pid < 0) return absl::UnavailableError(absl::StrCat("fork: ", strerror(fork_errno)));
+    // Fails only if the child already exec'ed (then it did setpgid itself) or is gone.
+    setpgid(pid, pid);
+    ++launches_;
+    std::shared_ptr<Worker>& slot = workers_[pid];
+    // The kernel reused the pid of a worker whose group is gone but was not yet removed.
+    if (slot != nullptr) replaced = std::move(slot->pump);
+    slot = std::make_shared<Worker>();
+    slot->pump = std::move(pump);
+  }
+  return pid;
+}
+
+absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace) {
+  std::shared_ptr<Worker> worker;
+  std::unique_ptr<LogPump> gone_pump;  // Finished after the lock is released.
+  {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      auto it = workers_.find(pid);
+      if (it == workers_.end()) {
+        return absl::NotFoundError(absl::StrCat("no worker with pid ", pid));
+      }
+      worker = it->second;
+      if (!worker->stop_in_progress) break;
+      // Another Stop() is at work on this worker: wait for it, then look again.
+      mu_.Await(absl::Condition(
+          +[](Worker* w) { return !w->stop_in_progress; }, worker.get()));
+    }
+    if (worker->leader_reaped && !GroupAlive(pid)) {
+      gone_pump = std::move(worker->pump);
+      workers_.erase(pid);
+    } else {
+      worker->stop_in_progress = true;
+    }
+  }
+  if (gone_pump != nullptr) {
+    gone_pump->Finish();
+    return absl::NotFoundError(absl::StrCat("worker ", pid, " is already gone"));
+  }
+
+  // ESRCH from kill() below means the group is already empty, which the waits find out.
+  kill(-pid, SIGCONT);
+  kill(-pid, SIGTERM);
+  bool empty = WaitGroupEmpty(pid, absl::Now() + grace);
+  if (!empty) {
+    RM_LOG(INFO) << "worker " << pid << " still running after " << grace << "; killing its group";
+    kill(-pid, SIGKILL);
+    empty = WaitGroupEmpty(pid, absl::Now() + kKillTimeout);
+  }
+
+  std::unique_ptr<LogPump> pump;
+  {
+    absl::MutexLock lock(&mu_);
+    worker->stop_in_progress = false;
+    if (!empty) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("process group ", pid, " still has processes ",
+                       absl::FormatDuration(kKillTimeout), " after SIGKILL"));
+    }
+    // The empty group means the reaper took the leader; wait for the report to be done.
+    if (!mu_.AwaitWithTimeout(absl::Condition(&worker->exit_reported), kReportTimeout)) {
+      RM_LOG(WARNING) << "exit of worker " << pid << " not reported (reaped outside the reaper?)";
+    }
+    auto it = workers_.find(pid);
+    if (it != workers_.end() && it->second == worker) {
+      pump = std::move(worker->pump);
+      workers_.erase(it);
+    }
+  }
+  if (pump != nullptr) pump->Finish();
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> WorkerSupervisor::Running() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pid_t> pids;
+  for (const auto& [pid, worker] : workers_) {
+    if (!worker->leader_reaped || GroupAlive(pid)) pids.push_back(pid);
+  }
+  return pids;
+}
+
+void WorkerSupervisor::ReapLoop() {
+  for (;;) {
+    uint64_t launches;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      launches = launches_;
+    }
+    int wait_status = 0;
+    pid_t pid = waitpid(-1, &wait_status, __WALL);
+    if (pid > 0) {
+      OnReaped(pid, wait_status);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != ECHILD) RM_LOG(ERROR) << "waitpid: " << strerror(errno);
+    // No child to wait for (waitpid would return at once): sleep until a launch or shutdown. A
+    // fork after `launches` was read changed the counter, so none is missed.
+    absl::MutexLock lock(&mu_);
+    auto woken = [this, launches]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || launches_ != launches;
+    };
+    mu_.Await(absl::Condition(&woken));
+  }
+  pid_t wake_child;
+  {
+    absl::MutexLock lock(&mu_);
+    wake_child = wake_child_;
+  }
+  // ECHILD if the loop above reaped it already.
+  if (wake_child > 0) waitpid(wake_child, nullptr, __WALL);
+}
+
+void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
+  const ExitInfo info = ExitInfoFromWaitStatus(wait_status);
+  std::shared_ptr<Worker> worker;
+  std::vector<std::unique_ptr<LogPump>> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    ++reaps_;
+    auto it = workers_.find(pid);
+    // A worker whose leader was reaped already is a stale entry for a reused pid.
+    if (it != workers_.end() && !it->second->leader_reaped) {
+      worker = it->second;
+      worker->leader_reaped = true;
+    }
+    gone = TakeGoneLocked();
+  }
+  // Logs first, so that a worker that left nothing behind has its whole log when reported.
+  for (auto& pump : gone) pump->Finish();
+  if (worker == nullptr) return;  // A re-parented descendant, or the shutdown wake-up child.
+  on_exit_(pid, info);
+  absl::MutexLock lock(&mu_);
+  worker->exit_reported = true;
+}
+
+std::vector<std::unique_ptr<WorkerSupervisor::LogPump>> WorkerSupervisor::TakeGoneLocked() {
+  std::vector<std::unique_ptr<LogPump>> pumps;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    Worker& w = *it->second;
+    if (w.leader_reaped && !w.stop_in_progress && !GroupAlive(it->first)) {
+      pumps.push_back(std::move(w.pump));
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return pumps;
+}
+
+bool WorkerSupervisor::WaitGroupEmpty(pid_t pgid, absl::Time deadline) {
+  absl::Duration backoff = absl::Milliseconds(1);
+  for (;;) {
+    uint64_t reaps;
+    {
+      absl::MutexLock lock(&mu_);
+      reaps = reaps_;
+    }
+    if (!GroupAlive(pgid)) return true;
+    absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    absl::MutexLock lock(&mu_);
+    auto reaped = [this, reaps]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reaps_ != reaps; };
+    mu_.AwaitWithDeadline(absl::Condition(&reaped), std::min(deadline, now + backoff));
+    backoff = std::min(backoff * 2, kMaxPoll);
+  }
+}
+
+bool WorkerSupervisor::GroupAlive(pid_t pgid) {
+  // EPERM: a process is there but not ours to signal (it changed its user).
+  return kill(-pgid, 0) == 0 || errno == EPERM;
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,209 @@
+// A coordinator and two real agents (--devices=cpu:2) on loopback run command jobs of the test
+// worker across both nodes: success, a SIGKILLed worker that makes the job restart with a new
+// generation, stale-generation fencing on the worker API, and cancellation that leaves no
+// worker behind. The agents' /metrics pages pass promtool.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_client.h"
+#include "common/http_client.h"
+#include "common/testing/wait.h"
+#include "gtest/gtest.h"
+#include "proto/ringmaster/v1/worker.grpc.pb.h"
+#include "tests/local_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class AgentClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::create_directories(dir_);
+    auto c = StartCoordinator({"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2"});
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
+    // Unix socket paths must be short (107 bytes); Bazel's temp dir is not.
+    char short_dir[] = "/tmp/rm-sock-XXXXXX";
+    ASSERT_NE(mkdtemp(short_dir), nullptr);
+    socket_dir_ = short_dir;
+    for (int i = 0; i < 2; ++i) {
+      std::string work = absl::StrCat(dir_, "/agent-", i);
+      sockets_.push_back(absl::StrCat(socket_dir_, "/agent-", i, ".sock"));
+      auto agent = Subprocess::Start(
+          {"agent/agent", "--insecure", "--coordinator=" + coordinator_->address(),
+           absl::StrCat("--node_name=agent-", i), "--devices=cpu:2", "--work_dir=" + work,
+           "--worker_socket=" + sockets_.back(), "--metrics_listen=127.0.0.1:0",
+           "--stop_grace=2"},
+          work + ".log");
+      ASSERT_TRUE(agent.ok()) << agent.status();
+      agents_.push_back(std::move(*agent));
+      work_dirs_.push_back(work);
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          auto nodes = Ctl({"nodes"});
+          return nodes.output.find("agent-0") != std::string::npos &&
+                 nodes.output.find("agent-1") != std::string::npos;
+        },
+        absl::Seconds(30)))
+        << agents_[0].Log();
+    worker_ = std::filesystem::absolute("agent/testing/test_worker").string();
+  }
+
+  CommandResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_->address()};
+    full.insert(full.end(), args.begin(), args.end());
+    auto r = RunRingctl(full);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  // A 2-node x 2-slot command job running the test worker with `worker_flags`.
+  std::string JobFile(const std::string& name, const std::string& worker_flags,
+                      int max_restarts) {
+    std::string path = dir_ + "/" + name + ".yaml";
+    std::ofstream(path) << "name: " << name << "\n"
+                        << "nodes: 2\ndevices_per_node: 2\n"
+                        << "parallelism: {tensor: 1, pipeline: 1, data: 4}\n"
+                        << "trainer:\n  command: [\"" << worker_ << "\", " << worker_flags
+                        << "]\n  steps: 3\n"
+                        << "restart: {max_restarts: " << max_restarts << "}\n";
+    return path;
+  }
+
+  std::string Submit(const std::string& file) {
+    CommandResult r = Ctl({"submit", "-f", file});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::smatch m;
+    std::regex re("job (\\S+) submitted");
+    return std::regex_search(r.output, m, re) ? m[1].str() : "";
+  }
+
+  // The pid the test worker logged for `rank` of `job` generation `gen`, on whichever agent.
+  pid_t WorkerPid(const std::string& job, int gen, int rank) {
+    std::regex re("test_worker: started pid=(\\d+)");
+    for (const auto& work : work_dirs_) {
+      std::string log = ReadFile(absl::StrCat(work, "/logs/", job, "/", gen, "/rank-", rank, ".log"));
+      std::smatch m;
+      int pid = 0;
+      if (std::regex_search(log, m, re) && absl::SimpleAtoi(m[1].str(), &pid)) return pid;
+    }
+    return 0;
+  }
+
+  void TearDown() override {
+    agents_.clear();  // SIGKILLs the agents' process groups.
+    std::filesystem::remove_all(socket_dir_);
+  }
+
+  std::string dir_, worker_, socket_dir_;
+  std::vector<std::string> sockets_;
+  std::unique_ptr<CoordinatorProcess> coordinator_;
+  std::vector<Subprocess> agents_;
+  std::vector<std::string> work_dirs_;
+};
+
+TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
+  std::string file = JobFile("steps", "\"--steps=3\", \"--step_seconds=0.01\", \"--rendezvous\"", 0);
+  CommandResult run = Ctl({"submit", "-f", file, "--wait"});
+  EXPECT_EQ(run.exit_code, 0) << run.output << agents_[0].Log();
+  EXPECT_NE(run.output.find("placed 4 ranks on 2 nodes"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("SUCCEEDED: all 4 ranks finished"), std::string::npos) << run.output;
+
+  // Each rank got the torchrun-style environment and read rank 0's rendezvous value.
+  std::smatch m;
+  std::regex id_re("job (\\S+) submitted");
+  ASSERT_TRUE(std::regex_search(run.output, m, id_re));
+  std::string id = m[1].str();
+  int found = 0;
+  for (const auto& work : work_dirs_) {
+    for (int rank = 0; rank < 4; ++rank) {
+      std::string log = ReadFile(absl::StrCat(work, "/logs/", id, "/1/rank-", rank, ".log"));
+      if (log.empty()) continue;
+      ++found;
+      EXPECT_NE(log.find("test_worker: started"), std::string::npos) << log;
+      if (rank > 0) EXPECT_NE(log.find("world"), std::string::npos) << log;
+    }
+  }
+  EXPECT_EQ(found, 4);
+
+  // Each agent's /metrics passes promtool.
+  for (auto& agent : agents_) {
+    std::smatch mm;
+    std::string log = agent.Log();
+    ASSERT_TRUE(std::regex_search(log, mm, std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
+    int port = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
+    auto page = HttpGet("127.0.0.1", port, "/metrics");
+    ASSERT_TRUE(page.ok());
+    EXPECT_NE(page->body.find("ringmaster_agent_connected 1"), std::string::npos) << page->body;
+    auto check = RunCommand({"promtool", "check", "metrics"}, page->body);
+    ASSERT_TRUE(check.ok());
+    EXPECT_EQ(check->exit_code, 0) << check->output;
+    EXPECT_EQ(check->output, "") << page->body;
+  }
+}
+
+TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
+  std::string id = Submit(JobFile("long", "\"--steps=100000\", \"--step_seconds=0.05\"", 1));
+  pid_t victim = 0;
+  ASSERT_TRUE(WaitFor([&] { return (victim = WorkerPid(id, 1, 2)) > 0; }, absl::Seconds(30)));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+
+  ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 2, 2) > 0; }, absl::Seconds(60)))
+      << Ctl({"describe", "job", id}).output;
+  std::string described = Ctl({"describe", "job", id}).output;
+  EXPECT_NE(described.find("rank 2 on agent-"), std::string::npos) << described;
+  EXPECT_NE(described.find("killed by signal 9"), std::string::npos) << described;
+  EXPECT_NE(described.find("RESTARTING"), std::string::npos) << described;
+  EXPECT_NE(described.find("(generation 2)"), std::string::npos) << described;
+
+  // A stale generation-1 identity is refused by the agent's worker API.
+  for (const auto& socket : sockets_) {
+    auto stub = v1::WorkerService::NewStub(
+        MakeChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+    for (int rank = 0; rank < 4; ++rank) {
+      grpc::ClientContext context;
+      v1::ReportStepRequest stale;
+      stale.mutable_worker()->set_job_id(id);
+      stale.mutable_worker()->set_generation(1);
+      stale.mutable_worker()->set_rank(rank);
+      stale.set_step(1);
+      v1::ReportResponse response;
+      grpc::Status status = stub->ReportStep(&context, stale, &response);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    }
+  }
+
+  // Cancelling removes every worker; nothing is left running.
+  EXPECT_EQ(Ctl({"cancel", id}).exit_code, 0);
+  std::vector<pid_t> gen2;
+  for (int rank = 0; rank < 4; ++rank) gen2.push_back(WorkerPid(id, 2, rank));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (pid_t p : gen2) {
+          if (p > 0 && kill(p, 0) == 0) return false;
+        }
+        return true;
+      },
+      absl::Seconds(30)));
+  // And the nodes no longer hold devices for it.
+  EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
