@@ -4,6 +4,7 @@
 // SIGTERM, are stopped, or forked children, leaving neither processes nor zombies behind.
 #include "agent/worker_supervisor.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -226,6 +227,29 @@ TEST_F(WorkerSupervisorTest, PassesExactlyTheGivenEnvironmentDirectoryAndDescrip
   EXPECT_NE(log.find("test_worker: stdin=/dev/null\n"), std::string::npos) << log;
   // Nothing of the test process (or the supervisor's pipes of other workers) leaks in.
   EXPECT_NE(log.find("test_worker: open fds=0 1 2\n"), std::string::npos) << log;
+}
+
+TEST_F(WorkerSupervisorTest, WorkerStartsWithDefaultSignalsWhateverTheAgentBlocks) {
+  // Like the agent: SIGTERM blocked (for sigwait) and SIGPIPE ignored (by gRPC).
+  sigset_t term, old_mask;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &old_mask), 0);
+  struct sigaction ignore = {}, old_pipe = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGPIPE, &ignore, &old_pipe), 0);
+  LaunchSpec spec = Worker({"--print_env", "--hang"});
+  pid_t pid = Launch(spec);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+
+  ASSERT_TRUE(WaitForLog(spec.log_path, "test_worker: hanging"));
+  std::string log = ReadFile(spec.log_path);
+  EXPECT_NE(log.find("test_worker: signals SigBlk=0000000000000000\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("test_worker: signals SigIgn=0000000000000000\n"), std::string::npos) << log;
+  // So SIGTERM alone ends it.
+  ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(20)).ok());
+  EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
 }
 
 TEST_F(WorkerSupervisorTest, RotatesTheLogWithinItsBound) {

@@ -205,5 +205,30 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
 }
 
+TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
+  std::string id = Submit(JobFile("adopt", "\"--steps=60\", \"--step_seconds=0.05\"", 0));
+  ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 1, 3) > 0; }, absl::Seconds(30)));
+  pid_t rank0 = WorkerPid(id, 1, 0);
+
+  // The coordinator dies mid-run; the agents keep their workers and reconnect to its successor,
+  // which adopts them: same generation, no restart.
+  const std::string address = coordinator_->address();
+  coordinator_->process.Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  EXPECT_EQ(kill(rank0, 0), 0);  // Still running.
+  auto c = StartCoordinator({"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2",
+                             "--listen=" + address});
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
+
+  ASSERT_TRUE(WaitFor([&] { return Ctl({"get", "job", id}).output.find("SUCCEEDED") !=
+                                   std::string::npos; },
+                      absl::Seconds(60)))
+      << Ctl({"describe", "job", id}).output;
+  std::string described = Ctl({"describe", "job", id}).output;
+  EXPECT_EQ(described.find("RESTARTING"), std::string::npos) << described;
+  EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

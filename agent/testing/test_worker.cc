@@ -1,7 +1,7 @@
 // A small worker program for agent tests. In order, as its flags ask, it: prints
 // "test_worker: started pid=<pid>"; ignores SIGTERM; forks children that block forever (they
 // print "test_worker: child pid=<pid>"); prints "test_worker: ready"; prints its environment,
-// working directory, stdin and open descriptors; enters INIT, meets the other ranks at a
+// working directory, stdin, open descriptors and signal masks; enters INIT, meets the other ranks at a
 // rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
 // worker API; prints --print_bytes bytes of filler; then crashes (SIGSEGV), hangs, or exits
 // with --exit_code.
@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
@@ -43,7 +45,7 @@ ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
 ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
 ABSL_FLAG(int, fork_children, 0, "Children to fork; they stay in the group and block forever.");
 ABSL_FLAG(bool, print_env, false,
-          "Print the environment, working directory, stdin and open descriptors.");
+          "Print the environment, working directory, stdin, open descriptors, signal masks.");
 ABSL_FLAG(int64_t, print_bytes, 0, "Bytes of numbered filler lines to print after the steps.");
 ABSL_FLAG(bool, rendezvous, false,
           "Rank 0 sets key \"hello\" to \"world\"; other ranks wait for it (30 s) and print it.");
@@ -191,6 +193,14 @@ void PrintEnvironment() {
     closedir(dir);
   }
   Say(absl::StrCat("open fds=", fds));
+  // The signal masks as the kernel shows them: "SigBlk:\t<hex>" and "SigIgn:\t<hex>".
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "SigBlk:") || absl::StartsWith(line, "SigIgn:")) {
+      Say(absl::StrCat("signals ", absl::StripAsciiWhitespace(line.substr(0, 6)), "=",
+                       absl::StripAsciiWhitespace(line.substr(7))));
+    }
+  }
 }
 
 absl::Status Rendezvous(AgentClient* agent) {
