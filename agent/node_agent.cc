@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -37,6 +38,7 @@ NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchd
   supervisor_ = std::make_unique<WorkerSupervisor>(
       [this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
   executor_ = std::thread([this] { ExecutorLoop(); });
+  log_reader_ = std::thread([this] { LogReaderLoop(); });
 }
 
 NodeAgent::~NodeAgent() { Shutdown(absl::Seconds(5)); }
@@ -55,6 +57,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
     shutting_down_ = true;
   }
   if (executor_.joinable()) executor_.join();
+  if (log_reader_.joinable()) log_reader_.join();
   if (link_ != nullptr) link_->Stop();
   std::vector<pid_t> pids = supervisor_->Running();
   std::vector<std::thread> stops;
@@ -76,7 +79,10 @@ void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
     absl::MutexLock lock(&mu_);
     commands_.push_back(message);
   }
-  // read_log and anything newer are not handled by this agent version.
+  if (message.has_read_log()) {
+    absl::MutexLock lock(&mu_);
+    log_reads_.push_back(message.read_log());
+  }
 }
 
 void NodeAgent::ExecutorLoop() {
@@ -95,6 +101,79 @@ void NodeAgent::ExecutorLoop() {
     }
     if (command.has_launch()) Launch(command.launch());
     if (command.has_stop()) StopJob(command.stop());
+  }
+}
+
+void NodeAgent::LogReaderLoop() {
+  for (;;) {
+    v1::ReadLog request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](NodeAgent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
+            return a->shutting_down_ || !a->log_reads_.empty();
+          },
+          this));
+      if (shutting_down_) return;
+      request = std::move(log_reads_.front());
+      log_reads_.pop_front();
+    }
+    v1::AgentMessage message;
+    *message.mutable_log_data() = ReadLogChunk(request);
+    if (link_ != nullptr) link_->Send(message);
+  }
+}
+
+bool NodeAgent::IsRunning(const v1::JobGeneration& job, int rank) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, w] : workers_) {
+    if (w.job.job_id() == job.job_id() && w.job.generation() == job.generation() &&
+        w.rank == rank) {
+      return true;
+    }
+  }
+  return false;
+}
+
+v1::LogData NodeAgent::ReadLogChunk(const v1::ReadLog& request) {
+  v1::LogData data;
+  data.set_request_id(request.request_id());
+  const std::string path = absl::StrCat(options_.work_dir, "/logs/", request.job().job_id(), "/",
+                                        request.job().generation(), "/rank-", request.rank(),
+                                        ".log");
+  const absl::Time give_up = absl::Now() + absl::Seconds(std::min(request.wait_seconds(), 10.0));
+  for (absl::Duration backoff = absl::Milliseconds(10);; backoff *= 2) {
+    std::error_code ec;
+    const bool running = IsRunning(request.job(), request.rank());
+    const int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+    if (ec) {
+      if (running && absl::Now() < give_up) {
+        absl::SleepFor(std::min(backoff, absl::Milliseconds(200)));
+        continue;
+      }
+      data.set_error(absl::StrCat("no log for rank ", request.rank(), " of job ",
+                                  request.job().job_id(), " generation ",
+                                  request.job().generation(), " on this node"));
+      return data;
+    }
+    int64_t offset = request.offset() < 0 ? std::max<int64_t>(0, size + request.offset())
+                                          : std::min<int64_t>(request.offset(), size);
+    const int64_t length = std::min<int64_t>(std::max(0, request.max_bytes()), size - offset);
+    if (length == 0 && running && absl::Now() < give_up) {
+      // Following a live worker: wait (bounded) for it to write more. Its own thread, so this
+      // sleep holds up only other log reads.
+      absl::SleepFor(std::min(backoff, absl::Milliseconds(200)));
+      continue;
+    }
+    std::string bytes(static_cast<size_t>(length), '\0');
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(offset);
+    in.read(bytes.data(), length);
+    bytes.resize(static_cast<size_t>(in.gcount()));
+    data.set_data(bytes);
+    data.set_next_offset(offset + static_cast<int64_t>(bytes.size()));
+    data.set_eof(!running && data.next_offset() >= size);
+    return data;
   }
 }
 

@@ -89,6 +89,10 @@ class NodeAgent {
 
   void Launch(const v1::LaunchWorkers& launch);
   void StopJob(const v1::StopWorkers& stop);
+  // Serves ReadLog commands one at a time on their own thread (a follow read waits for data).
+  void LogReaderLoop();
+  v1::LogData ReadLogChunk(const v1::ReadLog& request);
+  bool IsRunning(const v1::JobGeneration& job, int rank) const;
   // Runs launch and stop commands one at a time, in order, off the connection thread (a stop
   // waits up to its grace period; the next launch of the job must come after it).
   void ExecutorLoop();
@@ -113,6 +117,8 @@ class NodeAgent {
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread executor_;
+  std::deque<v1::ReadLog> log_reads_ ABSL_GUARDED_BY(mu_);
+  std::thread log_reader_;
 };
 
 }  // namespace ringmaster::agent

@@ -7,8 +7,8 @@
 //
 // A worker starts with stdin on /dev/null, no descriptor besides 0, 1 and 2 (every descriptor the
 // supervisor opens is close-on-exec, and the child closes the rest before exec), no signal
-// blocked and every signal at its default action (the agent blocks SIGTERM and gRPC ignores
-// SIGPIPE; a worker inherits neither).
+// blocked and every signal at its default action but the two the C library reserves (the agent
+// blocks SIGTERM and gRPC ignores SIGPIPE; a worker inherits neither).
 //
 // Exits are reported through the callback as soon as they are reaped (a dedicated reaper thread
 // waits on children), with the exit code or the terminating signal. When the worker left no
@@ -89,7 +89,8 @@ class WorkerSupervisor {
   // supervisor launched (or already stopped, or already gone with its whole group).
   // DEADLINE_EXCEEDED if processes of the group outlive SIGKILL by 30 seconds (uninterruptible
   // sleep in a driver); the worker then stays listed and Stop() may be called again. A second
-  // Stop() of a worker being stopped waits for the first, then answers NOT_FOUND.
+  // Stop() of a worker being stopped waits for the first and then answers as if called after it
+  // (NOT_FOUND once the first succeeded).
   absl::Status Stop(pid_t pid, absl::Duration grace);
 
   // Pids of workers whose process group still has processes.

@@ -40,6 +40,7 @@ class StreamOutbox {
     if (closed_ || finishing_) return false;
     queue_.push_back(std::move(message));
     finishing_ = last;
+    finish_status_ = grpc::Status::OK;
     if (!writing_) {
       writing_ = true;
       StartFront();
@@ -57,16 +58,17 @@ class StreamOutbox {
       return;
     }
     writing_ = false;
-    if (ok && finishing_ && !finished_) DoFinish(grpc::Status::OK);
+    if (ok && finishing_ && !finished_) DoFinish(finish_status_);
   }
 
-  // Finishes the stream once. A no-op when a message pushed with `last` is queued (the stream
-  // finishes after it) or when already finished.
+  // Finishes the stream once, after the writes already queued. A no-op when a message pushed
+  // with `last` is queued (the stream finishes after it) or when already finished.
   void Finish(const grpc::Status& status) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Guard guard(this);
     if (closed_ || finished_ || finishing_) return;
     finishing_ = true;
-    DoFinish(status);
+    finish_status_ = status;
+    if (!writing_) DoFinish(status);
   }
 
   // Call from the reactor's OnDone: nothing is started on the stream afterwards.
@@ -129,6 +131,7 @@ class StreamOutbox {
   std::deque<Msg> queue_;
   bool writing_ = false;
   bool finishing_ = false;
+  grpc::Status finish_status_;
   bool finished_ = false;
   bool closed_ = false;
 };

@@ -48,6 +48,7 @@ class AgentService::Stream
     outbox_->Close();
     if (!node_.empty()) {
       service_->Detach(node_, outbox_.get());
+      service_->FailLogReads(node_);
       if (service_->nodes_->Disconnected(node_, session_)) {
         RM_LOG(WARNING) << "agent " << node_ << " disconnected: node lost";
         if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLost(node_);
@@ -76,7 +77,8 @@ class AgentService::Stream
         OnRendezvous(message.rendezvous());
         return absl::OkStatus();
       case v1::AgentMessage::kLogData:
-        return absl::OkStatus();  // Log reads are not requested yet (ReadLogs is unimplemented).
+        service_->OnLogData(message.log_data());
+        return absl::OkStatus();
       case v1::AgentMessage::BODY_NOT_SET:
         break;
     }
@@ -198,6 +200,65 @@ bool AgentService::Send(const std::string& node, const v1::CoordinatorMessage& m
     outbox = it->second;
   }
   return outbox->Push(message);
+}
+
+}  // namespace ringmaster::coordinator
+
+namespace ringmaster::coordinator {
+
+void AgentService::ReadLog(const std::string& node, v1::ReadLog request,
+                           std::function<void(const v1::LogData&)> done) {
+  int64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_log_read_++;
+    log_reads_[id] = PendingLogRead{node, done};
+  }
+  request.set_request_id(id);
+  v1::CoordinatorMessage message;
+  *message.mutable_read_log() = request;
+  if (Send(node, message)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    log_reads_.erase(id);
+  }
+  v1::LogData error;
+  error.set_request_id(id);
+  error.set_error(absl::StrCat("node ", node, " is not connected"));
+  done(error);
+}
+
+void AgentService::OnLogData(const v1::LogData& data) {
+  std::function<void(const v1::LogData&)> done;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = log_reads_.find(data.request_id());
+    if (it == log_reads_.end()) return;
+    done = std::move(it->second.done);
+    log_reads_.erase(it);
+  }
+  done(data);
+}
+
+void AgentService::FailLogReads(const std::string& node) {
+  std::vector<std::pair<int64_t, std::function<void(const v1::LogData&)>>> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = log_reads_.begin(); it != log_reads_.end();) {
+      auto next = std::next(it);
+      if (it->second.node == node) {
+        failed.emplace_back(it->first, std::move(it->second.done));
+        log_reads_.erase(it);
+      }
+      it = next;
+    }
+  }
+  for (auto& [id, done] : failed) {
+    v1::LogData error;
+    error.set_request_id(id);
+    error.set_error(absl::StrCat("node ", node, " disconnected"));
+    done(error);
+  }
 }
 
 }  // namespace ringmaster::coordinator

@@ -10,6 +10,7 @@
 #ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
 #define RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,12 +47,26 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
 
   bool Send(const std::string& node, const v1::CoordinatorMessage& message) override;
 
+  // Asks `node`'s agent for a chunk of a rank's log (request.request_id is assigned here) and
+  // calls `done` with its answer, or with LogData.error set if the node has no stream or its
+  // stream ends first. `done` runs on a gRPC thread and must not block.
+  void ReadLog(const std::string& node, v1::ReadLog request,
+               std::function<void(const v1::LogData&)> done);
+
  private:
   class Stream;
   friend class Stream;
 
   void Attach(const std::string& node, std::shared_ptr<Outbox> outbox);
   void Detach(const std::string& node, const Outbox* outbox);
+  void OnLogData(const v1::LogData& data);
+  // Fails every log read pending on `node` (its stream ended).
+  void FailLogReads(const std::string& node);
+
+  struct PendingLogRead {
+    std::string node;
+    std::function<void(const v1::LogData&)> done;
+  };
 
   NodeManager* const nodes_;
   RendezvousManager* const rendezvous_;
@@ -64,6 +79,8 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Outbox>> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, PendingLogRead> log_reads_ ABSL_GUARDED_BY(mu_);
+  int64_t next_log_read_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace ringmaster::coordinator

@@ -1,8 +1,11 @@
 #include "coordinator/job_service.h"
 
+#include <atomic>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status.h"
 #include "common/stream_outbox.h"
 
 namespace ringmaster::coordinator {
@@ -58,6 +61,94 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
   uint64_t watch_id_ = 0;
 };
 
+// Streams a rank's log from the agent that runs it: one ReadLog round trip per chunk; with
+// `follow`, until the worker has exited and everything was sent (or the client leaves).
+class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
+ public:
+  static constexpr int kChunkBytes = 64 * 1024;
+
+  LogStream(JobManager* jobs, AgentService* agents, const v1::ReadLogsRequest& request)
+      : state_(std::make_shared<State>()) {
+    state_->agents = agents;
+    state_->outbox = std::make_shared<Outbox>(
+        [this](const v1::ReadLogsResponse* m) { StartWrite(m); },
+        [this](const grpc::Status& s) { Finish(s); });
+    auto job = jobs->Get(request.job_id());
+    if (!job.ok()) {
+      state_->outbox->Finish(ToGrpcStatus(job.status()));
+      return;
+    }
+    const v1::JobStatus& status = job->job();
+    if (request.rank() < 0 || request.rank() >= status.assignments_size()) {
+      state_->outbox->Finish(ToGrpcStatus(FieldError(
+          "rank", absl::StrCat("must be in [0, ", status.assignments_size(), "), got ",
+                               request.rank()))));
+      return;
+    }
+    // Logs are read on the node of the rank's current placement.
+    state_->node = status.assignments(request.rank()).node();
+    state_->read.mutable_job()->set_job_id(status.job_id());
+    state_->read.mutable_job()->set_generation(
+        request.generation() > 0 ? request.generation() : status.generation());
+    state_->read.set_rank(request.rank());
+    state_->read.set_offset(request.offset());
+    state_->read.set_max_bytes(kChunkBytes);
+    state_->read.set_wait_seconds(request.follow() ? 1.0 : 0.0);
+    state_->follow = request.follow();
+    Next(state_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<Outbox> keep = state_->outbox;
+    keep->WriteDone(ok);
+  }
+  void OnCancel() override {
+    state_->cancelled = true;
+    state_->outbox->Finish(grpc::Status::CANCELLED);
+  }
+  void OnDone() override {
+    state_->outbox->Close();
+    delete this;
+  }
+
+ private:
+  using Outbox = StreamOutbox<v1::ReadLogsResponse>;
+  // Shared with the pending agent round trip, which may answer after the stream is gone.
+  struct State {
+    AgentService* agents = nullptr;
+    std::shared_ptr<Outbox> outbox;
+    std::string node;
+    v1::ReadLog read;
+    bool follow = false;
+    std::atomic<bool> cancelled{false};
+  };
+
+  static void Next(std::shared_ptr<State> state) {
+    state->agents->ReadLog(state->node, state->read, [state](const v1::LogData& data) {
+      if (state->cancelled) return;
+      if (!data.error().empty()) {
+        // The coordinator is up; the node is not (or has no such log): not UNAVAILABLE.
+        state->outbox->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, data.error()));
+        return;
+      }
+      const bool more = static_cast<int>(data.data().size()) == kChunkBytes;
+      const bool done = data.eof() || (!state->follow && !more);
+      state->read.set_offset(data.next_offset());
+      if (!data.data().empty()) {
+        v1::ReadLogsResponse chunk;
+        chunk.set_data(data.data());
+        chunk.set_next_offset(data.next_offset());
+        state->outbox->Push(std::move(chunk), done);
+      } else if (done) {
+        state->outbox->Finish(grpc::Status::OK);
+      }
+      if (!done) Next(state);
+    });
+  }
+
+  std::shared_ptr<State> state_;
+};
+
 // Finishes at once with a status (for refused streams).
 template <typename Msg>
 class RefusedStream : public grpc::ServerWriteReactor<Msg> {
@@ -68,9 +159,9 @@ class RefusedStream : public grpc::ServerWriteReactor<Msg> {
 
 }  // namespace
 
-JobService::JobService(JobManager* jobs, NodeManager* nodes, const TokenAuthenticator* auth,
-                       metrics::Registry* registry)
-    : jobs_(jobs), nodes_(nodes), auth_(auth) {
+JobService::JobService(JobManager* jobs, NodeManager* nodes, AgentService* agents,
+                       const TokenAuthenticator* auth, metrics::Registry* registry)
+    : jobs_(jobs), nodes_(nodes), agents_(agents), auth_(auth) {
   if (registry != nullptr) {
     requests_ = &registry->AddCounter("ringmaster_rpc_requests_total",
                                       "JobService calls by method and result code.",
@@ -169,8 +260,10 @@ grpc::ServerUnaryReactor* JobService::ListNodes(grpc::CallbackServerContext* con
 
 grpc::ServerWriteReactor<v1::ReadLogsResponse>* JobService::ReadLogs(
     grpc::CallbackServerContext* context, const v1::ReadLogsRequest* request) {
-  return new RefusedStream<v1::ReadLogsResponse>(
-      absl::UnimplementedError("reading rank logs arrives with the agent's log capture"));
+  auto caller = Authenticate(context);
+  Count("ReadLogs", caller.status());
+  if (!caller.ok()) return new RefusedStream<v1::ReadLogsResponse>(caller.status());
+  return new LogStream(jobs_, agents_, *request);
 }
 
 }  // namespace ringmaster::coordinator

@@ -5,6 +5,7 @@
 #define RINGMASTER_COORDINATOR_JOB_SERVICE_H_
 
 #include "common/metrics/registry.h"
+#include "coordinator/agent_service.h"
 #include "coordinator/auth.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/node_manager.h"
@@ -16,8 +17,8 @@ class JobService final : public v1::JobService::CallbackService {
  public:
   // Pointers must outlive the service.
   // `registry` (may be null) receives ringmaster_rpc_requests_total{method,code}.
-  JobService(JobManager* jobs, NodeManager* nodes, const TokenAuthenticator* auth,
-             metrics::Registry* registry);
+  JobService(JobManager* jobs, NodeManager* nodes, AgentService* agents,
+             const TokenAuthenticator* auth, metrics::Registry* registry);
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request,
@@ -51,6 +52,7 @@ class JobService final : public v1::JobService::CallbackService {
 
   JobManager* const jobs_;
   NodeManager* const nodes_;
+  AgentService* const agents_;
   const TokenAuthenticator* const auth_;
   metrics::CounterFamily* requests_ = nullptr;
 };

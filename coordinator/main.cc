@@ -90,7 +90,7 @@ absl::Status Run() {
                                &registry, job_options);
   agent_service.set_jobs(&jobs);
   RETURN_IF_ERROR(jobs.Recover());
-  coordinator::JobService job_service(&jobs, &nodes, &auth, &registry);
+  coordinator::JobService job_service(&jobs, &nodes, &agent_service, &auth, &registry);
 
   GrpcServerOptions options;
   options.address = absl::GetFlag(FLAGS_listen);

@@ -151,6 +151,22 @@ absl::Status Watch(const Client& client, const std::string& id, std::ostream& ou
   return absl::OkStatus();
 }
 
+absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
+                  std::ostream& out) {
+  auto context = client.Context(/*streaming=*/true);
+  v1::ReadLogsRequest request;
+  request.set_job_id(id);
+  request.set_rank(rank);
+  request.set_follow(follow);
+  auto reader = client.jobs()->ReadLogs(context.get(), request);
+  v1::ReadLogsResponse chunk;
+  while (reader->Read(&chunk)) {
+    out << chunk.data();
+    out.flush();
+  }
+  return client.Check(reader->Finish());
+}
+
 absl::Status Nodes(const Client& client, std::ostream& out) {
   v1::ListNodesResponse response;
   RETURN_IF_ERROR(client.Check(

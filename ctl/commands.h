@@ -30,6 +30,9 @@ absl::Status Cancel(const Client& client, const std::string& id, const std::stri
                     std::ostream& out);
 // watch ID: events and live progress until the job ends (or the stream breaks).
 absl::Status Watch(const Client& client, const std::string& id, std::ostream& out);
+// logs ID --rank N [--follow]: the rank's stdout and stderr, read through the coordinator.
+absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
+                  std::ostream& out);
 // nodes
 absl::Status Nodes(const Client& client, std::ostream& out);
 // plan -f FILE

@@ -32,6 +32,8 @@ ABSL_FLAG(bool, wait, false, "submit: wait for the job to end; fail unless it su
 ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns the same job.");
 ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
 ABSL_FLAG(std::string, reason, "", "cancel: reason recorded in the job's events.");
+ABSL_FLAG(int, rank, 0, "logs: the global rank whose log to show.");
+ABSL_FLAG(bool, follow, false, "logs: keep printing new output until the rank exits.");
 
 namespace ringmaster::ctl {
 namespace {
@@ -48,6 +50,7 @@ constexpr char kUsage[] =
     "  describe job ID               assignments, groups, events, planner reasoning\n"
     "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
     "  watch ID                      live events and progress\n"
+    "  logs ID --rank N [--follow]   a rank's stdout and stderr\n"
     "  nodes                         registered nodes\n"
     "  plan -f job.yaml              what the planner would choose, without submitting\n"
     "  health                        is the coordinator serving?\n"
@@ -96,7 +99,7 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   static const std::vector<std::vector<std::string>> kShapes = {
       {"version"}, {"health"},         {"submit"},      {"plan"},       {"nodes"},
       {"get", "jobs"}, {"get", "job", "ID"}, {"describe", "job", "ID"}, {"cancel", "ID"},
-      {"watch", "ID"}};
+      {"watch", "ID"}, {"logs", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -127,6 +130,9 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
   if (command == "describe") return Describe(client, args[3], out);
   if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);
+  if (command == "logs") {
+    return Logs(client, args[2], absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_follow), out);
+  }
   return Watch(client, args[2], out);
 }
 

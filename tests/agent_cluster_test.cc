@@ -141,6 +141,17 @@ TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
   }
   EXPECT_EQ(found, 4);
 
+  // `ringctl logs` reads a rank's output through the coordinator from whichever agent runs it.
+  for (int rank : {0, 3}) {
+    CommandResult logs = Ctl({"logs", id, absl::StrCat("--rank=", rank)});
+    EXPECT_EQ(logs.exit_code, 0) << logs.output;
+    EXPECT_NE(logs.output.find("test_worker: started"), std::string::npos) << logs.output;
+  }
+  CommandResult bad_rank = Ctl({"logs", id, "--rank=9"});
+  EXPECT_EQ(bad_rank.exit_code, 1);
+  EXPECT_NE(bad_rank.output.find("rank: must be in [0, 4), got 9"), std::string::npos)
+      << bad_rank.output;
+
   // Each agent's /metrics passes promtool.
   for (auto& agent : agents_) {
     std::smatch mm;
@@ -221,6 +232,17 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   ASSERT_TRUE(c.ok()) << c.status();
   coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
 
+  // Once the agents are back, `logs --follow` streams the adopted rank's output until it exits.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string nodes = Ctl({"nodes"}).output;
+        return std::count(nodes.begin(), nodes.end(), '\n') == 3 &&
+               nodes.find("LOST") == std::string::npos;
+      },
+      absl::Seconds(30)));
+  CommandResult followed = Ctl({"logs", id, "--rank=0", "--follow"});
+  EXPECT_EQ(followed.exit_code, 0) << followed.output;
+  EXPECT_NE(followed.output.find("test_worker: started"), std::string::npos) << followed.output;
   ASSERT_TRUE(WaitFor([&] { return Ctl({"get", "job", id}).output.find("SUCCEEDED") !=
                                    std::string::npos; },
                       absl::Seconds(60)))

@@ -1,8 +1,8 @@
 // A small worker program for agent tests. In order, as its flags ask, it: prints
 // "test_worker: started pid=<pid>"; ignores SIGTERM; forks children that block forever (they
 // print "test_worker: child pid=<pid>"); prints "test_worker: ready"; prints its environment,
-// working directory, stdin, open descriptors and signal masks; enters INIT, meets the other ranks at a
-// rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
+// working directory, stdin, open descriptors and signal masks; enters INIT, meets the other ranks
+// at a rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
 // worker API; prints --print_bytes bytes of filler; then crashes (SIGSEGV), hangs, or exits
 // with --exit_code.
 //
