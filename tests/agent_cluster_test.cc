@@ -183,6 +183,34 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_NE(described.find("RESTARTING"), std::string::npos) << described;
   EXPECT_NE(described.find("(generation 2)"), std::string::npos) << described;
 
+  // While the job runs, the agents export its per-rank series, and the pages pass promtool.
+  bool seen_step = false;
+  for (auto& agent : agents_) {
+    std::smatch mm;
+    std::string log = agent.Log();
+    ASSERT_TRUE(std::regex_search(
+        log, mm, std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
+    int port = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
+    std::string series = absl::StrCat("ringmaster_step{job_id=\"", id, "\"");
+    std::string body;
+    if (WaitFor(
+            [&] {
+              auto page = HttpGet("127.0.0.1", port, "/metrics");
+              body = page.ok() ? page->body : "";
+              return body.find(series) != std::string::npos;
+            },
+            absl::Seconds(20))) {
+      seen_step = true;
+      EXPECT_NE(body.find("ringmaster_step_seconds_bucket{job_id=\"" + id), std::string::npos);
+      auto check = RunCommand({"promtool", "check", "metrics"}, body);
+      ASSERT_TRUE(check.ok());
+      EXPECT_EQ(check->exit_code, 0) << check->output;
+      EXPECT_EQ(check->output, "") << body;
+    }
+  }
+  EXPECT_TRUE(seen_step);
+
   // A stale generation-1 identity is refused by the agent's worker API.
   for (const auto& socket : sockets_) {
     auto stub = v1::WorkerService::NewStub(
