@@ -244,6 +244,29 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
 }
 
+// Skipped where Debian's python3-torch is not installed (tools/setup does not install it: it is
+// a comparison peer, not a dependency).
+TEST_F(AgentClusterTest, UnmodifiedTorchDistributedProgramRunsAsACommandJob) {
+  auto probe = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, "");
+  if (!probe.ok() || probe->exit_code != 0) GTEST_SKIP() << "python3-torch is not installed";
+  std::string script = std::filesystem::absolute("tests/testdata/ddp_env.py").string();
+  std::string path = dir_ + "/torch.yaml";
+  std::ofstream(path) << "name: torch-env\nnodes: 2\ndevices_per_node: 2\n"
+                      << "trainer:\n  command: [\"/usr/bin/python3\", \"" << script << "\"]\n"
+                      << "  steps: 1\n";
+  CommandResult run = Ctl({"submit", "-f", path, "--wait", "--timeout=120"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, std::regex("job (\\S+) submitted")));
+  for (int rank = 0; rank < 4; ++rank) {
+    CommandResult logs = Ctl({"logs", m[1].str(), absl::StrCat("--rank=", rank)});
+    EXPECT_NE(logs.output.find(absl::StrCat("rank ", rank, "/4")), std::string::npos)
+        << logs.output;
+    EXPECT_NE(logs.output.find("all_reduce 10.0 expected 10.0"), std::string::npos)
+        << logs.output;
+  }
+}
+
 TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   std::string id = Submit(JobFile("adopt", "\"--steps=60\", \"--step_seconds=0.05\"", 0));
   ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 1, 3) > 0; }, absl::Seconds(30)));
