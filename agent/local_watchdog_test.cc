@@ -193,7 +193,7 @@ TEST_F(LocalWatchdogTest, UntrackedRanksAreNeverHung) {
 
 TEST_F(LocalWatchdogTest, LateExitOfAnOldGenerationKeepsTheNewOneTracked) {
   watchdog_.Track("gpt-1", 2, 0);
-  watchdog_.Untrack("gpt-1", 1, 0);  // Generation 1's worker exit, handled late.
+  watchdog_.Untrack("gpt-1", 1, 0);   // Generation 1's worker exit, handled late.
   clock_.Advance(absl::Minutes(11));  // Past the 10-minute init allowance.
   ASSERT_EQ(watchdog_.Check().size(), 1u);
 }

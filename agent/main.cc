@@ -60,24 +60,25 @@ absl::Status Run() {
   std::string socket_path = absl::GetFlag(FLAGS_worker_socket);
   if (socket_path.empty()) socket_path = work_dir + "/agent.sock";
   if (socket_path.size() > 107) {  // sizeof(sockaddr_un::sun_path) - 1
-    return FieldError("--worker_socket",
-                      absl::StrCat("a Unix socket path must be at most 107 bytes, got ",
-                                   socket_path.size(), " (\"", socket_path,
-                                   "\"); set --worker_socket to a shorter path"));
+    return FieldError(
+        "--worker_socket",
+        absl::StrCat("a Unix socket path must be at most 107 bytes, got ", socket_path.size(),
+                     " (\"", socket_path, "\"); set --worker_socket to a shorter path"));
   }
   std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
 
   metrics::Registry registry;
-  registry.AddGauge("ringmaster_build_info", "Build of the running binary; always 1.",
-                    {"component", "version"})
+  registry
+      .AddGauge("ringmaster_build_info", "Build of the running binary; always 1.",
+                {"component", "version"})
       .WithLabels({"agent", kVersion})
       ->Set(1);
   auto connected = registry
                        .AddGauge("ringmaster_agent_connected",
                                  "1 while the agent's stream to the coordinator is up.")
                        .WithLabels({});
-  auto running = registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.")
-                     .WithLabels({});
+  auto running =
+      registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.").WithLabels({});
   RankMetrics rank_metrics(&registry, Clock::Real(), absl::Seconds(1));
   LocalWatchdog watchdog(Clock::Real(), WatchdogOptions{});
 
@@ -108,8 +109,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
   agent.Start(MakeChannel(absl::GetFlag(FLAGS_coordinator), credentials));
   // Tests and tools/cluster read these lines.
-  RM_LOG(INFO) << "agent " << node << " with " << devices.size() << " devices, worker API on unix:"
-               << socket_path;
+  RM_LOG(INFO) << "agent " << node << " with " << devices.size()
+               << " devices, worker API on unix:" << socket_path;
   RM_LOG(INFO) << "agent metrics listening on " << options.metrics_address;
 
   absl::Notification stopping;

@@ -35,8 +35,8 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
 
 NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog)
     : options_(std::move(options)), metrics_(metrics), watchdog_(watchdog) {
-  supervisor_ = std::make_unique<WorkerSupervisor>(
-      [this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
+  supervisor_ =
+      std::make_unique<WorkerSupervisor>([this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
   executor_ = std::thread([this] { ExecutorLoop(); });
   log_reader_ = std::thread([this] { LogReaderLoop(); });
 }
@@ -138,9 +138,9 @@ bool NodeAgent::IsRunning(const v1::JobGeneration& job, int rank) const {
 v1::LogData NodeAgent::ReadLogChunk(const v1::ReadLog& request) {
   v1::LogData data;
   data.set_request_id(request.request_id());
-  const std::string path = absl::StrCat(options_.work_dir, "/logs/", request.job().job_id(), "/",
-                                        request.job().generation(), "/rank-", request.rank(),
-                                        ".log");
+  const std::string path =
+      absl::StrCat(options_.work_dir, "/logs/", request.job().job_id(), "/",
+                   request.job().generation(), "/rank-", request.rank(), ".log");
   const absl::Time give_up = absl::Now() + absl::Seconds(std::min(request.wait_seconds(), 10.0));
   for (absl::Duration backoff = absl::Milliseconds(10);; backoff *= 2) {
     std::error_code ec;
@@ -186,9 +186,9 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   } else if (spec.trainer().builtin() == "gpt" && !options_.trainer_binary.empty()) {
     ls.argv = {options_.trainer_binary};
   } else {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this agent cannot run builtin trainer \"", spec.trainer().builtin(),
-                     "\" (no --trainer_binary)"));
+    return absl::FailedPreconditionError(absl::StrCat("this agent cannot run builtin trainer \"",
+                                                      spec.trainer().builtin(),
+                                                      "\" (no --trainer_binary)"));
   }
   int min_rank = a.rank();
   for (const auto& other : launch.assignments()) min_rank = std::min(min_rank, other.rank());
@@ -330,15 +330,14 @@ void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, Exit
   if (link_ != nullptr) link_->Send(message);
 }
 
-absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generation,
-                                    int rank) const {
+absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generation, int rank) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [pid, w] : workers_) {
     if (w.job.job_id() == job_id && w.rank == rank && !w.exited) {
       if (w.job.generation() == generation) return absl::OkStatus();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stale generation ", generation, " of job ", job_id, " (current ", w.job.generation(),
-          ")"));
+      return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation, " of job ",
+                                                        job_id, " (current ", w.job.generation(),
+                                                        ")"));
     }
   }
   auto it = generations_.find(job_id);
@@ -401,8 +400,7 @@ void NodeAgent::Tick() {
     job.set_job_id(hung.job_id);
     job.set_generation(hung.generation);
     v1::AgentMessage message = WorkerStateMessage(job, hung.rank, 0, hung.phase);
-    message.mutable_worker_state()->set_last_report_age_seconds(
-        absl::ToDoubleSeconds(hung.silent));
+    message.mutable_worker_state()->set_last_report_age_seconds(absl::ToDoubleSeconds(hung.silent));
     link_->Send(message);
   }
 }

@@ -17,9 +17,9 @@
 
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,8 +112,7 @@ class NodeAgent {
   // Latest generation launched per job, for idempotent launches and fencing.
   absl::flat_hash_map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread executor_;

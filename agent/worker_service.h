@@ -37,8 +37,8 @@ class WorkerService final : public v1::WorkerService::Service {
  private:
   absl::Status Check(const v1::WorkerIdentity& worker) const;
   // Proxies `request` (key and op set) for `worker` with `deadline`.
-  absl::StatusOr<std::string> Proxy(const v1::WorkerIdentity& worker,
-                                    v1::RendezvousRequest request, absl::Time deadline);
+  absl::StatusOr<std::string> Proxy(const v1::WorkerIdentity& worker, v1::RendezvousRequest request,
+                                    absl::Time deadline);
 
   NodeAgent* const agent_;
   RankMetrics* const metrics_;

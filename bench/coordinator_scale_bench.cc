@@ -70,10 +70,10 @@ absl::Status Run() {
   const int agents = absl::GetFlag(FLAGS_agents);
   const int devices = absl::GetFlag(FLAGS_devices);
   const int64_t world = int64_t{agents} * devices;
-  ASSIGN_OR_RETURN(testing::CoordinatorProcess coordinator,
-                   testing::StartCoordinator({"--insecure", "--heartbeat_interval=1",
-                                              "--lost_after=10",
-                                              "--state=" + testing::TestTempDir() + "/bench.db"}));
+  ASSIGN_OR_RETURN(
+      testing::CoordinatorProcess coordinator,
+      testing::StartCoordinator({"--insecure", "--heartbeat_interval=1", "--lost_after=10",
+                                 "--state=" + testing::TestTempDir() + "/bench.db"}));
   std::cout << "coordinator pid " << coordinator.process.pid() << " at " << coordinator.address()
             << "\n";
 

@@ -133,17 +133,15 @@ absl::Status SimAgentFleet::Register(absl::Duration timeout) {
   }
   for (auto& ch : channels_) stubs_.push_back(v1::AgentService::NewStub(ch));
   for (int i = 0; i < options_.agents; ++i) {
-    agents_.push_back(
-        new Agent(this, stubs_[i % stubs_.size()].get(), absl::StrCat("sim-", i)));
+    agents_.push_back(new Agent(this, stubs_[i % stubs_.size()].get(), absl::StrCat("sim-", i)));
   }
   absl::MutexLock lock(&mu_);
-  bool all = mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](SimAgentFleet* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) {
-            return f->registered_ >= f->options_.agents;
-          },
-          this),
-      timeout);
+  bool all = mu_.AwaitWithTimeout(absl::Condition(
+                                      +[](SimAgentFleet* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) {
+                                        return f->registered_ >= f->options_.agents;
+                                      },
+                                      this),
+                                  timeout);
   if (!all) {
     return absl::UnavailableError(
         absl::StrCat(registered_, " of ", options_.agents, " agents registered in time"));

@@ -3,7 +3,6 @@
 #include "common/grpc_server.h"
 
 #include "common/grpc_health_client.h"
-
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -129,7 +128,7 @@ TEST(GrpcHealthClientTest, UnreachableServerIsUnavailable) {
 TEST_F(GrpcServerTest, ReflectionListsServices) {
   UnknownFieldSet reply;
   ASSERT_TRUE(reply.ParseFromString(Reflect(StringField(7, "*"))));  // list_services
-  const UnknownField* list = FindField(reply, 6);                     // list_services_response
+  const UnknownField* list = FindField(reply, 6);                    // list_services_response
   ASSERT_NE(list, nullptr);
   UnknownFieldSet services;
   ASSERT_TRUE(services.ParseFromString(list->length_delimited()));

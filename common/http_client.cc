@@ -34,8 +34,8 @@ absl::StatusOr<HttpGetResult> HttpGet(const std::string& host, int port,
         absl::StrCat("connect ", host, ":", port, ": ", std::strerror(err)));
   }
   freeaddrinfo(info);
-  std::string request = absl::StrCat("GET ", path_and_query, " HTTP/1.0\r\nHost: ", host, ":",
-                                     port, "\r\nConnection: close\r\n\r\n");
+  std::string request = absl::StrCat("GET ", path_and_query, " HTTP/1.0\r\nHost: ", host, ":", port,
+                                     "\r\nConnection: close\r\n\r\n");
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     close(fd);

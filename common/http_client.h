@@ -1,6 +1,7 @@
-// A minimal blocking HTTP GET client (it speaks HTTP/1.0 so servers never answer chunked), for tools and tests (scraping /metrics, querying
-// Prometheus' HTTP API on loopback). Not for production traffic: no TLS, no redirects, no chunked
-// transfer encoding (servers used with it send Content-Length or close the connection).
+// A minimal blocking HTTP GET client (it speaks HTTP/1.0 so servers never answer chunked), for
+// tools and tests (scraping /metrics, querying Prometheus' HTTP API on loopback). Not for
+// production traffic: no TLS, no redirects, no chunked transfer encoding (servers used with it send
+// Content-Length or close the connection).
 #ifndef RINGMASTER_COMMON_HTTP_CLIENT_H_
 #define RINGMASTER_COMMON_HTTP_CLIENT_H_
 

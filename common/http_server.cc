@@ -51,10 +51,10 @@ void WriteAll(int fd, const std::string& data) {
 }
 
 void Respond(int fd, const HttpResponse& response, bool head) {
-  std::string out = absl::StrCat("HTTP/1.1 ", response.status, " ", Reason(response.status),
-                                 "\r\nContent-Type: ", response.content_type,
-                                 "\r\nContent-Length: ", response.body.size(),
-                                 "\r\nConnection: close\r\n\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", Reason(response.status),
+                   "\r\nContent-Type: ", response.content_type,
+                   "\r\nContent-Length: ", response.body.size(), "\r\nConnection: close\r\n\r\n");
   if (!head) out += response.body;
   WriteAll(fd, out);
 }

@@ -36,9 +36,9 @@ class HttpServer {
   // Binds `address` ("127.0.0.1:0" picks a free port; "0.0.0.0:9400" all interfaces) and starts
   // serving `handlers` keyed by exact path. Other paths get 404. Errors: INVALID_ARGUMENT for a
   // malformed address, UNAVAILABLE if it cannot bind.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
-                                                           std::map<std::string, HttpHandler> handlers,
-                                                           int worker_threads = 2);
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
+      const std::string& address, std::map<std::string, HttpHandler> handlers,
+      int worker_threads = 2);
   // Stops accepting, finishes requests in flight and joins all threads.
   ~HttpServer();
 

@@ -69,8 +69,7 @@ TEST(HttpServerTest, PortInUseIsUnavailable) {
   metrics::Registry registry;
   auto first = StartMetricsServer("127.0.0.1:0", &registry);
   ASSERT_TRUE(first.ok());
-  auto second =
-      StartMetricsServer("127.0.0.1:" + std::to_string((*first)->port()), &registry);
+  auto second = StartMetricsServer("127.0.0.1:" + std::to_string((*first)->port()), &registry);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
 }
 

@@ -69,8 +69,7 @@ LogLine::LogLine(LogSeverity severity, const char* file, int line) : severity_(s
   absl::Time now = absl::Now();
   stream_ << SeverityLetter(severity)
           << absl::FormatTime("%m%d %H:%M:%E6S", now, absl::LocalTimeZone()) << ' '
-          << static_cast<long>(syscall(SYS_gettid)) << ' ' << Basename(file) << ':' << line
-          << "] ";
+          << static_cast<long>(syscall(SYS_gettid)) << ' ' << Basename(file) << ':' << line << "] ";
 }
 
 LogLine::~LogLine() {

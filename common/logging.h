@@ -5,7 +5,8 @@
 // (severity letter, month-day, local time with microseconds, thread id, source location).
 // Each line is written with one write(2), so lines from many threads never interleave.
 // Lines below the minimum severity (flag --log_level, default INFO) cost one comparison.
-// RM_LOG(FATAL) is for programmer errors only: it logs and aborts. Errors otherwise go up as Status.
+// RM_LOG(FATAL) is for programmer errors only: it logs and aborts. Errors otherwise go up as
+// Status.
 #ifndef RINGMASTER_COMMON_LOGGING_H_
 #define RINGMASTER_COMMON_LOGGING_H_
 
@@ -53,17 +54,16 @@ struct Voidify {
 #define RM_LOG_SEVERITY_ERROR ::ringmaster::LogSeverity::kError
 #define RM_LOG_SEVERITY_FATAL ::ringmaster::LogSeverity::kFatal
 
-#define RM_LOG(severity)                                                          \
-  (RM_LOG_SEVERITY_##severity < ::ringmaster::MinLogSeverity() &&                 \
-   RM_LOG_SEVERITY_##severity != ::ringmaster::LogSeverity::kFatal)               \
-      ? (void)0                                                                   \
-      : ::ringmaster::logging_internal::Voidify() &                               \
-            ::ringmaster::logging_internal::LogLine(RM_LOG_SEVERITY_##severity,   \
-                                                    __FILE__, __LINE__)           \
+#define RM_LOG(severity)                                                                  \
+  (RM_LOG_SEVERITY_##severity < ::ringmaster::MinLogSeverity() &&                         \
+   RM_LOG_SEVERITY_##severity != ::ringmaster::LogSeverity::kFatal)                       \
+      ? (void)0                                                                           \
+      : ::ringmaster::logging_internal::Voidify() &                                       \
+            ::ringmaster::logging_internal::LogLine(RM_LOG_SEVERITY_##severity, __FILE__, \
+                                                    __LINE__)                             \
                 .stream()
 
 // Aborts with a message when a programmer's invariant does not hold.
-#define RM_CHECK(cond) \
-  (cond) ? (void)0 : RM_LOG(FATAL) << "Check failed: " #cond " "
+#define RM_CHECK(cond) (cond) ? (void)0 : RM_LOG(FATAL) << "Check failed: " #cond " "
 
 #endif  // RINGMASTER_COMMON_LOGGING_H_

@@ -42,10 +42,10 @@ int ExitCodeFor(const absl::Status& status);
 #define RM_STATUS_CONCAT_(a, b) RM_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::absl::Status rm_status_ = (expr);        \
-    if (!rm_status_.ok()) return rm_status_;   \
+#define RETURN_IF_ERROR(expr)                \
+  do {                                       \
+    ::absl::Status rm_status_ = (expr);      \
+    if (!rm_status_.ok()) return rm_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, Foo());` assigns the value of a StatusOr or returns its error.

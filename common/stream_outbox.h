@@ -89,7 +89,8 @@ class StreamOutbox {
   class Guard {
    public:
     explicit Guard(StreamOutbox* outbox) ABSL_NO_THREAD_SAFETY_ANALYSIS
-        : outbox_(outbox), reentrant_(Inside() == outbox) {
+        : outbox_(outbox),
+          reentrant_(Inside() == outbox) {
       if (!reentrant_) outbox_->mu_.Lock();
     }
     ~Guard() ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -13,9 +13,8 @@ class AgentService::Stream
  public:
   explicit Stream(AgentService* service)
       : service_(service),
-        outbox_(std::make_shared<Outbox>(
-            [this](const v1::CoordinatorMessage* m) { StartWrite(m); },
-            [this](const grpc::Status& s) { Finish(s); })) {
+        outbox_(std::make_shared<Outbox>([this](const v1::CoordinatorMessage* m) { StartWrite(m); },
+                                         [this](const grpc::Status& s) { Finish(s); })) {
     StartRead(&in_);
   }
 
@@ -68,7 +67,8 @@ class AgentService::Stream
       case v1::AgentMessage::kHeartbeat:
         return service_->nodes_->Heartbeat(node_, session_);
       case v1::AgentMessage::kWorkerState:
-        if (service_->jobs_ != nullptr) service_->jobs_->OnWorkerState(node_, message.worker_state());
+        if (service_->jobs_ != nullptr)
+          service_->jobs_->OnWorkerState(node_, message.worker_state());
         return absl::OkStatus();
       case v1::AgentMessage::kStepSummary:
         if (service_->jobs_ != nullptr) service_->jobs_->OnStepSummary(message.step_summary());

@@ -20,11 +20,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics/registry.h"
+#include "common/stream_outbox.h"
 #include "coordinator/agent_command_sink.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
-#include "common/stream_outbox.h"
 #include "proto/ringmaster/v1/agent.grpc.pb.h"
 
 namespace ringmaster::coordinator {

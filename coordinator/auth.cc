@@ -17,8 +17,8 @@ absl::StatusOr<TokenAuthenticator> TokenAuthenticator::FromText(const std::strin
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     line = line.substr(0, line.find('#'));
-    std::vector<std::string> words = absl::StrSplit(line, absl::ByAnyChar(" \t\r"),
-                                                    absl::SkipEmpty());
+    std::vector<std::string> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (words.empty()) continue;
     if (words.size() < 2 || words.size() > 3 || (words.size() == 3 && words[2] != "admin")) {
       return absl::InvalidArgumentError(
@@ -48,7 +48,8 @@ absl::StatusOr<Caller> TokenAuthenticator::Authenticate(const std::string& autho
   if (!enabled_) return Caller{};
   absl::string_view value = authorization;
   if (value.empty()) {
-    return absl::UnauthenticatedError("missing bearer token (ringctl: --token or RINGMASTER_TOKEN)");
+    return absl::UnauthenticatedError(
+        "missing bearer token (ringctl: --token or RINGMASTER_TOKEN)");
   }
   if (!absl::ConsumePrefix(&value, "Bearer ")) {
     return absl::UnauthenticatedError("authorization must be \"Bearer TOKEN\"");

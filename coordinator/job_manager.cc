@@ -72,8 +72,8 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
     jobs_by_state_ = &registry->AddGauge("ringmaster_jobs", "Jobs by state.", {"state"});
     restarts_ = &registry->AddCounter("ringmaster_job_restarts_total",
                                       "Restarts of a job after a failure.", {"job_id"});
-    submitted_ = registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.")
-                     .WithLabels({});
+    submitted_ =
+        registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.").WithLabels({});
   }
 }
 
@@ -203,9 +203,9 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   status.set_submit_time_unix_nanos(UnixNanos(clock_->Now()));
   status.set_state(v1::JOB_STATE_PENDING);
   status.set_reason("waiting to be placed");
-  v1::JobEvent& event = AddEvent(
-      job.get(), "state",
-      absl::StrCat("submitted", caller.identity.empty() ? "" : " by " + caller.identity));
+  v1::JobEvent& event =
+      AddEvent(job.get(), "state",
+               absl::StrCat("submitted", caller.identity.empty() ? "" : " by " + caller.identity));
   event.set_state(v1::JOB_STATE_PENDING);
   absl::Status created = store_->CreateJob(status, job->events, request_id);
   if (absl::IsAlreadyExists(created)) {
@@ -276,15 +276,14 @@ std::vector<v1::JobStatus> JobManager::List(const std::vector<v1::JobState>& sta
 }
 
 absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
-                                                 const std::string& reason,
-                                                 const Caller& caller) {
+                                                 const std::string& reason, const Caller& caller) {
   absl::MutexLock lock(&mu_);
   Job* job = Find(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
   if (!caller.admin && caller.identity != job->status.owner()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "job ", job_id, " belongs to \"", job->status.owner(), "\"; only its owner or an admin ",
-        "may cancel it"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job_id, " belongs to \"", job->status.owner(),
+                     "\"; only its owner or an admin ", "may cancel it"));
   }
   if (IsTerminal(job->status.state())) return job->status;
   Finish(job, v1::JOB_STATE_CANCELLED,
@@ -376,8 +375,8 @@ bool JobManager::TryPlace(Job* job) {
 
   // MASTER_PORT: one port per (job, generation) from a fixed range, so every agent agrees on it
   // without another round trip.
-  const int master_port = options_.master_port_base +
-                          static_cast<int>(absl::HashOf(id, status.generation()) % 1000);
+  const int master_port =
+      options_.master_port_base + static_cast<int>(absl::HashOf(id, status.generation()) % 1000);
   const std::string master_addr =
       nodes_->HostAddress(placement->assignments[0].node()).value_or("127.0.0.1");
   std::map<std::string, v1::CoordinatorMessage> launches;
@@ -465,12 +464,10 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
     }
     return;
   }
-  std::string what =
-      state.signal() != 0
-          ? absl::StrCat("rank ", state.rank(), " on ", node, " was killed by signal ",
-                         state.signal())
-          : absl::StrCat("rank ", state.rank(), " on ", node, " exited with code ",
-                         state.exit_code());
+  std::string what = state.signal() != 0 ? absl::StrCat("rank ", state.rank(), " on ", node,
+                                                        " was killed by signal ", state.signal())
+                                         : absl::StrCat("rank ", state.rank(), " on ", node,
+                                                        " exited with code ", state.exit_code());
   v1::JobEvent& event = AddEvent(job, "worker_exit", what);
   event.add_ranks(state.rank());
   Fail(job, what, /*fatal=*/state.signal() == 0 && state.exit_code() == kExitFatal);

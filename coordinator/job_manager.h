@@ -88,8 +88,9 @@ class JobManager {
                                        const Caller& caller);
 
   // Sends the job's events after `after_sequence`, then every new event and progress change, to
-  // `callback` (in order, never concurrently; see the class comment for what it may do). Returns a watch id for Unwatch. NOT_FOUND for
-  // an unknown job. A terminal job's watch gets its events and nothing more.
+  // `callback` (in order, never concurrently; see the class comment for what it may do). Returns a
+  // watch id for Unwatch. NOT_FOUND for an unknown job. A terminal job's watch gets its events and
+  // nothing more.
   absl::StatusOr<uint64_t> Watch(const std::string& job_id, int64_t after_sequence,
                                  WatchCallback callback);
   void Unwatch(uint64_t watch_id);

@@ -89,10 +89,8 @@ std::vector<v1::JobState> StatesOf(const v1::GetJobResponse& r) {
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = absl::StrCat(testing::TestTempDir(), "/jobs-", ::testing::UnitTest::GetInstance()
-                                                               ->current_test_info()
-                                                               ->name(),
-                         ".db");
+    path_ = absl::StrCat(testing::TestTempDir(), "/jobs-",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name(), ".db");
     auto store = JobStore::Open(path_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
@@ -160,8 +158,7 @@ TEST_F(JobManagerTest, PendingUntilCapacityThenRunningWithLaunches) {
   }
   // The rendezvous store of generation 1 is open.
   EXPECT_TRUE(rendezvous_->Set(job->job_id(), 1, "k", "v").ok());
-  EXPECT_NE(registry_.RenderText().find("ringmaster_jobs{state=\"running\"} 1"),
-            std::string::npos);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_jobs{state=\"running\"} 1"), std::string::npos);
 }
 
 TEST_F(JobManagerTest, RequestIdMakesSubmitIdempotent) {
@@ -182,9 +179,9 @@ TEST_F(JobManagerTest, SucceedsWhenEveryRankExitsZero) {
   jobs_->OnWorkerState("n1", Exit(running, 1, 0));
   auto done = jobs_->Get(job->job_id());
   EXPECT_EQ(done->job().state(), v1::JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(StatesOf(*done), (std::vector<v1::JobState>{
-                                 v1::JOB_STATE_PENDING, v1::JOB_STATE_RUNNING,
-                                 v1::JOB_STATE_SUCCEEDED}));
+  EXPECT_EQ(StatesOf(*done),
+            (std::vector<v1::JobState>{v1::JOB_STATE_PENDING, v1::JOB_STATE_RUNNING,
+                                       v1::JOB_STATE_SUCCEEDED}));
   EXPECT_GT(done->job().end_time_unix_nanos(), 0);
   EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);  // Devices released.
 }
@@ -281,8 +278,8 @@ TEST_F(JobManagerTest, WatchGetsHistoryThenLiveEventsAndProgress) {
   auto job = jobs_->Submit(Spec(), "", alice_);
   ASSERT_TRUE(job.ok());
   std::vector<v1::WatchJobResponse> updates;
-  auto watch = jobs_->Watch(job->job_id(), 0,
-                            [&](const v1::WatchJobResponse& u) { updates.push_back(u); });
+  auto watch =
+      jobs_->Watch(job->job_id(), 0, [&](const v1::WatchJobResponse& u) { updates.push_back(u); });
   ASSERT_TRUE(watch.ok());
   ASSERT_GE(updates.size(), 2u);  // PENDING and RUNNING events, then a progress snapshot.
   EXPECT_EQ(updates[0].event().sequence(), 1);

@@ -23,13 +23,13 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
 
   WatchStream(JobManager* jobs, const v1::WatchJobRequest& request)
       : jobs_(jobs),
-        outbox_(std::make_shared<Outbox>(
-            [this](const v1::WatchJobResponse* m) { StartWrite(m); },
-            [this](const grpc::Status& s) { Finish(s); })) {
+        outbox_(std::make_shared<Outbox>([this](const v1::WatchJobResponse* m) { StartWrite(m); },
+                                         [this](const grpc::Status& s) { Finish(s); })) {
     // The job's terminal state event is the last message; the stream finishes after it.
     auto watch = jobs_->Watch(request.job_id(), request.after_sequence(),
                               [outbox = outbox_](const v1::WatchJobResponse& update) {
-                                bool last = update.has_event() && update.event().kind() == "state" &&
+                                bool last = update.has_event() &&
+                                            update.event().kind() == "state" &&
                                             IsTerminal(update.event().state());
                                 outbox->Push(update, last);
                               });
@@ -70,9 +70,9 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
   LogStream(JobManager* jobs, AgentService* agents, const v1::ReadLogsRequest& request)
       : state_(std::make_shared<State>()) {
     state_->agents = agents;
-    state_->outbox = std::make_shared<Outbox>(
-        [this](const v1::ReadLogsResponse* m) { StartWrite(m); },
-        [this](const grpc::Status& s) { Finish(s); });
+    state_->outbox =
+        std::make_shared<Outbox>([this](const v1::ReadLogsResponse* m) { StartWrite(m); },
+                                 [this](const grpc::Status& s) { Finish(s); });
     auto job = jobs->Get(request.job_id());
     if (!job.ok()) {
       state_->outbox->Finish(ToGrpcStatus(job.status()));
@@ -80,16 +80,16 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
     }
     const v1::JobStatus& status = job->job();
     if (request.rank() < 0 || request.rank() >= status.assignments_size()) {
-      state_->outbox->Finish(ToGrpcStatus(FieldError(
-          "rank", absl::StrCat("must be in [0, ", status.assignments_size(), "), got ",
-                               request.rank()))));
+      state_->outbox->Finish(
+          ToGrpcStatus(FieldError("rank", absl::StrCat("must be in [0, ", status.assignments_size(),
+                                                       "), got ", request.rank()))));
       return;
     }
     // Logs are read on the node of the rank's current placement.
     state_->node = status.assignments(request.rank()).node();
     state_->read.mutable_job()->set_job_id(status.job_id());
-    state_->read.mutable_job()->set_generation(
-        request.generation() > 0 ? request.generation() : status.generation());
+    state_->read.mutable_job()->set_generation(request.generation() > 0 ? request.generation()
+                                                                        : status.generation());
     state_->read.set_rank(request.rank());
     state_->read.set_offset(request.offset());
     state_->read.set_max_bytes(kChunkBytes);
@@ -163,9 +163,9 @@ JobService::JobService(JobManager* jobs, NodeManager* nodes, AgentService* agent
                        const TokenAuthenticator* auth, metrics::Registry* registry)
     : jobs_(jobs), nodes_(nodes), agents_(agents), auth_(auth) {
   if (registry != nullptr) {
-    requests_ = &registry->AddCounter("ringmaster_rpc_requests_total",
-                                      "JobService calls by method and result code.",
-                                      {"method", "code"});
+    requests_ =
+        &registry->AddCounter("ringmaster_rpc_requests_total",
+                              "JobService calls by method and result code.", {"method", "code"});
   }
 }
 
@@ -175,8 +175,8 @@ void JobService::Count(const char* method, const absl::Status& status) {
   }
 }
 
-grpc::ServerUnaryReactor* JobService::Done(grpc::CallbackServerContext* context,
-                                           const char* method, const absl::Status& status) {
+grpc::ServerUnaryReactor* JobService::Done(grpc::CallbackServerContext* context, const char* method,
+                                           const absl::Status& status) {
   Count(method, status);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -186,7 +186,8 @@ grpc::ServerUnaryReactor* JobService::Done(grpc::CallbackServerContext* context,
 absl::StatusOr<Caller> JobService::Authenticate(grpc::CallbackServerContext* context) const {
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
-  std::string header = it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  std::string header =
+      it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
   return auth_->Authenticate(header);
 }
 

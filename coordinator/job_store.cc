@@ -406,9 +406,8 @@ absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll() {
   absl::Status status = InTransaction(db, "BEGIN", [&]() -> absl::Status {
     std::unordered_map<std::string, size_t> index;
     {
-      ASSIGN_OR_RETURN(
-          Statement stmt,
-          Statement::Prepare(db, "SELECT job_id, status FROM jobs ORDER BY rowid"));
+      ASSIGN_OR_RETURN(Statement stmt,
+                       Statement::Prepare(db, "SELECT job_id, status FROM jobs ORDER BY rowid"));
       for (;;) {
         ASSIGN_OR_RETURN(bool row, stmt.Step());
         if (!row) break;

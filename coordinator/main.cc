@@ -50,13 +50,14 @@ namespace {
 
 absl::Status Run() {
   metrics::Registry registry;
-  registry.AddGauge("ringmaster_build_info", "Build of the running binary; always 1.",
-                    {"component", "version"})
+  registry
+      .AddGauge("ringmaster_build_info", "Build of the running binary; always 1.",
+                {"component", "version"})
       .WithLabels({"coordinator", kVersion})
       ->Set(1);
-  registry.AddGauge("ringmaster_process_start_time_seconds",
-                    "Start time of the process since the Unix epoch, in seconds.",
-                    {"component"})
+  registry
+      .AddGauge("ringmaster_process_start_time_seconds",
+                "Start time of the process since the Unix epoch, in seconds.", {"component"})
       .WithLabels({"coordinator"})
       ->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
 
@@ -86,8 +87,8 @@ absl::Status Run() {
   coordinator::JobManagerOptions job_options;
   job_options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
   job_options.reconcile_timeout = absl::Seconds(absl::GetFlag(FLAGS_reconcile_timeout));
-  coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock,
-                               &registry, job_options);
+  coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock, &registry,
+                               job_options);
   agent_service.set_jobs(&jobs);
   RETURN_IF_ERROR(jobs.Recover());
   coordinator::JobService job_service(&jobs, &nodes, &agent_service, &auth, &registry);
@@ -122,8 +123,7 @@ absl::Status Run() {
                                 &metrics_host, &unused_port));
   // Tests and tools/demo read these two lines to learn the chosen ports.
   RM_LOG(INFO) << "coordinator gRPC listening on " << host << ":" << grpc_server->port();
-  RM_LOG(INFO) << "coordinator metrics listening on " << metrics_host << ":"
-               << http_server->port();
+  RM_LOG(INFO) << "coordinator metrics listening on " << metrics_host << ":" << http_server->port();
 
   int sig = WaitForTerminationSignal();
   RM_LOG(INFO) << "signal " << sig << ": shutting down";

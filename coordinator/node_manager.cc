@@ -11,10 +11,9 @@ namespace ringmaster::coordinator {
 NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry)
     : clock_(clock), lost_after_(lost_after) {
   if (registry != nullptr) {
-    connected_ = registry
-                     ->AddGauge("ringmaster_agents_connected",
-                                "Agents registered and heartbeating now.")
-                     .WithLabels({});
+    connected_ =
+        registry->AddGauge("ringmaster_agents_connected", "Agents registered and heartbeating now.")
+            .WithLabels({});
     lost_total_ = registry
                       ->AddCounter("ringmaster_nodes_lost_total",
                                    "Nodes declared lost (stream ended or heartbeats stopped).")
@@ -178,9 +177,8 @@ std::vector<v1::NodeStatus> NodeManager::List() const {
     s.set_name(name);
     s.set_devices(node.registration.devices_size());
     s.set_devices_in_use(static_cast<int>(node.holder.size()));
-    s.set_device_kind(node.registration.devices().empty()
-                          ? ""
-                          : node.registration.devices(0).kind());
+    s.set_device_kind(node.registration.devices().empty() ? ""
+                                                          : node.registration.devices(0).kind());
     s.set_alive(node.alive);
     s.set_last_heartbeat_age_seconds(absl::ToDoubleSeconds(now - node.last_heartbeat));
     absl::flat_hash_set<std::string> jobs;
@@ -189,9 +187,8 @@ std::vector<v1::NodeStatus> NodeManager::List() const {
     std::sort(sorted.begin(), sorted.end());
     for (auto& j : sorted) s.add_jobs(j);
   }
-  std::sort(out.begin(), out.end(), [](const v1::NodeStatus& a, const v1::NodeStatus& b) {
-    return a.name() < b.name();
-  });
+  std::sort(out.begin(), out.end(),
+            [](const v1::NodeStatus& a, const v1::NodeStatus& b) { return a.name() < b.name(); });
   return out;
 }
 

@@ -19,9 +19,9 @@ RendezvousManager::RendezvousManager(Clock* clock, metrics::Registry* registry) 
         "ringmaster_rendezvous_wait_seconds",
         "Time from a rendezvous wait to its answer (value, deadline or refusal).", {},
         metrics::ExponentialBuckets(0.001, 4, 10));
-    requests_ = &registry->AddCounter("ringmaster_rendezvous_requests_total",
-                                      "Rendezvous requests by operation and result code.",
-                                      {"op", "code"});
+    requests_ =
+        &registry->AddCounter("ringmaster_rendezvous_requests_total",
+                              "Rendezvous requests by operation and result code.", {"op", "code"});
   }
 }
 
@@ -84,8 +84,8 @@ absl::Status RendezvousManager::Set(const std::string& job_id, int64_t generatio
   if (key.empty() || key.size() > kMaxKeyBytes) {
     status = FieldError("key", absl::StrCat("must be 1-", kMaxKeyBytes, " bytes"));
   } else if (value.size() > kMaxValueBytes) {
-    status = FieldError("value", absl::StrCat("must be at most ", kMaxValueBytes, " bytes, got ",
-                                              value.size()));
+    status = FieldError(
+        "value", absl::StrCat("must be at most ", kMaxValueBytes, " bytes, got ", value.size()));
   } else {
     absl::MutexLock lock(&mu_);
     Store* store = nullptr;
@@ -130,8 +130,8 @@ absl::StatusOr<std::string> RendezvousManager::Get(const std::string& job_id, in
   return result;
 }
 
-void RendezvousManager::Wait(const std::string& job_id, int64_t generation,
-                             const std::string& key, absl::Time deadline, WaitCallback done) {
+void RendezvousManager::Wait(const std::string& job_id, int64_t generation, const std::string& key,
+                             absl::Time deadline, WaitCallback done) {
   absl::StatusOr<std::string> immediate;
   {
     absl::MutexLock lock(&mu_);

@@ -36,8 +36,8 @@ absl::Status Client::Check(const grpc::Status& status) const {
   std::string message = absl::StrReplaceAll(s.message(), {{"\n", " "}});
   if (s.code() == absl::StatusCode::kUnavailable ||
       s.code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::Status(s.code(), absl::StrCat("coordinator ", options_.coordinator,
-                                               " unreachable: ", message));
+    return absl::Status(
+        s.code(), absl::StrCat("coordinator ", options_.coordinator, " unreachable: ", message));
   }
   return absl::Status(s.code(), message);
 }

@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "ctl/format.h"
 #include "ctl/job_yaml.h"
-#include "common/status.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
 
@@ -78,16 +78,16 @@ absl::Status Submit(const Client& client, const std::string& file, bool wait,
   *request.mutable_spec() = spec;
   request.set_request_id(request_id);
   v1::SubmitJobResponse response;
-  RETURN_IF_ERROR(client.Check(client.jobs()->SubmitJob(client.Context().get(), request,
-                                                        &response)));
+  RETURN_IF_ERROR(
+      client.Check(client.jobs()->SubmitJob(client.Context().get(), request, &response)));
   const v1::JobStatus& job = response.job();
   out << "job " << job.job_id() << " submitted: " << StateName(job.state())
       << (job.reason().empty() ? "" : " (" + job.reason() + ")") << "\n";
   if (!wait) return absl::OkStatus();
   ASSIGN_OR_RETURN(v1::JobState final_state, Stream(client, job.job_id(), out));
   if (final_state != v1::JOB_STATE_SUCCEEDED) {
-    return absl::AbortedError(absl::StrCat("job ", job.job_id(), " ended ",
-                                           StateName(final_state)));
+    return absl::AbortedError(
+        absl::StrCat("job ", job.job_id(), " ended ", StateName(final_state)));
   }
   return absl::OkStatus();
 }

@@ -64,19 +64,18 @@ std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time no
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "STATE", "GEN", "RESTARTS", "STEP", "AGE", "REASON"}};
   for (const auto& j : jobs) {
-    rows.push_back({j.job_id(), j.spec().name(), StateName(j.state()),
-                    absl::StrCat(j.generation()), absl::StrCat(j.restarts()),
-                    absl::StrCat(j.progress().step()), Age(j.submit_time_unix_nanos(), now),
-                    j.reason()});
+    rows.push_back({j.job_id(), j.spec().name(), StateName(j.state()), absl::StrCat(j.generation()),
+                    absl::StrCat(j.restarts()), absl::StrCat(j.progress().step()),
+                    Age(j.submit_time_unix_nanos(), now), j.reason()});
   }
   return Table(rows);
 }
 
 std::string FormatEvent(const v1::JobEvent& e) {
-  std::string text = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(e.time_unix_nanos()),
-                       absl::UTCTimeZone()),
-      "  gen ", e.generation(), "  ", e.kind(), "  ");
+  std::string text =
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(e.time_unix_nanos()),
+                                    absl::UTCTimeZone()),
+                   "  gen ", e.generation(), "  ", e.kind(), "  ");
   if (e.kind() == "state") absl::StrAppend(&text, StateName(e.state()), ": ");
   absl::StrAppend(&text, e.message());
   if (e.ranks_size() > 0) absl::StrAppend(&text, "  [ranks ", absl::StrJoin(e.ranks(), ","), "]");
@@ -97,8 +96,8 @@ std::string FormatPlan(const v1::PlanJobResponse& response) {
   absl::StrAppend(&out, "activations:       ", HumanBytes(plan.activation_bytes_per_microbatch()),
                   " per microbatch\n");
   absl::StrAppend(&out, "microbatches:      ", plan.microbatches(), "\n");
-  absl::StrAppend(&out, absl::StrFormat("bubble fraction:   %.4f  ((p-1)/(m+p-1))\n",
-                                        plan.bubble_fraction()));
+  absl::StrAppend(
+      &out, absl::StrFormat("bubble fraction:   %.4f  ((p-1)/(m+p-1))\n", plan.bubble_fraction()));
   absl::StrAppend(&out, "bytes per step:    TP ", HumanBytes(plan.tp_bytes_per_step()), ", PP ",
                   HumanBytes(plan.pp_bytes_per_step()), ", DP ",
                   HumanBytes(plan.dp_bytes_per_step()), "\n");
@@ -175,8 +174,7 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
     absl::StrAppend(&out, "\nGroups:\n");
     auto groups = [&](const char* kind, const auto& list) {
       for (const auto& g : list) {
-        absl::StrAppend(&out, "  ", kind, " ", g.name(), ": ", absl::StrJoin(g.ranks(), ","),
-                        "\n");
+        absl::StrAppend(&out, "  ", kind, " ", g.name(), ": ", absl::StrJoin(g.ranks(), ","), "\n");
       }
     };
     groups("tensor  ", j.groups().tensor());

@@ -85,7 +85,6 @@ absl::Status Health(const Client& client) {
   return absl::OkStatus();
 }
 
-
 bool Matches(const std::vector<std::string>& args, const std::vector<std::string>& shape) {
   if (args.size() != shape.size() + 1) return false;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -97,9 +96,9 @@ bool Matches(const std::vector<std::string>& args, const std::vector<std::string
 // Runs the command in args (args[0] is the program). Sets *usage_error for bad usage.
 absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   static const std::vector<std::vector<std::string>> kShapes = {
-      {"version"}, {"health"},         {"submit"},      {"plan"},       {"nodes"},
-      {"get", "jobs"}, {"get", "job", "ID"}, {"describe", "job", "ID"}, {"cancel", "ID"},
-      {"watch", "ID"}, {"logs", "ID"}};
+      {"version"},      {"health"},      {"submit"},           {"plan"},
+      {"nodes"},        {"get", "jobs"}, {"get", "job", "ID"}, {"describe", "job", "ID"},
+      {"cancel", "ID"}, {"watch", "ID"}, {"logs", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -107,8 +106,8 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   if (shape == nullptr) {
     *usage_error = true;
     if (args.size() < 2) return absl::InvalidArgumentError("a command is required");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command \"", absl::StrJoin(args.begin() + 1, args.end(), " "), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", absl::StrJoin(args.begin() + 1, args.end(), " "), "\""));
   }
   const std::string& command = (*shape)[0];
   if (command == "version") {

@@ -46,8 +46,7 @@ class AgentClusterTest : public ::testing::Test {
       auto agent = Subprocess::Start(
           {"agent/agent", "--insecure", "--coordinator=" + coordinator_->address(),
            absl::StrCat("--node_name=agent-", i), "--devices=cpu:2", "--work_dir=" + work,
-           "--worker_socket=" + sockets_.back(), "--metrics_listen=127.0.0.1:0",
-           "--stop_grace=2"},
+           "--worker_socket=" + sockets_.back(), "--metrics_listen=127.0.0.1:0", "--stop_grace=2"},
           work + ".log");
       ASSERT_TRUE(agent.ok()) << agent.status();
       agents_.push_back(std::move(*agent));
@@ -73,8 +72,7 @@ class AgentClusterTest : public ::testing::Test {
   }
 
   // A 2-node x 2-slot command job running the test worker with `worker_flags`.
-  std::string JobFile(const std::string& name, const std::string& worker_flags,
-                      int max_restarts) {
+  std::string JobFile(const std::string& name, const std::string& worker_flags, int max_restarts) {
     std::string path = dir_ + "/" + name + ".yaml";
     std::ofstream(path) << "name: " << name << "\n"
                         << "nodes: 2\ndevices_per_node: 2\n"
@@ -97,7 +95,8 @@ class AgentClusterTest : public ::testing::Test {
   pid_t WorkerPid(const std::string& job, int gen, int rank) {
     std::regex re("test_worker: started pid=(\\d+)");
     for (const auto& work : work_dirs_) {
-      std::string log = ReadFile(absl::StrCat(work, "/logs/", job, "/", gen, "/rank-", rank, ".log"));
+      std::string log =
+          ReadFile(absl::StrCat(work, "/logs/", job, "/", gen, "/rank-", rank, ".log"));
       std::smatch m;
       int pid = 0;
       if (std::regex_search(log, m, re) && absl::SimpleAtoi(m[1].str(), &pid)) return pid;
@@ -118,7 +117,8 @@ class AgentClusterTest : public ::testing::Test {
 };
 
 TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
-  std::string file = JobFile("steps", "\"--steps=3\", \"--step_seconds=0.01\", \"--rendezvous\"", 0);
+  std::string file =
+      JobFile("steps", "\"--steps=3\", \"--step_seconds=0.01\", \"--rendezvous\"", 0);
   CommandResult run = Ctl({"submit", "-f", file, "--wait"});
   EXPECT_EQ(run.exit_code, 0) << run.output << agents_[0].Log();
   EXPECT_NE(run.output.find("placed 4 ranks on 2 nodes"), std::string::npos) << run.output;
@@ -156,7 +156,8 @@ TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
   for (auto& agent : agents_) {
     std::smatch mm;
     std::string log = agent.Log();
-    ASSERT_TRUE(std::regex_search(log, mm, std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
+    ASSERT_TRUE(std::regex_search(log, mm,
+                                  std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
     int port = 0;
     ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
     auto page = HttpGet("127.0.0.1", port, "/metrics");
@@ -188,8 +189,8 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   for (auto& agent : agents_) {
     std::smatch mm;
     std::string log = agent.Log();
-    ASSERT_TRUE(std::regex_search(
-        log, mm, std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
+    ASSERT_TRUE(std::regex_search(log, mm,
+                                  std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
     int port = 0;
     ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
     std::string series = absl::StrCat("ringmaster_step{job_id=\"", id, "\"");
@@ -262,8 +263,7 @@ TEST_F(AgentClusterTest, UnmodifiedTorchDistributedProgramRunsAsACommandJob) {
     CommandResult logs = Ctl({"logs", m[1].str(), absl::StrCat("--rank=", rank)});
     EXPECT_NE(logs.output.find(absl::StrCat("rank ", rank, "/4")), std::string::npos)
         << logs.output;
-    EXPECT_NE(logs.output.find("all_reduce 10.0 expected 10.0"), std::string::npos)
-        << logs.output;
+    EXPECT_NE(logs.output.find("all_reduce 10.0 expected 10.0"), std::string::npos) << logs.output;
   }
 }
 
@@ -278,8 +278,8 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   coordinator_->process.Signal(SIGKILL);
   ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
   EXPECT_EQ(kill(rank0, 0), 0);  // Still running.
-  auto c = StartCoordinator({"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2",
-                             "--listen=" + address});
+  auto c = StartCoordinator(
+      {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
   ASSERT_TRUE(c.ok()) << c.status();
   coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
 
@@ -294,9 +294,11 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   CommandResult followed = Ctl({"logs", id, "--rank=0", "--follow"});
   EXPECT_EQ(followed.exit_code, 0) << followed.output;
   EXPECT_NE(followed.output.find("test_worker: started"), std::string::npos) << followed.output;
-  ASSERT_TRUE(WaitFor([&] { return Ctl({"get", "job", id}).output.find("SUCCEEDED") !=
-                                   std::string::npos; },
-                      absl::Seconds(60)))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Ctl({"get", "job", id}).output.find("SUCCEEDED") != std::string::npos;
+      },
+      absl::Seconds(60)))
       << Ctl({"describe", "job", id}).output;
   std::string described = Ctl({"describe", "job", id}).output;
   EXPECT_EQ(described.find("RESTARTING"), std::string::npos) << described;

@@ -34,8 +34,7 @@ TEST(CoordinatorAgentsTest, SubmitWaitRunsAJobToSuccessOnAgents) {
   EXPECT_NE(run->output.find("RUNNING: placed 2 ranks on 1 nodes (generation 1)"),
             std::string::npos)
       << run->output;
-  EXPECT_NE(run->output.find("SUCCEEDED: all 2 ranks finished"), std::string::npos)
-      << run->output;
+  EXPECT_NE(run->output.find("SUCCEEDED: all 2 ranks finished"), std::string::npos) << run->output;
   auto answers = fleet.WaitForRendezvous(2, absl::Seconds(10));
   ASSERT_TRUE(answers.ok()) << answers.status();
   EXPECT_EQ(*answers, 2);  // Rank 0's set and rank 1's wait both answered OK.

@@ -27,8 +27,7 @@ class CoordinatorJobsTest : public ::testing::Test {
     std::ofstream(tokens_) << kAliceToken << " alice\n"
                            << kBobToken << " bob\n"
                            << kAdminToken << " ops admin\n";
-    state_ = dir_ + "/" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    state_ = dir_ + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     StartCoordinator_();
   }
 
@@ -86,8 +85,8 @@ TEST_F(CoordinatorJobsTest, SubmitWithoutCapacityStaysPendingWithAReason) {
 
   CommandResult described = Ctl(kAliceToken, {"describe", "job", id});
   EXPECT_EQ(described.exit_code, 0) << described.output;
-  for (const char* part : {"Owner:        alice", "TP=1 PP=1 DP=2", "reasons:", "Events:",
-                           "PENDING: submitted by alice"}) {
+  for (const char* part : {"Owner:        alice", "TP=1 PP=1 DP=2",
+                           "reasons:", "Events:", "PENDING: submitted by alice"}) {
     EXPECT_NE(described.output.find(part), std::string::npos) << part << "\n" << described.output;
   }
 }
@@ -126,8 +125,7 @@ TEST_F(CoordinatorJobsTest, PlanExplainsWithoutSubmitting) {
 TEST_F(CoordinatorJobsTest, AuthenticationIsRequired) {
   CommandResult anonymous = Ctl("", {"get", "jobs"});
   EXPECT_EQ(anonymous.exit_code, 1);
-  EXPECT_NE(anonymous.output.find("missing bearer token"), std::string::npos)
-      << anonymous.output;
+  EXPECT_NE(anonymous.output.find("missing bearer token"), std::string::npos) << anonymous.output;
   CommandResult wrong = Ctl("not-a-real-token-at-all", {"get", "jobs"});
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.output.find("unknown bearer token"), std::string::npos) << wrong.output;
@@ -135,10 +133,10 @@ TEST_F(CoordinatorJobsTest, AuthenticationIsRequired) {
 
 TEST_F(CoordinatorJobsTest, WatchFollowsACancelByOwnerOnly) {
   std::string id = SubmitOk(kAliceToken, "tests/testdata/small_job.yaml");
-  auto watcher = Subprocess::Start(
-      {"ctl/ringctl", "--insecure", "--coordinator=" + coordinator_->address(),
-       std::string("--token=") + kAliceToken, "watch", id},
-      dir_ + "/watch.log");
+  auto watcher =
+      Subprocess::Start({"ctl/ringctl", "--insecure", "--coordinator=" + coordinator_->address(),
+                         std::string("--token=") + kAliceToken, "watch", id},
+                        dir_ + "/watch.log");
   ASSERT_TRUE(watcher.ok());
   ASSERT_TRUE(WaitFor([&] { return watcher->Log().find("PENDING") != std::string::npos; },
                       absl::Seconds(30)))

@@ -25,17 +25,16 @@ void MakeCert(const std::string& dir, const std::string& name, const std::string
               const std::string& san) {
   std::string key = dir + "/" + name + ".key", pem = dir + "/" + name + ".pem";
   if (ca.empty()) {
-    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-nodes", "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=" + name});
+    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=" + name});
     return;
   }
   std::string csr = dir + "/" + name + ".csr", ext = dir + "/" + name + ".ext";
   std::ofstream(ext) << "subjectAltName=" << san << "\n";
-  OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-           "-keyout", key, "-out", csr, "-subj", "/CN=" + name});
+  OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+           key, "-out", csr, "-subj", "/CN=" + name});
   OpenSsl({"x509", "-req", "-in", csr, "-CA", dir + "/" + ca + ".pem", "-CAkey",
-           dir + "/" + ca + ".key", "-CAcreateserial", "-out", pem, "-days", "2", "-extfile",
-           ext});
+           dir + "/" + ca + ".key", "-CAcreateserial", "-out", pem, "-days", "2", "-extfile", ext});
 }
 
 class CoordinatorTlsTest : public ::testing::Test {
@@ -51,11 +50,11 @@ class CoordinatorTlsTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    auto c = StartCoordinator({"--tls_ca=" + Path("ca.pem"), "--tls_cert=" + Path("coordinator.pem"),
-                               "--tls_key=" + Path("coordinator.key"),
-                               "--state=" + TestTempDir() + "/tls-" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                                   ".db"});
+    auto c = StartCoordinator(
+        {"--tls_ca=" + Path("ca.pem"), "--tls_cert=" + Path("coordinator.pem"),
+         "--tls_key=" + Path("coordinator.key"),
+         "--state=" + TestTempDir() + "/tls-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db"});
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
   }
@@ -73,8 +72,7 @@ class CoordinatorTlsTest : public ::testing::Test {
 
   // Opens an agent stream with `credentials` and sends Register; returns the stream's status
   // after the first read (OK with an ack when accepted).
-  grpc::Status AgentRegister(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                             bool* acked) {
+  grpc::Status AgentRegister(std::shared_ptr<grpc::ChannelCredentials> credentials, bool* acked) {
     auto stub = v1::AgentService::NewStub(MakeChannel(coordinator_->address(), credentials));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -122,10 +120,9 @@ TEST_F(CoordinatorTlsTest, PlaintextClientIsRefused) {
 
 TEST_F(CoordinatorTlsTest, AgentsNeedAValidCertificate) {
   auto creds = [&](const std::string& name) {
-    auto c = MakeChannelCredentials(
-        {Path("ca.pem"), name.empty() ? "" : Path(name + ".pem"),
-         name.empty() ? "" : Path(name + ".key")},
-        false);
+    auto c = MakeChannelCredentials({Path("ca.pem"), name.empty() ? "" : Path(name + ".pem"),
+                                     name.empty() ? "" : Path(name + ".key")},
+                                    false);
     EXPECT_TRUE(c.ok()) << c.status();
     return *c;
   };

@@ -65,8 +65,8 @@ TEST(PromtoolTest, LibraryPagePassesCheckMetrics) {
 
 TEST(PromtoolTest, PromtoolRejectsABrokenPage) {
   // Guards the test above: promtool must actually be checking what we feed it.
-  auto result = RunCommand({"promtool", "check", "metrics"},
-                           "# TYPE x counter\nx{a=\"unterminated} 1\n");
+  auto result =
+      RunCommand({"promtool", "check", "metrics"}, "# TYPE x counter\nx{a=\"unterminated} 1\n");
   ASSERT_TRUE(result.ok());
   EXPECT_NE(result->exit_code, 0);
 }
@@ -84,15 +84,15 @@ TEST(PrometheusScrapeTest, RealPrometheusReadsValuesBack) {
   FillRegistry(&registry);
   auto server = StartMetricsServer("127.0.0.1:0", &registry);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto prometheus =
-      PrometheusServer::Start({absl::StrCat("127.0.0.1:", (*server)->port())});
+  auto prometheus = PrometheusServer::Start({absl::StrCat("127.0.0.1:", (*server)->port())});
   ASSERT_TRUE(prometheus.ok()) << prometheus.status();
   const PrometheusServer& prom = **prometheus;
 
   auto up = prom.WaitForSamples("up{job=\"ringmaster\"} == 1", absl::Seconds(60));
   ASSERT_TRUE(up.ok()) << up.status() << "\n" << prom.Log();
 
-  auto steps = prom.WaitForSamples("ringmaster_test_steps_total{job_id=\"gpt\"}", absl::Seconds(30));
+  auto steps =
+      prom.WaitForSamples("ringmaster_test_steps_total{job_id=\"gpt\"}", absl::Seconds(30));
   ASSERT_TRUE(steps.ok()) << steps.status();
   ASSERT_EQ(steps->size(), 1u);
   EXPECT_EQ((*steps)[0].value, 42);

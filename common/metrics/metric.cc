@@ -20,11 +20,10 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 
 void Histogram::Observe(double value) {
   // First bucket whose upper bound is >= value ("le" is inclusive); NaN lands in +Inf.
-  size_t bucket =
-      std::isnan(value)
-          ? upper_bounds_.size()
-          : std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
-                upper_bounds_.begin();
+  size_t bucket = std::isnan(value)
+                      ? upper_bounds_.size()
+                      : std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
+                            upper_bounds_.begin();
   bucket_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   sum_.Add(value);
 }

@@ -1,9 +1,9 @@
 // Metric families with labels, and the registry that renders them.
 //
 //   Registry registry;
-//   auto& steps = registry.AddCounter("ringmaster_steps_total", "Steps completed.", {"job", "rank"});
-//   std::shared_ptr<Counter> c = steps.WithLabels({"gpt-1", "0"});  // once, off the hot path
-//   c->Increment();                                                // hot path: lock-free
+//   auto& steps = registry.AddCounter("ringmaster_steps_total", "Steps completed.", {"job",
+//   "rank"}); std::shared_ptr<Counter> c = steps.WithLabels({"gpt-1", "0"});  // once, off the hot
+//   path c->Increment();                                                // hot path: lock-free
 //
 // Locking: the registry's lock guards only the list of families (taken when adding a family and
 // when rendering); each family's lock guards only its map of label values to children (taken by
@@ -23,8 +23,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/metrics/metric.h"
 #include "common/logging.h"
+#include "common/metrics/metric.h"
 
 namespace ringmaster::metrics {
 

@@ -36,8 +36,8 @@ TEST(TextFormatTest, FormatsValues) {
 
 TEST(TextFormatTest, RendersCounterWithEscapedLabels) {
   Registry registry;
-  auto& family = registry.AddCounter("test_requests_total", "Requests \\ served\nso far.",
-                                     {"path", "code"});
+  auto& family =
+      registry.AddCounter("test_requests_total", "Requests \\ served\nso far.", {"path", "code"});
   family.WithLabels({"/a\"b", "200"})->Increment(3);
   family.WithLabels({"/", "500"})->Increment();
   EXPECT_EQ(registry.RenderText(),
@@ -49,8 +49,7 @@ TEST(TextFormatTest, RendersCounterWithEscapedLabels) {
 
 TEST(TextFormatTest, RendersHistogramBucketsSumAndCount) {
   Registry registry;
-  auto& family =
-      registry.AddHistogram("test_step_seconds", "Step time.", {"rank"}, {0.25, 1, 2.5});
+  auto& family = registry.AddHistogram("test_step_seconds", "Step time.", {"rank"}, {0.25, 1, 2.5});
   auto h = family.WithLabels({"0"});
   h->Observe(0.1);
   h->Observe(0.25);

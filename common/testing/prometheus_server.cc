@@ -39,10 +39,9 @@ absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
       for (const auto& f : rule_files) config << "  - " << f << "\n";
     }
     config << "scrape_configs:\n  - job_name: ringmaster\n    static_configs:\n      - targets: ["
-           << absl::StrJoin(targets, ", ",
-                            [](std::string* out, const std::string& t) {
-                              absl::StrAppend(out, "'", t, "'");
-                            })
+           << absl::StrJoin(
+                  targets, ", ",
+                  [](std::string* out, const std::string& t) { absl::StrAppend(out, "'", t, "'"); })
            << "]\n";
   }
   // Prometheus cannot report the port it bound, so pick one and retry if another process took it.
@@ -124,8 +123,8 @@ absl::StatusOr<std::vector<PromSample>> PrometheusServer::WaitForSamples(
       },
       timeout);
   if (!found) {
-    return absl::DeadlineExceededError(absl::StrCat("no samples for \"", promql, "\" within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("no samples for \"", promql, "\" within ", absl::FormatDuration(timeout)));
   }
   return last;
 }

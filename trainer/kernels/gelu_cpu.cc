@@ -24,7 +24,8 @@ void GeluBackwardCpu(float* din, const float* in, const float* dout, int64_t n, 
     float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
     float t = std::tanh(inner);
     float sech2 = 1.0f - t * t;
-    float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    float grad =
+        0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
     float g = grad * dout[i];
     din[i] = accumulate ? din[i] + g : g;
   }

@@ -1,5 +1,7 @@
 // Parity of the CUDA GELU kernels with the CPU reference. Skipped when no GPU is visible.
 // Tolerance: |gpu - cpu| <= 1e-6 + 1e-5 |cpu| (tanhf vs std::tanh, both fp32).
+#include "trainer/kernels/gelu_cuda.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "gtest/gtest.h"
 #include "trainer/kernels/gelu.h"
-#include "trainer/kernels/gelu_cuda.h"
 
 namespace ringmaster::kernels {
 namespace {

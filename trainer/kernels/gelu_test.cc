@@ -1,9 +1,10 @@
+#include "trainer/kernels/gelu.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "trainer/kernels/gelu.h"
 
 namespace ringmaster::kernels {
 namespace {
