@@ -20,13 +20,15 @@ double P99(const std::deque<double>& samples) {
 LocalWatchdog::LocalWatchdog(Clock* clock, WatchdogOptions options)
     : clock_(clock), options_(std::move(options)) {}
 
-void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int rank) {
+void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int rank,
+                          absl::Duration step_timeout) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[Key(job_id, rank)];
   w = Worker();
   w.generation = generation;
   w.last_report = now;
+  w.step_timeout = step_timeout;
 }
 
 void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int rank,
@@ -39,8 +41,10 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
   if (generation > w.generation) {
+    const absl::Duration step_timeout = w.step_timeout;
     w = Worker();
     w.generation = generation;
+    w.step_timeout = step_timeout;
   }
   w.last_report = now;
   w.hang_reported = false;
@@ -68,6 +72,7 @@ absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
       return options_.checkpoint_timeout;
     case v1::WORKER_PHASE_STEP:
     case v1::WORKER_PHASE_EVAL:
+      if (worker.step_timeout > absl::ZeroDuration()) return worker.step_timeout;
       if (worker.step_seconds.empty()) return options_.step_floor;
       return std::max(options_.step_floor,
                       absl::Seconds(options_.step_factor * P99(worker.step_seconds)));

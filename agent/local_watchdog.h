@@ -48,7 +48,10 @@ class LocalWatchdog {
   LocalWatchdog(Clock* clock, WatchdogOptions options);
 
   // A worker started (phase STARTING); replaces any previous state of (job, rank).
-  void Track(const std::string& job_id, int64_t generation, int rank);
+  // `step_timeout` > 0 is the job's explicit hang timeout (spec.watchdog.hang_timeout_seconds):
+  // it replaces max(step_floor, step_factor * p99) as the STEP and EVAL allowance.
+  void Track(const std::string& job_id, int64_t generation, int rank,
+             absl::Duration step_timeout = absl::ZeroDuration());
   // Any report from the worker; `phase` is its current phase, `step_seconds` > 0 for a step report.
   // Ignored for an untracked rank or an older generation than the tracked one; a newer generation
   // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
@@ -71,6 +74,7 @@ class LocalWatchdog {
     absl::Time last_report;
     std::deque<double> step_seconds;  // The last options_.step_window step times, oldest first.
     bool hang_reported = false;       // Check() returned it since its last report.
+    absl::Duration step_timeout;      // > 0: the job's explicit STEP/EVAL allowance.
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)
 

@@ -198,6 +198,19 @@ TEST_F(LocalWatchdogTest, LateExitOfAnOldGenerationKeepsTheNewOneTracked) {
   ASSERT_EQ(watchdog_.Check().size(), 1u);
 }
 
+TEST_F(LocalWatchdogTest, ExplicitStepTimeoutReplacesTheDerivedOne) {
+  watchdog_.Track("gpt-1", 1, 0, absl::Seconds(3));
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 0.5);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Seconds(3));
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_EQ(watchdog_.Check().size(), 1u);
+  // Init keeps its own allowance.
+  watchdog_.Track("gpt-1", 2, 0, absl::Seconds(3));
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
+}
+
 TEST_F(LocalWatchdogTest, ExitedRankIsNotHung) {
   watchdog_.Track("gpt-1", 1, 0);
   watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_EXITED, 0);

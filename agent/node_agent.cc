@@ -260,7 +260,8 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       pid = supervisor_->Launch(*spec);
       if (pid.ok()) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false};
-        watchdog_->Track(job.job_id(), job.generation(), a.rank());
+        watchdog_->Track(job.job_id(), job.generation(), a.rank(),
+                         absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()));
       }
     }
     if (!pid.ok()) {

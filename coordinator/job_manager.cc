@@ -72,6 +72,8 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
     jobs_by_state_ = &registry->AddGauge("ringmaster_jobs", "Jobs by state.", {"state"});
     restarts_ = &registry->AddCounter("ringmaster_job_restarts_total",
                                       "Restarts of a job after a failure.", {"job_id"});
+    hangs_ = &registry->AddCounter("ringmaster_job_hangs_total",
+                                   "Ranks of a job reported hung by their agent.", {"job_id"});
     submitted_ =
         registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.").WithLabels({});
   }
@@ -453,9 +455,22 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
       state.job().generation() != job->status.generation()) {
     return;  // Unknown, finished, or a stale generation: fenced.
   }
-  if (state.phase() != v1::WORKER_PHASE_EXITED) return;
   const int world = job->status.assignments_size();
   if (state.rank() < 0 || state.rank() >= world) return;
+  if (state.phase() != v1::WORKER_PHASE_EXITED) {
+    if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
+    // The agent's watchdog saw no report from the rank beyond its phase's allowance.
+    std::string what =
+        absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
+                        node, state.last_report_age_seconds(),
+                        absl::AsciiStrToLower(v1::WorkerPhase_Name(state.phase()).substr(13)));
+    v1::JobEvent& event = AddEvent(job, "hang", what);
+    event.add_ranks(state.rank());
+    if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
+    Fail(job, what, /*fatal=*/false);
+    ScheduleLocked();
+    return;
+  }
   if (state.exit_code() == 0 && state.signal() == 0) {
     job->finished_ranks.insert(state.rank());
     if (static_cast<int>(job->finished_ranks.size()) == world) {

@@ -98,7 +98,9 @@ class JobManager {
   // Places PENDING and RESTARTING jobs that fit, in submission order.
   void Schedule();
 
-  // Reports from agents. Unknown jobs and stale generations are ignored.
+  // Reports from agents. Unknown jobs and stale generations are ignored. A non-exit state with
+  // last_report_age_seconds > 0 is the agent watchdog's hang report: the job gets a "hang" event
+  // naming the rank and is restarted like after a failure.
   void OnWorkerState(const std::string& node, const v1::WorkerState& state);
   void OnStepSummary(const v1::StepSummary& summary);
   // A node was lost: its jobs are failed ranks.
@@ -138,6 +140,7 @@ class JobManager {
   const JobManagerOptions options_;
   metrics::GaugeFamily* jobs_by_state_ = nullptr;
   metrics::CounterFamily* restarts_ = nullptr;
+  metrics::CounterFamily* hangs_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   absl::Time started_;
 

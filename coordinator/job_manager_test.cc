@@ -222,6 +222,35 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
   EXPECT_TRUE(named_rank);
 }
 
+TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  v1::WorkerState phase_change = Exit(gen1, 1, 0);
+  phase_change.set_phase(v1::WORKER_PHASE_STEP);  // No silence: not a hang.
+  jobs_->OnWorkerState("n1", phase_change);
+  EXPECT_EQ(Current(job->job_id()).generation(), 1);
+
+  v1::WorkerState hung = phase_change;
+  hung.set_last_report_age_seconds(12.5);
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().generation(), 2);
+  EXPECT_EQ(after->job().state(), v1::JOB_STATE_RUNNING);
+  bool named = false;
+  for (const auto& e : after->events()) {
+    if (e.kind() == "hang" && e.ranks_size() == 1 && e.ranks(0) == 1 &&
+        e.message() == "rank 1 on n1 made no progress for 12.5 s in phase step: hung") {
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named);
+  EXPECT_NE(
+      registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
+      std::string::npos);
+}
+
 TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);

@@ -245,6 +245,26 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
 }
 
+TEST_F(AgentClusterTest, HungWorkerIsNamedAndTheJobRestarts) {
+  // Every rank reports two steps, then stops reporting (--hang); with a 1 s
+  // hang timeout the agents' watchdogs report them, and the coordinator names a rank and
+  // restarts the job (then fails it: no restart left in generation 2).
+  std::string path = dir_ + "/hang.yaml";
+  std::ofstream(path) << "name: hang\nnodes: 2\ndevices_per_node: 2\n"
+                      << "trainer:\n  command: [\"" << worker_
+                      << "\", \"--steps=2\", \"--step_seconds=0.01\", \"--hang\"]\n"
+                      << "  steps: 2\n"
+                      << "restart: {max_restarts: 1}\n"
+                      << "watchdog: {hang_timeout: 1}\n";
+  CommandResult run = Ctl({"submit", "-f", path, "--wait"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;  // FAILED after its one restart.
+  EXPECT_NE(run.output.find("  hang  rank "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("made no progress for"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("in phase step: hung"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("(generation 2)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("FAILED"), std::string::npos) << run.output;
+}
+
 // Skipped where Debian's python3-torch is not installed (tools/setup does not install it: it is
 // a comparison peer, not a dependency).
 TEST_F(AgentClusterTest, UnmodifiedTorchDistributedProgramRunsAsACommandJob) {
