@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/ringmaster/v1/worker.grpc.pb.h"
 #include "tests/local_cluster.h"
+#include "tests/promtool_check.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -91,6 +92,17 @@ class AgentClusterTest : public ::testing::Test {
     return std::regex_search(r.output, m, re) ? m[1].str() : "";
   }
 
+  // The /metrics port an agent logged, or 0.
+  static int MetricsPort(const Subprocess& agent) {
+    std::smatch m;
+    std::string log = agent.Log();
+    int port = 0;
+    if (std::regex_search(log, m, std::regex("agent metrics listening on [0-9.]+:(\\d+)"))) {
+      absl::SimpleAtoi(m[1].str(), &port);
+    }
+    return port;
+  }
+
   // The pid the test worker logged for `rank` of `job` generation `gen`, on whichever agent.
   pid_t WorkerPid(const std::string& job, int gen, int rank) {
     std::regex re("test_worker: started pid=(\\d+)");
@@ -154,19 +166,12 @@ TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
 
   // Each agent's /metrics passes promtool.
   for (auto& agent : agents_) {
-    std::smatch mm;
-    std::string log = agent.Log();
-    ASSERT_TRUE(std::regex_search(log, mm,
-                                  std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
-    int port = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
+    int port = MetricsPort(agent);
+    ASSERT_GT(port, 0) << agent.Log();
     auto page = HttpGet("127.0.0.1", port, "/metrics");
     ASSERT_TRUE(page.ok());
     EXPECT_NE(page->body.find("ringmaster_agent_connected 1"), std::string::npos) << page->body;
-    auto check = RunCommand({"promtool", "check", "metrics"}, page->body);
-    ASSERT_TRUE(check.ok());
-    EXPECT_EQ(check->exit_code, 0) << check->output;
-    EXPECT_EQ(check->output, "") << page->body;
+    ExpectPromtoolClean(page->body);
   }
 }
 
@@ -187,12 +192,8 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   // While the job runs, the agents export its per-rank series, and the pages pass promtool.
   bool seen_step = false;
   for (auto& agent : agents_) {
-    std::smatch mm;
-    std::string log = agent.Log();
-    ASSERT_TRUE(std::regex_search(log, mm,
-                                  std::regex("agent metrics listening on 127\\.0\\.0\\.1:(\\d+)")));
-    int port = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(mm[1].str(), &port));
+    int port = MetricsPort(agent);
+    ASSERT_GT(port, 0) << agent.Log();
     std::string series = absl::StrCat("ringmaster_step{job_id=\"", id, "\"");
     std::string body;
     if (WaitFor(
@@ -204,10 +205,7 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
             absl::Seconds(20))) {
       seen_step = true;
       EXPECT_NE(body.find("ringmaster_step_seconds_bucket{job_id=\"" + id), std::string::npos);
-      auto check = RunCommand({"promtool", "check", "metrics"}, body);
-      ASSERT_TRUE(check.ok());
-      EXPECT_EQ(check->exit_code, 0) << check->output;
-      EXPECT_EQ(check->output, "") << body;
+      ExpectPromtoolClean(body);
     }
   }
   EXPECT_TRUE(seen_step);

@@ -16,6 +16,7 @@
 #include "common/testing/wait.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
+#include "tests/promtool_check.h"
 
 namespace ringmaster {
 namespace {
@@ -48,19 +49,12 @@ std::string Scrape(int port) {
   return got->body;
 }
 
-void ExpectPromtoolClean(const std::string& page) {
-  auto result = RunCommand({"promtool", "check", "metrics"}, page);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->exit_code, 0) << result->output << "\npage:\n" << page;
-  EXPECT_EQ(result->output, "") << "promtool lint output for page:\n" << page;
-}
-
 TEST(PromtoolTest, LibraryPagePassesCheckMetrics) {
   metrics::Registry registry;
   FillRegistry(&registry);
   auto server = StartMetricsServer("127.0.0.1:0", &registry);
   ASSERT_TRUE(server.ok()) << server.status();
-  ExpectPromtoolClean(Scrape((*server)->port()));
+  testing::ExpectPromtoolClean(Scrape((*server)->port()));
 }
 
 TEST(PromtoolTest, PromtoolRejectsABrokenPage) {
@@ -76,7 +70,7 @@ TEST(PromtoolTest, CoordinatorPagePassesCheckMetrics) {
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   std::string page = Scrape(coordinator->metrics_port);
   EXPECT_NE(page.find("ringmaster_build_info{component=\"coordinator\""), std::string::npos);
-  ExpectPromtoolClean(page);
+  testing::ExpectPromtoolClean(page);
 }
 
 TEST(PrometheusScrapeTest, RealPrometheusReadsValuesBack) {
