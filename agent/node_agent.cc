@@ -53,18 +53,23 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
 void NodeAgent::Shutdown(absl::Duration grace) {
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return;
+    if (shutting_down_ || stopping_workers_) return;
+    stopping_workers_ = true;  // The executor takes no more commands.
+  }
+  if (link_ != nullptr) link_->Stop();
+  // Workers are stopped while the executor thread, which forked them, still runs: their
+  // PR_SET_PDEATHSIG follows that thread and would SIGKILL them, skipping the grace period.
+  std::vector<std::thread> stops;
+  for (pid_t pid : supervisor_->Running()) {
+    stops.emplace_back([this, pid, grace] { supervisor_->Stop(pid, grace).IgnoreError(); });
+  }
+  for (auto& t : stops) t.join();
+  {
+    absl::MutexLock lock(&mu_);
     shutting_down_ = true;
   }
   if (executor_.joinable()) executor_.join();
   if (log_reader_.joinable()) log_reader_.join();
-  if (link_ != nullptr) link_->Stop();
-  std::vector<pid_t> pids = supervisor_->Running();
-  std::vector<std::thread> stops;
-  for (pid_t pid : pids) {
-    stops.emplace_back([this, pid, grace] { supervisor_->Stop(pid, grace).IgnoreError(); });
-  }
-  for (auto& t : stops) t.join();
   supervisor_.reset();
 }
 
@@ -92,7 +97,7 @@ void NodeAgent::ExecutorLoop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](NodeAgent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
-            return a->shutting_down_ || !a->commands_.empty();
+            return a->shutting_down_ || (!a->commands_.empty() && !a->stopping_workers_);
           },
           this));
       if (shutting_down_) return;

@@ -115,6 +115,7 @@ class NodeAgent {
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_workers_ ABSL_GUARDED_BY(mu_) = false;
   std::thread executor_;
   std::deque<v1::ReadLog> log_reads_ ABSL_GUARDED_BY(mu_);
   std::thread log_reader_;

@@ -87,6 +87,7 @@ struct ChildPlan {
   const char* cwd = nullptr;
   int stdin_fd = -1;
   int output_fd = -1;
+  pid_t agent = 0;  // getpid() of the agent, taken before fork.
 };
 
 // Writes "worker_supervisor: <what> \"<arg>\": <reason>\n" with async-signal-safe calls only.
@@ -105,6 +106,12 @@ void ChildError(const char* what, const char* arg, int errnum) {
 // Runs in the forked child; never returns.
 [[noreturn]] void ExecChild(const ChildPlan& plan) {
   setpgid(0, 0);  // Also done by the parent; whichever runs first wins, the other is harmless.
+  // If the agent dies (SIGKILL, OOM), the worker dies with it rather than running on unsupervised
+  // beside the generation the coordinator starts elsewhere. The signal follows the thread that
+  // forked (the agent's command executor, which outlives its workers). Its own children are not
+  // covered: they are orphaned if the agent is killed.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != plan.agent) _exit(127);  // The agent died before prctl took effect.
   // Every signal is blocked (see Launch) until the agent's dispositions are gone, so a signal
   // that arrives now (Stop() right after Launch()) waits, then takes its default action.
   struct sigaction default_action = {};
@@ -310,6 +317,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
   for (std::string& entry : plan.env_strings) plan.envp.push_back(entry.data());
   plan.envp.push_back(nullptr);
   if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
+  plan.agent = getpid();
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");

@@ -243,6 +243,47 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
 }
 
+TEST_F(AgentClusterTest, KilledAgentTakesItsWorkersAlongAndTheJobRestartsWhenItReturns) {
+  std::string id = Submit(JobFile("agentloss", "\"--steps=100000\", \"--step_seconds=0.05\"", 1));
+  std::vector<pid_t> gen1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        gen1.clear();
+        for (int rank = 0; rank < 4; ++rank) gen1.push_back(WorkerPid(id, 1, rank));
+        return std::count(gen1.begin(), gen1.end(), 0) == 0;
+      },
+      absl::Seconds(30)));
+
+  // SIGKILL agent-1 only (its workers are in process groups of their own).
+  agents_[1].Signal(SIGKILL);
+  ASSERT_TRUE(agents_[1].Wait(absl::Seconds(30)).ok());
+  // Its workers die with it; the coordinator loses the node and the job waits for capacity.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string described = Ctl({"describe", "job", id}).output;
+        return described.find("node agent-1 was lost") != std::string::npos;
+      },
+      absl::Seconds(30)));
+  for (int rank = 0; rank < 4; ++rank) {
+    // Every generation-1 worker is gone: agent-1's by PR_SET_PDEATHSIG, agent-0's by StopWorkers.
+    ASSERT_TRUE(WaitFor([&] { return kill(gen1[rank], 0) != 0; }, absl::Seconds(30)))
+        << "rank " << rank << " pid " << gen1[rank] << " survived";
+  }
+
+  // agent-1 comes back: the job is placed again as generation 2.
+  auto again = Subprocess::Start(
+      {"agent/agent", "--insecure", "--coordinator=" + coordinator_->address(),
+       "--node_name=agent-1", "--devices=cpu:2", "--work_dir=" + work_dirs_[1],
+       "--worker_socket=" + sockets_[1], "--metrics_listen=127.0.0.1:0", "--stop_grace=2"},
+      work_dirs_[1] + "-again.log");
+  ASSERT_TRUE(again.ok());
+  agents_[1] = std::move(*again);
+  ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 2, 3) > 0 && WorkerPid(id, 2, 0) > 0; },
+                      absl::Seconds(60)))
+      << Ctl({"describe", "job", id}).output;
+  EXPECT_EQ(Ctl({"cancel", id}).exit_code, 0);
+}
+
 TEST_F(AgentClusterTest, HungWorkerIsNamedAndTheJobRestarts) {
   // Every rank reports two steps, then stops reporting (--hang); with a 1 s
   // hang timeout the agents' watchdogs report them, and the coordinator names a rank and
