@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job_state.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "coordinator/planner.h"
@@ -14,11 +15,6 @@
 
 namespace ringmaster::coordinator {
 namespace {
-
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
 
 int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 

@@ -5,16 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/job_state.h"
 #include "common/status.h"
 #include "common/stream_outbox.h"
 
 namespace ringmaster::coordinator {
 namespace {
-
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
 
 // Streams a job's events and progress until the job is terminal or the client leaves.
 class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {

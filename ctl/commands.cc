@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_state.h"
 #include "common/status.h"
 #include "ctl/format.h"
 #include "ctl/job_yaml.h"
@@ -24,11 +25,6 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(ss.str(), file);
   if (!spec.ok()) return InputError(spec.status());
   return spec;
-}
-
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
 }
 
 // Streams WatchJob; returns the final state seen.

@@ -1,0 +1,17 @@
+// Small facts about job states shared by the coordinator and ringctl.
+#ifndef RINGMASTER_COMMON_JOB_STATE_H_
+#define RINGMASTER_COMMON_JOB_STATE_H_
+
+#include "proto/ringmaster/v1/job.pb.h"
+
+namespace ringmaster {
+
+// SUCCEEDED, FAILED and CANCELLED: nothing happens to the job any more.
+inline bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COMMON_JOB_STATE_H_
