@@ -329,8 +329,15 @@ TEST_F(WorkerSupervisorTest, ChildrenLeftByAnExitedWorkerAreAdoptedAndStopped) {
   LaunchSpec spec = Worker({"--fork_children=2"});
   pid_t pid = Launch(spec);
   EXPECT_EQ(WaitForExit(pid), Exited(0));
-  std::vector<pid_t> children = ChildPids(ReadFile(spec.log_path));
-  ASSERT_EQ(children.size(), 2u) << ReadFile(spec.log_path);
+  // The children print their pids on their own schedule, possibly after the worker exited.
+  std::vector<pid_t> children;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        children = ChildPids(ReadFile(spec.log_path));
+        return children.size() == 2;
+      },
+      kTimeout))
+      << ReadFile(spec.log_path);
   // The subreaper adopted them, and the worker still counts as running while they live.
   for (pid_t child : children) {
     std::vector<std::string> stat = ProcStat(child);
