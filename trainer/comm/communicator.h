@@ -1,0 +1,91 @@
+// One communication group (all ranks of a job, a data-parallel group, a tensor-parallel group,
+// a pipeline's neighbours): the collectives and point-to-point operations the trainer uses,
+// each timed, counted and numbered.
+//
+// Backends (Gloo on CPU memory, NCCL on GPU memory) implement the Do* methods; this base class
+// does the bookkeeping, so every backend measures the same way:
+//  - entered() / completed(): the sequence number of the last operation entered / completed on
+//    this communicator (from 1). A rank whose entered() is behind its peers' has not reached
+//    the collective they wait in.
+//  - TakeTotals(): count, bytes and seconds per operation since the last call (collective_stats.h
+//    for the byte and bandwidth definitions).
+//
+// Contract: every member calls the collectives in the same order with matching sizes. One
+// thread at a time issues operations on a communicator; entered(), completed() and TakeTotals()
+// may be called from any thread. Errors: UNAVAILABLE when a peer is lost or the transport fails,
+// DEADLINE_EXCEEDED when an operation exceeds the communicator's timeout (both retryable: the
+// job restarts), INVALID_ARGUMENT for mismatched buffer sizes (a programming error surfaced as
+// a Status). After an error the communicator must not be used again.
+#ifndef RINGMASTER_TRAINER_COMM_COMMUNICATOR_H_
+#define RINGMASTER_TRAINER_COMM_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/comm/collective_stats.h"
+#include "trainer/model/tensor.h"
+
+namespace ringmaster::trainer {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // Group name ("world", "dp0", "tp1", "pp0", ...), the `group` label of its metrics.
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // data = sum over ranks of data (kF32), in place.
+  absl::Status AllReduce(Tensor data);
+  // output = sum over ranks of input's chunk rank(): input.size == size() * output.size.
+  absl::Status ReduceScatter(Tensor input, Tensor output);
+  // output = concatenation of every rank's input: output.size == size() * input.size. input may
+  // be output's own chunk (in place).
+  absl::Status AllGather(Tensor input, Tensor output);
+  // data = root's data.
+  absl::Status Broadcast(Tensor data, int root);
+  // Point to point, matched in order per (sender, receiver) pair.
+  absl::Status Send(Tensor data, int peer);
+  absl::Status Recv(Tensor data, int peer);
+  // Waits until every member has reached it. Not counted in the totals.
+  absl::Status Barrier();
+
+  int64_t entered() const { return entered_.load(std::memory_order_relaxed); }
+  int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  std::vector<OpTotals> TakeTotals();
+
+ protected:
+  Communicator(std::string name, int rank, int size)
+      : name_(std::move(name)), rank_(rank), size_(size) {}
+
+  virtual absl::Status DoAllReduce(Tensor data) = 0;
+  virtual absl::Status DoReduceScatter(Tensor input, Tensor output) = 0;
+  virtual absl::Status DoAllGather(Tensor input, Tensor output) = 0;
+  virtual absl::Status DoBroadcast(Tensor data, int root) = 0;
+  virtual absl::Status DoSend(Tensor data, int peer) = 0;
+  virtual absl::Status DoRecv(Tensor data, int peer) = 0;
+  virtual absl::Status DoBarrier() = 0;
+
+ private:
+  absl::Status Run(CollectiveOp op, int64_t bytes, const std::function<absl::Status()>& body);
+  absl::Status CheckPeer(int peer) const;
+
+  const std::string name_;
+  const int rank_;
+  const int size_;
+  std::atomic<int64_t> entered_{0};
+  std::atomic<int64_t> completed_{0};
+  absl::Mutex mu_;
+  CollectiveTotals totals_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_COMM_COMMUNICATOR_H_

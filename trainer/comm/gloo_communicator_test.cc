@@ -1,0 +1,152 @@
+// Gloo communicators among threads of one process over loopback: every operation's result for
+// several group sizes, sequence numbers and totals, point-to-point ordering, and failures that
+// must surface as errors (a member that never joins, a member that goes away) rather than hangs.
+#include "trainer/comm/gloo_communicator.h"
+
+#include <numeric>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/comm/testing.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+using testing::ConnectLoopback;
+using testing::RunRanks;
+
+Tensor View(std::vector<float>& v) { return Tensor{v.data(), static_cast<int64_t>(v.size())}; }
+
+void ExpectAllOk(const std::vector<absl::Status>& results) {
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << r << results[r];
+}
+
+class GlooGroupTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooGroupTest, CollectivesComputeTheRightData) {
+  const int n = GetParam();
+  InMemoryStore store;
+  ExpectAllOk(RunRanks(n, [&](int rank) -> absl::Status {
+    auto comm = ConnectLoopback("g", rank, n, &store);
+    if (!comm.ok()) return comm.status();
+    Communicator& c = **comm;
+    // All-reduce of 1000 + a size not divisible by n.
+    std::vector<float> data(1003);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = rank * 1000.0f + i;
+    if (auto s = c.AllReduce(View(data)); !s.ok()) return s;
+    for (size_t i = 0; i < data.size(); ++i) {
+      const float want = 1000.0f * n * (n - 1) / 2 + n * static_cast<float>(i);
+      if (data[i] != want) return absl::InternalError("all_reduce wrong");
+    }
+    // Reduce-scatter: chunk r of the sum lands on rank r.
+    const int chunk = 37;
+    std::vector<float> in(chunk * n), out(chunk);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = (rank + 1) * static_cast<float>(i);
+    if (auto s = c.ReduceScatter(View(in), View(out)); !s.ok()) return s;
+    for (int i = 0; i < chunk; ++i) {
+      const float want = static_cast<float>(n * (n + 1) / 2) * (rank * chunk + i);
+      if (out[i] != want) return absl::InternalError("reduce_scatter wrong");
+    }
+    // All-gather, in place from the own chunk.
+    std::vector<float> gathered(chunk * n, -1.0f);
+    for (int i = 0; i < chunk; ++i) gathered[rank * chunk + i] = rank * 100.0f + i;
+    Tensor all = View(gathered);
+    if (auto s = c.AllGather(all.Slice(rank * chunk, chunk), all); !s.ok()) return s;
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < chunk; ++i) {
+        if (gathered[r * chunk + i] != r * 100.0f + i) return absl::InternalError("all_gather");
+      }
+    }
+    // Broadcast from the last rank.
+    std::vector<float> b(5, static_cast<float>(rank));
+    if (auto s = c.Broadcast(View(b), n - 1); !s.ok()) return s;
+    if (b != std::vector<float>(5, static_cast<float>(n - 1))) {
+      return absl::InternalError("broadcast wrong");
+    }
+    if (auto s = c.Barrier(); !s.ok()) return s;
+    if (c.entered() != 4 || c.completed() != 4) return absl::InternalError("sequence numbers");
+    std::vector<OpTotals> totals = c.TakeTotals();
+    if (totals.size() != 4 || totals[0].op != CollectiveOp::kAllReduce ||
+        totals[0].bytes != 1003 * 4 || totals[1].bytes != chunk * n * 4 ||
+        totals[2].bytes != chunk * n * 4 || totals[3].bytes != 20) {
+      return absl::InternalError("totals wrong");
+    }
+    if (!c.TakeTotals().empty()) return absl::InternalError("totals not cleared");
+    return absl::OkStatus();
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooGroupTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(GlooCommunicatorTest, PointToPointKeepsOrderPerPair) {
+  InMemoryStore store;
+  ExpectAllOk(RunRanks(3, [&](int rank) -> absl::Status {
+    auto comm = ConnectLoopback("p2p", rank, 3, &store);
+    if (!comm.ok()) return comm.status();
+    // Rank 0 sends three messages to rank 2 and one to rank 1; receivers check the order.
+    if (rank == 0) {
+      for (float v : {1.0f, 2.0f, 3.0f}) {
+        std::vector<float> m(4, v);
+        if (auto s = (*comm)->Send(View(m), 2); !s.ok()) return s;
+      }
+      std::vector<float> m(2, 9.0f);
+      return (*comm)->Send(View(m), 1);
+    }
+    if (rank == 1) {
+      std::vector<float> m(2);
+      if (auto s = (*comm)->Recv(View(m), 0); !s.ok()) return s;
+      return m[1] == 9.0f ? absl::OkStatus() : absl::InternalError("wrong message");
+    }
+    for (float v : {1.0f, 2.0f, 3.0f}) {
+      std::vector<float> m(4);
+      if (auto s = (*comm)->Recv(View(m), 0); !s.ok()) return s;
+      if (m != std::vector<float>(4, v)) return absl::InternalError("out of order");
+    }
+    return absl::OkStatus();
+  }));
+}
+
+TEST(GlooCommunicatorTest, AMemberThatNeverJoinsIsADeadlineNotAHang) {
+  InMemoryStore store;
+  auto comm = ConnectLoopback("lonely", 0, 2, &store, absl::Milliseconds(300));
+  ASSERT_FALSE(comm.ok());
+  EXPECT_THAT(comm.status().message(), ::testing::HasSubstr("connecting group lonely"));
+  EXPECT_TRUE(absl::IsUnavailable(comm.status())) << comm.status();
+}
+
+TEST(GlooCommunicatorTest, ALostPeerFailsTheCollectiveWithUnavailable) {
+  InMemoryStore store;
+  std::vector<absl::Status> results = RunRanks(2, [&](int rank) -> absl::Status {
+    auto comm = ConnectLoopback("lost", rank, 2, &store, absl::Seconds(20));
+    if (!comm.ok()) return comm.status();
+    if (rank == 1) {
+      comm->reset();  // closes its connections: the peer is gone
+      return store.Set("gone", "1");
+    }
+    if (auto gone = store.Wait("gone", absl::Seconds(20)); !gone.ok()) return gone.status();
+    std::vector<float> data(1 << 16, 1.0f);
+    absl::Status s = (*comm)->AllReduce(View(data));
+    if (s.ok()) return absl::InternalError("all_reduce with a lost peer succeeded");
+    if (!absl::IsUnavailable(s)) return s;
+    if ((*comm)->entered() != 1 || (*comm)->completed() != 0) {
+      return absl::InternalError("sequence numbers after a failure");
+    }
+    return absl::OkStatus();
+  });
+  ExpectAllOk(results);
+}
+
+TEST(GlooCommunicatorTest, MismatchedSizesAreInvalidArguments) {
+  InMemoryStore store;
+  auto comm = ConnectLoopback("one", 0, 1, &store);
+  ASSERT_TRUE(comm.ok());
+  std::vector<float> a(10), b(3);
+  EXPECT_TRUE(absl::IsInvalidArgument((*comm)->ReduceScatter(View(a), View(b))));
+  EXPECT_TRUE(absl::IsInvalidArgument((*comm)->AllGather(View(a), View(b))));
+  EXPECT_TRUE(absl::IsInvalidArgument((*comm)->Send(View(a), 0)));
+  EXPECT_TRUE(absl::IsInvalidArgument((*comm)->Broadcast(View(a), 1)));
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer
