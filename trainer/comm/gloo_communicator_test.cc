@@ -121,9 +121,12 @@ TEST(GlooCommunicatorTest, ALostPeerFailsTheCollectiveWithUnavailable) {
     auto comm = ConnectLoopback("lost", rank, 2, &store, absl::Seconds(20));
     if (!comm.ok()) return comm.status();
     if (rank == 1) {
+      // Leave only once rank 0 is connected too (or its connect would be what fails).
+      if (auto up = store.Wait("connected", absl::Seconds(20)); !up.ok()) return up.status();
       comm->reset();  // closes its connections: the peer is gone
       return store.Set("gone", "1");
     }
+    if (auto s = store.Set("connected", "1"); !s.ok()) return s;
     if (auto gone = store.Wait("gone", absl::Seconds(20)); !gone.ok()) return gone.status();
     std::vector<float> data(1 << 16, 1.0f);
     absl::Status s = (*comm)->AllReduce(View(data));
