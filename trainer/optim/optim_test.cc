@@ -1,0 +1,106 @@
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "trainer/model/cpu_device.h"
+#include "trainer/optim/adamw_optimizer.h"
+#include "trainer/optim/lr_schedule.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+TEST(LrScheduleTest, WarmsUpLinearlyThenDecaysByCosineToMinLr) {
+  LrSchedule s{1.0, 0.1, 4, 14};
+  EXPECT_DOUBLE_EQ(s.At(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.At(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.At(4), 1.0);
+  EXPECT_NEAR(s.At(9), 0.55, 1e-12);  // halfway through the decay
+  EXPECT_NEAR(s.At(14), 0.1, 1e-12);
+  EXPECT_NEAR(s.At(100), 0.1, 1e-12);
+  LrSchedule no_warmup{2.0, 0.0, 0, 10};
+  EXPECT_DOUBLE_EQ(no_warmup.At(0), 2.0);
+}
+
+class AdamWOptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = MakeCpuDevice(1);
+    config_ = *GptConfig::Create(1, 4, 2, 3, 10);
+    layout_ = std::make_unique<ParameterLayout>(config_, ModelShard::WholeModel(config_));
+    n_ = layout_->size() + 6;  // with padding past the last tensor
+    params_ = *device_->Allocate(n_, DType::kF32);
+    grads_ = *device_->Allocate(n_, DType::kF32);
+    for (int64_t i = 0; i < n_; ++i) {
+      params_.tensor().f32()[i] = 0.5f + 0.001f * i;
+      grads_.tensor().f32()[i] = std::sin(0.1f * i);
+    }
+  }
+  std::unique_ptr<AdamWOptimizer> Make(std::vector<FlatRange> owned) {
+    auto opt = AdamWOptimizer::Create(device_.get(), *layout_, std::move(owned), params_.tensor(),
+                                      grads_.tensor(), AdamWConfig{0.9, 0.95, 1e-8, 0.1});
+    EXPECT_TRUE(opt.ok()) << opt.status();
+    return std::move(*opt);
+  }
+  std::vector<float> Params() const {
+    return std::vector<float>(params_.tensor().f32(), params_.tensor().f32() + n_);
+  }
+
+  std::unique_ptr<Device> device_;
+  GptConfig config_;
+  std::unique_ptr<ParameterLayout> layout_;
+  int64_t n_ = 0;
+  DeviceBuffer params_, grads_;
+};
+
+TEST_F(AdamWOptimizerTest, ShardsTogetherEqualTheWholeAndDecayOnlyMatrices) {
+  const std::vector<float> before = Params();
+  auto whole = Make({{0, n_}});
+  whole->Step(0.01f, 1, 1.0f);
+  whole->Step(0.01f, 2, 0.5f);
+  const std::vector<float> expected = Params();
+  // Padding is never touched; a LayerNorm bias with zero gradient is not decayed.
+  for (int64_t i = layout_->size(); i < n_; ++i) EXPECT_EQ(expected[i], before[i]);
+
+  std::copy(before.begin(), before.end(), params_.tensor().f32());
+  const int64_t cut = layout_->layers()[0].qkvw + 3;  // inside a tensor
+  auto a = Make({{0, cut}});
+  auto b = Make({{cut, n_ - cut}});
+  for (int t = 1; t <= 2; ++t) {
+    a->Step(0.01f, t, t == 1 ? 1.0f : 0.5f);
+    b->Step(0.01f, t, t == 1 ? 1.0f : 0.5f);
+  }
+  EXPECT_EQ(Params(), expected);
+}
+
+TEST_F(AdamWOptimizerTest, WeightDecayFollowsTheLayout) {
+  for (int64_t i = 0; i < n_; ++i) grads_.tensor().f32()[i] = 0.0f;
+  const std::vector<float> before = Params();
+  Make({{0, n_}})->Step(0.5f, 1, 1.0f);
+  const std::vector<float> after = Params();
+  for (const ParamTensor& t : layout_->tensors()) {
+    const float want = t.decay ? before[t.offset] * (1 - 0.5f * 0.1f) : before[t.offset];
+    EXPECT_FLOAT_EQ(after[t.offset], want) << t.name;
+  }
+}
+
+TEST_F(AdamWOptimizerTest, StateRoundTripsThroughSaveAndLoad) {
+  auto opt = Make({{2, 10}, {20, 7}});
+  EXPECT_EQ(opt->state_size(), 17);
+  opt->Step(0.01f, 1, 1.0f);
+  std::vector<float> master(17), m(17), v(17);
+  ASSERT_TRUE(opt->SaveState(master.data(), m.data(), v.data()).ok());
+  EXPECT_EQ(master[0], params_.tensor().f32()[2]);
+  EXPECT_EQ(master[10], params_.tensor().f32()[20]);
+  opt->Step(0.01f, 2, 1.0f);
+  const std::vector<float> two_steps = Params();
+  auto fresh = Make({{2, 10}, {20, 7}});
+  ASSERT_TRUE(fresh->LoadState(master.data(), m.data(), v.data()).ok());
+  fresh->Step(0.01f, 2, 1.0f);
+  EXPECT_EQ(Params(), two_steps);
+  auto bad = AdamWOptimizer::Create(device_.get(), *layout_, {{5, 3}, {6, 1}}, params_.tensor(),
+                                    grads_.tensor(), {});
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

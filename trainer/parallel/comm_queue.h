@@ -1,0 +1,42 @@
+// A thread that runs communication work in the order it was queued, so collectives overlap the
+// caller's computation (the backward pass) while keeping one issuing thread per communicator.
+// After the first failure the remaining work is skipped; Drain() reports that failure.
+#ifndef RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
+#define RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringmaster::trainer {
+
+class CommQueue {
+ public:
+  CommQueue();
+  // Waits for queued work to finish, then stops the thread.
+  ~CommQueue();
+
+  // Queues `work`; thread-safe.
+  void Enqueue(std::function<absl::Status()> work);
+  // Waits until everything queued so far has run; returns the first error since the last Drain
+  // (and clears it).
+  absl::Status Drain();
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  std::deque<std::function<absl::Status()>> queue_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
