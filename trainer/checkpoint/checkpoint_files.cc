@@ -1,0 +1,294 @@
+#include "trainer/checkpoint/checkpoint_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+#include "trainer/checkpoint/crc32c.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'M', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kManifestHeader[] = "ringmaster-checkpoint 1";
+
+// Writes to a file descriptor, tracking size and CRC-32C.
+class ChecksummedWriter {
+ public:
+  explicit ChecksummedWriter(int fd) : fd_(fd) {}
+  absl::Status Write(const void* data, size_t n) {
+    crc_ = Crc32c(crc_, data, n);
+    bytes_ += static_cast<int64_t>(n);
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(errno, "write");
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status Put(T value) {
+    return Write(&value, sizeof(value));
+  }
+  absl::Status Section(const std::string& name, const void* data, uint64_t bytes) {
+    RETURN_IF_ERROR(Put<uint32_t>(static_cast<uint32_t>(name.size())));
+    RETURN_IF_ERROR(Write(name.data(), name.size()));
+    RETURN_IF_ERROR(Put<uint64_t>(bytes));
+    return Write(data, bytes);
+  }
+  int64_t bytes() const { return bytes_; }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  const int fd_;
+  int64_t bytes_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// Reads from an in-memory file image; any overrun is DATA_LOSS.
+class Reader {
+ public:
+  Reader(const std::string& data, std::string path) : data_(data), path_(std::move(path)) {}
+  absl::Status Read(void* out, size_t n) {
+    if (pos_ + n > data_.size()) return absl::DataLossError(absl::StrCat(path_, ": truncated"));
+    std::memcpy(out, data_.data() + pos_, n);
+    pos_ += n;
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::StatusOr<T> Get() {
+    T value{};
+    RETURN_IF_ERROR(Read(&value, sizeof(value)));
+    return value;
+  }
+  absl::StatusOr<std::string> String(size_t max) {
+    ASSIGN_OR_RETURN(uint32_t n, Get<uint32_t>());
+    if (n > max) return absl::DataLossError(absl::StrCat(path_, ": bad string length ", n));
+    std::string s(n, '\0');
+    RETURN_IF_ERROR(Read(s.data(), n));
+    return s;
+  }
+
+ private:
+  const std::string& data_;
+  const std::string path_;
+  size_t pos_ = 0;
+};
+
+absl::Status FsyncDirectoryOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", dir));
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoError(err, absl::StrCat("fsync ", dir));
+  return absl::OkStatus();
+}
+
+// Opens `path`.tmp.PID for writing, runs `write`, fsyncs, renames to `path`, fsyncs the directory.
+absl::Status WriteDurably(const std::string& path,
+                          const std::function<absl::Status(int fd)>& write) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("create ", tmp));
+  absl::Status s = write(fd);
+  if (s.ok() && fsync(fd) != 0) s = ErrnoError(errno, absl::StrCat("fsync ", tmp));
+  if (close(fd) != 0 && s.ok()) s = ErrnoError(errno, absl::StrCat("close ", tmp));
+  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = ErrnoError(errno, absl::StrCat("rename ", tmp));
+  }
+  if (!s.ok()) {
+    unlink(tmp.c_str());  // best effort; the status already says what failed
+    return s;
+  }
+  return FsyncDirectoryOf(path);
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string CheckpointLayout::ToString() const {
+  return absl::StrCat("world=", world, " tp=", tp, " pp=", pp, " dp=", dp, " zero=", zero,
+                      " params=", params, " padded=", padded);
+}
+
+std::string StepDirName(int64_t step) { return absl::StrFormat("step-%08d", step); }
+std::string RankFileName(int rank) { return absl::StrFormat("rank-%05d.bin", rank); }
+
+absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
+  return WriteDurably(path, [&](int fd) { return ChecksummedWriter(fd).Write(contents.data(),
+                                                                             contents.size()); });
+}
+
+absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
+                                           const CheckpointLayout& layout, const RankState& state) {
+  ManifestFile result;
+  result.rank = rank;
+  result.name = std::filesystem::path(path).filename().string();
+  RETURN_IF_ERROR(WriteDurably(path, [&](int fd) -> absl::Status {
+    ChecksummedWriter w(fd);
+    RETURN_IF_ERROR(w.Write(kMagic, sizeof(kMagic)));
+    RETURN_IF_ERROR(w.Put<int64_t>(state.step));
+    RETURN_IF_ERROR(w.Put<int32_t>(rank));
+    const std::string layout_text = layout.ToString();
+    RETURN_IF_ERROR(w.Put<uint32_t>(static_cast<uint32_t>(layout_text.size())));
+    RETURN_IF_ERROR(w.Write(layout_text.data(), layout_text.size()));
+    const int64_t meta[3] = {state.data_position, static_cast<int64_t>(state.data_seed),
+                             static_cast<int64_t>(state.master.size())};
+    RETURN_IF_ERROR(w.Section("meta", meta, sizeof(meta)));
+    if (!state.master.empty()) {
+      RETURN_IF_ERROR(w.Section("master", state.master.data(), state.master.size() * 4));
+      RETURN_IF_ERROR(w.Section("m", state.m.data(), state.m.size() * 4));
+      RETURN_IF_ERROR(w.Section("v", state.v.data(), state.v.size() * 4));
+    }
+    RETURN_IF_ERROR(w.Section("end", nullptr, 0));
+    result.bytes = w.bytes();
+    result.crc32c = w.crc();
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  ManifestFile f;
+  f.name = std::filesystem::path(path).filename().string();
+  f.bytes = static_cast<int64_t>(data.size());
+  f.crc32c = Crc32c(0, data.data(), data.size());
+  return f;
+}
+
+absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFile& expected,
+                                       const CheckpointLayout& layout, int64_t step) {
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  if (static_cast<int64_t>(data.size()) != expected.bytes) {
+    return absl::DataLossError(absl::StrCat(path, " has ", data.size(), " bytes, the manifest says ",
+                                            expected.bytes));
+  }
+  const uint32_t crc = Crc32c(0, data.data(), data.size());
+  if (crc != expected.crc32c) {
+    return absl::DataLossError(absl::StrFormat("%s: CRC-32C %08x, the manifest says %08x", path,
+                                               crc, expected.crc32c));
+  }
+  Reader r(data, path);
+  char magic[8];
+  RETURN_IF_ERROR(r.Read(magic, sizeof(magic)));
+  if (std::memcmp(magic, kMagic, sizeof(magic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": not a Ringmaster checkpoint file"));
+  }
+  RankState state;
+  ASSIGN_OR_RETURN(state.step, r.Get<int64_t>());
+  ASSIGN_OR_RETURN(int32_t rank, r.Get<int32_t>());
+  ASSIGN_OR_RETURN(std::string layout_text, r.String(4096));
+  if (state.step != step || rank != expected.rank || layout_text != layout.ToString()) {
+    return absl::DataLossError(absl::StrCat(path, ": holds step ", state.step, " rank ", rank,
+                                            " layout ", layout_text, ", expected step ", step,
+                                            " rank ", expected.rank, " layout ",
+                                            layout.ToString()));
+  }
+  for (;;) {
+    ASSIGN_OR_RETURN(std::string name, r.String(64));
+    ASSIGN_OR_RETURN(uint64_t bytes, r.Get<uint64_t>());
+    if (bytes > data.size()) return absl::DataLossError(absl::StrCat(path, ": bad section size"));
+    if (name == "end") break;
+    if (name == "meta") {
+      int64_t meta[3];
+      if (bytes != sizeof(meta)) return absl::DataLossError(absl::StrCat(path, ": bad meta"));
+      RETURN_IF_ERROR(r.Read(meta, sizeof(meta)));
+      state.data_position = meta[0];
+      state.data_seed = static_cast<uint64_t>(meta[1]);
+      continue;
+    }
+    std::vector<float>* target = name == "master" ? &state.master
+                                 : name == "m"    ? &state.m
+                                 : name == "v"    ? &state.v
+                                                  : nullptr;
+    if (target == nullptr || bytes % 4 != 0) {
+      return absl::DataLossError(absl::StrCat(path, ": unexpected section \"", name, "\""));
+    }
+    target->resize(bytes / 4);
+    RETURN_IF_ERROR(r.Read(target->data(), bytes));
+  }
+  if (state.m.size() != state.master.size() || state.v.size() != state.master.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": optimizer sections differ in size"));
+  }
+  return state;
+}
+
+std::string FormatManifest(const Manifest& m) {
+  std::string out = absl::StrCat(kManifestHeader, "\nstep ", m.step, "\nlayout ",
+                                 m.layout.ToString(), "\n");
+  for (const ManifestFile& f : m.files) {
+    absl::StrAppend(&out, absl::StrFormat("file %d %s %d %08x\n", f.rank, f.name, f.bytes,
+                                          f.crc32c));
+  }
+  return out;
+}
+
+absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
+  Manifest m;
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  auto bad = [&](size_t i) {
+    return absl::DataLossError(absl::StrCat("MANIFEST line ", i + 1, " is malformed: \"",
+                                            i < lines.size() ? lines[i] : "", "\""));
+  };
+  if (lines.size() < 3 || lines[0] != kManifestHeader) return bad(0);
+  if (lines[1].rfind("step ", 0) != 0 || !absl::SimpleAtoi(lines[1].substr(5), &m.step)) {
+    return bad(1);
+  }
+  if (lines[2].rfind("layout ", 0) != 0) return bad(2);
+  for (absl::string_view field : absl::StrSplit(lines[2].substr(7), ' ')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(field, '=');
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(kv.second, &v)) return bad(2);
+    if (kv.first == "world") m.layout.world = static_cast<int>(v);
+    else if (kv.first == "tp") m.layout.tp = static_cast<int>(v);
+    else if (kv.first == "pp") m.layout.pp = static_cast<int>(v);
+    else if (kv.first == "dp") m.layout.dp = static_cast<int>(v);
+    else if (kv.first == "zero") m.layout.zero = static_cast<int>(v);
+    else if (kv.first == "params") m.layout.params = v;
+    else if (kv.first == "padded") m.layout.padded = v;
+    else return bad(2);
+  }
+  for (size_t i = 3; i < lines.size(); ++i) {
+    std::vector<std::string> f = absl::StrSplit(lines[i], ' ');
+    ManifestFile file;
+    if (f.size() != 5 || f[0] != "file" || !absl::SimpleAtoi(f[1], &file.rank) ||
+        !absl::SimpleAtoi(f[3], &file.bytes) || !absl::SimpleHexAtoi(f[4], &file.crc32c) ||
+        file.rank != static_cast<int>(m.files.size())) {
+      return bad(i);
+    }
+    file.name = f[2];
+    m.files.push_back(file);
+  }
+  if (static_cast<int>(m.files.size()) != m.layout.world) {
+    return absl::DataLossError(absl::StrCat("MANIFEST lists ", m.files.size(), " files for ",
+                                            m.layout.world, " ranks"));
+  }
+  return m;
+}
+
+}  // namespace ringmaster::trainer

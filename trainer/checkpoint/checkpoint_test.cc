@@ -1,0 +1,194 @@
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/testing/subprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint/checkpointer.h"
+#include "trainer/checkpoint/crc32c.h"
+#include "trainer/comm/testing.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+TEST(Crc32cTest, KnownValueAndBothImplementationsAgree) {
+  const std::string check = "123456789";
+  EXPECT_EQ(Crc32c(0, check.data(), check.size()), 0xe3069283u);  // the standard check value
+  std::mt19937 rng(1);
+  std::string data(100003, '\0');
+  for (char& c : data) c = static_cast<char>(rng());
+  EXPECT_EQ(Crc32c(0, data.data(), data.size()), Crc32cPortable(0, data.data(), data.size()));
+  const uint32_t part = Crc32c(0, data.data(), 5000);
+  EXPECT_EQ(Crc32c(part, data.data() + 5000, data.size() - 5000),
+            Crc32c(0, data.data(), data.size()));
+}
+
+CheckpointLayout Layout() {
+  CheckpointLayout l;
+  l.world = 2;
+  l.dp = 2;
+  l.zero = 1;
+  l.params = 100;
+  l.padded = 128;
+  return l;
+}
+
+RankState State(int64_t step, int rank) {
+  RankState s;
+  s.step = step;
+  s.data_position = step * 8;
+  s.data_seed = 99;
+  for (int i = 0; i < 64; ++i) {
+    s.master.push_back(step + rank + 0.5f * i);
+    s.m.push_back(-i);
+    s.v.push_back(i * i);
+  }
+  return s;
+}
+
+TEST(CheckpointFilesTest, RankFileRoundTripsAndDetectsCorruption) {
+  const std::string path = ringmaster::testing::TestTempDir() + "/rank-00001.bin";
+  auto file = WriteRankFile(path, 1, Layout(), State(7, 1));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto state = ReadRankFile(path, *file, Layout(), 7);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->master, State(7, 1).master);
+  EXPECT_EQ(state->v, State(7, 1).v);
+  EXPECT_EQ(state->data_position, 56);
+  EXPECT_TRUE(absl::IsDataLoss(ReadRankFile(path, *file, Layout(), 8).status()));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  auto corrupt = ReadRankFile(path, *file, Layout(), 7);
+  EXPECT_TRUE(absl::IsDataLoss(corrupt.status()));
+  EXPECT_THAT(corrupt.status().message(), HasSubstr("CRC-32C"));
+  EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(getpid())));
+}
+
+TEST(CheckpointFilesTest, ManifestRoundTripsAndRejectsMalformedText) {
+  Manifest m;
+  m.step = 50;
+  m.layout = Layout();
+  m.files = {{0, "rank-00000.bin", 10, 0xdeadbeef}, {1, "rank-00001.bin", 12, 0x1}};
+  auto parsed = ParseManifest(FormatManifest(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->step, 50);
+  EXPECT_TRUE(parsed->layout == Layout());
+  EXPECT_EQ(parsed->files[0].crc32c, 0xdeadbeefu);
+  std::string text = FormatManifest(m);
+  EXPECT_THAT(ParseManifest(text.substr(0, text.size() - 20)).status().message(),
+              HasSubstr("MANIFEST line 5 is malformed"));
+  EXPECT_THAT(ParseManifest("junk\n").status().message(), HasSubstr("line 1"));
+}
+
+// Two ranks (threads) save checkpoints; the newest complete one is chosen, and damaged ones are
+// skipped.
+class CheckpointerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ringmaster::testing::TestTempDir() + "/" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+  }
+  // Runs body(checkpointer, rank) on both ranks.
+  std::vector<absl::Status> Ranks(const CheckpointLayout& layout,
+                                  const std::function<absl::Status(Checkpointer&, int)>& body) {
+    InMemoryStore store;
+    return testing::RunRanks(2, [&](int rank) -> absl::Status {
+      auto ctl = testing::ConnectLoopback("ctl", rank, 2, &store);
+      if (!ctl.ok()) return ctl.status();
+      Checkpointer c({dir_, 10, 2}, layout, ctl->get());
+      return body(c, rank);
+    });
+  }
+  void SaveSteps(std::vector<int64_t> steps) {
+    for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer& c, int rank) -> absl::Status {
+           for (int64_t step : steps) {
+             if (auto s = c.Save(State(step, rank)); !s.ok()) return s;
+           }
+           if (auto s = c.Flush(); !s.ok()) return s;
+           auto committed = c.TakeCommitted();
+           if (!committed.has_value() || committed->step != steps.back()) {
+             return absl::InternalError("last checkpoint not reported committed");
+           }
+           return absl::OkStatus();
+         })) {
+      ASSERT_TRUE(s.ok()) << s;
+    }
+  }
+  // The step both ranks agree to resume from, and rank 1's loaded state.
+  int64_t Resume(RankState* loaded = nullptr) {
+    std::vector<int64_t> found(2, -2);
+    for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer& c, int rank) -> absl::Status {
+           auto step = c.FindResumeStep();
+           if (!step.ok()) return step.status();
+           found[rank] = *step;
+           if (rank == 1 && loaded != nullptr && *step >= 0) {
+             auto state = c.Load(*step, 1);
+             if (!state.ok()) return state.status();
+             *loaded = *state;
+           }
+           return absl::OkStatus();
+         })) {
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    EXPECT_EQ(found[0], found[1]);
+    return found[0];
+  }
+  std::string dir_;
+};
+
+TEST_F(CheckpointerTest, KeepsTheNewestAndResumesFromIt) {
+  EXPECT_EQ(Resume(), -1);
+  SaveSteps({10, 20, 30});
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000010"));  // keep = 2
+  EXPECT_TRUE(fs::exists(dir_ + "/step-00000020/MANIFEST"));
+  RankState loaded;
+  EXPECT_EQ(Resume(&loaded), 30);
+  EXPECT_EQ(loaded.master, State(30, 1).master);
+  EXPECT_EQ(loaded.data_position, 240);
+}
+
+TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
+  SaveSteps({10, 20});
+  {
+    std::fstream f(dir_ + "/step-00000020/rank-00001.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('x');
+  }
+  EXPECT_EQ(Resume(), 10);
+}
+
+TEST_F(CheckpointerTest, ATruncatedNewestCheckpointFallsBackToThePreviousOne) {
+  SaveSteps({10, 20});
+  fs::resize_file(dir_ + "/step-00000020/rank-00000.bin", 100);
+  EXPECT_EQ(Resume(), 10);
+}
+
+TEST_F(CheckpointerTest, ACheckpointWithoutManifestIsIgnored) {
+  SaveSteps({10, 20});
+  fs::remove(dir_ + "/step-00000020/MANIFEST");
+  EXPECT_EQ(Resume(), 10);
+}
+
+TEST_F(CheckpointerTest, AnotherLayoutIsAFatalErrorNotASilentFreshStart) {
+  SaveSteps({10});
+  CheckpointLayout other = Layout();
+  other.zero = 0;
+  for (const absl::Status& s : Ranks(other, [&](Checkpointer& c, int) -> absl::Status {
+         return c.FindResumeStep().status();
+       })) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("same layout"));
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

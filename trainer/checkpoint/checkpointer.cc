@@ -1,0 +1,228 @@
+#include "trainer/checkpoint/checkpointer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Each rank's contribution to the commit decision: whether its file is durable, its size and
+// CRC-32C.
+struct Record {
+  int32_t ok = 0;
+  int32_t crc = 0;
+  int64_t bytes = 0;
+};
+static_assert(sizeof(Record) == 16, "Record is exchanged as 4 int32 values");
+
+Tensor I32View(void* data, int64_t count) { return Tensor{data, count, DType::kI32}; }
+
+}  // namespace
+
+Checkpointer::Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl)
+    : options_(std::move(options)), layout_(layout), ctl_(ctl) {}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+std::string Checkpointer::StepDir(int64_t step) const {
+  return (fs::path(options_.dir) / StepDirName(step)).string();
+}
+
+std::vector<int64_t> Checkpointer::CommittedSteps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
+        fs::exists(entry.path() / "MANIFEST")) {
+      steps.push_back(step);
+    }
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+absl::StatusOr<Manifest> Checkpointer::Verify(int64_t step) const {
+  const std::string dir = StepDir(step);
+  std::ifstream in(dir + "/MANIFEST");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text.str()));
+  if (manifest.step != step) {
+    return absl::DataLossError(absl::StrCat(dir, "/MANIFEST names step ", manifest.step));
+  }
+  for (const ManifestFile& f : manifest.files) {
+    absl::StatusOr<ManifestFile> actual = ChecksumFile(dir + "/" + f.name);
+    if (!actual.ok()) return absl::DataLossError(actual.status().message());
+    if (actual->bytes != f.bytes || actual->crc32c != f.crc32c) {
+      return absl::DataLossError(absl::StrCat(dir, "/", f.name, " has ", actual->bytes,
+                                              " bytes and a different checksum than its MANIFEST "
+                                              "entry (", f.bytes, " bytes): torn or corrupt"));
+    }
+  }
+  return manifest;
+}
+
+absl::StatusOr<int64_t> Checkpointer::FindResumeStep() {
+  // Rank 0 decides; the others learn its answer: {step, layout matches}.
+  int64_t answer[2] = {-1, 1};
+  std::string mismatch;
+  if (ctl_->rank() == 0 && !options_.dir.empty()) {
+    for (int64_t step : CommittedSteps()) {
+      absl::StatusOr<Manifest> m = Verify(step);
+      if (!m.ok()) {
+        RM_LOG(WARNING) << "skipping checkpoint at step " << step << ": " << m.status().message();
+        continue;
+      }
+      answer[0] = step;
+      if (!(m->layout == layout_)) {
+        answer[1] = 0;
+        mismatch = m->layout.ToString();
+      }
+      break;
+    }
+  }
+  RETURN_IF_ERROR(ctl_->Broadcast(I32View(answer, 4), 0));
+  if (answer[1] == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the newest complete checkpoint (step ", answer[0], ") was written with layout ",
+        mismatch.empty() ? "(see rank 0's log)" : mismatch, "; this run has ",
+        layout_.ToString(), ": resume with the same layout or use another checkpoint.dir"));
+  }
+  return answer[0];
+}
+
+absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
+  const std::string dir = StepDir(step);
+  std::ifstream in(dir + "/MANIFEST");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text.str()));
+  if (source_rank < 0 || source_rank >= static_cast<int>(manifest.files.size())) {
+    return absl::InternalError(absl::StrCat("no rank ", source_rank, " in ", dir));
+  }
+  const ManifestFile& f = manifest.files[source_rank];
+  return ReadRankFile(dir + "/" + f.name, f, layout_, step);
+}
+
+absl::Status Checkpointer::Save(RankState state) {
+  RETURN_IF_ERROR(Flush());
+  const double start = NowSeconds();
+  writer_ = std::thread([this, state = std::move(state), start] {
+    absl::Status s = Write(state, start);
+    absl::MutexLock lock(&mu_);
+    if (!s.ok() && writer_status_.ok()) writer_status_ = s;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Flush() {
+  if (writer_.joinable()) writer_.join();
+  absl::MutexLock lock(&mu_);
+  absl::Status s = writer_status_;
+  writer_status_ = absl::OkStatus();
+  return s;
+}
+
+std::optional<CommittedCheckpoint> Checkpointer::TakeCommitted() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(committed_, std::nullopt);
+}
+
+absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
+  const int rank = ctl_->rank();
+  const std::string dir = StepDir(state.step);
+  Record mine;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  absl::StatusOr<ManifestFile> file =
+      ec ? absl::StatusOr<ManifestFile>(absl::UnavailableError(
+               absl::StrCat("cannot create ", dir, ": ", ec.message())))
+         : WriteRankFile(dir + "/" + RankFileName(rank), rank, layout_, state);
+  if (file.ok()) {
+    mine.ok = 1;
+    mine.crc = static_cast<int32_t>(file->crc32c);
+    mine.bytes = file->bytes;
+  } else {
+    // A rank that cannot write makes this checkpoint incomplete; training goes on and the next
+    // checkpoint tries again.
+    RM_LOG(ERROR) << "checkpoint at step " << state.step << ": " << file.status();
+  }
+  std::vector<Record> all(ctl_->size());
+  RETURN_IF_ERROR(ctl_->AllGather(I32View(&mine, 4), I32View(all.data(), 4 * ctl_->size())));
+  int32_t committed = 0;
+  if (rank == 0) {
+    std::vector<ManifestFile> files;
+    bool complete = true;
+    for (int r = 0; r < ctl_->size(); ++r) {
+      complete = complete && all[r].ok == 1;
+      files.push_back({r, RankFileName(r), all[r].bytes, static_cast<uint32_t>(all[r].crc)});
+    }
+    if (complete) {
+      absl::Status s = Commit(state.step, files);
+      if (s.ok()) {
+        committed = 1;
+      } else {
+        RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: " << s;
+      }
+    } else {
+      RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: a rank failed";
+    }
+  }
+  RETURN_IF_ERROR(ctl_->Broadcast(I32View(&committed, 1), 0));
+  if (committed == 1) {
+    absl::MutexLock lock(&mu_);
+    committed_ = CommittedCheckpoint{state.step, NowSeconds() - start_seconds};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Commit(int64_t step, const std::vector<ManifestFile>& files) {
+  Manifest m;
+  m.step = step;
+  m.layout = layout_;
+  m.files = files;
+  RETURN_IF_ERROR(WriteFileDurably(StepDir(step) + "/MANIFEST", FormatManifest(m)));
+  RM_LOG(INFO) << "checkpoint at step " << step << " committed in " << StepDir(step);
+  return Prune();
+}
+
+absl::Status Checkpointer::Prune() {
+  const std::vector<int64_t> steps = CommittedSteps();
+  if (steps.empty()) return absl::OkStatus();
+  std::error_code ec;
+  for (size_t i = static_cast<size_t>(std::max(options_.keep, 1)); i < steps.size(); ++i) {
+    fs::remove_all(StepDir(steps[i]), ec);
+    if (ec) RM_LOG(WARNING) << "cannot remove " << StepDir(steps[i]) << ": " << ec.message();
+  }
+  // Leftovers of checkpoints that never committed, older than the newest committed one.
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
+        step < steps.front() && !fs::exists(entry.path() / "MANIFEST")) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,98 @@
+// Checkpoints of a training job: every rank writes its own file in the background while training
+// goes on; rank 0 commits the checkpoint with a MANIFEST once every rank's file is durable
+// (checkpoint_files.h); a resume starts from the newest checkpoint whose files all verify.
+//
+// Save() takes a snapshot the caller has already copied out of the model (so the training step is
+// blocked only for that copy) and returns at once; the write, the gathering of every rank's
+// size and checksum over the job-wide communicator, the MANIFEST and the pruning of old
+// checkpoints happen on a writer thread. A Save() while the previous checkpoint is still being
+// written first waits for it.
+//
+// Threading: one training thread calls the methods. The communicator passed in is used by
+// FindResumeStep() on the calling thread (before any Save) and afterwards only by the writer
+// thread; nothing else may use it. Every rank of the job calls FindResumeStep() and Save() at the
+// same points, in the same order.
+#ifndef RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINTER_H_
+#define RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/checkpoint/checkpoint_files.h"
+#include "trainer/comm/communicator.h"
+
+namespace ringmaster::trainer {
+
+struct CheckpointOptions {
+  std::string dir;
+  int every_steps = 0;  // 0: no periodic checkpoints
+  int keep = 3;         // complete checkpoints kept
+};
+
+// A checkpoint committed by rank 0, as every rank learns of it.
+struct CommittedCheckpoint {
+  int64_t step = 0;
+  double seconds = 0;  // from Save() to the commit
+};
+
+class Checkpointer {
+ public:
+  // `ctl` spans every rank of the job (rank() == this rank's global rank) and outlives this.
+  Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl);
+  // Waits for a checkpoint in progress.
+  ~Checkpointer();
+
+  const CheckpointOptions& options() const { return options_; }
+  bool Due(int64_t step) const {
+    return options_.every_steps > 0 && step % options_.every_steps == 0;
+  }
+
+  // The step of the newest checkpoint rank 0 verified completely (MANIFEST present and every
+  // listed file of the right size and CRC-32C), the same on every rank; -1 when there is none.
+  // Newer checkpoints that fail verification are skipped and logged. FAILED_PRECONDITION when
+  // the newest complete checkpoint was written under a different layout (a restart cannot fix
+  // that); UNAVAILABLE when the communicator fails.
+  absl::StatusOr<int64_t> FindResumeStep();
+
+  // Reads rank `source_rank`'s file of checkpoint `step`, verifying it against the MANIFEST.
+  absl::StatusOr<RankState> Load(int64_t step, int source_rank);
+
+  // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
+  // previous checkpoint's collective work, if it failed (the job must restart).
+  absl::Status Save(RankState state);
+  // Waits for the checkpoint in progress; returns its error as Save() does.
+  absl::Status Flush();
+  // The newest checkpoint committed since the last call, if any.
+  std::optional<CommittedCheckpoint> TakeCommitted();
+
+ private:
+  // The writer thread's work for one checkpoint.
+  absl::Status Write(const RankState& state, double start_seconds);
+  // Rank 0: writes the MANIFEST, then prunes.
+  absl::Status Commit(int64_t step, const std::vector<ManifestFile>& files);
+  absl::Status Prune();
+  // Steps with a MANIFEST, newest first.
+  std::vector<int64_t> CommittedSteps() const;
+  // Rank 0: verifies checkpoint `step` completely.
+  absl::StatusOr<Manifest> Verify(int64_t step) const;
+  std::string StepDir(int64_t step) const;
+
+  const CheckpointOptions options_;
+  const CheckpointLayout layout_;
+  Communicator* const ctl_;
+  std::thread writer_;
+  absl::Mutex mu_;
+  absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
+  std::optional<CommittedCheckpoint> committed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINTER_H_
