@@ -1,5 +1,6 @@
 #include "trainer/model/gpt.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,7 +64,7 @@ std::vector<float> InitialValues(const ParamTensor& t, const ModelShard& shard, 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout layout, int B,
-                                                  int T) {
+                                                  int T, int64_t buffer_size) {
   const ModelShard& s = layout.shard();
   RETURN_IF_ERROR(s.Validate(layout.config()));
   if (s.tp_size != 1 || s.first_layer != 0 || s.num_layers != layout.config().layers ||
@@ -76,14 +77,14 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout
                                                     layout.config().seq_len, "]"));
   }
   std::unique_ptr<Gpt> gpt(new Gpt(device, std::move(layout), B, T));
-  RETURN_IF_ERROR(gpt->Allocate());
+  RETURN_IF_ERROR(gpt->Allocate(buffer_size));
   return gpt;
 }
 
 Gpt::Gpt(Device* device, ParameterLayout layout, int B, int T)
     : device_(device), layout_(std::move(layout)), B_(B), T_(T) {}
 
-absl::Status Gpt::Allocate() {
+absl::Status Gpt::Allocate(int64_t buffer_size) {
   const DType dt = device_->compute_dtype();
   const int64_t N = int64_t{B_} * T_;
   const int64_t C = layout_.config().d_model;
@@ -93,8 +94,9 @@ absl::Status Gpt::Allocate() {
   const int64_t Vp = layout_.config().padded_vocab;
   const int L = static_cast<int>(layout_.layers().size());
 
-  ASSIGN_OR_RETURN(params_, device_->Allocate(layout_.size(), dt));
-  ASSIGN_OR_RETURN(grads_, device_->Allocate(layout_.size(), dt));
+  const int64_t flat = std::max(buffer_size, layout_.size());
+  ASSIGN_OR_RETURN(params_, device_->Allocate(flat, dt));
+  ASSIGN_OR_RETURN(grads_, device_->Allocate(flat, dt));
   ASSIGN_OR_RETURN(tokens_, device_->Allocate(2 * N, DType::kI32));
   inputs_ = tokens_.Slice(0, N);
   targets_ = tokens_.Slice(N, N);

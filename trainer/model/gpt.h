@@ -29,10 +29,12 @@ class Gpt {
   using GradientsFinal = std::function<void(int64_t low)>;
 
   // A model for `layout` processing B sequences of T tokens per microbatch (T <= seq_len).
-  // Parameters start at zero; call InitParameters or load them. The whole model only for now
-  // (layout.shard() must be WholeModel()); tensor and pipeline shards are refused.
+  // The parameter and gradient buffers hold max(buffer_size, layout.size()) elements (data
+  // parallelism pads them; the padding stays zero). Parameters start at zero; call
+  // InitParameters or load them. The whole model only for now (layout.shard() must be
+  // WholeModel()); tensor and pipeline shards are refused.
   static absl::StatusOr<std::unique_ptr<Gpt>> Create(Device* device, ParameterLayout layout,
-                                                     int B, int T);
+                                                     int B, int T, int64_t buffer_size = 0);
 
   const ParameterLayout& layout() const { return layout_; }
   int batch() const { return B_; }
@@ -66,7 +68,7 @@ class Gpt {
   };
 
   Gpt(Device* device, ParameterLayout layout, int B, int T);
-  absl::Status Allocate();
+  absl::Status Allocate(int64_t buffer_size);
   Tensor P(int64_t offset, int64_t size) const { return params_.Slice(offset, size); }
   Tensor G(int64_t offset, int64_t size) const { return grads_.Slice(offset, size); }
 

@@ -1,0 +1,145 @@
+// ringmaster-trainer: the worker program for builtin "gpt" jobs (the agent's --trainer_binary),
+// and a development tool.
+//
+//   Under an agent: the agent starts it with the job's environment (RANK, WORLD_SIZE,
+//   RINGMASTER_JOB_SPEC_JSON, RINGMASTER_AGENT_SOCKET, ...); it rendezvouses through the agent,
+//   trains, and reports every step.
+//   Standalone:      trainer --spec=job.yaml   (one rank, no agent; the whole global batch by
+//   gradient accumulation).
+//   --mode=collective-bench: an nccl-tests-style sweep of the communication layer instead of
+//   training (under an agent, as a command job: command: [".../trainer", "--mode=collective-bench"]).
+//
+// Exit codes (common/status.h; the agent reports them and the coordinator acts on them):
+//   0   done;
+//   75  retryable: a lost peer, a timeout, an I/O or transport failure (UNAVAILABLE,
+//       DEADLINE_EXCEEDED, ABORTED, RESOURCE_EXHAUSTED, INTERNAL) — the job restarts from its
+//       newest checkpoint;
+//   78  fatal: a configuration error a restart cannot fix (bad spec, data or layout; a
+//       checkpoint of another layout) — the job fails without restarting.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "trainer/collective_bench.h"
+#include "trainer/comm/gloo_communicator.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_config.h"
+#include "trainer/worker/agent_client.h"
+
+ABSL_FLAG(std::string, mode, "train", "train | collective-bench");
+ABSL_FLAG(std::string, spec, "", "Job file (YAML) to train standalone, without an agent.");
+ABSL_FLAG(int, blas_threads, 0, "OpenBLAS threads per rank (0: cores / ranks on this node).");
+ABSL_FLAG(int64_t, bucket_bytes, 4 << 20, "Gradient bucket size in bytes.");
+ABSL_FLAG(double, comm_timeout, 600,
+          "Seconds a rendezvous or collective may take before the rank exits (retryable).");
+ABSL_FLAG(double, peak_flops, 0,
+          "Peak FLOP/s of this rank's device for MFU (0: estimated from the CPU).");
+ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-1: none).");
+ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
+ABSL_FLAG(bool, report_metrics, true,
+          "Send step reports to the agent (off only to measure their overhead).");
+ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
+ABSL_FLAG(int64_t, bench_max_bytes, 16 << 20, "collective-bench: largest buffer.");
+ABSL_FLAG(int, bench_factor, 4, "collective-bench: size multiplier between rows.");
+ABSL_FLAG(int, bench_warmup, 3, "collective-bench: warm-up iterations per size.");
+ABSL_FLAG(int, bench_iters, 10, "collective-bench: timed iterations per size.");
+ABSL_FLAG(std::string, bench_ops, "all_reduce,all_gather,reduce_scatter,broadcast,send_recv",
+          "collective-bench: operations to sweep.");
+
+namespace ringmaster::trainer {
+namespace {
+
+absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
+  TrainerFlags unused;
+  const auto int_env = [&](const char* name, int fallback) {
+    int v = fallback;
+    (void)absl::SimpleAtoi(env(name).value_or(""), &v);  // malformed: the fallback
+    return v;
+  };
+  const int rank = int_env("RANK", 0);
+  const int world = int_env("WORLD_SIZE", 1);
+  if (world > 1 && agent == nullptr) {
+    return FieldError("WORLD_SIZE", "needs an agent (RINGMASTER_AGENT_SOCKET) for more than 1 rank");
+  }
+  InMemoryStore local;
+  KeyValueStore* store = agent != nullptr ? static_cast<KeyValueStore*>(agent) : &local;
+  ASSIGN_OR_RETURN(auto network,
+                   GlooNetwork::Create(env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1")));
+  ASSIGN_OR_RETURN(auto comm, network->Connect("bench", rank, world, store,
+                                               absl::Seconds(absl::GetFlag(FLAGS_comm_timeout))));
+  if (agent != nullptr) {
+    v1::ReportPhaseRequest phase;
+    phase.set_phase(v1::WORKER_PHASE_STEP);
+    RETURN_IF_ERROR(agent->ReportPhase(phase));
+  }
+  CollectiveBenchOptions options;
+  options.min_bytes = absl::GetFlag(FLAGS_bench_min_bytes);
+  options.max_bytes = absl::GetFlag(FLAGS_bench_max_bytes);
+  options.factor = absl::GetFlag(FLAGS_bench_factor);
+  options.warmup = absl::GetFlag(FLAGS_bench_warmup);
+  options.iters = absl::GetFlag(FLAGS_bench_iters);
+  options.ops = absl::StrSplit(absl::GetFlag(FLAGS_bench_ops), ',', absl::SkipEmpty());
+  return RunCollectiveBench(*comm, options).status();
+}
+
+absl::Status Main() {
+  const EnvLookup env = ProcessEnvironment();
+  ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent, AgentClient::FromEnvironment(env));
+  absl::Status status = [&]() -> absl::Status {
+    if (agent != nullptr) {
+      v1::ReportPhaseRequest phase;
+      phase.set_phase(v1::WORKER_PHASE_INIT);
+      RETURN_IF_ERROR(agent->ReportPhase(phase));
+    }
+    const std::string mode = absl::GetFlag(FLAGS_mode);
+    if (mode == "collective-bench") return Bench(env, agent.get());
+    if (mode != "train") {
+      return FieldError("--mode", absl::StrCat("must be train or collective-bench, got \"", mode,
+                                               "\""));
+    }
+    TrainerFlags flags;
+    flags.spec_file = absl::GetFlag(FLAGS_spec);
+    flags.blas_threads = absl::GetFlag(FLAGS_blas_threads);
+    flags.bucket_bytes = absl::GetFlag(FLAGS_bucket_bytes);
+    flags.comm_timeout = absl::Seconds(absl::GetFlag(FLAGS_comm_timeout));
+    flags.peak_flops = absl::GetFlag(FLAGS_peak_flops);
+    flags.slow_rank = absl::GetFlag(FLAGS_slow_rank);
+    flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
+    flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
+    ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
+    return RunTraining(config, agent.get());
+  }();
+  if (agent != nullptr) {
+    const int code = ExitCodeFor(status);
+    // Best effort: the exit itself is what the agent acts on; this only adds the reason.
+    (void)agent->ReportExit(code, status.ok() ? "done" : status.ToString());
+  }
+  return status;
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer
+
+int main(int argc, char** argv) {
+  absl::Status init = ringmaster::InitBinary(
+      argc, argv,
+      "ringmaster-trainer: trains the builtin GPT (under an agent, or --spec=job.yaml "
+      "standalone), or --mode=collective-bench",
+      nullptr);
+  absl::Status status = init.ok() ? ringmaster::trainer::Main() : init;
+  if (!status.ok()) {
+    const int code = ringmaster::ExitCodeFor(status);
+    RM_LOG(ERROR) << "trainer failed (exit " << code << ", "
+                  << (code == ringmaster::kExitRetryable ? "retryable" : "fatal")
+                  << "): " << status;
+    return code;
+  }
+  return 0;
+}

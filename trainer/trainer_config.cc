@@ -1,0 +1,141 @@
+#include "trainer/trainer_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "coordinator/spec_validation.h"
+#include "ctl/job_yaml.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+absl::StatusOr<v1::JobSpec> ReadSpec(const EnvLookup& env, const TrainerFlags& flags) {
+  v1::JobSpec spec;
+  if (std::optional<std::string> json = env("RINGMASTER_JOB_SPEC_JSON"); json.has_value()) {
+    auto status = google::protobuf::util::JsonStringToMessage(*json, &spec);
+    if (!status.ok()) {
+      return FieldError("RINGMASTER_JOB_SPEC_JSON",
+                        absl::StrCat("is not a JobSpec: ", status.ToString()));
+    }
+    return spec;
+  }
+  if (flags.spec_file.empty()) {
+    return FieldError("--spec", "is required when RINGMASTER_JOB_SPEC_JSON is not set (run under "
+                                "an agent, or pass a job file)");
+  }
+  std::ifstream in(flags.spec_file);
+  if (!in) return FieldError("--spec", absl::StrCat("cannot read ", flags.spec_file));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ctl::ParseJobYaml(text.str(), flags.spec_file);
+}
+
+absl::StatusOr<int> IntEnv(const EnvLookup& env, const char* name, int fallback) {
+  std::optional<std::string> value = env(name);
+  if (!value.has_value()) return fallback;
+  int n = 0;
+  if (!absl::SimpleAtoi(*value, &n)) {
+    return FieldError(name, absl::StrCat("must be an integer, got \"", *value, "\""));
+  }
+  return n;
+}
+
+absl::StatusOr<RankPlace> ReadPlace(const EnvLookup& env) {
+  RankPlace p;
+  ASSIGN_OR_RETURN(p.rank, IntEnv(env, "RANK", 0));
+  ASSIGN_OR_RETURN(p.world, IntEnv(env, "WORLD_SIZE", 1));
+  ASSIGN_OR_RETURN(p.tp_rank, IntEnv(env, "RINGMASTER_TP_RANK", 0));
+  ASSIGN_OR_RETURN(p.tp, IntEnv(env, "RINGMASTER_TP_SIZE", 1));
+  ASSIGN_OR_RETURN(p.pp_rank, IntEnv(env, "RINGMASTER_PP_RANK", 0));
+  ASSIGN_OR_RETURN(p.pp, IntEnv(env, "RINGMASTER_PP_SIZE", 1));
+  ASSIGN_OR_RETURN(p.dp_rank, IntEnv(env, "RINGMASTER_DP_RANK", p.rank));
+  ASSIGN_OR_RETURN(p.dp, IntEnv(env, "RINGMASTER_DP_SIZE", p.world));
+  if (p.world < 1 || p.rank < 0 || p.rank >= p.world) {
+    return FieldError("RANK", absl::StrCat("must be in [0, WORLD_SIZE = ", p.world, "), got ",
+                                           p.rank));
+  }
+  if (int64_t{p.tp} * p.pp * p.dp != p.world) {
+    return FieldError("WORLD_SIZE", absl::StrCat("must equal tp*pp*dp = ", p.tp, "*", p.pp, "*",
+                                                 p.dp, ", got ", p.world));
+  }
+  if ((p.dp_rank * p.pp + p.pp_rank) * p.tp + p.tp_rank != p.rank) {
+    return FieldError("RANK", absl::StrCat("must be (dp*PP + pp)*TP + tp for tp=", p.tp_rank,
+                                           " pp=", p.pp_rank, " dp=", p.dp_rank, ", got ",
+                                           p.rank));
+  }
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const TrainerFlags& flags) {
+  TrainerConfig c;
+  c.flags = flags;
+  ASSIGN_OR_RETURN(c.spec, ReadSpec(env, flags));
+  const bool standalone = !env("RINGMASTER_AGENT_SOCKET").has_value();
+  if (standalone) {
+    // One rank runs the whole job's global batch; the spec's nodes and layout do not apply.
+    c.spec.set_nodes(1);
+    c.spec.set_devices_per_node(1);
+    c.spec.mutable_parallelism()->set_tensor(1);
+    c.spec.mutable_parallelism()->set_pipeline(1);
+    c.spec.mutable_parallelism()->set_data(1);
+  } else {
+    ASSIGN_OR_RETURN(c.place, ReadPlace(env));
+  }
+  coordinator::ApplyDefaults(&c.spec);
+  RETURN_IF_ERROR(coordinator::ValidateJobSpec(c.spec));
+  const v1::TrainerSpec& t = c.spec.trainer();
+  if (t.builtin() != "gpt") {
+    return FieldError("trainer.builtin", "the trainer runs only the builtin \"gpt\" trainer");
+  }
+  if (c.place.tp != 1 || c.place.pp != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "parallelism: tensor (", c.place.tp, ") and pipeline (", c.place.pp,
+        ") parallelism are not built into this trainer yet; use tensor: 1, pipeline: 1"));
+  }
+  if (t.precision() == v1::PRECISION_BF16) {
+    return FieldError("trainer.precision", "bf16 needs the CUDA device; the CPU trainer is fp32");
+  }
+  if (t.zero_stage() > 2) {
+    return FieldError("trainer.zero_stage",
+                      absl::StrCat("must be 0, 1 or 2 on this trainer, got ", t.zero_stage()));
+  }
+  const v1::ModelSpec& m = t.model();
+  ASSIGN_OR_RETURN(c.model,
+                   GptConfig::Create(m.layers(), m.d_model(), m.heads(), m.seq_len(), m.vocab()));
+  c.micro_batch = t.batch().micro_batch();
+  const int64_t per_step = int64_t{c.micro_batch} * c.place.dp;
+  if (t.batch().global_batch() % per_step != 0) {
+    return FieldError("trainer.batch.global_batch",
+                      absl::StrCat("must be divisible by micro_batch * data (", per_step,
+                                   "), got ", t.batch().global_batch()));
+  }
+  c.micro_steps = static_cast<int>(t.batch().global_batch() / per_step);
+  c.steps = t.steps();
+  const v1::OptimizerSpec& o = t.optimizer();
+  c.schedule = LrSchedule{o.lr(), o.min_lr(), o.warmup_steps(), c.steps};
+  c.adamw = AdamWConfig{o.beta1(), o.beta2(), o.epsilon(), o.weight_decay()};
+  c.clip_grad_norm = o.clip_grad_norm();
+  c.zero_stage = t.zero_stage();
+  c.data_path = t.data().path();
+  c.data_seed = t.data().seed();
+  if (c.data_path.empty() && c.model.vocab < 128) {
+    return FieldError("trainer.model.vocab",
+                      absl::StrCat("must be >= 128 for the built-in corpus (ASCII byte tokens), "
+                                   "got ",
+                                   c.model.vocab));
+  }
+  c.checkpoint.dir = env("RINGMASTER_CHECKPOINT_DIR").value_or(c.spec.checkpoint().dir());
+  c.checkpoint.every_steps = c.spec.checkpoint().every_steps();
+  c.checkpoint.keep = c.spec.checkpoint().keep();
+  c.host_address = env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1");
+  ASSIGN_OR_RETURN(c.local_world, IntEnv(env, "LOCAL_WORLD_SIZE", 1));
+  return c;
+}
+
+}  // namespace ringmaster::trainer

@@ -1,0 +1,69 @@
+// Everything a trainer process needs to know, gathered from where it comes from: the job spec
+// (RINGMASTER_JOB_SPEC_JSON from the agent, or --spec=job.yaml when run by hand), the rank's
+// place in the job (RANK, WORLD_SIZE, RINGMASTER_{TP,PP,DP}_{RANK,SIZE}), and the trainer's own
+// flags. Standalone (no RINGMASTER_AGENT_SOCKET) the trainer is one rank that runs the whole
+// global batch by gradient accumulation.
+#ifndef RINGMASTER_TRAINER_TRAINER_CONFIG_H_
+#define RINGMASTER_TRAINER_TRAINER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ringmaster/v1/job.pb.h"
+#include "trainer/checkpoint/checkpointer.h"
+#include "trainer/model/gpt_config.h"
+#include "trainer/optim/adamw_optimizer.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/worker/agent_client.h"
+
+namespace ringmaster::trainer {
+
+// This rank's place in the job.
+struct RankPlace {
+  int rank = 0, world = 1;
+  int tp_rank = 0, tp = 1;
+  int pp_rank = 0, pp = 1;
+  int dp_rank = 0, dp = 1;
+};
+
+// Options of the trainer binary itself (flags), not of the job.
+struct TrainerFlags {
+  std::string spec_file;           // --spec: a job file, when not under an agent
+  int blas_threads = 0;            // 0: cores / ranks on this node
+  int64_t bucket_bytes = 4 << 20;  // gradient bucket size
+  absl::Duration comm_timeout = absl::Minutes(10);
+  double peak_flops = 0;           // per rank, for MFU; 0: estimated from the CPU
+  double slow_factor = 1;          // test flag: this rank's compute is stretched by this factor
+  int slow_rank = -1;              // ... on this rank only (-1: none)
+  bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
+};
+
+struct TrainerConfig {
+  v1::JobSpec spec;  // defaults applied and validated
+  RankPlace place;
+  GptConfig model;
+  int micro_batch = 0;   // sequences per rank per microbatch
+  int micro_steps = 0;   // microbatches per optimizer step per rank
+  int64_t steps = 0;
+  LrSchedule schedule;
+  AdamWConfig adamw;
+  double clip_grad_norm = 0;
+  int zero_stage = 0;
+  std::string data_path;  // empty: the built-in corpus
+  uint64_t data_seed = 0;
+  CheckpointOptions checkpoint;
+  std::string host_address;  // where peers reach this rank (RINGMASTER_HOST_ADDRESS)
+  int local_world = 1;       // ranks on this node (LOCAL_WORLD_SIZE)
+  TrainerFlags flags;
+};
+
+// Builds and checks the configuration. Every problem is INVALID_ARGUMENT (or UNIMPLEMENTED for a
+// layout this trainer cannot run yet) naming the field or variable: a fatal configuration
+// error that a restart cannot fix.
+absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const TrainerFlags& flags);
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_TRAINER_CONFIG_H_

@@ -1,0 +1,107 @@
+#include "trainer/trainer_config.h"
+
+#include <map>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::JobSpec Spec() {
+  v1::JobSpec s;
+  s.set_name("t");
+  s.set_nodes(1);
+  s.set_devices_per_node(2);
+  s.mutable_parallelism()->set_tensor(1);
+  s.mutable_parallelism()->set_pipeline(1);
+  s.mutable_parallelism()->set_data(2);
+  v1::TrainerSpec* t = s.mutable_trainer();
+  t->set_builtin("gpt");
+  t->mutable_model()->set_layers(2);
+  t->mutable_model()->set_d_model(32);
+  t->mutable_model()->set_heads(4);
+  t->mutable_model()->set_seq_len(16);
+  t->mutable_model()->set_vocab(200);
+  t->mutable_batch()->set_micro_batch(2);
+  t->mutable_batch()->set_global_batch(8);
+  t->set_steps(10);
+  t->mutable_optimizer()->set_lr(1e-3);
+  return s;
+}
+
+// An environment as the agent sets it for rank 1 of a DP=2 job.
+std::map<std::string, std::string> AgentEnv(const v1::JobSpec& spec) {
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(spec, &json).ok());
+  return {{"RINGMASTER_AGENT_SOCKET", "/tmp/x.sock"},
+          {"RINGMASTER_JOB_SPEC_JSON", json},
+          {"RANK", "1"},
+          {"WORLD_SIZE", "2"},
+          {"RINGMASTER_DP_RANK", "1"},
+          {"RINGMASTER_DP_SIZE", "2"},
+          {"RINGMASTER_CHECKPOINT_DIR", "/ckpt"},
+          {"RINGMASTER_HOST_ADDRESS", "10.0.0.7"}};
+}
+
+EnvLookup Lookup(const std::map<std::string, std::string>& env) {
+  return [env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(TrainerConfigTest, ReadsTheAgentsEnvironment) {
+  auto c = LoadTrainerConfig(Lookup(AgentEnv(Spec())), {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->place.rank, 1);
+  EXPECT_EQ(c->place.dp, 2);
+  EXPECT_EQ(c->micro_steps, 2);  // 8 / (2 * 2)
+  EXPECT_EQ(c->model.padded_vocab, 256);
+  EXPECT_EQ(c->checkpoint.dir, "/ckpt");
+  EXPECT_EQ(c->host_address, "10.0.0.7");
+  EXPECT_EQ(c->data_seed, 1234u);  // the coordinator's default
+  EXPECT_DOUBLE_EQ(c->schedule.min_lr, 1e-4);
+}
+
+TEST(TrainerConfigTest, BadInputIsAFieldError) {
+  auto env = AgentEnv(Spec());
+  env["RANK"] = "x";
+  EXPECT_THAT(LoadTrainerConfig(Lookup(env), {}).status().message(),
+              HasSubstr("RANK: must be an integer"));
+  env = AgentEnv(Spec());
+  env["RINGMASTER_DP_RANK"] = "0";
+  EXPECT_THAT(LoadTrainerConfig(Lookup(env), {}).status().message(),
+              HasSubstr("RANK: must be (dp*PP + pp)*TP + tp"));
+  v1::JobSpec small_vocab = Spec();
+  small_vocab.mutable_trainer()->mutable_model()->set_vocab(100);
+  EXPECT_THAT(LoadTrainerConfig(Lookup(AgentEnv(small_vocab)), {}).status().message(),
+              HasSubstr("trainer.model.vocab: must be >= 128 for the built-in corpus"));
+  v1::JobSpec bf16 = Spec();
+  bf16.mutable_trainer()->set_precision(v1::PRECISION_BF16);
+  EXPECT_THAT(LoadTrainerConfig(Lookup(AgentEnv(bf16)), {}).status().message(),
+              HasSubstr("trainer.precision"));
+  auto none = LoadTrainerConfig(Lookup({}), {});
+  EXPECT_THAT(none.status().message(), HasSubstr("--spec: is required"));
+}
+
+TEST(TrainerConfigTest, TensorAndPipelineLayoutsAreRefusedUntilBuilt) {
+  v1::JobSpec spec = Spec();
+  spec.mutable_parallelism()->set_tensor(2);
+  spec.mutable_parallelism()->set_data(1);
+  auto env = AgentEnv(spec);
+  env["RANK"] = "1";
+  env["RINGMASTER_TP_RANK"] = "1";
+  env["RINGMASTER_TP_SIZE"] = "2";
+  env["RINGMASTER_DP_RANK"] = "0";
+  env["RINGMASTER_DP_SIZE"] = "1";
+  auto c = LoadTrainerConfig(Lookup(env), {});
+  EXPECT_TRUE(absl::IsUnimplemented(c.status())) << c.status();
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

@@ -1,0 +1,54 @@
+// A worker's side of the worker API (proto/ringmaster/v1/worker.proto): the agent's Unix socket,
+// identified by RINGMASTER_JOB, RINGMASTER_GENERATION and RANK. It is the rendezvous store the
+// communicators are built from, and where step reports, phases and the exit reason go.
+//
+// Thread-safe. Every call has a deadline; errors come back as the agent's status (UNAVAILABLE
+// when the agent is gone, FAILED_PRECONDITION when this worker's generation is stale).
+#ifndef RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
+#define RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ringmaster/v1/worker.grpc.pb.h"
+#include "trainer/comm/key_value_store.h"
+
+namespace ringmaster::trainer {
+
+// Reads an environment variable; nullopt when unset (injectable for tests).
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+// The process environment.
+EnvLookup ProcessEnvironment();
+
+class AgentClient final : public KeyValueStore {
+ public:
+  // The client for the agent the environment names; nullptr (no error) when
+  // RINGMASTER_AGENT_SOCKET is unset, i.e. the worker runs standalone. INVALID_ARGUMENT naming
+  // the variable when the identity is malformed.
+  static absl::StatusOr<std::unique_ptr<AgentClient>> FromEnvironment(const EnvLookup& env);
+
+  const v1::WorkerIdentity& identity() const { return identity_; }
+
+  absl::Status ReportPhase(v1::ReportPhaseRequest request);
+  absl::Status ReportStep(v1::ReportStepRequest request);
+  absl::Status ReportExit(int exit_code, const std::string& reason);
+
+  // KeyValueStore: the job generation's rendezvous store.
+  absl::Status Set(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::string> Wait(const std::string& key, absl::Duration timeout) override;
+
+ private:
+  AgentClient(std::unique_ptr<v1::WorkerService::Stub> stub, v1::WorkerIdentity identity)
+      : stub_(std::move(stub)), identity_(std::move(identity)) {}
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const v1::WorkerIdentity identity_;
+};
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
