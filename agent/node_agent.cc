@@ -214,6 +214,7 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   env["RINGMASTER_GENERATION"] = absl::StrCat(launch.job().generation());
   env["RINGMASTER_AGENT_SOCKET"] = options_.socket_path;
   env["RINGMASTER_NODE"] = options_.node_name;
+  env["RINGMASTER_HOST_ADDRESS"] = options_.host_address;
   env["RINGMASTER_TP_RANK"] = absl::StrCat(a.tp_rank());
   env["RINGMASTER_PP_RANK"] = absl::StrCat(a.pp_rank());
   env["RINGMASTER_DP_RANK"] = absl::StrCat(a.dp_rank());

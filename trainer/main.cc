@@ -43,6 +43,8 @@ ABSL_FLAG(double, peak_flops, 0,
           "Peak FLOP/s of this rank's device for MFU (0: estimated from the CPU).");
 ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-1: none).");
 ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
+ABSL_FLAG(int64_t, exit_after_step, 0,
+          "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
 ABSL_FLAG(bool, report_metrics, true,
           "Send step reports to the agent (off only to measure their overhead).");
 ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
@@ -57,11 +59,9 @@ namespace ringmaster::trainer {
 namespace {
 
 absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
-  TrainerFlags unused;
   const auto int_env = [&](const char* name, int fallback) {
-    int v = fallback;
-    (void)absl::SimpleAtoi(env(name).value_or(""), &v);  // malformed: the fallback
-    return v;
+    int v = 0;
+    return absl::SimpleAtoi(env(name).value_or(""), &v) ? v : fallback;
   };
   const int rank = int_env("RANK", 0);
   const int world = int_env("WORLD_SIZE", 1);
@@ -113,6 +113,7 @@ absl::Status Main() {
     flags.slow_rank = absl::GetFlag(FLAGS_slow_rank);
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
+    flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
     return RunTraining(config, agent.get());
   }();

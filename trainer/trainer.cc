@@ -253,6 +253,11 @@ absl::Status Run::Train() {
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
     }
+    if (step + 1 == c_.flags.exit_after_step) {
+      RETURN_IF_ERROR(checkpointer_->Flush());
+      return absl::UnavailableError(absl::StrCat("injected failure after step ", step + 1,
+                                                 " (--exit_after_step)"));
+    }
   }
   RETURN_IF_ERROR(checkpointer_->Flush());
   if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {

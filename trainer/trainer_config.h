@@ -38,6 +38,7 @@ struct TrainerFlags {
   double slow_factor = 1;          // test flag: this rank's compute is stretched by this factor
   int slow_rank = -1;              // ... on this rank only (-1: none)
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
+  int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
 };
 
 struct TrainerConfig {

@@ -1,0 +1,150 @@
+#include "tests/test_cluster.h"
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/wait.h"
+
+namespace ringmaster::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string TestCluster::Runfile(const std::string& path) {
+  return std::filesystem::absolute(path).string();
+}
+
+absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
+    const std::string& dir, const TestClusterOptions& options) {
+  std::unique_ptr<TestCluster> c(new TestCluster());
+  c->dir_ = dir;
+  std::filesystem::create_directories(dir);
+  c->state_ = dir + "/state.db";
+  c->coordinator_flags_ = {"--insecure", "--state=" + c->state_, "--stop_grace=2"};
+  c->coordinator_flags_.insert(c->coordinator_flags_.end(), options.coordinator_flags.begin(),
+                               options.coordinator_flags.end());
+  auto coordinator = StartCoordinator(c->coordinator_flags_);
+  if (!coordinator.ok()) return coordinator.status();
+  c->coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*coordinator));
+  // Unix socket paths must be short (107 bytes); Bazel's temp dir is not.
+  char short_dir[] = "/tmp/rm-sock-XXXXXX";
+  if (mkdtemp(short_dir) == nullptr) return absl::InternalError("mkdtemp");
+  c->socket_dir_ = short_dir;
+  for (int i = 0; i < options.agents; ++i) {
+    const std::string work = absl::StrCat(dir, "/agent-", i);
+    std::vector<std::string> argv = {
+        "agent/agent", "--insecure", "--coordinator=" + c->coordinator_->address(),
+        absl::StrCat("--node_name=agent-", i), absl::StrCat("--devices=cpu:", options.slots),
+        "--work_dir=" + work, absl::StrCat("--worker_socket=", c->socket_dir_, "/a", i, ".sock"),
+        "--metrics_listen=127.0.0.1:0", "--stop_grace=2",
+        "--trainer_binary=" + Runfile("trainer/trainer")};
+    argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
+    auto agent = Subprocess::Start(argv, work + ".log");
+    if (!agent.ok()) return agent.status();
+    c->agents_.push_back(std::move(*agent));
+    c->work_dirs_.push_back(work);
+  }
+  const bool registered = WaitFor(
+      [&] {
+        const std::string nodes = c->Ctl({"nodes"}).output;
+        for (int i = 0; i < options.agents; ++i) {
+          if (nodes.find(absl::StrCat("agent-", i)) == std::string::npos) return false;
+        }
+        return true;
+      },
+      absl::Seconds(30));
+  if (!registered) {
+    return absl::DeadlineExceededError(absl::StrCat("agents did not register:\n",
+                                                    c->agents_[0].Log()));
+  }
+  return c;
+}
+
+TestCluster::~TestCluster() {
+  agents_.clear();  // SIGKILLs the agents' process groups (their workers die with them)
+  coordinator_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(socket_dir_, ec);
+}
+
+absl::Status TestCluster::RestartCoordinator() {
+  coordinator_.reset();
+  auto coordinator = StartCoordinator(coordinator_flags_);
+  if (!coordinator.ok()) return coordinator.status();
+  coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*coordinator));
+  return absl::OkStatus();
+}
+
+CommandResult TestCluster::Ctl(std::vector<std::string> args) {
+  std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_->address()};
+  full.insert(full.end(), args.begin(), args.end());
+  auto r = RunRingctl(full);
+  return r.ok() ? *r : CommandResult{-1, r.status().ToString()};
+}
+
+std::string TestCluster::Submit(const std::string& name, const std::string& yaml) {
+  const std::string path = dir_ + "/" + name + ".yaml";
+  std::ofstream(path) << yaml;
+  CommandResult r = Ctl({"submit", "-f", path});
+  std::smatch m;
+  if (r.exit_code != 0 || !std::regex_search(r.output, m, std::regex("job (\\S+) submitted"))) {
+    return "";
+  }
+  return m[1].str();
+}
+
+std::string TestCluster::WaitForEnd(const std::string& job, absl::Duration timeout) {
+  std::string state;
+  WaitFor(
+      [&] {
+        const std::string out = Ctl({"get", "job", job}).output;
+        for (const char* s : {"SUCCEEDED", "FAILED", "CANCELLED"}) {
+          if (out.find(s) != std::string::npos) state = s;
+        }
+        return !state.empty();
+      },
+      timeout);
+  return state;
+}
+
+std::string TestCluster::RankLog(const std::string& job, int generation, int rank) const {
+  for (const std::string& work : work_dirs_) {
+    std::string log =
+        ReadFile(absl::StrCat(work, "/logs/", job, "/", generation, "/rank-", rank, ".log"));
+    if (!log.empty()) return log;
+  }
+  return "";
+}
+
+int TestCluster::AgentMetricsPort(int i) const {
+  std::smatch m;
+  const std::string log = agents_[i].Log();
+  int port = 0;
+  if (std::regex_search(log, m, std::regex("agent metrics listening on [0-9.]+:(\\d+)"))) {
+    (void)absl::SimpleAtoi(m[1].str(), &port);  // the regex guarantees digits
+  }
+  return port;
+}
+
+std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log) {
+  std::vector<std::pair<int, std::string>> losses;
+  const std::regex re("step (\\d+)/\\d+ loss (\\S+)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it) {
+    losses.emplace_back(std::stoi((*it)[1].str()), (*it)[2].str());
+  }
+  return losses;
+}
+
+}  // namespace ringmaster::testing

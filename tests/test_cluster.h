@@ -1,0 +1,68 @@
+// A whole local cluster for integration tests: a coordinator and N agents with CPU slots, real
+// processes on loopback, the builtin trainer as the agents' --trainer_binary. Binaries come from
+// the test's runfiles (declare //coordinator, //agent, //ctl:ringctl and //trainer in `data`).
+#ifndef RINGMASTER_TESTS_TEST_CLUSTER_H_
+#define RINGMASTER_TESTS_TEST_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/testing/subprocess.h"
+#include "tests/local_cluster.h"
+
+namespace ringmaster::testing {
+
+struct TestClusterOptions {
+  int agents = 2;
+  int slots = 2;  // --devices=cpu:N per agent
+  std::vector<std::string> coordinator_flags;
+  std::vector<std::string> agent_flags;
+};
+
+// Not thread-safe. The destructor kills every process it started.
+class TestCluster {
+ public:
+  // Starts everything under `dir` and waits until every agent is registered.
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(const std::string& dir,
+                                                           const TestClusterOptions& options);
+  ~TestCluster();
+
+  const std::string& dir() const { return dir_; }
+  CoordinatorProcess& coordinator() { return *coordinator_; }
+  Subprocess& agent(int i) { return agents_[i]; }
+  int agent_count() const { return static_cast<int>(agents_.size()); }
+  // Restarts the coordinator with the same state file (after it was killed).
+  absl::Status RestartCoordinator();
+
+  // Runs ringctl against the coordinator (plaintext).
+  CommandResult Ctl(std::vector<std::string> args);
+  // Writes `yaml` to DIR/NAME.yaml, submits it, and returns the job id ("" on failure).
+  std::string Submit(const std::string& name, const std::string& yaml);
+  // Waits until the job is SUCCEEDED, FAILED or CANCELLED; returns that state name ("" on
+  // timeout).
+  std::string WaitForEnd(const std::string& job, absl::Duration timeout);
+  // The output of `rank` of `job` in `generation`, from whichever agent ran it ("" if none yet).
+  std::string RankLog(const std::string& job, int generation, int rank) const;
+  // The /metrics port agent `i` logged, or 0.
+  int AgentMetricsPort(int i) const;
+  // Absolute path of a runfile, e.g. "trainer/trainer".
+  static std::string Runfile(const std::string& path);
+
+ private:
+  TestCluster() = default;
+  std::string dir_, socket_dir_, state_;
+  std::unique_ptr<CoordinatorProcess> coordinator_;
+  std::vector<std::string> coordinator_flags_;
+  std::vector<Subprocess> agents_;
+  std::vector<std::string> work_dirs_;
+};
+
+// The losses a trainer printed ("step N/M loss X"), by step, as printed.
+std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
+
+}  // namespace ringmaster::testing
+
+#endif  // RINGMASTER_TESTS_TEST_CLUSTER_H_

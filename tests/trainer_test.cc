@@ -1,0 +1,129 @@
+// The trainer binary run standalone (one process, no agent): it learns, a resumed run continues
+// exactly the same trajectory, and configuration errors are fatal exit codes naming the field.
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/subprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  // A job file for a small model on the built-in corpus.
+  std::string Spec(const std::string& extra, int steps = 40, int vocab = 128) {
+    const std::string path = dir_ + "/job" + std::to_string(specs_++) + ".yaml";
+    std::ofstream(path) << "name: t\ntrainer:\n  builtin: gpt\n"
+                        << "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: "
+                        << vocab << "}\n"
+                        << "  batch: {micro_batch: 4, global_batch: 8}\n"
+                        << "  steps: " << steps << "\n"
+                        << "  optimizer: {lr: 2.0e-3, warmup_steps: 4, weight_decay: 0.1, "
+                           "clip_grad_norm: 1.0}\n"
+                        << extra;
+    return path;
+  }
+  CommandResult Train(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"trainer/trainer", "--blas_threads=1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv, "");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+  static double Loss(const std::string& text) {
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(text, &v)) << text;
+    return v;
+  }
+  static std::string FinalCrc(const std::string& log) {
+    const size_t at = log.find("params crc32c ");
+    return at == std::string::npos ? "" : log.substr(at + 14, 8);
+  }
+  std::string dir_;
+  int specs_ = 0;
+};
+
+TEST_F(TrainerTest, TwoLayerModelLossFallsClearlyOnTheBuiltinCorpus) {
+  CommandResult r = Train({"--spec=" + Spec("", 80)});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto losses = TrainerLosses(r.output);
+  ASSERT_EQ(losses.size(), 80u) << r.output;
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) {
+    first += Loss(losses[i].second) / 5;
+    last += Loss(losses[75 + i].second) / 5;
+  }
+  // From about ln(128) = 4.85 (uniform over bytes) to well below it.
+  EXPECT_GT(first, 4.0);
+  EXPECT_LT(last, first - 1.5) << r.output;
+}
+
+TEST_F(TrainerTest, ResumedRunContinuesTheSameTrajectoryExactly) {
+  const std::string straight_spec =
+      Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 10, keep: 2}\n");
+  CommandResult straight = Train({"--spec=" + straight_spec});
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  const std::string resumed_spec =
+      Spec("checkpoint: {dir: " + dir_ + "/resumed, every_steps: 10, keep: 2}\n");
+  CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=20"});
+  EXPECT_EQ(first.exit_code, 75) << first.output;  // retryable
+  EXPECT_THAT(first.output, HasSubstr("injected failure after step 20"));
+  CommandResult second = Train({"--spec=" + resumed_spec});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr("resumed from the checkpoint at step 20"));
+
+  auto a = TrainerLosses(straight.output);
+  auto b = TrainerLosses(first.output);
+  auto c = TrainerLosses(second.output);
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 20u);
+  ASSERT_EQ(c.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(b[i], a[i]);       // the same first 20 steps
+    EXPECT_EQ(c[i], a[20 + i]);  // and after the resume, the same last 20
+  }
+  EXPECT_EQ(FinalCrc(second.output), FinalCrc(straight.output));
+  EXPECT_FALSE(FinalCrc(straight.output).empty());
+  // keep: 2 leaves the two newest checkpoints.
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/resumed/step-00000040/MANIFEST"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/resumed/step-00000030/MANIFEST"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/resumed/step-00000020"));
+}
+
+TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
+  CommandResult small_vocab = Train({"--spec=" + Spec("", 10, 100)});
+  EXPECT_EQ(small_vocab.exit_code, 78) << small_vocab.output;
+  EXPECT_THAT(small_vocab.output, HasSubstr("trainer.model.vocab: must be >= 128"));
+
+  const std::string bad_data = dir_ + "/bad.bin";
+  std::ofstream(bad_data) << "not tokens";
+  CommandResult data = Train({"--spec=" + Spec("  data: {path: " + bad_data + "}\n", 10)});
+  EXPECT_EQ(data.exit_code, 78) << data.output;
+  EXPECT_THAT(data.output, HasSubstr("trainer.data.path"));
+
+  CommandResult mode = Train({"--mode=bogus"});
+  EXPECT_EQ(mode.exit_code, 78);
+  EXPECT_THAT(mode.output, HasSubstr("--mode: must be train or collective-bench"));
+}
+
+TEST_F(TrainerTest, CollectiveBenchRunsStandalone) {
+  CommandResult r = Train({"--mode=collective-bench", "--bench_max_bytes=65536"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("data check passed"));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
