@@ -1,0 +1,151 @@
+// The builtin trainer under a real coordinator and two real agents (CPU slots) on loopback:
+// data parallelism over two Gloo processes (plain, ZeRO-1, ZeRO-2) follows the single-process
+// run of the same global batch; the collective bench checks its data across four ranks on two
+// nodes; the trainers' step reports reach the agents' /metrics with nccl-tests bandwidth.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/http_client.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/promtool_check.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kModel[] =
+    "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+    "  batch: {micro_batch: 4, global_batch: 16}\n"
+    "  steps: 12\n"
+    "  optimizer: {lr: 2.0e-3, warmup_steps: 2, weight_decay: 0.1, clip_grad_norm: 1.0}\n";
+
+class TrainerClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = TestTempDir() + "/trainer_cluster";
+    std::filesystem::remove_all(dir);
+    auto cluster = TestCluster::Start(dir, {});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  // Runs a builtin job of `data` ranks on one node to the end; returns rank 0's losses.
+  std::vector<std::pair<int, std::string>> RunDataParallel(const std::string& name, int data,
+                                                           int zero) {
+    const std::string id = cluster_->Submit(
+        name, absl::StrCat("name: ", name, "\nnodes: 1\ndevices_per_node: ", data,
+                           "\nparallelism: {tensor: 1, pipeline: 1, data: ", data,
+                           "}\ntrainer:\n  builtin: gpt\n  zero_stage: ", zero, "\n", kModel));
+    EXPECT_FALSE(id.empty());
+    EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "SUCCEEDED")
+        << cluster_->Ctl({"describe", "job", id}).output << cluster_->RankLog(id, 1, 0);
+    return TrainerLosses(cluster_->RankLog(id, 1, 0));
+  }
+
+  static TestCluster* cluster_;
+};
+
+TestCluster* TrainerClusterTest::cluster_ = nullptr;
+
+double Parse(const std::string& s) {
+  double v = 0;
+  EXPECT_TRUE(absl::SimpleAtod(s, &v)) << s;
+  return v;
+}
+
+// Tolerance: the data-parallel runs sum the same per-sequence gradients in a different order
+// (two half-batch sums instead of one), so losses agree to float rounding, amplified a little
+// by 12 steps of AdamW: within 1e-4 relative.
+void ExpectClose(const std::vector<std::pair<int, std::string>>& a,
+                 const std::vector<std::pair<int, std::string>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), 12u) << what;
+  ASSERT_EQ(b.size(), 12u) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const double x = Parse(a[i].second), y = Parse(b[i].second);
+    EXPECT_NEAR(x, y, 1e-4 * std::abs(x)) << what << " step " << a[i].first;
+  }
+}
+
+TEST_F(TrainerClusterTest, TwoGlooProcessesMatchOneProcessWithTheSameGlobalBatch) {
+  auto one = RunDataParallel("dp1", 1, 0);
+  auto two = RunDataParallel("dp2", 2, 0);
+  ExpectClose(one, two, "DP=2 vs DP=1");
+  auto zero1 = RunDataParallel("zero1", 2, 1);
+  ExpectClose(two, zero1, "ZeRO-1 vs plain DP");
+  auto zero2 = RunDataParallel("zero2", 2, 2);
+  ExpectClose(two, zero2, "ZeRO-2 vs plain DP");
+  // The loss went down over the 12 steps.
+  EXPECT_LT(Parse(two.back().second), Parse(two.front().second) - 0.3);
+}
+
+TEST_F(TrainerClusterTest, CollectiveBenchChecksItsDataAcrossTwoNodes) {
+  const std::string id = cluster_->Submit(
+      "bench", absl::StrCat("name: bench\nnodes: 2\ndevices_per_node: 2\n",
+                            "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n",
+                            "  command: [\"", TestCluster::Runfile("trainer/trainer"),
+                            "\", \"--mode=collective-bench\", \"--bench_max_bytes=262144\"]\n",
+                            "  steps: 1\n"));
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "SUCCEEDED")
+      << cluster_->RankLog(id, 1, 0);
+  const std::string log = cluster_->RankLog(id, 1, 0);
+  EXPECT_THAT(log, HasSubstr("4 rank(s)"));
+  EXPECT_THAT(log, HasSubstr("data check passed: 0 wrong elements"));
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"}) {
+    EXPECT_THAT(log, HasSubstr(op));
+  }
+}
+
+TEST_F(TrainerClusterTest, StepReportsReachTheAgentsMetricsWithBusBandwidth) {
+  // A long run, read while it is live, then cancelled.
+  std::string model = kModel;
+  model.replace(model.find("steps: 12"), 9, "steps: 100000");
+  const std::string id = cluster_->Submit(
+      "metrics", absl::StrCat("name: metrics\nnodes: 2\ndevices_per_node: 1\n",
+                              "parallelism: {tensor: 1, pipeline: 1, data: 2}\ntrainer:\n",
+                              "  builtin: gpt\n", model));
+  ASSERT_FALSE(id.empty());
+  const std::string busbw = absl::StrCat("ringmaster_collective_busbw_bytes_per_second{job_id=\"",
+                                         id, "\",rank=\"0\",op=\"all_reduce\",group=\"dp0\"}");
+  const std::string step = absl::StrCat("ringmaster_step{job_id=\"", id, "\",rank=\"0\"}");
+  std::string body;
+  const bool seen = WaitFor(
+      [&] {
+        for (int i = 0; i < cluster_->agent_count(); ++i) {
+          auto page = HttpGet("127.0.0.1", cluster_->AgentMetricsPort(i), "/metrics");
+          if (page.ok() && page->body.find(busbw) != std::string::npos &&
+              page->body.find(step) != std::string::npos) {
+            body = page->body;
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(seen) << body;
+  // A positive bus bandwidth, as the trainer measured it.
+  const size_t at = body.find(busbw);
+  ASSERT_NE(at, std::string::npos);
+  double value = 0;
+  const size_t start = at + busbw.size() + 1;
+  EXPECT_TRUE(absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &value));
+  EXPECT_GT(value, 0);
+  ExpectPromtoolClean(body);
+  EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
