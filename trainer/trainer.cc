@@ -113,7 +113,12 @@ absl::Status Run::Setup() {
   inputs_.resize(static_cast<size_t>(c_.micro_batch) * c_.model.seq_len);
   targets_.resize(inputs_.size());
   peak_flops_ = c_.flags.peak_flops;
-  if (peak_flops_ <= 0) peak_flops_ = EstimateCpuPeak().flops_per_core * threads;
+  if (peak_flops_ <= 0) {
+    const CpuPeak peak = EstimateCpuPeak();
+    peak_flops_ = peak.flops_per_core * threads;
+    RM_LOG(INFO) << "MFU against the CPU's peak " << peak.explanation << " x " << threads
+                 << " thread(s)";
+  }
   RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " (dp " << p.dp_rank << "/" << p.dp
                << ", zero " << c_.zero_stage << "): " << c_.model.ToString() << "; "
                << source->description() << "; " << c_.micro_steps << " microbatch(es) of "
