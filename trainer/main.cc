@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "trainer/collective_bench.h"
 #include "trainer/comm/gloo_communicator.h"
+#include "trainer/model/blas_kernels.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_config.h"
 #include "trainer/worker/agent_client.h"
@@ -129,6 +130,7 @@ absl::Status Main() {
 }  // namespace ringmaster::trainer
 
 int main(int argc, char** argv) {
+  ringmaster::trainer::ReexecWithBetterOpenBlasKernels(argv);
   absl::Status init = ringmaster::InitBinary(
       argc, argv,
       "ringmaster-trainer: trains the builtin GPT (under an agent, or --spec=job.yaml "

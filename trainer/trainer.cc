@@ -14,6 +14,7 @@
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/cpu_peak.h"
 #include "trainer/data/data_loader.h"
+#include "trainer/model/blas_kernels.h"
 #include "trainer/model/cpu_device.h"
 #include "trainer/model/gpt.h"
 #include "trainer/parallel/data_parallel.h"
@@ -123,7 +124,7 @@ absl::Status Run::Setup() {
                << ", zero " << c_.zero_stage << "): " << c_.model.ToString() << "; "
                << source->description() << "; " << c_.micro_steps << " microbatch(es) of "
                << c_.micro_batch << " per step; " << dp_->buckets().size() << " gradient bucket(s); "
-               << threads << " BLAS thread(s)";
+               << threads << " BLAS thread(s) (OpenBLAS " << OpenBlasCoreName() << " kernels)";
   return absl::OkStatus();
 }
 

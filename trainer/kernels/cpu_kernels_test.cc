@@ -11,6 +11,7 @@
 #include "trainer/kernels/embedding.h"
 #include "trainer/kernels/layernorm.h"
 #include "trainer/kernels/matmul.h"
+#include "trainer/kernels/vector_math.h"
 
 namespace ringmaster::kernels {
 namespace {
@@ -149,6 +150,22 @@ TEST(AdamWCpuTest, FirstStepMovesByLearningRateTimesSign) {
   std::vector<float> q = {1.0f}, gq = {0.0f}, mq = {0.0f}, vq = {0.0f};
   AdamWCpu(q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, 0.9f, 0.95f, 1e-8f, 0.5f, 1, 1.0f);
   EXPECT_NEAR(q[0], 1.0f - 0.1f * 0.5f, 1e-7);
+}
+
+TEST(VectorMathTest, ExpAndTanhMatchLibmClosely) {
+  double worst_exp = 0, worst_tanh = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double want = std::exp(double{x});
+    worst_exp = std::max(worst_exp, std::abs(ExpFast(x) - want) / want);
+  }
+  for (float x = -12.0f; x <= 12.0f; x += 0.000731f) {
+    worst_tanh = std::max(worst_tanh, std::abs(TanhFast(x) - std::tanh(double{x})));
+  }
+  EXPECT_LT(worst_exp, 3e-7);
+  EXPECT_LT(worst_tanh, 2e-7);
+  EXPECT_EQ(TanhFast(50.0f), 1.0f);
+  EXPECT_EQ(TanhFast(-50.0f), -1.0f);
+  EXPECT_GT(ExpFast(-200.0f), 0.0f);  // clamped, never 0 or denormal garbage
 }
 
 }  // namespace
