@@ -87,12 +87,12 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   } else {
     ASSIGN_OR_RETURN(c.place, ReadPlace(env));
   }
+  // The trainer also runs as a command job (command: [".../trainer", "--flag", ...]); the model,
+  // batch and optimizer fields are then checked as for a builtin "gpt" job.
+  if (c.spec.trainer().has_command()) c.spec.mutable_trainer()->set_builtin("gpt");
   coordinator::ApplyDefaults(&c.spec);
   RETURN_IF_ERROR(coordinator::ValidateJobSpec(c.spec));
   const v1::TrainerSpec& t = c.spec.trainer();
-  if (t.builtin() != "gpt") {
-    return FieldError("trainer.builtin", "the trainer runs only the builtin \"gpt\" trainer");
-  }
   if (c.place.tp != 1 || c.place.pp != 1) {
     return absl::UnimplementedError(absl::StrCat(
         "parallelism: tensor (", c.place.tp, ") and pipeline (", c.place.pp,
