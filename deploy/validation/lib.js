@@ -95,16 +95,24 @@ class Checks {
       console.log(`FAIL ${name}\n     ${e.message.replace(/\n/g, "\n     ")}`);
     }
   }
+  // A check that cannot run yet, reported as skipped (never as passed).
+  skip(name, reason) {
+    this.results.push({ name, skipped: reason });
+    console.log(`skip ${name}: ${reason}`);
+  }
   finish() {
     const failed = this.results.filter((r) => r.error);
     if (process.env.XML_OUTPUT_FILE) fs.writeFileSync(process.env.XML_OUTPUT_FILE, this.xml());
-    console.log(`${this.results.length - failed.length} passed, ${failed.length} failed`);
-    process.exit(failed.length > 0 || this.results.length === 0 ? 1 : 0);
+    const skipped = this.results.filter((r) => r.skipped).length;
+    const passed = this.results.length - failed.length - skipped;
+    console.log(`${passed} passed, ${failed.length} failed, ${skipped} skipped`);
+    process.exit(failed.length > 0 || passed === 0 ? 1 : 0);
   }
   xml() {
     const esc = (s) => s.replace(/[<>&"]/g, (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;" })[c]);
     const cases = this.results.map((r) => `  <testcase name="${esc(r.name)}" classname="${this.suite}">` +
-      (r.error ? `<failure message="${esc(r.error)}"/>` : "") + "</testcase>");
+      (r.error ? `<failure message="${esc(r.error)}"/>` : "") +
+      (r.skipped ? `<skipped message="${esc(r.skipped)}"/>` : "") + "</testcase>");
     const failures = this.results.filter((r) => r.error).length;
     return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="${this.suite}" tests="${this.results.length}" failures="${failures}">\n${cases.join("\n")}\n</testsuite></testsuites>\n`;
   }
