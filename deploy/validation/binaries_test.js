@@ -80,10 +80,10 @@ function staticChecks(objects) {
     for (const c of object.spec.template.spec.containers) {
       const what = `${object.kind} ${object.metadata.name}/${c.name}`;
       const binary = binaryFor(c.image, c.command[0]);
-      checkFlags([...c.command, ...c.args], binary, what);
+      checkFlags([...c.command, ...(c.args || [])], binary, what);
       for (const p of execProbes(c)) checkFlags(p.exec.command, binaryFor(c.image, p.exec.command[0]), `${what} probe`);
       const servers = SERVER_PORTS[path.basename(c.command[0])] || {};
-      const { flags } = parseFlags(c.args);
+      const { flags } = parseFlags(c.args || []);
       for (const port of c.ports || []) {
         const flag = servers[port.name];
         assert(flag, `${what}: port ${port.name} is served by no flag of ${path.basename(c.command[0])}`);
@@ -101,7 +101,8 @@ class LiveContainer {
   constructor(overlay, object, secrets) {
     this.object = object;
     this.spec = object.spec.template.spec;
-    this.c = this.spec.containers[0];
+    this.c = this.spec.containers.find((c) => path.basename(c.command[0]) in READY_LINES);
+    assert(this.c, `${object.kind} ${object.metadata.name} runs no Ringmaster server`);
     this.name = path.basename(this.c.command[0]);
     const real = path.join(lib.tmpDir(), overlay, this.name);
     fs.mkdirSync(real, { recursive: true });
@@ -202,7 +203,7 @@ async function liveChecks(overlay, objects, secretsDir, secrets) {
   const coordinator = new LiveContainer(overlay, coordinatorObject, secrets);
   const agent = new LiveContainer(overlay, agentObject, secrets);
   const ringctl = path.resolve("ctl/ringctl");
-  const coordinatorFlags = parseFlags(coordinator.c.args).flags;
+  const coordinatorFlags = parseFlags(coordinator.c.args || []).flags;
   const tls = coordinatorFlags.insecure === undefined;
   const client = tls ? [`--tls_ca=${secretsDir}/ca.crt`, `--tls_cert=${secretsDir}/user.crt`, `--tls_key=${secretsDir}/user.key`,
     `--token=${fs.readFileSync(`${secretsDir}/tokens`, "utf8").split(" ")[0]}`] : ["--insecure"];

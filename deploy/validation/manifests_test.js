@@ -178,7 +178,8 @@ function checkAgents(objects) {
   assert(agents.length > 0, "no agent DaemonSet");
   for (const ds of agents) {
     const spec = ds.spec.template.spec;
-    const c = spec.containers[0];
+    const c = spec.containers.find((x) => /(^|\/)ringmaster-agent$/.test(x.command[0]));
+    assert(c, `${name(ds)} runs no ringmaster-agent`);
     const { flags } = parseFlags(containerArgv(c, ds));
     for (const [flag, value] of Object.entries(flags)) {
       assert(!/\$\(/.test(String(value)), `${name(ds)}: --${flag}=${value} refers to an undefined variable`);
@@ -186,7 +187,7 @@ function checkAgents(objects) {
     if (spec.hostNetwork) {
       assert(spec.dnsPolicy === "ClusterFirstWithHostNet", `${name(ds)}: host network needs dnsPolicy ClusterFirstWithHostNet to resolve the coordinator`);
     }
-    const nodeEnv = (c.env || []).find((e) => c.args.includes(`--node_name=$(${e.name})`));
+    const nodeEnv = (c.env || []).find((e) => (c.args || []).includes(`--node_name=$(${e.name})`));
     assert(nodeEnv && nodeEnv.valueFrom.fieldRef.fieldPath === "spec.nodeName", `${name(ds)}: --node_name must come from spec.nodeName`);
     const shm = (c.volumeMounts || []).find((m) => m.mountPath === "/dev/shm");
     const shmVolume = shm && spec.volumes.find((v) => v.name === shm.name);
