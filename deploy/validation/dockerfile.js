@@ -8,10 +8,17 @@ const DOCKERFILE = "deploy/docker/Dockerfile";
 
 // Instructions with continuation lines joined and comments dropped, grouped by stage.
 function parse(text = fs.readFileSync(DOCKERFILE, "utf8")) {
-  const joined = text.split("\n").filter((l) => !/^\s*#/.test(l)).join("\n").replace(/\\\n/g, " ");
+  const joined = text
+    .split("\n")
+    .filter((l) => !/^\s*#/.test(l))
+    .join("\n")
+    .replace(/\\\n/g, " ");
   const stages = new Map();
   let stage = null;
-  for (const line of joined.split("\n").map((l) => l.trim()).filter(Boolean)) {
+  for (const line of joined
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean)) {
     const from = /^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/i.exec(line);
     if (from) {
       stage = { name: from[2] || `stage${stages.size}`, base: from[1], instructions: [] };
@@ -42,7 +49,7 @@ function bazelTargets(stages) {
 
 // {stage: Map(imagePath -> bazel-bin relative path)} for the files copied into each stage.
 function imageFiles(stages) {
-  const outs = new Map();  // "/out/NAME" -> bazel-bin relative path
+  const outs = new Map(); // "/out/NAME" -> bazel-bin relative path
   for (const stage of stages.values()) {
     for (const run of runs(stage)) {
       for (const m of run.matchAll(/cp bazel-bin\/(\S+) (\/out\/\S+)/g)) outs.set(m[2], m[1]);
@@ -54,7 +61,8 @@ function imageFiles(stages) {
     for (const i of stage.instructions) {
       const m = /^COPY\s+--from=\S+\s+(\/out\/\S+)\s+(\/\S+)$/i.exec(i);
       if (!m) continue;
-      if (!outs.has(m[1])) throw new Error(`${DOCKERFILE}: ${m[1]} is copied but no stage makes it`);
+      if (!outs.has(m[1]))
+        throw new Error(`${DOCKERFILE}: ${m[1]} is copied but no stage makes it`);
       files.set(m[2], outs.get(m[1]));
     }
     result.set(stage.name, files);

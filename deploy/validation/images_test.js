@@ -66,8 +66,15 @@ function packagesOf(binary) {
   const owners = debianOwners(libraries.map((l) => l.file));
   const needed = new Map();
   for (const { name, file } of libraries) {
-    const pkg = CUDA_PACKAGES[name] || spellings(file).map((p) => owners.get(p)).find(Boolean);
-    assert(pkg, `${binary}: no known package ships ${name} (${file}); add it to CUDA_PACKAGES or install it`);
+    const pkg =
+      CUDA_PACKAGES[name] ||
+      spellings(file)
+        .map((p) => owners.get(p))
+        .find(Boolean);
+    assert(
+      pkg,
+      `${binary}: no known package ships ${name} (${file}); add it to CUDA_PACKAGES or install it`,
+    );
     if (!BASE_PACKAGES.has(pkg)) needed.set(pkg, name);
   }
   return needed;
@@ -82,7 +89,10 @@ async function main() {
     const outputs = new Map([...built].map((t) => [outputOf(t), t]));
     for (const [stage, map] of files) {
       for (const [imagePath, output] of map) {
-        assert(outputs.has(output), `stage ${stage}: ${imagePath} is bazel-bin/${output}, which no bazel build makes`);
+        assert(
+          outputs.has(output),
+          `stage ${stage}: ${imagePath} is bazel-bin/${output}, which no bazel build makes`,
+        );
       }
     }
     for (const t of ["//coordinator", "//agent", "//ctl:ringctl", "//trainer"]) {
@@ -90,16 +100,25 @@ async function main() {
     }
   });
 
-  await checks.check("Dockerfile: images use the Debian release the build and this test use", () => {
-    const text = fs.readFileSync(docker.DOCKERFILE, "utf8");
-    const debian = /^ARG DEBIAN=debian:(\w+)/m.exec(text);
-    assert(debian, "no ARG DEBIAN=debian:RELEASE");
-    const release = /^VERSION_CODENAME=(\w+)/m.exec(fs.readFileSync("/etc/os-release", "utf8"));
-    assert(release && debian[1].startsWith(release[1]), `images use ${debian[1]}, this machine ${release && release[1]}: package names differ`);
-    for (const stage of stages.values()) {
-      assert(stage.base === "${DEBIAN}" || stages.has(stage.base), `stage ${stage.name} starts FROM ${stage.base}`);
-    }
-  });
+  await checks.check(
+    "Dockerfile: images use the Debian release the build and this test use",
+    () => {
+      const text = fs.readFileSync(docker.DOCKERFILE, "utf8");
+      const debian = /^ARG DEBIAN=debian:(\w+)/m.exec(text);
+      assert(debian, "no ARG DEBIAN=debian:RELEASE");
+      const release = /^VERSION_CODENAME=(\w+)/m.exec(fs.readFileSync("/etc/os-release", "utf8"));
+      assert(
+        release && debian[1].startsWith(release[1]),
+        `images use ${debian[1]}, this machine ${release && release[1]}: package names differ`,
+      );
+      for (const stage of stages.values()) {
+        assert(
+          stage.base === "${DEBIAN}" || stages.has(stage.base),
+          `stage ${stage.name} starts FROM ${stage.base}`,
+        );
+      }
+    },
+  );
 
   for (const overlay of lib.overlayNames()) {
     await checks.check(`${overlay}: programs the manifests run are in their images`, () => {
@@ -107,12 +126,19 @@ async function main() {
         for (const c of object.spec.template.spec.containers) {
           const map = files.get(docker.stageOfImage(c.image));
           assert(map, `${c.image}: no Dockerfile stage ${docker.stageOfImage(c.image)}`);
-          const programs = [c.command[0], ...[c.startupProbe, c.livenessProbe, c.readinessProbe]
-            .filter((p) => p && p.exec).map((p) => p.exec.command[0])];
+          const programs = [
+            c.command[0],
+            ...[c.startupProbe, c.livenessProbe, c.readinessProbe]
+              .filter((p) => p && p.exec)
+              .map((p) => p.exec.command[0]),
+          ];
           const trainer = parseFlags(containerArgv(c, object)).flags.trainer_binary;
           if (trainer) {
             programs.push(trainer);
-            assert(map.get(trainer) === outputOf("//trainer"), `${c.image}: --trainer_binary=${trainer} is not //trainer's output`);
+            assert(
+              map.get(trainer) === outputOf("//trainer"),
+              `${c.image}: --trainer_binary=${trainer} is not //trainer's output`,
+            );
           }
           for (const p of programs) assert(map.has(p), `${c.image} has no ${p}`);
         }
@@ -124,13 +150,19 @@ async function main() {
     const installed = docker.aptPackages(stages.get(stage));
     for (const [imagePath, output] of map) {
       if (output === outputOf("//trainer")) {
-        checks.skip(`image ${stage}: installs the runtime packages of ${imagePath}`, "//trainer is not written yet");
+        checks.skip(
+          `image ${stage}: installs the runtime packages of ${imagePath}`,
+          "//trainer is not written yet",
+        );
         continue;
       }
       await checks.check(`image ${stage}: installs the runtime packages of ${imagePath}`, () => {
         assert(fs.existsSync(output), `${output} is not among the test's data`);
         const missing = [...packagesOf(output)].filter(([pkg]) => !installed.has(pkg));
-        assert(missing.length === 0, `add to stage ${stage}'s apt-get install: ${missing.map(([p, l]) => `${p} (${l})`).join(", ")}`);
+        assert(
+          missing.length === 0,
+          `add to stage ${stage}'s apt-get install: ${missing.map(([p, l]) => `${p} (${l})`).join(", ")}`,
+        );
       });
     }
   }

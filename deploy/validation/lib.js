@@ -60,7 +60,10 @@ function sourceTree(dirs = ["deploy", "dashboards"]) {
 
 const overlaysDir = "deploy/k8s/overlays";
 function overlayNames() {
-  return fs.readdirSync(overlaysDir).filter((n) => fs.existsSync(path.join(overlaysDir, n, "kustomization.yaml"))).sort();
+  return fs
+    .readdirSync(overlaysDir)
+    .filter((n) => fs.existsSync(path.join(overlaysDir, n, "kustomization.yaml")))
+    .sort();
 }
 
 // `kubectl kustomize` of an overlay; returns the objects. Throws with kubectl's message.
@@ -73,10 +76,12 @@ function render(overlay) {
 }
 
 function parseYamlStream(YAML, text) {
-  return YAML.parseAllDocuments(text).map((doc) => {
-    if (doc.errors.length > 0) throw new Error(`YAML: ${doc.errors[0].message}`);
-    return doc.toJSON();
-  }).filter((o) => o !== null);
+  return YAML.parseAllDocuments(text)
+    .map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`YAML: ${doc.errors[0].message}`);
+      return doc.toJSON();
+    })
+    .filter((o) => o !== null);
 }
 
 // Named checks, reported one per line and in $XML_OUTPUT_FILE (JUnit) for tools/test's counts.
@@ -109,12 +114,21 @@ class Checks {
     process.exit(failed.length > 0 || passed === 0 ? 1 : 0);
   }
   xml() {
-    const esc = (s) => s.replace(/[<>&"]/g, (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;" })[c]);
-    const cases = this.results.map((r) => `  <testcase name="${esc(r.name)}" classname="${this.suite}">` +
-      (r.error ? `<failure message="${esc(r.error)}"/>` : "") +
-      (r.skipped ? `<skipped message="${esc(r.skipped)}"/>` : "") + "</testcase>");
+    const esc = (s) =>
+      s.replace(/[<>&"]/g, (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;" })[c]);
+    const cases = this.results.map(
+      (r) =>
+        `  <testcase name="${esc(r.name)}" classname="${this.suite}">` +
+        (r.error ? `<failure message="${esc(r.error)}"/>` : "") +
+        (r.skipped ? `<skipped message="${esc(r.skipped)}"/>` : "") +
+        "</testcase>",
+    );
     const failures = this.results.filter((r) => r.error).length;
-    return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="${this.suite}" tests="${this.results.length}" failures="${failures}">\n${cases.join("\n")}\n</testsuite></testsuites>\n`;
+    const suite = `name="${this.suite}" tests="${this.results.length}" failures="${failures}"`;
+    return (
+      `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite ${suite}>\n` +
+      `${cases.join("\n")}\n</testsuite></testsuites>\n`
+    );
   }
 }
 
@@ -124,8 +138,13 @@ function assert(condition, message) {
 
 // Pod templates of workload objects: [{object, spec}].
 function podTemplates(objects) {
-  return objects.filter((o) => ["StatefulSet", "DaemonSet", "Deployment"].includes(o.kind))
-    .map((o) => ({ object: o, spec: o.spec.template.spec, labels: o.spec.template.metadata.labels || {} }));
+  return objects
+    .filter((o) => ["StatefulSet", "DaemonSet", "Deployment"].includes(o.kind))
+    .map((o) => ({
+      object: o,
+      spec: o.spec.template.spec,
+      labels: o.spec.template.metadata.labels || {},
+    }));
 }
 
 function selects(selector, labels) {
@@ -133,6 +152,16 @@ function selects(selector, labels) {
 }
 
 module.exports = {
-  assert, Checks, fail, overlayNames, parseYamlStream, podTemplates, render, requirePackage, run,
-  selects, sourceTree, tmpDir,
+  assert,
+  Checks,
+  fail,
+  overlayNames,
+  parseYamlStream,
+  podTemplates,
+  render,
+  requirePackage,
+  run,
+  selects,
+  sourceTree,
+  tmpDir,
 };

@@ -23,8 +23,9 @@ function name(o) {
 
 // Pod templates selected by a label selector ({matchLabels}) in the same namespace.
 function selectedPods(objects, matchLabels, namespace) {
-  return podTemplates(objects).filter((p) => p.object.metadata.namespace === namespace &&
-    selects(matchLabels, p.labels));
+  return podTemplates(objects).filter(
+    (p) => p.object.metadata.namespace === namespace && selects(matchLabels, p.labels),
+  );
 }
 
 function checkNamespaces(objects) {
@@ -32,7 +33,10 @@ function checkNamespaces(objects) {
   assert(namespaces.length === 1, `expected one Namespace, found ${namespaces.join(", ")}`);
   for (const o of objects) {
     if (["Namespace", "ClusterRole", "ClusterRoleBinding"].includes(o.kind)) continue;
-    assert(o.metadata.namespace === namespaces[0], `${name(o)} is in namespace ${o.metadata.namespace}, not ${namespaces[0]}`);
+    assert(
+      o.metadata.namespace === namespaces[0],
+      `${name(o)} is in namespace ${o.metadata.namespace}, not ${namespaces[0]}`,
+    );
   }
 }
 
@@ -40,21 +44,33 @@ function checkAccounts(objects) {
   const accounts = new Map(byKind(objects, "ServiceAccount").map((a) => [a.metadata.name, a]));
   for (const { object, spec } of podTemplates(objects)) {
     const account = accounts.get(spec.serviceAccountName);
-    assert(account, `${name(object)} runs as "${spec.serviceAccountName}", not an account defined here`);
-    assert(spec.automountServiceAccountToken === false && account.automountServiceAccountToken === false,
-      `${name(object)}: its API token must not be mounted (automountServiceAccountToken: false)`);
+    assert(
+      account,
+      `${name(object)} runs as "${spec.serviceAccountName}", not an account defined here`,
+    );
+    assert(
+      spec.automountServiceAccountToken === false && account.automountServiceAccountToken === false,
+      `${name(object)}: its API token must not be mounted (automountServiceAccountToken: false)`,
+    );
   }
   for (const b of [...byKind(objects, "RoleBinding"), ...byKind(objects, "ClusterRoleBinding")]) {
     for (const s of b.subjects || []) {
-      assert(!(s.kind === "ServiceAccount" && accounts.has(s.name)),
-        `${name(b)} grants API access to ${s.name}, which needs none`);
+      assert(
+        !(s.kind === "ServiceAccount" && accounts.has(s.name)),
+        `${name(b)} grants API access to ${s.name}, which needs none`,
+      );
     }
-    const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name);
+    const role = objects.find(
+      (o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name,
+    );
     assert(role, `${name(b)} refers to ${b.roleRef.kind} ${b.roleRef.name}, not defined here`);
     for (const rule of role.rules) {
       const extra = rule.verbs.filter((v) => !["get", "list", "watch"].includes(v));
       assert(extra.length === 0, `${name(role)} allows ${extra.join(", ")}: read-only expected`);
-      assert(![...rule.resources, ...rule.apiGroups].includes("*"), `${name(role)} uses a wildcard`);
+      assert(
+        ![...rule.resources, ...rule.apiGroups].includes("*"),
+        `${name(role)} uses a wildcard`,
+      );
     }
   }
 }
@@ -65,29 +81,45 @@ function checkServices(objects) {
     assert(pods.length > 0, `${name(svc)} selects no pods`);
     for (const port of svc.spec.ports) {
       for (const p of pods) {
-        assert(resolvePort(p.spec.containers, port.targetPort) !== undefined,
-          `${name(svc)} port ${port.name}: targetPort ${port.targetPort} is not a port of ${name(p.object)}`);
+        assert(
+          resolvePort(p.spec.containers, port.targetPort) !== undefined,
+          `${name(svc)} port ${port.name}: targetPort ${port.targetPort} is not a port of ${name(p.object)}`,
+        );
       }
     }
   }
   for (const sts of byKind(objects, "StatefulSet")) {
     const svc = byKind(objects, "Service").find((s) => s.metadata.name === sts.spec.serviceName);
-    assert(svc && svc.spec.clusterIP === "None", `${name(sts)}: serviceName must be a headless Service here`);
-    const mounts = sts.spec.template.spec.containers.flatMap((c) => c.volumeMounts || []).map((m) => m.name);
+    assert(
+      svc && svc.spec.clusterIP === "None",
+      `${name(sts)}: serviceName must be a headless Service here`,
+    );
+    const mounts = sts.spec.template.spec.containers
+      .flatMap((c) => c.volumeMounts || [])
+      .map((m) => m.name);
     for (const claim of sts.spec.volumeClaimTemplates || []) {
-      assert(mounts.includes(claim.metadata.name), `${name(sts)}: claim ${claim.metadata.name} is not mounted`);
+      assert(
+        mounts.includes(claim.metadata.name),
+        `${name(sts)}: claim ${claim.metadata.name} is not mounted`,
+      );
     }
   }
 }
 
 function checkMonitors(objects) {
   for (const sm of byKind(objects, "ServiceMonitor")) {
-    const services = byKind(objects, "Service").filter((s) => s.metadata.namespace === sm.metadata.namespace &&
-      selects(sm.spec.selector.matchLabels, s.metadata.labels || {}));
+    const services = byKind(objects, "Service").filter(
+      (s) =>
+        s.metadata.namespace === sm.metadata.namespace &&
+        selects(sm.spec.selector.matchLabels, s.metadata.labels || {}),
+    );
     for (const ep of sm.spec.endpoints) {
       const withPort = services.filter((s) => s.spec.ports.some((p) => p.name === ep.port));
-      assert(withPort.length === 1, `${name(sm)}: port "${ep.port}" must be on exactly one selected Service, ` +
-        `found ${withPort.length} (${withPort.map((s) => s.metadata.name).join(", ")})`);
+      assert(
+        withPort.length === 1,
+        `${name(sm)}: port "${ep.port}" must be on exactly one selected Service, ` +
+          `found ${withPort.length} (${withPort.map((s) => s.metadata.name).join(", ")})`,
+      );
     }
   }
   for (const pm of byKind(objects, "PodMonitor")) {
@@ -95,7 +127,10 @@ function checkMonitors(objects) {
     assert(pods.length > 0, `${name(pm)} selects no pods`);
     for (const ep of pm.spec.podMetricsEndpoints) {
       for (const p of pods) {
-        assert(resolvePort(p.spec.containers, ep.port) !== undefined, `${name(pm)}: no port "${ep.port}" on ${name(p.object)}`);
+        assert(
+          resolvePort(p.spec.containers, ep.port) !== undefined,
+          `${name(pm)}: no port "${ep.port}" on ${name(p.object)}`,
+        );
       }
     }
   }
@@ -109,16 +144,23 @@ function checkNetworkPolicies(objects) {
     for (const rule of np.spec.ingress || []) {
       for (const port of rule.ports || []) {
         for (const p of pods) {
-          assert(resolvePort(p.spec.containers, port.port) !== undefined, `${name(np)}: ingress port ${port.port} is not on ${name(p.object)}`);
+          assert(
+            resolvePort(p.spec.containers, port.port) !== undefined,
+            `${name(np)}: ingress port ${port.port} is not on ${name(p.object)}`,
+          );
         }
       }
     }
     for (const rule of np.spec.egress || []) {
-      const targets = (rule.to || []).filter((t) => t.podSelector && !t.namespaceSelector)
+      const targets = (rule.to || [])
+        .filter((t) => t.podSelector && !t.namespaceSelector)
         .flatMap((t) => selectedPods(objects, t.podSelector.matchLabels, ns));
       for (const port of rule.ports || []) {
         for (const p of targets) {
-          assert(resolvePort(p.spec.containers, port.port) !== undefined, `${name(np)}: egress port ${port.port} is not on ${name(p.object)}`);
+          assert(
+            resolvePort(p.spec.containers, port.port) !== undefined,
+            `${name(np)}: egress port ${port.port} is not on ${name(p.object)}`,
+          );
         }
       }
     }
@@ -130,21 +172,36 @@ function checkNetworkPolicies(objects) {
 function isGrpcHealth(probe) {
   if (probe.grpc) return true;
   const argv = probe.exec ? probe.exec.command : [];
-  return /(^|\/)ringctl$/.test(argv[0] || "") && parseFlags(argv.slice(1)).positional.join(" ") === "health";
+  return (
+    /(^|\/)ringctl$/.test(argv[0] || "") &&
+    parseFlags(argv.slice(1)).positional.join(" ") === "health"
+  );
 }
 
 function checkProbes(objects) {
   for (const { object, spec } of podTemplates(objects)) {
     for (const c of spec.containers) {
-      assert(c.livenessProbe && c.readinessProbe, `${name(object)}/${c.name}: needs liveness and readiness probes`);
-      assert(isGrpcHealth(c.livenessProbe), `${name(object)}/${c.name}: liveness must check grpc.health.v1`);
+      assert(
+        c.livenessProbe && c.readinessProbe,
+        `${name(object)}/${c.name}: needs liveness and readiness probes`,
+      );
+      assert(
+        isGrpcHealth(c.livenessProbe),
+        `${name(object)}/${c.name}: liveness must check grpc.health.v1`,
+      );
       if (object.kind === "StatefulSet") {
-        assert(isGrpcHealth(c.readinessProbe), `${name(object)}/${c.name}: readiness must check grpc.health.v1`);
+        assert(
+          isGrpcHealth(c.readinessProbe),
+          `${name(object)}/${c.name}: readiness must check grpc.health.v1`,
+        );
       }
       for (const probe of [c.startupProbe, c.livenessProbe, c.readinessProbe].filter(Boolean)) {
         const port = (probe.grpc || probe.httpGet || probe.tcpSocket || {}).port;
         if (port !== undefined) {
-          assert(resolvePort([c], port) !== undefined, `${name(object)}/${c.name}: probe port ${port} is not a container port`);
+          assert(
+            resolvePort([c], port) !== undefined,
+            `${name(object)}/${c.name}: probe port ${port} is not a container port`,
+          );
         }
       }
     }
@@ -155,18 +212,33 @@ function checkSecrets(objects, made) {
   for (const { object, spec } of podTemplates(objects)) {
     for (const v of (spec.volumes || []).filter((v) => v.secret)) {
       const secret = made.find((s) => s.metadata.name === v.secret.secretName);
-      assert(secret, `${name(object)}: Secret ${v.secret.secretName} is not one make-secrets creates`);
+      assert(
+        secret,
+        `${name(object)}: Secret ${v.secret.secretName} is not one make-secrets creates`,
+      );
       for (const c of spec.containers) {
         const mount = (c.volumeMounts || []).find((m) => m.name === v.name);
         if (!mount) continue;
-        const probes = [c.startupProbe, c.livenessProbe, c.readinessProbe].filter((p) => p && p.exec);
-        const files = [...containerArgv(c, object), ...Object.values(containerEnv(c, object)),
-          ...probes.flatMap((p) => p.exec.command)]
-          .flatMap((a) => a.split(/[=,]/)).filter((a) => a.startsWith(mount.mountPath + "/"));
-        assert(files.length > 0, `${name(object)}/${c.name} mounts ${v.name} but reads nothing from it`);
+        const probes = [c.startupProbe, c.livenessProbe, c.readinessProbe].filter(
+          (p) => p && p.exec,
+        );
+        const files = [
+          ...containerArgv(c, object),
+          ...Object.values(containerEnv(c, object)),
+          ...probes.flatMap((p) => p.exec.command),
+        ]
+          .flatMap((a) => a.split(/[=,]/))
+          .filter((a) => a.startsWith(mount.mountPath + "/"));
+        assert(
+          files.length > 0,
+          `${name(object)}/${c.name} mounts ${v.name} but reads nothing from it`,
+        );
         for (const f of files) {
           const key = f.slice(mount.mountPath.length + 1);
-          assert(key in secret.data, `${name(object)}/${c.name} reads ${f}, but Secret ${secret.metadata.name} has no key ${key}`);
+          assert(
+            key in secret.data,
+            `${name(object)}/${c.name} reads ${f}, but Secret ${secret.metadata.name} has no key ${key}`,
+          );
         }
       }
     }
@@ -182,34 +254,62 @@ function checkAgents(objects) {
     assert(c, `${name(ds)} runs no ringmaster-agent`);
     const { flags } = parseFlags(containerArgv(c, ds));
     for (const [flag, value] of Object.entries(flags)) {
-      assert(!/\$\(/.test(String(value)), `${name(ds)}: --${flag}=${value} refers to an undefined variable`);
+      assert(
+        !/\$\(/.test(String(value)),
+        `${name(ds)}: --${flag}=${value} refers to an undefined variable`,
+      );
     }
     if (spec.hostNetwork) {
-      assert(spec.dnsPolicy === "ClusterFirstWithHostNet", `${name(ds)}: host network needs dnsPolicy ClusterFirstWithHostNet to resolve the coordinator`);
+      assert(
+        spec.dnsPolicy === "ClusterFirstWithHostNet",
+        `${name(ds)}: host network needs dnsPolicy ClusterFirstWithHostNet to resolve the coordinator`,
+      );
     }
     const nodeEnv = (c.env || []).find((e) => (c.args || []).includes(`--node_name=$(${e.name})`));
-    assert(nodeEnv && nodeEnv.valueFrom.fieldRef.fieldPath === "spec.nodeName", `${name(ds)}: --node_name must come from spec.nodeName`);
+    assert(
+      nodeEnv && nodeEnv.valueFrom.fieldRef.fieldPath === "spec.nodeName",
+      `${name(ds)}: --node_name must come from spec.nodeName`,
+    );
     const shm = (c.volumeMounts || []).find((m) => m.mountPath === "/dev/shm");
     const shmVolume = shm && spec.volumes.find((v) => v.name === shm.name);
-    assert(shmVolume && shmVolume.emptyDir && shmVolume.emptyDir.medium === "Memory", `${name(ds)}: /dev/shm must be a Memory emptyDir`);
+    assert(
+      shmVolume && shmVolume.emptyDir && shmVolume.emptyDir.medium === "Memory",
+      `${name(ds)}: /dev/shm must be a Memory emptyDir`,
+    );
     const gpus = ((c.resources || {}).limits || {})["nvidia.com/gpu"];
-    assert((flags.devices === "gpu") === (gpus !== undefined),
-      `${name(ds)}: --devices=${flags.devices} and nvidia.com/gpu limit ${gpus} disagree`);
+    assert(
+      (flags.devices === "gpu") === (gpus !== undefined),
+      `${name(ds)}: --devices=${flags.devices} and nvidia.com/gpu limit ${gpus} disagree`,
+    );
   }
 }
 
 async function checkDashboards(overlayObjects) {
   const YAML = lib.requirePackage("yaml");
-  const json = fs.readdirSync("dashboards").filter((f) => f.endsWith(".json")).sort();
+  const json = fs
+    .readdirSync("dashboards")
+    .filter((f) => f.endsWith(".json"))
+    .sort();
   const kustomization = YAML.parse(fs.readFileSync("dashboards/kustomization.yaml", "utf8"));
-  const generator = kustomization.configMapGenerator.find((g) => g.name === "ringmaster-dashboards");
+  const generator = kustomization.configMapGenerator.find(
+    (g) => g.name === "ringmaster-dashboards",
+  );
   const listed = (generator.files || []).slice().sort();
-  await checks.check(`dashboards: kustomization lists dashboards/*.json (${json.length} files)`, () => {
-    const missing = json.filter((f) => !listed.includes(f));
-    assert(missing.length === 0, `add to dashboards/kustomization.yaml under files: ${missing.map((f) => `- ${f}`).join(", ")}`);
-    const extra = listed.filter((f) => !json.includes(f));
-    assert(extra.length === 0, `dashboards/kustomization.yaml lists missing files: ${extra.join(", ")}`);
-  });
+  await checks.check(
+    `dashboards: kustomization lists dashboards/*.json (${json.length} files)`,
+    () => {
+      const missing = json.filter((f) => !listed.includes(f));
+      assert(
+        missing.length === 0,
+        `add to dashboards/kustomization.yaml under files: ${missing.map((f) => `- ${f}`).join(", ")}`,
+      );
+      const extra = listed.filter((f) => !json.includes(f));
+      assert(
+        extra.length === 0,
+        `dashboards/kustomization.yaml lists missing files: ${extra.join(", ")}`,
+      );
+    },
+  );
   for (const f of json) {
     await checks.check(`dashboards: ${f} is a dashboard`, () => {
       const d = JSON.parse(fs.readFileSync(path.join("dashboards", f), "utf8"));
@@ -217,11 +317,16 @@ async function checkDashboards(overlayObjects) {
     });
   }
   for (const [overlay, objects] of overlayObjects) {
-    const cm = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === "ringmaster-dashboards");
+    const cm = objects.find(
+      (o) => o.kind === "ConfigMap" && o.metadata.name === "ringmaster-dashboards",
+    );
     if (!cm) continue;
     await checks.check(`dashboards: ${overlay} ConfigMap holds them`, () => {
       assert(cm.metadata.labels.grafana_dashboard === "1", "missing label grafana_dashboard");
-      assert(JSON.stringify(Object.keys(cm.data || {}).sort()) === JSON.stringify(json), `keys ${Object.keys(cm.data || {})}`);
+      assert(
+        JSON.stringify(Object.keys(cm.data || {}).sort()) === JSON.stringify(json),
+        `keys ${Object.keys(cm.data || {})}`,
+      );
       const bytes = Buffer.byteLength(JSON.stringify(cm));
       assert(bytes < 1000000, `${bytes} bytes: over the 1 MiB object limit; split the ConfigMap`);
     });
@@ -235,14 +340,20 @@ async function main() {
     const out = path.join(lib.tmpDir(), "secrets");
     const r = lib.run(["deploy/k8s/make-secrets", "--out", out]);
     assert(r.status === 0, `make-secrets failed: ${r.stderr}`);
-    made = lib.parseYamlStream(lib.requirePackage("yaml"), fs.readFileSync(path.join(out, "secrets.yaml"), "utf8"));
+    made = lib.parseYamlStream(
+      lib.requirePackage("yaml"),
+      fs.readFileSync(path.join(out, "secrets.yaml"), "utf8"),
+    );
     assert(made.length === 3, `expected 3 Secrets, got ${made.length}`);
     made.forEach(validateStrict);
   });
   const rendered = new Map();
   const overlays = lib.overlayNames();
   await checks.check("overlays: gpu and cpu-dev exist", () => {
-    assert(overlays.includes("gpu") && overlays.includes("cpu-dev"), `found ${overlays.join(", ")}`);
+    assert(
+      overlays.includes("gpu") && overlays.includes("cpu-dev"),
+      `found ${overlays.join(", ")}`,
+    );
   });
   for (const overlay of overlays) {
     let objects = null;
@@ -263,13 +374,21 @@ async function main() {
       }
       assert(errors.length === 0, errors.join("\n"));
     });
-    await checks.check(`${overlay}: every object is in the Namespace it creates`, () => checkNamespaces(objects));
+    await checks.check(`${overlay}: every object is in the Namespace it creates`, () =>
+      checkNamespaces(objects),
+    );
     await checks.check(`${overlay}: accounts have no API access`, () => checkAccounts(objects));
     await checks.check(`${overlay}: Services select pods and ports`, () => checkServices(objects));
     await checks.check(`${overlay}: monitors find their ports`, () => checkMonitors(objects));
-    await checks.check(`${overlay}: network policies name real ports`, () => checkNetworkPolicies(objects));
-    await checks.check(`${overlay}: probes check grpc.health.v1 on real ports`, () => checkProbes(objects));
-    await checks.check(`${overlay}: mounted Secrets and keys exist`, () => checkSecrets(objects, made));
+    await checks.check(`${overlay}: network policies name real ports`, () =>
+      checkNetworkPolicies(objects),
+    );
+    await checks.check(`${overlay}: probes check grpc.health.v1 on real ports`, () =>
+      checkProbes(objects),
+    );
+    await checks.check(`${overlay}: mounted Secrets and keys exist`, () =>
+      checkSecrets(objects, made),
+    );
     await checks.check(`${overlay}: agents' node wiring`, () => checkAgents(objects));
   }
   await checkDashboards(rendered);

@@ -80,4 +80,12 @@ function resolvePort(containers, port) {
   return undefined;
 }
 
-module.exports = { containerArgv, containerEnv, expand, FIELD_VALUES, hostPort, parseFlags, resolvePort };
+module.exports = {
+  containerArgv,
+  containerEnv,
+  expand,
+  FIELD_VALUES,
+  hostPort,
+  parseFlags,
+  resolvePort,
+};

@@ -48,9 +48,22 @@ class Process {
       const check = () => {
         const m = regex.exec(this.output);
         if (m) return done(resolve, m);
-        if (this.exit) done(reject, new Error(`${this.argv[0]} exited (${JSON.stringify(this.exit)}) before printing ${regex}:\n${this.tail()}`));
+        if (this.exit)
+          done(
+            reject,
+            new Error(
+              `${this.argv[0]} exited (${JSON.stringify(this.exit)}) before printing ${regex}:\n${this.tail()}`,
+            ),
+          );
       };
-      const timer = setTimeout(() => done(reject, new Error(`no ${regex} from ${this.argv[0]} within ${seconds} s:\n${this.tail()}`)), seconds * 1000);
+      const timer = setTimeout(
+        () =>
+          done(
+            reject,
+            new Error(`no ${regex} from ${this.argv[0]} within ${seconds} s:\n${this.tail()}`),
+          ),
+        seconds * 1000,
+      );
       this.listeners.add(check);
       check();
     });
@@ -93,7 +106,9 @@ function httpGet(host, port, path) {
   return new Promise((resolve, reject) => {
     const req = http.get({ host, port, path, timeout: 5000 }, (res) => {
       let body = "";
-      res.on("data", (c) => { body += c; });
+      res.on("data", (c) => {
+        body += c;
+      });
       res.on("end", () => resolve({ status: res.statusCode, body }));
     });
     req.on("timeout", () => req.destroy(new Error("timed out")));

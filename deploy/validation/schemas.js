@@ -68,7 +68,9 @@ function validateStrict(object) {
     }
   }
   if (problems.length > 0) {
-    throw new Error(`${object.kind} ${object.metadata && object.metadata.name}: ${problems.join("; ")}`);
+    throw new Error(
+      `${object.kind} ${object.metadata && object.metadata.name}: ${problems.join("; ")}`,
+    );
   }
 }
 
