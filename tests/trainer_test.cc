@@ -70,14 +70,17 @@ TEST_F(TrainerTest, TwoLayerModelLossFallsClearlyOnTheBuiltinCorpus) {
   EXPECT_LT(last, first - 1.5) << r.output;
 }
 
-TEST_F(TrainerTest, ResumedRunContinuesTheSameTrajectoryExactly) {
+class TrainerResumeTest : public TrainerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
+  const std::string zero = "  zero_stage: " + std::to_string(GetParam()) + "\n";
   const std::string straight_spec =
-      Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 10, keep: 2}\n");
+      Spec(zero + "checkpoint: {dir: " + dir_ + "/straight, every_steps: 10, keep: 2}\n");
   CommandResult straight = Train({"--spec=" + straight_spec});
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
   const std::string resumed_spec =
-      Spec("checkpoint: {dir: " + dir_ + "/resumed, every_steps: 10, keep: 2}\n");
+      Spec(zero + "checkpoint: {dir: " + dir_ + "/resumed, every_steps: 10, keep: 2}\n");
   CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=20"});
   EXPECT_EQ(first.exit_code, 75) << first.output;  // retryable
   EXPECT_THAT(first.output, HasSubstr("injected failure after step 20"));
@@ -102,6 +105,9 @@ TEST_F(TrainerTest, ResumedRunContinuesTheSameTrajectoryExactly) {
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/resumed/step-00000030/MANIFEST"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/resumed/step-00000020"));
 }
+
+// Plain DP and ZeRO-2 (sharded gradients through the model's sink) on one rank.
+INSTANTIATE_TEST_SUITE_P(ZeroStages, TrainerResumeTest, ::testing::Values(0, 2));
 
 TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
   CommandResult small_vocab = Train({"--spec=" + Spec("", 10, 100)});

@@ -91,7 +91,8 @@ absl::Status Run::Setup() {
   ParameterLayout layout(c_.model, ModelShard::WholeModel(c_.model));
   const int64_t padded = PaddedSize(layout.size(), p.dp);
   ASSIGN_OR_RETURN(model_, Gpt::Create(device_.get(), layout, c_.micro_batch,
-                                       c_.model.seq_len, padded));
+                                       c_.model.seq_len, padded,
+                                       /*own_gradients=*/c_.zero_stage < 2));
   std::shared_ptr<const TokenSource> source;
   if (c_.data_path.empty()) {
     source = BuiltinCorpus();
@@ -109,6 +110,7 @@ absl::Status Run::Setup() {
   ASSIGN_OR_RETURN(dp_, DataParallel::Create(device_.get(), dp_comm_.get(), model_->layout(),
                                              model_->params(), model_->grads(),
                                              {c_.zero_stage, c_.flags.bucket_bytes}, c_.adamw));
+  model_->SetGradientSink(dp_->sink());
   layout_ = CheckpointLayout{p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), padded};
   checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get());
   inputs_.resize(static_cast<size_t>(c_.micro_batch) * c_.model.seq_len);
@@ -223,17 +225,15 @@ absl::Status Run::Train() {
     const auto start = Clock::now();
     double comm = 0;
     model_->ZeroGradients();
+    dp_->BeginStep();
     double loss_sum = 0;
     for (int micro = 0; micro < c_.micro_steps; ++micro) {
       const auto micro_start = Clock::now();
       loader_->Fill(micro, inputs_.data(), targets_.data());
       ASSIGN_OR_RETURN(double micro_loss, model_->Forward(inputs_.data(), targets_.data(), dloss));
       loss_sum += micro_loss;
-      const bool last = micro + 1 == c_.micro_steps;
-      if (last) dp_->BeginReduction();
-      RETURN_IF_ERROR(model_->Backward(
-          last ? Gpt::GradientsFinal([this](int64_t low) { dp_->OnGradientsFinal(low); })
-               : Gpt::GradientsFinal()));
+      dp_->BeginMicrobatch(/*last=*/micro + 1 == c_.micro_steps);
+      RETURN_IF_ERROR(model_->Backward([this](int64_t low) { dp_->OnGradientsFinal(low); }));
       MaybeSlowDown(Since(micro_start));
     }
     auto comm_start = Clock::now();

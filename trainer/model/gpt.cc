@@ -64,7 +64,8 @@ std::vector<float> InitialValues(const ParamTensor& t, const ModelShard& shard, 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout layout, int B,
-                                                  int T, int64_t buffer_size) {
+                                                  int T, int64_t buffer_size,
+                                                  bool own_gradients) {
   const ModelShard& s = layout.shard();
   RETURN_IF_ERROR(s.Validate(layout.config()));
   if (s.tp_size != 1 || s.first_layer != 0 || s.num_layers != layout.config().layers ||
@@ -77,14 +78,14 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout
                                                     layout.config().seq_len, "]"));
   }
   std::unique_ptr<Gpt> gpt(new Gpt(device, std::move(layout), B, T));
-  RETURN_IF_ERROR(gpt->Allocate(buffer_size));
+  RETURN_IF_ERROR(gpt->Allocate(buffer_size, own_gradients));
   return gpt;
 }
 
 Gpt::Gpt(Device* device, ParameterLayout layout, int B, int T)
     : device_(device), layout_(std::move(layout)), B_(B), T_(T) {}
 
-absl::Status Gpt::Allocate(int64_t buffer_size) {
+absl::Status Gpt::Allocate(int64_t buffer_size, bool own_gradients) {
   const DType dt = device_->compute_dtype();
   const int64_t N = int64_t{B_} * T_;
   const int64_t C = layout_.config().d_model;
@@ -96,7 +97,9 @@ absl::Status Gpt::Allocate(int64_t buffer_size) {
 
   const int64_t flat = std::max(buffer_size, layout_.size());
   ASSIGN_OR_RETURN(params_, device_->Allocate(flat, dt));
-  ASSIGN_OR_RETURN(grads_, device_->Allocate(flat, dt));
+  if (own_gradients) {
+    ASSIGN_OR_RETURN(grads_, device_->Allocate(flat, dt));
+  }
   ASSIGN_OR_RETURN(tokens_, device_->Allocate(2 * N, DType::kI32));
   inputs_ = tokens_.Slice(0, N);
   targets_ = tokens_.Slice(N, N);
@@ -230,6 +233,9 @@ absl::Status Gpt::Backward(const GradientsFinal& on_final) {
   if (!backward_ready_) {
     return absl::FailedPreconditionError("Backward needs a Forward with a loss scale first");
   }
+  if (sink_ == nullptr && grads_.tensor().empty()) {
+    return absl::FailedPreconditionError("Backward needs a gradient buffer or sink");
+  }
   backward_ready_ = false;
   const int N = B_ * T_;
   const int C = layout_.config().d_model;
@@ -253,6 +259,7 @@ absl::Status Gpt::Backward(const GradientsFinal& on_final) {
     const LayerOffsets& o = layers[i];
     const LayerActivations& a = acts_[i];
     const Tensor residual = i == 0 ? encoded_ : acts_[i - 1].residual3;
+    if (sink_ != nullptr) RETURN_IF_ERROR(sink_->BeginLayer(static_cast<int>(i)));
     // dresidual is the gradient of residual3 = residual2 + fcproj.
     device_->MatmulBackward(dhidden_, G(o.fcprojw, int64_t{C} * H), G(o.fcprojb, C), dresidual_,
                             a.fch_gelu, P(o.fcprojw, int64_t{C} * H), N, H, C);

@@ -23,6 +23,19 @@
 
 namespace ringmaster::trainer {
 
+// Where a backward pass writes gradients, when not into the model's own flat buffer (ZeRO-2
+// keeps only a window of layers' gradients; see parallel/zero2_gradients.h).
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  // Called before the backward pass of layer `layer` (index into layout().layers()); the
+  // layer's gradients must then be writable and zero.
+  virtual absl::Status BeginLayer(int layer) = 0;
+  // Memory for the gradients of flat range [offset, offset + size), which lies inside one
+  // tensor. Layers accumulate into it.
+  virtual Tensor Gradients(int64_t offset, int64_t size) = 0;
+};
+
 class Gpt {
  public:
   // Called during Backward: every gradient at flat offset >= `low` is final for this pass.
@@ -33,8 +46,11 @@ class Gpt {
   // parallelism pads them; the padding stays zero). Parameters start at zero; call
   // InitParameters or load them. The whole model only for now (layout.shard() must be
   // WholeModel()); tensor and pipeline shards are refused.
+  // With `own_gradients` false the model holds no gradient buffer, and a GradientSink must be
+  // set before Backward.
   static absl::StatusOr<std::unique_ptr<Gpt>> Create(Device* device, ParameterLayout layout,
-                                                     int B, int T, int64_t buffer_size = 0);
+                                                     int B, int T, int64_t buffer_size = 0,
+                                                     bool own_gradients = true);
 
   const ParameterLayout& layout() const { return layout_; }
   int batch() const { return B_; }
@@ -59,7 +75,12 @@ class Gpt {
   // training Forward before it.
   absl::Status Backward(const GradientsFinal& on_final);
 
-  void ZeroGradients() { device_->Zero(grads_.tensor()); }
+  // Zeroes the model's own gradient buffer (a sink manages its own).
+  void ZeroGradients() {
+    if (!grads_.tensor().empty()) device_->Zero(grads_.tensor());
+  }
+  // Routes gradients to `sink` (borrowed; nullptr: the model's own buffer).
+  void SetGradientSink(GradientSink* sink) { sink_ = sink; }
 
  private:
   struct LayerActivations {
@@ -68,9 +89,11 @@ class Gpt {
   };
 
   Gpt(Device* device, ParameterLayout layout, int B, int T);
-  absl::Status Allocate(int64_t buffer_size);
+  absl::Status Allocate(int64_t buffer_size, bool own_gradients);
   Tensor P(int64_t offset, int64_t size) const { return params_.Slice(offset, size); }
-  Tensor G(int64_t offset, int64_t size) const { return grads_.Slice(offset, size); }
+  Tensor G(int64_t offset, int64_t size) const {
+    return sink_ != nullptr ? sink_->Gradients(offset, size) : grads_.Slice(offset, size);
+  }
 
   Device* const device_;
   const ParameterLayout layout_;
@@ -78,6 +101,7 @@ class Gpt {
   DeviceBuffer params_, grads_;
   DeviceBuffer activations_, stats_, scratch_, tokens_;
   bool backward_ready_ = false;
+  GradientSink* sink_ = nullptr;
   Tensor inputs_, targets_, encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
   std::vector<LayerActivations> acts_;
   // Backward scratch.

@@ -9,9 +9,10 @@ namespace ringmaster::trainer {
 
 absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     Device* device, const ParameterLayout& layout, std::vector<FlatRange> owned, Tensor params,
-    Tensor grads, AdamWConfig config) {
+    Tensor grads, AdamWConfig config, bool compact_gradients) {
   std::unique_ptr<AdamWOptimizer> opt(
       new AdamWOptimizer(device, std::move(owned), params, grads, config));
+  opt->compact_gradients_ = compact_gradients;
   int64_t state = 0;
   int64_t previous_end = 0;
   for (const FlatRange& r : opt->owned_) {
@@ -29,6 +30,10 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     state += r.size;
   }
   opt->state_size_ = state;
+  if (compact_gradients && grads.size < state) {
+    return absl::InvalidArgumentError(absl::StrCat("compact gradients hold ", grads.size,
+                                                   " elements, want ", state));
+  }
   opt->alias_master_ = params.dtype == DType::kF32;
   if (!opt->alias_master_) {
     ASSIGN_OR_RETURN(opt->master_, device->Allocate(state, DType::kF32));
@@ -48,7 +53,7 @@ Tensor AdamWOptimizer::Master(int64_t flat, int64_t state, int64_t size) const {
 absl::StatusOr<double> AdamWOptimizer::OwnedGradientSquares() {
   double sum = 0;
   for (const Segment& s : segments_) {
-    ASSIGN_OR_RETURN(double part, device_->SumSquares(grads_.Slice(s.flat, s.size)));
+    ASSIGN_OR_RETURN(double part, device_->SumSquares(Grad(s.flat, s.state, s.size)));
     sum += part;
   }
   return sum;
@@ -65,7 +70,7 @@ void AdamWOptimizer::Step(float lr, int64_t t, float grad_scale) {
   for (const Segment& s : segments_) {
     step.weight_decay = s.decay ? static_cast<float>(config_.weight_decay) : 0.0f;
     device_->AdamW(step, Master(s.flat, s.state, s.size), params_.Slice(s.flat, s.size),
-                   grads_.Slice(s.flat, s.size), m_.Slice(s.state, s.size),
+                   Grad(s.flat, s.state, s.size), m_.Slice(s.state, s.size),
                    v_.Slice(s.state, s.size));
   }
 }

@@ -37,12 +37,11 @@ struct AdamWConfig {
 class AdamWOptimizer {
  public:
   // `owned`: ascending, disjoint ranges inside params (which may extend past layout.size() with
-  // padding that no tensor covers and that is never updated).
-  static absl::StatusOr<std::unique_ptr<AdamWOptimizer>> Create(Device* device,
-                                                               const ParameterLayout& layout,
-                                                               std::vector<FlatRange> owned,
-                                                               Tensor params, Tensor grads,
-                                                               AdamWConfig config);
+  // padding that no tensor covers and that is never updated). `grads` is laid out like params,
+  // or, with `compact_gradients`, holds only the owned ranges in order (state_size() elements).
+  static absl::StatusOr<std::unique_ptr<AdamWOptimizer>> Create(
+      Device* device, const ParameterLayout& layout, std::vector<FlatRange> owned, Tensor params,
+      Tensor grads, AdamWConfig config, bool compact_gradients = false);
 
   const std::vector<FlatRange>& owned() const { return owned_; }
   // Elements of state per kind (the total size of the owned ranges).
@@ -70,6 +69,9 @@ class AdamWOptimizer {
       : device_(device), owned_(std::move(owned)), params_(params), grads_(grads),
         config_(config) {}
   Tensor Master(int64_t flat, int64_t state, int64_t size) const;
+  Tensor Grad(int64_t flat, int64_t state, int64_t size) const {
+    return compact_gradients_ ? grads_.Slice(state, size) : grads_.Slice(flat, size);
+  }
 
   Device* const device_;
   const std::vector<FlatRange> owned_;
@@ -78,6 +80,7 @@ class AdamWOptimizer {
   std::vector<Segment> segments_;
   int64_t state_size_ = 0;
   bool alias_master_ = true;
+  bool compact_gradients_ = false;
   DeviceBuffer master_, m_, v_;
 };
 

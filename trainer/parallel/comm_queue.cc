@@ -12,9 +12,17 @@ CommQueue::~CommQueue() {
   thread_.join();
 }
 
-void CommQueue::Enqueue(std::function<absl::Status()> work) {
+int64_t CommQueue::Enqueue(std::function<absl::Status()> work) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(work));
+  return ++queued_;
+}
+
+absl::Status CommQueue::WaitFor(int64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= ticket; };
+  mu_.Await(absl::Condition(&done));
+  return error_;
 }
 
 absl::Status CommQueue::Drain() {
@@ -42,12 +50,16 @@ void CommQueue::Loop() {
       if (queue_.empty()) return;  // stopping, nothing left
       work = std::move(queue_.front());
       queue_.pop_front();
-      if (!error_.ok()) continue;  // skip work after a failure
+      if (!error_.ok()) {  // skip work after a failure
+        ++done_;
+        continue;
+      }
       running_ = 1;
     }
     absl::Status status = work();
     absl::MutexLock lock(&mu_);
     running_ = 0;
+    ++done_;
     if (!status.ok() && error_.ok()) error_ = status;
   }
 }

@@ -4,6 +4,7 @@
 #ifndef RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
 #define RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -20,8 +21,11 @@ class CommQueue {
   // Waits for queued work to finish, then stops the thread.
   ~CommQueue();
 
-  // Queues `work`; thread-safe.
-  void Enqueue(std::function<absl::Status()> work);
+  // Queues `work`; thread-safe. Returns its ticket (1, 2, ... in queue order).
+  int64_t Enqueue(std::function<absl::Status()> work);
+  // Waits until the work of `ticket` (and everything before it) has run; returns the first error
+  // so far (without clearing it).
+  absl::Status WaitFor(int64_t ticket);
   // Waits until everything queued so far has run; returns the first error since the last Drain
   // (and clears it).
   absl::Status Drain();
@@ -32,6 +36,8 @@ class CommQueue {
   absl::Mutex mu_;
   std::deque<std::function<absl::Status()>> queue_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // tickets finished (run or skipped)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -15,20 +15,40 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
                       absl::StrCat("must be 0, 1 or 2 on this trainer, got ", options.zero_stage));
   }
   const int64_t padded = PaddedSize(layout.size(), dp->size());
-  if (params.size != padded || grads.size != padded) {
+  if (params.size != padded || (options.zero_stage < 2 && grads.size != padded)) {
     return absl::InvalidArgumentError(absl::StrCat("parameter buffers hold ", params.size,
                                                    " elements, want ", padded));
   }
   std::unique_ptr<DataParallel> p(new DataParallel(device, dp, params, grads, options));
+  if (dp->size() > 1) p->queue_ = std::make_unique<CommQueue>();
   const int64_t bucket_elements =
-      options.bucket_bytes / static_cast<int64_t>(DTypeSize(grads.dtype));
+      options.bucket_bytes / static_cast<int64_t>(DTypeSize(params.dtype));
   p->buckets_ = PlanBuckets(layout.size(), dp->size(), bucket_elements);
+  if (options.zero_stage == 2) {
+    ASSIGN_OR_RETURN(p->zero2_, Zero2Gradients::Create(device, dp, p->queue_.get(), layout));
+    ASSIGN_OR_RETURN(p->optimizer_,
+                     AdamWOptimizer::Create(device, layout, p->zero2_->owned(), params,
+                                            p->zero2_->shard(), adamw, /*compact_gradients=*/true));
+    return p;
+  }
   std::vector<FlatRange> owned = {{0, padded}};
   if (options.zero_stage > 0) owned = OwnedRanges(p->buckets_, dp->rank(), dp->size());
   ASSIGN_OR_RETURN(p->optimizer_,
                    AdamWOptimizer::Create(device, layout, std::move(owned), params, grads, adamw));
-  if (dp->size() > 1) p->queue_ = std::make_unique<CommQueue>();
   return p;
+}
+
+void DataParallel::BeginStep() {
+  if (zero2_ != nullptr) zero2_->BeginStep();
+}
+
+void DataParallel::BeginMicrobatch(bool last) {
+  if (zero2_ != nullptr) {
+    zero2_->BeginMicrobatch(last);
+    return;
+  }
+  reducing_ = last;
+  next_bucket_ = 0;
 }
 
 void DataParallel::Issue(const Bucket& bucket) {
@@ -45,13 +65,25 @@ void DataParallel::Issue(const Bucket& bucket) {
 }
 
 void DataParallel::OnGradientsFinal(int64_t low) {
+  if (zero2_ != nullptr) {
+    zero2_->OnGradientsFinal(low);
+    return;
+  }
+  if (!reducing_) return;
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= low) {
     Issue(buckets_[next_bucket_++]);
   }
 }
 
 absl::Status DataParallel::FinishReduction() {
+  if (zero2_ != nullptr) {
+    absl::Status s = zero2_->Finish();
+    if (queue_ != nullptr) queue_->Drain().IgnoreError();  // its error, if any, is in `s`
+    return s;
+  }
+  reducing_ = true;
   OnGradientsFinal(0);
+  reducing_ = false;
   if (queue_ == nullptr) return absl::OkStatus();
   return queue_->Drain();
 }
@@ -74,6 +106,7 @@ absl::Status DataParallel::Step(float lr, int64_t t, float grad_scale) {
 }
 
 absl::Status DataParallel::GatherParameters() {
+  if (zero2_ != nullptr) return zero2_->GatherParameters(params_);
   RETURN_IF_ERROR(device_->Synchronize());
   if (dp_->size() == 1) return absl::OkStatus();
   for (const Bucket& b : buckets_) {
@@ -85,7 +118,8 @@ absl::Status DataParallel::GatherParameters() {
 }
 
 int64_t DataParallel::state_bytes() const {
-  const int64_t weights = params_.bytes() + grads_.bytes();
+  const int64_t weights =
+      params_.bytes() + (zero2_ != nullptr ? zero2_->bytes() : grads_.bytes());
   const bool separate_master = params_.dtype != DType::kF32;
   return weights + optimizer_->state_size() * 4 * (separate_master ? 3 : 2);
 }

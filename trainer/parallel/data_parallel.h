@@ -6,13 +6,15 @@
 //  - Stage 1 (ZeRO-1): each bucket is reduce-scattered instead, leaving each rank the summed
 //    gradients of the chunk it owns (buckets.h); optimizer state exists only for owned chunks;
 //    after the update, each bucket's parameters are all-gathered from their owners.
-//  - Stage 2 (ZeRO-2): as stage 1 (the gradient shard is all the optimizer reads). The
-//    full-size gradient buffer is still the backward pass's workspace, so gradient memory is not
-//    yet reduced; see docs/architecture.md.
+//  - Stage 2 (ZeRO-2): gradients are sharded too: the model writes them through a
+//    Zero2Gradients sink (zero2_gradients.h) that keeps only a window of layers at full size,
+//    reduce-scatters each layer as it finishes, and accumulates this rank's shard.
 //
-// With gradient accumulation, gradients accumulate locally over a step's microbatches and are
-// reduced once: the caller brackets only the last microbatch's backward pass with
-// BeginReduction() / FinishReduction().
+// Gradient accumulation: stages 0 and 1 accumulate over a step's microbatches locally and reduce
+// once, during the last microbatch's backward pass; stage 2 reduces the layers every microbatch
+// (the embeddings and final norm once). The caller tells each microbatch's start with
+// BeginMicrobatch(), passes OnGradientsFinal as the backward pass's callback, and calls
+// FinishReduction() after the last one.
 //
 // The reductions run on a communication thread (comm_queue.h), in bucket order on every rank.
 // Not thread-safe otherwise: one training thread calls the methods.
@@ -30,6 +32,7 @@
 #include "trainer/optim/adamw_optimizer.h"
 #include "trainer/parallel/buckets.h"
 #include "trainer/parallel/comm_queue.h"
+#include "trainer/parallel/zero2_gradients.h"
 
 namespace ringmaster::trainer {
 
@@ -41,16 +44,22 @@ struct DataParallelOptions {
 class DataParallel {
  public:
   // `dp` is this rank's data-parallel group (size 1: no communication) and must outlive this.
-  // params and grads must hold PaddedSize(layout.size(), dp->size()) elements.
+  // params and (stages 0 and 1) grads must hold PaddedSize(layout.size(), dp->size()) elements;
+  // stage 2 needs no grads buffer (the model writes through sink()).
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(Device* device, Communicator* dp,
                                                              const ParameterLayout& layout,
                                                              Tensor params, Tensor grads,
                                                              DataParallelOptions options,
                                                              AdamWConfig adamw);
 
-  // Before the backward pass of a step's last microbatch.
-  void BeginReduction() { next_bucket_ = 0; }
-  // During that pass: every gradient at offset >= low is final. Issues the buckets it completes.
+  // Stage 2's gradient sink for the model; nullptr for stages 0 and 1.
+  GradientSink* sink() { return zero2_.get(); }
+  // Start of an optimizer step (before the first microbatch).
+  void BeginStep();
+  // Before each microbatch's backward pass; `last` for the step's last microbatch.
+  void BeginMicrobatch(bool last);
+  // During the backward pass: every gradient at offset >= low is final. Issues the reductions it
+  // completes.
   void OnGradientsFinal(int64_t low);
   // After that pass: issues the rest and waits. The owned gradients then hold sums over the
   // group. UNAVAILABLE / DEADLINE_EXCEEDED from the communicator.
@@ -80,8 +89,10 @@ class DataParallel {
   const DataParallelOptions options_;
   std::vector<Bucket> buckets_;
   size_t next_bucket_ = 0;
+  bool reducing_ = false;  // stages 0 and 1: in the last microbatch's backward pass
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::unique_ptr<CommQueue> queue_;  // only when the group has more than one rank
+  std::unique_ptr<Zero2Gradients> zero2_;
 };
 
 }  // namespace ringmaster::trainer

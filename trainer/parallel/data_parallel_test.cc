@@ -41,7 +41,8 @@ TEST_P(DataParallelTest, MatchesOneRankOnSummedGradients) {
     for (int64_t i = 0; i < layout_.size(); ++i) {
       g1.tensor().f32()[i] = (Grad(0, i + t) + Grad(1, i + t));
     }
-    ref->BeginReduction();
+    ref->BeginStep();
+    ref->BeginMicrobatch(true);
     ASSERT_TRUE(ref->FinishReduction().ok());
     const double norm = *ref->GradientNorm();
     ASSERT_TRUE(ref->Step(0.01f, t, static_cast<float>(1.0 / norm)).ok());
@@ -61,7 +62,8 @@ TEST_P(DataParallelTest, MatchesOneRankOnSummedGradients) {
                                    {zero, 1024}, adamw_);
     if (!dp.ok()) return dp.status();
     for (int t = 1; t <= 3; ++t) {
-      (*dp)->BeginReduction();
+      (*dp)->BeginStep();
+      (*dp)->BeginMicrobatch(true);
       // Gradients become final from the end, as in a backward pass.
       for (int64_t end = layout_.size(); end > 0; end -= 700) {
         const int64_t from = std::max<int64_t>(end - 700, 0);
@@ -83,7 +85,9 @@ TEST_P(DataParallelTest, MatchesOneRankOnSummedGradients) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelTest, ::testing::Values(0, 1, 2));
+// Stage 2 writes gradients through the model's sink; gpt_data_parallel_test.cc covers it with
+// a real model.
+INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelTest, ::testing::Values(0, 1));
 
 TEST(DataParallelOptionsTest, RefusesZeroThreeAndWrongBufferSizes) {
   GptConfig config = *GptConfig::Create(1, 8, 2, 4, 50);
