@@ -1,5 +1,7 @@
 #include "trainer/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -122,7 +124,8 @@ absl::Status Run::Setup() {
     RM_LOG(INFO) << "MFU against the CPU's peak " << peak.explanation << " x " << threads
                  << " thread(s)";
   }
-  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " (dp " << p.dp_rank << "/" << p.dp
+  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " pid " << getpid() << " (dp "
+               << p.dp_rank << "/" << p.dp
                << ", zero " << c_.zero_stage << "): " << c_.model.ToString() << "; "
                << source->description() << "; " << c_.micro_steps << " microbatch(es) of "
                << c_.micro_batch << " per step; " << dp_->buckets().size() << " gradient bucket(s); "
@@ -227,23 +230,24 @@ absl::Status Run::Train() {
     model_->ZeroGradients();
     dp_->BeginStep();
     double loss_sum = 0;
+    float group_loss = 0;  // summed over the DP group on the communication thread
     for (int micro = 0; micro < c_.micro_steps; ++micro) {
       const auto micro_start = Clock::now();
       loader_->Fill(micro, inputs_.data(), targets_.data());
       ASSIGN_OR_RETURN(double micro_loss, model_->Forward(inputs_.data(), targets_.data(), dloss));
       loss_sum += micro_loss;
-      dp_->BeginMicrobatch(/*last=*/micro + 1 == c_.micro_steps);
+      const bool last = micro + 1 == c_.micro_steps;
+      if (last) {
+        group_loss = static_cast<float>(loss_sum / c_.micro_steps / c_.place.dp);
+        dp_->SumAsync(&group_loss);
+      }
+      dp_->BeginMicrobatch(last);
       RETURN_IF_ERROR(model_->Backward([this](int64_t low) { dp_->OnGradientsFinal(low); }));
       MaybeSlowDown(Since(micro_start));
     }
     auto comm_start = Clock::now();
     RETURN_IF_ERROR(dp_->FinishReduction());
-    // The step's loss over the whole data-parallel group (the same on every replica).
-    float group_loss = static_cast<float>(loss_sum / c_.micro_steps);
-    if (c_.place.dp > 1) {
-      RETURN_IF_ERROR(dp_comm_->AllReduce(Tensor{&group_loss, 1, DType::kF32}));
-      group_loss /= static_cast<float>(c_.place.dp);
-    }
+    // The step's mean loss over the whole data-parallel group (the same on every replica).
     loss = group_loss;
     ASSIGN_OR_RETURN(double norm, dp_->GradientNorm());
     comm += Since(comm_start);

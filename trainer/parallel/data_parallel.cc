@@ -75,6 +75,12 @@ void DataParallel::OnGradientsFinal(int64_t low) {
   }
 }
 
+void DataParallel::SumAsync(float* value) {
+  if (queue_ == nullptr) return;
+  Communicator* dp = dp_;
+  queue_->Enqueue([dp, value] { return dp->AllReduce(Tensor{value, 1, DType::kF32}); });
+}
+
 absl::Status DataParallel::FinishReduction() {
   if (zero2_ != nullptr) {
     absl::Status s = zero2_->Finish();

@@ -64,6 +64,10 @@ class DataParallel {
   // After that pass: issues the rest and waits. The owned gradients then hold sums over the
   // group. UNAVAILABLE / DEADLINE_EXCEEDED from the communicator.
   absl::Status FinishReduction();
+  // Sums *value (host memory) over the group on the communication thread, ahead of the step's
+  // gradient reductions, so its latency hides behind the backward pass; the sum is there once
+  // FinishReduction() returns. `value` must stay valid until then.
+  void SumAsync(float* value);
   // L2 norm of the group's summed gradient.
   absl::StatusOr<double> GradientNorm();
   // AdamW on the owned ranges, then (ZeRO) the parameters gathered from their owners.
