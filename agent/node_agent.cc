@@ -28,6 +28,7 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
   state->set_rank(rank);
   state->set_pid(pid);
   state->set_phase(phase);
+  state->set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
   return message;
 }
 

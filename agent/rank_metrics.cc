@@ -12,6 +12,7 @@ namespace {
 
 const std::vector<std::string> kRankLabels = {"job_id", "rank"};
 const std::vector<std::string> kCollectiveLabels = {"job_id", "rank", "op", "group"};
+const std::vector<std::string> kSequenceLabels = {"job_id", "rank", "group", "kind"};
 
 // 1 ms, 2 ms, 4 ms, ... 262 s (about 4.4 min): 19 doublings cover steps of tiny CPU models and
 // of large models alike; slower steps land in +Inf.
@@ -50,6 +51,15 @@ struct RankMetrics::Rank {
     std::shared_ptr<metrics::Counter> seconds;
   };
   std::map<std::pair<std::string, std::string>, Collective> collectives;  // By (op, group).
+  std::shared_ptr<metrics::Gauge> mfu;
+  std::shared_ptr<metrics::Gauge> state_bytes;
+  std::shared_ptr<metrics::Gauge> checkpoint_step;
+  std::shared_ptr<metrics::Gauge> checkpoint_seconds;
+  // ringmaster_collective_sequence by (group, kind).
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
+  // Compute seconds of the steps since the last summary taken (for its mean).
+  double compute_sum = 0;
+  int compute_steps = 0;
 };
 
 RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Duration summary_interval)
@@ -88,11 +98,30 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
       last_report_age_(&registry->AddGauge(
           "ringmaster_last_report_age_seconds",
           "Seconds since the rank's last report of any kind, as of the agent's last refresh.",
-          kRankLabels)) {}
+          kRankLabels)),
+      mfu_(&registry->AddGauge("ringmaster_mfu",
+                               "Model FLOPs utilisation of the rank's last step (llm.c's 6N + 6LCT "
+                               "FLOPs per token over the device's peak), 0 to 1.",
+                               kRankLabels)),
+      state_bytes_(&registry->AddGauge(
+          "ringmaster_state_bytes",
+          "Bytes of parameters, gradients and optimizer state the rank holds.", kRankLabels)),
+      checkpoint_step_(&registry->AddGauge(
+          "ringmaster_checkpoint_step", "Step of the newest checkpoint committed by the job.",
+          kRankLabels)),
+      checkpoint_seconds_(&registry->AddGauge(
+          "ringmaster_checkpoint_seconds",
+          "Seconds the newest committed checkpoint took, from snapshot to commit.", kRankLabels)),
+      collective_sequence_(&registry->AddGauge(
+          "ringmaster_collective_sequence",
+          "Sequence number of the last collective the rank entered (kind=entered) or completed "
+          "(kind=completed) on the communicator; a rank whose entered number lags its group's is "
+          "the one the others wait for.",
+          kSequenceLabels)) {}
 
 RankMetrics::~RankMetrics() = default;
 
-RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker) {
+RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool alive) {
   auto [it, created] = ranks_.try_emplace(RankKey(worker.job_id(), worker.rank()));
   if (created) {
     it->second = std::make_unique<Rank>();
@@ -114,14 +143,16 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker) {
     rank.summary.set_rank(worker.rank());
     rank.summary.set_checkpoint_step(-1);
   }
-  rank.last_report = clock_->Now();
-  rank.last_report_age->Set(0);
+  if (alive) {
+    rank.last_report = clock_->Now();
+    rank.last_report_age->Set(0);
+  }
   return &rank;
 }
 
 void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   absl::MutexLock lock(&mu_);
-  Rank* rank = Accept(report.worker());
+  Rank* rank = Accept(report.worker(), /*alive=*/true);
   if (rank == nullptr) return;
   // Step reports are idempotent per step: a retried (or late) report is proof of life only.
   if (report.step() <= rank->last_step) return;
@@ -134,7 +165,11 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
     rank->tokens_per_second = tokens_per_second_->WithLabels(rank->labels);
     rank->compute_seconds = compute_seconds_->WithLabels(rank->labels);
     rank->communication_seconds = communication_seconds_->WithLabels(rank->labels);
+    rank->mfu = mfu_->WithLabels(rank->labels);
+    rank->state_bytes = state_bytes_->WithLabels(rank->labels);
   }
+  rank->mfu->Set(report.mfu());
+  rank->state_bytes->Set(static_cast<double>(report.state_bytes()));
   const double step_seconds = report.step_seconds();
   const double tokens_per_second =
       step_seconds > 0 ? static_cast<double>(report.tokens()) / step_seconds : 0;
@@ -167,19 +202,77 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   s.set_tokens_per_second(tokens_per_second);
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
+  SetSequences(rank, report.collective_entered(), report.collective_completed());
   s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
+  s.set_step_end_unix_nanos(report.end_time_unix_nanos());
+  rank->compute_sum += report.compute_seconds();
+  rank->compute_steps += 1;
+  s.set_mean_compute_seconds(rank->compute_sum / rank->compute_steps);
+  s.set_steps_in_summary(rank->compute_steps);
+  if (report.process_start_unix_nanos() > 0) {  // the process's first step: its startup figures
+    s.set_process_start_unix_nanos(report.process_start_unix_nanos());
+    s.set_rendezvous_seconds(report.rendezvous_seconds());
+    s.set_restore_seconds(report.restore_seconds());
+    s.set_start_step(report.start_step());
+    s.set_first_step_seconds(step_seconds);
+  }
+  rank->pending = true;
+}
+
+void RankMetrics::SetSequences(Rank* rank, const google::protobuf::Map<std::string, int64_t>& entered,
+                               const google::protobuf::Map<std::string, int64_t>& completed) {
+  for (const auto* map : {&entered, &completed}) {
+    const std::string kind = map == &entered ? "entered" : "completed";
+    for (const auto& [group, sequence] : *map) {
+      std::shared_ptr<metrics::Gauge>& gauge = rank->sequences[{group, kind}];
+      if (gauge == nullptr) {
+        gauge = collective_sequence_->WithLabels({rank->labels[0], rank->labels[1], group, kind});
+      }
+      gauge->Set(static_cast<double>(sequence));
+    }
+  }
+}
+
+void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
+  absl::MutexLock lock(&mu_);
+  if (ranks_.count(RankKey(report.worker().job_id(), report.worker().rank())) == 0) return;
+  Rank* rank = Accept(report.worker(), /*alive=*/false);
+  if (rank == nullptr) return;
+  v1::StepSummary& s = rank->summary;
+  auto same = [](const google::protobuf::Map<std::string, int64_t>& a,
+                 const google::protobuf::Map<std::string, int64_t>& b) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, v] : a) {
+      auto it = b.find(k);
+      if (it == b.end() || it->second != v) return false;
+    }
+    return true;
+  };
+  if (same(s.collective_entered(), report.collective_entered()) &&
+      same(s.collective_completed(), report.collective_completed())) {
+    return;  // nothing new: no summary needed
+  }
+  *s.mutable_collective_entered() = report.collective_entered();
+  *s.mutable_collective_completed() = report.collective_completed();
+  SetSequences(rank, report.collective_entered(), report.collective_completed());
   rank->pending = true;
 }
 
 void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
   absl::MutexLock lock(&mu_);
-  Rank* rank = Accept(report.worker());
+  Rank* rank = Accept(report.worker(), /*alive=*/true);
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;
   s.set_phase(report.phase());
   // Sent when leaving CHECKPOINT; 0 (unset) on every other phase report. Steps count from 1.
   if (report.checkpoint_step() > 0) {
     s.set_checkpoint_step(std::max(s.checkpoint_step(), report.checkpoint_step()));
+    if (rank->checkpoint_step == nullptr) {
+      rank->checkpoint_step = checkpoint_step_->WithLabels(rank->labels);
+      rank->checkpoint_seconds = checkpoint_seconds_->WithLabels(rank->labels);
+    }
+    rank->checkpoint_step->Set(static_cast<double>(s.checkpoint_step()));
+    rank->checkpoint_seconds->Set(report.checkpoint_seconds());
   }
   rank->pending = true;
 }
@@ -202,6 +295,8 @@ std::vector<v1::StepSummary> RankMetrics::TakeSummaries() {
     out.push_back(rank->summary);
     rank->pending = false;
     rank->last_summary = now;
+    rank->compute_sum = 0;
+    rank->compute_steps = 0;
   }
   return out;
 }
@@ -221,6 +316,14 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   compute_seconds_->Remove(rank.labels);
   communication_seconds_->Remove(rank.labels);
   last_report_age_->Remove(rank.labels);
+  mfu_->Remove(rank.labels);
+  state_bytes_->Remove(rank.labels);
+  checkpoint_step_->Remove(rank.labels);
+  checkpoint_seconds_->Remove(rank.labels);
+  for (const auto& [group_kind, gauge] : rank.sequences) {
+    collective_sequence_->Remove(
+        {rank.labels[0], rank.labels[1], group_kind.first, group_kind.second});
+  }
   for (const auto& [op_group, series] : rank.collectives) {
     std::vector<std::string> labels =
         CollectiveLabels(rank.labels, op_group.first, op_group.second);

@@ -12,6 +12,14 @@
 //   ringmaster_collective_busbw_bytes_per_second{op,group}   gauge, last step
 //   ringmaster_collective_seconds_total{op,group}            counter
 //   ringmaster_last_report_age_seconds  gauge, refreshed by Refresh()
+//   ringmaster_mfu                      gauge, model FLOPs utilisation of the last step
+//   ringmaster_state_bytes              gauge, bytes of parameters, gradients, optimizer state
+//   ringmaster_checkpoint_step          gauge, newest checkpoint committed (from phase reports)
+//   ringmaster_checkpoint_seconds       gauge, how long that checkpoint took
+//   ringmaster_collective_sequence{group,kind}  gauge, last collective entered / completed
+//                                       (kind = entered|completed) per communicator: the rank
+//                                       whose entered number lags its group's is the one the
+//                                       others wait for
 // Ranks of a job that ended are removed with ForgetJob, so cardinality stays bounded by the
 // ranks on this node.
 //
@@ -52,6 +60,10 @@ class RankMetrics {
   // Records a phase change (for summaries and the last-report age); a checkpoint_step > 0 raises
   // the summary's checkpoint_step. Generations as for OnStep.
   void OnPhase(const v1::ReportPhaseRequest& report);
+  // Records the worker's collective sequence numbers for the summaries and metrics. Not a report
+  // of progress: the last-report age is left alone. Ignored for a rank that never reported and
+  // for older generations.
+  void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.
   void Refresh();
@@ -72,7 +84,11 @@ class RankMetrics {
 
   // The state of the worker's rank, created on its first report and reset when a newer
   // generation reports; null for a report from an older generation than the rank's current one.
-  Rank* Accept(const v1::WorkerIdentity& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `alive`: the report is a sign of life (resets the last-report age).
+  Rank* Accept(const v1::WorkerIdentity& worker, bool alive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetSequences(Rank* rank, const google::protobuf::Map<std::string, int64_t>& entered,
+                    const google::protobuf::Map<std::string, int64_t>& completed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops exporting every series of `rank`.
   void RemoveSeries(const Rank& rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -89,6 +105,11 @@ class RankMetrics {
   metrics::GaugeFamily* const collective_busbw_;
   metrics::CounterFamily* const collective_seconds_;
   metrics::GaugeFamily* const last_report_age_;
+  metrics::GaugeFamily* const mfu_;
+  metrics::GaugeFamily* const state_bytes_;
+  metrics::GaugeFamily* const checkpoint_step_;
+  metrics::GaugeFamily* const checkpoint_seconds_;
+  metrics::GaugeFamily* const collective_sequence_;
 
   mutable absl::Mutex mu_;
   std::map<RankKey, std::unique_ptr<Rank>> ranks_ ABSL_GUARDED_BY(mu_);

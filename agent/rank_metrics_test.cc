@@ -84,6 +84,11 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
   const std::string c = l + ",op=\"all_reduce\",group=\"dp0\"}";
   // Buckets: 1 ms doubling up to 262.144 s; the 0.5 s step counts from le="0.512" on.
   const std::string expected = absl::StrCat(
+      "# HELP ringmaster_checkpoint_seconds Seconds the newest committed checkpoint took, from "
+      "snapshot to commit.\n"
+      "# TYPE ringmaster_checkpoint_seconds gauge\n"
+      "# HELP ringmaster_checkpoint_step Step of the newest checkpoint committed by the job.\n"
+      "# TYPE ringmaster_checkpoint_step gauge\n"
       "# HELP ringmaster_collective_algbw_bytes_per_second Algorithm bandwidth of the collective "
       "in the last step that ran it: bytes / seconds (nccl-tests' algbw).\n"
       "# TYPE ringmaster_collective_algbw_bytes_per_second gauge\n"
@@ -99,6 +104,12 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# TYPE ringmaster_collective_seconds_total counter\n"
       "ringmaster_collective_seconds_total",
       c, " 0.125\n",
+      "# HELP ringmaster_collective_sequence Sequence number of the last collective the rank entered "
+      "(kind=entered) or completed (kind=completed) on the communicator; a rank whose entered "
+      "number lags its group's is the one the others wait for.\n"
+      "# TYPE ringmaster_collective_sequence gauge\n"
+      "ringmaster_collective_sequence", l, ",group=\"dp0\",kind=\"completed\"} 14\n",
+      "ringmaster_collective_sequence", l, ",group=\"dp0\",kind=\"entered\"} 14\n",
       "# HELP ringmaster_communication_seconds Seconds of the rank's last step spent waiting in "
       "collectives.\n"
       "# TYPE ringmaster_communication_seconds gauge\n"
@@ -117,6 +128,14 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# TYPE ringmaster_loss gauge\n"
       "ringmaster_loss",
       l, "} 2.5\n",
+      "# HELP ringmaster_mfu Model FLOPs utilisation of the rank's last step (llm.c's 6N + 6LCT "
+      "FLOPs per token over the device's peak), 0 to 1.\n"
+      "# TYPE ringmaster_mfu gauge\n"
+      "ringmaster_mfu", l, "} 0\n",
+      "# HELP ringmaster_state_bytes Bytes of parameters, gradients and optimizer state the rank "
+      "holds.\n"
+      "# TYPE ringmaster_state_bytes gauge\n"
+      "ringmaster_state_bytes", l, "} 0\n",
       "# HELP ringmaster_step Last completed training step of the rank.\n"
       "# TYPE ringmaster_step gauge\n"
       "ringmaster_step",
@@ -444,6 +463,65 @@ TEST(RankMetricsConcurrencyTest, ConcurrentReportsAreAllRecorded) {
     EXPECT_EQ(s.checkpoint_step(), kSteps) << "rank " << rank;
   }
   EXPECT_THAT(samples, Not(Contains(::testing::HasSubstr("\"other\""))));
+}
+
+TEST_F(RankMetricsTest, CollectiveReportsUpdateSummariesButAreNoSignOfLife) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 3));  // entered 6 on dp0
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);
+  clock_.Advance(absl::Seconds(5));
+  v1::ReportCollectivesRequest c;
+  *c.mutable_worker() = Worker("gpt-1", 1, 0);
+  (*c.mutable_collective_entered())["dp0"] = 7;  // waiting inside collective 7
+  (*c.mutable_collective_completed())["dp0"] = 6;
+  metrics_.OnCollectives(c);
+  EXPECT_DOUBLE_EQ(metrics_.LastReportAgeSeconds("gpt-1", 0), 5.0);  // still silent
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].collective_entered().at("dp0"), 7);
+  EXPECT_EQ(summaries[0].collective_completed().at("dp0"), 6);
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_collective_sequence{job_id=\"gpt-1\",rank=\"0\",group=\"dp0\","
+                       "kind=\"entered\"} 7"));
+  // The same numbers again: nothing new to send.
+  clock_.Advance(absl::Seconds(2));
+  metrics_.OnCollectives(c);
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
+  // A rank that never reported is not created by a collective report.
+  *c.mutable_worker() = Worker("gpt-1", 1, 5);
+  metrics_.OnCollectives(c);
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), -1);
+}
+
+TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
+  v1::ReportStepRequest first = Step("gpt-1", 2, 0, 11);
+  first.set_process_start_unix_nanos(1000);
+  first.set_rendezvous_seconds(0.25);
+  first.set_restore_seconds(0.125);
+  first.set_start_step(10);
+  first.set_end_time_unix_nanos(5000);
+  metrics_.OnStep(first);
+  v1::ReportStepRequest second = Step("gpt-1", 2, 0, 12);
+  second.set_compute_seconds(0.125);
+  second.set_end_time_unix_nanos(6000);
+  metrics_.OnStep(second);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  const v1::StepSummary& s = summaries[0];
+  EXPECT_DOUBLE_EQ(s.mean_compute_seconds(), (0.375 + 0.125) / 2);
+  EXPECT_EQ(s.steps_in_summary(), 2);
+  EXPECT_EQ(s.step_end_unix_nanos(), 6000);
+  EXPECT_EQ(s.process_start_unix_nanos(), 1000);  // sticky after the first step
+  EXPECT_DOUBLE_EQ(s.rendezvous_seconds(), 0.25);
+  EXPECT_DOUBLE_EQ(s.restore_seconds(), 0.125);
+  EXPECT_EQ(s.start_step(), 10);
+  EXPECT_DOUBLE_EQ(s.first_step_seconds(), 0.5);
+  // The next summary's mean covers only the steps after it.
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnStep(Step("gpt-1", 2, 0, 13));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0.375);
+  EXPECT_EQ(summaries[0].steps_in_summary(), 1);
 }
 
 }  // namespace

@@ -100,4 +100,13 @@ grpc::Status WorkerService::ReportExit(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::ReportCollectives(grpc::ServerContext* context,
+                                              const v1::ReportCollectivesRequest* request,
+                                              v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  metrics_->OnCollectives(*request);
+  return grpc::Status::OK;
+}
+
 }  // namespace ringmaster::agent

@@ -33,6 +33,10 @@ class WorkerService final : public v1::WorkerService::Service {
                            v1::ReportResponse* response) override;
   grpc::Status ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* request,
                           v1::ReportResponse* response) override;
+  // Sequence numbers only: recorded for the summaries, never a sign of life for the watchdog.
+  grpc::Status ReportCollectives(grpc::ServerContext* context,
+                                 const v1::ReportCollectivesRequest* request,
+                                 v1::ReportResponse* response) override;
 
  private:
   absl::Status Check(const v1::WorkerIdentity& worker) const;

@@ -10,8 +10,11 @@
 #include "common/job_state.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "coordinator/hang_analysis.h"
 #include "coordinator/planner.h"
+#include "coordinator/recovery_tracker.h"
 #include "coordinator/spec_validation.h"
+#include "coordinator/straggler_detector.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -52,6 +55,19 @@ struct JobManager::Job {
   // Nodes of a recovered running job that have not re-registered yet.
   std::set<std::string> awaiting_nodes;
   std::map<uint64_t, WatchCallback> watchers;
+  // Watchdog state of the current generation.
+  std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
+  std::unique_ptr<StragglerDetector> stragglers;
+  std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
+  std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
+  bool recovery_series = false;    // ringmaster_recovery_seconds exported
+  bool resumed = false;            // the reference rank's start step reached the goodput
+  RecoveryTracker recovery;
+  // Failures attributed to the same node in a row, and the nodes excluded for it.
+  std::string last_failed_node;
+  int failure_streak = 0;
+  std::set<std::string> excluded;
+  absl::Time last_checkpoint_time = absl::InfinitePast();
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -72,6 +88,37 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                                    "Ranks of a job reported hung by their agent.", {"job_id"});
     submitted_ =
         registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.").WithLabels({});
+    stragglers_ = &registry->AddGauge(
+        "ringmaster_straggler",
+        "1 while the rank is flagged as a straggler (compute time above its data-parallel "
+        "group's median by the job's threshold), 0 once cleared; only ranks ever flagged.",
+        {"job_id", "rank"});
+    hang_suspects_ = &registry->AddGauge(
+        "ringmaster_hang_suspect",
+        "1 for each rank named by the job's latest hang (it did not reach the collective its "
+        "group waits in), until the job recovered.",
+        {"job_id", "rank"});
+    recovery_seconds_ = &registry->AddGauge(
+        "ringmaster_recovery_seconds",
+        "Phases of the job's latest recovery: detect, place, stop, rendezvous, restore, "
+        "first_step, and total (failure to every rank's first step).",
+        {"job_id", "phase"});
+    goodput_ = &registry->AddGauge(
+        "ringmaster_goodput_ratio",
+        "Share of the job's wall time since it first ran that produced steps it kept (work "
+        "lost to restarts taken back).",
+        {"job_id"});
+    job_step_ = &registry->AddGauge("ringmaster_job_step",
+                                    "Lowest step completed by every rank of the job.", {"job_id"});
+    job_tokens_per_second_ = &registry->AddGauge(
+        "ringmaster_job_tokens_per_second", "Tokens per second of the whole job.", {"job_id"});
+    job_checkpoint_step_ = &registry->AddGauge(
+        "ringmaster_job_checkpoint_step", "Step of the job's newest complete checkpoint.",
+        {"job_id"});
+    job_checkpoint_time_ = &registry->AddGauge(
+        "ringmaster_job_last_checkpoint_timestamp_seconds",
+        "When the coordinator learnt of the job's newest complete checkpoint (Unix seconds).",
+        {"job_id"});
   }
 }
 
@@ -341,7 +388,12 @@ void JobManager::ScheduleLocked() {
 }
 
 bool JobManager::TryPlace(Job* job) {
-  absl::StatusOr<Placement> placement = Place(nodes_->FreeCapacity(), LayoutOf(job->status), {});
+  absl::StatusOr<Placement> placement =
+      Place(nodes_->FreeCapacity(), LayoutOf(job->status), job->excluded);
+  if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {
+    // No spare capacity without the excluded nodes: use them after all.
+    placement = Place(nodes_->FreeCapacity(), LayoutOf(job->status), {});
+  }
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
@@ -351,7 +403,8 @@ bool JobManager::TryPlace(Job* job) {
       }
       return false;
     }
-    Fail(job, absl::StrCat("cannot be placed: ", placement.status().message()), /*fatal=*/true);
+    Fail(job, absl::StrCat("cannot be placed: ", placement.status().message()), /*fatal=*/true,
+         clock_->Now(), "");
     return false;
   }
   const std::string& id = job->status.job_id();
@@ -368,6 +421,12 @@ bool JobManager::TryPlace(Job* job) {
   job->finished_ranks.clear();
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
+  job->collectives.clear();
+  StragglerOptions straggler_options;
+  straggler_options.threshold = status.spec().watchdog().straggler_threshold();
+  job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
+  job->resumed = false;
+  job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
 
@@ -419,14 +478,26 @@ void JobManager::StopWorkers(Job* job, const std::string& reason) {
 
 void JobManager::Finish(Job* job, v1::JobState state, const std::string& message) {
   if (job->status.state() == v1::JOB_STATE_RUNNING) StopWorkers(job, message);
+  ForgetSeries(job);
   nodes_->Release(job->status.job_id());
   rendezvous_->CloseJob(job->status.job_id());
   job->status.set_reason("");
   Transition(job, state, message);
 }
 
-void JobManager::Fail(Job* job, const std::string& why, bool fatal) {
+void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
+                      const std::string& node) {
   const v1::JobStatus& status = job->status;
+  if (!node.empty()) {
+    job->failure_streak = node == job->last_failed_node ? job->failure_streak + 1 : 1;
+    job->last_failed_node = node;
+    if (job->failure_streak >= 2 && job->excluded.insert(node).second) {
+      AddEvent(job, "exclude",
+               absl::StrCat("node ", node, " was part of ", job->failure_streak,
+                            " failures in a row: placing the job elsewhere while capacity "
+                            "allows"));
+    }
+  }
   if (fatal || status.restarts() >= status.spec().restart().max_restarts()) {
     Finish(job, v1::JOB_STATE_FAILED,
            fatal ? absl::StrCat(why, " (fatal: no restart)")
@@ -436,6 +507,7 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal) {
   }
   StopWorkers(job, why);
   nodes_->Release(status.job_id());
+  job->recovery.OnFailure(failed_at, clock_->Now());
   job->status.set_restarts(status.restarts() + 1);
   if (restarts_ != nullptr) restarts_->WithLabels({status.job_id()})->Increment();
   job->status.set_reason(why);
@@ -456,14 +528,19 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
   if (state.phase() != v1::WORKER_PHASE_EXITED) {
     if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.
+    std::string why;
+    const std::vector<int> suspects = HangSuspects(job, state.rank(), &why);
     std::string what =
         absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
                         node, state.last_report_age_seconds(),
                         absl::AsciiStrToLower(v1::WorkerPhase_Name(state.phase()).substr(13)));
+    if (!why.empty()) absl::StrAppend(&what, "; ", why);
     v1::JobEvent& event = AddEvent(job, "hang", what);
-    event.add_ranks(state.rank());
+    for (int r : suspects) event.add_ranks(r);
     if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
-    Fail(job, what, /*fatal=*/false);
+    const absl::Time failed_at =
+        clock_->Now() - absl::Seconds(state.last_report_age_seconds());
+    Fail(job, what, /*fatal=*/false, failed_at, job->status.assignments(suspects.front()).node());
     ScheduleLocked();
     return;
   }
@@ -481,7 +558,10 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
                                                         " exited with code ", state.exit_code());
   v1::JobEvent& event = AddEvent(job, "worker_exit", what);
   event.add_ranks(state.rank());
-  Fail(job, what, /*fatal=*/state.signal() == 0 && state.exit_code() == kExitFatal);
+  const absl::Time failed_at =
+      state.time_unix_nanos() > 0 ? absl::FromUnixNanos(state.time_unix_nanos()) : clock_->Now();
+  Fail(job, what, /*fatal=*/state.signal() == 0 && state.exit_code() == kExitFatal, failed_at,
+       node);
   ScheduleLocked();
 }
 
@@ -509,8 +589,121 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   double tps = 0;
   for (double t : job->rank_tokens_per_second) tps += t;
   progress->set_tokens_per_second(tps);
-  progress->set_checkpoint_step(std::max(progress->checkpoint_step(), summary.checkpoint_step()));
+  if (summary.checkpoint_step() > progress->checkpoint_step()) {
+    progress->set_checkpoint_step(summary.checkpoint_step());
+    job->last_checkpoint_time = clock_->Now();
+  }
   job->progress_dirty = true;
+  Watch(job, summary);
+}
+
+void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
+  const int rank = summary.rank();
+  const std::string& id = job->status.job_id();
+  const v1::RankAssignment& a = job->status.assignments(rank);
+  RankCollectives& numbers = job->collectives[rank];
+  numbers.clear();
+  for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
+  for (const auto& [group, n] : summary.collective_completed()) numbers[group].second = n;
+
+  if (job->stragglers != nullptr && summary.steps_in_summary() > 0) {
+    const int group = a.pp_rank() * LayoutOf(job->status).tensor + a.tp_rank();
+    if (auto change = job->stragglers->Add(rank, group, summary.mean_compute_seconds())) {
+      const double threshold = job->status.spec().watchdog().straggler_threshold();
+      v1::JobEvent& event = AddEvent(
+          job, "straggler",
+          change->flagged
+              ? absl::StrFormat("rank %d on %s computes %.2fx the median of its data-parallel "
+                                "group dp%d (threshold %.2f): straggler",
+                                rank, a.node(), change->ratio, group, threshold)
+              : absl::StrFormat("rank %d on %s is back to %.2fx its group's median: no longer a "
+                                "straggler",
+                                rank, a.node(), change->ratio));
+      event.add_ranks(rank);
+      Persist(job);
+      if (stragglers_ != nullptr) {
+        stragglers_->WithLabels({id, absl::StrCat(rank)})->Set(change->flagged ? 1 : 0);
+        job->straggler_series.insert(rank);
+      }
+    }
+  }
+
+  if (summary.process_start_unix_nanos() > 0) {
+    WorkerStartup startup;
+    startup.process_start = absl::FromUnixNanos(summary.process_start_unix_nanos());
+    startup.rendezvous_seconds = summary.rendezvous_seconds();
+    startup.restore_seconds = summary.restore_seconds();
+    startup.first_step_seconds = summary.first_step_seconds();
+    if (std::optional<RecoveryPhases> phases = job->recovery.OnWorkerStarted(rank, startup)) {
+      AddEvent(job, "recovered",
+               absl::StrCat("every rank of generation ", job->status.generation(),
+                            " completed a step; recovery took ", phases->ToString()));
+      Persist(job);
+      if (recovery_seconds_ != nullptr) {
+        const std::pair<const char*, double> values[] = {
+            {"detect", phases->detect},         {"place", phases->place},
+            {"stop", phases->stop},             {"rendezvous", phases->rendezvous},
+            {"restore", phases->restore},       {"first_step", phases->first_step},
+            {"total", phases->total}};
+        for (const auto& [phase, seconds] : values) {
+          recovery_seconds_->WithLabels({id, phase})->Set(seconds);
+        }
+        job->recovery_series = true;
+      }
+      for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
+      job->hang_suspects.clear();
+    }
+    if (rank == 0 && !job->resumed) {
+      job->recovery.OnResume(summary.start_step());
+      job->resumed = true;
+    }
+  }
+  if (rank == 0 && job->resumed && summary.step_end_unix_nanos() > 0) {
+    job->recovery.OnStep(summary.step(), absl::FromUnixNanos(summary.step_end_unix_nanos()),
+                         summary.first_step_seconds());
+  }
+}
+
+std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* description) {
+  std::vector<Laggard> laggards = FindLaggards(job->collectives);
+  std::vector<int> suspects;
+  for (const Laggard& l : laggards) {
+    if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
+      suspects.push_back(l.rank);
+    }
+  }
+  *description = DescribeLaggards(laggards);
+  if (suspects.empty()) suspects.push_back(rank);
+  if (hang_suspects_ != nullptr) {
+    const std::string& id = job->status.job_id();
+    for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
+    job->hang_suspects.clear();
+    for (int r : suspects) {
+      hang_suspects_->WithLabels({id, absl::StrCat(r)})->Set(1);
+      job->hang_suspects.insert(r);
+    }
+  }
+  return suspects;
+}
+
+void JobManager::ForgetSeries(Job* job) {
+  if (stragglers_ == nullptr) return;
+  const std::string& id = job->status.job_id();
+  for (int r : job->straggler_series) stragglers_->Remove({id, absl::StrCat(r)});
+  for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
+  job->straggler_series.clear();
+  job->hang_suspects.clear();
+  if (job->recovery_series) {
+    for (const char* phase :
+         {"detect", "place", "stop", "rendezvous", "restore", "first_step", "total"}) {
+      recovery_seconds_->Remove({id, phase});
+    }
+    job->recovery_series = false;
+  }
+  for (metrics::GaugeFamily* f : {goodput_, job_step_, job_tokens_per_second_,
+                                  job_checkpoint_step_, job_checkpoint_time_}) {
+    f->Remove({id});
+  }
 }
 
 void JobManager::OnNodeLost(const std::string& node) {
@@ -526,7 +719,7 @@ void JobManager::OnNodeLost(const std::string& node) {
     for (const auto& a : job->status.assignments()) {
       if (a.node() == node) event.add_ranks(a.rank());
     }
-    Fail(job, what, /*fatal=*/false);
+    Fail(job, what, /*fatal=*/false, nodes_->LastHeartbeat(node).value_or(clock_->Now()), node);
     changed = true;
   }
   if (changed) ScheduleLocked();
@@ -570,10 +763,23 @@ void JobManager::Tick() {
       std::string what = absl::StrCat("node ", *job->awaiting_nodes.begin(),
                                       " did not report the job's workers after a coordinator "
                                       "restart");
+      const std::string missing = *job->awaiting_nodes.begin();
       job->awaiting_nodes.clear();
-      Fail(job, what, /*fatal=*/false);
+      Fail(job, what, /*fatal=*/false, now, missing);
       changed = true;
       continue;
+    }
+    if (goodput_ != nullptr && now - job->last_progress_push >= absl::Seconds(1)) {
+      const std::vector<std::string> labels = {id};
+      const v1::JobProgress& p = job->status.progress();
+      goodput_->WithLabels(labels)->Set(job->recovery.Goodput(now));
+      job_step_->WithLabels(labels)->Set(static_cast<double>(p.step()));
+      job_tokens_per_second_->WithLabels(labels)->Set(p.tokens_per_second());
+      if (p.checkpoint_step() > 0) {
+        job_checkpoint_step_->WithLabels(labels)->Set(static_cast<double>(p.checkpoint_step()));
+        job_checkpoint_time_->WithLabels(labels)->Set(
+            absl::ToDoubleSeconds(job->last_checkpoint_time - absl::UnixEpoch()));
+      }
     }
     if (job->progress_dirty && now - job->last_progress_push >= absl::Seconds(1)) {
       v1::WatchJobResponse update;

@@ -7,10 +7,22 @@
 // until then JobStatus.reason says what is missing. Each (re)launch bumps the generation, opens a
 // fresh rendezvous store and sends LaunchWorkers to every node of the placement.
 //
-// Failures (worker exit != 0, a lost node): the job's workers are stopped (StopWorkers to every
-// node), its devices released, and the job goes RESTARTING while restarts remain
+// Failures (worker exit != 0, a lost node, a hang): the job's workers are stopped (StopWorkers to
+// every node), its devices released, and the job goes RESTARTING while restarts remain
 // (spec.restart.max_restarts), else FAILED. Exit code 78 (fatal, see common/status.h) fails the
-// job at once. Anything about an older generation is ignored (fenced).
+// job at once. Anything about an older generation is ignored (fenced). A node implicated in two
+// failures of the job in a row is excluded from its placements while other capacity exists.
+//
+// Watchdog (from the agents' step summaries and hang reports):
+//  - hangs: an agent reports a rank silent beyond its phase's allowance; the job's ranks' last
+//    collective sequence numbers name the rank(s) that never entered the collective their group
+//    waits in (hang_analysis.h); the "hang" event and ringmaster_hang_suspect{rank} name them;
+//  - stragglers: straggler_detector.h per data-parallel group, with the job's
+//    watchdog.straggler_threshold; "straggler" events (flagged and cleared) and
+//    ringmaster_straggler{rank}; no restart;
+//  - recoveries: recovery_tracker.h; a "recovered" event and ringmaster_recovery_seconds{phase}
+//    once every rank of the new generation has stepped; ringmaster_goodput_ratio.
+// Job-level series are removed when the job ends (bounded cardinality).
 //
 // Durability: jobs, events, generations and assignments go to the JobStore on every transition;
 // progress (step, loss) is in memory only. Recover() reloads everything after a restart; running
@@ -126,7 +138,18 @@ class JobManager {
   void Persist(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TryPlace(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Fail(Job* job, const std::string& why, bool fatal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
+  // is attributed to ("" for none), for exclusion after repeated failures.
+  void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
+            const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watchdog parts of a step summary: stragglers, recovery figures, goodput.
+  void Watch(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranks named in a hang reported for `rank`: laggards from the collective numbers, or the
+  // reported rank itself; `description` says why.
+  std::vector<int> HangSuspects(Job* job, int rank, std::string* description)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the job's job-level series.
+  void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(Job* job, v1::JobState state, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,6 +164,14 @@ class JobManager {
   metrics::GaugeFamily* jobs_by_state_ = nullptr;
   metrics::CounterFamily* restarts_ = nullptr;
   metrics::CounterFamily* hangs_ = nullptr;
+  metrics::GaugeFamily* stragglers_ = nullptr;
+  metrics::GaugeFamily* hang_suspects_ = nullptr;
+  metrics::GaugeFamily* recovery_seconds_ = nullptr;
+  metrics::GaugeFamily* goodput_ = nullptr;
+  metrics::GaugeFamily* job_step_ = nullptr;
+  metrics::GaugeFamily* job_tokens_per_second_ = nullptr;
+  metrics::GaugeFamily* job_checkpoint_step_ = nullptr;
+  metrics::GaugeFamily* job_checkpoint_time_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   absl::Time started_;
 

@@ -78,6 +78,30 @@ v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int signal = 
   return s;
 }
 
+// A summary of `rank` at `step` with dp0 sequence numbers and `compute` seconds per step.
+v1::StepSummary Summary(const v1::JobStatus& job, int rank, int64_t step, int64_t entered,
+                        int64_t completed, double compute = 0.1) {
+  v1::StepSummary s;
+  s.mutable_job()->set_job_id(job.job_id());
+  s.mutable_job()->set_generation(job.generation());
+  s.set_rank(rank);
+  s.set_step(step);
+  (*s.mutable_collective_entered())["dp0"] = entered;
+  (*s.mutable_collective_completed())["dp0"] = completed;
+  s.set_mean_compute_seconds(compute);
+  s.set_steps_in_summary(1);
+  return s;
+}
+
+// The events of `kind`.
+std::vector<v1::JobEvent> EventsOf(const v1::GetJobResponse& r, const std::string& kind) {
+  std::vector<v1::JobEvent> out;
+  for (const auto& e : r.events()) {
+    if (e.kind() == kind) out.push_back(e);
+  }
+  return out;
+}
+
 std::vector<v1::JobState> StatesOf(const v1::GetJobResponse& r) {
   std::vector<v1::JobState> states;
   for (const auto& e : r.events()) {
@@ -249,6 +273,138 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   EXPECT_NE(
       registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
       std::string::npos);
+}
+
+TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWaitsIn) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Ranks 0, 1, 3 entered all-reduce #8 and wait; rank 2 stopped after #7.
+  for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  jobs_->OnStepSummary(Summary(gen1, 2, 4, 7, 7));
+  // Rank 0's agent reports it silent first: the event still names rank 2.
+  v1::WorkerState hung = Exit(gen1, 0, 0);
+  hung.set_phase(v1::WORKER_PHASE_STEP);
+  hung.set_last_report_age_seconds(11);
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 2 has not entered collective #8 of dp0 (it is at #7) "
+                                    "that ranks 0, 1, 3 wait in"),
+            std::string::npos)
+      << hangs[0].message();
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_hang_suspect{job_id=\"" + job->job_id() + "\",rank=\"2\"} 1"),
+            std::string::npos)
+      << page;
+  EXPECT_EQ(after->job().generation(), 2);
+}
+
+TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  for (int step = 1; step <= 8; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
+    jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.15));
+  }
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> flagged = EventsOf(*after, "straggler");
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].ranks(0), 1);
+  EXPECT_NE(flagged[0].message().find("rank 1 on n1 computes 1.50x the median of its "
+                                      "data-parallel group dp0 (threshold 1.20): straggler"),
+            std::string::npos)
+      << flagged[0].message();
+  EXPECT_EQ(after->job().generation(), 1);  // no restart
+  EXPECT_NE(registry_.RenderText().find("ringmaster_straggler{job_id=\"" + job->job_id() +
+                                        "\",rank=\"1\"} 1"),
+            std::string::npos);
+  // Back to normal: cleared, the series stays at 0 until the job ends.
+  for (int step = 9; step <= 20; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
+    jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.10));
+  }
+  after = jobs_->Get(job->job_id());
+  ASSERT_EQ(EventsOf(*after, "straggler").size(), 2u);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_straggler{job_id=\"" + job->job_id() +
+                                        "\",rank=\"1\"} 0"),
+            std::string::npos);
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_straggler{"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::WorkerState killed = Exit(Current(job->job_id()), 1, -1, 9);
+  killed.set_time_unix_nanos(absl::ToUnixNanos(clock_.Now() - absl::Milliseconds(100)));
+  jobs_->OnWorkerState("n1", killed);
+  v1::JobStatus gen2 = Current(job->job_id());
+  ASSERT_EQ(gen2.generation(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen2, rank, 21, 2, 2);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now() + absl::Milliseconds(200)));
+    s.set_rendezvous_seconds(0.3);
+    s.set_restore_seconds(0.05);
+    s.set_first_step_seconds(0.1);
+    s.set_start_step(20);
+    s.set_step_end_unix_nanos(absl::ToUnixNanos(clock_.Now() + absl::Seconds(1)));
+    jobs_->OnStepSummary(s);
+  }
+  std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(job->job_id()), "recovered");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_NE(recovered[0].message().find("recovery took 0.75 s: detect 0.10, place 0.00, stop "
+                                        "0.20, rendezvous 0.30, restore 0.05, first step 0.10"),
+            std::string::npos)
+      << recovered[0].message();
+  jobs_->Tick();
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_recovery_seconds{job_id=\"" + job->job_id() +
+                      "\",phase=\"total\"} 0.75"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("ringmaster_goodput_ratio{job_id=\"" + job->job_id() + "\"}"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, ANodeThatFailedTwiceInARowIsExcludedWhileSpareCapacityExists) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(5);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string first = Current(job->job_id()).assignments(0).node();
+  jobs_->OnWorkerState(first, Exit(Current(job->job_id()), 0, 1));
+  // Best-fit places it on the same node again; a second failure there excludes it.
+  v1::JobStatus gen2 = Current(job->job_id());
+  ASSERT_EQ(gen2.assignments(0).node(), first);
+  jobs_->OnWorkerState(first, Exit(gen2, 0, 1));
+  v1::JobStatus gen3 = Current(job->job_id());
+  EXPECT_EQ(gen3.generation(), 3);
+  EXPECT_NE(gen3.assignments(0).node(), first);
+  ASSERT_EQ(EventsOf(*jobs_->Get(job->job_id()), "exclude").size(), 1u);
+}
+
+TEST_F(JobManagerTest, AnExcludedNodeIsUsedWhenNothingElseFits) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(5);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));
+  v1::JobStatus gen3 = Current(job->job_id());
+  EXPECT_EQ(gen3.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(gen3.generation(), 3);
+  EXPECT_EQ(gen3.assignments(0).node(), "n1");
 }
 
 TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {

@@ -168,6 +168,13 @@ std::optional<std::string> NodeManager::HostAddress(const std::string& name) con
   return it->second.registration.host_address();
 }
 
+std::optional<absl::Time> NodeManager::LastHeartbeat(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.last_heartbeat;
+}
+
 std::vector<v1::NodeStatus> NodeManager::List() const {
   std::vector<v1::NodeStatus> out;
   absl::MutexLock lock(&mu_);

@@ -70,6 +70,8 @@ class NodeManager {
   bool IsAlive(const std::string& node) const;
   // The node's host address from its registration, if the node is known.
   std::optional<std::string> HostAddress(const std::string& node) const;
+  // When the node last sent a heartbeat (or registered), if the node is known.
+  std::optional<absl::Time> LastHeartbeat(const std::string& node) const;
   // Status of every known node, sorted by name.
   std::vector<v1::NodeStatus> List() const;
   int AliveCount() const;

@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -90,7 +91,7 @@ absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
   return RunCollectiveBench(*comm, options).status();
 }
 
-absl::Status Main() {
+absl::Status Main(absl::Time process_start) {
   const EnvLookup env = ProcessEnvironment();
   ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent, AgentClient::FromEnvironment(env));
   absl::Status status = [&]() -> absl::Status {
@@ -116,6 +117,7 @@ absl::Status Main() {
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
+    config.process_start = process_start;
     return RunTraining(config, agent.get());
   }();
   if (agent != nullptr) {
@@ -131,12 +133,13 @@ absl::Status Main() {
 
 int main(int argc, char** argv) {
   ringmaster::trainer::ReexecWithBetterOpenBlasKernels(argv);
+  const absl::Time process_start = absl::Now();
   absl::Status init = ringmaster::InitBinary(
       argc, argv,
       "ringmaster-trainer: trains the builtin GPT (under an agent, or --spec=job.yaml "
       "standalone), or --mode=collective-bench",
       nullptr);
-  absl::Status status = init.ok() ? ringmaster::trainer::Main() : init;
+  absl::Status status = init.ok() ? ringmaster::trainer::Main(process_start) : init;
   if (!status.ok()) {
     const int code = ringmaster::ExitCodeFor(status);
     RM_LOG(ERROR) << "trainer failed (exit " << code << ", "

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "trainer/checkpoint/checkpointer.h"
@@ -20,6 +21,7 @@
 #include "trainer/model/cpu_device.h"
 #include "trainer/model/gpt.h"
 #include "trainer/parallel/data_parallel.h"
+#include "trainer/worker/collective_reporter.h"
 #include "trainer/worker/step_report.h"
 
 namespace ringmaster::trainer {
@@ -37,7 +39,9 @@ class Run {
   Run(const TrainerConfig& config, AgentClient* agent) : c_(config), agent_(agent) {}
 
   absl::Status Setup();
+  // Restore() (the newest checkpoint, or a fresh model), timed.
   absl::Status Resume();
+  absl::Status Restore();
   absl::Status Train();
 
  private:
@@ -58,7 +62,12 @@ class Run {
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<CollectiveReporter> collective_reporter_;
   CheckpointLayout layout_;
+  // Startup figures for the first step report of the process.
+  double rendezvous_seconds_ = 0;
+  double restore_seconds_ = 0;
+  bool first_report_ = true;
   int64_t start_step_ = 0;
   double peak_flops_ = 0;
   std::vector<int32_t> inputs_, targets_;
@@ -84,6 +93,12 @@ absl::Status Run::Setup() {
   const std::string dp_name = absl::StrCat("dp", p.pp_rank * p.tp + p.tp_rank);
   ASSIGN_OR_RETURN(dp_comm_, network_->Connect(dp_name, p.dp_rank, p.dp, store,
                                                c_.flags.comm_timeout));
+  rendezvous_seconds_ = absl::ToDoubleSeconds(absl::Now() - c_.process_start);
+  if (agent_ != nullptr && c_.flags.report_metrics) {
+    collective_reporter_ = std::make_unique<CollectiveReporter>(
+        agent_, std::vector<const Communicator*>{world_.get(), dp_comm_.get()},
+        absl::Milliseconds(500));
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = c_.flags.blas_threads > 0
                           ? c_.flags.blas_threads
@@ -134,6 +149,13 @@ absl::Status Run::Setup() {
 }
 
 absl::Status Run::Resume() {
+  const auto start = Clock::now();
+  absl::Status resumed = Restore();
+  restore_seconds_ = Since(start);
+  return resumed;
+}
+
+absl::Status Run::Restore() {
   int64_t step = -1;
   if (!c_.checkpoint.dir.empty()) {
     ASSIGN_OR_RETURN(step, checkpointer_->FindResumeStep());
@@ -215,6 +237,14 @@ absl::Status Run::Report(int64_t step, double loss, double seconds, double comm_
   r.set_comm_seconds(comm_seconds);
   r.set_mfu(mfu);
   r.set_state_bytes(dp_->state_bytes());
+  r.set_end_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  if (first_report_) {
+    first_report_ = false;
+    r.set_process_start_unix_nanos(absl::ToUnixNanos(c_.process_start));
+    r.set_rendezvous_seconds(rendezvous_seconds_);
+    r.set_restore_seconds(restore_seconds_);
+    r.set_start_step(start_step_);
+  }
   AddCollectiveStats(*dp_comm_, &r);
   AddCollectiveStats(*world_, &r);
   return agent_->ReportStep(r);

@@ -57,6 +57,7 @@ struct TrainerConfig {
   CheckpointOptions checkpoint;
   std::string host_address;  // where peers reach this rank (RINGMASTER_HOST_ADDRESS)
   int local_world = 1;       // ranks on this node (LOCAL_WORLD_SIZE)
+  absl::Time process_start;  // when main() started (for the startup figures of the first report)
   TrainerFlags flags;
 };
 

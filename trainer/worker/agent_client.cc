@@ -84,6 +84,14 @@ absl::Status AgentClient::ReportExit(int exit_code, const std::string& reason) {
   return FromGrpc("ReportExit", stub_->ReportExit(&context, request, &response));
 }
 
+absl::Status AgentClient::ReportCollectives(v1::ReportCollectivesRequest request) {
+  *request.mutable_worker() = identity_;
+  v1::ReportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, kRpcTimeout);
+  return FromGrpc("ReportCollectives", stub_->ReportCollectives(&context, request, &response));
+}
+
 absl::Status AgentClient::Set(const std::string& key, const std::string& value) {
   v1::RendezvousSetRequest request;
   *request.mutable_worker() = identity_;

@@ -1,0 +1,47 @@
+#include "coordinator/hang_analysis.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ringmaster::coordinator {
+
+std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks) {
+  // Group -> (rank -> numbers).
+  std::map<std::string, std::map<int, std::pair<int64_t, int64_t>>> groups;
+  for (const auto& [rank, collectives] : ranks) {
+    for (const auto& [group, numbers] : collectives) groups[group][rank] = numbers;
+  }
+  std::vector<Laggard> laggards;
+  for (const auto& [group, members] : groups) {
+    int64_t front = 0;
+    for (const auto& [rank, n] : members) front = std::max(front, n.first);
+    std::vector<int> waiting;
+    for (const auto& [rank, n] : members) {
+      if (n.first == front && n.second < front) waiting.push_back(rank);
+    }
+    if (waiting.empty()) continue;  // nobody is inside a collective the others have not reached
+    for (const auto& [rank, n] : members) {
+      if (n.first < front) laggards.push_back({rank, group, n.first, front, waiting});
+    }
+  }
+  std::sort(laggards.begin(), laggards.end(), [](const Laggard& a, const Laggard& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.group < b.group;
+  });
+  return laggards;
+}
+
+std::string DescribeLaggards(const std::vector<Laggard>& laggards) {
+  std::vector<std::string> lines;
+  for (const Laggard& l : laggards) {
+    lines.push_back(absl::StrCat("rank ", l.rank, " has not entered collective #", l.waited_in,
+                                 " of ", l.group, " (it is at #", l.entered, ") that rank",
+                                 l.waiting.size() == 1 ? " " : "s ",
+                                 absl::StrJoin(l.waiting, ", "), " wait",
+                                 l.waiting.size() == 1 ? "s" : "", " in"));
+  }
+  return absl::StrJoin(lines, "; ");
+}
+
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,55 @@
+#include "coordinator/hang_analysis.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(HangAnalysisTest, NamesTheRankThatDidNotEnterTheCollectiveOthersWaitIn) {
+  // dp0: ranks 0, 1, 3 entered #57 and wait; rank 2 is still at #56 (stopped while computing).
+  std::map<int, RankCollectives> ranks = {
+      {0, {{"dp0", {57, 56}}, {"world", {3, 3}}}},
+      {1, {{"dp0", {57, 56}}, {"world", {3, 3}}}},
+      {2, {{"dp0", {56, 56}}, {"world", {3, 3}}}},
+      {3, {{"dp0", {57, 56}}, {"world", {3, 3}}}},
+  };
+  std::vector<Laggard> l = FindLaggards(ranks);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].rank, 2);
+  EXPECT_EQ(l[0].group, "dp0");
+  EXPECT_EQ(l[0].entered, 56);
+  EXPECT_EQ(l[0].waited_in, 57);
+  EXPECT_THAT(l[0].waiting, ElementsAre(0, 1, 3));
+  EXPECT_EQ(DescribeLaggards(l),
+            "rank 2 has not entered collective #57 of dp0 (it is at #56) that ranks 0, 1, 3 wait in");
+}
+
+TEST(HangAnalysisTest, TableOfOtherShapes) {
+  struct Case {
+    std::string name;
+    std::map<int, RankCollectives> ranks;
+    std::vector<int> laggards;
+  };
+  const std::vector<Case> cases = {
+      {"nobody inside a collective", {{0, {{"dp0", {5, 5}}}}, {1, {{"dp0", {5, 5}}}}}, {}},
+      {"all inside the same one", {{0, {{"dp0", {6, 5}}}}, {1, {{"dp0", {6, 5}}}}}, {}},
+      // The others finished #6; rank 1 is behind but nobody waits for it in #6 any more.
+      {"behind without waiters", {{0, {{"dp0", {6, 6}}}}, {1, {{"dp0", {5, 5}}}}}, {}},
+      {"two laggards in two groups",
+       {{0, {{"tp0", {9, 8}}}}, {1, {{"tp0", {8, 8}}}}, {2, {{"tp1", {4, 4}}}},
+        {3, {{"tp1", {5, 4}}}}},
+       {1, 2}},
+      {"nothing reported", {}, {}},
+  };
+  for (const Case& c : cases) {
+    std::vector<int> got;
+    for (const Laggard& l : FindLaggards(c.ranks)) got.push_back(l.rank);
+    EXPECT_EQ(got, c.laggards) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator

@@ -1,0 +1,62 @@
+#include "coordinator/straggler_detector.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ringmaster::coordinator {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+double StragglerDetector::Level(const Rank& r) const {
+  return Median(std::vector<double>(r.samples.begin(), r.samples.end()));
+}
+
+std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int group,
+                                                                double mean_compute_seconds) {
+  if (!(mean_compute_seconds > 0)) return std::nullopt;
+  Rank& r = ranks_[rank];
+  r.group = group;
+  r.samples.push_back(mean_compute_seconds);
+  while (static_cast<int>(r.samples.size()) > options_.window) r.samples.pop_front();
+  if (static_cast<int>(r.samples.size()) < options_.min_samples) return std::nullopt;
+
+  std::vector<double> others;
+  for (const auto& [other, o] : ranks_) {
+    if (other != rank && o.group == group &&
+        static_cast<int>(o.samples.size()) >= options_.min_samples) {
+      others.push_back(Level(o));
+    }
+  }
+  if (others.empty()) return std::nullopt;
+  const double reference = Median(others);
+  if (reference <= 0) return std::nullopt;
+  const double ratio = Level(r) / reference;
+  ratios_[rank] = ratio;
+
+  const double clear_below = 1 + (options_.threshold - 1) / 2;
+  const bool pointing_other_way = r.flagged ? ratio < clear_below : ratio >= options_.threshold;
+  r.streak = pointing_other_way ? r.streak + 1 : 0;
+  if (r.streak < options_.hysteresis) return std::nullopt;
+  r.flagged = !r.flagged;
+  r.streak = 0;
+  return Change{rank, r.flagged, ratio};
+}
+
+bool StragglerDetector::flagged(int rank) const {
+  auto it = ranks_.find(rank);
+  return it != ranks_.end() && it->second.flagged;
+}
+
+double StragglerDetector::ratio(int rank) const {
+  auto it = ratios_.find(rank);
+  return it == ratios_.end() ? 0 : it->second;
+}
+
+}  // namespace ringmaster::coordinator

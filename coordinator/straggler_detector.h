@@ -1,0 +1,68 @@
+// Straggler detection for one job: a rank whose compute time (the time it spends before and
+// between collectives, which a slow rank stretches and its peers do not) stays above its
+// data-parallel group's by a factor is a straggler. Pure logic; the job manager feeds it the
+// agents' step summaries.
+//
+// Each summary brings a rank's mean compute seconds over the steps since its previous summary.
+// A rank's level is the median of its last `window` samples; its ratio is that level over the
+// median of the other ranks' levels in its group (leave-one-out, so a group of two compares the
+// two directly). A rank is flagged after `hysteresis` consecutive samples with ratio >=
+// `threshold`, and cleared after `hysteresis` consecutive samples with ratio below
+// 1 + (threshold - 1) / 2. Ranks with fewer than `min_samples` samples, and groups where no
+// other rank has them, are not judged.
+//
+// Not thread-safe (the job manager's lock guards it).
+#ifndef RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
+#define RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
+
+#include <deque>
+#include <map>
+#include <optional>
+
+namespace ringmaster::coordinator {
+
+struct StragglerOptions {
+  double threshold = 1.2;  // spec.watchdog.straggler_threshold
+  int window = 5;
+  int min_samples = 3;
+  int hysteresis = 3;
+};
+
+class StragglerDetector {
+ public:
+  explicit StragglerDetector(StragglerOptions options) : options_(options) {}
+
+  // A change of a rank's flag.
+  struct Change {
+    int rank = 0;
+    bool flagged = false;
+    double ratio = 0;
+  };
+
+  // Records a sample of `rank` in data-parallel group `group` and judges the rank; returns a
+  // change of its flag, if any. Samples <= 0 are ignored.
+  std::optional<Change> Add(int rank, int group, double mean_compute_seconds);
+
+  bool flagged(int rank) const;
+  // The rank's last ratio (0 before it was judged).
+  double ratio(int rank) const;
+  // Ranks judged so far, with their ratios.
+  const std::map<int, double>& ratios() const { return ratios_; }
+
+ private:
+  struct Rank {
+    int group = 0;
+    std::deque<double> samples;
+    bool flagged = false;
+    int streak = 0;  // consecutive samples pointing at the opposite of `flagged`
+  };
+  double Level(const Rank& r) const;
+
+  const StragglerOptions options_;
+  std::map<int, Rank> ranks_;
+  std::map<int, double> ratios_;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_

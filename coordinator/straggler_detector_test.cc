@@ -1,0 +1,85 @@
+#include "coordinator/straggler_detector.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+// Feeds `rounds` samples to ranks 0..n-1 of one group; rank `slow` (if >= 0) computes `factor`
+// times longer. Noise: +-`jitter` relative, uniform. Returns the changes seen, in order.
+std::vector<StragglerDetector::Change> Feed(StragglerDetector* d, int n, int slow, double factor,
+                                           int rounds, double jitter, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
+  std::vector<StragglerDetector::Change> changes;
+  for (int round = 0; round < rounds; ++round) {
+    for (int r = 0; r < n; ++r) {
+      const double compute = 0.1 * (r == slow ? factor : 1.0) * noise(rng);
+      if (auto c = d->Add(r, 0, compute)) changes.push_back(*c);
+    }
+  }
+  return changes;
+}
+
+TEST(StragglerDetectorTest, FlagsTheSlowRankAfterTheHysteresisAndOnlyIt) {
+  struct Case {
+    int ranks;
+    double factor;
+  };
+  for (const Case c : {Case{2, 1.3}, Case{4, 1.3}, Case{8, 1.5}}) {
+    StragglerDetector d({1.2, 5, 3, 3});
+    auto changes = Feed(&d, c.ranks, 1, c.factor, 10, 0.02);
+    ASSERT_EQ(changes.size(), 1u) << c.ranks;
+    EXPECT_EQ(changes[0].rank, 1);
+    EXPECT_TRUE(changes[0].flagged);
+    EXPECT_NEAR(changes[0].ratio, c.factor, 0.05);
+    EXPECT_TRUE(d.flagged(1));
+    EXPECT_FALSE(d.flagged(0));
+  }
+}
+
+TEST(StragglerDetectorTest, NeedsMinSamplesThenHysteresisSamples) {
+  StragglerDetector d({1.2, 5, 3, 3});
+  // Samples 1-2 are too few to judge; samples 3, 4, 5 are above: flagged at the 5th.
+  for (int round = 1; round <= 5; ++round) {
+    d.Add(0, 0, 0.1);
+    auto c = d.Add(1, 0, 0.2);
+    EXPECT_EQ(c.has_value(), round == 5) << round;
+  }
+}
+
+TEST(StragglerDetectorTest, ClearsWithHysteresisWhenTheRankRecovers) {
+  StragglerDetector d({1.2, 3, 3, 3});
+  Feed(&d, 2, 1, 1.5, 8, 0.0);
+  ASSERT_TRUE(d.flagged(1));
+  // Back to normal: the window (3) must fill with normal samples and then 3 below 1.1.
+  auto changes = Feed(&d, 2, -1, 1.0, 10, 0.0);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].flagged);
+  EXPECT_FALSE(d.flagged(1));
+}
+
+TEST(StragglerDetectorTest, NoFlagsInCleanNoisyRuns) {
+  // 10% jitter on every sample, 10,000 rank-samples across 8 ranks: never flagged at 1.2.
+  StragglerDetector d({1.2, 5, 3, 3});
+  EXPECT_TRUE(Feed(&d, 8, -1, 1.0, 1250, 0.10, 7).empty());
+}
+
+TEST(StragglerDetectorTest, GroupsAreJudgedSeparatelyAndAloneIsNeverAStraggler) {
+  StragglerDetector d({1.2, 5, 3, 3});
+  for (int round = 0; round < 10; ++round) {
+    EXPECT_FALSE(d.Add(0, 0, 0.1).has_value());  // group 0 has one member
+    d.Add(1, 1, 0.3);                            // group 1: ranks 1 and 2, equal
+    d.Add(2, 1, 0.3);
+  }
+  EXPECT_FALSE(d.flagged(0));
+  EXPECT_FALSE(d.flagged(1));
+  EXPECT_DOUBLE_EQ(d.ratio(1), 1.0);
+  EXPECT_FALSE(d.Add(3, 1, 0.0).has_value());  // no compute time: ignored
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
