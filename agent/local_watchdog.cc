@@ -73,7 +73,7 @@ absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
     case v1::WORKER_PHASE_STEP:
     case v1::WORKER_PHASE_EVAL:
       if (worker.step_timeout > absl::ZeroDuration()) return worker.step_timeout;
-      if (worker.step_seconds.empty()) return options_.step_floor;
+      if (worker.step_seconds.empty()) return options_.init_timeout;
       return std::max(options_.step_floor,
                       absl::Seconds(options_.step_factor * P99(worker.step_seconds)));
     case v1::WORKER_PHASE_EXITED:

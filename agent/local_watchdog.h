@@ -2,10 +2,11 @@
 // allowance is hung. Pure logic over an injected clock; the agent calls Check() periodically and
 // reports what it returns to the coordinator.
 //
-// Allowances per phase (the coordinator supplies them; defaults below): STARTING and INIT get
+// Allowances per phase (the agent's flags set them; defaults below): STARTING and INIT get
 // `init_timeout`, CHECKPOINT gets `checkpoint_timeout`, STEP and EVAL get
 // max(step_floor, step_factor * p99 of the rank's recent step times) — a slow checkpoint is not a
-// hang, and a job whose steps take minutes is not declared hung after seconds.
+// hang, and a job whose steps take minutes is not declared hung after seconds. Until the rank
+// has reported a step, STEP gets `init_timeout` too (a process's first step includes warm-up).
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
@@ -29,8 +30,8 @@ namespace ringmaster::agent {
 struct WatchdogOptions {
   absl::Duration init_timeout = absl::Minutes(10);
   absl::Duration checkpoint_timeout = absl::Minutes(30);
-  absl::Duration step_floor = absl::Minutes(2);
-  double step_factor = 10;
+  absl::Duration step_floor = absl::Seconds(10);
+  double step_factor = 5;
   int step_window = 100;  // Recent step times kept for the p99.
 };
 

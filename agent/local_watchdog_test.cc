@@ -92,9 +92,9 @@ TEST_F(LocalWatchdogTest, CheckpointAllowanceIsItsOwnEvenWhenShorter) {
 
 TEST_F(LocalWatchdogTest, StepAllowanceIsTheFloorUntilStepsAreSlow) {
   watchdog_.Track("gpt-1", 1, 0);
-  // Stepping, no step time yet: the floor.
+  // Stepping, no step time yet: the first step may warm up, so the init allowance.
   watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 0);
-  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
   Steps(5, 1.0);  // 10 x 1 s < 2 min.
   EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
   Steps(5, 30.0);  // p99 of ten samples is the largest: 10 x 30 s.
@@ -237,17 +237,17 @@ TEST_F(LocalWatchdogTest, TrackWithANewGenerationStartsOver) {
   watchdog_.Track("gpt-1", 2, 0);
   EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
   watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_STEP, 0);
-  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));  // no step of generation 2 yet
 
   // A straggling report of generation 1 is not a sign of life of generation 2.
-  clock_.Advance(absl::Minutes(2));
+  clock_.Advance(absl::Minutes(10));
   watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 60.0);
-  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
   clock_.Advance(absl::Seconds(1));
   std::vector<HungRank> hung = watchdog_.Check();
   ASSERT_THAT(hung, SizeIs(1));
   EXPECT_EQ(hung[0].generation, 2);
-  EXPECT_EQ(hung[0].silent, absl::Minutes(2) + absl::Seconds(1));
+  EXPECT_EQ(hung[0].silent, absl::Minutes(10) + absl::Seconds(1));
 }
 
 TEST_F(LocalWatchdogTest, ReportOfANewerGenerationStartsOver) {
@@ -256,7 +256,9 @@ TEST_F(LocalWatchdogTest, ReportOfANewerGenerationStartsOver) {
   watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_INIT, 0);
   EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
   watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_STEP, 0);
-  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));  // No generation-1 step times.
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));  // No generation-1 step times.
+  watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_STEP, 1.0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));  // The floor.
   clock_.Advance(absl::Minutes(3));
   std::vector<HungRank> hung = watchdog_.Check();
   ASSERT_THAT(hung, SizeIs(1));

@@ -41,6 +41,14 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinat
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate of this agent (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of this agent's certificate.");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when the agent exits.");
+ABSL_FLAG(double, hang_init_timeout, 600,
+          "Seconds a worker may be silent while starting, in INIT, or before its first step.");
+ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
+          "Seconds a worker may be silent while in the CHECKPOINT phase.");
+ABSL_FLAG(double, hang_step_floor, 10,
+          "Minimum seconds a stepping worker may be silent (the STEP allowance is "
+          "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");
+ABSL_FLAG(double, hang_step_factor, 5, "Multiple of the p99 step time a worker may be silent.");
 
 namespace ringmaster::agent {
 namespace {
@@ -80,7 +88,13 @@ absl::Status Run() {
   auto running =
       registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.").WithLabels({});
   RankMetrics rank_metrics(&registry, Clock::Real(), absl::Seconds(1));
-  LocalWatchdog watchdog(Clock::Real(), WatchdogOptions{});
+  WatchdogOptions watchdog_options;
+  watchdog_options.init_timeout = absl::Seconds(absl::GetFlag(FLAGS_hang_init_timeout));
+  watchdog_options.checkpoint_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_hang_checkpoint_timeout));
+  watchdog_options.step_floor = absl::Seconds(absl::GetFlag(FLAGS_hang_step_floor));
+  watchdog_options.step_factor = absl::GetFlag(FLAGS_hang_step_factor);
+  LocalWatchdog watchdog(Clock::Real(), watchdog_options);
 
   NodeAgentOptions options;
   options.node_name = node;

@@ -239,19 +239,6 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
   Rank* rank = Accept(report.worker(), /*alive=*/false);
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;
-  auto same = [](const google::protobuf::Map<std::string, int64_t>& a,
-                 const google::protobuf::Map<std::string, int64_t>& b) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, v] : a) {
-      auto it = b.find(k);
-      if (it == b.end() || it->second != v) return false;
-    }
-    return true;
-  };
-  if (same(s.collective_entered(), report.collective_entered()) &&
-      same(s.collective_completed(), report.collective_completed())) {
-    return;  // nothing new: no summary needed
-  }
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());

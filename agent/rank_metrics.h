@@ -60,9 +60,10 @@ class RankMetrics {
   // Records a phase change (for summaries and the last-report age); a checkpoint_step > 0 raises
   // the summary's checkpoint_step. Generations as for OnStep.
   void OnPhase(const v1::ReportPhaseRequest& report);
-  // Records the worker's collective sequence numbers for the summaries and metrics. Not a report
-  // of progress: the last-report age is left alone. Ignored for a rank that never reported and
-  // for older generations.
+  // Records the worker's collective sequence numbers for the summaries and metrics, and makes the
+  // rank's summary due (a live process thus reaches the coordinator about once per
+  // summary_interval even while it makes no progress). Not a report of progress: the last-report
+  // age is left alone. Ignored for a rank that never reported and for older generations.
   void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.

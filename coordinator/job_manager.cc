@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/job_state.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -20,6 +21,12 @@ namespace ringmaster::coordinator {
 namespace {
 
 int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
+
+// A worker process's side thread reports every 0.5 s and its agent forwards at most one summary
+// per second: a rank not heard of for kSilentProcess is stopped or stuck; one heard of within
+// kLiveProcess is alive.
+constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
+constexpr absl::Duration kLiveProcess = absl::Milliseconds(2000);
 
 Layout LayoutOf(const v1::JobStatus& status) {
   const v1::JobSpec& spec = status.spec();
@@ -57,6 +64,7 @@ struct JobManager::Job {
   std::map<uint64_t, WatchCallback> watchers;
   // Watchdog state of the current generation.
   std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
+  std::map<int, absl::Time> last_heard;        // when each rank's last summary arrived
   std::unique_ptr<StragglerDetector> stragglers;
   std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
   std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
@@ -422,6 +430,7 @@ bool JobManager::TryPlace(Job* job) {
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
+  job->last_heard.clear();
   StragglerOptions straggler_options;
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
@@ -601,6 +610,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   const int rank = summary.rank();
   const std::string& id = job->status.job_id();
   const v1::RankAssignment& a = job->status.assignments(rank);
+  job->last_heard[rank] = clock_->Now();
   RankCollectives& numbers = job->collectives[rank];
   numbers.clear();
   for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
@@ -673,6 +683,32 @@ std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* descr
     }
   }
   *description = DescribeLaggards(laggards);
+  if (suspects.empty()) {
+    // Nobody is behind in the sequence numbers (e.g. a rank stopped inside a collective): a
+    // process that stopped reporting while its peers still report is the one they wait for.
+    const absl::Time now = clock_->Now();
+    bool peers_alive = false;
+    std::vector<int> silent;
+    for (const auto& [r, heard] : job->last_heard) {
+      if (now - heard > kSilentProcess) {
+        silent.push_back(r);
+      } else if (now - heard < kLiveProcess) {
+        peers_alive = true;
+      }
+    }
+    if (peers_alive && !silent.empty() &&
+        static_cast<int>(silent.size()) < job->status.assignments_size()) {
+      suspects = silent;
+      std::vector<std::string> lines;
+      for (int r : silent) {
+        lines.push_back(absl::StrFormat(
+            "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
+            "stuck)",
+            r, absl::ToDoubleSeconds(now - job->last_heard[r])));
+      }
+      *description = absl::StrJoin(lines, "; ");
+    }
+  }
   if (suspects.empty()) suspects.push_back(rank);
   if (hang_suspects_ != nullptr) {
     const std::string& id = job->status.job_id();

@@ -304,6 +304,31 @@ TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWait
   EXPECT_EQ(after->job().generation(), 2);
 }
 
+TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Everyone entered #8 (rank 2 was stopped inside it): the numbers name nobody...
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  // ...but rank 2's process went quiet while the others keep reporting.
+  for (int second = 0; second < 5; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  }
+  v1::WorkerState hung = Exit(gen1, 3, 0);
+  hung.set_phase(v1::WORKER_PHASE_STEP);
+  hung.set_last_report_age_seconds(5);
+  jobs_->OnWorkerState("n1", hung);
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 2's process stopped reporting 5.0 s ago"),
+            std::string::npos)
+      << hangs[0].message();
+}
+
 TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);

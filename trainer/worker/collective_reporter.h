@@ -1,8 +1,8 @@
-// Sends the worker's collective sequence numbers to its agent from a side thread, every
-// `interval` while they change — also while the training thread is blocked inside a collective.
-// That is what lets the coordinator name, in a hang, the rank that never entered the collective
-// its peers wait in (a SIGSTOPped or wedged process stops this thread too, so its numbers stay
-// behind). These reports are not progress: the agent's watchdog ignores them.
+// Sends the worker's collective sequence numbers to its agent from a side thread every
+// `interval` — also while the training thread is blocked inside a collective. That is what lets
+// the coordinator name, in a hang, the rank that never entered the collective its peers wait in,
+// or the rank whose process stopped reporting altogether (a SIGSTOPped process stops this thread
+// too). These reports are not progress: the agent's watchdog ignores them.
 //
 // Thread-safe; the communicators and the agent client must outlive the reporter.
 #ifndef RINGMASTER_TRAINER_WORKER_COLLECTIVE_REPORTER_H_
