@@ -23,7 +23,10 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks) {
     }
     if (waiting.empty()) continue;  // nobody is inside a collective the others have not reached
     for (const auto& [rank, n] : members) {
-      if (n.first < front) laggards.push_back({rank, group, n.first, front, waiting});
+      const bool inside_a_collective = n.first > n.second;
+      if (n.first < front && !inside_a_collective) {
+        laggards.push_back({rank, group, n.first, front, waiting});
+      }
     }
   }
   std::sort(laggards.begin(), laggards.end(), [](const Laggard& a, const Laggard& b) {

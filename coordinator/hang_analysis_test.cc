@@ -43,6 +43,12 @@ TEST(HangAnalysisTest, TableOfOtherShapes) {
         {3, {{"tp1", {5, 4}}}}},
        {1, 2}},
       {"nothing reported", {}, {}},
+      // A ring let rank 0 finish #176 and enter #177; ranks 1 and 3 still wait inside #176;
+      // rank 2 sits outside any collective at #172: only rank 2 is to blame.
+      {"spread over two collectives",
+       {{0, {{"dp0", {177, 176}}}}, {1, {{"dp0", {176, 175}}}}, {2, {{"dp0", {172, 172}}}},
+        {3, {{"dp0", {176, 175}}}}},
+       {2}},
   };
   for (const Case& c : cases) {
     std::vector<int> got;

@@ -675,39 +675,38 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
 }
 
 std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* description) {
-  std::vector<Laggard> laggards = FindLaggards(job->collectives);
   std::vector<int> suspects;
-  for (const Laggard& l : laggards) {
-    if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
-      suspects.push_back(l.rank);
+  // First: a process that stopped reporting while its peers still report is the one they wait
+  // for (stopped, or stuck so hard its side thread is too).
+  const absl::Time now = clock_->Now();
+  bool peers_alive = false;
+  std::vector<int> silent;
+  for (const auto& [r, heard] : job->last_heard) {
+    if (now - heard > kSilentProcess) {
+      silent.push_back(r);
+    } else if (now - heard < kLiveProcess) {
+      peers_alive = true;
     }
   }
-  *description = DescribeLaggards(laggards);
-  if (suspects.empty()) {
-    // Nobody is behind in the sequence numbers (e.g. a rank stopped inside a collective): a
-    // process that stopped reporting while its peers still report is the one they wait for.
-    const absl::Time now = clock_->Now();
-    bool peers_alive = false;
-    std::vector<int> silent;
-    for (const auto& [r, heard] : job->last_heard) {
-      if (now - heard > kSilentProcess) {
-        silent.push_back(r);
-      } else if (now - heard < kLiveProcess) {
-        peers_alive = true;
+  if (peers_alive && !silent.empty()) {
+    std::vector<std::string> lines;
+    for (int r : silent) {
+      lines.push_back(absl::StrFormat(
+          "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
+          "stuck)",
+          r, absl::ToDoubleSeconds(now - job->last_heard[r])));
+    }
+    *description = absl::StrJoin(lines, "; ");
+    suspects = silent;
+  } else {
+    // Then: the ranks that never entered the collective their group waits in.
+    const std::vector<Laggard> laggards = FindLaggards(job->collectives);
+    for (const Laggard& l : laggards) {
+      if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
+        suspects.push_back(l.rank);
       }
     }
-    if (peers_alive && !silent.empty() &&
-        static_cast<int>(silent.size()) < job->status.assignments_size()) {
-      suspects = silent;
-      std::vector<std::string> lines;
-      for (int r : silent) {
-        lines.push_back(absl::StrFormat(
-            "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
-            "stuck)",
-            r, absl::ToDoubleSeconds(now - job->last_heard[r])));
-      }
-      *description = absl::StrJoin(lines, "; ");
-    }
+    *description = DescribeLaggards(laggards);
   }
   if (suspects.empty()) suspects.push_back(rank);
   if (hang_suspects_ != nullptr) {

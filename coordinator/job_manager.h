@@ -14,9 +14,10 @@
 // failures of the job in a row is excluded from its placements while other capacity exists.
 //
 // Watchdog (from the agents' step summaries and hang reports):
-//  - hangs: an agent reports a rank silent beyond its phase's allowance; the job's ranks' last
-//    collective sequence numbers name the rank(s) that never entered the collective their group
-//    waits in (hang_analysis.h); the "hang" event and ringmaster_hang_suspect{rank} name them;
+//  - hangs: an agent reports a rank silent beyond its phase's allowance; the rank(s) to blame
+//    are those whose process stopped reporting while their peers report, else those that never
+//    entered the collective their group waits in (hang_analysis.h, from the last collective
+//    sequence numbers); the "hang" event and ringmaster_hang_suspect{rank} name them;
 //  - stragglers: straggler_detector.h per data-parallel group, with the job's
 //    watchdog.straggler_threshold; "straggler" events (flagged and cleared) and
 //    ringmaster_straggler{rank}; no restart;
@@ -144,8 +145,9 @@ class JobManager {
             const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.
   void Watch(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ranks named in a hang reported for `rank`: laggards from the collective numbers, or the
-  // reported rank itself; `description` says why.
+  // The ranks named in a hang reported for `rank`: processes that stopped reporting while their
+  // peers report; else the laggards of the collective numbers (hang_analysis.h); else the
+  // reported rank itself. `description` says why.
   std::vector<int> HangSuspects(Job* job, int rank, std::string* description)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's job-level series.

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
     auto agent = Subprocess::Start(argv, work + ".log");
     if (!agent.ok()) return agent.status();
     c->agents_.push_back(std::move(*agent));
+    c->agent_argv_.push_back(argv);
     c->work_dirs_.push_back(work);
   }
   const bool registered = WaitFor(
@@ -79,10 +80,20 @@ TestCluster::~TestCluster() {
 }
 
 absl::Status TestCluster::RestartCoordinator() {
+  const std::string address = coordinator_->address();
   coordinator_.reset();
-  auto coordinator = StartCoordinator(coordinator_flags_);
+  std::vector<std::string> flags = coordinator_flags_;
+  flags.push_back("--listen=" + address);
+  auto coordinator = StartCoordinator(flags);
   if (!coordinator.ok()) return coordinator.status();
   coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*coordinator));
+  return absl::OkStatus();
+}
+
+absl::Status TestCluster::RestartAgent(int i) {
+  auto agent = Subprocess::Start(agent_argv_[i], work_dirs_[i] + ".log");
+  if (!agent.ok()) return agent.status();
+  agents_[i] = std::move(*agent);
   return absl::OkStatus();
 }
 

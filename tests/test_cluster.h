@@ -34,8 +34,11 @@ class TestCluster {
   CoordinatorProcess& coordinator() { return *coordinator_; }
   Subprocess& agent(int i) { return agents_[i]; }
   int agent_count() const { return static_cast<int>(agents_.size()); }
-  // Restarts the coordinator with the same state file (after it was killed).
+  // Restarts the coordinator on the same address with the same state file (after it was
+  // killed), so the agents reconnect to it.
   absl::Status RestartCoordinator();
+  // Starts agent `i` again with its original flags (after it was killed).
+  absl::Status RestartAgent(int i);
 
   // Runs ringctl against the coordinator (plaintext).
   CommandResult Ctl(std::vector<std::string> args);
@@ -57,6 +60,7 @@ class TestCluster {
   std::unique_ptr<CoordinatorProcess> coordinator_;
   std::vector<std::string> coordinator_flags_;
   std::vector<Subprocess> agents_;
+  std::vector<std::vector<std::string>> agent_argv_;
   std::vector<std::string> work_dirs_;
 };
 

@@ -1,0 +1,250 @@
+// The fault-injection suite: a 4-rank GPT job (DP = 4 over two real agents, ZeRO-1, a checkpoint
+// every 20 steps) under a real coordinator, with real faults injected while it trains. In every
+// failure case the job must end SUCCEEDED with the restart counted and the same final loss and
+// parameters as the uninterrupted run (CPU training is deterministic); a straggler must be
+// flagged without a restart; a clean run must flag nobody.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kModel[] =
+    "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+    "  batch: {micro_batch: 2, global_batch: 8}\n"
+    "  optimizer: {lr: 2.0e-3, warmup_steps: 10, weight_decay: 0.1, clip_grad_norm: 1.0}\n"
+    "  zero_stage: 1\n";
+
+// A job of 4 ranks on the two agents; `program` is "builtin: gpt" or a command line.
+std::string Job(const std::string& name, const std::string& program, int steps,
+                const std::string& checkpoint_dir, const std::string& extra = "") {
+  return absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 2\n",
+                      "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n  ", program,
+                      "\n", kModel, "  steps: ", steps, "\n",
+                      checkpoint_dir.empty()
+                          ? ""
+                          : absl::StrCat("checkpoint: {dir: ", checkpoint_dir,
+                                         ", every_steps: 20, keep: 3}\n"),
+                      "restart: {max_restarts: 3}\n", extra);
+}
+
+std::string Builtin() { return "builtin: gpt"; }
+std::string Command(const std::string& flags) {
+  return absl::StrCat("command: [\"", TestCluster::Runfile("trainer/trainer"), "\"", flags, "]");
+}
+
+// The line the trainer ends with: final loss and the parameters' CRC-32C.
+std::string FinalLine(const std::string& log) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex("training done: [^\n]*")) ? m[0].str() : "";
+}
+
+int Restarts(TestCluster& c, const std::string& job) {
+  std::smatch m;
+  const std::string json = c.Ctl({"get", "job", job, "-o", "json"}).output;
+  int n = -1;
+  if (std::regex_search(json, m, std::regex("\"restarts\": (\\d+)"))) {
+    (void)absl::SimpleAtoi(m[1].str(), &n);  // the regex guarantees digits
+  } else if (json.find("\"job_id\"") != std::string::npos) {
+    n = 0;  // proto3 JSON leaves a zero out
+  }
+  return n;
+}
+
+pid_t Pid(const std::string& log) {
+  std::smatch m;
+  int pid = 0;
+  if (std::regex_search(log, m, std::regex("rank \\d+/\\d+ pid (\\d+)"))) {
+    (void)absl::SimpleAtoi(m[1].str(), &pid);
+  }
+  return pid;
+}
+
+class FaultToleranceTest : public ::testing::Test {
+ protected:
+  // The uninterrupted run, once for the suite.
+  static void SetUpTestSuite() {
+    const std::string dir = TestTempDir() + "/fault_baseline";
+    std::filesystem::remove_all(dir);
+    auto cluster = TestCluster::Start(dir, {});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    const std::string id =
+        (*cluster)->Submit("baseline", Job("baseline", Builtin(), kSteps, dir + "/ckpt"));
+    ASSERT_FALSE(id.empty());
+    ASSERT_EQ((*cluster)->WaitForEnd(id, absl::Seconds(300)), "SUCCEEDED");
+    baseline_ = new std::string(FinalLine((*cluster)->RankLog(id, 1, 0)));
+    baseline_events_ = new std::string((*cluster)->Ctl({"describe", "job", id}).output);
+  }
+  static void TearDownTestSuite() {
+    delete baseline_;
+    delete baseline_events_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(baseline_, nullptr);
+    ASSERT_THAT(*baseline_, HasSubstr("training done: 200 steps"));
+    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    auto cluster = TestCluster::Start(dir_, {});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+
+  // Submits the standard job and waits until its checkpoint at step 40 is committed.
+  std::string StartAndWaitForCheckpoint(const std::string& name, const std::string& extra = "") {
+    const std::string id =
+        cluster_->Submit(name, Job(name, Builtin(), kSteps, dir_ + "/ckpt", extra));
+    EXPECT_FALSE(id.empty());
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return cluster_->RankLog(id, 1, 0).find("checkpoint at step 40 committed") !=
+                 std::string::npos;
+        },
+        absl::Seconds(120)))
+        << cluster_->RankLog(id, 1, 0);
+    return id;
+  }
+
+  // The job ended SUCCEEDED after `restarts` restarts, in the same state as the uninterrupted run.
+  void ExpectRecoveredExactly(const std::string& id, int restarts) {
+    const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+    ASSERT_EQ(cluster_->WaitForEnd(id, absl::Seconds(300)), "SUCCEEDED") << described;
+    EXPECT_EQ(Restarts(*cluster_, id), restarts) << described;
+    const int last_generation = restarts + 1;
+    const std::string log = cluster_->RankLog(id, last_generation, 0);
+    EXPECT_EQ(FinalLine(log), *baseline_) << log;
+    if (restarts > 0) {
+      EXPECT_THAT(log, HasSubstr("resumed from the checkpoint at step"));
+    }
+  }
+
+  static constexpr int kSteps = 200;
+  static std::string* baseline_;
+  static std::string* baseline_events_;
+  std::string dir_;
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+std::string* FaultToleranceTest::baseline_ = nullptr;
+std::string* FaultToleranceTest::baseline_events_ = nullptr;
+
+TEST_F(FaultToleranceTest, CleanRunFlagsNoStragglerAndNoHang) {
+  const std::string events = baseline_events_->substr(baseline_events_->find("Events:"));
+  EXPECT_THAT(events, Not(HasSubstr("  straggler  ")));
+  EXPECT_THAT(events, Not(HasSubstr("  hang  ")));
+  EXPECT_THAT(events, Not(HasSubstr("RESTARTING")));
+  EXPECT_THAT(events, HasSubstr("SUCCEEDED"));
+}
+
+TEST_F(FaultToleranceTest, SigkilledWorkerRestartsFromTheCheckpointAndLosesNothing) {
+  const std::string id = StartAndWaitForCheckpoint("kill-worker");
+  const pid_t victim = Pid(cluster_->RankLog(id, 1, 1));
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ExpectRecoveredExactly(id, 1);
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("was killed by signal 9"));
+  EXPECT_THAT(described, HasSubstr("recovery took"));
+}
+
+TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
+  const std::string id = StartAndWaitForCheckpoint("hang", "watchdog: {hang_timeout: 3}\n");
+  const pid_t victim = Pid(cluster_->RankLog(id, 1, 2));
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  ExpectRecoveredExactly(id, 1);
+  auto events = cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
+  // The hang event names rank 2 (the stopped one), whichever rank's silence was noticed first.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(events, m,
+                                std::regex("\"kind\": \"hang\",[^}]*\"ranks\": \\[\\s*(\\d+)\\s*\\]")))
+      << events;
+  EXPECT_EQ(m[1].str(), "2") << events;
+}
+
+TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
+  const std::string id = cluster_->Submit(
+      "straggler", Job("straggler", Command(", \"--slow_rank=3\", \"--slow_factor=1.6\""), 400,
+                       ""));
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(id, absl::Seconds(300)), "SUCCEEDED");
+  EXPECT_EQ(Restarts(*cluster_, id), 0);
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("rank 3 on agent-1 computes"));
+  EXPECT_THAT(described, HasSubstr("straggler"));
+  for (int rank : {0, 1, 2}) {
+    EXPECT_THAT(described, Not(HasSubstr(absl::StrCat("rank ", rank, " on agent-")))) << rank;
+  }
+}
+
+TEST_F(FaultToleranceTest, KilledAgentLosesItsNodeAndTheJobResumesWhenItReturns) {
+  const std::string id = StartAndWaitForCheckpoint("kill-agent");
+  cluster_->agent(1).Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->agent(1).Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster_->Ctl({"describe", "job", id}).output.find("node agent-1 was lost") !=
+               std::string::npos;
+      },
+      absl::Seconds(30)));
+  ASSERT_TRUE(cluster_->RestartAgent(1).ok());
+  ExpectRecoveredExactly(id, 1);
+}
+
+TEST_F(FaultToleranceTest, KilledCoordinatorIsReplacedAndAdoptsTheRunningJob) {
+  const std::string id = StartAndWaitForCheckpoint("kill-coordinator");
+  cluster_->coordinator().process.Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->coordinator().process.Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(cluster_->RestartCoordinator().ok());
+  ExpectRecoveredExactly(id, 0);  // adopted: same generation, nothing lost
+}
+
+// A first job stops after step 70 (checkpoints 20, 40, 60 on disk); the newest one is damaged;
+// a second job with the same checkpoint directory must skip it, resume from step 40, and end
+// exactly where the uninterrupted run does.
+class DamagedCheckpointTest : public FaultToleranceTest,
+                              public ::testing::WithParamInterface<bool> {};
+
+TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
+  const bool truncate = GetParam();
+  const std::string ckpt = dir_ + "/ckpt";
+  std::string first_job = Job("first", Command(", \"--exit_after_step=70\""), kSteps, ckpt);
+  first_job.replace(first_job.find("max_restarts: 3"), 15, "max_restarts: 0");
+  const std::string first = cluster_->Submit("first", first_job);
+  ASSERT_FALSE(first.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(first, absl::Seconds(300)), "FAILED");
+  const std::string victim = ckpt + "/step-00000060/rank-00001.bin";
+  ASSERT_TRUE(std::filesystem::exists(victim));
+  if (truncate) {
+    std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2);
+  } else {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(victim) / 2));
+    f.put('\x5a');
+  }
+  const std::string second = cluster_->Submit("second", Job("second", Builtin(), kSteps, ckpt));
+  ASSERT_FALSE(second.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(second, absl::Seconds(300)), "SUCCEEDED");
+  const std::string log = cluster_->RankLog(second, 1, 0);
+  EXPECT_THAT(log, HasSubstr("skipping checkpoint at step 60"));
+  EXPECT_THAT(log, HasSubstr("resumed from the checkpoint at step 40"));
+  EXPECT_EQ(FinalLine(log), *baseline_);
+}
+
+INSTANTIATE_TEST_SUITE_P(TruncatedOrCorrupted, DamagedCheckpointTest, ::testing::Bool());
+
+}  // namespace
+}  // namespace ringmaster::testing
