@@ -49,6 +49,8 @@ ABSL_FLAG(double, hang_step_floor, 10,
           "Minimum seconds a stepping worker may be silent (the STEP allowance is "
           "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");
 ABSL_FLAG(double, hang_step_factor, 5, "Multiple of the p99 step time a worker may be silent.");
+ABSL_FLAG(double, summary_interval, 1,
+          "Seconds between step summaries of one rank to the coordinator (at most).");
 
 namespace ringmaster::agent {
 namespace {
@@ -87,7 +89,8 @@ absl::Status Run() {
                        .WithLabels({});
   auto running =
       registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.").WithLabels({});
-  RankMetrics rank_metrics(&registry, Clock::Real(), absl::Seconds(1));
+  RankMetrics rank_metrics(&registry, Clock::Real(),
+                           absl::Seconds(absl::GetFlag(FLAGS_summary_interval)));
   WatchdogOptions watchdog_options;
   watchdog_options.init_timeout = absl::Seconds(absl::GetFlag(FLAGS_hang_init_timeout));
   watchdog_options.checkpoint_timeout =

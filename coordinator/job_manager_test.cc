@@ -334,7 +334,7 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);
   ASSERT_TRUE(job.ok());
   v1::JobStatus gen1 = Current(job->job_id());
-  for (int step = 1; step <= 8; ++step) {
+  for (int step = 1; step <= 12; ++step) {
     jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
     jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.15));
   }
@@ -351,7 +351,7 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
                                         "\",rank=\"1\"} 1"),
             std::string::npos);
   // Back to normal: cleared, the series stays at 0 until the job ends.
-  for (int step = 9; step <= 20; ++step) {
+  for (int step = 13; step <= 40; ++step) {
     jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
     jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.10));
   }

@@ -21,11 +21,15 @@
 
 namespace ringmaster::coordinator {
 
+// Defaults: a rank must be over the threshold in 5 consecutive summaries (about 5 s with the
+// agents' 1 s summaries) judged on medians of 8, after 5 samples: conservative on purpose, since
+// CPU contention on shared hosts makes any rank slow for a few seconds (tests on an
+// oversubscribed 2-core machine flagged clean runs with 3-of-3 on medians of 5).
 struct StragglerOptions {
   double threshold = 1.2;  // spec.watchdog.straggler_threshold
-  int window = 5;
-  int min_samples = 3;
-  int hysteresis = 3;
+  int window = 8;
+  int min_samples = 5;
+  int hysteresis = 5;
 };
 
 class StragglerDetector {

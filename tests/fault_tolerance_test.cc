@@ -177,7 +177,7 @@ TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
 
 TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
   const std::string id = cluster_->Submit(
-      "straggler", Job("straggler", Command(", \"--slow_rank=3\", \"--slow_factor=1.6\""), 400,
+      "straggler", Job("straggler", Command(", \"--slow_rank=3\", \"--slow_factor=1.6\""), 800,
                        ""));
   ASSERT_FALSE(id.empty());
   ASSERT_EQ(cluster_->WaitForEnd(id, absl::Seconds(300)), "SUCCEEDED");
