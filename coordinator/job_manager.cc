@@ -624,11 +624,11 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
           job, "straggler",
           change->flagged
               ? absl::StrFormat("rank %d on %s computes %.2fx the median of its data-parallel "
-                                "group dp%d (threshold %.2f): straggler",
-                                rank, a.node(), change->ratio, group, threshold)
-              : absl::StrFormat("rank %d on %s is back to %.2fx its group's median: no longer a "
-                                "straggler",
-                                rank, a.node(), change->ratio));
+                                "group dp%d (threshold %.2f) at step %d: straggler",
+                                rank, a.node(), change->ratio, group, threshold, summary.step())
+              : absl::StrFormat("rank %d on %s is back to %.2fx its group's median at step %d: "
+                                "no longer a straggler",
+                                rank, a.node(), change->ratio, summary.step()));
       event.add_ranks(rank);
       Persist(job);
       if (stragglers_ != nullptr) {

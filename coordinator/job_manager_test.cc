@@ -343,7 +343,8 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   ASSERT_EQ(flagged.size(), 1u);
   EXPECT_EQ(flagged[0].ranks(0), 1);
   EXPECT_NE(flagged[0].message().find("rank 1 on n1 computes 1.50x the median of its "
-                                      "data-parallel group dp0 (threshold 1.20): straggler"),
+                                      "data-parallel group dp0 (threshold 1.20) at step 9: "
+                                      "straggler"),
             std::string::npos)
       << flagged[0].message();
   EXPECT_EQ(after->job().generation(), 1);  // no restart
