@@ -30,7 +30,9 @@ namespace ringmaster::agent {
 struct WatchdogOptions {
   absl::Duration init_timeout = absl::Minutes(10);
   absl::Duration checkpoint_timeout = absl::Minutes(30);
-  absl::Duration step_floor = absl::Seconds(10);
+  // 9 s: with the agent's check and the report to the coordinator, a hang is acted on within
+  // 10 s (the goal is max(10 s, 5 x p99 step)).
+  absl::Duration step_floor = absl::Seconds(9);
   double step_factor = 5;
   int step_window = 100;  // Recent step times kept for the p99.
 };

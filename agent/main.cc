@@ -45,7 +45,7 @@ ABSL_FLAG(double, hang_init_timeout, 600,
           "Seconds a worker may be silent while starting, in INIT, or before its first step.");
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
           "Seconds a worker may be silent while in the CHECKPOINT phase.");
-ABSL_FLAG(double, hang_step_floor, 10,
+ABSL_FLAG(double, hang_step_floor, 9,
           "Minimum seconds a stepping worker may be silent (the STEP allowance is "
           "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");
 ABSL_FLAG(double, hang_step_factor, 5, "Multiple of the p99 step time a worker may be silent.");

@@ -9,6 +9,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -22,9 +23,12 @@ def main():
     p.add_argument("--kills", type=int, default=3)
     args = p.parse_args()
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun_worker.py")
+    with socket.socket() as s:  # torchrun needs a port number; take a free one
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={args.nproc}",
            f"--max_restarts={args.kills}", "--monitor_interval=0.1", "--redirects=1", "--tee=1",
-           "--master_port=0", worker]
+           f"--master_port={port}", worker]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
