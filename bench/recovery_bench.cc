@@ -34,6 +34,7 @@ ABSL_FLAG(int, kills, 5, "Crashes per world size.");
 ABSL_FLAG(double, straggler_factor, 1.2, "Compute stretch of the straggler.");
 ABSL_FLAG(double, straggler_threshold, 1.1, "The job's watchdog.straggler_threshold.");
 ABSL_FLAG(int, clean_steps, 2500, "Steps of the clean run (x 4 ranks = rank-steps).");
+ABSL_FLAG(std::string, parts, "crash,hang,straggler", "Which benchmarks to run.");
 
 namespace ringmaster::bench {
 namespace {
@@ -227,15 +228,20 @@ absl::Status StragglerBench() {
 }
 
 absl::Status Run() {
-  for (absl::string_view r : absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',', absl::SkipEmpty())) {
-    int ranks = 0;
-    if (!absl::SimpleAtoi(r, &ranks) || ranks < 2 || ranks % 2 != 0) {
-      return FieldError("--ranks", "must be even numbers >= 2");
+  const std::string parts = absl::GetFlag(FLAGS_parts);
+  if (parts.find("crash") != std::string::npos) {
+    for (absl::string_view r :
+         absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',', absl::SkipEmpty())) {
+      int ranks = 0;
+      if (!absl::SimpleAtoi(r, &ranks) || ranks < 2 || ranks % 2 != 0) {
+        return FieldError("--ranks", "must be even numbers >= 2");
+      }
+      RETURN_IF_ERROR(CrashBench(ranks, absl::GetFlag(FLAGS_kills)));
     }
-    RETURN_IF_ERROR(CrashBench(ranks, absl::GetFlag(FLAGS_kills)));
   }
-  RETURN_IF_ERROR(HangBench());
-  return StragglerBench();
+  if (parts.find("hang") != std::string::npos) RETURN_IF_ERROR(HangBench());
+  if (parts.find("straggler") != std::string::npos) RETURN_IF_ERROR(StragglerBench());
+  return absl::OkStatus();
 }
 
 }  // namespace

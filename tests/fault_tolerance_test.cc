@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -212,22 +213,34 @@ TEST_F(FaultToleranceTest, KilledCoordinatorIsReplacedAndAdoptsTheRunningJob) {
   ExpectRecoveredExactly(id, 0);  // adopted: same generation, nothing lost
 }
 
-// A first job stops after step 70 (checkpoints 20, 40, 60 on disk); the newest one is damaged;
-// a second job with the same checkpoint directory must skip it, resume from step 40, and end
-// exactly where the uninterrupted run does.
+// The whole job is frozen (every worker SIGSTOPped) just after a checkpoint; meanwhile its newest
+// complete checkpoint is damaged. The watchdog declares the hang and restarts the job, which
+// must skip the damaged checkpoint, resume from the one before, and end exactly where the
+// uninterrupted run does.
 class DamagedCheckpointTest : public FaultToleranceTest,
                               public ::testing::WithParamInterface<bool> {};
 
 TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
   const bool truncate = GetParam();
-  const std::string ckpt = dir_ + "/ckpt";
-  std::string first_job = Job("first", Command(", \"--exit_after_step=70\""), kSteps, ckpt);
-  first_job.replace(first_job.find("max_restarts: 3"), 15, "max_restarts: 0");
-  const std::string first = cluster_->Submit("first", first_job);
-  ASSERT_FALSE(first.empty());
-  ASSERT_EQ(cluster_->WaitForEnd(first, absl::Seconds(300)), "FAILED");
-  const std::string victim = ckpt + "/step-00000060/rank-00001.bin";
-  ASSERT_TRUE(std::filesystem::exists(victim));
+  const std::string id = StartAndWaitForCheckpoint("damaged", "watchdog: {hang_timeout: 3}\n");
+  for (int rank = 0; rank < 4; ++rank) {
+    const pid_t pid = Pid(cluster_->RankLog(id, 1, rank));
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  }
+  // The newest committed checkpoint now (the job is frozen; nothing commits meanwhile).
+  int64_t newest = -1;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/ckpt")) {
+    int64_t step = 0;
+    const std::string name = entry.path().filename().string();
+    if (std::filesystem::exists(entry.path() / "MANIFEST") &&
+        absl::SimpleAtoi(name.substr(5), &step)) {
+      newest = std::max(newest, step);
+    }
+  }
+  ASSERT_GE(newest, 40);
+  const std::string victim =
+      absl::StrFormat("%s/ckpt/step-%08d/rank-00001.bin", dir_, newest);
   if (truncate) {
     std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2);
   } else {
@@ -235,13 +248,12 @@ TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
     f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(victim) / 2));
     f.put('\x5a');
   }
-  const std::string second = cluster_->Submit("second", Job("second", Builtin(), kSteps, ckpt));
-  ASSERT_FALSE(second.empty());
-  ASSERT_EQ(cluster_->WaitForEnd(second, absl::Seconds(300)), "SUCCEEDED");
-  const std::string log = cluster_->RankLog(second, 1, 0);
-  EXPECT_THAT(log, HasSubstr("skipping checkpoint at step 60"));
-  EXPECT_THAT(log, HasSubstr("resumed from the checkpoint at step 40"));
-  EXPECT_EQ(FinalLine(log), *baseline_);
+  ExpectRecoveredExactly(id, 1);
+  const std::string log = cluster_->RankLog(id, 2, 0);
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("skipping checkpoint at step ", newest)));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)")));
+  EXPECT_LT(std::stoll(m[1].str()), newest);
 }
 
 INSTANTIATE_TEST_SUITE_P(TruncatedOrCorrupted, DamagedCheckpointTest, ::testing::Bool());
