@@ -3,10 +3,12 @@
 #include <cmath>
 
 #include "trainer/kernels/attention.h"
+#include "trainer/kernels/vector_math.h"
 
 namespace ringmaster::kernels {
 
-void AttentionForwardCpu(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AttentionForwardCpu(
+    float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long row = 3L * C;
@@ -25,7 +27,7 @@ void AttentionForwardCpu(float* out, float* att, const float* qkv, int B, int T,
         for (int s = 1; s <= t; ++s) max = r[s] > max ? r[s] : max;
         float sum = 0;
         for (int s = 0; s <= t; ++s) {
-          r[s] = std::exp(r[s] - max);
+          r[s] = ExpFast(r[s] - max);
           sum += r[s];
         }
         const float inv = 1.0f / sum;
@@ -38,7 +40,8 @@ void AttentionForwardCpu(float* out, float* att, const float* qkv, int B, int T,
   }
 }
 
-void AttentionBackwardCpu(float* dqkv, float* datt, const float* dout, const float* qkv,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AttentionBackwardCpu(
+    float* dqkv, float* datt, const float* dout, const float* qkv,
                           const float* att, int B, int T, int C, int NH) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

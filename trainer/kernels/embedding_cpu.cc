@@ -2,7 +2,7 @@
 
 namespace ringmaster::kernels {
 
-void EmbeddingForwardCpu(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void EmbeddingForwardCpu(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int B, int T, int C) {
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
@@ -14,7 +14,7 @@ void EmbeddingForwardCpu(float* out, const int32_t* tokens, const float* wte, co
   }
 }
 
-void EmbeddingBackwardCpu(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void EmbeddingBackwardCpu(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                           int B, int T, int C) {
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {

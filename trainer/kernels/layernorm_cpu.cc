@@ -4,7 +4,8 @@
 
 namespace ringmaster::kernels {
 
-void LayerNormForwardCpu(float* out, float* mean, float* rstd, const float* inp,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormForwardCpu(
+    float* out, float* mean, float* rstd, const float* inp,
                          const float* residual_b, float* residual, const float* weight,
                          const float* bias, int N, int C) {
   for (int i = 0; i < N; ++i) {
@@ -31,7 +32,8 @@ void LayerNormForwardCpu(float* out, float* mean, float* rstd, const float* inp,
   }
 }
 
-void LayerNormBackwardCpu(float* dinp, float* dweight, float* dbias, const float* dout,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormBackwardCpu(
+    float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) {
   for (int i = 0; i < N; ++i) {

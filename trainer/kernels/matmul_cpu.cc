@@ -5,7 +5,7 @@
 
 namespace ringmaster::kernels {
 
-void MatmulForwardCpu(float* out, float* gelu_out, const float* inp, const float* weight,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void MatmulForwardCpu(float* out, float* gelu_out, const float* inp, const float* weight,
                       const float* bias, int N, int IC, int OC) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f,
               out, OC);
@@ -18,7 +18,7 @@ void MatmulForwardCpu(float* out, float* gelu_out, const float* inp, const float
   if (gelu_out != nullptr) GeluForwardCpu(gelu_out, out, static_cast<long>(N) * OC);
 }
 
-void MatmulBackwardCpu(float* dinp, float* dweight, float* dbias, const float* dout,
+__attribute__((target_clones("avx512f", "avx2", "default"))) void MatmulBackwardCpu(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC) {
   if (dinp != nullptr) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, weight, IC,
