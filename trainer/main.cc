@@ -29,6 +29,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "trainer/collective_bench.h"
+#include "trainer/comm/connect_group.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/model/blas_kernels.h"
 #include "trainer/trainer.h"
@@ -47,6 +48,9 @@ ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-
 ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
 ABSL_FLAG(int64_t, exit_after_step, 0,
           "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
+ABSL_FLAG(bool, shared_memory, true,
+          "Collectives of groups whose ranks are all on this machine go through shared memory "
+          "(off: Gloo over TCP for everything).");
 ABSL_FLAG(bool, report_metrics, true,
           "Send step reports to the agent (off only to measure their overhead).");
 ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
@@ -74,8 +78,9 @@ absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
   KeyValueStore* store = agent != nullptr ? static_cast<KeyValueStore*>(agent) : &local;
   ASSIGN_OR_RETURN(auto network,
                    GlooNetwork::Create(env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1")));
-  ASSIGN_OR_RETURN(auto comm, network->Connect("bench", rank, world, store,
-                                               absl::Seconds(absl::GetFlag(FLAGS_comm_timeout))));
+  ASSIGN_OR_RETURN(auto comm, ConnectGroup(*network, "bench", rank, world, store,
+                                          absl::Seconds(absl::GetFlag(FLAGS_comm_timeout)),
+                                          absl::GetFlag(FLAGS_shared_memory)));
   if (agent != nullptr) {
     v1::ReportPhaseRequest phase;
     phase.set_phase(v1::WORKER_PHASE_STEP);
@@ -116,6 +121,7 @@ absl::Status Main(absl::Time process_start) {
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
+    flags.shared_memory = absl::GetFlag(FLAGS_shared_memory);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
     config.process_start = process_start;
     return RunTraining(config, agent.get());

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/crc32c.h"
+#include "trainer/comm/connect_group.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/cpu_peak.h"
 #include "trainer/data/data_loader.h"
@@ -91,8 +92,8 @@ absl::Status Run::Setup() {
   ASSIGN_OR_RETURN(world_, network_->Connect("world", p.rank, p.world, store,
                                              c_.flags.comm_timeout));
   const std::string dp_name = absl::StrCat("dp", p.pp_rank * p.tp + p.tp_rank);
-  ASSIGN_OR_RETURN(dp_comm_, network_->Connect(dp_name, p.dp_rank, p.dp, store,
-                                               c_.flags.comm_timeout));
+  ASSIGN_OR_RETURN(dp_comm_, ConnectGroup(*network_, dp_name, p.dp_rank, p.dp, store,
+                                          c_.flags.comm_timeout, c_.flags.shared_memory));
   rendezvous_seconds_ = absl::ToDoubleSeconds(absl::Now() - c_.process_start);
   if (agent_ != nullptr && c_.flags.report_metrics) {
     collective_reporter_ = std::make_unique<CollectiveReporter>(

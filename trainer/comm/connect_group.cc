@@ -1,0 +1,34 @@
+#include "trainer/comm/connect_group.h"
+
+#include <vector>
+
+#include "absl/hash/hash.h"
+#include "common/status.h"
+#include "trainer/comm/shm_communicator.h"
+
+namespace ringmaster::trainer {
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGroup(GlooNetwork& network,
+                                                           const std::string& name, int rank,
+                                                           int size, KeyValueStore* store,
+                                                           absl::Duration timeout,
+                                                           bool shared_memory) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
+                   network.Connect(name, rank, size, store, timeout));
+  if (!shared_memory || size == 1) return gloo;
+  // Every member's machine identity, as a 64-bit hash in two int32 words.
+  const uint64_t mine = absl::HashOf(MachineIdentity());
+  std::vector<uint64_t> all(static_cast<size_t>(size));
+  uint64_t own = mine;
+  RETURN_IF_ERROR(
+      gloo->AllGather(Tensor{&own, 2, DType::kI32}, Tensor{all.data(), 2 * size, DType::kI32}));
+  gloo->TakeTotals();  // setup traffic, not a training step's
+  for (uint64_t other : all) {
+    if (other != mine) return gloo;  // members on several machines: Gloo for everything
+  }
+  ShmOptions options;
+  options.timeout = timeout;
+  return ConnectSharedMemory(name, rank, size, store, std::move(gloo), options);
+}
+
+}  // namespace ringmaster::trainer
