@@ -1,5 +1,6 @@
 #include "trainer/parallel/data_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -75,7 +76,6 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
 
 void DataParallel::BeginStep() {
   tied_reduced_ = false;
-  tied_status_ = absl::OkStatus();
   if (zero2_ != nullptr) zero2_->BeginStep();
 }
 
@@ -109,16 +109,11 @@ void DataParallel::Issue(const Bucket& bucket) {
 }
 
 void DataParallel::OnGradientsFinal(int64_t low) {
-  if (options_.tied_embedding != nullptr && last_microbatch_ && !tied_reduced_ &&
-      low <= tied_.offset) {
-    // Both pipeline ends reach this once their last backward pass is done with wte; the sum runs
-    // before the data-parallel reduction of the ranges holding wte is issued below.
-    tied_reduced_ = true;
-    if (absl::Status s = device_->Synchronize(); !s.ok()) {
-      tied_status_ = s;
-    } else {
-      tied_status_ = options_.tied_embedding->AllReduce(TiedGradients());
-    }
+  if (options_.tied_embedding != nullptr && !tied_reduced_) {
+    // The ranges holding wte wait for FinishReduction, which first sums wte's gradient over the
+    // two pipeline ends. Summing here, inside the last backward pass, would deadlock: the last
+    // stage would wait for the first before sending it the gradient that first stage needs.
+    low = std::max(low, tied_.offset + tied_.size);
   }
   if (zero2_ != nullptr) {
     zero2_->OnGradientsFinal(low);
@@ -138,18 +133,23 @@ void DataParallel::SumAsync(float* value) {
 
 absl::Status DataParallel::FinishReduction() {
   absl::Status s;
-  if (zero2_ != nullptr) {
-    s = zero2_->Finish();
-  } else {
+  if (options_.tied_embedding != nullptr && !tied_reduced_) {
+    tied_reduced_ = true;
+    s = device_->Synchronize();
+    if (s.ok()) s = options_.tied_embedding->AllReduce(TiedGradients());
+  }
+  if (s.ok()) {
+    // Issue what waited for it (or, without a tied embedding, anything left).
+    // (The sink continues where the last microbatch's backward pass left it.)
     last_microbatch_ = true;
     OnGradientsFinal(0);
+    if (zero2_ != nullptr) s = zero2_->Finish();
   }
   last_microbatch_ = false;
   if (queue_ != nullptr) {
     absl::Status drained = queue_->Drain();
     if (s.ok()) s = drained;  // otherwise the queue's error, if any, is already in `s`
   }
-  if (s.ok()) s = tied_status_;
   return s;
 }
 

@@ -22,10 +22,11 @@
 //
 // Pipeline parallelism with the tied embedding: the first stage (embedding) and the last (LM
 // head) both hold wte. Given `tied_embedding` (their two-rank group, the first stage as rank 0),
-// wte's gradient is summed over it when it becomes final in the last microbatch, before the
-// data-parallel reduction, and after each optimizer step the first stage's wte is broadcast to
-// the last, so the two copies never drift apart (rounding could otherwise differ, because the
-// two stages' data-parallel reductions split the buffer differently).
+// wte's gradient is summed over it in FinishReduction, after the step's last backward pass and
+// before the data-parallel reduction of the ranges holding wte (which wait for it), and after
+// each optimizer step the first stage's wte is broadcast to the last, so the two copies never
+// drift apart (rounding could otherwise differ, because the two stages' data-parallel
+// reductions split the buffer differently).
 //
 // The gradient norm is the whole model's: replicated tensor-parallel tensors are counted on TP
 // rank 0 only, the tied wte on the first stage only, and the sum runs over the data-parallel
@@ -128,7 +129,6 @@ class DataParallel {
   bool last_microbatch_ = false;  // in the last microbatch's backward pass
   FlatRange tied_;                // wte, when options_.tied_embedding is set
   bool tied_reduced_ = false;     // this step's tied gradient sum is done
-  absl::Status tied_status_;      // its error, reported by FinishReduction
   std::vector<bool> counted_;     // per layout tensor: counted in the gradient norm
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::unique_ptr<CommQueue> queue_;  // only when the group has more than one rank
