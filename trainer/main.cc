@@ -46,6 +46,9 @@ ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-
 ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
 ABSL_FLAG(int64_t, exit_after_step, 0,
           "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
+ABSL_FLAG(int64_t, exit_in_generation, 0,
+          "Fault injection: --exit_after_step applies only in this job generation "
+          "(RINGMASTER_GENERATION; 0: in every generation).");
 ABSL_FLAG(bool, report_metrics, true,
           "Send step reports to the agent (off only to measure their overhead).");
 ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
@@ -115,6 +118,7 @@ absl::Status Main() {
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
+    flags.exit_in_generation = absl::GetFlag(FLAGS_exit_in_generation);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
     return RunTraining(config, agent.get());
   }();
