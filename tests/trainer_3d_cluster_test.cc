@@ -77,10 +77,10 @@ class Trainer3dClusterTest : public ::testing::Test {
 
   // Submits a TP=2 x PP=2 x DP=2 job and waits for it to succeed; returns its id.
   std::string Run3d(const std::string& name, const std::string& trainer) {
-    const std::string id = cluster_->Submit(
-        name, absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 4\n",
-                           "parallelism: {tensor: 2, pipeline: 2, data: 2}\n",
-                           "restart: {max_restarts: 1}\n", trainer));
+    const std::string id =
+        cluster_->Submit(name, absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 4\n",
+                                            "parallelism: {tensor: 2, pipeline: 2, data: 2}\n",
+                                            "restart: {max_restarts: 1}\n", trainer));
     EXPECT_FALSE(id.empty());
     EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(300)), "SUCCEEDED")
         << cluster_->Ctl({"describe", "job", id}).output << cluster_->RankLog(id, 1, 0)
@@ -122,9 +122,10 @@ TEST_F(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
     worst = std::max(worst, std::abs(x - y) / std::abs(y));
     EXPECT_NEAR(x, y, kTolerance * std::abs(y)) << "step " << i + 1;
   }
-  std::printf("TP=2 x PP=2 x DP=2 vs one process: loss %s -> %s, largest relative difference "
-              "%.2e\n",
-              want.front().second.c_str(), want.back().second.c_str(), worst);
+  std::printf(
+      "TP=2 x PP=2 x DP=2 vs one process: loss %s -> %s, largest relative difference "
+      "%.2e\n",
+      want.front().second.c_str(), want.back().second.c_str(), worst);
   EXPECT_LT(Parse(got.back().second), Parse(got.front().second) - 0.5);  // it learns
   // Every rank, on every stage, prints the step's loss (the last stage's, broadcast).
   for (int rank = 1; rank < kRanks; ++rank) {

@@ -81,8 +81,8 @@ absl::Status Run::Setup() {
   // Every rank joins the groups in the same order: world, then tp, pp, dp (and emb).
   ASSIGN_OR_RETURN(world_, network_->Connect("world", p.rank, p.world, store,
                                              c_.flags.comm_timeout));
-  ASSIGN_OR_RETURN(groups_, ConnectParallelGroups(p, [&](const std::string& name, int rank,
-                                                         int size) {
+  ASSIGN_OR_RETURN(groups_,
+                   ConnectParallelGroups(p, [&](const std::string& name, int rank, int size) {
                      return network_->Connect(name, rank, size, store, c_.flags.comm_timeout);
                    }));
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -117,8 +117,8 @@ absl::Status Run::Setup() {
                                                         p.dp_rank, p.dp, c_.data_seed}));
   const ParameterLayout& layout = trainer_->model().layout();
   // params/padded are this rank's model shard's; each rank file carries its own layout.
-  layout_ = CheckpointLayout{p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(),
-                             PaddedSize(layout.size(), p.dp)};
+  layout_ = CheckpointLayout{
+      p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), PaddedSize(layout.size(), p.dp)};
   checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get());
   peak_flops_ = c_.flags.peak_flops;
   if (peak_flops_ <= 0) {
@@ -128,17 +128,16 @@ absl::Status Run::Setup() {
                  << " thread(s)";
   }
   const ModelShard& shard = layout.shard();
-  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " pid " << getpid() << " (tp "
-               << p.tp_rank << "/" << p.tp << ", pp " << p.pp_rank << "/" << p.pp << ", dp "
-               << p.dp_rank << "/" << p.dp << ", zero " << c_.zero_stage << "): "
-               << c_.model.ToString() << "; this shard: layers [" << shard.first_layer << ", "
+  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " pid " << getpid() << " (tp " << p.tp_rank
+               << "/" << p.tp << ", pp " << p.pp_rank << "/" << p.pp << ", dp " << p.dp_rank << "/"
+               << p.dp << ", zero " << c_.zero_stage << "): " << c_.model.ToString()
+               << "; this shard: layers [" << shard.first_layer << ", "
                << shard.first_layer + shard.num_layers << ")"
-               << (shard.has_embedding ? " + embeddings" : "")
-               << (shard.has_head ? " + head" : "") << ", " << layout.size() << " parameters, "
-               << trainer_->model().slots() << " activation slot(s) ("
-               << trainer_->model().activation_bytes() << " bytes); " << source->description()
-               << "; " << c_.micro_steps << " microbatch(es) of " << c_.micro_batch
-               << " per step; " << trainer_->data_parallel().buckets().size()
+               << (shard.has_embedding ? " + embeddings" : "") << (shard.has_head ? " + head" : "")
+               << ", " << layout.size() << " parameters, " << trainer_->model().slots()
+               << " activation slot(s) (" << trainer_->model().activation_bytes() << " bytes); "
+               << source->description() << "; " << c_.micro_steps << " microbatch(es) of "
+               << c_.micro_batch << " per step; " << trainer_->data_parallel().buckets().size()
                << " gradient bucket(s); " << threads << " BLAS thread(s) (OpenBLAS "
                << OpenBlasCoreName() << " kernels)";
   return absl::OkStatus();
@@ -207,17 +206,17 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const RankPlace& p = c_.place;
   // Tokens of this rank's data-parallel replica; its FLOPs are spread over its tp * pp ranks.
   const int64_t tokens = int64_t{c_.micro_steps} * c_.micro_batch * c_.model.seq_len;
-  const double mfu = peak_flops_ > 0 ? c_.model.FlopsPerToken() * tokens / seconds /
-                                           (peak_flops_ * p.tp * p.pp)
-                                     : 0;
+  const double mfu = peak_flops_ > 0
+                         ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
+                         : 0;
   // Exposed communication: pipeline waits, the reductions and the norm, ZeRO's gathers.
   const double comm = stats.pipeline_wait_seconds + stats.reduce_seconds +
                       (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
   const double bubble = seconds > 0 ? stats.pipeline_wait_seconds / seconds : 0;
-  std::string line = absl::StrFormat(
-      "step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f",
-      static_cast<long long>(step), static_cast<long long>(c_.steps), stats.loss,
-      tokens / seconds, seconds * 1e3, comm * 1e3, mfu);
+  std::string line =
+      absl::StrFormat("step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f",
+                      static_cast<long long>(step), static_cast<long long>(c_.steps), stats.loss,
+                      tokens / seconds, seconds * 1e3, comm * 1e3, mfu);
   if (p.pp > 1) {
     // Every stage's compute (gathered over the pipeline), its imbalance (slowest over mean), and
     // this stage's measured idle fraction next to the 1F1B formula.

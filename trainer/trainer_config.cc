@@ -8,8 +8,8 @@
 #include "common/status.h"
 #include "coordinator/spec_validation.h"
 #include "ctl/job_yaml.h"
-#include "trainer/model/pipeline_partition.h"
 #include "google/protobuf/util/json_util.h"
+#include "trainer/model/pipeline_partition.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -105,9 +105,8 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   ASSIGN_OR_RETURN(c.model,
                    GptConfig::Create(m.layers(), m.d_model(), m.heads(), m.seq_len(), m.vocab()));
   // The layout must split this model: every rank's shard (the partition is the same on all).
-  RETURN_IF_ERROR(MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank,
-                                 c.place.pp)
-                      .status());
+  RETURN_IF_ERROR(
+      MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank, c.place.pp).status());
   c.micro_batch = t.batch().micro_batch();
   const int64_t per_step = int64_t{c.micro_batch} * c.place.dp;
   if (t.batch().global_batch() % per_step != 0) {

@@ -61,7 +61,8 @@ absl::Status Communicator::AllGather(Tensor input, Tensor output) {
                                                    output.size, " elements over ", size_,
                                                    " ranks"));
   }
-  return Run({{CollectiveOp::kAllGather, Bytes(output)}}, [&] { return DoAllGather(input, output); });
+  return Run({{CollectiveOp::kAllGather, Bytes(output)}},
+             [&] { return DoAllGather(input, output); });
 }
 
 absl::Status Communicator::Broadcast(Tensor data, int root) {
@@ -83,8 +84,7 @@ absl::Status Communicator::Recv(Tensor data, int peer) {
 
 absl::Status Communicator::Exchange(Tensor send, Tensor recv, int peer) {
   RETURN_IF_ERROR(CheckPeer(peer));
-  return Run({{CollectiveOp::kSend, Bytes(send)},
-              {CollectiveOp::kRecv, Bytes(recv)}},
+  return Run({{CollectiveOp::kSend, Bytes(send)}, {CollectiveOp::kRecv, Bytes(recv)}},
              [&] { return DoExchange(send, recv, peer); });
 }
 

@@ -139,9 +139,9 @@ TEST(GlooCommunicatorTest, ExchangeCrossesTransfersWithoutDeadlock) {
     // One operation each, counted as a send and a receive.
     if (c.entered() != 3 + (rank == 0 ? 1 : 2)) return absl::InternalError("sequence numbers");
     std::vector<OpTotals> totals = c.TakeTotals();
-    if (totals.size() != 2 || totals[0].op != CollectiveOp::kSend ||
-        totals[0].count != 4 || totals[0].bytes != 3 * (4 << 18) + 32 ||
-        totals[1].op != CollectiveOp::kRecv || totals[1].bytes != 3 * (4 << 18) + 32) {
+    if (totals.size() != 2 || totals[0].op != CollectiveOp::kSend || totals[0].count != 4 ||
+        totals[0].bytes != 3 * (4 << 18) + 32 || totals[1].op != CollectiveOp::kRecv ||
+        totals[1].bytes != 3 * (4 << 18) + 32) {
       return absl::InternalError("exchange totals");
     }
     return absl::OkStatus();

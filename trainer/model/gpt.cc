@@ -46,16 +46,16 @@ std::vector<float> InitialValues(const ParamTensor& t, const ParameterLayout& la
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout layout,
-                                                  const GptOptions& options) {
+                                                 const GptOptions& options) {
   const ModelShard& s = layout.shard();
   RETURN_IF_ERROR(s.Validate(layout.config()));
   if (options.batch < 1) {
     return FieldError("batch.micro_batch", absl::StrCat("must be >= 1, got ", options.batch));
   }
   if (options.seq_len < 1 || options.seq_len > layout.config().seq_len) {
-    return FieldError("model.seq_len", absl::StrCat("sequence length ", options.seq_len,
-                                                    " must be in [1, ", layout.config().seq_len,
-                                                    "]"));
+    return FieldError("model.seq_len",
+                      absl::StrCat("sequence length ", options.seq_len, " must be in [1, ",
+                                   layout.config().seq_len, "]"));
   }
   if (options.slots < 1) {
     return absl::InvalidArgumentError(absl::StrCat("slots must be >= 1, got ", options.slots));
@@ -67,14 +67,13 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout
                                    " needs its tensor-parallel group of that size and rank"));
   }
   std::unique_ptr<Gpt> gpt(new Gpt(device, std::move(layout), options));
-  RETURN_IF_ERROR(gpt->Allocate(options.buffer_size, options.own_parameters,
-                                options.own_gradients, options.slots));
+  RETURN_IF_ERROR(gpt->Allocate(options.buffer_size, options.own_parameters, options.own_gradients,
+                                options.slots));
   return gpt;
 }
 
 absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(Device* device, ParameterLayout layout, int B,
-                                                  int T, int64_t buffer_size,
-                                                  bool own_gradients) {
+                                                 int T, int64_t buffer_size, bool own_gradients) {
   GptOptions options;
   options.batch = B;
   options.seq_len = T;
@@ -120,8 +119,8 @@ absl::Status Gpt::Allocate(int64_t buffer_size, bool own_parameters, bool own_gr
   const int64_t per_slot = N * C + head + L * per_layer;
   const int64_t per_slot_stats = head_stats + L * per_layer_stats;
   ASSIGN_OR_RETURN(activations_, device_->Allocate(per_slot * slots, dt));
-  ASSIGN_OR_RETURN(stats_, device_->Allocate(std::max<int64_t>(per_slot_stats * slots, 1),
-                                             DType::kF32));
+  ASSIGN_OR_RETURN(stats_,
+                   device_->Allocate(std::max<int64_t>(per_slot_stats * slots, 1), DType::kF32));
   Carver a(activations_.tensor());
   Carver s(stats_.tensor());
   Carver t(tokens_.tensor());
@@ -213,8 +212,8 @@ absl::Status Gpt::CheckTokens(const int32_t* tokens, const char* what) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> Gpt::Forward(int slot_index, const int32_t* inputs,
-                                    const int32_t* targets, float dloss_scale) {
+absl::StatusOr<double> Gpt::Forward(int slot_index, const int32_t* inputs, const int32_t* targets,
+                                    float dloss_scale) {
   if (slot_index < 0 || slot_index >= slots()) {
     return absl::InvalidArgumentError(absl::StrCat("slot ", slot_index, " of ", slots()));
   }
@@ -279,8 +278,7 @@ absl::StatusOr<double> Gpt::Forward(int slot_index, const int32_t* inputs,
                                         P(layers[l + 1].ln1b, C), N, C);
     } else if (shard.has_head) {
       device_->ResidualLayerNormForward(a.residual3, s.lnf, s.lnf_mean, s.lnf_rstd, a.residual2,
-                                        a.fcproj, P(layout_.lnfw(), C), P(layout_.lnfb(), C), N,
-                                        C);
+                                        a.fcproj, P(layout_.lnfw(), C), P(layout_.lnfb(), C), N, C);
     } else {
       // The stage's output: the residual stream the next stage continues.
       device_->Add(a.residual3, a.residual2, a.fcproj, int64_t{N} * C);
@@ -369,8 +367,8 @@ absl::Status Gpt::Backward(int slot_index, const GradientsFinal& on_final) {
   }
   if (shard.has_embedding) {
     device_->EmbeddingBackward(G(layout_.wte(), int64_t{Vp} * C),
-                               G(layout_.wpe(), int64_t{layout_.config().seq_len} * C),
-                               dresidual_, s.inputs, B_, T_, C);
+                               G(layout_.wpe(), int64_t{layout_.config().seq_len} * C), dresidual_,
+                               s.inputs, B_, T_, C);
   }
   // Otherwise dresidual_ is the gradient of the stage's input (input_gradient()).
   notify(0);

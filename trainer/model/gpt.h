@@ -78,9 +78,9 @@ class ParameterSource {
 };
 
 struct GptOptions {
-  int batch = 1;            // B, sequences per microbatch
-  int seq_len = 1;          // T <= config.seq_len
-  int64_t buffer_size = 0;  // flat buffers hold max(buffer_size, layout.size()) (DP pads them)
+  int batch = 1;               // B, sequences per microbatch
+  int seq_len = 1;             // T <= config.seq_len
+  int64_t buffer_size = 0;     // flat buffers hold max(buffer_size, layout.size()) (DP pads them)
   bool own_parameters = true;  // false: a ParameterSource must be set before Forward
   bool own_gradients = true;   // false: a GradientSink must be set before Backward
   int slots = 1;               // microbatches whose activations can be held at once
@@ -137,8 +137,7 @@ class Gpt {
   // gradient into the forward pass as llm.c does; 0 evaluates only.
   absl::StatusOr<double> Forward(int slot, const int32_t* inputs, const int32_t* targets,
                                  float dloss_scale);
-  absl::StatusOr<double> Forward(const int32_t* inputs, const int32_t* targets,
-                                 float dloss_scale) {
+  absl::StatusOr<double> Forward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
     return Forward(0, inputs, targets, dloss_scale);
   }
 

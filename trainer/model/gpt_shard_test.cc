@@ -94,7 +94,9 @@ TEST(GptShardTest, PipelineStagesReproduceTheWholeModel) {
   EXPECT_LT(first.layout().lnfw(), 0);
   EXPECT_LT(last.layout().wpe(), 0);
   EXPECT_EQ(last.layout().wte(), 0);  // the tied head's copy
-  auto copy = [&](Tensor dst, Tensor src) { std::copy(src.f32(), src.f32() + src.size, dst.f32()); };
+  auto copy = [&](Tensor dst, Tensor src) {
+    std::copy(src.f32(), src.f32() + src.size, dst.f32());
+  };
   std::vector<int32_t> in[2], tgt[2];
   double loss = 0;
   for (int m = 0; m < 2; ++m) {

@@ -91,8 +91,8 @@ std::vector<double> StageCostsOf(const std::vector<LayerRange>& partition,
   return out;
 }
 
-absl::StatusOr<ModelShard> MakeModelShard(const GptConfig& config, int tp_rank, int tp,
-                                          int pp_rank, int pp) {
+absl::StatusOr<ModelShard> MakeModelShard(const GptConfig& config, int tp_rank, int tp, int pp_rank,
+                                          int pp) {
   ASSIGN_OR_RETURN(std::vector<LayerRange> ranges,
                    PartitionLayers(config.layers, pp, EstimateStageCosts(config)));
   if (pp_rank < 0 || pp_rank >= pp) {

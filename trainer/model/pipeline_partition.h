@@ -44,14 +44,13 @@ absl::StatusOr<std::vector<LayerRange>> PartitionLayers(int layers, int stages,
                                                         const StageCosts& costs);
 
 // The cost of each stage of `partition` (FLOPs per token).
-std::vector<double> StageCostsOf(const std::vector<LayerRange>& partition,
-                                 const StageCosts& costs);
+std::vector<double> StageCostsOf(const std::vector<LayerRange>& partition, const StageCosts& costs);
 
 // The part of the model that tensor rank `tp_rank` of `tp` in pipeline stage `pp_rank` of `pp`
 // holds. INVALID_ARGUMENT naming parallelism.tensor or parallelism.pipeline for a layout the
 // model cannot be split into (tp must divide model.heads; pp at most model.layers).
-absl::StatusOr<ModelShard> MakeModelShard(const GptConfig& config, int tp_rank, int tp,
-                                          int pp_rank, int pp);
+absl::StatusOr<ModelShard> MakeModelShard(const GptConfig& config, int tp_rank, int tp, int pp_rank,
+                                          int pp);
 
 }  // namespace ringmaster::trainer
 

@@ -41,8 +41,8 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
                                                    " elements, want ", state));
   }
   if (compact_parameters && params.size < state) {
-    return absl::InvalidArgumentError(absl::StrCat("compact parameters hold ", params.size,
-                                                   " elements, want ", state));
+    return absl::InvalidArgumentError(
+        absl::StrCat("compact parameters hold ", params.size, " elements, want ", state));
   }
   opt->alias_master_ = params.dtype == DType::kF32;
   if (!opt->alias_master_) {

@@ -18,8 +18,8 @@ double Since(Clock::time_point start) {
 
 absl::Status CheckGroup(const Communicator* comm, const char* what, int rank, int size) {
   if (comm == nullptr || comm->rank() != rank || comm->size() != size) {
-    return absl::InvalidArgumentError(absl::StrCat("the ", what, " group must have this rank at ",
-                                                   rank, " of ", size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " group must have this rank at ", rank, " of ", size));
   }
   return absl::OkStatus();
 }
@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
   if (options.microbatches < 1) {
     return FieldError("trainer.batch.global_batch",
                       absl::StrCat("must give every data-parallel rank at least one microbatch, "
-                                   "got ", options.microbatches));
+                                   "got ",
+                                   options.microbatches));
   }
   ASSIGN_OR_RETURN(ModelShard shard,
                    MakeModelShard(options.model, p.tp_rank, p.tp, p.pp_rank, p.pp));
@@ -63,9 +64,9 @@ absl::StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
   d.bucket_bytes = options.bucket_bytes;
   d.tied_embedding = tied ? groups->emb.get() : nullptr;
   d.model_groups = {groups->tp.get(), groups->pp.get()};
-  ASSIGN_OR_RETURN(t->dp_, DataParallel::Create(device, groups->dp.get(), t->model_->layout(),
-                                                t->model_->params(), t->model_->grads(), d,
-                                                options.adamw));
+  ASSIGN_OR_RETURN(t->dp_,
+                   DataParallel::Create(device, groups->dp.get(), t->model_->layout(),
+                                        t->model_->params(), t->model_->grads(), d, options.adamw));
   t->model_->SetGradientSink(t->dp_->sink());
   t->model_->SetParameterSource(t->dp_->source());
   const size_t tokens = static_cast<size_t>(options.micro_batch) * options.model.seq_len;

@@ -36,9 +36,9 @@ namespace ringmaster::trainer {
 struct ParallelTrainerOptions {
   GptConfig model;
   RankPlace place;
-  int micro_batch = 1;     // sequences per microbatch
-  int microbatches = 1;    // m: microbatches per optimizer step on each data-parallel rank
-  int zero_stage = 0;      // 0-3
+  int micro_batch = 1;   // sequences per microbatch
+  int microbatches = 1;  // m: microbatches per optimizer step on each data-parallel rank
+  int zero_stage = 0;    // 0-3
   int64_t bucket_bytes = 4 << 20;
   AdamWConfig adamw;
   double clip_grad_norm = 0;  // 0: no clipping
@@ -49,14 +49,14 @@ struct ParallelTrainerOptions {
 using MicrobatchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets)>;
 
 struct StepStats {
-  double loss = 0;          // mean loss over the step's global batch (the same on every rank)
-  double grad_norm = 0;     // before clipping
-  double compute_seconds = 0;        // this stage's forward and backward passes
+  double loss = 0;             // mean loss over the step's global batch (the same on every rank)
+  double grad_norm = 0;        // before clipping
+  double compute_seconds = 0;  // this stage's forward and backward passes
   double pipeline_wait_seconds = 0;  // blocked in transfers to and from neighbouring stages
   double reduce_seconds = 0;         // waiting for the gradient reductions and the norm
   double optimizer_seconds = 0;      // AdamW, parameter gathers, the tied embedding's sync
   std::vector<double> stage_compute_seconds;  // every stage's compute, by stage (pipeline)
-  int max_in_flight = 0;  // microbatches this stage held at once
+  int max_in_flight = 0;                      // microbatches this stage held at once
 };
 
 class ParallelTrainer {
@@ -78,9 +78,7 @@ class ParallelTrainer {
 
   // Whether this rank's optimizer state is the model's (plain DP: data-parallel rank 0 of each
   // model shard; ZeRO: every rank its own part).
-  bool holds_model_state() const {
-    return options_.zero_stage > 0 || options_.place.dp_rank == 0;
-  }
+  bool holds_model_state() const { return options_.zero_stage > 0 || options_.place.dp_rank == 0; }
   // This rank's parameters: the flat buffer, or the ZeRO-3 shard.
   Tensor held_parameters() const;
   // Bytes of parameters, gradients and optimizer state this rank holds.

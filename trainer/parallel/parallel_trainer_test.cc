@@ -11,6 +11,8 @@
 // (printed by the test), so 1e-5 leaves two orders of magnitude for other BLAS kernels. A real
 // defect — a missing all-reduce, a gradient counted twice, a stage fed the wrong microbatch —
 // moves the loss by 1e-3 or more within a step or two.
+#include "trainer/parallel/parallel_trainer.h"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -21,7 +23,6 @@
 #include "trainer/comm/testing.h"
 #include "trainer/model/cpu_device.h"
 #include "trainer/model/random.h"
-#include "trainer/parallel/parallel_trainer.h"
 #include "trainer/parallel/pipeline_schedule.h"
 
 namespace ringmaster::trainer {
@@ -51,7 +52,7 @@ void Sample(int64_t g, int32_t* in, int32_t* tgt) {
 struct RankResult {
   RankPlace place;
   std::vector<double> losses;
-  std::vector<float> params;  // held_parameters() after the last step
+  std::vector<float> params;                          // held_parameters() after the last step
   std::map<std::string, std::vector<float>> tensors;  // the flat buffer by tensor (ZeRO 0-2)
   int64_t state_bytes = 0;
   int max_in_flight = 0;

@@ -197,9 +197,9 @@ TEST(PipelineScheduleTest, TwoStagesFourMicrobatchesAsMegatronRunsThem) {
   std::vector<std::string> first, last;
   for (const PipelineAction& a : OneForwardOneBackward(0, 2, 4)) first.push_back(ToString(a));
   for (const PipelineAction& a : OneForwardOneBackward(1, 2, 4)) last.push_back(ToString(a));
-  EXPECT_THAT(first, ::testing::ElementsAre("F0", "send F0", "F1", "send F1 / recv B0", "B0",
-                                            "F2", "send F2 / recv B1", "B1", "F3",
-                                            "send F3 / recv B2", "B2", "recv B3", "B3"));
+  EXPECT_THAT(first, ::testing::ElementsAre("F0", "send F0", "F1", "send F1 / recv B0", "B0", "F2",
+                                            "send F2 / recv B1", "B1", "F3", "send F3 / recv B2",
+                                            "B2", "recv B3", "B3"));
   EXPECT_THAT(last, ::testing::ElementsAre("recv F0", "F0", "B0", "send B0 / recv F1", "F1", "B1",
                                            "send B1 / recv F2", "F2", "B2", "send B2 / recv F3",
                                            "F3", "B3", "send B3"));

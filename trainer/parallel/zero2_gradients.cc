@@ -44,8 +44,7 @@ absl::StatusOr<std::unique_ptr<Zero2Gradients>> Zero2Gradients::Create(
     }
   }
   z->owned_ = z->regions_.owned();
-  ASSIGN_OR_RETURN(z->shard_,
-                   device->Allocate(std::max<int64_t>(z->regions_.shard_size(), 1), dt));
+  ASSIGN_OR_RETURN(z->shard_, device->Allocate(std::max<int64_t>(z->regions_.shard_size(), 1), dt));
   return z;
 }
 

@@ -20,8 +20,7 @@ absl::StatusOr<std::unique_ptr<Zero3Parameters>> Zero3Parameters::Create(
   for (const ZeroRegion& r : regions) {
     if (r.outer()) outer += r.padded;
   }
-  ASSIGN_OR_RETURN(z->shard_,
-                   device->Allocate(std::max<int64_t>(z->regions_.shard_size(), 1), dt));
+  ASSIGN_OR_RETURN(z->shard_, device->Allocate(std::max<int64_t>(z->regions_.shard_size(), 1), dt));
   ASSIGN_OR_RETURN(z->outer_, device->Allocate(std::max<int64_t>(outer, 1), dt));
   const int64_t widest = z->regions_.widest_layer();
   ASSIGN_OR_RETURN(z->windows_buffer_, device->Allocate(2 * widest, dt));

@@ -40,8 +40,8 @@ class Zero3Parameters final : public ParameterSource {
   // `dp` and `queue` must outlive this; `queue` may be null when dp has one rank.
   // INVALID_ARGUMENT when the shard holds no layer.
   static absl::StatusOr<std::unique_ptr<Zero3Parameters>> Create(Device* device, Communicator* dp,
-                                                                CommQueue* queue,
-                                                                const ParameterLayout& layout);
+                                                                 CommQueue* queue,
+                                                                 const ParameterLayout& layout);
 
   const ZeroRegions& regions() const { return regions_; }
   // This rank's parameters, compact in owned-range order (shard_size() elements).
@@ -69,12 +69,11 @@ class Zero3Parameters final : public ParameterSource {
  private:
   struct Window {
     Tensor buffer;
-    int layer = -1;       // the layer it holds or is gathering; -1: free
-    bool held = false;    // acquired and not released
-    int64_t ticket = 0;   // pending gather, 0 when none
+    int layer = -1;      // the layer it holds or is gathering; -1: free
+    bool held = false;   // acquired and not released
+    int64_t ticket = 0;  // pending gather, 0 when none
   };
-  Zero3Parameters(Device* device, Communicator* dp, CommQueue* queue,
-                  const ParameterLayout& layout)
+  Zero3Parameters(Device* device, Communicator* dp, CommQueue* queue, const ParameterLayout& layout)
       : device_(device),
         dp_(dp),
         queue_(queue),
