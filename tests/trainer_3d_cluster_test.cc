@@ -7,9 +7,12 @@
 //  - a run interrupted after step 10 (generation 1 fails, the coordinator restarts the job, and
 //    generation 2 resumes every rank from the step-10 checkpoint) repeats the uninterrupted run of
 //    the same layout exactly: the same losses, and the same parameters on every rank.
+// Both with plain data parallelism (the model state in data-parallel rank 0's files) and with
+// ZeRO-3 (every rank's own shard).
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -58,7 +61,7 @@ std::string FinalCrc(const std::string& log) {
   return at == std::string::npos ? "" : log.substr(at + 14, 8);
 }
 
-class Trainer3dClusterTest : public ::testing::Test {
+class Trainer3dClusterTest : public ::testing::TestWithParam<int> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(TestTempDir() + "/trainer_3d_cluster");
@@ -88,11 +91,14 @@ class Trainer3dClusterTest : public ::testing::Test {
     return id;
   }
 
-  // The uninterrupted 3D run (plain data parallelism), shared by the tests.
-  const std::string& Straight() {
-    static const std::string* id =
-        new std::string(Run3d("straight", Trainer(0, *dir_ + "/ckpt-straight", 0)));
-    return *id;
+  // The uninterrupted 3D run with ZeRO stage `zero`, shared by the tests.
+  const std::string& Straight(int zero) {
+    static auto* ids = new std::map<int, std::string>();
+    if (!ids->count(zero)) {
+      const std::string name = absl::StrCat("straight", zero);
+      (*ids)[zero] = Run3d(name, Trainer(0, absl::StrCat(*dir_, "/ckpt-", name), zero));
+    }
+    return ids->at(zero);
   }
 
   static TestCluster* cluster_;
@@ -102,17 +108,18 @@ class Trainer3dClusterTest : public ::testing::Test {
 TestCluster* Trainer3dClusterTest::cluster_ = nullptr;
 std::string* Trainer3dClusterTest::dir_ = nullptr;
 
-TEST_F(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
+TEST_P(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
+  const int zero = GetParam();
   // The single process: the whole global batch of 16 as 8 microbatches of 2.
   const std::string spec = *dir_ + "/single.yaml";
-  std::ofstream(spec) << "name: single\n" << Trainer(0, "", 0);
+  std::ofstream(spec) << "name: single\n" << Trainer(0, "", zero);
   auto single = RunCommand({"trainer/trainer", "--blas_threads=1", "--spec=" + spec}, "");
   ASSERT_TRUE(single.ok()) << single.status();
   ASSERT_EQ(single->exit_code, 0) << single->output;
   const auto want = TrainerLosses(single->output);
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps)) << single->output;
 
-  const std::string& id = Straight();
+  const std::string& id = Straight(zero);
   const auto got = TrainerLosses(cluster_->RankLog(id, 1, 0));
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << cluster_->RankLog(id, 1, 0);
   double worst = 0;
@@ -123,9 +130,9 @@ TEST_F(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
     EXPECT_NEAR(x, y, kTolerance * std::abs(y)) << "step " << i + 1;
   }
   std::printf(
-      "TP=2 x PP=2 x DP=2 vs one process: loss %s -> %s, largest relative difference "
+      "TP=2 x PP=2 x DP=2 ZeRO-%d vs one process: loss %s -> %s, largest relative difference "
       "%.2e\n",
-      want.front().second.c_str(), want.back().second.c_str(), worst);
+      zero, want.front().second.c_str(), want.back().second.c_str(), worst);
   EXPECT_LT(Parse(got.back().second), Parse(got.front().second) - 0.5);  // it learns
   // Every rank, on every stage, prints the step's loss (the last stage's, broadcast).
   for (int rank = 1; rank < kRanks; ++rank) {
@@ -136,14 +143,16 @@ TEST_F(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
   EXPECT_THAT(log, ::testing::ContainsRegex(
                        "step 20/20 loss \\S+ .* stage_ms [0-9.]+,[0-9.]+ imbalance [0-9.]+% "
                        "bubble [0-9.]+ \\(formula 0.200\\)"));
-  EXPECT_THAT(log, HasSubstr("(tp 0/2, pp 0/2, dp 0/2, zero 0)"));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("(tp 0/2, pp 0/2, dp 0/2, zero ", zero, ")")));
   EXPECT_THAT(log, HasSubstr("this shard: layers [0, 2) + embeddings"));
   EXPECT_THAT(cluster_->RankLog(id, 1, 7), HasSubstr("this shard: layers [2, 4) + head"));
 }
 
-TEST_F(Trainer3dClusterTest, ResumeUnderThreeDimensionsEqualsAnUninterruptedRun) {
-  const std::string& straight = Straight();
-  const std::string id = Run3d("resumed", Trainer(10, *dir_ + "/ckpt-resumed", 0));
+TEST_P(Trainer3dClusterTest, ResumeUnderThreeDimensionsEqualsAnUninterruptedRun) {
+  const int zero = GetParam();
+  const std::string& straight = Straight(zero);
+  const std::string name = absl::StrCat("resumed", zero);
+  const std::string id = Run3d(name, Trainer(10, absl::StrCat(*dir_, "/ckpt-", name), zero));
   const std::string first = cluster_->RankLog(id, 1, 0);
   const std::string second = cluster_->RankLog(id, 2, 0);
   EXPECT_THAT(first, HasSubstr("injected failure after step 10"));
@@ -165,6 +174,8 @@ TEST_F(Trainer3dClusterTest, ResumeUnderThreeDimensionsEqualsAnUninterruptedRun)
     EXPECT_EQ(FinalCrc(cluster_->RankLog(id, 2, rank)), want) << "rank " << rank;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ZeroStages, Trainer3dClusterTest, ::testing::Values(0, 3));
 
 }  // namespace
 }  // namespace ringmaster::testing
