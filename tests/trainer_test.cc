@@ -106,8 +106,9 @@ TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/resumed/step-00000020"));
 }
 
-// Plain DP and ZeRO-2 (sharded gradients through the model's sink) on one rank.
-INSTANTIATE_TEST_SUITE_P(ZeroStages, TrainerResumeTest, ::testing::Values(0, 2));
+// Plain DP, ZeRO-2 (sharded gradients through the model's sink) and ZeRO-3 (parameters through
+// its source) on one rank.
+INSTANTIATE_TEST_SUITE_P(ZeroStages, TrainerResumeTest, ::testing::Values(0, 2, 3));
 
 TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
   CommandResult small_vocab = Train({"--spec=" + Spec("", 10, 100)});

@@ -51,6 +51,9 @@ ABSL_FLAG(int64_t, exit_after_step, 0,
 ABSL_FLAG(bool, shared_memory, true,
           "Collectives of groups whose ranks are all on this machine go through shared memory "
           "(off: Gloo over TCP for everything).");
+ABSL_FLAG(int64_t, exit_in_generation, 0,
+          "Fault injection: --exit_after_step applies only in this job generation "
+          "(RINGMASTER_GENERATION; 0: in every generation).");
 ABSL_FLAG(bool, report_metrics, true,
           "Send step reports to the agent (off only to measure their overhead).");
 ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
@@ -122,6 +125,7 @@ absl::Status Main(absl::Time process_start) {
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
     flags.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+    flags.exit_in_generation = absl::GetFlag(FLAGS_exit_in_generation);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));
     config.process_start = process_start;
     return RunTraining(config, agent.get());

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -20,8 +21,8 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/model/blas_kernels.h"
 #include "trainer/model/cpu_device.h"
-#include "trainer/model/gpt.h"
-#include "trainer/parallel/data_parallel.h"
+#include "trainer/parallel/parallel_trainer.h"
+#include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/worker/collective_reporter.h"
 #include "trainer/worker/step_report.h"
 
@@ -48,8 +49,7 @@ class Run {
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
   absl::Status Checkpoint(int64_t step);
-  absl::Status Report(int64_t step, double loss, double seconds, double comm_seconds,
-                      double compute_seconds);
+  absl::Status Report(int64_t step, const StepStats& stats, double seconds);
   // Stretches this rank's compute when it is the configured slow rank (straggler tests).
   void MaybeSlowDown(double compute_seconds);
 
@@ -57,11 +57,11 @@ class Run {
   AgentClient* const agent_;
   InMemoryStore local_store_;
   std::shared_ptr<GlooNetwork> network_;
-  std::unique_ptr<Communicator> world_, dp_comm_;
+  std::unique_ptr<Communicator> world_;
+  ParallelGroups groups_;
   std::unique_ptr<Device> device_;
-  std::unique_ptr<Gpt> model_;
+  std::unique_ptr<ParallelTrainer> trainer_;
   std::unique_ptr<DataLoader> loader_;
-  std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<CollectiveReporter> collective_reporter_;
   CheckpointLayout layout_;
@@ -71,7 +71,6 @@ class Run {
   bool first_report_ = true;
   int64_t start_step_ = 0;
   double peak_flops_ = 0;
-  std::vector<int32_t> inputs_, targets_;
 };
 
 absl::Status Run::Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done) {
@@ -89,16 +88,21 @@ absl::Status Run::Setup() {
   const RankPlace& p = c_.place;
   KeyValueStore* store = agent_ != nullptr ? static_cast<KeyValueStore*>(agent_) : &local_store_;
   ASSIGN_OR_RETURN(network_, GlooNetwork::Create(c_.host_address));
+  // Every rank joins the groups in the same order: world, then tp, pp, dp (and emb).
   ASSIGN_OR_RETURN(world_, network_->Connect("world", p.rank, p.world, store,
                                              c_.flags.comm_timeout));
-  const std::string dp_name = absl::StrCat("dp", p.pp_rank * p.tp + p.tp_rank);
-  ASSIGN_OR_RETURN(dp_comm_, ConnectGroup(*network_, dp_name, p.dp_rank, p.dp, store,
-                                          c_.flags.comm_timeout, c_.flags.shared_memory));
+  // Groups whose members all run on this machine do their collectives in shared memory.
+  ASSIGN_OR_RETURN(groups_,
+                   ConnectParallelGroups(p, [&](const std::string& name, int rank, int size) {
+                     return ConnectGroup(*network_, name, rank, size, store,
+                                         c_.flags.comm_timeout, c_.flags.shared_memory);
+                   }));
   rendezvous_seconds_ = absl::ToDoubleSeconds(absl::Now() - c_.process_start);
   if (agent_ != nullptr && c_.flags.report_metrics) {
-    collective_reporter_ = std::make_unique<CollectiveReporter>(
-        agent_, std::vector<const Communicator*>{world_.get(), dp_comm_.get()},
-        absl::Milliseconds(500));
+    std::vector<const Communicator*> reported = {world_.get()};
+    for (Communicator* group : groups_.all()) reported.push_back(group);
+    collective_reporter_ =
+        std::make_unique<CollectiveReporter>(agent_, std::move(reported), absl::Milliseconds(500));
   }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = c_.flags.blas_threads > 0
@@ -106,11 +110,16 @@ absl::Status Run::Setup() {
                           : std::max(1, static_cast<int>(cores) / std::max(1, c_.local_world));
   device_ = MakeCpuDevice(threads);
 
-  ParameterLayout layout(c_.model, ModelShard::WholeModel(c_.model));
-  const int64_t padded = PaddedSize(layout.size(), p.dp);
-  ASSIGN_OR_RETURN(model_, Gpt::Create(device_.get(), layout, c_.micro_batch,
-                                       c_.model.seq_len, padded,
-                                       /*own_gradients=*/c_.zero_stage < 2));
+  ParallelTrainerOptions o;
+  o.model = c_.model;
+  o.place = p;
+  o.micro_batch = c_.micro_batch;
+  o.microbatches = c_.micro_steps;
+  o.zero_stage = c_.zero_stage;
+  o.bucket_bytes = c_.flags.bucket_bytes;
+  o.adamw = c_.adamw;
+  o.clip_grad_norm = c_.clip_grad_norm;
+  ASSIGN_OR_RETURN(trainer_, ParallelTrainer::Create(device_.get(), o, &groups_));
   std::shared_ptr<const TokenSource> source;
   if (c_.data_path.empty()) {
     source = BuiltinCorpus();
@@ -125,14 +134,11 @@ absl::Status Run::Setup() {
   }
   ASSIGN_OR_RETURN(loader_, DataLoader::Create(source, {c_.model.seq_len, c_.micro_batch,
                                                         p.dp_rank, p.dp, c_.data_seed}));
-  ASSIGN_OR_RETURN(dp_, DataParallel::Create(device_.get(), dp_comm_.get(), model_->layout(),
-                                             model_->params(), model_->grads(),
-                                             {c_.zero_stage, c_.flags.bucket_bytes}, c_.adamw));
-  model_->SetGradientSink(dp_->sink());
-  layout_ = CheckpointLayout{p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), padded};
+  const ParameterLayout& layout = trainer_->model().layout();
+  // params/padded are this rank's model shard's; each rank file carries its own layout.
+  layout_ = CheckpointLayout{
+      p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), PaddedSize(layout.size(), p.dp)};
   checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get());
-  inputs_.resize(static_cast<size_t>(c_.micro_batch) * c_.model.seq_len);
-  targets_.resize(inputs_.size());
   peak_flops_ = c_.flags.peak_flops;
   if (peak_flops_ <= 0) {
     const CpuPeak peak = EstimateCpuPeak();
@@ -140,12 +146,19 @@ absl::Status Run::Setup() {
     RM_LOG(INFO) << "MFU against the CPU's peak " << peak.explanation << " x " << threads
                  << " thread(s)";
   }
-  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " pid " << getpid() << " (dp "
-               << p.dp_rank << "/" << p.dp
-               << ", zero " << c_.zero_stage << "): " << c_.model.ToString() << "; "
+  const ModelShard& shard = layout.shard();
+  RM_LOG(INFO) << "rank " << p.rank << "/" << p.world << " pid " << getpid() << " (tp " << p.tp_rank
+               << "/" << p.tp << ", pp " << p.pp_rank << "/" << p.pp << ", dp " << p.dp_rank << "/"
+               << p.dp << ", zero " << c_.zero_stage << "): " << c_.model.ToString()
+               << "; this shard: layers [" << shard.first_layer << ", "
+               << shard.first_layer + shard.num_layers << ")"
+               << (shard.has_embedding ? " + embeddings" : "") << (shard.has_head ? " + head" : "")
+               << ", " << layout.size() << " parameters, " << trainer_->model().slots()
+               << " activation slot(s) (" << trainer_->model().activation_bytes() << " bytes); "
                << source->description() << "; " << c_.micro_steps << " microbatch(es) of "
-               << c_.micro_batch << " per step; " << dp_->buckets().size() << " gradient bucket(s); "
-               << threads << " BLAS thread(s) (OpenBLAS " << OpenBlasCoreName() << " kernels)";
+               << c_.micro_batch << " per step; " << trainer_->data_parallel().buckets().size()
+               << " gradient bucket(s); " << threads << " BLAS thread(s) (OpenBLAS "
+               << OpenBlasCoreName() << " kernels)";
   return absl::OkStatus();
 }
 
@@ -162,7 +175,7 @@ absl::Status Run::Restore() {
     ASSIGN_OR_RETURN(step, checkpointer_->FindResumeStep());
   }
   if (step < 0) {
-    RETURN_IF_ERROR(model_->InitParameters(c_.data_seed));
+    RETURN_IF_ERROR(trainer_->InitParameters(c_.data_seed));
     RM_LOG(INFO) << "no checkpoint to resume from: starting at step 0";
     return absl::OkStatus();
   }
@@ -176,14 +189,14 @@ absl::Status Run::Restore() {
                       absl::StrCat("is ", c_.data_seed, " but the checkpoint at step ", step,
                                    " was trained with ", state.data_seed));
   }
-  if (static_cast<int64_t>(state.master.size()) != dp_->optimizer().state_size()) {
+  AdamWOptimizer& optimizer = trainer_->data_parallel().optimizer();
+  if (static_cast<int64_t>(state.master.size()) != optimizer.state_size()) {
     return absl::DataLossError(absl::StrCat("checkpoint at step ", step, " holds ",
                                             state.master.size(), " state elements, want ",
-                                            dp_->optimizer().state_size()));
+                                            optimizer.state_size()));
   }
-  RETURN_IF_ERROR(
-      dp_->optimizer().LoadState(state.master.data(), state.m.data(), state.v.data()));
-  if (c_.zero_stage > 0) RETURN_IF_ERROR(dp_->GatherParameters());
+  RETURN_IF_ERROR(optimizer.LoadState(state.master.data(), state.m.data(), state.v.data()));
+  RETURN_IF_ERROR(trainer_->AfterLoad());
   loader_->set_position(state.data_position);
   start_step_ = state.step;
   RM_LOG(INFO) << "resumed from the checkpoint at step " << step << " (data position "
@@ -197,14 +210,13 @@ absl::Status Run::Checkpoint(int64_t step) {
   state.step = step;
   state.data_position = loader_->position();
   state.data_seed = c_.data_seed;
-  const bool holds_model = c_.zero_stage > 0 || c_.place.dp_rank == 0;
-  if (holds_model) {
-    const int64_t n = dp_->optimizer().state_size();
+  if (trainer_->holds_model_state()) {
+    AdamWOptimizer& optimizer = trainer_->data_parallel().optimizer();
+    const int64_t n = optimizer.state_size();
     state.master.resize(n);
     state.m.resize(n);
     state.v.resize(n);
-    RETURN_IF_ERROR(
-        dp_->optimizer().SaveState(state.master.data(), state.m.data(), state.v.data()));
+    RETURN_IF_ERROR(optimizer.SaveState(state.master.data(), state.m.data(), state.v.data()));
   }
   RETURN_IF_ERROR(checkpointer_->Save(std::move(state)));
   return Phase(v1::WORKER_PHASE_STEP);
@@ -216,14 +228,37 @@ void Run::MaybeSlowDown(double compute_seconds) {
       std::chrono::duration<double>(compute_seconds * (c_.flags.slow_factor - 1)));
 }
 
-absl::Status Run::Report(int64_t step, double loss, double seconds, double comm_seconds,
-                         double compute_seconds) {
+absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
+  const RankPlace& p = c_.place;
+  // Tokens of this rank's data-parallel replica; its FLOPs are spread over its tp * pp ranks.
   const int64_t tokens = int64_t{c_.micro_steps} * c_.micro_batch * c_.model.seq_len;
-  const double mfu =
-      peak_flops_ > 0 ? c_.model.FlopsPerToken() * tokens / seconds / peak_flops_ : 0;
-  std::printf("step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f\n",
-              static_cast<long long>(step), static_cast<long long>(c_.steps), loss,
-              tokens / seconds, seconds * 1e3, comm_seconds * 1e3, mfu);
+  const double mfu = peak_flops_ > 0
+                         ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
+                         : 0;
+  // Exposed communication: pipeline waits, the reductions and the norm, ZeRO's gathers.
+  const double comm = stats.pipeline_wait_seconds + stats.reduce_seconds +
+                      (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
+  const double bubble = seconds > 0 ? stats.pipeline_wait_seconds / seconds : 0;
+  std::string line =
+      absl::StrFormat("step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f",
+                      static_cast<long long>(step), static_cast<long long>(c_.steps), stats.loss,
+                      tokens / seconds, seconds * 1e3, comm * 1e3, mfu);
+  if (p.pp > 1) {
+    // Every stage's compute (gathered over the pipeline), its imbalance (slowest over mean), and
+    // this stage's measured idle fraction next to the 1F1B formula.
+    std::vector<std::string> ms;
+    double slowest = 0, total = 0;
+    for (double s : stats.stage_compute_seconds) {
+      ms.push_back(absl::StrFormat("%.1f", s * 1e3));
+      slowest = std::max(slowest, s);
+      total += s;
+    }
+    const double mean = total / static_cast<double>(stats.stage_compute_seconds.size());
+    absl::StrAppendFormat(&line, " stage_ms %s imbalance %.1f%% bubble %.3f (formula %.3f)",
+                          absl::StrJoin(ms, ","), mean > 0 ? 100 * (slowest / mean - 1) : 0.0,
+                          bubble, BubbleFraction(p.pp, c_.micro_steps));
+  }
+  std::printf("%s\n", line.c_str());
   std::fflush(stdout);
   if (agent_ == nullptr || !c_.flags.report_metrics) return absl::OkStatus();
   if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
@@ -231,13 +266,15 @@ absl::Status Run::Report(int64_t step, double loss, double seconds, double comm_
   }
   v1::ReportStepRequest r;
   r.set_step(step);
-  r.set_loss(loss);
+  r.set_loss(stats.loss);
   r.set_tokens(tokens);
   r.set_step_seconds(seconds);
-  r.set_compute_seconds(compute_seconds);
-  r.set_comm_seconds(comm_seconds);
+  r.set_compute_seconds(std::max(0.0, seconds - comm));
+  r.set_comm_seconds(comm);
+  r.set_stage_compute_seconds(stats.compute_seconds);
+  r.set_bubble_fraction(bubble);
   r.set_mfu(mfu);
-  r.set_state_bytes(dp_->state_bytes());
+  r.set_state_bytes(trainer_->state_bytes());
   r.set_end_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
   if (first_report_) {
     first_report_ = false;
@@ -246,55 +283,31 @@ absl::Status Run::Report(int64_t step, double loss, double seconds, double comm_
     r.set_restore_seconds(restore_seconds_);
     r.set_start_step(start_step_);
   }
-  AddCollectiveStats(*dp_comm_, &r);
+  for (Communicator* comm_group : groups_.all()) AddCollectiveStats(*comm_group, &r);
   AddCollectiveStats(*world_, &r);
   return agent_->ReportStep(r);
 }
 
 absl::Status Run::Train() {
   RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP));
-  const float dloss = 1.0f / static_cast<float>(c_.micro_steps * c_.place.dp);
   double loss = 0;
+  const MicrobatchFn fill = [this](int micro, int32_t* inputs, int32_t* targets) {
+    loader_->Fill(micro, inputs, targets);
+  };
   for (int64_t step = start_step_; step < c_.steps; ++step) {
     const auto start = Clock::now();
-    double comm = 0;
-    model_->ZeroGradients();
-    dp_->BeginStep();
-    double loss_sum = 0;
-    float group_loss = 0;  // summed over the DP group on the communication thread
-    for (int micro = 0; micro < c_.micro_steps; ++micro) {
-      const auto micro_start = Clock::now();
-      loader_->Fill(micro, inputs_.data(), targets_.data());
-      ASSIGN_OR_RETURN(double micro_loss, model_->Forward(inputs_.data(), targets_.data(), dloss));
-      loss_sum += micro_loss;
-      const bool last = micro + 1 == c_.micro_steps;
-      if (last) {
-        group_loss = static_cast<float>(loss_sum / c_.micro_steps / c_.place.dp);
-        dp_->SumAsync(&group_loss);
-      }
-      dp_->BeginMicrobatch(last);
-      RETURN_IF_ERROR(model_->Backward([this](int64_t low) { dp_->OnGradientsFinal(low); }));
-      MaybeSlowDown(Since(micro_start));
-    }
-    auto comm_start = Clock::now();
-    RETURN_IF_ERROR(dp_->FinishReduction());
-    // The step's mean loss over the whole data-parallel group (the same on every replica).
-    loss = group_loss;
-    ASSIGN_OR_RETURN(double norm, dp_->GradientNorm());
-    comm += Since(comm_start);
-    const double clip = c_.clip_grad_norm;
-    const float scale = clip > 0 && norm > clip ? static_cast<float>(clip / norm) : 1.0f;
     const float lr = static_cast<float>(c_.schedule.At(step));
-    comm_start = Clock::now();
-    RETURN_IF_ERROR(dp_->Step(lr, step + 1, scale));
-    if (c_.zero_stage > 0) comm += Since(comm_start);
+    ASSIGN_OR_RETURN(StepStats stats, trainer_->Step(fill, lr, step + 1));
+    MaybeSlowDown(stats.compute_seconds);
+    loss = stats.loss;
     loader_->Advance(c_.micro_steps);
     const double seconds = Since(start);
-    RETURN_IF_ERROR(Report(step + 1, loss, seconds, comm, seconds - comm));
+    RETURN_IF_ERROR(Report(step + 1, stats, seconds));
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
     }
-    if (step + 1 == c_.flags.exit_after_step) {
+    if (step + 1 == c_.flags.exit_after_step &&
+        (c_.flags.exit_in_generation == 0 || c_.flags.exit_in_generation == c_.generation)) {
       RETURN_IF_ERROR(checkpointer_->Flush());
       return absl::UnavailableError(absl::StrCat("injected failure after step ", step + 1,
                                                  " (--exit_after_step)"));
@@ -304,8 +317,9 @@ absl::Status Run::Train() {
   if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
     RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP, done));
   }
-  std::vector<float> params(static_cast<size_t>(model_->params().size));
-  RETURN_IF_ERROR(device_->CopyToHost(params.data(), model_->params()));
+  const Tensor held = trainer_->held_parameters();
+  std::vector<float> params(static_cast<size_t>(held.size));
+  RETURN_IF_ERROR(device_->CopyToHost(params.data(), held));
   std::printf("training done: %lld steps, final loss %.9g, params crc32c %08x\n",
               static_cast<long long>(c_.steps), loss,
               Crc32c(0, params.data(), params.size() * sizeof(float)));

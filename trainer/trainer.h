@@ -1,15 +1,16 @@
-// The training loop of the builtin GPT trainer: builds the communicators from the rendezvous,
-// the model, data, data parallelism and checkpoints from a TrainerConfig, resumes from the newest
-// complete checkpoint, trains to the configured step count, and reports every step to the agent.
+// The training loop of the builtin GPT trainer: joins the communication groups through the
+// rendezvous (world, then tp, pp, dp and the pipeline's tied-embedding group), builds this rank's
+// ParallelTrainer (model shard, data parallelism, 1F1B pipeline; parallel/parallel_trainer.h),
+// data and checkpoints from a TrainerConfig, resumes from the newest complete checkpoint, trains
+// to the configured step count, and reports every step to the agent.
 //
-// Per optimizer step (M microbatches per rank):
-//   for each microbatch: load it, forward (loss gradient fused), backward; during the last
-//   microbatch's backward, gradient buckets are reduced as they become final;
-//   wait for the reduction; loss and gradient norm over the data-parallel group; clip; AdamW
-//   (ZeRO: on the owned chunks, then parameters gathered); report; maybe checkpoint.
+// Per optimizer step: ParallelTrainer::Step (the stage's forward and backward passes over the
+// step's microbatches, transfers between stages, gradient reductions, whole-model norm, clipping,
+// AdamW, ZeRO gathers); report; maybe checkpoint.
 //
-// Output: one line per step on stdout ("step 12/200 loss 3.21404505 ..."), and at the end a line
-// with the final loss and the CRC-32C of this rank's parameters, so runs can be compared exactly.
+// Output: one line per step on stdout ("step 12/200 loss 3.21404505 ...", with stage timings and
+// the bubble under pipeline parallelism), the same loss on every rank, and at the end a line with
+// the final loss and the CRC-32C of this rank's parameters, so runs can be compared exactly.
 #ifndef RINGMASTER_TRAINER_TRAINER_H_
 #define RINGMASTER_TRAINER_TRAINER_H_
 

@@ -9,6 +9,7 @@
 #include "coordinator/spec_validation.h"
 #include "ctl/job_yaml.h"
 #include "google/protobuf/util/json_util.h"
+#include "trainer/model/pipeline_partition.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -93,21 +94,19 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   coordinator::ApplyDefaults(&c.spec);
   RETURN_IF_ERROR(coordinator::ValidateJobSpec(c.spec));
   const v1::TrainerSpec& t = c.spec.trainer();
-  if (c.place.tp != 1 || c.place.pp != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "parallelism: tensor (", c.place.tp, ") and pipeline (", c.place.pp,
-        ") parallelism are not built into this trainer yet; use tensor: 1, pipeline: 1"));
-  }
   if (t.precision() == v1::PRECISION_BF16) {
     return FieldError("trainer.precision", "bf16 needs the CUDA device; the CPU trainer is fp32");
   }
-  if (t.zero_stage() > 2) {
+  if (t.zero_stage() < 0 || t.zero_stage() > 3) {
     return FieldError("trainer.zero_stage",
-                      absl::StrCat("must be 0, 1 or 2 on this trainer, got ", t.zero_stage()));
+                      absl::StrCat("must be 0, 1, 2 or 3, got ", t.zero_stage()));
   }
   const v1::ModelSpec& m = t.model();
   ASSIGN_OR_RETURN(c.model,
                    GptConfig::Create(m.layers(), m.d_model(), m.heads(), m.seq_len(), m.vocab()));
+  // The layout must split this model: every rank's shard (the partition is the same on all).
+  RETURN_IF_ERROR(
+      MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank, c.place.pp).status());
   c.micro_batch = t.batch().micro_batch();
   const int64_t per_step = int64_t{c.micro_batch} * c.place.dp;
   if (t.batch().global_batch() % per_step != 0) {
@@ -135,6 +134,8 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   c.checkpoint.keep = c.spec.checkpoint().keep();
   c.host_address = env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1");
   ASSIGN_OR_RETURN(c.local_world, IntEnv(env, "LOCAL_WORLD_SIZE", 1));
+  ASSIGN_OR_RETURN(int generation, IntEnv(env, "RINGMASTER_GENERATION", 0));
+  c.generation = generation;
   return c;
 }
 

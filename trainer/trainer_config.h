@@ -16,17 +16,10 @@
 #include "trainer/model/gpt_config.h"
 #include "trainer/optim/adamw_optimizer.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/parallel/parallel_groups.h"
 #include "trainer/worker/agent_client.h"
 
 namespace ringmaster::trainer {
-
-// This rank's place in the job.
-struct RankPlace {
-  int rank = 0, world = 1;
-  int tp_rank = 0, tp = 1;
-  int pp_rank = 0, pp = 1;
-  int dp_rank = 0, dp = 1;
-};
 
 // Options of the trainer binary itself (flags), not of the job.
 struct TrainerFlags {
@@ -40,6 +33,7 @@ struct TrainerFlags {
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
   int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
   bool shared_memory = true;       // groups on one machine communicate through shared memory
+  int64_t exit_in_generation = 0;  // ... only in this job generation; 0: in every generation
 };
 
 struct TrainerConfig {
@@ -47,7 +41,7 @@ struct TrainerConfig {
   RankPlace place;
   GptConfig model;
   int micro_batch = 0;   // sequences per rank per microbatch
-  int micro_steps = 0;   // microbatches per optimizer step per rank
+  int micro_steps = 0;   // microbatches per optimizer step per data-parallel rank (m)
   int64_t steps = 0;
   LrSchedule schedule;
   AdamWConfig adamw;
@@ -59,12 +53,15 @@ struct TrainerConfig {
   std::string host_address;  // where peers reach this rank (RINGMASTER_HOST_ADDRESS)
   int local_world = 1;       // ranks on this node (LOCAL_WORLD_SIZE)
   absl::Time process_start;  // when main() started (for the startup figures of the first report)
+  int64_t generation = 0;    // the job generation (RINGMASTER_GENERATION; 0 standalone)
   TrainerFlags flags;
 };
 
-// Builds and checks the configuration. Every problem is INVALID_ARGUMENT (or UNIMPLEMENTED for a
-// layout this trainer cannot run yet) naming the field or variable: a fatal configuration
-// error that a restart cannot fix.
+// Builds and checks the configuration. Every problem is INVALID_ARGUMENT naming the field or
+// variable (e.g. "parallelism.tensor: must divide model.heads (4), got 3"): a fatal
+// configuration error that a restart cannot fix. Any tensor x pipeline x data layout the model
+// can be split into is accepted (tensor divides model.heads; pipeline at most model.layers), with
+// ZeRO stages 0-3 on the data-parallel dimension.
 absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const TrainerFlags& flags);
 
 }  // namespace ringmaster::trainer

@@ -89,18 +89,56 @@ TEST(TrainerConfigTest, BadInputIsAFieldError) {
   EXPECT_THAT(none.status().message(), HasSubstr("--spec: is required"));
 }
 
-TEST(TrainerConfigTest, TensorAndPipelineLayoutsAreRefusedUntilBuilt) {
-  v1::JobSpec spec = Spec();
-  spec.mutable_parallelism()->set_tensor(2);
-  spec.mutable_parallelism()->set_data(1);
+// An environment as the agent sets it for global rank `rank` of a tp x pp x dp job.
+std::map<std::string, std::string> LayoutEnv(const v1::JobSpec& spec, int rank, int tp, int pp,
+                                             int dp) {
+  const RankPlace p = RankPlace::Of(rank, tp, pp, dp);
   auto env = AgentEnv(spec);
-  env["RANK"] = "1";
-  env["RINGMASTER_TP_RANK"] = "1";
-  env["RINGMASTER_TP_SIZE"] = "2";
-  env["RINGMASTER_DP_RANK"] = "0";
-  env["RINGMASTER_DP_SIZE"] = "1";
-  auto c = LoadTrainerConfig(Lookup(env), {});
-  EXPECT_TRUE(absl::IsUnimplemented(c.status())) << c.status();
+  env["RANK"] = std::to_string(rank);
+  env["WORLD_SIZE"] = std::to_string(tp * pp * dp);
+  env["RINGMASTER_TP_RANK"] = std::to_string(p.tp_rank);
+  env["RINGMASTER_TP_SIZE"] = std::to_string(tp);
+  env["RINGMASTER_PP_RANK"] = std::to_string(p.pp_rank);
+  env["RINGMASTER_PP_SIZE"] = std::to_string(pp);
+  env["RINGMASTER_DP_RANK"] = std::to_string(p.dp_rank);
+  env["RINGMASTER_DP_SIZE"] = std::to_string(dp);
+  env["RINGMASTER_GENERATION"] = "3";
+  return env;
+}
+
+TEST(TrainerConfigTest, TensorPipelineAndDataLayoutsAreAccepted) {
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_devices_per_node(4);
+  spec.mutable_parallelism()->set_tensor(2);
+  spec.mutable_parallelism()->set_pipeline(2);
+  spec.mutable_parallelism()->set_data(2);
+  spec.mutable_trainer()->set_zero_stage(3);
+  auto c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 5, 2, 2, 2)), {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->place.tp_rank, 1);
+  EXPECT_EQ(c->place.pp_rank, 0);
+  EXPECT_EQ(c->place.dp_rank, 1);
+  EXPECT_EQ(c->micro_steps, 2);  // 8 / (2 * 2)
+  EXPECT_EQ(c->zero_stage, 3);
+  EXPECT_EQ(c->generation, 3);
+}
+
+TEST(TrainerConfigTest, LayoutsTheModelCannotBeSplitIntoAreFatalAndNameTheField) {
+  // No layout in the spec (the coordinator planned one): the trainer checks the environment's.
+  v1::JobSpec spec = Spec();
+  spec.mutable_parallelism()->Clear();
+  spec.set_devices_per_node(3);
+  auto c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 0, 3, 1, 1)), {});
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("parallelism.tensor: must divide model.heads (4), got 3"));
+  spec.set_devices_per_node(4);
+  c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 0, 1, 4, 1)), {});
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("parallelism.pipeline: must be in [1, model.layers = 2] so every stage "
+                        "holds a layer, got 4"));
 }
 
 }  // namespace

@@ -6,8 +6,13 @@
 #include "common/status.h"
 
 namespace ringmaster::trainer {
+namespace {
 
-absl::Status Communicator::Run(CollectiveOp op, int64_t bytes,
+int64_t Bytes(const Tensor& t) { return static_cast<int64_t>(t.bytes()); }
+
+}  // namespace
+
+absl::Status Communicator::Run(std::vector<Counted> counted,
                                const std::function<absl::Status()>& body) {
   entered_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
@@ -15,11 +20,12 @@ absl::Status Communicator::Run(CollectiveOp op, int64_t bytes,
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!status.ok()) {
-    return Annotate(status, absl::StrCat(CollectiveOpName(op), " #", entered(), " on ", name_));
+    const char* what = counted.size() == 1 ? CollectiveOpName(counted[0].op) : "exchange";
+    return Annotate(status, absl::StrCat(what, " #", entered(), " on ", name_));
   }
   completed_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  totals_.Add(op, bytes, seconds);
+  for (const Counted& c : counted) totals_.Add(c.op, c.bytes, seconds);
   return absl::OkStatus();
 }
 
@@ -35,7 +41,7 @@ absl::Status Communicator::AllReduce(Tensor data) {
   if (data.dtype != DType::kF32) {
     return absl::InvalidArgumentError(absl::StrCat("all_reduce of ", DTypeName(data.dtype)));
   }
-  return Run(CollectiveOp::kAllReduce, data.bytes(), [&] { return DoAllReduce(data); });
+  return Run({{CollectiveOp::kAllReduce, Bytes(data)}}, [&] { return DoAllReduce(data); });
 }
 
 absl::Status Communicator::ReduceScatter(Tensor input, Tensor output) {
@@ -45,7 +51,7 @@ absl::Status Communicator::ReduceScatter(Tensor input, Tensor output) {
                                                    output.size, " elements over ", size_,
                                                    " ranks"));
   }
-  return Run(CollectiveOp::kReduceScatter, input.bytes(),
+  return Run({{CollectiveOp::kReduceScatter, Bytes(input)}},
              [&] { return DoReduceScatter(input, output); });
 }
 
@@ -55,24 +61,31 @@ absl::Status Communicator::AllGather(Tensor input, Tensor output) {
                                                    output.size, " elements over ", size_,
                                                    " ranks"));
   }
-  return Run(CollectiveOp::kAllGather, output.bytes(), [&] { return DoAllGather(input, output); });
+  return Run({{CollectiveOp::kAllGather, Bytes(output)}},
+             [&] { return DoAllGather(input, output); });
 }
 
 absl::Status Communicator::Broadcast(Tensor data, int root) {
   if (root < 0 || root >= size_) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " outside ", name_));
   }
-  return Run(CollectiveOp::kBroadcast, data.bytes(), [&] { return DoBroadcast(data, root); });
+  return Run({{CollectiveOp::kBroadcast, Bytes(data)}}, [&] { return DoBroadcast(data, root); });
 }
 
 absl::Status Communicator::Send(Tensor data, int peer) {
   RETURN_IF_ERROR(CheckPeer(peer));
-  return Run(CollectiveOp::kSend, data.bytes(), [&] { return DoSend(data, peer); });
+  return Run({{CollectiveOp::kSend, Bytes(data)}}, [&] { return DoSend(data, peer); });
 }
 
 absl::Status Communicator::Recv(Tensor data, int peer) {
   RETURN_IF_ERROR(CheckPeer(peer));
-  return Run(CollectiveOp::kRecv, data.bytes(), [&] { return DoRecv(data, peer); });
+  return Run({{CollectiveOp::kRecv, Bytes(data)}}, [&] { return DoRecv(data, peer); });
+}
+
+absl::Status Communicator::Exchange(Tensor send, Tensor recv, int peer) {
+  RETURN_IF_ERROR(CheckPeer(peer));
+  return Run({{CollectiveOp::kSend, Bytes(send)}, {CollectiveOp::kRecv, Bytes(recv)}},
+             [&] { return DoExchange(send, recv, peer); });
 }
 
 absl::Status Communicator::Barrier() { return DoBarrier(); }

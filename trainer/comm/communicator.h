@@ -51,9 +51,18 @@ class Communicator {
   absl::Status AllGather(Tensor input, Tensor output);
   // data = root's data.
   absl::Status Broadcast(Tensor data, int root);
-  // Point to point, matched in order per (sender, receiver) pair.
+  // Point to point, matched in order per (sender, receiver) pair. A Send may wait until the
+  // peer posts the matching receive (Gloo and NCCL both rendezvous), so two ranks that send to
+  // each other at the same time must use Exchange instead.
   absl::Status Send(Tensor data, int peer);
   absl::Status Recv(Tensor data, int peer);
+  // Sends `send` to `peer` and receives `recv` from it, both posted before either is waited for
+  // (NCCL: one group of ncclSend + ncclRecv). The send counts as the next Send to `peer` and the
+  // receive as the next Recv from it, so it matches the peer's Exchange, or its Recv and Send in
+  // either order. The pipeline uses it where neighbours pass activations one way and gradients
+  // the other at the same moment. Counted as one operation (entered/completed) and in the totals
+  // as one send and one receive, each with the exchange's time.
+  absl::Status Exchange(Tensor send, Tensor recv, int peer);
   // Waits until every member has reached it. Not counted in the totals.
   absl::Status Barrier();
 
@@ -71,10 +80,16 @@ class Communicator {
   virtual absl::Status DoBroadcast(Tensor data, int root) = 0;
   virtual absl::Status DoSend(Tensor data, int peer) = 0;
   virtual absl::Status DoRecv(Tensor data, int peer) = 0;
+  virtual absl::Status DoExchange(Tensor send, Tensor recv, int peer) = 0;
   virtual absl::Status DoBarrier() = 0;
 
  private:
-  absl::Status Run(CollectiveOp op, int64_t bytes, const std::function<absl::Status()>& body);
+  struct Counted {
+    CollectiveOp op;
+    int64_t bytes;
+  };
+  // Runs one operation: sequence numbers, timing, and totals for each entry of `counted`.
+  absl::Status Run(std::vector<Counted> counted, const std::function<absl::Status()>& body);
   absl::Status CheckPeer(int peer) const;
 
   const std::string name_;

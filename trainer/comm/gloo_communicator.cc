@@ -184,6 +184,20 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // Both transfers are posted before either is waited for: Gloo's TCP pairs send an unbound
+  // buffer only once the peer has posted the matching receive, so two blocking sends towards
+  // each other would wait forever.
+  absl::Status DoExchange(Tensor send, Tensor recv, int peer) override {
+    return Guard([&] {
+      auto out = context_->createUnboundBuffer(send.data, send.bytes());
+      auto in = context_->createUnboundBuffer(recv.data, recv.bytes());
+      out->send(peer, PointToPointSlot(rank(), peer, sent_[peer]++));
+      in->recv(peer, PointToPointSlot(peer, rank(), received_[peer]++));
+      if (!in->waitRecv(timeout_)) throw gloo::IoException("exchange recv aborted");
+      if (!out->waitSend(timeout_)) throw gloo::IoException("exchange send aborted");
+    });
+  }
+
   absl::Status DoBarrier() override {
     if (size() == 1) return absl::OkStatus();
     return Guard([&] {

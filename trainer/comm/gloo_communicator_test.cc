@@ -107,6 +107,47 @@ TEST(GlooCommunicatorTest, PointToPointKeepsOrderPerPair) {
   }));
 }
 
+// Two neighbours pass data towards each other at the same moment (a pipeline's activations one
+// way, gradients the other): blocking sends on both sides would wait for each other forever;
+// Exchange posts both transfers first. It also matches a plain Recv + Send on the other side.
+TEST(GlooCommunicatorTest, ExchangeCrossesTransfersWithoutDeadlock) {
+  InMemoryStore store;
+  ExpectAllOk(RunRanks(2, [&](int rank) -> absl::Status {
+    auto comm = ConnectLoopback("xchg", rank, 2, &store);
+    if (!comm.ok()) return comm.status();
+    Communicator& c = **comm;
+    const int peer = 1 - rank;
+    for (int round = 0; round < 3; ++round) {
+      // Large enough that a send cannot complete into a socket buffer on its own.
+      std::vector<float> out(1 << 18, static_cast<float>(10 * rank + round)), in(1 << 18, -1);
+      if (auto s = c.Exchange(View(out), View(in), peer); !s.ok()) return s;
+      if (in != std::vector<float>(1 << 18, static_cast<float>(10 * peer + round))) {
+        return absl::InternalError("exchange delivered the wrong data");
+      }
+    }
+    // Rank 0 exchanges; rank 1 receives first, then sends.
+    std::vector<float> a(8, static_cast<float>(rank + 1)), b(8, 0);
+    if (rank == 0) {
+      if (auto s = c.Exchange(View(a), View(b), 1); !s.ok()) return s;
+    } else {
+      if (auto s = c.Recv(View(b), 0); !s.ok()) return s;
+      if (auto s = c.Send(View(a), 0); !s.ok()) return s;
+    }
+    if (b != std::vector<float>(8, static_cast<float>(peer + 1))) {
+      return absl::InternalError("exchange with recv + send");
+    }
+    // One operation each, counted as a send and a receive.
+    if (c.entered() != 3 + (rank == 0 ? 1 : 2)) return absl::InternalError("sequence numbers");
+    std::vector<OpTotals> totals = c.TakeTotals();
+    if (totals.size() != 2 || totals[0].op != CollectiveOp::kSend || totals[0].count != 4 ||
+        totals[0].bytes != 3 * (4 << 18) + 32 || totals[1].op != CollectiveOp::kRecv ||
+        totals[1].bytes != 3 * (4 << 18) + 32) {
+      return absl::InternalError("exchange totals");
+    }
+    return absl::OkStatus();
+  }));
+}
+
 TEST(GlooCommunicatorTest, AMemberThatNeverJoinsIsADeadlineNotAHang) {
   InMemoryStore store;
   auto comm = ConnectLoopback("lonely", 0, 2, &store, absl::Milliseconds(300));

@@ -127,6 +127,9 @@ class ShmCommunicator final : public Communicator {
 
   absl::Status DoSend(Tensor data, int peer) override { return p2p_->Send(data, peer); }
   absl::Status DoRecv(Tensor data, int peer) override { return p2p_->Recv(data, peer); }
+  absl::Status DoExchange(Tensor send, Tensor recv, int peer) override {
+    return p2p_->Exchange(send, recv, peer);
+  }
   absl::Status DoBarrier() override { return Barrier(); }
 
  private:

@@ -89,4 +89,28 @@ int64_t ParameterLayout::Add(ParamTensor t) {
   return tensors_.back().offset;
 }
 
+std::vector<float> ParameterLayout::CutToShard(const ParamTensor& t,
+                                               const std::vector<float>& full) const {
+  const int tp = shard_.tp_size;
+  if (t.split == TensorSplit::kReplicated || tp == 1) return full;
+  std::vector<float> slice;
+  slice.reserve(t.size);
+  if (t.split == TensorSplit::kRows) {
+    const int block_rows = t.full_rows / t.row_blocks;
+    const int rows = block_rows / tp;
+    for (int b = 0; b < t.row_blocks; ++b) {
+      const int64_t first = int64_t{b} * block_rows + int64_t{shard_.tp_rank} * rows;
+      slice.insert(slice.end(), full.begin() + first * t.full_cols,
+                   full.begin() + (first + rows) * t.full_cols);
+    }
+  } else {
+    const int cols = t.full_cols / tp;
+    for (int r = 0; r < t.full_rows; ++r) {
+      const auto row = full.begin() + int64_t{r} * t.full_cols + int64_t{shard_.tp_rank} * cols;
+      slice.insert(slice.end(), row, row + cols);
+    }
+  }
+  return slice;
+}
+
 }  // namespace ringmaster::trainer

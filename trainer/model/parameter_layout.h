@@ -65,6 +65,9 @@ class ParameterLayout {
   int local_width() const { return config_.d_model / shard_.tp_size; }
   int local_hidden() const { return 4 * config_.d_model / shard_.tp_size; }
   int local_heads() const { return config_.heads / shard_.tp_size; }
+  // This shard's part of tensor `t` (one of tensors()) given the full tensor's values
+  // (full_rows x full_cols, row-major): the rows or columns its tensor-parallel rank holds.
+  std::vector<float> CutToShard(const ParamTensor& t, const std::vector<float>& full) const;
 
  private:
   int64_t Add(ParamTensor t);

@@ -9,23 +9,29 @@ namespace ringmaster::trainer {
 
 absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     Device* device, const ParameterLayout& layout, std::vector<FlatRange> owned, Tensor params,
-    Tensor grads, AdamWConfig config, bool compact_gradients) {
+    Tensor grads, AdamWConfig config, bool compact_gradients, bool compact_parameters) {
   std::unique_ptr<AdamWOptimizer> opt(
       new AdamWOptimizer(device, std::move(owned), params, grads, config));
   opt->compact_gradients_ = compact_gradients;
+  opt->compact_parameters_ = compact_parameters;
   int64_t state = 0;
   int64_t previous_end = 0;
   for (const FlatRange& r : opt->owned_) {
-    if (r.offset < previous_end || r.offset + r.size > params.size) {
+    if (r.offset < previous_end || (!compact_parameters && r.offset + r.size > params.size)) {
       return absl::InvalidArgumentError(absl::StrCat("owned range [", r.offset, ", ",
                                                      r.offset + r.size, ") out of order or bounds"));
     }
     previous_end = r.offset + r.size;
     // Split the range at tensor boundaries so each segment has one weight-decay setting.
-    for (const ParamTensor& t : layout.tensors()) {
+    const std::vector<ParamTensor>& tensors = layout.tensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const ParamTensor& t = tensors[i];
       const int64_t lo = std::max(r.offset, t.offset);
       const int64_t hi = std::min(r.offset + r.size, t.offset + t.size);
-      if (lo < hi) opt->segments_.push_back({lo, state + (lo - r.offset), hi - lo, t.decay});
+      if (lo < hi) {
+        opt->segments_.push_back(
+            {lo, state + (lo - r.offset), hi - lo, t.decay, static_cast<int>(i)});
+      }
     }
     state += r.size;
   }
@@ -34,11 +40,15 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     return absl::InvalidArgumentError(absl::StrCat("compact gradients hold ", grads.size,
                                                    " elements, want ", state));
   }
+  if (compact_parameters && params.size < state) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compact parameters hold ", params.size, " elements, want ", state));
+  }
   opt->alias_master_ = params.dtype == DType::kF32;
   if (!opt->alias_master_) {
     ASSIGN_OR_RETURN(opt->master_, device->Allocate(state, DType::kF32));
     for (const Segment& s : opt->segments_) {
-      device->Convert(opt->master_.Slice(s.state, s.size), params.Slice(s.flat, s.size));
+      device->Convert(opt->master_.Slice(s.state, s.size), opt->Working(s.flat, s.state, s.size));
     }
   }
   ASSIGN_OR_RETURN(opt->m_, device->Allocate(state, DType::kF32));
@@ -47,12 +57,13 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
 }
 
 Tensor AdamWOptimizer::Master(int64_t flat, int64_t state, int64_t size) const {
-  return alias_master_ ? params_.Slice(flat, size) : master_.Slice(state, size);
+  return alias_master_ ? Working(flat, state, size) : master_.Slice(state, size);
 }
 
-absl::StatusOr<double> AdamWOptimizer::OwnedGradientSquares() {
+absl::StatusOr<double> AdamWOptimizer::OwnedGradientSquares(const std::vector<bool>* counted) {
   double sum = 0;
   for (const Segment& s : segments_) {
+    if (counted != nullptr && !(*counted)[s.tensor]) continue;
     ASSIGN_OR_RETURN(double part, device_->SumSquares(Grad(s.flat, s.state, s.size)));
     sum += part;
   }
@@ -69,7 +80,7 @@ void AdamWOptimizer::Step(float lr, int64_t t, float grad_scale) {
   step.grad_scale = grad_scale;
   for (const Segment& s : segments_) {
     step.weight_decay = s.decay ? static_cast<float>(config_.weight_decay) : 0.0f;
-    device_->AdamW(step, Master(s.flat, s.state, s.size), params_.Slice(s.flat, s.size),
+    device_->AdamW(step, Master(s.flat, s.state, s.size), Working(s.flat, s.state, s.size),
                    Grad(s.flat, s.state, s.size), m_.Slice(s.state, s.size),
                    v_.Slice(s.state, s.size));
   }
@@ -90,7 +101,7 @@ absl::Status AdamWOptimizer::LoadState(const float* master, const float* m, cons
   for (const Segment& s : segments_) {
     Tensor dst = Master(s.flat, s.state, s.size);
     RETURN_IF_ERROR(device_->CopyToDevice(dst, master + s.state));
-    if (!alias_master_) device_->Convert(params_.Slice(s.flat, s.size), dst);
+    if (!alias_master_) device_->Convert(Working(s.flat, s.state, s.size), dst);
   }
   RETURN_IF_ERROR(device_->CopyToDevice(m_.tensor(), m));
   RETURN_IF_ERROR(device_->CopyToDevice(v_.tensor(), v));

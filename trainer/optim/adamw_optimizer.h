@@ -4,7 +4,9 @@
 // The optimizer state (fp32 master weights, first and second moments) is stored compactly in
 // the order of the owned ranges. On a device whose compute dtype is fp32 the master weights are
 // the parameters themselves (no copy); otherwise the optimizer keeps fp32 masters and writes the
-// updated weights back to the parameters in the compute dtype. Weight decay applies to the
+// updated weights back to the parameters in the compute dtype. Parameters and gradients are laid
+// out like the flat buffer, or compactly (only the owned ranges, in order: ZeRO-2's gradients,
+// ZeRO-3's parameters and gradients). Weight decay applies to the
 // tensors ParameterLayout marks (matrices and embeddings), never to biases or LayerNorm gains.
 //
 // Not thread-safe. Borrows the device and the parameter and gradient buffers.
@@ -36,18 +38,21 @@ struct AdamWConfig {
 
 class AdamWOptimizer {
  public:
-  // `owned`: ascending, disjoint ranges inside params (which may extend past layout.size() with
-  // padding that no tensor covers and that is never updated). `grads` is laid out like params,
-  // or, with `compact_gradients`, holds only the owned ranges in order (state_size() elements).
+  // `owned`: ascending, disjoint flat ranges (the flat buffer may extend past layout.size() with
+  // padding that no tensor covers and that is never updated). `params` and `grads` are laid out
+  // like the flat buffer, or, with `compact_parameters` / `compact_gradients`, hold only the
+  // owned ranges in order (state_size() elements).
   static absl::StatusOr<std::unique_ptr<AdamWOptimizer>> Create(
       Device* device, const ParameterLayout& layout, std::vector<FlatRange> owned, Tensor params,
-      Tensor grads, AdamWConfig config, bool compact_gradients = false);
+      Tensor grads, AdamWConfig config, bool compact_gradients = false,
+      bool compact_parameters = false);
 
   const std::vector<FlatRange>& owned() const { return owned_; }
   // Elements of state per kind (the total size of the owned ranges).
   int64_t state_size() const { return state_size_; }
-  // Sum of squares of the owned gradients.
-  absl::StatusOr<double> OwnedGradientSquares();
+  // Sum of squares of the owned gradients; with `counted`, only of the tensors (indices into
+  // layout.tensors()) it marks true.
+  absl::StatusOr<double> OwnedGradientSquares(const std::vector<bool>* counted = nullptr);
   // One AdamW step at learning rate `lr`, step number t (1-based), gradients scaled by
   // `grad_scale` (clipping) on the owned ranges.
   void Step(float lr, int64_t t, float grad_scale);
@@ -63,12 +68,16 @@ class AdamWOptimizer {
     int64_t state = 0;  // offset in the state buffers
     int64_t size = 0;
     bool decay = false;
+    int tensor = 0;  // index into layout.tensors()
   };
   AdamWOptimizer(Device* device, std::vector<FlatRange> owned, Tensor params, Tensor grads,
                  AdamWConfig config)
       : device_(device), owned_(std::move(owned)), params_(params), grads_(grads),
         config_(config) {}
   Tensor Master(int64_t flat, int64_t state, int64_t size) const;
+  Tensor Working(int64_t flat, int64_t state, int64_t size) const {
+    return compact_parameters_ ? params_.Slice(state, size) : params_.Slice(flat, size);
+  }
   Tensor Grad(int64_t flat, int64_t state, int64_t size) const {
     return compact_gradients_ ? grads_.Slice(state, size) : grads_.Slice(flat, size);
   }
@@ -81,6 +90,7 @@ class AdamWOptimizer {
   int64_t state_size_ = 0;
   bool alias_master_ = true;
   bool compact_gradients_ = false;
+  bool compact_parameters_ = false;
   DeviceBuffer master_, m_, v_;
 };
 

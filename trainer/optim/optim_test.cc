@@ -83,6 +83,40 @@ TEST_F(AdamWOptimizerTest, WeightDecayFollowsTheLayout) {
   }
 }
 
+// ZeRO-3's form: the owned ranges' parameters and gradients stored compactly, in order. Two
+// steps update them exactly as the flat optimizer updates the same ranges, and the gradient
+// squares can be restricted to some tensors (the whole-model norm counts each tensor once).
+TEST_F(AdamWOptimizerTest, CompactParametersAndGradientsMatchTheFlatLayout) {
+  const std::vector<FlatRange> owned = {{3, 40}, {60, 25}};
+  const std::vector<float> before = Params();
+  std::vector<float> compact_p, compact_g;
+  for (const FlatRange& r : owned) {
+    for (int64_t i = r.offset; i < r.offset + r.size; ++i) {
+      compact_p.push_back(before[i]);
+      compact_g.push_back(grads_.tensor().f32()[i]);
+    }
+  }
+  auto flat = Make(owned);
+  flat->Step(0.01f, 1, 1.0f);
+  flat->Step(0.01f, 2, 0.5f);
+  const std::vector<float> want = Params();
+  Tensor p{compact_p.data(), static_cast<int64_t>(compact_p.size()), DType::kF32};
+  Tensor g{compact_g.data(), static_cast<int64_t>(compact_g.size()), DType::kF32};
+  auto compact = *AdamWOptimizer::Create(device_.get(), *layout_, owned, p, g,
+                                         AdamWConfig{0.9, 0.95, 1e-8, 0.1},
+                                         /*compact_gradients=*/true, /*compact_parameters=*/true);
+  compact->Step(0.01f, 1, 1.0f);
+  compact->Step(0.01f, 2, 0.5f);
+  size_t k = 0;
+  for (const FlatRange& r : owned) {
+    for (int64_t i = r.offset; i < r.offset + r.size; ++i) ASSERT_EQ(compact_p[k++], want[i]) << i;
+  }
+  std::vector<bool> none(layout_->tensors().size(), false), all(none.size(), true);
+  EXPECT_EQ(*compact->OwnedGradientSquares(&none), 0.0);
+  EXPECT_DOUBLE_EQ(*compact->OwnedGradientSquares(&all), *compact->OwnedGradientSquares());
+  EXPECT_GT(*compact->OwnedGradientSquares(), 0.0);
+}
+
 TEST_F(AdamWOptimizerTest, StateRoundTripsThroughSaveAndLoad) {
   auto opt = Make({{2, 10}, {20, 7}});
   EXPECT_EQ(opt->state_size(), 17);

@@ -89,7 +89,7 @@ TEST_P(DataParallelTest, MatchesOneRankOnSummedGradients) {
 // a real model.
 INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelTest, ::testing::Values(0, 1));
 
-TEST(DataParallelOptionsTest, RefusesZeroThreeAndWrongBufferSizes) {
+TEST(DataParallelOptionsTest, RefusesUnknownZeroStagesAndWrongBufferSizes) {
   GptConfig config = *GptConfig::Create(1, 8, 2, 4, 50);
   ParameterLayout layout(config, ModelShard::WholeModel(config));
   auto device = MakeCpuDevice(1);
@@ -98,8 +98,9 @@ TEST(DataParallelOptionsTest, RefusesZeroThreeAndWrongBufferSizes) {
   DeviceBuffer p = *device->Allocate(PaddedSize(layout.size(), 1), DType::kF32);
   DeviceBuffer small = *device->Allocate(layout.size() - 1, DType::kF32);
   auto bad = DataParallel::Create(device.get(), comm->get(), layout, p.tensor(), p.tensor(),
-                                  {3, 1024}, {});
-  EXPECT_NE(bad.status().message().find("trainer.zero_stage"), std::string::npos);
+                                  {4, 1024}, {});
+  EXPECT_NE(bad.status().message().find("trainer.zero_stage: must be 0, 1, 2 or 3"),
+            std::string::npos);
   EXPECT_FALSE(DataParallel::Create(device.get(), comm->get(), layout, small.tensor(),
                                     small.tensor(), {0, 1024}, {})
                    .ok());

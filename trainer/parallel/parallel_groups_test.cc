@@ -1,0 +1,63 @@
+// The trainer joins exactly the groups the coordinator assigns (same names, same members, rank in
+// group = position among the members), for many layouts; the pipeline's tied-embedding groups
+// pair each first stage with its own last stage.
+#include "trainer/parallel/parallel_groups.h"
+
+#include <map>
+#include <tuple>
+
+#include "coordinator/placement.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+class ParallelGroupsTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(ParallelGroupsTest, MatchTheCoordinatorsGroups) {
+  const auto [tp, pp, dp] = GetParam();
+  coordinator::Layout layout;
+  layout.tensor = tp;
+  layout.pipeline = pp;
+  layout.data = dp;
+  const v1::ParallelismGroups groups = coordinator::MakeGroups(layout);
+  std::map<std::string, std::vector<int>> expected;
+  for (const auto* list : {&groups.tensor(), &groups.pipeline(), &groups.data()}) {
+    for (const v1::RankGroup& g : *list) {
+      expected[g.name()] = std::vector<int>(g.ranks().begin(), g.ranks().end());
+    }
+  }
+  std::map<std::string, int> emb_members;
+  for (int rank = 0; rank < tp * pp * dp; ++rank) {
+    const RankPlace place = RankPlace::Of(rank, tp, pp, dp);
+    EXPECT_EQ((place.dp_rank * pp + place.pp_rank) * tp + place.tp_rank, rank);
+    const std::vector<GroupMembership> mine = GroupsOf(place);
+    ASSERT_EQ(mine.size(), pp > 1 && (place.first_stage() || place.last_stage()) ? 4u : 3u);
+    for (const GroupMembership& g : mine) {
+      EXPECT_EQ(static_cast<int>(g.members.size()), g.size) << g.name;
+      EXPECT_EQ(g.members[g.rank], rank) << g.name;
+      if (g.name.rfind("emb", 0) == 0) {
+        ++emb_members[g.name];
+        EXPECT_EQ(g.members[0], RankPlace::Of(g.members[0], tp, pp, dp).rank);
+        EXPECT_TRUE(RankPlace::Of(g.members[0], tp, pp, dp).first_stage());
+        EXPECT_TRUE(RankPlace::Of(g.members[1], tp, pp, dp).last_stage());
+        EXPECT_EQ(RankPlace::Of(g.members[0], tp, pp, dp).tp_rank, place.tp_rank);
+        EXPECT_EQ(RankPlace::Of(g.members[1], tp, pp, dp).dp_rank, place.dp_rank);
+        continue;
+      }
+      ASSERT_TRUE(expected.count(g.name)) << g.name << " is not a coordinator group";
+      EXPECT_EQ(g.members, expected[g.name]) << g.name;
+    }
+  }
+  for (const auto& [name, count] : emb_members) EXPECT_EQ(count, 2) << name;
+  EXPECT_EQ(static_cast<int>(emb_members.size()), pp > 1 ? tp * dp : 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ParallelGroupsTest,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(2, 1, 1),
+                                           std::make_tuple(1, 2, 1), std::make_tuple(2, 2, 2),
+                                           std::make_tuple(4, 3, 2), std::make_tuple(1, 4, 3),
+                                           std::make_tuple(2, 1, 4)));
+
+}  // namespace
+}  // namespace ringmaster::trainer
