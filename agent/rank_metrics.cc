@@ -53,6 +53,9 @@ struct RankMetrics::Rank {
   std::map<std::pair<std::string, std::string>, Collective> collectives;  // By (op, group).
   std::shared_ptr<metrics::Gauge> mfu;
   std::shared_ptr<metrics::Gauge> state_bytes;
+  // Created on the first step report that carries pipeline figures.
+  std::shared_ptr<metrics::Gauge> stage_compute_seconds;
+  std::shared_ptr<metrics::Gauge> bubble_ratio;
   std::shared_ptr<metrics::Gauge> checkpoint_step;
   std::shared_ptr<metrics::Gauge> checkpoint_seconds;
   // ringmaster_collective_sequence by (group, kind).
@@ -106,6 +109,15 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
       state_bytes_(&registry->AddGauge(
           "ringmaster_state_bytes",
           "Bytes of parameters, gradients and optimizer state the rank holds.", kRankLabels)),
+      stage_compute_seconds_(&registry->AddGauge(
+          "ringmaster_stage_compute_seconds",
+          "Pipeline parallelism: seconds the rank's stage computed in its last step.",
+          kRankLabels)),
+      bubble_ratio_(&registry->AddGauge(
+          "ringmaster_bubble_ratio",
+          "Pipeline parallelism: measured idle share of the rank's last step (the formula is "
+          "(p-1)/(m+p-1)).",
+          kRankLabels)),
       checkpoint_step_(&registry->AddGauge(
           "ringmaster_checkpoint_step", "Step of the newest checkpoint committed by the job.",
           kRankLabels)),
@@ -170,6 +182,14 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   }
   rank->mfu->Set(report.mfu());
   rank->state_bytes->Set(static_cast<double>(report.state_bytes()));
+  if (report.stage_compute_seconds() > 0) {
+    if (rank->stage_compute_seconds == nullptr) {
+      rank->stage_compute_seconds = stage_compute_seconds_->WithLabels(rank->labels);
+      rank->bubble_ratio = bubble_ratio_->WithLabels(rank->labels);
+    }
+    rank->stage_compute_seconds->Set(report.stage_compute_seconds());
+    rank->bubble_ratio->Set(report.bubble_fraction());
+  }
   const double step_seconds = report.step_seconds();
   const double tokens_per_second =
       step_seconds > 0 ? static_cast<double>(report.tokens()) / step_seconds : 0;
@@ -305,6 +325,8 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   last_report_age_->Remove(rank.labels);
   mfu_->Remove(rank.labels);
   state_bytes_->Remove(rank.labels);
+  stage_compute_seconds_->Remove(rank.labels);
+  bubble_ratio_->Remove(rank.labels);
   checkpoint_step_->Remove(rank.labels);
   checkpoint_seconds_->Remove(rank.labels);
   for (const auto& [group_kind, gauge] : rank.sequences) {

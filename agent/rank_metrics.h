@@ -14,6 +14,8 @@
 //   ringmaster_last_report_age_seconds  gauge, refreshed by Refresh()
 //   ringmaster_mfu                      gauge, model FLOPs utilisation of the last step
 //   ringmaster_state_bytes              gauge, bytes of parameters, gradients, optimizer state
+//   ringmaster_stage_compute_seconds    gauge, the rank's pipeline-stage compute in the last step
+//   ringmaster_bubble_ratio             gauge, the stage's measured idle share of the last step
 //   ringmaster_checkpoint_step          gauge, newest checkpoint committed (from phase reports)
 //   ringmaster_checkpoint_seconds       gauge, how long that checkpoint took
 //   ringmaster_collective_sequence{group,kind}  gauge, last collective entered / completed
@@ -108,6 +110,8 @@ class RankMetrics {
   metrics::GaugeFamily* const last_report_age_;
   metrics::GaugeFamily* const mfu_;
   metrics::GaugeFamily* const state_bytes_;
+  metrics::GaugeFamily* const stage_compute_seconds_;
+  metrics::GaugeFamily* const bubble_ratio_;
   metrics::GaugeFamily* const checkpoint_step_;
   metrics::GaugeFamily* const checkpoint_seconds_;
   metrics::GaugeFamily* const collective_sequence_;

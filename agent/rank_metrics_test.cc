@@ -85,6 +85,9 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
   const std::string c = l + ",op=\"all_reduce\",group=\"dp0\"}";
   // Buckets: 1 ms doubling up to 262.144 s; the 0.5 s step counts from le="0.512" on.
   const std::string expected = absl::StrCat(
+      "# HELP ringmaster_bubble_ratio Pipeline parallelism: measured idle share of the rank's last "
+      "step (the formula is (p-1)/(m+p-1)).\n"
+      "# TYPE ringmaster_bubble_ratio gauge\n"
       "# HELP ringmaster_checkpoint_seconds Seconds the newest committed checkpoint took, from "
       "snapshot to commit.\n"
       "# TYPE ringmaster_checkpoint_seconds gauge\n"
@@ -133,6 +136,9 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "FLOPs per token over the device's peak), 0 to 1.\n"
       "# TYPE ringmaster_mfu gauge\n"
       "ringmaster_mfu", l, "} 0\n",
+      "# HELP ringmaster_stage_compute_seconds Pipeline parallelism: seconds the rank's stage "
+      "computed in its last step.\n"
+      "# TYPE ringmaster_stage_compute_seconds gauge\n"
       "# HELP ringmaster_state_bytes Bytes of parameters, gradients and optimizer state the rank "
       "holds.\n"
       "# TYPE ringmaster_state_bytes gauge\n"
@@ -493,6 +499,20 @@ TEST_F(RankMetricsTest, CollectiveReportsUpdateSummariesButAreNoSignOfLife) {
   *c.mutable_worker() = Worker("gpt-1", 1, 5);
   metrics_.OnCollectives(c);
   EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), -1);
+}
+
+TEST_F(RankMetricsTest, PipelineFiguresAreExportedWhenReported) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_bubble_ratio{"), std::string::npos);
+  v1::ReportStepRequest r = Step("gpt-1", 1, 0, 2);
+  r.set_stage_compute_seconds(0.25);
+  r.set_bubble_fraction(0.2);
+  metrics_.OnStep(r);
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_bubble_ratio{job_id=\"gpt-1\",rank=\"0\"} 0.2"));
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_stage_compute_seconds{job_id=\"gpt-1\",rank=\"0\"} 0.25"));
+  metrics_.ForgetJob("gpt-1");
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_bubble_ratio{"), std::string::npos);
 }
 
 TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {

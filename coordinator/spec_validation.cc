@@ -147,11 +147,13 @@ void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
                   absl::StrCat("must be divisible by heads (", m.heads(), "), got ", m.d_model()));
   }
   // Divisibility by the layout only where the layout's own degree is valid (reported otherwise).
+  // Every pipeline stage holds at least one layer; the trainer balances uneven splits (a stage
+  // with the LM head gets fewer layers), so divisibility is not required.
   if (layout != nullptr && layers_ok && layout->pipeline() >= 1 &&
-      m.layers() % layout->pipeline() != 0) {
+      m.layers() < layout->pipeline()) {
     problems->Add("trainer.model.layers",
-                  absl::StrCat("must be divisible by parallelism.pipeline (", layout->pipeline(),
-                               "), got ", m.layers()));
+                  absl::StrCat("must be >= parallelism.pipeline (", layout->pipeline(),
+                               ") so every pipeline stage holds a layer, got ", m.layers()));
   }
   if (layout != nullptr && heads_ok && layout->tensor() >= 1 && m.heads() % layout->tensor() != 0) {
     problems->Add("trainer.model.heads", absl::StrCat("must be divisible by parallelism.tensor (",

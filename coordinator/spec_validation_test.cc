@@ -69,7 +69,7 @@ TEST(SpecValidationTest, DesignExampleIsValid) {
 TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
   v1::JobSpec spec = ValidSpec();
   spec.clear_parallelism();
-  // Would break "layers divisible by pipeline" and "heads divisible by tensor" for most layouts;
+  // Would break "layers >= pipeline" and "heads divisible by tensor" for most layouts;
   // without a layout only the layout-free rules apply.
   spec.mutable_trainer()->mutable_model()->set_layers(5);
   spec.mutable_trainer()->mutable_model()->set_heads(1);
@@ -220,8 +220,9 @@ INSTANTIATE_TEST_SUITE_P(
          "trainer.model.vocab: must be in [1, 10000000], got 10000001"},
         {"DModelNotDivisibleByHeads", [](v1::JobSpec* s) { Model(s)->set_d_model(130); },
          "trainer.model.d_model: must be divisible by heads (4), got 130"},
-        {"LayersNotDivisibleByPipeline", [](v1::JobSpec* s) { Model(s)->set_layers(5); },
-         "trainer.model.layers: must be divisible by parallelism.pipeline (2), got 5"},
+        {"FewerLayersThanPipelineStages", [](v1::JobSpec* s) { Model(s)->set_layers(1); },
+         "trainer.model.layers: must be >= parallelism.pipeline (2) so every pipeline stage holds "
+         "a layer, got 1"},
         {"HeadsNotDivisibleByTensor", [](v1::JobSpec* s) { Model(s)->set_heads(1); },
          "trainer.model.heads: must be divisible by parallelism.tensor (2), got 1"},
         // batch
@@ -341,7 +342,6 @@ TEST(SpecValidationTest, ReportsEveryProblemOnItsOwnLine) {
           "parallelism: tensor*pipeline*data must equal nodes*devices_per_node (2*4 = 8), got "
           "3*2*2 = 12",
           "parallelism.tensor: must divide devices_per_node (4), got 3",
-          "trainer.model.layers: must be divisible by parallelism.pipeline (2), got 3",
           "trainer.model.heads: must be divisible by parallelism.tensor (3), got 4",
           "trainer.batch.global_batch: must be divisible by micro_batch*parallelism.data (4*2 = "
           "8), got 12",
