@@ -40,6 +40,7 @@ namespace ringmaster::bench {
 namespace {
 
 using testing::TestCluster;
+using testing::TrainerPid;
 using testing::WaitFor;
 
 std::string JobYaml(const std::string& name, int ranks, const std::string& program,
@@ -63,15 +64,6 @@ int Count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-pid_t Pid(const std::string& log) {
-  std::smatch m;
-  int pid = 0;
-  if (std::regex_search(log, m, std::regex("rank \\d+/\\d+ pid (\\d+)"))) {
-    (void)absl::SimpleAtoi(m[1].str(), &pid);
-  }
-  return pid;
 }
 
 double Median(std::vector<double> v) {
@@ -102,7 +94,7 @@ absl::Status CrashBench(int ranks, int kills) {
       return absl::DeadlineExceededError("no checkpoint");
     }
     const int victim = (k % (ranks - 1)) + 1;
-    const pid_t pid = Pid(cluster->RankLog(id, generation, victim));
+    const pid_t pid = TrainerPid(cluster->RankLog(id, generation, victim));
     if (pid <= 0 || kill(pid, SIGKILL) != 0) return absl::InternalError("cannot kill the worker");
     std::string events;
     if (!WaitFor(
@@ -160,7 +152,7 @@ absl::Status HangBench() {
   }
   std::sort(steps.begin(), steps.end());
   const double p99 = steps[static_cast<size_t>(0.99 * (steps.size() - 1))];
-  const pid_t pid = Pid(cluster->RankLog(id, 1, 2));
+  const pid_t pid = TrainerPid(cluster->RankLog(id, 1, 2));
   const absl::Time start = absl::Now();
   if (pid <= 0 || kill(pid, SIGSTOP) != 0) return absl::InternalError("cannot stop the worker");
   std::string events;

@@ -65,15 +65,6 @@ int Restarts(TestCluster& c, const std::string& job) {
   return n;
 }
 
-pid_t Pid(const std::string& log) {
-  std::smatch m;
-  int pid = 0;
-  if (std::regex_search(log, m, std::regex("rank \\d+/\\d+ pid (\\d+)"))) {
-    (void)absl::SimpleAtoi(m[1].str(), &pid);
-  }
-  return pid;
-}
-
 class FaultToleranceTest : public ::testing::Test {
  protected:
   // The uninterrupted run, once for the suite.
@@ -152,7 +143,7 @@ TEST_F(FaultToleranceTest, CleanRunFlagsNoStragglerAndNoHang) {
 
 TEST_F(FaultToleranceTest, SigkilledWorkerRestartsFromTheCheckpointAndLosesNothing) {
   const std::string id = StartAndWaitForCheckpoint("kill-worker");
-  const pid_t victim = Pid(cluster_->RankLog(id, 1, 1));
+  const pid_t victim = TrainerPid(cluster_->RankLog(id, 1, 1));
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   ExpectRecoveredExactly(id, 1);
@@ -163,7 +154,7 @@ TEST_F(FaultToleranceTest, SigkilledWorkerRestartsFromTheCheckpointAndLosesNothi
 
 TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
   const std::string id = StartAndWaitForCheckpoint("hang", "watchdog: {hang_timeout: 3}\n");
-  const pid_t victim = Pid(cluster_->RankLog(id, 1, 2));
+  const pid_t victim = TrainerPid(cluster_->RankLog(id, 1, 2));
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGSTOP), 0);
   ExpectRecoveredExactly(id, 1);
@@ -230,7 +221,7 @@ TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
   const bool truncate = GetParam();
   const std::string id = StartAndWaitForCheckpoint("damaged", "watchdog: {hang_timeout: 3}\n");
   for (int rank = 0; rank < 4; ++rank) {
-    const pid_t pid = Pid(cluster_->RankLog(id, 1, rank));
+    const pid_t pid = TrainerPid(cluster_->RankLog(id, 1, rank));
     ASSERT_GT(pid, 0);
     ASSERT_EQ(kill(pid, SIGSTOP), 0);
   }

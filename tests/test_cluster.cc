@@ -158,4 +158,13 @@ std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log) {
   return losses;
 }
 
+pid_t TrainerPid(const std::string& log) {
+  std::smatch m;
+  int pid = 0;
+  if (std::regex_search(log, m, std::regex("rank \\d+/\\d+ pid (\\d+)"))) {
+    (void)absl::SimpleAtoi(m[1].str(), &pid);  // the regex guarantees digits
+  }
+  return pid;
+}
+
 }  // namespace ringmaster::testing

@@ -67,6 +67,9 @@ class TestCluster {
 // The losses a trainer printed ("step N/M loss X"), by step, as printed.
 std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 
+// The pid a trainer logged at its start ("rank R/W pid P"), or 0.
+pid_t TrainerPid(const std::string& log);
+
 }  // namespace ringmaster::testing
 
 #endif  // RINGMASTER_TESTS_TEST_CLUSTER_H_

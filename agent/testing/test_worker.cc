@@ -31,11 +31,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
-#include "common/grpc_client.h"
 #include "common/status.h"
-#include "grpcpp/client_context.h"
-#include "grpcpp/security/credentials.h"
 #include "proto/ringmaster/v1/worker.grpc.pb.h"
+#include "trainer/worker/agent_client.h"
 
 ABSL_FLAG(int, steps, 0, "Training steps to simulate and report.");
 ABSL_FLAG(double, step_seconds, 0, "Seconds each step takes.");
@@ -53,7 +51,8 @@ ABSL_FLAG(bool, rendezvous, false,
 namespace ringmaster {
 namespace {
 
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+using trainer::AgentClient;
+
 constexpr double kRendezvousSeconds = 30;
 
 void Say(const std::string& line) {
@@ -65,99 +64,6 @@ std::string Env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
 }
-
-// The worker API as seen from a worker.
-class AgentClient {
- public:
-  // The client for the agent named by the environment; nullptr without RINGMASTER_AGENT_SOCKET.
-  static absl::StatusOr<std::unique_ptr<AgentClient>> FromEnv() {
-    std::string socket = Env("RINGMASTER_AGENT_SOCKET");
-    if (socket.empty()) return nullptr;
-    if (!absl::StartsWith(socket, "unix:")) socket = "unix:" + socket;
-    v1::WorkerIdentity identity;
-    identity.set_job_id(Env("RINGMASTER_JOB"));
-    int64_t generation = 0;
-    int rank = 0;
-    if (identity.job_id().empty()) return FieldError("RINGMASTER_JOB", "must be set");
-    if (!absl::SimpleAtoi(Env("RINGMASTER_GENERATION"), &generation)) {
-      return FieldError("RINGMASTER_GENERATION", "must be an integer");
-    }
-    if (!absl::SimpleAtoi(Env("RANK"), &rank)) return FieldError("RANK", "must be an integer");
-    identity.set_generation(generation);
-    identity.set_rank(rank);
-    auto channel = MakeChannel(socket, grpc::InsecureChannelCredentials());
-    return std::unique_ptr<AgentClient>(
-        new AgentClient(v1::WorkerService::NewStub(channel), identity));
-  }
-
-  int rank() const { return identity_.rank(); }
-
-  absl::Status ReportPhase(v1::WorkerPhase phase) {
-    v1::ReportPhaseRequest request;
-    *request.mutable_worker() = identity_;
-    request.set_phase(phase);
-    v1::ReportResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
-    return Check("ReportPhase", stub_->ReportPhase(&context, request, &response));
-  }
-
-  absl::Status ReportStep(v1::ReportStepRequest request) {
-    *request.mutable_worker() = identity_;
-    v1::ReportResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
-    return Check("ReportStep", stub_->ReportStep(&context, request, &response));
-  }
-
-  absl::Status ReportExit(int exit_code, const std::string& reason) {
-    v1::ReportExitRequest request;
-    *request.mutable_worker() = identity_;
-    request.set_exit_code(exit_code);
-    request.set_reason(reason);
-    v1::ReportResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
-    return Check("ReportExit", stub_->ReportExit(&context, request, &response));
-  }
-
-  absl::Status Set(const std::string& key, const std::string& value) {
-    v1::RendezvousSetRequest request;
-    *request.mutable_worker() = identity_;
-    request.set_key(key);
-    request.set_value(value);
-    v1::RendezvousSetResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
-    return Check("RendezvousSet", stub_->RendezvousSet(&context, request, &response));
-  }
-
-  absl::StatusOr<std::string> Wait(const std::string& key, double timeout_seconds) {
-    v1::RendezvousWaitRequest request;
-    *request.mutable_worker() = identity_;
-    request.set_key(key);
-    request.set_timeout_seconds(timeout_seconds);
-    v1::RendezvousGetResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + absl::Seconds(timeout_seconds) + kRpcTimeout));
-    RETURN_IF_ERROR(Check("RendezvousWait", stub_->RendezvousWait(&context, request, &response)));
-    return response.value();
-  }
-
- private:
-  AgentClient(std::unique_ptr<v1::WorkerService::Stub> stub, v1::WorkerIdentity identity)
-      : stub_(std::move(stub)), identity_(std::move(identity)) {}
-
-  static absl::Status Check(const char* rpc, const grpc::Status& status) {
-    if (status.ok()) return absl::OkStatus();
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat(rpc, ": ", status.error_message()));
-  }
-
-  std::unique_ptr<v1::WorkerService::Stub> stub_;
-  const v1::WorkerIdentity identity_;
-};
 
 // Forks `count` children that block forever; they inherit SIGTERM's disposition.
 absl::Status ForkChildren(int count) {
@@ -203,12 +109,18 @@ void PrintEnvironment() {
   }
 }
 
+absl::Status ReportPhase(AgentClient* agent, v1::WorkerPhase phase) {
+  v1::ReportPhaseRequest request;
+  request.set_phase(phase);
+  return agent->ReportPhase(request);
+}
+
 absl::Status Rendezvous(AgentClient* agent) {
   if (agent == nullptr) {
     return absl::FailedPreconditionError("--rendezvous needs RINGMASTER_AGENT_SOCKET");
   }
-  if (agent->rank() == 0) return agent->Set("hello", "world");
-  ASSIGN_OR_RETURN(std::string value, agent->Wait("hello", kRendezvousSeconds));
+  if (agent->identity().rank() == 0) return agent->Set("hello", "world");
+  ASSIGN_OR_RETURN(std::string value, agent->Wait("hello", absl::Seconds(kRendezvousSeconds)));
   Say(absl::StrCat("rendezvous hello=", value));
   return absl::OkStatus();
 }
@@ -265,10 +177,11 @@ absl::StatusOr<int> Run() {
   Say("ready");
   if (absl::GetFlag(FLAGS_print_env)) PrintEnvironment();
 
-  ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent, AgentClient::FromEnv());
-  if (agent != nullptr) RETURN_IF_ERROR(agent->ReportPhase(v1::WORKER_PHASE_INIT));
+  ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent,
+                   AgentClient::FromEnvironment(trainer::ProcessEnvironment()));
+  if (agent != nullptr) RETURN_IF_ERROR(ReportPhase(agent.get(), v1::WORKER_PHASE_INIT));
   if (absl::GetFlag(FLAGS_rendezvous)) RETURN_IF_ERROR(Rendezvous(agent.get()));
-  if (agent != nullptr) RETURN_IF_ERROR(agent->ReportPhase(v1::WORKER_PHASE_STEP));
+  if (agent != nullptr) RETURN_IF_ERROR(ReportPhase(agent.get(), v1::WORKER_PHASE_STEP));
   RETURN_IF_ERROR(RunSteps(agent.get(), absl::GetFlag(FLAGS_steps),
                            absl::Seconds(absl::GetFlag(FLAGS_step_seconds))));
   if (absl::GetFlag(FLAGS_print_bytes) > 0) PrintFiller(absl::GetFlag(FLAGS_print_bytes));
