@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -219,17 +220,17 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
   const std::string what = absl::StrCat(CollectiveOpName(op), " on ", name());
   const ByteRange in_range{in.data, in.bytes()}, out_range{out.data, out.bytes()};
   RETURN_IF_ERROR(CheckAliasing(op, in_range, out_range, rank()));
-  bool in_device = true, out_device = true;
-  if (!in_range.empty()) {
-    ASSIGN_OR_RETURN(in_device, IsDeviceMemory(in.data));
+  // Where the buffers the operation has (send has no output, recv no input) live.
+  std::optional<bool> on_device;
+  for (const ByteRange& range : {in_range, out_range}) {
+    if (range.empty()) continue;
+    ASSIGN_OR_RETURN(const bool device, IsDeviceMemory(range.data));
+    if (on_device.has_value() && *on_device != device) {
+      return absl::InvalidArgumentError(what + ": one buffer in host memory, one on the device");
+    }
+    on_device = device;
   }
-  if (!out_range.empty()) {
-    ASSIGN_OR_RETURN(out_device, IsDeviceMemory(out.data));
-  }
-  if (in_device != out_device) {
-    return absl::InvalidArgumentError(what + ": one buffer in host memory, one on the device");
-  }
-  const bool staged = !in_device;
+  const bool staged = on_device.has_value() && !*on_device;
   const void* send = in.data;
   void* recv = out.data;
   StagingPlan plan;

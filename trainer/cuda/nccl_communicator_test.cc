@@ -240,6 +240,16 @@ TEST(NcclMultiRankTest, ReductionsAcrossGpus) {
     }
     RETURN_IF_ERROR(d.CopyToHost(got.data(), out->tensor()));
     if (got[0] != static_cast<float>(left + 1)) return absl::DataLossError("send/recv");
+    // Point to point from host memory (staged; the send side has no output buffer).
+    float token = static_cast<float>(rank), received = -1;
+    if (rank % 2 == 0) {
+      RETURN_IF_ERROR((*comm)->Send(Tensor{&token, 1, DType::kF32}, right));
+      RETURN_IF_ERROR((*comm)->Recv(Tensor{&received, 1, DType::kF32}, left));
+    } else {
+      RETURN_IF_ERROR((*comm)->Recv(Tensor{&received, 1, DType::kF32}, left));
+      RETURN_IF_ERROR((*comm)->Send(Tensor{&token, 1, DType::kF32}, right));
+    }
+    if (received != static_cast<float>(left)) return absl::DataLossError("host send/recv");
     // A host float, as the trainer sums its loss.
     float loss = 0.5f;
     RETURN_IF_ERROR((*comm)->AllReduce(Tensor{&loss, 1, DType::kF32}));
