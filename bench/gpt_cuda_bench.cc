@@ -183,7 +183,7 @@ absl::Status Main() {
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   const GptConfig& c = bench.config();
-  const double tokens = double{absl::GetFlag(FLAGS_batch)} * c.seq_len;
+  const double tokens = static_cast<double>(absl::GetFlag(FLAGS_batch)) * c.seq_len;
   const double tok_s = tokens / main.median_seconds;
   const double mfu = peak.bf16_flops > 0 ? c.FlopsPerToken() * tok_s / peak.bf16_flops : 0;
   std::string overhead = "not measured (--report=both)";
@@ -196,7 +196,7 @@ absl::Status Main() {
       "gpt_cuda_bench: %s | %s %s B=%d T=%d | %.0f tokens/s | MFU %.1f%% of %s | step %.2f ms "
       "(median of %d) | loss %.4f | peak memory %.2f GiB allocated, %.2f GiB in use on the "
       "device | metrics reporting on vs off: %s\n",
-      bench.device().description().c_str(), c.ToString().c_str(), absl::GetFlag(FLAGS_dtype),
+      bench.device().description().c_str(), c.ToString().c_str(), absl::GetFlag(FLAGS_dtype).c_str(),
       absl::GetFlag(FLAGS_batch), c.seq_len, tok_s, 100 * mfu, peak.explanation.c_str(),
       main.median_seconds * 1e3, steps, main.last_loss,
       bench.device().peak_allocated_bytes() / double{1 << 30},

@@ -11,9 +11,8 @@ namespace {
 
 float ToFloat(float x) { return x; }
 float ToFloat(__nv_bfloat16 x) {
-  uint16_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  return Bf16BitsToFloat(bits);
+  const __nv_bfloat16_raw raw = x;
+  return Bf16BitsToFloat(raw.x);
 }
 template <typename T>
 T FromFloat(float x);
@@ -23,10 +22,9 @@ float FromFloat<float>(float x) {
 }
 template <>
 __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  const uint16_t bits = FloatToBf16Bits(x);
-  __nv_bfloat16 b;
-  std::memcpy(&b, &bits, sizeof(b));
-  return b;
+  __nv_bfloat16_raw raw;
+  raw.x = FloatToBf16Bits(x);
+  return __nv_bfloat16(raw);
 }
 
 }  // namespace

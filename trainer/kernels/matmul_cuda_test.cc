@@ -79,7 +79,9 @@ TYPED_TEST(MatmulCudaTest, ForwardMatchesCpuWithAndWithoutFusion) {
               MatmulFusion{fuse, fuse}, d_out.get(), gelu ? d_gelu.get() : nullptr, d_inp.get(),
               d_w.get(), bias ? d_b.get() : nullptr, N, IC, OC);
           ASSERT_TRUE(plan.ok()) << plan.status();
-          if (!fuse) EXPECT_EQ(plan->epilogue, Epilogue::kNone);
+          if (!fuse) {
+            EXPECT_EQ(plan->epilogue, Epilogue::kNone);
+          }
           ExpectClose(d_out.Download(), out, Tr::kAtol, Tr::kRtol, "out (pre-activation)");
           if (gelu) {
             const bool fused = plan->epilogue == Epilogue::kGeluAux ||
