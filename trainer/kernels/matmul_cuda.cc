@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "trainer/cuda/cuda_status.h"
+#include "trainer/kernels/cublas_gemm.h"
 #include "trainer/kernels/elementwise_cuda.h"
 #include "trainer/kernels/gelu_cuda.h"
 #include "trainer/kernels/reduce_cuda.h"
@@ -75,6 +76,8 @@ absl::StatusOr<std::unique_ptr<MatmulCuda>> MatmulCuda::Create(int device, Eleme
   std::unique_ptr<MatmulCuda> m(new MatmulCuda(device, type, stream));
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
   RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&m->lt_), "cublasLtCreate"));
+  RETURN_IF_ERROR(CublasStatus(cublasCreate(&m->cublas_), "cublasCreate"));
+  RETURN_IF_ERROR(CublasStatus(cublasSetStream(m->cublas_, stream), "cublasSetStream"));
   if (workspace_bytes > 0) {
     RETURN_IF_ERROR(
         CudaStatus(cudaMalloc(&m->workspace_, workspace_bytes), "cuBLASLt workspace"));
@@ -90,6 +93,7 @@ MatmulCuda::~MatmulCuda() {
   for (auto& [key, plan] : plans_) DestroyPlanObjects(plan.desc, plan.a, plan.b, plan.c);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
   if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
 }
 
 absl::StatusOr<MatmulCuda::Plan*> MatmulCuda::GetPlan(const PlanKey& key, const void* bias,
@@ -182,7 +186,11 @@ absl::StatusOr<bool> MatmulCuda::Gemm(const RowMajorGemm& g, float alpha, const 
   key.align_bias = PointerAlignment(bias);
   key.align_aux = PointerAlignment(aux);
   ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, bias, aux));
-  if (!plan->supported) return false;
+  if (!plan->supported) {
+    if (epilogue != Epilogue::kNone) return false;  // the schedule tries less fusion
+    RETURN_IF_ERROR(RowMajorGemmCuda(cublas_, type_, g, alpha, a, b, beta, c));
+    return true;
+  }
   if (HasBias(epilogue)) {
     RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
   }

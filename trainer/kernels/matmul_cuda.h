@@ -4,13 +4,15 @@
 // bias gradients (reduce.cu's column sums).
 //
 // cuBLASLt descriptors, layouts and the heuristic's algorithm are created once per shape,
-// epilogue and operand alignment and cached. One element type per object (the device's compute
+// epilogue and operand alignment and cached. A GEMM without an epilogue for which cuBLASLt
+// offers no algorithm (odd shapes or alignments) runs through cuBLAS instead. One element type per object (the device's compute
 // type); work is enqueued on the stream given at creation. Not thread-safe: one thread issues
 // the operations (the Device contract). The object must be destroyed on a live CUDA context.
 #ifndef RINGMASTER_TRAINER_KERNELS_MATMUL_CUDA_H_
 #define RINGMASTER_TRAINER_KERNELS_MATMUL_CUDA_H_
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <map>
@@ -88,6 +90,7 @@ class MatmulCuda final : public MatmulSteps {
   const ElementType type_;
   const cudaStream_t stream_;
   cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;  // the fallback for plain GEMMs
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   trainer::DeviceScratch scratch_;
