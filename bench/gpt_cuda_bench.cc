@@ -88,18 +88,17 @@ absl::Status Bench::Setup() {
   options.compute_dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   options.fuse_bias = options.fuse_gelu = absl::GetFlag(FLAGS_fuse);
   ASSIGN_OR_RETURN(device_, MakeCudaDevice(absl::GetFlag(FLAGS_device), options));
-  ASSIGN_OR_RETURN(config_, GptConfig::Create(absl::GetFlag(FLAGS_layers),
-                                              absl::GetFlag(FLAGS_d_model),
-                                              absl::GetFlag(FLAGS_heads),
-                                              absl::GetFlag(FLAGS_seq_len),
-                                              absl::GetFlag(FLAGS_vocab)));
+  ASSIGN_OR_RETURN(config_,
+                   GptConfig::Create(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_d_model),
+                                     absl::GetFlag(FLAGS_heads), absl::GetFlag(FLAGS_seq_len),
+                                     absl::GetFlag(FLAGS_vocab)));
   const ParameterLayout layout(config_, ModelShard::WholeModel(config_));
   const int B = absl::GetFlag(FLAGS_batch);
   ASSIGN_OR_RETURN(gpt_, Gpt::Create(device_.get(), layout, B, config_.seq_len));
   RETURN_IF_ERROR(gpt_->InitParameters(1));
-  ASSIGN_OR_RETURN(optimizer_, AdamWOptimizer::Create(device_.get(), layout,
-                                                      {{0, layout.size()}}, gpt_->params(),
-                                                      gpt_->grads(), {0.9, 0.95, 1e-8, 0.1}));
+  ASSIGN_OR_RETURN(optimizer_,
+                   AdamWOptimizer::Create(device_.get(), layout, {{0, layout.size()}},
+                                          gpt_->params(), gpt_->grads(), {0.9, 0.95, 1e-8, 0.1}));
   inputs_.resize(static_cast<size_t>(B) * config_.seq_len);
   targets_.resize(inputs_.size());
   return device_->Synchronize();
@@ -189,16 +188,16 @@ absl::Status Main() {
   std::string overhead = "not measured (--report=both)";
   if (off.has_value() && on.has_value()) {
     const double delta = on->median_seconds - off->median_seconds;
-    overhead = absl::StrFormat("%+.3f ms/step (%+.2f%%)", delta * 1e3,
-                               100 * delta / off->median_seconds);
+    overhead =
+        absl::StrFormat("%+.3f ms/step (%+.2f%%)", delta * 1e3, 100 * delta / off->median_seconds);
   }
   std::printf(
       "gpt_cuda_bench: %s | %s %s B=%d T=%d | %.0f tokens/s | MFU %.1f%% of %s | step %.2f ms "
       "(median of %d) | loss %.4f | peak memory %.2f GiB allocated, %.2f GiB in use on the "
       "device | metrics reporting on vs off: %s\n",
-      bench.device().description().c_str(), c.ToString().c_str(), absl::GetFlag(FLAGS_dtype).c_str(),
-      absl::GetFlag(FLAGS_batch), c.seq_len, tok_s, 100 * mfu, peak.explanation.c_str(),
-      main.median_seconds * 1e3, steps, main.last_loss,
+      bench.device().description().c_str(), c.ToString().c_str(),
+      absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_batch), c.seq_len, tok_s, 100 * mfu,
+      peak.explanation.c_str(), main.median_seconds * 1e3, steps, main.last_loss,
       bench.device().peak_allocated_bytes() / double{1 << 30},
       (total_bytes - free_bytes) / double{1 << 30}, overhead.c_str());
   return absl::OkStatus();

@@ -45,8 +45,8 @@ float Value(int rank, int64_t i) { return static_cast<float>(rank + 1 + i % 13);
 struct Row {
   std::string op;
   int64_t bytes = 0, count = 0;
-  double seconds = 0;         // wall, mean per iteration
-  double event_seconds = 0;   // the communicator's own (event-timed) seconds per iteration
+  double seconds = 0;        // wall, mean per iteration
+  double event_seconds = 0;  // the communicator's own (event-timed) seconds per iteration
   int64_t wrong = 0;
 };
 
@@ -60,11 +60,13 @@ CollectiveOp OpOf(const std::string& name) {
 // One rank's sweep.
 absl::StatusOr<std::vector<Row>> Sweep(int rank, int n, KeyValueStore* store) {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(rank));
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                   ConnectNccl("bench", rank, n, store,
-                               NcclOptionsFor(*device, absl::Seconds(absl::GetFlag(FLAGS_timeout)))));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> comm,
+      ConnectNccl("bench", rank, n, store,
+                  NcclOptionsFor(*device, absl::Seconds(absl::GetFlag(FLAGS_timeout)))));
   std::vector<Row> rows;
-  for (absl::string_view op_view : absl::StrSplit(absl::GetFlag(FLAGS_ops), ',', absl::SkipEmpty())) {
+  for (absl::string_view op_view :
+       absl::StrSplit(absl::GetFlag(FLAGS_ops), ',', absl::SkipEmpty())) {
     const std::string op(op_view);
     for (int64_t bytes = absl::GetFlag(FLAGS_min_bytes); bytes <= absl::GetFlag(FLAGS_max_bytes);
          bytes *= std::max(2, absl::GetFlag(FLAGS_factor))) {
@@ -104,8 +106,8 @@ absl::StatusOr<std::vector<Row>> Sweep(int rank, int n, KeyValueStore* store) {
           }
         }
       }
-      row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                        .count() / iters;
+      row.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
       for (const OpTotals& t : comm->TakeTotals()) {
         if (t.op == OpOf(op)) row.event_seconds = t.seconds / t.count;
       }
@@ -143,9 +145,10 @@ absl::Status Main() {
   for (int r = 0; r < n; ++r) {
     if (!results[r].ok()) return Annotate(results[r].status(), absl::StrCat("rank ", r));
   }
-  std::printf("# nccl_collective_bench: %d rank(s), one per GPU, fp32, %d warm-up + %d timed "
-              "iterations, time = mean per iteration averaged over ranks\n",
-              n, absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_iters));
+  std::printf(
+      "# nccl_collective_bench: %d rank(s), one per GPU, fp32, %d warm-up + %d timed "
+      "iterations, time = mean per iteration averaged over ranks\n",
+      n, absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_iters));
   std::printf("%-15s %12s %11s %11s %12s %12s %18s %7s\n", "op", "size(B)", "count", "time(us)",
               "algbw(GB/s)", "busbw(GB/s)", "event busbw(GB/s)", "#wrong");
   int64_t wrong = 0;
@@ -162,8 +165,8 @@ absl::Status Main() {
     const double algbw = row.bytes / seconds;
     const double event_busbw = event > 0 ? row.bytes / event * factor : 0;
     std::printf("%-15s %12lld %11lld %11.1f %12.3f %12.3f %18.3f %7lld\n", row.op.c_str(),
-                static_cast<long long>(row.bytes), static_cast<long long>(row.count),
-                seconds * 1e6, algbw / 1e9, algbw * factor / 1e9, event_busbw / 1e9,
+                static_cast<long long>(row.bytes), static_cast<long long>(row.count), seconds * 1e6,
+                algbw / 1e9, algbw * factor / 1e9, event_busbw / 1e9,
                 static_cast<long long>(row.wrong));
     wrong += row.wrong;
   }
@@ -177,8 +180,8 @@ absl::Status Main() {
 
 int main(int argc, char** argv) {
   absl::Status s = ringmaster::InitBinary(
-      argc, argv, "nccl_collective_bench: the NCCL communicator's collectives on this machine's GPUs",
-      nullptr);
+      argc, argv,
+      "nccl_collective_bench: the NCCL communicator's collectives on this machine's GPUs", nullptr);
   if (s.ok()) s = ringmaster::trainer::Main();
   if (!s.ok()) {
     RM_LOG(ERROR) << "nccl_collective_bench failed: " << s;

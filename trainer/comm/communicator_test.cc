@@ -46,13 +46,13 @@ TEST(CommunicatorTest, ReductionsTakeOnlyTheTypesTheBackendSums) {
   FakeCommunicator gloo_like(/*reduces_bf16=*/false, -1);
   EXPECT_EQ(gloo_like.AllReduce(Tensor{bf16, 4, DType::kBF16}).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(gloo_like.ReduceScatter(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16})
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      gloo_like.ReduceScatter(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16}).code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(gloo_like.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
   // Moving data needs no arithmetic: any dtype.
-  EXPECT_TRUE(gloo_like.AllGather(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16})
-                  .ok());
+  EXPECT_TRUE(
+      gloo_like.AllGather(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16}).ok());
   EXPECT_EQ(gloo_like.calls, 2);
 
   FakeCommunicator nccl_like(/*reduces_bf16=*/true, -1);

@@ -21,8 +21,8 @@ std::string UniqueIdKey(const std::string& prefix, const std::string& group) {
 }
 
 absl::StatusOr<std::string> ExchangeUniqueId(
-    KeyValueStore* store, const std::string& prefix, const std::string& group, int rank,
-    int size, size_t id_bytes, const std::function<absl::StatusOr<std::string>()>& make,
+    KeyValueStore* store, const std::string& prefix, const std::string& group, int rank, int size,
+    size_t id_bytes, const std::function<absl::StatusOr<std::string>()>& make,
     absl::Duration timeout) {
   if (rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
@@ -35,16 +35,15 @@ absl::StatusOr<std::string> ExchangeUniqueId(
       return absl::InternalError(
           absl::StrCat("a unique id of ", id.size(), " bytes, want ", id_bytes));
     }
-    RETURN_IF_ERROR(Annotate(store->Set(key, absl::BytesToHexString(id)),
-                             absl::StrCat("publishing ", key)));
+    RETURN_IF_ERROR(
+        Annotate(store->Set(key, absl::BytesToHexString(id)), absl::StrCat("publishing ", key)));
     return id;
   }
   absl::StatusOr<std::string> hex = store->Wait(key, timeout);
   if (!hex.ok()) return Annotate(hex.status(), absl::StrCat("waiting for rank 0's ", key));
   if (hex->size() != 2 * id_bytes || !IsLowerHex(*hex)) {
-    return absl::DataLossError(absl::StrCat(key, " holds ", hex->size(),
-                                            " characters that are not a hex id of ", id_bytes,
-                                            " bytes"));
+    return absl::DataLossError(absl::StrCat(
+        key, " holds ", hex->size(), " characters that are not a hex id of ", id_bytes, " bytes"));
   }
   return absl::HexStringToBytes(*hex);
 }

@@ -26,11 +26,10 @@ std::string UniqueIdKey(const std::string& prefix, const std::string& group);
 // Errors: `make`'s error on rank 0; DEADLINE_EXCEEDED when rank 0 did not publish in time (it is
 // gone or late: retryable); DATA_LOSS when the published value is not hex of `id_bytes` bytes;
 // INVALID_ARGUMENT for a rank outside [0, size); the store's errors otherwise.
-absl::StatusOr<std::string> ExchangeUniqueId(KeyValueStore* store, const std::string& prefix,
-                                             const std::string& group, int rank, int size,
-                                             size_t id_bytes,
-                                             const std::function<absl::StatusOr<std::string>()>& make,
-                                             absl::Duration timeout);
+absl::StatusOr<std::string> ExchangeUniqueId(
+    KeyValueStore* store, const std::string& prefix, const std::string& group, int rank, int size,
+    size_t id_bytes, const std::function<absl::StatusOr<std::string>()>& make,
+    absl::Duration timeout);
 
 }  // namespace ringmaster::trainer
 

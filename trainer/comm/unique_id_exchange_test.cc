@@ -53,10 +53,10 @@ TEST(UniqueIdExchangeTest, GroupsAreIndependent) {
   auto make = [](char fill) {
     return [fill]() -> absl::StatusOr<std::string> { return std::string(kIdBytes, fill); };
   };
-  ASSERT_TRUE(ExchangeUniqueId(&store, "nccl", "dp0", 0, 2, kIdBytes, make('a'), absl::Seconds(1))
-                  .ok());
-  ASSERT_TRUE(ExchangeUniqueId(&store, "nccl", "dp1", 0, 2, kIdBytes, make('b'), absl::Seconds(1))
-                  .ok());
+  ASSERT_TRUE(
+      ExchangeUniqueId(&store, "nccl", "dp0", 0, 2, kIdBytes, make('a'), absl::Seconds(1)).ok());
+  ASSERT_TRUE(
+      ExchangeUniqueId(&store, "nccl", "dp1", 0, 2, kIdBytes, make('b'), absl::Seconds(1)).ok());
   EXPECT_EQ(*ExchangeUniqueId(&store, "nccl", "dp1", 1, 2, kIdBytes, make('x'), absl::Seconds(1)),
             std::string(kIdBytes, 'b'));
   EXPECT_EQ(*ExchangeUniqueId(&store, "nccl", "dp0", 1, 2, kIdBytes, make('x'), absl::Seconds(1)),
@@ -97,22 +97,20 @@ TEST(UniqueIdExchangeTest, RankZeroErrorsAndBadRanks) {
                 .status()
                 .code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(ExchangeUniqueId(
-                &store, "nccl", "g", 0, 2, kIdBytes,
-                []() -> absl::StatusOr<std::string> { return std::string(3, 'a'); },
-                absl::Seconds(1))
-                .status()
-                .code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(
+      ExchangeUniqueId(
+          &store, "nccl", "g", 0, 2, kIdBytes,
+          []() -> absl::StatusOr<std::string> { return std::string(3, 'a'); }, absl::Seconds(1))
+          .status()
+          .code(),
+      absl::StatusCode::kInternal);
   auto any = []() -> absl::StatusOr<std::string> { return std::string(kIdBytes, 'a'); };
-  EXPECT_EQ(ExchangeUniqueId(&store, "nccl", "g", 2, 2, kIdBytes, any, absl::Seconds(1))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExchangeUniqueId(&store, "nccl", "g", -1, 2, kIdBytes, any, absl::Seconds(1))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ExchangeUniqueId(&store, "nccl", "g", 2, 2, kIdBytes, any, absl::Seconds(1)).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ExchangeUniqueId(&store, "nccl", "g", -1, 2, kIdBytes, any, absl::Seconds(1)).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

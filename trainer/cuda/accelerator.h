@@ -37,9 +37,8 @@ class Accelerator {
   virtual double peak_flops() const = 0;
   // Joins group `name` over NCCL (ConnectNccl's contract: rank 0's id through `store`, every
   // operation bounded by `timeout`, UNAVAILABLE / DEADLINE_EXCEEDED on a lost peer).
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name,
-                                                                int rank, int size,
-                                                                KeyValueStore* store,
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name, int rank,
+                                                                int size, KeyValueStore* store,
                                                                 absl::Duration timeout) = 0;
 };
 

@@ -22,8 +22,8 @@ class CudaAccelerator final : public Accelerator {
     return device_->description() + "; MFU against " + peak_.explanation;
   }
   double peak_flops() const override { return peak_.bf16_flops; }
-  absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name, int rank,
-                                                        int size, KeyValueStore* store,
+  absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name, int rank, int size,
+                                                        KeyValueStore* store,
                                                         absl::Duration timeout) override {
     return ConnectNccl(name, rank, size, store, NcclOptionsFor(*device_, timeout));
   }
@@ -41,8 +41,8 @@ absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
   if (!index.has_value()) return nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(*index));
   cudaDeviceProp prop{};
-  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, device->index()),
-                             "cudaGetDeviceProperties"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaGetDeviceProperties(&prop, device->index()), "cudaGetDeviceProperties"));
   return std::unique_ptr<Accelerator>(
       new CudaAccelerator(std::move(device), LookUpGpuPeak(prop.name, prop.major, prop.minor)));
 }

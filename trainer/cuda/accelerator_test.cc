@@ -19,8 +19,8 @@ std::function<std::optional<std::string>(const char*)> Env(
 }
 
 TEST(AcceleratorTest, NoGpuNamedMeansTheCpu) {
-  for (auto env : {Env({}), Env({{"CUDA_VISIBLE_DEVICES", ""}}),
-                   Env({{"CUDA_VISIBLE_DEVICES", "-1"}})}) {
+  for (auto env :
+       {Env({}), Env({{"CUDA_VISIBLE_DEVICES", ""}}), Env({{"CUDA_VISIBLE_DEVICES", "-1"}})}) {
     absl::StatusOr<std::unique_ptr<Accelerator>> a = OpenAccelerator(env);
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(*a, nullptr);

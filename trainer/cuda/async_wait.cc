@@ -25,8 +25,8 @@ absl::Status AwaitCompletion(const std::function<Poll()>& poll, absl::string_vie
                           : p.error;
     }
     if (options.clock->Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, " did not complete within ", absl::FormatDuration(options.timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " did not complete within ", absl::FormatDuration(options.timeout)));
     }
     const absl::Duration pause = PollPause(n);
     if (pause <= absl::ZeroDuration()) {

@@ -20,9 +20,10 @@ struct FakeTime {
 TEST(AsyncWaitTest, DoneAtOnce) {
   FakeTime t;
   int polls = 0;
-  EXPECT_TRUE(AwaitCompletion([&] { return Poll{++polls == 1 ? PollState::kDone : PollState::kFailed}; },
-                              "op", t.Options(absl::Seconds(1)))
-                  .ok());
+  EXPECT_TRUE(
+      AwaitCompletion([&] { return Poll{++polls == 1 ? PollState::kDone : PollState::kFailed}; },
+                      "op", t.Options(absl::Seconds(1)))
+          .ok());
   EXPECT_EQ(polls, 1);
 }
 
@@ -42,10 +43,10 @@ TEST(AsyncWaitTest, ZeroTimeoutStillPollsOnce) {
 TEST(AsyncWaitTest, DoneAfterManyPolls) {
   FakeTime t;
   int polls = 0;
-  EXPECT_TRUE(AwaitCompletion(
-                  [&] { return Poll{++polls < 500 ? PollState::kPending : PollState::kDone}; },
-                  "op", t.Options(absl::Seconds(10)))
-                  .ok());
+  EXPECT_TRUE(
+      AwaitCompletion([&] { return Poll{++polls < 500 ? PollState::kPending : PollState::kDone}; },
+                      "op", t.Options(absl::Seconds(10)))
+          .ok());
   EXPECT_EQ(polls, 500);
 }
 
@@ -61,9 +62,10 @@ TEST(AsyncWaitTest, FailureCarriesItsError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(s.message(), "remote peer closed");
   // A failure without a reason is still a failure.
-  EXPECT_EQ(AwaitCompletion([] { return Poll{PollState::kFailed}; }, "x", t.Options(absl::Seconds(1)))
-                .code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(
+      AwaitCompletion([] { return Poll{PollState::kFailed}; }, "x", t.Options(absl::Seconds(1)))
+          .code(),
+      absl::StatusCode::kInternal);
 }
 
 TEST(AsyncWaitTest, NeverDoneIsADeadlineAfterTheTimeout) {

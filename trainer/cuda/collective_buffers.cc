@@ -27,12 +27,12 @@ absl::Status CheckAliasing(CollectiveOp op, ByteRange in, ByteRange out, int ran
       allowed = Begin(in) == Begin(out) && in.bytes == out.bytes;
       break;
     case CollectiveOp::kReduceScatter:
-      allowed = Begin(out) == Begin(in) + static_cast<uintptr_t>(rank) * out.bytes &&
-                End(out) <= End(in);
+      allowed =
+          Begin(out) == Begin(in) + static_cast<uintptr_t>(rank) * out.bytes && End(out) <= End(in);
       break;
     case CollectiveOp::kAllGather:
-      allowed = Begin(in) == Begin(out) + static_cast<uintptr_t>(rank) * in.bytes &&
-                End(in) <= End(out);
+      allowed =
+          Begin(in) == Begin(out) + static_cast<uintptr_t>(rank) * in.bytes && End(in) <= End(out);
       break;
     case CollectiveOp::kSend:
     case CollectiveOp::kRecv:
@@ -40,10 +40,11 @@ absl::Status CheckAliasing(CollectiveOp op, ByteRange in, ByteRange out, int ran
       break;
   }
   if (allowed) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      CollectiveOpName(op), " with overlapping input and output that is not NCCL's in-place "
-                            "layout for rank ",
-      rank));
+  return absl::InvalidArgumentError(
+      absl::StrCat(CollectiveOpName(op),
+                   " with overlapping input and output that is not NCCL's in-place "
+                   "layout for rank ",
+                   rank));
 }
 
 StagingPlan PlanStaging(ByteRange in, ByteRange out) {

@@ -52,10 +52,10 @@ absl::StatusOr<std::vector<float>> Train(int rank, int ranks, int zero, DType dt
                    Gpt::Create(device.get(), layout, kB, kT, padded, zero < 2));
   RETURN_IF_ERROR(gpt->InitParameters(7));
   // Small buckets: several reductions per backward pass, overlapping it.
-  ASSIGN_OR_RETURN(std::unique_ptr<DataParallel> dp,
-                   DataParallel::Create(device.get(), comm.get(), layout, gpt->params(),
-                                        gpt->grads(), {zero, 4096},
-                                        AdamWConfig{0.9, 0.95, 1e-8, 0.1}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DataParallel> dp,
+      DataParallel::Create(device.get(), comm.get(), layout, gpt->params(), gpt->grads(),
+                           {zero, 4096}, AdamWConfig{0.9, 0.95, 1e-8, 0.1}));
   gpt->SetGradientSink(dp->sink());
   const int micro_steps = 4 / ranks;
   std::vector<int32_t> in(kB * kT), tgt(kB * kT);

@@ -39,7 +39,9 @@ T* Ptr(const Tensor& t) {
 class CudaDeviceImpl final : public CudaDevice {
  public:
   CudaDeviceImpl(int index, CudaDeviceOptions options)
-      : index_(index), options_(options), bf16_(options.compute_dtype == DType::kBF16),
+      : index_(index),
+        options_(options),
+        bf16_(options.compute_dtype == DType::kBF16),
         scratch_(index) {}
   ~CudaDeviceImpl() override;
 
@@ -80,8 +82,7 @@ class CudaDeviceImpl final : public CudaDevice {
   void MatmulBackward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                       Tensor weight, int N, int IC, int OC) override;
   void GeluBackward(Tensor dinp, Tensor pre, Tensor dout, int64_t n) override;
-  void AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
-                        int NH) override;
+  void AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C, int NH) override;
   void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv, Tensor att, int B,
                          int T, int C, int NH) override;
   void Add(Tensor out, Tensor a, Tensor b, int64_t n) override;
@@ -99,8 +100,7 @@ class CudaDeviceImpl final : public CudaDevice {
   // Records INVALID_ARGUMENT and returns false unless every non-empty tensor of `compute` has
   // the compute dtype, of `f32` kF32 and of `i32` kI32.
   bool CheckTypes(const char* op, std::initializer_list<Tensor> compute,
-                  std::initializer_list<Tensor> f32 = {},
-                  std::initializer_list<Tensor> i32 = {});
+                  std::initializer_list<Tensor> f32 = {}, std::initializer_list<Tensor> i32 = {});
   // Waits for the compute stream; the first device error so far.
   absl::Status Wait(const char* what);
 
@@ -145,8 +145,8 @@ absl::Status CudaDeviceImpl::Init() {
   RETURN_IF_ERROR(CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"));
   // fp32 GEMMs stay fp32 (no TF32), so that the fp32 mode compares closely with the CPU.
   RETURN_IF_ERROR(CublasStatus(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "math mode"));
-  ASSIGN_OR_RETURN(matmul_, kernels::MatmulCuda::Create(index_, type(), stream_,
-                                                        options_.gemm_workspace_bytes));
+  ASSIGN_OR_RETURN(
+      matmul_, kernels::MatmulCuda::Create(index_, type(), stream_, options_.gemm_workspace_bytes));
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&device_result_, sizeof(double)), "cudaMalloc"));
   RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_result_, sizeof(double)), "cudaMallocHost"));
   return absl::OkStatus();
@@ -170,9 +170,8 @@ bool CudaDeviceImpl::CheckTypes(const char* op, std::initializer_list<Tensor> co
   auto check = [&](std::initializer_list<Tensor> tensors, DType want) {
     for (const Tensor& t : tensors) {
       if (!t.empty() && t.dtype != want) {
-        Record(absl::InvalidArgumentError(absl::StrCat(op, ": a ", DTypeName(t.dtype),
-                                                       " tensor where ", DTypeName(want),
-                                                       " is required")));
+        Record(absl::InvalidArgumentError(absl::StrCat(
+            op, ": a ", DTypeName(t.dtype), " tensor where ", DTypeName(want), " is required")));
         return false;
       }
     }
@@ -228,9 +227,8 @@ absl::Status CudaDeviceImpl::CopyToDevice(Tensor dst, const void* host) {
 absl::Status CudaDeviceImpl::CopyToHost(void* host, Tensor src) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(index_), "cudaSetDevice"));
   if (!failed()) {
-    Record(CudaStatus(
-        cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_),
-        "copy to host"));
+    Record(CudaStatus(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_),
+                      "copy to host"));
   }
   return Wait("copy to host");
 }
@@ -244,17 +242,17 @@ void CudaDeviceImpl::Convert(Tensor dst, Tensor src) {
   }
   if (dst.dtype == src.dtype) {
     if (dst.data != src.data) {
-      Record(CudaStatus(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice,
-                                        stream_),
-                        "copy"));
+      Record(CudaStatus(
+          cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, stream_),
+          "copy"));
     }
   } else if (dst.dtype == DType::kBF16 && src.dtype == DType::kF32) {
     Record(kernels::ConvertCuda(Ptr<bf16>(dst), Ptr<float>(src), dst.size, stream_));
   } else if (dst.dtype == DType::kF32 && src.dtype == DType::kBF16) {
     Record(kernels::ConvertCuda(Ptr<float>(dst), Ptr<bf16>(src), dst.size, stream_));
   } else {
-    Record(absl::InvalidArgumentError(absl::StrCat("convert ", DTypeName(src.dtype), " to ",
-                                                   DTypeName(dst.dtype))));
+    Record(absl::InvalidArgumentError(
+        absl::StrCat("convert ", DTypeName(src.dtype), " to ", DTypeName(dst.dtype))));
   }
 }
 
@@ -313,80 +311,73 @@ void CudaDeviceImpl::Gemm(bool trans_a, bool trans_b, int m, int n, int k, float
 void CudaDeviceImpl::EmbeddingForward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int B,
                                       int T, int C) {
   if (failed() || !CheckTypes("embedding forward", {out, wte, wpe}, {}, {tokens})) return;
-  Record(bf16_ ? kernels::EmbeddingForwardCuda(Ptr<bf16>(out), Ptr<int32_t>(tokens),
-                                               Ptr<bf16>(wte), Ptr<bf16>(wpe), B, T, C, stream_)
+  Record(bf16_ ? kernels::EmbeddingForwardCuda(Ptr<bf16>(out), Ptr<int32_t>(tokens), Ptr<bf16>(wte),
+                                               Ptr<bf16>(wpe), B, T, C, stream_)
                : kernels::EmbeddingForwardCuda(Ptr<float>(out), Ptr<int32_t>(tokens),
-                                               Ptr<float>(wte), Ptr<float>(wpe), B, T, C,
-                                               stream_));
+                                               Ptr<float>(wte), Ptr<float>(wpe), B, T, C, stream_));
 }
 
-void CudaDeviceImpl::EmbeddingBackward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens,
-                                       int B, int T, int C) {
+void CudaDeviceImpl::EmbeddingBackward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int B,
+                                       int T, int C) {
   if (failed() || !CheckTypes("embedding backward", {dwte, dwpe, dout}, {}, {tokens})) return;
-  Record(bf16_ ? kernels::EmbeddingBackwardCuda(Ptr<bf16>(dwte), Ptr<bf16>(dwpe),
-                                                Ptr<bf16>(dout), Ptr<int32_t>(tokens), B, T, C,
-                                                scratch_, stream_)
-               : kernels::EmbeddingBackwardCuda(Ptr<float>(dwte), Ptr<float>(dwpe),
-                                                Ptr<float>(dout), Ptr<int32_t>(tokens), B, T, C,
-                                                scratch_, stream_));
+  Record(bf16_
+             ? kernels::EmbeddingBackwardCuda(Ptr<bf16>(dwte), Ptr<bf16>(dwpe), Ptr<bf16>(dout),
+                                              Ptr<int32_t>(tokens), B, T, C, scratch_, stream_)
+             : kernels::EmbeddingBackwardCuda(Ptr<float>(dwte), Ptr<float>(dwpe), Ptr<float>(dout),
+                                              Ptr<int32_t>(tokens), B, T, C, scratch_, stream_));
 }
 
 void CudaDeviceImpl::LayerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor inp,
                                       Tensor weight, Tensor bias, int N, int C) {
   if (failed() || !CheckTypes("layernorm", {out, inp, weight, bias}, {mean, rstd})) return;
-  Record(bf16_ ? kernels::LayerNormForwardCuda(Ptr<bf16>(out), Ptr<float>(mean),
-                                               Ptr<float>(rstd), Ptr<bf16>(inp), nullptr,
-                                               nullptr, Ptr<bf16>(weight), Ptr<bf16>(bias), N, C,
-                                               stream_)
-               : kernels::LayerNormForwardCuda(Ptr<float>(out), Ptr<float>(mean),
-                                               Ptr<float>(rstd), Ptr<float>(inp), nullptr,
-                                               nullptr, Ptr<float>(weight), Ptr<float>(bias), N,
-                                               C, stream_));
+  Record(bf16_ ? kernels::LayerNormForwardCuda(Ptr<bf16>(out), Ptr<float>(mean), Ptr<float>(rstd),
+                                               Ptr<bf16>(inp), nullptr, nullptr, Ptr<bf16>(weight),
+                                               Ptr<bf16>(bias), N, C, stream_)
+               : kernels::LayerNormForwardCuda(
+                     Ptr<float>(out), Ptr<float>(mean), Ptr<float>(rstd), Ptr<float>(inp), nullptr,
+                     nullptr, Ptr<float>(weight), Ptr<float>(bias), N, C, stream_));
 }
 
-void CudaDeviceImpl::ResidualLayerNormForward(Tensor residual, Tensor out, Tensor mean,
-                                              Tensor rstd, Tensor a, Tensor b, Tensor weight,
-                                              Tensor bias, int N, int C) {
+void CudaDeviceImpl::ResidualLayerNormForward(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
+                                              Tensor a, Tensor b, Tensor weight, Tensor bias, int N,
+                                              int C) {
   if (failed() ||
       !CheckTypes("residual layernorm", {residual, out, a, b, weight, bias}, {mean, rstd})) {
     return;
   }
-  Record(bf16_ ? kernels::LayerNormForwardCuda(Ptr<bf16>(out), Ptr<float>(mean),
-                                               Ptr<float>(rstd), Ptr<bf16>(a), Ptr<bf16>(b),
-                                               Ptr<bf16>(residual), Ptr<bf16>(weight),
-                                               Ptr<bf16>(bias), N, C, stream_)
-               : kernels::LayerNormForwardCuda(Ptr<float>(out), Ptr<float>(mean),
-                                               Ptr<float>(rstd), Ptr<float>(a), Ptr<float>(b),
-                                               Ptr<float>(residual), Ptr<float>(weight),
-                                               Ptr<float>(bias), N, C, stream_));
+  Record(bf16_
+             ? kernels::LayerNormForwardCuda(Ptr<bf16>(out), Ptr<float>(mean), Ptr<float>(rstd),
+                                             Ptr<bf16>(a), Ptr<bf16>(b), Ptr<bf16>(residual),
+                                             Ptr<bf16>(weight), Ptr<bf16>(bias), N, C, stream_)
+             : kernels::LayerNormForwardCuda(Ptr<float>(out), Ptr<float>(mean), Ptr<float>(rstd),
+                                             Ptr<float>(a), Ptr<float>(b), Ptr<float>(residual),
+                                             Ptr<float>(weight), Ptr<float>(bias), N, C, stream_));
 }
 
 void CudaDeviceImpl::LayerNormBackward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout,
-                                       Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
-                                       int N, int C) {
+                                       Tensor inp, Tensor weight, Tensor mean, Tensor rstd, int N,
+                                       int C) {
   if (failed() ||
       !CheckTypes("layernorm backward", {dinp, dweight, dbias, dout, inp, weight}, {mean, rstd})) {
     return;
   }
   Record(bf16_ ? kernels::LayerNormBackwardCuda(Ptr<bf16>(dinp), Ptr<bf16>(dweight),
-                                                Ptr<bf16>(dbias), Ptr<bf16>(dout),
-                                                Ptr<bf16>(inp), Ptr<bf16>(weight),
-                                                Ptr<float>(mean), Ptr<float>(rstd), N, C,
-                                                scratch_, stream_)
-               : kernels::LayerNormBackwardCuda(Ptr<float>(dinp), Ptr<float>(dweight),
-                                                Ptr<float>(dbias), Ptr<float>(dout),
-                                                Ptr<float>(inp), Ptr<float>(weight),
-                                                Ptr<float>(mean), Ptr<float>(rstd), N, C,
-                                                scratch_, stream_));
+                                                Ptr<bf16>(dbias), Ptr<bf16>(dout), Ptr<bf16>(inp),
+                                                Ptr<bf16>(weight), Ptr<float>(mean),
+                                                Ptr<float>(rstd), N, C, scratch_, stream_)
+               : kernels::LayerNormBackwardCuda(
+                     Ptr<float>(dinp), Ptr<float>(dweight), Ptr<float>(dbias), Ptr<float>(dout),
+                     Ptr<float>(inp), Ptr<float>(weight), Ptr<float>(mean), Ptr<float>(rstd), N, C,
+                     scratch_, stream_));
 }
 
 void CudaDeviceImpl::MatmulForward(Tensor out, Tensor gelu_out, Tensor inp, Tensor weight,
                                    Tensor bias, int N, int IC, int OC) {
   if (failed() || !CheckTypes("matmul", {out, gelu_out, inp, weight, bias})) return;
   const kernels::MatmulFusion fusion{options_.fuse_bias, options_.fuse_gelu};
-  Record(matmul_->Forward(fusion, out.data, gelu_out.data, inp.data, weight.data, bias.data, N,
-                          IC, OC)
-             .status());
+  Record(
+      matmul_->Forward(fusion, out.data, gelu_out.data, inp.data, weight.data, bias.data, N, IC, OC)
+          .status());
 }
 
 void CudaDeviceImpl::MatmulBackward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout,
@@ -394,30 +385,30 @@ void CudaDeviceImpl::MatmulBackward(Tensor dinp, Tensor dweight, Tensor dbias, T
   if (failed() || !CheckTypes("matmul backward", {dinp, dweight, dbias, dout, inp, weight})) {
     return;
   }
-  Record(matmul_->Backward(dinp.data, dweight.data, dbias.data, dout.data, inp.data, weight.data,
-                           N, IC, OC));
+  Record(matmul_->Backward(dinp.data, dweight.data, dbias.data, dout.data, inp.data, weight.data, N,
+                           IC, OC));
 }
 
 void CudaDeviceImpl::GeluBackward(Tensor dinp, Tensor pre, Tensor dout, int64_t n) {
   if (failed() || !CheckTypes("gelu backward", {dinp, pre, dout})) return;
   Record(bf16_ ? kernels::GeluBackwardCuda(Ptr<bf16>(dinp), Ptr<bf16>(pre), Ptr<bf16>(dout), n,
                                            /*accumulate=*/false, stream_)
-               : kernels::GeluBackwardCuda(Ptr<float>(dinp), Ptr<float>(pre), Ptr<float>(dout),
-                                           n, /*accumulate=*/false, stream_));
+               : kernels::GeluBackwardCuda(Ptr<float>(dinp), Ptr<float>(pre), Ptr<float>(dout), n,
+                                           /*accumulate=*/false, stream_));
 }
 
 void CudaDeviceImpl::AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
                                       int NH) {
   if (failed() || !CheckTypes("attention", {out, att, qkv})) return;
-  Record(kernels::AttentionForwardCuda(cublas_, type(), out.data, att.data, qkv.data, B, T, C,
-                                       NH, stream_));
+  Record(kernels::AttentionForwardCuda(cublas_, type(), out.data, att.data, qkv.data, B, T, C, NH,
+                                       stream_));
 }
 
 void CudaDeviceImpl::AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv,
                                        Tensor att, int B, int T, int C, int NH) {
   if (failed() || !CheckTypes("attention backward", {dqkv, datt, dout, qkv, att})) return;
-  Record(kernels::AttentionBackwardCuda(cublas_, type(), dqkv.data, datt.data, dout.data,
-                                        qkv.data, att.data, B, T, C, NH, stream_));
+  Record(kernels::AttentionBackwardCuda(cublas_, type(), dqkv.data, datt.data, dout.data, qkv.data,
+                                        att.data, B, T, C, NH, stream_));
 }
 
 void CudaDeviceImpl::Add(Tensor out, Tensor a, Tensor b, int64_t n) {
@@ -437,8 +428,8 @@ void CudaDeviceImpl::CrossEntropy(Tensor logits, Tensor losses, Tensor targets, 
 
 // ---- Optimizer ----
 
-void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Tensor grad,
-                           Tensor m, Tensor v) {
+void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Tensor grad, Tensor m,
+                           Tensor v) {
   if (failed() || !CheckTypes("adamw", {working, grad}, {master, m, v})) return;
   if (grad.size != master.size || m.size != master.size || v.size != master.size ||
       (!working.empty() && working.size != master.size)) {
@@ -456,11 +447,11 @@ void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Te
   // fp32 training: the working weights are the master weights (the same memory).
   const bool separate = !working.empty() && working.data != master.data;
   Record(bf16_ ? kernels::AdamWCuda(Ptr<float>(master), separate ? Ptr<bf16>(working) : nullptr,
-                                    Ptr<bf16>(grad), Ptr<float>(m), Ptr<float>(v), master.size,
-                                    h, stream_)
+                                    Ptr<bf16>(grad), Ptr<float>(m), Ptr<float>(v), master.size, h,
+                                    stream_)
                : kernels::AdamWCuda(Ptr<float>(master), separate ? Ptr<float>(working) : nullptr,
-                                    Ptr<float>(grad), Ptr<float>(m), Ptr<float>(v), master.size,
-                                    h, stream_));
+                                    Ptr<float>(grad), Ptr<float>(m), Ptr<float>(v), master.size, h,
+                                    stream_));
 }
 
 }  // namespace
@@ -482,8 +473,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> MakeCudaDevice(int device_index,
   }
   const int count = VisibleCudaDevices();
   if (device_index < 0 || device_index >= count) {
-    return absl::UnavailableError(absl::StrCat("CUDA device ", device_index, " requested, ",
-                                               count, " visible"));
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device_index, " requested, ", count, " visible"));
   }
   auto device = std::make_unique<CudaDeviceImpl>(device_index, options);
   RETURN_IF_ERROR(device->Init());

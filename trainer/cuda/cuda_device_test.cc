@@ -145,10 +145,10 @@ TEST_P(CudaDeviceTest, GemmMatchesANaiveGemm) {
   // Reference on exactly the values the device holds.
   const std::vector<float> ra = Read(da->tensor()), rb = Read(db->tensor());
   std::vector<float> want = Read(dc->tensor());
-  kernels::testing::NaiveRowMajorGemm({false, false, m, n, k, k, n, n}, 2.0f, ra.data(),
-                                      rb.data(), 0.5f, want.data());
-  device_->Gemm(false, false, m, n, k, 2.0f, da->tensor(), k, db->tensor(), n, 0.5f,
-                dc->tensor(), n);
+  kernels::testing::NaiveRowMajorGemm({false, false, m, n, k, k, n, n}, 2.0f, ra.data(), rb.data(),
+                                      0.5f, want.data());
+  device_->Gemm(false, false, m, n, k, 2.0f, da->tensor(), k, db->tensor(), n, 0.5f, dc->tensor(),
+                n);
   kernels::testing::ExpectClose(Read(dc->tensor()), want, dt == DType::kBF16 ? 2e-2 : 1e-5,
                                 dt == DType::kBF16 ? 1e-2 : 1e-5, "c");
 }
@@ -171,9 +171,8 @@ TEST_P(CudaDeviceTest, AdamWUpdatesMasterAndWorkingCopies) {
   const Tensor work = dt == DType::kF32 ? master->tensor() : working->tensor();
   device_->AdamW(step, master->tensor(), work, g->tensor(), m->tensor(), v->tensor());
   std::vector<float> want = master0, mm(n, 0), vv(n, 0);
-  kernels::AdamWCpu(want.data(), device_grad.data(), mm.data(), vv.data(), n, step.lr,
-                    step.beta1, step.beta2, step.epsilon, step.weight_decay, step.t,
-                    step.grad_scale);
+  kernels::AdamWCpu(want.data(), device_grad.data(), mm.data(), vv.data(), n, step.lr, step.beta1,
+                    step.beta2, step.epsilon, step.weight_decay, step.t, step.grad_scale);
   const std::vector<float> got = Read(master->tensor());
   kernels::testing::ExpectClose(got, want, 1e-7, 1e-5, "master");
   if (dt == DType::kBF16) {
@@ -199,8 +198,7 @@ TEST_P(CudaDeviceTest, AWrongDtypeIsReportedByTheNextSynchronizeAndStopsLaterWor
   EXPECT_EQ(device_->SumSquares(f->tensor()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(ComputeTypes, CudaDeviceTest,
-                         ::testing::Values(DType::kF32, DType::kBF16),
+INSTANTIATE_TEST_SUITE_P(ComputeTypes, CudaDeviceTest, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(DTypeName(info.param));
                          });

@@ -108,10 +108,8 @@ TEST_P(CudaGptParityTest, LossGradientsAndTrainingMatchTheCpuDevice) {
   EXPECT_LT(RelativeL2(gpu_grads, cpu_grads), mode.grad_tol);
   // Every tensor's gradient, not just the total (a small tensor could hide in the sum).
   for (const ParamTensor& t : layout.tensors()) {
-    const std::vector<float> c(cpu_grads.begin() + t.offset,
-                               cpu_grads.begin() + t.offset + t.size);
-    const std::vector<float> g(gpu_grads.begin() + t.offset,
-                               gpu_grads.begin() + t.offset + t.size);
+    const std::vector<float> c(cpu_grads.begin() + t.offset, cpu_grads.begin() + t.offset + t.size);
+    const std::vector<float> g(gpu_grads.begin() + t.offset, gpu_grads.begin() + t.offset + t.size);
     EXPECT_LT(RelativeL2(g, c), 2 * mode.grad_tol) << t.name;
   }
 

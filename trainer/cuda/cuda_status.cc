@@ -41,9 +41,8 @@ absl::StatusCode CublasErrorCode(cublasStatus_t status) {
 
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::Status(CublasErrorCode(status),
-                      absl::StrCat(what, ": ", cublasGetStatusName(status), ": ",
-                                   cublasGetStatusString(status)));
+  return absl::Status(CublasErrorCode(status), absl::StrCat(what, ": ", cublasGetStatusName(status),
+                                                            ": ", cublasGetStatusString(status)));
 }
 
 }  // namespace ringmaster::trainer

@@ -13,9 +13,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace ringmaster::trainer {
 

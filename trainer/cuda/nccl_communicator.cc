@@ -160,8 +160,9 @@ absl::Status NcclCommunicator::Init(ncclComm_t comm) {
       CudaStatus(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities"));
   // Higher priority than the compute stream: a ready reduction is scheduled ahead of backward
   // kernels, which is what makes it overlap them.
-  RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
-                             "communication stream"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
+                 "communication stream"));
   RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "event"));
   RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start_), "event"));
   RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&end_), "event"));
@@ -266,9 +267,9 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
   if (staged && !out_range.empty()) {
     // Only now: a copy into pageable memory blocks the calling thread until it has run, which
     // behind a collective stuck on a lost peer would be a wait without a timeout.
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(out.data, recv, out.bytes(),
-                                               cudaMemcpyDeviceToHost, stream_),
-                               "staging out"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(out.data, recv, out.bytes(), cudaMemcpyDeviceToHost, stream_),
+                   "staging out"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "staging out"));
   }
   float ms = 0;
@@ -294,9 +295,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const std::string& nam
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " of ", size, " is not a member of group ", name));
   }
-  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device),
-                             absl::StrCat("NCCL group ", name, ": cudaSetDevice(", options.device,
-                                          ")")));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaSetDevice(options.device),
+                 absl::StrCat("NCCL group ", name, ": cudaSetDevice(", options.device, ")")));
   auto make_id = []() -> absl::StatusOr<std::string> {
     ncclUniqueId id;
     RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
@@ -311,8 +312,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const std::string& nam
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const std::string what = absl::StrCat("ncclCommInitRankConfig of ", name, " (rank ", rank,
-                                        " of ", size, ")");
+  const std::string what =
+      absl::StrCat("ncclCommInitRankConfig of ", name, " (rank ", rank, " of ", size, ")");
   const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
   absl::Status s = r == ncclSuccess || r == ncclInProgress ? absl::OkStatus() : NcclStatus(r, what);
   if (s.ok()) {

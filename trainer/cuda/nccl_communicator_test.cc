@@ -128,8 +128,8 @@ TEST_F(NcclCommunicatorTest, DeviceOperationsWaitForTheProducerStream) {
   float* pinned = nullptr;
   ASSERT_EQ(cudaMallocHost(&pinned, 1024 * sizeof(float)), cudaSuccess);
   std::copy(values.begin(), values.end(), pinned);
-  ASSERT_EQ(cudaMemcpyAsync(in.tensor().data, pinned, 1024 * sizeof(float),
-                            cudaMemcpyHostToDevice, device_->stream()),
+  ASSERT_EQ(cudaMemcpyAsync(in.tensor().data, pinned, 1024 * sizeof(float), cudaMemcpyHostToDevice,
+                            device_->stream()),
             cudaSuccess);
   const auto start = std::chrono::steady_clock::now();
   comm_->TakeTotals();

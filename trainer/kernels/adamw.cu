@@ -9,8 +9,8 @@ using device::Load;
 using device::Store;
 
 template <typename G, typename W>
-__global__ void AdamWKernel(float* master, W* working, const G* grad, float* m, float* v,
-                            int64_t n, AdamWParams p) {
+__global__ void AdamWKernel(float* master, W* working, const G* grad, float* m, float* v, int64_t n,
+                            AdamWParams p) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     // The CPU reference's expression, term for term.
@@ -41,9 +41,8 @@ cudaError_t LaunchAdamW(float* master, float* working, const float* grad, float*
                         int64_t n, const AdamWParams& p, cudaStream_t stream) {
   return AdamW(master, working, grad, m, v, n, p, stream);
 }
-cudaError_t LaunchAdamW(float* master, __nv_bfloat16* working, const __nv_bfloat16* grad,
-                        float* m, float* v, int64_t n, const AdamWParams& p,
-                        cudaStream_t stream) {
+cudaError_t LaunchAdamW(float* master, __nv_bfloat16* working, const __nv_bfloat16* grad, float* m,
+                        float* v, int64_t n, const AdamWParams& p, cudaStream_t stream) {
   return AdamW(master, working, grad, m, v, n, p, stream);
 }
 

@@ -44,8 +44,8 @@ void RunSteps(Mode mode, int64_t n, float weight_decay, float grad_scale) {
     h.weight_decay = weight_decay;
     h.t = t;
     h.grad_scale = grad_scale;
-    AdamWCpu(master.data(), grad.data(), m.data(), v.data(), n, h.lr, h.beta1, h.beta2,
-             h.epsilon, h.weight_decay, t, h.grad_scale);
+    AdamWCpu(master.data(), grad.data(), m.data(), v.data(), n, h.lr, h.beta1, h.beta2, h.epsilon,
+             h.weight_decay, t, h.grad_scale);
     if (bf16) {
       DeviceArray<__nv_bfloat16> d_grad(grad);
       ASSERT_TRUE(AdamWCuda(d_master.get(), d_working_bf16.get(), d_grad.get(), d_m.get(),

@@ -20,9 +20,8 @@ struct AdamWParams {
 // to its type.
 cudaError_t LaunchAdamW(float* master, float* working, const float* grad, float* m, float* v,
                         int64_t n, const AdamWParams& p, cudaStream_t stream);
-cudaError_t LaunchAdamW(float* master, __nv_bfloat16* working, const __nv_bfloat16* grad,
-                        float* m, float* v, int64_t n, const AdamWParams& p,
-                        cudaStream_t stream);
+cudaError_t LaunchAdamW(float* master, __nv_bfloat16* working, const __nv_bfloat16* grad, float* m,
+                        float* v, int64_t n, const AdamWParams& p, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

@@ -20,10 +20,9 @@ absl::Status AttentionForwardCuda(cublasHandle_t cublas, ElementType type, void*
                                   cudaStream_t stream);
 
 // dqkv overwritten; datt is scratch of att's size.
-absl::Status AttentionBackwardCuda(cublasHandle_t cublas, ElementType type, void* dqkv,
-                                   void* datt, const void* dout, const void* qkv,
-                                   const void* att, int B, int T, int C, int NH,
-                                   cudaStream_t stream);
+absl::Status AttentionBackwardCuda(cublasHandle_t cublas, ElementType type, void* dqkv, void* datt,
+                                   const void* dout, const void* qkv, const void* att, int B, int T,
+                                   int C, int NH, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

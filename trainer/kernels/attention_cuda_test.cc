@@ -59,8 +59,12 @@ TYPED_TEST(AttentionCudaTest, ForwardAndBackwardMatchCpu) {
   using T = TypeParam;
   using Tr = Traits<T>;
   int seed = 0;
-  for (auto [B, Tn, C, NH] : {std::tuple{1, 1, 8, 2}, {2, 5, 12, 3}, {4, 7, 16, 2},
-                              {2, 64, 64, 4}, {3, 100, 96, 2}, {1, 256, 128, 2}}) {
+  for (auto [B, Tn, C, NH] : {std::tuple{1, 1, 8, 2},
+                              {2, 5, 12, 3},
+                              {4, 7, 16, 2},
+                              {2, 64, 64, 4},
+                              {3, 100, 96, 2},
+                              {1, 256, 128, 2}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " NH=" << NH);
     const int64_t nqkv = int64_t{B} * Tn * 3 * C, natt = int64_t{B} * NH * Tn * Tn;
     const int64_t nout = int64_t{B} * Tn * C;
@@ -68,8 +72,8 @@ TYPED_TEST(AttentionCudaTest, ForwardAndBackwardMatchCpu) {
     const std::vector<float> dout = RoundTo<T>(Uniform(nout, -1, 1, ++seed));
     std::vector<float> out(nout), att(natt), dqkv(nqkv), datt(natt);
     AttentionForwardCpu(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
-    AttentionBackwardCpu(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, Tn,
-                         C, NH);
+    AttentionBackwardCpu(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, Tn, C,
+                         NH);
 
     // Outputs start as garbage: everything must be overwritten (att above the diagonal too).
     DeviceArray<T> d_qkv(qkv), d_dout(dout), d_out(Uniform(nout, 5, 6, 1)),
@@ -80,8 +84,7 @@ TYPED_TEST(AttentionCudaTest, ForwardAndBackwardMatchCpu) {
     ExpectClose(d_att.Download(), att, Tr::kAtol, Tr::kRtol, "att");
     ExpectClose(d_out.Download(), out, Tr::kAtol, Tr::kRtol, "out");
     ASSERT_TRUE(AttentionBackwardCuda(this->cublas_, Tr::kType, d_dqkv.get(), d_datt.get(),
-                                      d_dout.get(), d_qkv.get(), d_att.get(), B, Tn, C, NH,
-                                      nullptr)
+                                      d_dout.get(), d_qkv.get(), d_att.get(), B, Tn, C, NH, nullptr)
                     .ok());
     ExpectClose(d_dqkv.Download(), dqkv, Tr::kAtol, Tr::kRtol, "dqkv");
   }

@@ -19,8 +19,8 @@ cudaError_t LaunchCausalSoftmax(__nv_bfloat16* att, int64_t rows, int T, cudaStr
 // In place: datt = att * (datt - sum(att * datt)) over the causal columns, zeros above.
 cudaError_t LaunchCausalSoftmaxBackward(float* datt, const float* att, int64_t rows, int T,
                                         cudaStream_t stream);
-cudaError_t LaunchCausalSoftmaxBackward(__nv_bfloat16* datt, const __nv_bfloat16* att,
-                                        int64_t rows, int T, cudaStream_t stream);
+cudaError_t LaunchCausalSoftmaxBackward(__nv_bfloat16* datt, const __nv_bfloat16* att, int64_t rows,
+                                        int T, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

@@ -40,9 +40,9 @@ absl::Status RunAttentionForward(AttentionSteps& steps, int element_bytes, void*
   return absl::OkStatus();
 }
 
-absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void* dqkv,
-                                  void* datt, const void* dout, const void* qkv, const void* att,
-                                  int B, int T, int C, int NH) {
+absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void* dqkv, void* datt,
+                                  const void* dout, const void* qkv, const void* att, int B, int T,
+                                  int C, int NH) {
   const AttentionBatches p = PlanAttentionBatches(B, T, C, NH);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
   const int e = element_bytes;
@@ -51,9 +51,9 @@ absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void
     const void* dy = At(dout, call * p.call_out, e);
     void* dv = At(dqkv, call * p.call_qkv + 2LL * C, e);
     // datt = dy v^T; dv = att^T dy.
-    absl::Status s = steps.BatchedGemm(AttentionProbGradGemm(T, C, NH), 1.0f, dy, p.batch_out, v,
-                                       p.batch_qkv, 0.0f, At(datt, call * p.call_att, e),
-                                       p.batch_att, p.batch);
+    absl::Status s =
+        steps.BatchedGemm(AttentionProbGradGemm(T, C, NH), 1.0f, dy, p.batch_out, v, p.batch_qkv,
+                          0.0f, At(datt, call * p.call_att, e), p.batch_att, p.batch);
     if (!s.ok()) return s;
     s = steps.BatchedGemm(AttentionValueGradGemm(T, C, NH), 1.0f, At(att, call * p.call_att, e),
                           p.batch_att, dy, p.batch_out, 0.0f, dv, p.batch_qkv, p.batch);
@@ -68,8 +68,8 @@ absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void
     void* dq = At(dqkv, call * p.call_qkv, e);
     void* dk = At(dq, C, e);
     // dq = scale * ds k; dk = scale * ds^T q.
-    s = steps.BatchedGemm(AttentionQueryGradGemm(T, C, NH), scale, ds, p.batch_att, k,
-                          p.batch_qkv, 0.0f, dq, p.batch_qkv, p.batch);
+    s = steps.BatchedGemm(AttentionQueryGradGemm(T, C, NH), scale, ds, p.batch_att, k, p.batch_qkv,
+                          0.0f, dq, p.batch_qkv, p.batch);
     if (!s.ok()) return s;
     s = steps.BatchedGemm(AttentionKeyGradGemm(T, C, NH), scale, ds, p.batch_att, q, p.batch_qkv,
                           0.0f, dk, p.batch_qkv, p.batch);

@@ -27,8 +27,7 @@ class AttentionSteps {
   // columns 0..r%T, zeros above the diagonal.
   virtual absl::Status CausalSoftmax(void* att, int64_t rows, int T) = 0;
   // In place: datt = att * (datt - sum(att * datt)) over the same causal columns; zeros above.
-  virtual absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows,
-                                             int T) = 0;
+  virtual absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows, int T) = 0;
 };
 
 // out and att overwritten (attention.h's AttentionForwardCpu).
@@ -36,9 +35,9 @@ absl::Status RunAttentionForward(AttentionSteps& steps, int element_bytes, void*
                                  const void* qkv, int B, int T, int C, int NH);
 
 // dqkv overwritten, datt scratch (attention.h's AttentionBackwardCpu).
-absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void* dqkv,
-                                  void* datt, const void* dout, const void* qkv, const void* att,
-                                  int B, int T, int C, int NH);
+absl::Status RunAttentionBackward(AttentionSteps& steps, int element_bytes, void* dqkv, void* datt,
+                                  const void* dout, const void* qkv, const void* att, int B, int T,
+                                  int C, int NH);
 
 }  // namespace ringmaster::kernels
 

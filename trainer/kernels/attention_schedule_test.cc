@@ -17,8 +17,8 @@ namespace {
 class CpuAttentionSteps final : public AttentionSteps {
  public:
   absl::Status BatchedGemm(const RowMajorGemm& g, float alpha, const void* a, int64_t stride_a,
-                           const void* b, int64_t stride_b, float beta, void* c,
-                           int64_t stride_c, int batch) override {
+                           const void* b, int64_t stride_b, float beta, void* c, int64_t stride_c,
+                           int batch) override {
     ++gemm_calls;
     for (int i = 0; i < batch; ++i) {
       testing::NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a) + i * stride_a,
@@ -39,8 +39,7 @@ class CpuAttentionSteps final : public AttentionSteps {
     }
     return absl::OkStatus();
   }
-  absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows,
-                                     int T) override {
+  absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows, int T) override {
     for (int64_t r = 0; r < rows; ++r) {
       float* d = static_cast<float*>(datt) + r * T;
       const float* a = static_cast<const float*>(att) + r * T;
@@ -72,8 +71,8 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, c
 TEST(AttentionScheduleTest, MatchesTheCpuReference) {
   int seed = 0;
   // (B, T, C, NH): heads batched (NH >= B) and rows batched (B > NH), T = 1 included.
-  for (auto [B, T, C, NH] : {std::tuple{1, 1, 8, 2}, {2, 5, 12, 3}, {4, 7, 16, 2},
-                             {1, 16, 32, 4}, {3, 9, 6, 1}}) {
+  for (auto [B, T, C, NH] :
+       {std::tuple{1, 1, 8, 2}, {2, 5, 12, 3}, {4, 7, 16, 2}, {1, 16, 32, 4}, {3, 9, 6, 1}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " C=" << C << " NH=" << NH);
     const size_t nqkv = size_t{1} * B * T * 3 * C, natt = size_t{1} * B * NH * T * T;
     const size_t nout = size_t{1} * B * T * C;
@@ -83,15 +82,15 @@ TEST(AttentionScheduleTest, MatchesTheCpuReference) {
     AttentionForwardCpu(out_ref.data(), att_ref.data(), qkv.data(), B, T, C, NH);
     std::vector<float> out = Random(nout, ++seed), att = Random(natt, ++seed);
     CpuAttentionSteps steps;
-    ASSERT_TRUE(RunAttentionForward(steps, 4, out.data(), att.data(), qkv.data(), B, T, C, NH)
-                    .ok());
+    ASSERT_TRUE(
+        RunAttentionForward(steps, 4, out.data(), att.data(), qkv.data(), B, T, C, NH).ok());
     EXPECT_EQ(steps.gemm_calls, 2 * std::min(B, NH));
     ExpectNear(att, att_ref, "att");
     ExpectNear(out, out_ref, "out");
 
     std::vector<float> dqkv_ref(nqkv), datt_ref(natt);
-    AttentionBackwardCpu(dqkv_ref.data(), datt_ref.data(), dout.data(), qkv.data(),
-                         att_ref.data(), B, T, C, NH);
+    AttentionBackwardCpu(dqkv_ref.data(), datt_ref.data(), dout.data(), qkv.data(), att_ref.data(),
+                         B, T, C, NH);
     std::vector<float> dqkv = Random(nqkv, ++seed), datt = Random(natt, ++seed);
     ASSERT_TRUE(RunAttentionBackward(steps, 4, dqkv.data(), datt.data(), dout.data(), qkv.data(),
                                      att.data(), B, T, C, NH)

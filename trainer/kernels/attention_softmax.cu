@@ -53,8 +53,8 @@ cudaError_t Softmax(T* att, int64_t rows, int T_, cudaStream_t stream) {
 template <typename T>
 cudaError_t SoftmaxBackward(T* datt, const T* att, int64_t rows, int T_, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  SoftmaxBackwardKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0,
-                          stream>>>(datt, att, rows, T_);
+  SoftmaxBackwardKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      datt, att, rows, T_);
   return cudaGetLastError();
 }
 
@@ -70,8 +70,8 @@ cudaError_t LaunchCausalSoftmaxBackward(float* datt, const float* att, int64_t r
                                         cudaStream_t stream) {
   return SoftmaxBackward(datt, att, rows, T, stream);
 }
-cudaError_t LaunchCausalSoftmaxBackward(__nv_bfloat16* datt, const __nv_bfloat16* att,
-                                        int64_t rows, int T, cudaStream_t stream) {
+cudaError_t LaunchCausalSoftmaxBackward(__nv_bfloat16* datt, const __nv_bfloat16* att, int64_t rows,
+                                        int T, cudaStream_t stream) {
   return SoftmaxBackward(datt, att, rows, T, stream);
 }
 

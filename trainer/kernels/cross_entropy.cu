@@ -21,8 +21,8 @@ __device__ SoftmaxState WarpMerge(SoftmaxState s) {
 }
 
 template <typename T>
-__global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targets, int V,
-                                   int Vp, float dloss) {
+__global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
+                                   float dloss) {
   // Plain floats: a __shared__ variable cannot have SoftmaxState's initialising constructor.
   __shared__ float warp_max[kThreads / 32], warp_sum[kThreads / 32];
   __shared__ float row_max, row_sum;
@@ -80,8 +80,8 @@ cudaError_t LaunchCrossEntropy(float* logits, float* losses, const int32_t* targ
                                int Vp, float dloss, cudaStream_t stream) {
   return CrossEntropy(logits, losses, targets, N, V, Vp, dloss, stream);
 }
-cudaError_t LaunchCrossEntropy(__nv_bfloat16* logits, float* losses, const int32_t* targets,
-                               int N, int V, int Vp, float dloss, cudaStream_t stream) {
+cudaError_t LaunchCrossEntropy(__nv_bfloat16* logits, float* losses, const int32_t* targets, int N,
+                               int V, int Vp, float dloss, cudaStream_t stream) {
   return CrossEntropy(logits, losses, targets, N, V, Vp, dloss, stream);
 }
 

@@ -15,8 +15,8 @@ namespace ringmaster::kernels {
 
 absl::Status CrossEntropyCuda(float* logits, float* losses, const int32_t* targets, int N, int V,
                               int Vp, float dloss, cudaStream_t stream);
-absl::Status CrossEntropyCuda(__nv_bfloat16* logits, float* losses, const int32_t* targets,
-                              int N, int V, int Vp, float dloss, cudaStream_t stream);
+absl::Status CrossEntropyCuda(__nv_bfloat16* logits, float* losses, const int32_t* targets, int N,
+                              int V, int Vp, float dloss, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

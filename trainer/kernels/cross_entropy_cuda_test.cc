@@ -36,11 +36,11 @@ TYPED_TEST(CrossEntropyCudaTest, LossesAndGradientsMatchCpu) {
   using T = TypeParam;
   const double grad_rtol = sizeof(T) == 2 ? 5e-3 : 1e-4;
   int seed = 0;
-  for (auto [N, V, Vp] : {std::tuple{1, 1, 1}, {3, 5, 8}, {2, 513, 640}, {7, 1000, 1024},
-                          {4, 50257, 50304}}) {
+  for (auto [N, V, Vp] :
+       {std::tuple{1, 1, 1}, {3, 5, 8}, {2, 513, 640}, {7, 1000, 1024}, {4, 50257, 50304}}) {
     for (float dloss : {0.0f, 1.0f / 32}) {
-      SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp
-                                        << " dloss=" << dloss);
+      SCOPED_TRACE(::testing::Message()
+                   << "N=" << N << " V=" << V << " Vp=" << Vp << " dloss=" << dloss);
       // Wide logits: the max subtraction matters.
       std::vector<float> logits = RoundTo<T>(Uniform(int64_t{N} * Vp, -20, 20, ++seed));
       std::vector<int32_t> targets(N);
@@ -50,8 +50,8 @@ TYPED_TEST(CrossEntropyCudaTest, LossesAndGradientsMatchCpu) {
       DeviceBufferOf<int32_t> d_targets(targets);
       std::vector<float> want = logits, losses(N);
       CrossEntropyCpu(want.data(), losses.data(), targets.data(), N, V, Vp, dloss);
-      ASSERT_TRUE(CrossEntropyCuda(d_logits.get(), d_losses.get(), d_targets.get(), N, V, Vp,
-                                   dloss, nullptr)
+      ASSERT_TRUE(CrossEntropyCuda(d_logits.get(), d_losses.get(), d_targets.get(), N, V, Vp, dloss,
+                                   nullptr)
                       .ok());
       ExpectClose(d_losses.Download(), losses, 1e-5, 1e-5, "losses");
       const std::vector<float> got = d_logits.Download();

@@ -15,8 +15,8 @@ namespace ringmaster::kernels {
 // overwritten with (softmax - onehot(target)) * dloss, padding columns [V, Vp) with 0.
 cudaError_t LaunchCrossEntropy(float* logits, float* losses, const int32_t* targets, int N, int V,
                                int Vp, float dloss, cudaStream_t stream);
-cudaError_t LaunchCrossEntropy(__nv_bfloat16* logits, float* losses, const int32_t* targets,
-                               int N, int V, int Vp, float dloss, cudaStream_t stream);
+cudaError_t LaunchCrossEntropy(__nv_bfloat16* logits, float* losses, const int32_t* targets, int N,
+                               int V, int Vp, float dloss, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

@@ -18,9 +18,8 @@ bool FitsInt(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max();
 
 absl::Status Check(const RowMajorGemm& g) {
   if (!StridesValid(g) || !FitsInt(g.lda) || !FitsInt(g.ldb) || !FitsInt(g.ldc)) {
-    return absl::InvalidArgumentError(absl::StrCat("GEMM ", g.m, "x", g.n, "x", g.k,
-                                                   " with strides ", g.lda, ", ", g.ldb, ", ",
-                                                   g.ldc));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GEMM ", g.m, "x", g.n, "x", g.k, " with strides ", g.lda, ", ", g.ldb, ", ", g.ldc));
   }
   return absl::OkStatus();
 }
@@ -42,21 +41,20 @@ absl::Status RowMajorGemmCuda(cublasHandle_t handle, ElementType type, const Row
       "cublasGemmEx");
 }
 
-absl::Status RowMajorBatchedGemmCuda(cublasHandle_t handle, ElementType type,
-                                     const RowMajorGemm& g, float alpha, const void* a,
-                                     int64_t stride_a, const void* b, int64_t stride_b,
-                                     float beta, void* c, int64_t stride_c, int batch) {
+absl::Status RowMajorBatchedGemmCuda(cublasHandle_t handle, ElementType type, const RowMajorGemm& g,
+                                     float alpha, const void* a, int64_t stride_a, const void* b,
+                                     int64_t stride_b, float beta, void* c, int64_t stride_c,
+                                     int batch) {
   absl::Status valid = Check(g);
   if (!valid.ok()) return valid;
   if (g.m == 0 || g.n == 0 || batch == 0) return absl::OkStatus();
   const ColumnMajorGemm cm = ToColumnMajor(g);
   const cudaDataType_t t = DataType(type);
   return trainer::CublasStatus(
-      cublasGemmStridedBatchedEx(handle, Op(cm.trans_a), Op(cm.trans_b), cm.m, cm.n, cm.k,
-                                 &alpha, b, t, static_cast<int>(cm.lda), stride_b, a, t,
-                                 static_cast<int>(cm.ldb), stride_a, &beta, c, t,
-                                 static_cast<int>(cm.ldc), stride_c, batch, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT),
+      cublasGemmStridedBatchedEx(
+          handle, Op(cm.trans_a), Op(cm.trans_b), cm.m, cm.n, cm.k, &alpha, b, t,
+          static_cast<int>(cm.lda), stride_b, a, t, static_cast<int>(cm.ldb), stride_a, &beta, c, t,
+          static_cast<int>(cm.ldc), stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx");
 }
 

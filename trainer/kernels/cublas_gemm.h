@@ -19,10 +19,10 @@ absl::Status RowMajorGemmCuda(cublasHandle_t handle, ElementType type, const Row
                               float alpha, const void* a, const void* b, float beta, void* c);
 
 // For i < batch: c_i = alpha op(a_i) op(b_i) + beta c_i, x_i = x + i * stride_x elements.
-absl::Status RowMajorBatchedGemmCuda(cublasHandle_t handle, ElementType type,
-                                     const RowMajorGemm& g, float alpha, const void* a,
-                                     int64_t stride_a, const void* b, int64_t stride_b,
-                                     float beta, void* c, int64_t stride_c, int batch);
+absl::Status RowMajorBatchedGemmCuda(cublasHandle_t handle, ElementType type, const RowMajorGemm& g,
+                                     float alpha, const void* a, int64_t stride_a, const void* b,
+                                     int64_t stride_b, float beta, void* c, int64_t stride_c,
+                                     int batch);
 
 }  // namespace ringmaster::kernels
 

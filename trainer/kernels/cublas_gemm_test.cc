@@ -57,12 +57,11 @@ TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
       for (auto [m, n, k] : {std::tuple{1, 1, 1}, {7, 5, 3}, {16, 24, 33}}) {
         for (float beta : {0.0f, 1.0f}) {
           for (int batch : {1, 3}) {
-            SCOPED_TRACE(::testing::Message() << "ta=" << ta << " tb=" << tb << " " << m << "x"
-                                              << n << "x" << k << " beta=" << beta
-                                              << " batch=" << batch);
+            SCOPED_TRACE(::testing::Message()
+                         << "ta=" << ta << " tb=" << tb << " " << m << "x" << n << "x" << k
+                         << " beta=" << beta << " batch=" << batch);
             const int pad = 2;
-            const RowMajorGemm g{ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad,
-                                 n + pad};
+            const RowMajorGemm g{ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad};
             const int64_t sa = int64_t{ta ? k : m} * g.lda, sb = int64_t{tb ? n : k} * g.ldb;
             const int64_t sc = int64_t{m} * g.ldc;
             const std::vector<float> a = RoundTo<T>(Uniform(sa * batch, -1, 1, ++seed));
@@ -77,8 +76,7 @@ TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
                 batch == 1 ? RowMajorGemmCuda(this->handle_, Tr::kType, g, 0.5f, d_a.get(),
                                               d_b.get(), beta, d_c.get())
                            : RowMajorBatchedGemmCuda(this->handle_, Tr::kType, g, 0.5f, d_a.get(),
-                                                     sa, d_b.get(), sb, beta, d_c.get(), sc,
-                                                     batch);
+                                                     sa, d_b.get(), sb, beta, d_c.get(), sc, batch);
             ASSERT_TRUE(s.ok()) << s;
             // The padding between rows of c must be left alone: compare everything.
             ExpectClose(d_c.Download(), RoundTo<T>(c), Tr::kTol, Tr::kTol, "c");
@@ -92,10 +90,10 @@ TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
 TYPED_TEST(CublasGemmTest, RefusesStridesThatDoNotCoverTheMatrices) {
   const RowMajorGemm g{false, false, 4, 4, 4, /*lda=*/3, 4, 4};
   DeviceArray<TypeParam> x(64);
-  EXPECT_EQ(RowMajorGemmCuda(this->handle_, Traits<TypeParam>::kType, g, 1, x.get(), x.get(), 0,
-                             x.get())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RowMajorGemmCuda(this->handle_, Traits<TypeParam>::kType, g, 1, x.get(), x.get(), 0, x.get())
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace {
 using device::Load;
 using device::Store;
 
-#define RM_GRID_STRIDE(i, n)                                                    \
+#define RM_GRID_STRIDE(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{gridDim.x} * blockDim.x)
 
@@ -70,8 +70,8 @@ cudaError_t Convert(Dst* out, const Src* in, int64_t n, cudaStream_t stream) {
 cudaError_t LaunchAdd(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
   return Add(out, a, b, n, stream);
 }
-cudaError_t LaunchAdd(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                      int64_t n, cudaStream_t stream) {
+cudaError_t LaunchAdd(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                      cudaStream_t stream) {
   return Add(out, a, b, n, stream);
 }
 cudaError_t LaunchScale(float* x, float factor, int64_t n, cudaStream_t stream) {
@@ -80,8 +80,7 @@ cudaError_t LaunchScale(float* x, float factor, int64_t n, cudaStream_t stream) 
 cudaError_t LaunchScale(__nv_bfloat16* x, float factor, int64_t n, cudaStream_t stream) {
   return Scale(x, factor, n, stream);
 }
-cudaError_t LaunchAddBias(float* out, const float* bias, int rows, int cols,
-                          cudaStream_t stream) {
+cudaError_t LaunchAddBias(float* out, const float* bias, int rows, int cols, cudaStream_t stream) {
   return AddBias(out, bias, rows, cols, stream);
 }
 cudaError_t LaunchAddBias(__nv_bfloat16* out, const __nv_bfloat16* bias, int rows, int cols,

@@ -10,8 +10,8 @@ using trainer::CudaStatus;
 absl::Status AddCuda(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
   return CudaStatus(LaunchAdd(out, a, b, n, stream), "add");
 }
-absl::Status AddCuda(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                     int64_t n, cudaStream_t stream) {
+absl::Status AddCuda(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                     cudaStream_t stream) {
   return CudaStatus(LaunchAdd(out, a, b, n, stream), "add");
 }
 absl::Status ScaleCuda(float* x, float factor, int64_t n, cudaStream_t stream) {

@@ -15,8 +15,8 @@
 namespace ringmaster::kernels {
 
 absl::Status AddCuda(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream);
-absl::Status AddCuda(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                     int64_t n, cudaStream_t stream);
+absl::Status AddCuda(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                     cudaStream_t stream);
 absl::Status ScaleCuda(float* x, float factor, int64_t n, cudaStream_t stream);
 absl::Status ScaleCuda(__nv_bfloat16* x, float factor, int64_t n, cudaStream_t stream);
 absl::Status AddBiasCuda(float* out, const float* bias, int rows, int cols, cudaStream_t stream);

@@ -77,8 +77,8 @@ TEST(ConvertCudaTest, BitExactWithTheCpuReference) {
   const float inf = std::numeric_limits<float>::infinity();
   // Ties both ways, signed zero, extremes, infinities, NaNs (one with only low payload bits).
   for (float x : {0.0f, -0.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 3.0f / 256),
-                  std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
-                  inf, -inf, std::numeric_limits<float>::quiet_NaN(), FromBits(0x7f800001u)}) {
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), inf,
+                  -inf, std::numeric_limits<float>::quiet_NaN(), FromBits(0x7f800001u)}) {
     in.push_back(x);
   }
   const int64_t n = in.size();

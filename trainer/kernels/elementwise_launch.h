@@ -14,16 +14,15 @@ namespace ringmaster::kernels {
 
 // out = a + b; out may alias a or b.
 cudaError_t LaunchAdd(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream);
-cudaError_t LaunchAdd(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                      int64_t n, cudaStream_t stream);
+cudaError_t LaunchAdd(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                      cudaStream_t stream);
 
 // x *= factor.
 cudaError_t LaunchScale(float* x, float factor, int64_t n, cudaStream_t stream);
 cudaError_t LaunchScale(__nv_bfloat16* x, float factor, int64_t n, cudaStream_t stream);
 
 // out[r, c] += bias[c], row-major out[rows, cols].
-cudaError_t LaunchAddBias(float* out, const float* bias, int rows, int cols,
-                          cudaStream_t stream);
+cudaError_t LaunchAddBias(float* out, const float* bias, int rows, int cols, cudaStream_t stream);
 cudaError_t LaunchAddBias(__nv_bfloat16* out, const __nv_bfloat16* bias, int rows, int cols,
                           cudaStream_t stream);
 

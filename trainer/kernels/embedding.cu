@@ -62,15 +62,14 @@ __global__ void PositionGradKernel(T* dwpe, const T* dout, int B, int T_, int C)
 }
 
 cudaError_t SortTempBytes(int N, size_t* bytes) {
-  return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, static_cast<const int32_t*>(nullptr),
-                                         static_cast<int32_t*>(nullptr),
-                                         static_cast<const int32_t*>(nullptr),
-                                         static_cast<int32_t*>(nullptr), N);
+  return cub::DeviceRadixSort::SortPairs(
+      nullptr, *bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), N);
 }
 
 template <typename T>
-cudaError_t Forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int T_,
-                    int C, cudaStream_t stream) {
+cudaError_t Forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int T_, int C,
+                    cudaStream_t stream) {
   const int64_t n = int64_t{B} * T_ * C;
   if (n == 0) return cudaSuccess;
   ForwardKernel<<<GridStrideBlocks(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
@@ -103,8 +102,8 @@ cudaError_t Backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int
   err = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions,
                                         sorted_positions, N, 0, 32, stream);
   if (err != cudaSuccess) return err;
-  TokenGradKernel<<<N, kTokenThreads, 0, stream>>>(dwte, dout, sorted_tokens, sorted_positions,
-                                                   N, C);
+  TokenGradKernel<<<N, kTokenThreads, 0, stream>>>(dwte, dout, sorted_tokens, sorted_positions, N,
+                                                   C);
   return cudaGetLastError();
 }
 
@@ -115,8 +114,8 @@ cudaError_t LaunchEmbeddingForward(float* out, const int32_t* tokens, const floa
   return Forward(out, tokens, wte, wpe, B, T, C, stream);
 }
 cudaError_t LaunchEmbeddingForward(__nv_bfloat16* out, const int32_t* tokens,
-                                   const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B,
-                                   int T, int C, cudaStream_t stream) {
+                                   const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B, int T,
+                                   int C, cudaStream_t stream) {
   return Forward(out, tokens, wte, wpe, B, T, C, stream);
 }
 
@@ -134,8 +133,8 @@ cudaError_t LaunchEmbeddingBackward(float* dwte, float* dwpe, const float* dout,
   return Backward(dwte, dwpe, dout, tokens, B, T, C, scratch, scratch_bytes, stream);
 }
 cudaError_t LaunchEmbeddingBackward(__nv_bfloat16* dwte, __nv_bfloat16* dwpe,
-                                    const __nv_bfloat16* dout, const int32_t* tokens, int B,
-                                    int T, int C, void* scratch, size_t scratch_bytes,
+                                    const __nv_bfloat16* dout, const int32_t* tokens, int B, int T,
+                                    int C, void* scratch, size_t scratch_bytes,
                                     cudaStream_t stream) {
   return Backward(dwte, dwpe, dout, tokens, B, T, C, scratch, scratch_bytes, stream);
 }

@@ -10,8 +10,8 @@ namespace {
 using trainer::CudaStatus;
 
 template <typename T>
-absl::Status Backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int T_,
-                      int C, trainer::DeviceScratch& scratch, cudaStream_t stream) {
+absl::Status Backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int T_, int C,
+                      trainer::DeviceScratch& scratch, cudaStream_t stream) {
   size_t bytes = 0;
   RETURN_IF_ERROR(
       CudaStatus(EmbeddingBackwardScratchBytes(B * T_, &bytes), "embedding backward scratch"));
@@ -29,8 +29,8 @@ absl::Status EmbeddingForwardCuda(float* out, const int32_t* tokens, const float
                     "embedding forward");
 }
 absl::Status EmbeddingForwardCuda(__nv_bfloat16* out, const int32_t* tokens,
-                                  const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B,
-                                  int T, int C, cudaStream_t stream) {
+                                  const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B, int T,
+                                  int C, cudaStream_t stream) {
   return CudaStatus(LaunchEmbeddingForward(out, tokens, wte, wpe, B, T, C, stream),
                     "embedding forward");
 }
@@ -40,9 +40,8 @@ absl::Status EmbeddingBackwardCuda(float* dwte, float* dwpe, const float* dout,
   return Backward(dwte, dwpe, dout, tokens, B, T, C, scratch, stream);
 }
 absl::Status EmbeddingBackwardCuda(__nv_bfloat16* dwte, __nv_bfloat16* dwpe,
-                                   const __nv_bfloat16* dout, const int32_t* tokens, int B,
-                                   int T, int C, trainer::DeviceScratch& scratch,
-                                   cudaStream_t stream) {
+                                   const __nv_bfloat16* dout, const int32_t* tokens, int B, int T,
+                                   int C, trainer::DeviceScratch& scratch, cudaStream_t stream) {
   return Backward(dwte, dwpe, dout, tokens, B, T, C, scratch, stream);
 }
 

@@ -17,17 +17,16 @@ namespace ringmaster::kernels {
 absl::Status EmbeddingForwardCuda(float* out, const int32_t* tokens, const float* wte,
                                   const float* wpe, int B, int T, int C, cudaStream_t stream);
 absl::Status EmbeddingForwardCuda(__nv_bfloat16* out, const int32_t* tokens,
-                                  const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B,
-                                  int T, int C, cudaStream_t stream);
+                                  const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B, int T,
+                                  int C, cudaStream_t stream);
 
 // Accumulates; dwte or dwpe may be null.
 absl::Status EmbeddingBackwardCuda(float* dwte, float* dwpe, const float* dout,
                                    const int32_t* tokens, int B, int T, int C,
                                    trainer::DeviceScratch& scratch, cudaStream_t stream);
 absl::Status EmbeddingBackwardCuda(__nv_bfloat16* dwte, __nv_bfloat16* dwpe,
-                                   const __nv_bfloat16* dout, const int32_t* tokens, int B,
-                                   int T, int C, trainer::DeviceScratch& scratch,
-                                   cudaStream_t stream);
+                                   const __nv_bfloat16* dout, const int32_t* tokens, int B, int T,
+                                   int C, trainer::DeviceScratch& scratch, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

@@ -42,8 +42,8 @@ TYPED_TEST(EmbeddingCudaTest, ForwardAndBackwardMatchCpu) {
   for (auto [B, Tn, C, V] :
        {std::tuple{1, 1, 1, 1}, {2, 9, 33, 3}, {4, 64, 64, 7}, {8, 128, 768, 50304}}) {
     for (int absent : {0, 1, 2}) {  // 0: both gradients, 1: no dwte, 2: no dwpe
-      SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " V=" << V
-                                        << " absent=" << absent);
+      SCOPED_TRACE(::testing::Message()
+                   << "B=" << B << " T=" << Tn << " C=" << C << " V=" << V << " absent=" << absent);
       const int N = B * Tn;
       std::vector<int32_t> tokens(N);
       for (int i = 0; i < N; ++i) tokens[i] = static_cast<int32_t>((i * 2654435761u) % V);
@@ -58,14 +58,13 @@ TYPED_TEST(EmbeddingCudaTest, ForwardAndBackwardMatchCpu) {
 
       std::vector<float> out(int64_t{N} * C);
       EmbeddingForwardCpu(out.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C);
-      ASSERT_TRUE(EmbeddingForwardCuda(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), B,
-                                       Tn, C, nullptr)
+      ASSERT_TRUE(EmbeddingForwardCuda(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), B, Tn,
+                                       C, nullptr)
                       .ok());
       ExpectClose(d_out.Download(), out, atol, rtol, "out");
 
-      EmbeddingBackwardCpu(absent == 1 ? nullptr : dwte.data(),
-                           absent == 2 ? nullptr : dwpe.data(), dout.data(), tokens.data(), B, Tn,
-                           C);
+      EmbeddingBackwardCpu(absent == 1 ? nullptr : dwte.data(), absent == 2 ? nullptr : dwpe.data(),
+                           dout.data(), tokens.data(), B, Tn, C);
       ASSERT_TRUE(EmbeddingBackwardCuda(absent == 1 ? nullptr : d_dwte.get(),
                                         absent == 2 ? nullptr : d_dwpe.get(), d_dout.get(),
                                         d_tokens.get(), B, Tn, C, scratch, nullptr)

@@ -19,8 +19,8 @@ namespace ringmaster::kernels {
 cudaError_t LaunchEmbeddingForward(float* out, const int32_t* tokens, const float* wte,
                                    const float* wpe, int B, int T, int C, cudaStream_t stream);
 cudaError_t LaunchEmbeddingForward(__nv_bfloat16* out, const int32_t* tokens,
-                                   const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B,
-                                   int T, int C, cudaStream_t stream);
+                                   const __nv_bfloat16* wte, const __nv_bfloat16* wpe, int B, int T,
+                                   int C, cudaStream_t stream);
 
 // Bytes of scratch the backward pass needs for N = B * T tokens (sort buffers and the radix
 // sort's temporary storage); fills *bytes.
@@ -31,8 +31,8 @@ cudaError_t LaunchEmbeddingBackward(float* dwte, float* dwpe, const float* dout,
                                     const int32_t* tokens, int B, int T, int C, void* scratch,
                                     size_t scratch_bytes, cudaStream_t stream);
 cudaError_t LaunchEmbeddingBackward(__nv_bfloat16* dwte, __nv_bfloat16* dwpe,
-                                    const __nv_bfloat16* dout, const int32_t* tokens, int B,
-                                    int T, int C, void* scratch, size_t scratch_bytes,
+                                    const __nv_bfloat16* dout, const int32_t* tokens, int B, int T,
+                                    int C, void* scratch, size_t scratch_bytes,
                                     cudaStream_t stream);
 
 }  // namespace ringmaster::kernels

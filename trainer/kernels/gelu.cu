@@ -23,8 +23,7 @@ __global__ void GeluForwardKernel(T* out, const T* in, int64_t n) {
 
 // Each element is read and written by the same thread, so din may alias dout.
 template <typename T>
-__global__ void GeluBackwardKernel(T* din, const T* in, const T* dout, int64_t n,
-                                   bool accumulate) {
+__global__ void GeluBackwardKernel(T* din, const T* in, const T* dout, int64_t n, bool accumulate) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float x = Load(in + i);
@@ -51,8 +50,7 @@ template <typename T>
 cudaError_t Backward(T* din, const T* in, const T* dout, int64_t n, bool accumulate,
                      cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n,
-                                                                    accumulate);
+  GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n, accumulate);
   return cudaGetLastError();
 }
 

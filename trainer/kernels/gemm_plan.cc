@@ -68,8 +68,7 @@ EpiloguePlan PlanMatmulEpilogue(bool has_bias, bool has_gelu, bool fuse_bias, bo
   const bool bias_fused = has_bias && fuse_bias;
   plan.bias_kernel = has_bias && !bias_fused;
   // GELU must follow the bias, so it is fused only if the bias is (or there is none).
-  const bool gelu_fused =
-      has_gelu && fuse_gelu && (bias_fused || !has_bias) && out_cols % 8 == 0;
+  const bool gelu_fused = has_gelu && fuse_gelu && (bias_fused || !has_bias) && out_cols % 8 == 0;
   plan.gelu_kernel = has_gelu && !gelu_fused;
   if (gelu_fused) {
     plan.epilogue = has_bias ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;

@@ -103,12 +103,12 @@ struct AttentionBatches {
 AttentionBatches PlanAttentionBatches(int B, int T, int C, int NH);
 
 // The per-head GEMMs (a, b, c as named).
-RowMajorGemm AttentionScoresGemm(int T, int C, int NH);    // scores = Q K^T (a Q, b K)
-RowMajorGemm AttentionOutputGemm(int T, int C, int NH);    // out = P V (a P, b V)
-RowMajorGemm AttentionProbGradGemm(int T, int C, int NH);  // dP = dout V^T (a dout, b V)
-RowMajorGemm AttentionValueGradGemm(int T, int C, int NH); // dV = P^T dout (a P, b dout)
-RowMajorGemm AttentionQueryGradGemm(int T, int C, int NH); // dQ = dS K (a dS, b K)
-RowMajorGemm AttentionKeyGradGemm(int T, int C, int NH);   // dK = dS^T Q (a dS, b Q)
+RowMajorGemm AttentionScoresGemm(int T, int C, int NH);     // scores = Q K^T (a Q, b K)
+RowMajorGemm AttentionOutputGemm(int T, int C, int NH);     // out = P V (a P, b V)
+RowMajorGemm AttentionProbGradGemm(int T, int C, int NH);   // dP = dout V^T (a dout, b V)
+RowMajorGemm AttentionValueGradGemm(int T, int C, int NH);  // dV = P^T dout (a P, b dout)
+RowMajorGemm AttentionQueryGradGemm(int T, int C, int NH);  // dQ = dS K (a dS, b K)
+RowMajorGemm AttentionKeyGradGemm(int T, int C, int NH);    // dK = dS^T Q (a dS, b Q)
 
 }  // namespace ringmaster::kernels
 

@@ -87,10 +87,9 @@ TEST(GemmPlanTest, DenseLayerGemmsMatchTheCpuReference) {
 
   std::vector<float> dinp_ref(N * IC), dw_ref = Random(OC * IC, 4);
   std::vector<float> dinp(N * IC), dw = dw_ref;
-  MatmulBackwardCpu(dinp_ref.data(), dw_ref.data(), nullptr, dout.data(), inp.data(),
-                    weight.data(), N, IC, OC);
-  NaiveRowMajorGemm(MatmulInputGradGemm(N, IC, OC), 1, dout.data(), weight.data(), 0,
-                    dinp.data());
+  MatmulBackwardCpu(dinp_ref.data(), dw_ref.data(), nullptr, dout.data(), inp.data(), weight.data(),
+                    N, IC, OC);
+  NaiveRowMajorGemm(MatmulInputGradGemm(N, IC, OC), 1, dout.data(), weight.data(), 0, dinp.data());
   NaiveRowMajorGemm(MatmulWeightGradGemm(N, IC, OC), 1, dout.data(), inp.data(), 1, dw.data());
   for (int i = 0; i < N * IC; ++i) EXPECT_NEAR(dinp[i], dinp_ref[i], 1e-5) << i;
   for (int i = 0; i < OC * IC; ++i) EXPECT_NEAR(dw[i], dw_ref[i], 1e-5) << i;

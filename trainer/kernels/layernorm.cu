@@ -144,8 +144,8 @@ cudaError_t Backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   const dim3 grid((C + kColumns - 1) / kColumns, splits);
   ParamPartialKernel<<<grid, dim3(kColumns, kRowLanes), 0, stream>>>(
       dout, inp, mean, rstd, N, C, splits, dweight_partials, dbias_partials);
-  ParamFinishKernel<<<GridStrideBlocks(C, kElementwiseThreads), kElementwiseThreads, 0,
-                      stream>>>(dweight, dbias, dweight_partials, dbias_partials, C, splits);
+  ParamFinishKernel<<<GridStrideBlocks(C, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+      dweight, dbias, dweight_partials, dbias_partials, C, splits);
   return cudaGetLastError();
 }
 

@@ -24,8 +24,8 @@ absl::Status LayerNormForwardCuda(__nv_bfloat16* out, float* mean, float* rstd,
 // Accumulates dinp, dweight and dbias (may be null).
 absl::Status LayerNormBackwardCuda(float* dinp, float* dweight, float* dbias, const float* dout,
                                    const float* inp, const float* weight, const float* mean,
-                                   const float* rstd, int N, int C,
-                                   trainer::DeviceScratch& scratch, cudaStream_t stream);
+                                   const float* rstd, int N, int C, trainer::DeviceScratch& scratch,
+                                   cudaStream_t stream);
 absl::Status LayerNormBackwardCuda(__nv_bfloat16* dinp, __nv_bfloat16* dweight,
                                    __nv_bfloat16* dbias, const __nv_bfloat16* dout,
                                    const __nv_bfloat16* inp, const __nv_bfloat16* weight,

@@ -73,12 +73,12 @@ TYPED_TEST(LayerNormCudaTest, ForwardMatchesCpu) {
       DeviceArray<T> d_inp(inp), d_other(other), d_weight(weight), d_bias(bias), d_out(n),
           d_residual(n);
       DeviceArray<float> d_mean(N), d_rstd(N);
-      T* residual = mode == Residual::kSeparate ? d_residual.get()
+      T* residual = mode == Residual::kSeparate  ? d_residual.get()
                     : mode == Residual::kInPlace ? d_inp.get()
                                                  : nullptr;
       ASSERT_TRUE(LayerNormForwardCuda(d_out.get(), d_mean.get(), d_rstd.get(), d_inp.get(),
-                                       mode == Residual::kNone ? nullptr : d_other.get(),
-                                       residual, d_weight.get(), d_bias.get(), N, C, nullptr)
+                                       mode == Residual::kNone ? nullptr : d_other.get(), residual,
+                                       d_weight.get(), d_bias.get(), N, C, nullptr)
                       .ok());
       ExpectClose(d_out.Download(), out, Tol<T>::kAtol, Tol<T>::kRtol, "out");
       ExpectClose(d_mean.Download(), mean, 1e-5, 1e-4, "mean");
@@ -113,12 +113,11 @@ TYPED_TEST(LayerNormCudaTest, BackwardAccumulatesLikeCpu) {
           d_dbias(dbias);
       DeviceArray<float> d_mean(mean), d_rstd(rstd);
       LayerNormBackwardCpu(dinp.data(), dweight.data(), with_dbias ? dbias.data() : nullptr,
-                           dout.data(), inp.data(), weight.data(), mean.data(), rstd.data(), N,
-                           C);
+                           dout.data(), inp.data(), weight.data(), mean.data(), rstd.data(), N, C);
       ASSERT_TRUE(LayerNormBackwardCuda(d_dinp.get(), d_dweight.get(),
                                         with_dbias ? d_dbias.get() : nullptr, d_dout.get(),
-                                        d_inp.get(), d_weight.get(), d_mean.get(), d_rstd.get(),
-                                        N, C, scratch, nullptr)
+                                        d_inp.get(), d_weight.get(), d_mean.get(), d_rstd.get(), N,
+                                        C, scratch, nullptr)
                       .ok());
       ExpectClose(d_dinp.Download(), dinp, Tol<T>::kAtol, Tol<T>::kRtol, "dinp");
       // Sums over N rows: allow fp32 rounding growing with N.

@@ -71,16 +71,15 @@ bool HasGelu(Epilogue e) { return e == Epilogue::kGeluAux || e == Epilogue::kGel
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MatmulCuda>> MatmulCuda::Create(int device, ElementType type,
-                                                                cudaStream_t stream,
-                                                                size_t workspace_bytes) {
+                                                               cudaStream_t stream,
+                                                               size_t workspace_bytes) {
   std::unique_ptr<MatmulCuda> m(new MatmulCuda(device, type, stream));
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
   RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&m->lt_), "cublasLtCreate"));
   RETURN_IF_ERROR(CublasStatus(cublasCreate(&m->cublas_), "cublasCreate"));
   RETURN_IF_ERROR(CublasStatus(cublasSetStream(m->cublas_, stream), "cublasSetStream"));
   if (workspace_bytes > 0) {
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMalloc(&m->workspace_, workspace_bytes), "cuBLASLt workspace"));
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&m->workspace_, workspace_bytes), "cuBLASLt workspace"));
   }
   m->workspace_bytes_ = workspace_bytes;
   return m;
@@ -97,7 +96,7 @@ MatmulCuda::~MatmulCuda() {
 }
 
 absl::StatusOr<MatmulCuda::Plan*> MatmulCuda::GetPlan(const PlanKey& key, const void* bias,
-                                                       void* aux) {
+                                                      void* aux) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
   Plan plan;
@@ -113,8 +112,7 @@ absl::Status MatmulCuda::MakePlan(const PlanKey& key, const void* bias, void* au
   Plan& plan = *out;
   const ColumnMajorGemm& g = key.g;
   const cudaDataType_t type = DataType(type_);
-  RETURN_IF_ERROR(CublasStatus(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F,
-                                                        CUDA_R_32F),
+  RETURN_IF_ERROR(CublasStatus(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                                "cublasLtMatmulDescCreate"));
   const int32_t transa = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t transb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -149,8 +147,8 @@ absl::Status MatmulCuda::MakePlan(const PlanKey& key, const void* bias, void* au
     RETURN_IF_ERROR(SetPref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c));
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
-        lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &count);
+    const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
+                                                            plan.c, pref, 1, &result, &count);
     if (h == CUBLAS_STATUS_NOT_SUPPORTED || (h == CUBLAS_STATUS_SUCCESS && count == 0)) {
       plan.supported = false;  // the schedule falls back to a plan with less fused
       return absl::OkStatus();
@@ -198,8 +196,8 @@ absl::StatusOr<bool> MatmulCuda::Gemm(const RowMajorGemm& g, float alpha, const 
     RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux));
   }
   RETURN_IF_ERROR(CublasStatus(
-      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                     plan->c, &plan->algo, workspace_, workspace_bytes_, stream_),
+      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c,
+                     &plan->algo, workspace_, workspace_bytes_, stream_),
       absl::StrCat("cublasLtMatmul ", g.m, "x", g.n, "x", g.k, " ", EpilogueName(epilogue))));
   return true;
 }
@@ -215,8 +213,8 @@ absl::Status MatmulCuda::AddBias(void* out, const void* bias, int rows, int cols
 
 absl::Status MatmulCuda::Gelu(void* out, const void* in, int64_t n) {
   if (type_ == ElementType::kBF16) {
-    return GeluForwardCuda(static_cast<__nv_bfloat16*>(out),
-                           static_cast<const __nv_bfloat16*>(in), n, stream_);
+    return GeluForwardCuda(static_cast<__nv_bfloat16*>(out), static_cast<const __nv_bfloat16*>(in),
+                           n, stream_);
   }
   return GeluForwardCuda(static_cast<float*>(out), static_cast<const float*>(in), n, stream_);
 }
@@ -224,9 +222,8 @@ absl::Status MatmulCuda::Gelu(void* out, const void* in, int64_t n) {
 absl::Status MatmulCuda::ColumnSums(void* out, const void* in, int rows, int cols,
                                     bool accumulate) {
   if (type_ == ElementType::kBF16) {
-    return ColumnSumsCuda(static_cast<__nv_bfloat16*>(out),
-                          static_cast<const __nv_bfloat16*>(in), rows, cols, accumulate,
-                          scratch_, stream_);
+    return ColumnSumsCuda(static_cast<__nv_bfloat16*>(out), static_cast<const __nv_bfloat16*>(in),
+                          rows, cols, accumulate, scratch_, stream_);
   }
   return ColumnSumsCuda(static_cast<float*>(out), static_cast<const float*>(in), rows, cols,
                         accumulate, scratch_, stream_);

@@ -5,9 +5,10 @@
 //
 // cuBLASLt descriptors, layouts and the heuristic's algorithm are created once per shape,
 // epilogue and operand alignment and cached. A GEMM without an epilogue for which cuBLASLt
-// offers no algorithm (odd shapes or alignments) runs through cuBLAS instead. One element type per object (the device's compute
-// type); work is enqueued on the stream given at creation. Not thread-safe: one thread issues
-// the operations (the Device contract). The object must be destroyed on a live CUDA context.
+// offers no algorithm (odd shapes or alignments) runs through cuBLAS instead. One element type per
+// object (the device's compute type); work is enqueued on the stream given at creation. Not
+// thread-safe: one thread issues the operations (the Device contract). The object must be destroyed
+// on a live CUDA context.
 #ifndef RINGMASTER_TRAINER_KERNELS_MATMUL_CUDA_H_
 #define RINGMASTER_TRAINER_KERNELS_MATMUL_CUDA_H_
 
@@ -37,14 +38,14 @@ class MatmulCuda final : public MatmulSteps {
   // out = inp weight^T (+ bias) (, gelu_out = GELU(out)); see matmul_schedule.h. Returns the
   // epilogue plan that ran.
   absl::StatusOr<EpiloguePlan> Forward(MatmulFusion fusion, void* out, void* gelu_out,
-                                       const void* inp, const void* weight, const void* bias,
-                                       int N, int IC, int OC) {
+                                       const void* inp, const void* weight, const void* bias, int N,
+                                       int IC, int OC) {
     return RunMatmulForward(*this, fusion, out, gelu_out, inp, weight, bias, N, IC, OC);
   }
   // dinp = dout weight (overwrites; skipped when null); dweight += dout^T inp; dbias += column
   // sums of dout (skipped when null).
-  absl::Status Backward(void* dinp, void* dweight, void* dbias, const void* dout,
-                        const void* inp, const void* weight, int N, int IC, int OC) {
+  absl::Status Backward(void* dinp, void* dweight, void* dbias, const void* dout, const void* inp,
+                        const void* weight, int N, int IC, int OC) {
     return RunMatmulBackward(*this, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   }
   // Cached plans (for tests and diagnostics).
@@ -56,8 +57,7 @@ class MatmulCuda final : public MatmulSteps {
                             void* aux) override;
   absl::Status AddBias(void* out, const void* bias, int rows, int cols) override;
   absl::Status Gelu(void* out, const void* in, int64_t n) override;
-  absl::Status ColumnSums(void* out, const void* in, int rows, int cols,
-                          bool accumulate) override;
+  absl::Status ColumnSums(void* out, const void* in, int rows, int cols, bool accumulate) override;
 
  private:
   struct PlanKey {
@@ -65,8 +65,8 @@ class MatmulCuda final : public MatmulSteps {
     Epilogue epilogue;
     int align_a, align_b, align_c, align_bias, align_aux;
     auto Tie() const {
-      return std::tie(g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, epilogue,
-                      align_a, align_b, align_c, align_bias, align_aux);
+      return std::tie(g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, epilogue, align_a,
+                      align_b, align_c, align_bias, align_aux);
     }
     bool operator<(const PlanKey& o) const { return Tie() < o.Tie(); }
   };

@@ -84,8 +84,8 @@ TYPED_TEST(MatmulCudaTest, ForwardMatchesCpuWithAndWithoutFusion) {
           }
           ExpectClose(d_out.Download(), out, Tr::kAtol, Tr::kRtol, "out (pre-activation)");
           if (gelu) {
-            const bool fused = plan->epilogue == Epilogue::kGeluAux ||
-                               plan->epilogue == Epilogue::kGeluAuxBias;
+            const bool fused =
+                plan->epilogue == Epilogue::kGeluAux || plan->epilogue == Epilogue::kGeluAuxBias;
             ExpectClose(d_gelu.Download(), gelu_out, Tr::kAtol, fused ? Tr::kGeluRtol : Tr::kRtol,
                         "gelu_out");
           }
@@ -108,8 +108,8 @@ TYPED_TEST(MatmulCudaTest, BackwardMatchesCpu) {
   for (auto [N, IC, OC] : kShapes) {
     for (bool with_dinp : {false, true}) {
       for (bool with_dbias : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << N << "x" << IC << "->" << OC << " dinp="
-                                          << with_dinp << " dbias=" << with_dbias);
+        SCOPED_TRACE(::testing::Message() << N << "x" << IC << "->" << OC << " dinp=" << with_dinp
+                                          << " dbias=" << with_dbias);
         const std::vector<float> inp = RoundTo<T>(Uniform(int64_t{N} * IC, -1, 1, ++seed));
         const std::vector<float> w = RoundTo<T>(Uniform(int64_t{OC} * IC, -1, 1, ++seed));
         const std::vector<float> dout = RoundTo<T>(Uniform(int64_t{N} * OC, -1, 1, ++seed));

@@ -18,9 +18,10 @@ absl::StatusOr<EpiloguePlan> RunMatmulForward(MatmulSteps& steps, MatmulFusion f
     // With GELU fused, the GEMM's output is the activation and the pre-activation goes to aux.
     void* c = gelu_fused ? gelu_out : out;
     void* aux = gelu_fused ? out : nullptr;
-    const bool bias_fused = plan->epilogue == Epilogue::kBias || plan->epilogue == Epilogue::kGeluAuxBias;
-    absl::StatusOr<bool> ran = steps.Gemm(g, 1.0f, inp, weight, 0.0f, c, plan->epilogue,
-                                          bias_fused ? bias : nullptr, aux);
+    const bool bias_fused =
+        plan->epilogue == Epilogue::kBias || plan->epilogue == Epilogue::kGeluAuxBias;
+    absl::StatusOr<bool> ran =
+        steps.Gemm(g, 1.0f, inp, weight, 0.0f, c, plan->epilogue, bias_fused ? bias : nullptr, aux);
     if (!ran.ok()) return ran.status();
     if (*ran) break;
     plan = FallbackEpilogue(*plan);
@@ -41,12 +42,12 @@ absl::StatusOr<EpiloguePlan> RunMatmulForward(MatmulSteps& steps, MatmulFusion f
 }
 
 absl::Status RunMatmulBackward(MatmulSteps& steps, void* dinp, void* dweight, void* dbias,
-                               const void* dout, const void* inp, const void* weight, int N,
-                               int IC, int OC) {
+                               const void* dout, const void* inp, const void* weight, int N, int IC,
+                               int OC) {
   auto gemm = [&](const RowMajorGemm& g, const void* a, const void* b, float beta,
                   void* c) -> absl::Status {
-    absl::StatusOr<bool> ran = steps.Gemm(g, 1.0f, a, b, beta, c, Epilogue::kNone, nullptr,
-                                          nullptr);
+    absl::StatusOr<bool> ran =
+        steps.Gemm(g, 1.0f, a, b, beta, c, Epilogue::kNone, nullptr, nullptr);
     if (!ran.ok()) return ran.status();
     if (!*ran) {
       return absl::InternalError(

@@ -50,8 +50,8 @@ absl::StatusOr<EpiloguePlan> RunMatmulForward(MatmulSteps& steps, MatmulFusion f
 // dinp = dout weight (overwrites; skipped when null); dweight += dout^T inp;
 // dbias += column sums of dout (skipped when null).
 absl::Status RunMatmulBackward(MatmulSteps& steps, void* dinp, void* dweight, void* dbias,
-                               const void* dout, const void* inp, const void* weight, int N,
-                               int IC, int OC);
+                               const void* dout, const void* inp, const void* weight, int N, int IC,
+                               int OC);
 
 }  // namespace ringmaster::kernels
 

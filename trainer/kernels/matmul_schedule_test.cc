@@ -32,8 +32,8 @@ class CpuMatmulSteps final : public MatmulSteps {
     }
     if (has_gelu && beta != 0) return absl::InternalError("GELU epilogue with beta != 0");
     float* out = static_cast<float*>(has_gelu ? aux : c);
-    testing::NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a),
-                               static_cast<const float*>(b), beta, out);
+    testing::NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a), static_cast<const float*>(b),
+                               beta, out);
     if (has_bias) AddBiasCpu(out, static_cast<const float*>(bias), g.m, g.n);
     if (has_gelu) GeluForwardCpu(static_cast<float*>(c), out, int64_t{g.m} * g.n);
     return true;
@@ -48,10 +48,8 @@ class CpuMatmulSteps final : public MatmulSteps {
     GeluForwardCpu(static_cast<float*>(out), static_cast<const float*>(in), n);
     return absl::OkStatus();
   }
-  absl::Status ColumnSums(void* out, const void* in, int rows, int cols,
-                          bool accumulate) override {
-    ColumnSumsCpu(static_cast<float*>(out), static_cast<const float*>(in), rows, cols,
-                  accumulate);
+  absl::Status ColumnSums(void* out, const void* in, int rows, int cols, bool accumulate) override {
+    ColumnSumsCpu(static_cast<float*>(out), static_cast<const float*>(in), rows, cols, accumulate);
     return absl::OkStatus();
   }
 
@@ -107,12 +105,12 @@ TEST(MatmulScheduleTest, ForwardMatchesTheCpuReferenceUnderEveryPlan) {
   int seed = 0;
   for (const ForwardCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "bias=" << c.bias << " gelu=" << c.gelu << " OC=" << c.OC
-                                    << " fuse=" << c.fusion.bias << c.fusion.gelu);
+                                      << " fuse=" << c.fusion.bias << c.fusion.gelu);
     const std::vector<float> inp = Random(N * IC, ++seed), weight = Random(c.OC * IC, ++seed);
     const std::vector<float> bias = Random(c.OC, ++seed);
     std::vector<float> out_ref(N * c.OC), gelu_ref(N * c.OC);
-    MatmulForwardCpu(out_ref.data(), c.gelu ? gelu_ref.data() : nullptr, inp.data(),
-                     weight.data(), c.bias ? bias.data() : nullptr, N, IC, c.OC);
+    MatmulForwardCpu(out_ref.data(), c.gelu ? gelu_ref.data() : nullptr, inp.data(), weight.data(),
+                     c.bias ? bias.data() : nullptr, N, IC, c.OC);
     // Outputs start as garbage: the schedule must overwrite them.
     std::vector<float> out = Random(N * c.OC, ++seed), gelu_out = Random(N * c.OC, ++seed);
     CpuMatmulSteps steps(c.unsupported);
@@ -132,8 +130,8 @@ TEST(MatmulScheduleTest, ForwardMatchesTheCpuReferenceUnderEveryPlan) {
 TEST(MatmulScheduleTest, ForwardFailsWhenNoAlgorithmExists) {
   CpuMatmulSteps steps({Epilogue::kNone, Epilogue::kBias});
   std::vector<float> x(4, 1.0f), w(4, 1.0f), out(4), bias(2);
-  absl::StatusOr<EpiloguePlan> plan = RunMatmulForward(steps, {}, out.data(), nullptr, x.data(),
-                                                       w.data(), bias.data(), 2, 2, 2);
+  absl::StatusOr<EpiloguePlan> plan =
+      RunMatmulForward(steps, {}, out.data(), nullptr, x.data(), w.data(), bias.data(), 2, 2, 2);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInternal);
 }
 

@@ -36,8 +36,7 @@ __global__ void SumPartialsKernel(const double* partials, int count, double* res
 // Block (kColumns, kRowLanes) over columns [blockIdx.x * kColumns, +kColumns) and the rows of
 // slice blockIdx.y: rows blockIdx.y * kRowLanes + threadIdx.y + k * splits * kRowLanes.
 template <typename T>
-__global__ void ColumnPartialKernel(const T* in, int rows, int cols, int splits,
-                                    float* partials) {
+__global__ void ColumnPartialKernel(const T* in, int rows, int cols, int splits, float* partials) {
   __shared__ float shared[kRowLanes][kColumns + 1];
   const int c = blockIdx.x * kColumns + threadIdx.x;
   float acc = 0;
@@ -82,7 +81,7 @@ cudaError_t ColumnSums(T* out, const T* in, int rows, int cols, bool accumulate,
   const int splits = ColumnReduceSplits(rows);
   const dim3 grid((cols + kColumns - 1) / kColumns, splits);
   ColumnPartialKernel<<<grid, dim3(kColumns, kRowLanes), 0, stream>>>(in, rows, cols, splits,
-                                                                     scratch);
+                                                                      scratch);
   ColumnFinishKernel<<<GridStrideBlocks(cols, kElementwiseThreads), kElementwiseThreads, 0,
                        stream>>>(out, scratch, cols, splits, accumulate);
   return cudaGetLastError();

@@ -1,6 +1,6 @@
-#include "trainer/kernels/reduce.h"
-
 #include <vector>
+
+#include "trainer/kernels/reduce.h"
 
 namespace ringmaster::kernels {
 

@@ -23,9 +23,9 @@ absl::Status ColumnSums(T* out, const T* in, int rows, int cols, bool accumulate
                         trainer::DeviceScratch& scratch, cudaStream_t stream) {
   const int64_t floats = ColumnReduceScratch(cols, ColumnReduceSplits(rows));
   ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(float) * floats));
-  return CudaStatus(LaunchColumnSums(out, in, rows, cols, accumulate,
-                                     static_cast<float*>(partials), stream),
-                    "column sums");
+  return CudaStatus(
+      LaunchColumnSums(out, in, rows, cols, accumulate, static_cast<float*>(partials), stream),
+      "column sums");
 }
 
 }  // namespace
@@ -43,8 +43,7 @@ absl::Status ColumnSumsCuda(float* out, const float* in, int rows, int cols, boo
   return ColumnSums(out, in, rows, cols, accumulate, scratch, stream);
 }
 absl::Status ColumnSumsCuda(__nv_bfloat16* out, const __nv_bfloat16* in, int rows, int cols,
-                            bool accumulate, trainer::DeviceScratch& scratch,
-                            cudaStream_t stream) {
+                            bool accumulate, trainer::DeviceScratch& scratch, cudaStream_t stream) {
   return ColumnSums(out, in, rows, cols, accumulate, scratch, stream);
 }
 

@@ -24,8 +24,7 @@ absl::Status SumSquaresCuda(const __nv_bfloat16* x, int64_t n, double* result,
 absl::Status ColumnSumsCuda(float* out, const float* in, int rows, int cols, bool accumulate,
                             trainer::DeviceScratch& scratch, cudaStream_t stream);
 absl::Status ColumnSumsCuda(__nv_bfloat16* out, const __nv_bfloat16* in, int rows, int cols,
-                            bool accumulate, trainer::DeviceScratch& scratch,
-                            cudaStream_t stream);
+                            bool accumulate, trainer::DeviceScratch& scratch, cudaStream_t stream);
 
 }  // namespace ringmaster::kernels
 

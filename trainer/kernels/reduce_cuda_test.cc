@@ -71,8 +71,7 @@ TYPED_TEST(ReduceCudaTest, ColumnSumsMatchCpu) {
         }
         DeviceArray<T> d_in(in), d_out(prior);
         ASSERT_TRUE(
-            ColumnSumsCuda(d_out.get(), d_in.get(), rows, cols, accumulate, scratch, nullptr)
-                .ok());
+            ColumnSumsCuda(d_out.get(), d_in.get(), rows, cols, accumulate, scratch, nullptr).ok());
         const double atol = 2e-7 * rows + (accumulate ? 1e-6 : 0);
         ExpectClose(cpu, exact, atol, 0, "cpu reference");
         ExpectClose(d_out.Download(), exact, atol, bf16 ? 4e-3 : 1e-6, "gpu");
