@@ -18,6 +18,7 @@
 #include "trainer/comm/connect_group.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/cpu_peak.h"
+#include "trainer/cuda/accelerator.h"
 #include "trainer/data/data_loader.h"
 #include "trainer/model/blas_kernels.h"
 #include "trainer/model/cpu_device.h"
@@ -57,9 +58,12 @@ class Run {
   AgentClient* const agent_;
   InMemoryStore local_store_;
   std::shared_ptr<GlooNetwork> network_;
+  // The GPU when the agent assigned one (declared before the communicators it must outlive).
+  std::unique_ptr<Accelerator> accelerator_;
   std::unique_ptr<Communicator> world_;
   ParallelGroups groups_;
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<Device> cpu_device_;
+  Device* device_ = nullptr;  // the accelerator's or cpu_device_
   std::unique_ptr<ParallelTrainer> trainer_;
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<Checkpointer> checkpointer_;
@@ -91,9 +95,16 @@ absl::Status Run::Setup() {
   // Every rank joins the groups in the same order: world, then tp, pp, dp (and emb).
   ASSIGN_OR_RETURN(world_, network_->Connect("world", p.rank, p.world, store,
                                              c_.flags.comm_timeout));
-  // Groups whose members all run on this machine do their collectives in shared memory.
+  // A GPU named by CUDA_VISIBLE_DEVICES: its groups use NCCL (the world group stays on Gloo: the
+  // checkpoint writer thread uses it with host data). Otherwise groups whose members all run on
+  // this machine do their collectives in shared memory, the others over Gloo.
+  ASSIGN_OR_RETURN(accelerator_, OpenAccelerator(ProcessEnvironment()));
   ASSIGN_OR_RETURN(groups_,
                    ConnectParallelGroups(p, [&](const std::string& name, int rank, int size) {
+                     if (accelerator_ != nullptr) {
+                       return accelerator_->Connect(name, rank, size, store,
+                                                    c_.flags.comm_timeout);
+                     }
                      return ConnectGroup(*network_, name, rank, size, store,
                                          c_.flags.comm_timeout, c_.flags.shared_memory);
                    }));
@@ -108,7 +119,13 @@ absl::Status Run::Setup() {
   const int threads = c_.flags.blas_threads > 0
                           ? c_.flags.blas_threads
                           : std::max(1, static_cast<int>(cores) / std::max(1, c_.local_world));
-  device_ = MakeCpuDevice(threads);
+  if (accelerator_ != nullptr) {
+    device_ = accelerator_->device();
+    RM_LOG(INFO) << "training on " << accelerator_->description();
+  } else {
+    cpu_device_ = MakeCpuDevice(threads);
+    device_ = cpu_device_.get();
+  }
 
   ParallelTrainerOptions o;
   o.model = c_.model;
@@ -119,7 +136,7 @@ absl::Status Run::Setup() {
   o.bucket_bytes = c_.flags.bucket_bytes;
   o.adamw = c_.adamw;
   o.clip_grad_norm = c_.clip_grad_norm;
-  ASSIGN_OR_RETURN(trainer_, ParallelTrainer::Create(device_.get(), o, &groups_));
+  ASSIGN_OR_RETURN(trainer_, ParallelTrainer::Create(device_, o, &groups_));
   std::shared_ptr<const TokenSource> source;
   if (c_.data_path.empty()) {
     source = BuiltinCorpus();
@@ -140,7 +157,9 @@ absl::Status Run::Setup() {
       p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), PaddedSize(layout.size(), p.dp)};
   checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get());
   peak_flops_ = c_.flags.peak_flops;
-  if (peak_flops_ <= 0) {
+  if (peak_flops_ <= 0 && accelerator_ != nullptr) {
+    peak_flops_ = accelerator_->peak_flops();
+  } else if (peak_flops_ <= 0) {
     const CpuPeak peak = EstimateCpuPeak();
     peak_flops_ = peak.flops_per_core * threads;
     RM_LOG(INFO) << "MFU against the CPU's peak " << peak.explanation << " x " << threads
@@ -319,7 +338,13 @@ absl::Status Run::Train() {
   }
   const Tensor held = trainer_->held_parameters();
   std::vector<float> params(static_cast<size_t>(held.size));
-  RETURN_IF_ERROR(device_->CopyToHost(params.data(), held));
+  if (held.dtype == DType::kF32) {
+    RETURN_IF_ERROR(device_->CopyToHost(params.data(), held));
+  } else {  // bf16 working weights: the CRC is over their fp32 values
+    ASSIGN_OR_RETURN(DeviceBuffer f32, device_->Allocate(held.size, DType::kF32));
+    device_->Convert(f32.tensor(), held);
+    RETURN_IF_ERROR(device_->CopyToHost(params.data(), f32.tensor()));
+  }
   std::printf("training done: %lld steps, final loss %.9g, params crc32c %08x\n",
               static_cast<long long>(c_.steps), loss,
               Crc32c(0, params.data(), params.size() * sizeof(float)));

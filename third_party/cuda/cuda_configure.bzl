@@ -9,8 +9,11 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "cuda",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl", "include/**/*.cuh"]),
-    includes = ["include"],
+    # CUDA 13 keeps CCCL (libcu++, CUB, Thrust) in include/cccl, some of it in extension-less
+    # headers (<nv/target>, which cuda_fp16.h and cuda_bf16.h include).
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl", "include/**/*.cuh",
+                 "include/cccl/**"]),
+    includes = ["include", "include/cccl"],
     linkopts = [
         "-L{path}/lib64",
         "-Wl,-rpath,{path}/lib64",

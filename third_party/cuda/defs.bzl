@@ -38,17 +38,19 @@ def cuda_only():
         "//conditions:default": [],
     })
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
+def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], copts = [], **kwargs):
     """A cc_library whose .cu sources are compiled by nvcc (one genrule per file).
 
-    The .cu files may include headers from `hdrs` and from the workspace root.
+    The .cu files may include headers from `hdrs` (exported to dependents), from `cu_hdrs` (seen
+    only by nvcc: device-side helpers, or host headers of other targets the .cu files include;
+    those targets go in `deps` for linking), and from the CUDA toolkit.
     """
     objs = []
     for src in srcs:
         obj = name + "_" + src.replace("/", "_").replace(".cu", ".o")
         native.genrule(
             name = obj + "_nvcc",
-            srcs = [src] + hdrs,
+            srcs = [src] + hdrs + cu_hdrs,
             outs = [obj],
             # nvcc finds its headers and libdevice relative to its real install directory, so it
             # is run from there rather than through the @local_cuda symlinks.

@@ -15,10 +15,12 @@ int64_t Bytes(const Tensor& t) { return static_cast<int64_t>(t.bytes()); }
 absl::Status Communicator::Run(std::vector<Counted> counted,
                                const std::function<absl::Status()>& body) {
   entered_.fetch_add(1, std::memory_order_relaxed);
+  device_seconds_ = -1;
   const auto start = std::chrono::steady_clock::now();
   absl::Status status = body();
-  const double seconds =
+  const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = device_seconds_ >= 0 ? device_seconds_ : wall;
   if (!status.ok()) {
     const char* what = counted.size() == 1 ? CollectiveOpName(counted[0].op) : "exchange";
     return Annotate(status, absl::StrCat(what, " #", entered(), " on ", name_));
@@ -38,7 +40,7 @@ absl::Status Communicator::CheckPeer(int peer) const {
 }
 
 absl::Status Communicator::AllReduce(Tensor data) {
-  if (data.dtype != DType::kF32) {
+  if (!CanReduce(data.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("all_reduce of ", DTypeName(data.dtype)));
   }
   return Run({{CollectiveOp::kAllReduce, Bytes(data)}}, [&] { return DoAllReduce(data); });
@@ -46,7 +48,7 @@ absl::Status Communicator::AllReduce(Tensor data) {
 
 absl::Status Communicator::ReduceScatter(Tensor input, Tensor output) {
   if (input.size != output.size * size_ || input.dtype != output.dtype ||
-      input.dtype != DType::kF32) {
+      !CanReduce(input.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("reduce_scatter of ", input.size, " into ",
                                                    output.size, " elements over ", size_,
                                                    " ranks"));

@@ -8,7 +8,12 @@
 //    this communicator (from 1). A rank whose entered() is behind its peers' has not reached
 //    the collective they wait in.
 //  - TakeTotals(): count, bytes and seconds per operation since the last call (collective_stats.h
-//    for the byte and bandwidth definitions).
+//    for the byte and bandwidth definitions). The seconds are the wall time of the Do* call,
+//    unless the backend measured the operation itself (RecordDeviceSeconds: a GPU backend times
+//    the collective on its stream with events, excluding the wait for the data to be ready).
+//
+// Element types: reductions (AllReduce, ReduceScatter) take kF32, and kBF16 where the backend
+// says it can (CanReduce; NCCL can, Gloo cannot); the data-moving operations take any dtype.
 //
 // Contract: every member calls the collectives in the same order with matching sizes. One
 // thread at a time issues operations on a communicator; entered(), completed() and TakeTotals()
@@ -42,9 +47,10 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // data = sum over ranks of data (kF32), in place.
+  // data = sum over ranks of data (kF32, or a dtype CanReduce accepts), in place.
   absl::Status AllReduce(Tensor data);
-  // output = sum over ranks of input's chunk rank(): input.size == size() * output.size.
+  // output = sum over ranks of input's chunk rank(): input.size == size() * output.size (same
+  // dtype, one CanReduce accepts).
   absl::Status ReduceScatter(Tensor input, Tensor output);
   // output = concatenation of every rank's input: output.size == size() * input.size. input may
   // be output's own chunk (in place).
@@ -74,6 +80,12 @@ class Communicator {
   Communicator(std::string name, int rank, int size)
       : name_(std::move(name)), rank_(rank), size_(size) {}
 
+  // Whether this backend sums elements of `dtype` (AllReduce, ReduceScatter). kF32 only here.
+  virtual bool CanReduce(DType dtype) const { return dtype == DType::kF32; }
+  // Called from inside a Do* method: the operation itself took `seconds`, which the totals then
+  // use instead of the call's wall time. Only the thread running the Do* call may call it.
+  void RecordDeviceSeconds(double seconds) { device_seconds_ = seconds; }
+
   virtual absl::Status DoAllReduce(Tensor data) = 0;
   virtual absl::Status DoReduceScatter(Tensor input, Tensor output) = 0;
   virtual absl::Status DoAllGather(Tensor input, Tensor output) = 0;
@@ -97,6 +109,9 @@ class Communicator {
   const int size_;
   std::atomic<int64_t> entered_{0};
   std::atomic<int64_t> completed_{0};
+  // Set by RecordDeviceSeconds during the current operation; < 0 when not. Touched only by the
+  // (one) thread issuing operations.
+  double device_seconds_ = -1;
   absl::Mutex mu_;
   CollectiveTotals totals_ ABSL_GUARDED_BY(mu_);
 };

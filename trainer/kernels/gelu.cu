@@ -1,54 +1,76 @@
 #include "trainer/kernels/gelu_launch.h"
+#include "trainer/kernels/kernel_utils.cuh"
+#include "trainer/kernels/launch_shape.h"
 
 namespace ringmaster::kernels {
 namespace {
 
+using device::Load;
+using device::Store;
+
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
-constexpr int kThreads = 256;
 
-__global__ void GeluForwardKernel(float* out, const float* in, int64_t n) {
+template <typename T>
+__global__ void GeluForwardKernel(T* out, const T* in, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float x = in[i];
-    float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = 0.5f * x * (1.0f + tanhf(inner));
+    const float x = Load(in + i);
+    const float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
+    Store(out + i, 0.5f * x * (1.0f + tanhf(inner)));
   }
 }
 
-__global__ void GeluBackwardKernel(float* din, const float* in, const float* dout, int64_t n,
-                                   bool accumulate) {
+// Each element is read and written by the same thread, so din may alias dout.
+template <typename T>
+__global__ void GeluBackwardKernel(T* din, const T* in, const T* dout, int64_t n, bool accumulate) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float x = in[i];
-    float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
-    float t = tanhf(inner);
-    float sech2 = 1.0f - t * t;
-    float grad =
+    const float x = Load(in + i);
+    const float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
+    const float t = tanhf(inner);
+    const float sech2 = 1.0f - t * t;
+    const float grad =
         0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    float g = grad * dout[i];
-    din[i] = accumulate ? din[i] + g : g;
+    const float g = grad * Load(dout + i);
+    Store(din + i, accumulate ? Load(din + i) + g : g);
   }
 }
 
-int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+int Blocks(int64_t n) { return GridStrideBlocks(n, kElementwiseThreads); }
+
+template <typename T>
+cudaError_t Forward(T* out, const T* in, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  GeluForwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(out, in, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Backward(T* din, const T* in, const T* dout, int64_t n, bool accumulate,
+                     cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n, accumulate);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t LaunchGeluForward(float* out, const float* in, int64_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  GeluForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(out, in, n);
-  return cudaGetLastError();
+  return Forward(out, in, n, stream);
 }
-
+cudaError_t LaunchGeluForward(__nv_bfloat16* out, const __nv_bfloat16* in, int64_t n,
+                              cudaStream_t stream) {
+  return Forward(out, in, n, stream);
+}
 cudaError_t LaunchGeluBackward(float* din, const float* in, const float* dout, int64_t n,
                                bool accumulate, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  GeluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(din, in, dout, n, accumulate);
-  return cudaGetLastError();
+  return Backward(din, in, dout, n, accumulate, stream);
+}
+cudaError_t LaunchGeluBackward(__nv_bfloat16* din, const __nv_bfloat16* in,
+                               const __nv_bfloat16* dout, int64_t n, bool accumulate,
+                               cudaStream_t stream) {
+  return Backward(din, in, dout, n, accumulate, stream);
 }
 
 }  // namespace ringmaster::kernels

@@ -1,25 +1,27 @@
 #include "trainer/kernels/gelu_cuda.h"
 
-#include "absl/strings/str_cat.h"
+#include "trainer/cuda/cuda_status.h"
 #include "trainer/kernels/gelu_launch.h"
 
 namespace ringmaster::kernels {
-namespace {
 
-absl::Status FromCuda(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
-}
-
-}  // namespace
+using trainer::CudaStatus;
 
 absl::Status GeluForwardCuda(float* out, const float* in, int64_t n, cudaStream_t stream) {
-  return FromCuda(LaunchGeluForward(out, in, n, stream), "gelu forward");
+  return CudaStatus(LaunchGeluForward(out, in, n, stream), "gelu forward");
 }
-
+absl::Status GeluForwardCuda(__nv_bfloat16* out, const __nv_bfloat16* in, int64_t n,
+                             cudaStream_t stream) {
+  return CudaStatus(LaunchGeluForward(out, in, n, stream), "gelu forward");
+}
 absl::Status GeluBackwardCuda(float* din, const float* in, const float* dout, int64_t n,
                               bool accumulate, cudaStream_t stream) {
-  return FromCuda(LaunchGeluBackward(din, in, dout, n, accumulate, stream), "gelu backward");
+  return CudaStatus(LaunchGeluBackward(din, in, dout, n, accumulate, stream), "gelu backward");
+}
+absl::Status GeluBackwardCuda(__nv_bfloat16* din, const __nv_bfloat16* in,
+                              const __nv_bfloat16* dout, int64_t n, bool accumulate,
+                              cudaStream_t stream) {
+  return CudaStatus(LaunchGeluBackward(din, in, dout, n, accumulate, stream), "gelu backward");
 }
 
 }  // namespace ringmaster::kernels

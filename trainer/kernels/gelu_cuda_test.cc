@@ -1,92 +1,85 @@
-// Parity of the CUDA GELU kernels with the CPU reference. Skipped when no GPU is visible.
-// Tolerance: |gpu - cpu| <= 1e-6 + 1e-5 |cpu| (tanhf vs std::tanh, both fp32).
+// Parity of the CUDA GELU kernels with the CPU reference, fp32 and bf16. Skipped when no GPU is
+// visible.
+// Tolerances: fp32 |gpu - cpu| <= 1e-6 + 1e-5 |cpu| (tanhf against the CPU's vectorised tanh,
+// both fp32). bf16: the reference is given the same bf16-rounded inputs and computes in fp32,
+// as the kernel does; the kernel rounds its result once, so the difference is at most half a
+// bf16 ulp (2^-9 relative) plus the fp32 difference: 1e-5 + 4e-3 |cpu|.
 #include "trainer/kernels/gelu_cuda.h"
 
-#include <cuda_runtime.h>
-
-#include <cmath>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/gelu.h"
 
 namespace ringmaster::kernels {
 namespace {
 
-bool HaveGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::DeviceArray;
+using testing::ExpectClose;
+using testing::RoundTo;
+using testing::Uniform;
 
-class GeluCudaTest : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device visible";
-  }
+template <typename T>
+struct Tol;
+template <>
+struct Tol<float> {
+  static constexpr double kAtol = 1e-6, kRtol = 1e-5;
+};
+template <>
+struct Tol<__nv_bfloat16> {
+  static constexpr double kAtol = 1e-5, kRtol = 4e-3;
 };
 
-float* ToDevice(const std::vector<float>& host) {
-  float* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, std::max<size_t>(1, host.size()) * sizeof(float)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-
-std::vector<float> ToHost(const float* dev, size_t n) {
-  std::vector<float> host(n);
-  EXPECT_EQ(cudaMemcpy(host.data(), dev, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
-
-void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu) {
-  ASSERT_EQ(gpu.size(), cpu.size());
-  int bad = 0;
-  for (size_t i = 0; i < cpu.size() && bad < 10; ++i) {
-    if (std::fabs(gpu[i] - cpu[i]) > 1e-6f + 1e-5f * std::fabs(cpu[i])) {
-      ADD_FAILURE() << "index " << i << ": gpu " << gpu[i] << " cpu " << cpu[i];
-      ++bad;
-    }
-  }
-}
-
-TEST_P(GeluCudaTest, ForwardAndBackwardMatchCpu) {
-  const int64_t n = GetParam();
-  std::mt19937 rng(n);
-  std::uniform_real_distribution<float> dist(-6, 6);
-  std::vector<float> in(n), dout(n), prior(n);
-  for (int64_t i = 0; i < n; ++i) {
-    in[i] = dist(rng);
-    dout[i] = dist(rng);
-    prior[i] = dist(rng);
-  }
-  float* d_in = ToDevice(in);
-  float* d_dout = ToDevice(dout);
-  float* d_out = ToDevice(std::vector<float>(n));
-  float* d_din = ToDevice(prior);
-
-  std::vector<float> out(n);
-  GeluForwardCpu(out.data(), in.data(), n);
-  ASSERT_TRUE(GeluForwardCuda(d_out, d_in, n, nullptr).ok());
-  ExpectClose(ToHost(d_out, n), out);
-
-  // Accumulate into `prior`, then overwrite: both branches.
-  std::vector<float> din = prior;
-  GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/true);
-  ASSERT_TRUE(GeluBackwardCuda(d_din, d_in, d_dout, n, true, nullptr).ok());
-  ExpectClose(ToHost(d_din, n), din);
-  GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/false);
-  ASSERT_TRUE(GeluBackwardCuda(d_din, d_in, d_dout, n, false, nullptr).ok());
-  ExpectClose(ToHost(d_din, n), din);
-
-  for (float* p : {d_in, d_dout, d_out, d_din}) cudaFree(p);
-}
+template <typename T>
+class GeluCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
+};
+using Types = ::testing::Types<float, __nv_bfloat16>;
+TYPED_TEST_SUITE(GeluCudaTest, Types);
 
 // 0 (no launch), below/at/above one block, and more than the grid cap (65535 blocks x 256
 // threads) so the grid-stride loop runs more than once.
-INSTANTIATE_TEST_SUITE_P(Sizes, GeluCudaTest,
-                         ::testing::Values(0, 1, 255, 256, 257, 100003, 65535LL * 256 + 4097));
+const int64_t kSizes[] = {0, 1, 255, 256, 257, 100003, 65535LL * 256 + 4097};
+
+TYPED_TEST(GeluCudaTest, ForwardAndBackwardMatchCpu) {
+  using T = TypeParam;
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const std::vector<float> in = RoundTo<T>(Uniform(n, -6, 6, n + 1));
+    const std::vector<float> dout = RoundTo<T>(Uniform(n, -6, 6, n + 2));
+    const std::vector<float> prior = RoundTo<T>(Uniform(n, -6, 6, n + 3));
+    DeviceArray<T> d_in(in), d_dout(dout), d_out(n), d_din(prior);
+
+    std::vector<float> out(n);
+    GeluForwardCpu(out.data(), in.data(), n);
+    ASSERT_TRUE(GeluForwardCuda(d_out.get(), d_in.get(), n, nullptr).ok());
+    ExpectClose(d_out.Download(), out, Tol<T>::kAtol, Tol<T>::kRtol, "forward");
+
+    // Accumulate into `prior`, then overwrite: both branches.
+    std::vector<float> din = prior;
+    GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/true);
+    ASSERT_TRUE(GeluBackwardCuda(d_din.get(), d_in.get(), d_dout.get(), n, true, nullptr).ok());
+    ExpectClose(d_din.Download(), din, Tol<T>::kAtol, Tol<T>::kRtol, "backward accumulate");
+    GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/false);
+    ASSERT_TRUE(GeluBackwardCuda(d_din.get(), d_in.get(), d_dout.get(), n, false, nullptr).ok());
+    ExpectClose(d_din.Download(), din, Tol<T>::kAtol, Tol<T>::kRtol, "backward overwrite");
+  }
+}
+
+TYPED_TEST(GeluCudaTest, BackwardInPlaceOverDout) {
+  using T = TypeParam;
+  const int64_t n = 5000;
+  const std::vector<float> in = RoundTo<T>(Uniform(n, -6, 6, 1));
+  const std::vector<float> dout = RoundTo<T>(Uniform(n, -6, 6, 2));
+  std::vector<float> want(n);
+  GeluBackwardCpu(want.data(), in.data(), dout.data(), n, false);
+  DeviceArray<T> d_in(in), d_grad(dout);
+  // The Device contract: dinp may alias dout.
+  ASSERT_TRUE(GeluBackwardCuda(d_grad.get(), d_in.get(), d_grad.get(), n, false, nullptr).ok());
+  ExpectClose(d_grad.Download(), want, Tol<T>::kAtol, Tol<T>::kRtol, "in place");
+}
 
 }  // namespace
 }  // namespace ringmaster::kernels

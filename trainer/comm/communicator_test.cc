@@ -1,0 +1,91 @@
+// The Communicator base class's contract with its backends: which element types reach a
+// reduction, and which seconds the totals record.
+#include "trainer/comm/communicator.h"
+
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::trainer {
+namespace {
+
+// A one-rank backend that sleeps in every operation and, when told, reports its own timing.
+class FakeCommunicator final : public Communicator {
+ public:
+  FakeCommunicator(bool reduces_bf16, double device_seconds)
+      : Communicator("dp0", 0, 1), reduces_bf16_(reduces_bf16), device_seconds_(device_seconds) {}
+  int calls = 0;
+
+ protected:
+  bool CanReduce(DType dtype) const override {
+    return dtype == DType::kF32 || (reduces_bf16_ && dtype == DType::kBF16);
+  }
+  absl::Status DoAllReduce(Tensor) override { return Body(); }
+  absl::Status DoReduceScatter(Tensor, Tensor) override { return Body(); }
+  absl::Status DoAllGather(Tensor, Tensor) override { return Body(); }
+  absl::Status DoBroadcast(Tensor, int) override { return Body(); }
+  absl::Status DoSend(Tensor, int) override { return Body(); }
+  absl::Status DoRecv(Tensor, int) override { return Body(); }
+  absl::Status DoExchange(Tensor, Tensor, int) override { return Body(); }
+  absl::Status DoBarrier() override { return absl::OkStatus(); }
+
+ private:
+  absl::Status Body() {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (device_seconds_ >= 0) RecordDeviceSeconds(device_seconds_);
+    return absl::OkStatus();
+  }
+  const bool reduces_bf16_;
+  const double device_seconds_;
+};
+
+TEST(CommunicatorTest, ReductionsTakeOnlyTheTypesTheBackendSums) {
+  uint16_t bf16[4] = {};
+  float f32[4] = {};
+  FakeCommunicator gloo_like(/*reduces_bf16=*/false, -1);
+  EXPECT_EQ(gloo_like.AllReduce(Tensor{bf16, 4, DType::kBF16}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      gloo_like.ReduceScatter(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16}).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(gloo_like.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  // Moving data needs no arithmetic: any dtype.
+  EXPECT_TRUE(
+      gloo_like.AllGather(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16}).ok());
+  EXPECT_EQ(gloo_like.calls, 2);
+
+  FakeCommunicator nccl_like(/*reduces_bf16=*/true, -1);
+  EXPECT_TRUE(nccl_like.AllReduce(Tensor{bf16, 4, DType::kBF16}).ok());
+  EXPECT_TRUE(
+      nccl_like.ReduceScatter(Tensor{bf16, 4, DType::kBF16}, Tensor{bf16, 4, DType::kBF16}).ok());
+  EXPECT_EQ(nccl_like.AllReduce(Tensor{f32, 4, DType::kI32}).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Mixed dtypes are refused whatever the backend sums.
+  EXPECT_EQ(
+      nccl_like.ReduceScatter(Tensor{f32, 4, DType::kF32}, Tensor{bf16, 4, DType::kBF16}).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(nccl_like.calls, 2);
+}
+
+TEST(CommunicatorTest, TotalsUseTheBackendsOwnTimingWhenGiven) {
+  float f32[4] = {};
+  FakeCommunicator timed(false, /*device_seconds=*/0.5);
+  ASSERT_TRUE(timed.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  ASSERT_TRUE(timed.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  std::vector<OpTotals> totals = timed.TakeTotals();
+  ASSERT_EQ(totals.size(), 1u);
+  EXPECT_EQ(totals[0].count, 2);
+  EXPECT_EQ(totals[0].bytes, 32);
+  EXPECT_DOUBLE_EQ(totals[0].seconds, 1.0);  // not the ~40 ms of sleeping
+
+  FakeCommunicator wall(false, -1);
+  ASSERT_TRUE(wall.Broadcast(Tensor{f32, 4, DType::kF32}, 0).ok());
+  totals = wall.TakeTotals();
+  ASSERT_EQ(totals.size(), 1u);
+  EXPECT_GE(totals[0].seconds, 0.02);  // the wall time of the call, at least the sleep
+}
+
+}  // namespace
+}  // namespace ringmaster::trainer

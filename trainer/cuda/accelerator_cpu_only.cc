@@ -1,0 +1,11 @@
+// OpenAccelerator in builds without CUDA (--config=cpu, or no toolkit): always the CPU.
+#include "trainer/cuda/accelerator.h"
+
+namespace ringmaster::trainer {
+
+absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
+    const std::function<std::optional<std::string>(const char* name)>&) {
+  return nullptr;
+}
+
+}  // namespace ringmaster::trainer

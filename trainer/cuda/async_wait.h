@@ -1,0 +1,46 @@
+// Waiting for asynchronous GPU work without hanging: poll a completion until it reports done or
+// failed, or a deadline passes. The NCCL communicator waits this way for its initialisation and
+// for every operation, so that a lost peer ends in an error (and an abort of the communicator)
+// instead of a thread blocked forever inside a CUDA or NCCL call.
+//
+// Pure logic with an injected clock and sleep (async_wait_test.cc runs it on a fake clock).
+#ifndef RINGMASTER_TRAINER_CUDA_ASYNC_WAIT_H_
+#define RINGMASTER_TRAINER_CUDA_ASYNC_WAIT_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace ringmaster::trainer {
+
+enum class PollState { kPending, kDone, kFailed };
+
+struct Poll {
+  PollState state = PollState::kPending;
+  absl::Status error;  // kFailed: why
+};
+
+struct WaitOptions {
+  absl::Duration timeout = absl::Seconds(600);
+  Clock* clock = Clock::Real();
+  // Pauses between polls; null: really sleep. Tests advance a fake clock instead.
+  std::function<void(absl::Duration)> sleep;
+};
+
+// The pause after poll number `n` (0-based): none for the first 100 polls (a collective of a
+// few microseconds is not delayed), then 10 us doubling up to 1 ms (a long wait costs little
+// CPU and is noticed within 1 ms).
+absl::Duration PollPause(int n);
+
+// Calls poll() until it returns kDone (OK) or kFailed (its error), or until options.timeout has
+// passed on options.clock since the call: DEADLINE_EXCEEDED naming `what` and the timeout. poll()
+// is called at least once, also with a zero timeout.
+absl::Status AwaitCompletion(const std::function<Poll()>& poll, absl::string_view what,
+                             const WaitOptions& options);
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_CUDA_ASYNC_WAIT_H_

@@ -1,0 +1,77 @@
+// The NCCL backend of Communicator (trainer/comm/communicator.h): one NCCL communicator per
+// group, on this rank's GPU.
+//
+// Rendezvous: rank 0 of the group makes the ncclUniqueId and publishes it through the
+// KeyValueStore under "nccl/<group>/unique_id" (trainer/comm/unique_id_exchange.h); under an
+// agent that is the coordinator's store of the job's generation, so a stale generation can
+// never join. Every group (world, dp<i>, tp<i>, pp<i>) is its own NCCL communicator with its
+// own id, built independently of the others by its members only (no ncclCommSplit: each group
+// has the same Connect contract as Gloo's, and no rank waits for ranks outside its groups).
+//
+// Streams and ordering: each communicator has its own high-priority stream. An operation on
+// device memory first makes that stream wait, with an event, for the work issued so far on the
+// producer stream (the CUDA device's compute stream), so a gradient bucket is reduced as soon
+// as the kernels that wrote it have run, while later backward kernels keep running: the
+// reduction overlaps the backward pass. Every operation returns when it has completed on the
+// GPU, so the caller (a communication thread) can hand the memory back at once. Host memory
+// (a loss, a norm, checkpoint records) is staged through device memory on the same stream.
+//
+// Measurement: the base class's totals get the collective's own GPU time, between events
+// recorded around the NCCL call on the communicator's stream (not the wait for the producer,
+// not the staging copies), so algbw/busbw are the collective's.
+//
+// Failures never hang: the communicator runs in NCCL's non-blocking mode and every wait polls
+// ncclCommGetAsyncError and the completion event with the timeout (async_wait.h). A peer that
+// fails or leaves (ncclRemoteError, ncclSystemError) gives UNAVAILABLE, an operation that does
+// not complete within the timeout DEADLINE_EXCEEDED; either way the communicator is aborted
+// (ncclCommAbort) and every later operation returns UNAVAILABLE. Both codes are retryable: the
+// trainer exits 75 and the job restarts.
+//
+// Threading: as Communicator says (one thread issues operations at a time; it may be another
+// thread than the one that connected; each call selects the device).
+//
+// Two NCCL communicators used concurrently by two threads on one GPU can deadlock when ranks
+// issue them in different orders; the trainer should therefore keep the checkpoint writer's
+// "world" group on Gloo (host memory) and use NCCL for the groups the training thread and its
+// communication thread use.
+#ifndef RINGMASTER_TRAINER_CUDA_NCCL_COMMUNICATOR_H_
+#define RINGMASTER_TRAINER_CUDA_NCCL_COMMUNICATOR_H_
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "trainer/comm/communicator.h"
+#include "trainer/comm/key_value_store.h"
+#include "trainer/cuda/cuda_device.h"
+
+namespace ringmaster::trainer {
+
+struct NcclOptions {
+  // The CUDA device (this rank's GPU).
+  int device = 0;
+  // The stream whose work writes and reads the group's device buffers (the CUDA device's
+  // compute stream); null: none, the caller orders its work itself.
+  cudaStream_t producer = nullptr;
+  // The rendezvous, the communicator's initialisation and every operation must each complete
+  // within this.
+  absl::Duration timeout = absl::Seconds(600);
+};
+
+// Options for a group on `device`'s GPU, ordered after its compute stream.
+NcclOptions NcclOptionsFor(const CudaDevice& device, absl::Duration timeout);
+
+// Joins group `name` as `rank` of `size`. Errors: INVALID_ARGUMENT for a rank outside
+// [0, size); UNAVAILABLE when the GPU or NCCL cannot be used or a member failed during
+// initialisation; DEADLINE_EXCEEDED when rank 0's id or a member did not arrive within the
+// timeout (the half-made communicator is aborted); the store's errors.
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const std::string& name, int rank,
+                                                          int size, KeyValueStore* store,
+                                                          const NcclOptions& options);
+
+}  // namespace ringmaster::trainer
+
+#endif  // RINGMASTER_TRAINER_CUDA_NCCL_COMMUNICATOR_H_

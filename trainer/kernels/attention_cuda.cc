@@ -1,0 +1,69 @@
+#include "trainer/kernels/attention_cuda.h"
+
+#include <cuda_bf16.h>
+
+#include "trainer/cuda/cuda_status.h"
+#include "trainer/kernels/attention_launch.h"
+#include "trainer/kernels/attention_schedule.h"
+#include "trainer/kernels/cublas_gemm.h"
+
+namespace ringmaster::kernels {
+namespace {
+
+using trainer::CudaStatus;
+
+class CudaAttentionSteps final : public AttentionSteps {
+ public:
+  CudaAttentionSteps(cublasHandle_t cublas, ElementType type, cudaStream_t stream)
+      : cublas_(cublas), type_(type), stream_(stream) {}
+
+  absl::Status BatchedGemm(const RowMajorGemm& g, float alpha, const void* a, int64_t stride_a,
+                           const void* b, int64_t stride_b, float beta, void* c, int64_t stride_c,
+                           int batch) override {
+    return RowMajorBatchedGemmCuda(cublas_, type_, g, alpha, a, stride_a, b, stride_b, beta, c,
+                                   stride_c, batch);
+  }
+  absl::Status CausalSoftmax(void* att, int64_t rows, int T) override {
+    const cudaError_t err =
+        type_ == ElementType::kBF16
+            ? LaunchCausalSoftmax(static_cast<__nv_bfloat16*>(att), rows, T, stream_)
+            : LaunchCausalSoftmax(static_cast<float*>(att), rows, T, stream_);
+    return CudaStatus(err, "attention softmax");
+  }
+  absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows, int T) override {
+    const cudaError_t err =
+        type_ == ElementType::kBF16
+            ? LaunchCausalSoftmaxBackward(static_cast<__nv_bfloat16*>(datt),
+                                          static_cast<const __nv_bfloat16*>(att), rows, T, stream_)
+            : LaunchCausalSoftmaxBackward(static_cast<float*>(datt), static_cast<const float*>(att),
+                                          rows, T, stream_);
+    return CudaStatus(err, "attention softmax backward");
+  }
+
+ private:
+  cublasHandle_t cublas_;
+  ElementType type_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+absl::Status AttentionForwardCuda(cublasHandle_t cublas, ElementType type, void* out, void* att,
+                                  const void* qkv, int B, int T, int C, int NH,
+                                  cudaStream_t stream) {
+  absl::Status s = trainer::CublasStatus(cublasSetStream(cublas, stream), "cublasSetStream");
+  if (!s.ok()) return s;
+  CudaAttentionSteps steps(cublas, type, stream);
+  return RunAttentionForward(steps, ElementBytes(type), out, att, qkv, B, T, C, NH);
+}
+
+absl::Status AttentionBackwardCuda(cublasHandle_t cublas, ElementType type, void* dqkv, void* datt,
+                                   const void* dout, const void* qkv, const void* att, int B, int T,
+                                   int C, int NH, cudaStream_t stream) {
+  absl::Status s = trainer::CublasStatus(cublasSetStream(cublas, stream), "cublasSetStream");
+  if (!s.ok()) return s;
+  CudaAttentionSteps steps(cublas, type, stream);
+  return RunAttentionBackward(steps, ElementBytes(type), dqkv, datt, dout, qkv, att, B, T, C, NH);
+}
+
+}  // namespace ringmaster::kernels

@@ -1,0 +1,88 @@
+#include "trainer/kernels/cross_entropy_launch.h"
+#include "trainer/kernels/kernel_utils.cuh"
+#include "trainer/kernels/online_softmax.h"
+
+namespace ringmaster::kernels {
+namespace {
+
+using device::Load;
+using device::Store;
+
+constexpr int kThreads = 512;
+
+__device__ SoftmaxState WarpMerge(SoftmaxState s) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    SoftmaxState other;
+    other.max = __shfl_xor_sync(0xffffffffu, s.max, offset);
+    other.sum = __shfl_xor_sync(0xffffffffu, s.sum, offset);
+    s = SoftmaxMerge(s, other);  // IEEE addition commutes: every lane ends with the same state
+  }
+  return s;
+}
+
+template <typename T>
+__global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
+                                   float dloss) {
+  // Plain floats: a __shared__ variable cannot have SoftmaxState's initialising constructor.
+  __shared__ float warp_max[kThreads / 32], warp_sum[kThreads / 32];
+  __shared__ float row_max, row_sum;
+  T* z = logits + int64_t{blockIdx.x} * Vp;
+  SoftmaxState s;
+  for (int j = threadIdx.x; j < V; j += kThreads) s = SoftmaxAdd(s, Load(z + j));
+  s = WarpMerge(s);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) {
+    warp_max[warp] = s.max;
+    warp_sum[warp] = s.sum;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    s = SoftmaxState{};
+    if (lane < kThreads / 32) {
+      s.max = warp_max[lane];
+      s.sum = warp_sum[lane];
+    }
+    s = WarpMerge(s);
+    if (lane == 0) {
+      row_max = s.max;
+      row_sum = s.sum;
+      // Read the target's logit before any thread overwrites the row.
+      const int target = targets[blockIdx.x];
+      losses[blockIdx.x] = logf(s.sum) - (Load(z + target) - s.max);
+    }
+  }
+  __syncthreads();
+  if (dloss == 0.0f) return;
+  const float max = row_max;
+  const int target = targets[blockIdx.x];
+  const float inv = 1.0f / row_sum;
+  for (int j = threadIdx.x; j < Vp; j += kThreads) {
+    float g = 0.0f;
+    if (j < V) {
+      g = expf(Load(z + j) - max) * inv * dloss;
+      if (j == target) g -= dloss;
+    }
+    Store(z + j, g);
+  }
+}
+
+template <typename T>
+cudaError_t CrossEntropy(T* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
+                         float dloss, cudaStream_t stream) {
+  if (N == 0) return cudaSuccess;
+  CrossEntropyKernel<<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dloss);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchCrossEntropy(float* logits, float* losses, const int32_t* targets, int N, int V,
+                               int Vp, float dloss, cudaStream_t stream) {
+  return CrossEntropy(logits, losses, targets, N, V, Vp, dloss, stream);
+}
+cudaError_t LaunchCrossEntropy(__nv_bfloat16* logits, float* losses, const int32_t* targets, int N,
+                               int V, int Vp, float dloss, cudaStream_t stream) {
+  return CrossEntropy(logits, losses, targets, N, V, Vp, dloss, stream);
+}
+
+}  // namespace ringmaster::kernels

@@ -1,0 +1,94 @@
+// Helpers of the CUDA parity tests: GPU detection, device arrays of fp32 or bf16 filled from
+// and read back into host floats, bf16 rounding of reference inputs, and a tolerance check that
+// reports the worst element.
+#ifndef RINGMASTER_TRAINER_KERNELS_CUDA_TEST_UTIL_H_
+#define RINGMASTER_TRAINER_KERNELS_CUDA_TEST_UTIL_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::kernels::testing {
+
+// True when cudaGetDeviceCount reports at least one device.
+bool HaveGpu();
+
+#define RM_SKIP_WITHOUT_GPU()                                        \
+  do {                                                               \
+    if (!::ringmaster::kernels::testing::HaveGpu()) {                \
+      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount)"; \
+    }                                                                \
+  } while (0)
+
+// Uniform values in [lo, hi) from `seed`.
+std::vector<float> Uniform(size_t n, float lo, float hi, uint32_t seed);
+
+// Each value rounded to T (bf16: nearest even; float: unchanged): the inputs a CPU reference is
+// given so that it sees exactly what the GPU sees.
+template <typename T>
+std::vector<float> RoundTo(std::vector<float> v);
+
+// n elements of T on the current device (at least one allocated), freed on destruction.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n);
+  // Uploads `host` converted to T.
+  explicit DeviceArray(const std::vector<float>& host);
+  ~DeviceArray();
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() const { return data_; }
+  size_t size() const { return n_; }
+  void Upload(const std::vector<float>& host);
+  // Synchronises the device, then reads back as floats.
+  std::vector<float> Download() const;
+
+ private:
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Raw device memory of bytes (int32 token ids, doubles).
+template <typename T>
+class DeviceBufferOf {
+ public:
+  explicit DeviceBufferOf(const std::vector<T>& host);
+  ~DeviceBufferOf();
+  T* get() const { return data_; }
+  std::vector<T> Download() const;
+
+ private:
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Expects |got[i] - want[i]| <= atol + rtol * |want[i]| for every i; reports up to 5 failures
+// and the largest error.
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double atol,
+                 double rtol, const std::string& what);
+
+// Tolerances for one element type: tight for fp32 (different summation orders and libm), at
+// bf16's resolution for bf16 (8 significant bits: a rounding is up to 2^-9 relative).
+template <typename T>
+struct Tolerance;
+template <>
+struct Tolerance<float> {
+  static constexpr double kAtol = 1e-5, kRtol = 1e-5;
+  static constexpr const char* kName = "f32";
+};
+template <>
+struct Tolerance<__nv_bfloat16> {
+  static constexpr double kAtol = 1e-2, kRtol = 1e-2;
+  static constexpr const char* kName = "bf16";
+};
+
+}  // namespace ringmaster::kernels::testing
+
+#endif  // RINGMASTER_TRAINER_KERNELS_CUDA_TEST_UTIL_H_

@@ -1,0 +1,39 @@
+// Grid shapes of the CUDA kernels, as plain host functions so that CPU tests check them
+// (launch_shape_test.cc) and the .cu files only launch.
+#ifndef RINGMASTER_TRAINER_KERNELS_LAUNCH_SHAPE_H_
+#define RINGMASTER_TRAINER_KERNELS_LAUNCH_SHAPE_H_
+
+#include <cstdint>
+
+namespace ringmaster::kernels {
+
+// Threads per block of the elementwise kernels.
+constexpr int kElementwiseThreads = 256;
+// Largest grid of a grid-stride loop; larger inputs loop inside the kernel.
+constexpr int kMaxGridStrideBlocks = 65535;
+
+// Blocks of `threads` for a grid-stride loop over n elements: ceil(n / threads), at least 1 and
+// at most kMaxGridStrideBlocks.
+int GridStrideBlocks(int64_t n, int threads);
+
+// Blocks for one warp per row, `warps_per_block` warps a block: ceil(rows / warps_per_block).
+int64_t WarpPerRowBlocks(int64_t rows, int warps_per_block);
+
+// Row splits of a column reduction (column_sums, LayerNorm's weight gradients): the rows are
+// cut into this many interleaved slices, each summed by its own blocks into a partial row of
+// fp32 sums, and the partials are then added in slice order (deterministic). About 256 rows a
+// slice, between 1 and kMaxColumnSplits.
+constexpr int kMaxColumnSplits = 64;
+int ColumnReduceSplits(int64_t rows);
+// fp32 scratch elements a column reduction of `cols` columns with `splits` slices needs, per
+// reduced quantity.
+int64_t ColumnReduceScratch(int64_t cols, int splits);
+
+// Blocks of the first pass of SumSquares (each writes one partial sum): enough for about 4096
+// elements a block, between 1 and kMaxSumSquaresBlocks.
+constexpr int kMaxSumSquaresBlocks = 1024;
+int SumSquaresBlocks(int64_t n);
+
+}  // namespace ringmaster::kernels
+
+#endif  // RINGMASTER_TRAINER_KERNELS_LAUNCH_SHAPE_H_
