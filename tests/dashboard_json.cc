@@ -58,7 +58,8 @@ std::vector<const Struct*> AllPanels(const Struct& dashboard) {
 
 // Grafana's variable syntaxes: $name, ${name}, ${name:format}, [[name]].
 const std::regex& VariableRef() {
-  static const std::regex re(R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)\]\])");
+  static const std::regex re(
+      R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)\]\])");
   return re;
 }
 
@@ -83,8 +84,8 @@ std::vector<PanelQuery> Dashboard::Queries() const {
   std::vector<PanelQuery> out;
   for (const Struct* panel : AllPanels(json)) {
     for (const Struct* target : Objects(*panel, "targets")) {
-      out.push_back({file, String(*panel, "title"), String(*target, "refId"),
-                     String(*target, "expr")});
+      out.push_back(
+          {file, String(*panel, "title"), String(*target, "refId"), String(*target, "expr")});
     }
   }
   return out;
@@ -110,9 +111,10 @@ absl::StatusOr<std::vector<QueryVariable>> Dashboard::QueryVariables() const {
     const std::string text = query != nullptr ? String(*query, "query") : String(*v, "query");
     std::smatch m;
     if (text != definition || !std::regex_match(text, m, label_values)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          file, ": variable ", String(*v, "name"), ": expected label_values(SELECTOR, LABEL) as "
-          "both query and definition, got \"", text, "\" and \"", definition, "\""));
+      return absl::InvalidArgumentError(absl::StrCat(file, ": variable ", String(*v, "name"),
+                                                     ": expected label_values(SELECTOR, LABEL) as "
+                                                     "both query and definition, got \"",
+                                                     text, "\" and \"", definition, "\""));
     }
     out.push_back({String(*v, "name"), m[1].str(), m[2].str()});
   }
@@ -173,7 +175,8 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
   const Struct& j = d.json;
   if (d.title().empty()) problem("no title");
   const std::string uid = String(j, "uid");
-  if (uid.empty() || uid.size() > 40) problem("uid must be 1 to 40 characters, got \"" + uid + "\"");
+  if (uid.empty() || uid.size() > 40)
+    problem("uid must be 1 to 40 characters, got \"" + uid + "\"");
   // Grafana 10 and 11 write schemaVersion 36 to 39 and migrate older dashboards on load.
   const double schema = Number(j, "schemaVersion");
   if (schema < 36) problem(absl::StrCat("schemaVersion ", schema, " is older than Grafana 9.0's"));
@@ -190,19 +193,22 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
     for (const Struct* v : Objects(*templating, "list")) {
       const std::string type = String(*v, "type");
       if (type == "datasource") {
-        datasource_variable = String(*v, "name") == "datasource" && String(*v, "query") == "prometheus";
+        datasource_variable =
+            String(*v, "name") == "datasource" && String(*v, "query") == "prometheus";
       } else if (type == "query") {
         const Struct* ds = Object(*v, "datasource");
         if (ds == nullptr || String(*ds, "uid") != "${datasource}") {
           problem("variable " + String(*v, "name") + " does not use the ${datasource} variable");
         }
-        if (String(*v, "definition").empty()) problem("variable " + String(*v, "name") + " has no definition");
+        if (String(*v, "definition").empty())
+          problem("variable " + String(*v, "name") + " has no definition");
       } else {
         problem("variable " + String(*v, "name") + " of unexpected type " + type);
       }
     }
   }
-  if (!datasource_variable) problem("needs a datasource variable named datasource (type prometheus)");
+  if (!datasource_variable)
+    problem("needs a datasource variable named datasource (type prometheus)");
   auto check_refs = [&](const std::string& where, const std::string& text) {
     for (auto it = std::sregex_iterator(text.begin(), text.end(), VariableRef());
          it != std::sregex_iterator(); ++it) {
@@ -218,9 +224,11 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
     problem(std::string(vars.status().message()));
   }
 
-  static const std::set<std::string> kTypes = {"row", "timeseries", "stat", "table", "heatmap",
-                                               "bargauge", "state-timeline", "gauge", "text"};
+  static const std::set<std::string> kTypes = {"row",     "timeseries", "stat",           "table",
+                                               "heatmap", "bargauge",   "state-timeline", "gauge",
+                                               "text"};
   std::set<int> ids;
+  std::set<std::string> titles;
   struct Box {
     int x, y, w, h;
     std::string title;
@@ -231,9 +239,13 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
     const std::string type = String(*p, "type");
     const std::string where = "panel \"" + title + "\"";
     if (title.empty()) problem("a panel has no title");
+    if (type != "row" && !titles.insert(title).second) {
+      problem(where + ": another panel has the same title");
+    }
     if (!kTypes.count(type)) problem(where + " has unknown type \"" + type + "\"");
     const int pid = static_cast<int>(Number(*p, "id"));
-    if (pid <= 0 || !ids.insert(pid).second) problem(absl::StrCat(where, " id ", pid, " not unique"));
+    if (pid <= 0 || !ids.insert(pid).second)
+      problem(absl::StrCat(where, " id ", pid, " not unique"));
     const Struct* grid = Object(*p, "gridPos");
     if (grid == nullptr) {
       problem(where + " has no gridPos");
@@ -252,7 +264,8 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
     }
     if (type == "row" || type == "text") continue;
     const Struct* ds = Object(*p, "datasource");
-    if (ds == nullptr || String(*ds, "uid") != "${datasource}" || String(*ds, "type") != "prometheus") {
+    if (ds == nullptr || String(*ds, "uid") != "${datasource}" ||
+        String(*ds, "type") != "prometheus") {
       problem(where + " does not use the ${datasource} variable");
     }
     if (String(*p, "description").empty()) problem(where + " has no description");
@@ -261,7 +274,8 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
     std::set<std::string> refs;
     for (const Struct* t : targets) {
       const std::string ref = String(*t, "refId");
-      if (ref.empty() || !refs.insert(ref).second) problem(where + " query refId \"" + ref + "\" not unique");
+      if (ref.empty() || !refs.insert(ref).second)
+        problem(where + " query refId \"" + ref + "\" not unique");
       const std::string expr = String(*t, "expr");
       if (expr.empty()) problem(where + " query " + ref + " has no expr");
       const Struct* tds = Object(*t, "datasource");
@@ -276,11 +290,11 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
 
 std::vector<std::string> MetricNamesIn(const std::string& text) {
   static const std::regex name(
-      R"([a-z_]+:ringmaster_[a-z0-9_]+:[a-z0-9_]+|ringmaster_[a-z0-9_]*[a-z0-9])");
+      R"([a-z_]+:ringmaster_[a-z0-9_]*[a-z0-9](?::[a-z0-9_]+)?|ringmaster_[a-z0-9_]*[a-z0-9])");
   static const std::regex histogram_suffix("_(bucket|sum|count)$");
   std::set<std::string> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), name);
-       it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator();
+       ++it) {
     std::string n = it->str();
     if (n.find(':') == std::string::npos) n = std::regex_replace(n, histogram_suffix, "");
     out.insert(n);

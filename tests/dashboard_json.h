@@ -55,13 +55,13 @@ absl::StatusOr<std::string> Substitute(const std::string& expr,
                                        const std::map<std::string, std::string>& values);
 
 // Structural problems of a dashboard, one line each (empty when it is sound): title, uid,
-// schema version, the datasource variable, panel types, unique ids, grid positions inside the
-// 24-column grid without overlaps, every query panel on the `${datasource}` variable with
-// uniquely named non-empty queries and a description, and every variable used defined.
+// schema version, the datasource variable, panel types, unique ids and titles, grid positions
+// inside the 24-column grid without overlaps, every query panel on the `${datasource}` variable
+// with uniquely named non-empty queries and a description, and every variable used defined.
 std::vector<std::string> LintDashboard(const Dashboard& dashboard);
 
 // Metric names (ringmaster_*, histogram suffixes _bucket/_sum/_count removed) and recording-rule
-// names (level:metric:operations) mentioned in `text`, sorted and unique.
+// names (level:metric[:operations]) mentioned in `text`, sorted and unique.
 std::vector<std::string> MetricNamesIn(const std::string& text);
 
 }  // namespace ringmaster::testing
