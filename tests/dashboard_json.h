@@ -1,7 +1,7 @@
 // Grafana dashboard JSON (dashboards/*.json) for tests: every panel's PromQL, the template
 // variables, their substitution, and the structural checks a dashboard must pass. Grafana cannot
 // run here, so the dashboards are proven by these checks (//tests:monitoring_dashboards_test) and
-// by running every query against a real Prometheus (//tests:monitoring_live_test).
+// by running every query against a real Prometheus (//tests:monitoring_panels_test).
 #ifndef RINGMASTER_TESTS_DASHBOARD_JSON_H_
 #define RINGMASTER_TESTS_DASHBOARD_JSON_H_
 

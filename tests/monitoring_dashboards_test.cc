@@ -2,7 +2,7 @@
 // is a sound dashboard (tests/dashboard_json.h's checks), has the panels and variables the
 // dashboards issue asks for, and mentions only metrics and recording rules that exist in
 // docs/metrics.md and deploy/prometheus. Whether every query returns data is
-// tests/monitoring_live_test's job.
+// tests/monitoring_panels_test's job.
 #include <fstream>
 #include <set>
 #include <sstream>
