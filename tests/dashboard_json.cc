@@ -106,15 +106,13 @@ absl::StatusOr<std::vector<QueryVariable>> Dashboard::QueryVariables() const {
   static const std::regex label_values(R"(^label_values\((.+),\s*([A-Za-z_][A-Za-z0-9_]*)\)$)");
   for (const Struct* v : Objects(*templating, "list")) {
     if (String(*v, "type") != "query") continue;
-    const std::string definition = String(*v, "definition");
     const Struct* query = Object(*v, "query");
     const std::string text = query != nullptr ? String(*query, "query") : String(*v, "query");
     std::smatch m;
-    if (text != definition || !std::regex_match(text, m, label_values)) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": variable ", String(*v, "name"),
-                                                     ": expected label_values(SELECTOR, LABEL) as "
-                                                     "both query and definition, got \"",
-                                                     text, "\" and \"", definition, "\""));
+    if (!std::regex_match(text, m, label_values)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": variable ", String(*v, "name"),
+                       ": expected label_values(SELECTOR, LABEL), got \"", text, "\""));
     }
     out.push_back({String(*v, "name"), m[1].str(), m[2].str()});
   }
@@ -200,8 +198,6 @@ std::vector<std::string> LintDashboard(const Dashboard& d) {
         if (ds == nullptr || String(*ds, "uid") != "${datasource}") {
           problem("variable " + String(*v, "name") + " does not use the ${datasource} variable");
         }
-        if (String(*v, "definition").empty())
-          problem("variable " + String(*v, "name") + " has no definition");
       } else {
         problem("variable " + String(*v, "name") + " of unexpected type " + type);
       }
