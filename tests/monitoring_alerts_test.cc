@@ -5,14 +5,11 @@
 // checked by monitoring_panels_test.
 #include <signal.h>
 
-#include <atomic>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/monitoring_stack.h"
@@ -40,8 +37,8 @@ std::string Label(const std::vector<PromSample>& samples, const std::string& nam
 }
 
 // Fault injection: a rank throttled like a CPU quota, stopped for `stopped` out of every
-// `stopped + running` until destroyed (then continued). The sleeps are the duty cycle itself,
-// not a wait for anything.
+// `stopped + running` until destroyed (then continued). The timed waits are the duty cycle
+// itself, not a wait for anything to happen.
 class Throttle {
  public:
   Throttle(pid_t pid, absl::Duration stopped, absl::Duration running)
