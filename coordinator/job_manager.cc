@@ -151,6 +151,7 @@ absl::Status JobManager::Recover() {
       RETURN_IF_ERROR(rendezvous_->OpenGeneration(id, job->status.generation()));
     }
     order_.push_back(id);
+    if (!IsTerminal(job->status.state())) StartSeries(job.get());
     jobs_[id] = std::move(job);
   }
   UpdateStateGauges();
@@ -273,6 +274,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   Job* raw = job.get();
   jobs_[id] = std::move(job);
   order_.push_back(id);
+  StartSeries(raw);
   if (submitted_) submitted_->Increment();
   UpdateStateGauges();
   ScheduleLocked();
@@ -721,9 +723,18 @@ std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* descr
   return suspects;
 }
 
+void JobManager::StartSeries(Job* job) {
+  if (restarts_ == nullptr) return;
+  // Counters start at 0, so a rate or increase() sees a job's first restart or hang too.
+  restarts_->WithLabels({job->status.job_id()});
+  hangs_->WithLabels({job->status.job_id()});
+}
+
 void JobManager::ForgetSeries(Job* job) {
   if (stragglers_ == nullptr) return;
   const std::string& id = job->status.job_id();
+  restarts_->Remove({id});
+  hangs_->Remove({id});
   for (int r : job->straggler_series) stragglers_->Remove({id, absl::StrCat(r)});
   for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
   job->straggler_series.clear();

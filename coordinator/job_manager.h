@@ -150,7 +150,10 @@ class JobManager {
   // reported rank itself. `description` says why.
   std::vector<int> HangSuspects(Job* job, int rank, std::string* description)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the job's job-level series.
+  // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs
+  // that have not ended.
+  void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the job's job-level series, its counters included.
   void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(Job* job, v1::JobState state, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

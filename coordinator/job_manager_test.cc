@@ -246,6 +246,29 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
   EXPECT_TRUE(named_rank);
 }
 
+// The per-job counters exist from submission at 0 (so increase() in an alert counts the first
+// restart) and are removed with the job's other series when it ends (bounded cardinality).
+TEST_F(JobManagerTest, JobCountersStartAtZeroAndAreRemovedWhenTheJobEnds) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string restarts = "ringmaster_job_restarts_total{job_id=\"" + job->job_id() + "\"} ";
+  const std::string hangs = "ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} ";
+  std::string page = registry_.RenderText();
+  EXPECT_NE(page.find(restarts + "0\n"), std::string::npos) << page;
+  EXPECT_NE(page.find(hangs + "0\n"), std::string::npos) << page;
+
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 1, 0, /*signal=*/9));
+  page = registry_.RenderText();
+  EXPECT_NE(page.find(restarts + "1\n"), std::string::npos) << page;
+
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));  // No restarts left: FAILED.
+  ASSERT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_FAILED);
+  page = registry_.RenderText();
+  EXPECT_EQ(page.find(restarts), std::string::npos) << page;
+  EXPECT_EQ(page.find(hangs), std::string::npos) << page;
+}
+
 TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);

@@ -44,6 +44,13 @@ absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
                   [](std::string* out, const std::string& t) { absl::StrAppend(out, "'", t, "'"); })
            << "]\n";
   }
+  return StartWithConfigFile(config_path);
+}
+
+absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::StartWithConfigFile(
+    const std::string& config_path) {
+  static int instance = 0;
+  const std::string dir = absl::StrCat(config_path, ".server", instance++);
   // Prometheus cannot report the port it bound, so pick one and retry if another process took it.
   absl::Status last = absl::UnavailableError("not started");
   for (int attempt = 0; attempt < 5; ++attempt) {

@@ -29,6 +29,12 @@ class PrometheusServer {
       const std::vector<std::string>& targets, absl::Duration scrape_interval = absl::Seconds(1),
       const std::vector<std::string>& rule_files = {});
 
+  // Starts Prometheus with the configuration file at `config_path` (its rule files and file_sd
+  // files resolved against that file's directory, as Prometheus does), data next to it, and
+  // waits until it is ready. Errors as for Start.
+  static absl::StatusOr<std::unique_ptr<PrometheusServer>> StartWithConfigFile(
+      const std::string& config_path);
+
   int port() const { return port_; }
 
   // Runs an instant query. INVALID_ARGUMENT if Prometheus rejects the expression (its error
