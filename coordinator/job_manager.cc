@@ -823,8 +823,12 @@ void JobManager::Tick() {
       job_tokens_per_second_->WithLabels(labels)->Set(p.tokens_per_second());
       if (p.checkpoint_step() > 0) {
         job_checkpoint_step_->WithLabels(labels)->Set(static_cast<double>(p.checkpoint_step()));
-        job_checkpoint_time_->WithLabels(labels)->Set(
-            absl::ToDoubleSeconds(job->last_checkpoint_time - absl::UnixEpoch()));
+        // Unknown after a coordinator restart until the next checkpoint is reported: no sample
+        // rather than -Inf.
+        if (job->last_checkpoint_time != absl::InfinitePast()) {
+          job_checkpoint_time_->WithLabels(labels)->Set(
+              absl::ToDoubleSeconds(job->last_checkpoint_time - absl::UnixEpoch()));
+        }
       }
     }
     if (job->progress_dirty && now - job->last_progress_push >= absl::Seconds(1)) {
