@@ -40,16 +40,25 @@ class TrainerClusterTest : public ::testing::Test {
     cluster_ = nullptr;
   }
 
-  // Runs a builtin job of `data` ranks on one node to the end; returns rank 0's losses.
+  // Runs a job of `data` ranks on one node to the end; returns rank 0's losses. With `flags`, the
+  // trainer runs as a command job with them.
   std::vector<std::pair<int, std::string>> RunDataParallel(const std::string& name, int data,
-                                                           int zero) {
+                                                           int zero, const std::string& flags = "") {
+    const std::string program =
+        flags.empty() ? "builtin: gpt"
+                      : absl::StrCat("command: [\"", TestCluster::Runfile("trainer/trainer"),
+                                     "\", \"", flags, "\"]");
     const std::string id = cluster_->Submit(
         name, absl::StrCat("name: ", name, "\nnodes: 1\ndevices_per_node: ", data,
                            "\nparallelism: {tensor: 1, pipeline: 1, data: ", data,
-                           "}\ntrainer:\n  builtin: gpt\n  zero_stage: ", zero, "\n", kModel));
+                           "}\ntrainer:\n  ", program, "\n  zero_stage: ", zero, "\n",
+                           kModel));
     EXPECT_FALSE(id.empty());
     EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "SUCCEEDED")
         << cluster_->Ctl({"describe", "job", id}).output << cluster_->RankLog(id, 1, 0);
+    const bool shm = cluster_->RankLog(id, 1, 0).find("collectives through shared memory") !=
+                     std::string::npos;
+    EXPECT_EQ(shm, flags.find("--shared_memory=true") != std::string::npos) << name;
     return TrainerLosses(cluster_->RankLog(id, 1, 0));
   }
 
@@ -86,6 +95,9 @@ TEST_F(TrainerClusterTest, TwoGlooProcessesMatchOneProcessWithTheSameGlobalBatch
   ExpectClose(two, zero1, "ZeRO-1 vs plain DP");
   auto zero2 = RunDataParallel("zero2", 2, 2);
   ExpectClose(two, zero2, "ZeRO-2 vs plain DP");
+  // The same through the shared-memory collectives (both ranks are on this machine).
+  auto shm = RunDataParallel("shm", 2, 1, "--shared_memory=true");
+  ExpectClose(two, shm, "ZeRO-1 over shared memory vs plain DP over Gloo");
   // The loss went down over the 12 steps.
   EXPECT_LT(Parse(two.back().second), Parse(two.front().second) - 0.3);
 }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/hash/hash.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "trainer/comm/shm_communicator.h"
 
@@ -28,6 +29,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGroup(GlooNetwork& network,
   }
   ShmOptions options;
   options.timeout = timeout;
+  RM_LOG(INFO) << "group " << name << ": collectives through shared memory (all " << size
+               << " members on this machine)";
   return ConnectSharedMemory(name, rank, size, store, std::move(gloo), options);
 }
 
