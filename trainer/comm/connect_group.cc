@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "absl/hash/hash.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "trainer/comm/shm_communicator.h"
@@ -17,8 +16,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGroup(GlooNetwork& network,
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
                    network.Connect(name, rank, size, store, timeout));
   if (!shared_memory || size == 1) return gloo;
-  // Every member's machine identity, as a 64-bit hash in two int32 words.
-  const uint64_t mine = absl::HashOf(MachineIdentity());
+  // Every member's machine identity, as a 64-bit FNV-1a hash in two int32 words (absl::Hash is
+  // seeded per process, so it cannot be compared across processes).
+  uint64_t mine = 1469598103934665603ULL;
+  for (unsigned char c : MachineIdentity()) mine = (mine ^ c) * 1099511628211ULL;
   std::vector<uint64_t> all(static_cast<size_t>(size));
   uint64_t own = mine;
   RETURN_IF_ERROR(
