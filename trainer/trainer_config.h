@@ -32,7 +32,7 @@ struct TrainerFlags {
   int slow_rank = -1;              // ... on this rank only (-1: none)
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
   int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
-  bool shared_memory = false;      // groups on one machine communicate through shared memory
+  bool shared_memory = true;       // groups on one machine communicate through shared memory
   int64_t exit_in_generation = 0;  // ... only in this job generation; 0: in every generation
 };
 
