@@ -322,6 +322,13 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
       if (other.job.job_id() == worker.job.job_id()) last_of_job = false;
     }
   }
+  // The rank's last state goes before its exit, so the coordinator sees its final steps.
+  std::optional<v1::StepSummary> last = metrics_->TakePendingSummary(worker.job.job_id(), worker.rank);
+  if (last.has_value() && link_ != nullptr) {
+    v1::AgentMessage message;
+    *message.mutable_step_summary() = *std::move(last);
+    link_->Send(message);
+  }
   // Per-rank series of a job that has nothing left on this node are dropped, so the agent's
   // /metrics stays bounded by the ranks it runs.
   if (last_of_job) metrics_->ForgetJob(worker.job.job_id());

@@ -34,6 +34,7 @@ struct RankMetrics::Rank {
   // The next summary: always the latest state. `pending` when it changed since the last one taken.
   v1::StepSummary summary;
   bool pending = false;
+  bool startup_pending = false;  // `summary` holds the process's first step, not yet taken
   absl::Time last_summary = absl::InfinitePast();
 
   // Created on the first report of any kind.
@@ -235,6 +236,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
     s.set_restore_seconds(report.restore_seconds());
     s.set_start_step(report.start_step());
     s.set_first_step_seconds(step_seconds);
+    rank->startup_pending = true;
   }
   rank->pending = true;
 }
@@ -298,14 +300,28 @@ std::vector<v1::StepSummary> RankMetrics::TakeSummaries() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   for (auto& [key, rank] : ranks_) {
-    if (!rank->pending || now - rank->last_summary < summary_interval_) continue;
-    out.push_back(rank->summary);
-    rank->pending = false;
-    rank->last_summary = now;
-    rank->compute_sum = 0;
-    rank->compute_steps = 0;
+    if (!rank->pending) continue;
+    if (!rank->startup_pending && now - rank->last_summary < summary_interval_) continue;
+    out.push_back(Take(rank.get(), now));
   }
   return out;
+}
+
+std::optional<v1::StepSummary> RankMetrics::TakePendingSummary(const std::string& job_id,
+                                                               int rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.find(RankKey(job_id, rank));
+  if (it == ranks_.end() || !it->second->pending) return std::nullopt;
+  return Take(it->second.get(), clock_->Now());
+}
+
+v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
+  rank->pending = false;
+  rank->startup_pending = false;
+  rank->last_summary = now;
+  rank->compute_sum = 0;
+  rank->compute_steps = 0;
+  return rank->summary;
 }
 
 double RankMetrics::LastReportAgeSeconds(const std::string& job_id, int rank) const {

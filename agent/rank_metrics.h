@@ -35,6 +35,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,8 +73,13 @@ class RankMetrics {
   void Refresh();
 
   // Summaries of ranks that reported since their last summary and whose last summary is at least
-  // summary_interval old.
+  // summary_interval old. A summary carrying a process's first step (its startup figures) is due
+  // at once: it happens once per process and recovery is timed from it.
   std::vector<v1::StepSummary> TakeSummaries();
+
+  // The rank's summary if it changed since the last one taken, whatever its age: a worker that
+  // exits sends its last state before its exit is reported.
+  std::optional<v1::StepSummary> TakePendingSummary(const std::string& job_id, int rank);
 
   // Seconds since the rank's last report of any kind; -1 if the rank never reported.
   double LastReportAgeSeconds(const std::string& job_id, int rank) const;
@@ -92,6 +98,8 @@ class RankMetrics {
   void SetSequences(Rank* rank, const google::protobuf::Map<std::string, int64_t>& entered,
                     const google::protobuf::Map<std::string, int64_t>& completed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rank's summary, marked taken at `now` (its per-summary figures start over).
+  v1::StepSummary Take(Rank* rank, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops exporting every series of `rank`.
   void RemoveSeries(const Rank& rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

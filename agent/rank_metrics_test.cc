@@ -315,6 +315,37 @@ TEST_F(RankMetricsTest, AtMostOneSummaryPerRankPerInterval) {
   EXPECT_EQ(summaries[0].step(), 4);
 }
 
+TEST_F(RankMetricsTest, FirstStepOfARelaunchedProcessIsDueAtOnce) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 30));
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);
+  // The relaunch reports its first step well within the interval of the last summary.
+  clock_.Advance(absl::Milliseconds(100));
+  v1::ReportStepRequest first = Step("gpt-1", 2, 0, 21);
+  first.set_process_start_unix_nanos(1000);
+  metrics_.OnStep(first);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].job().generation(), 2);
+  EXPECT_EQ(summaries[0].process_start_unix_nanos(), 1000);
+  // Later steps wait for the interval again.
+  metrics_.OnStep(Step("gpt-1", 2, 0, 22));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
+}
+
+TEST_F(RankMetricsTest, PendingSummaryIsTakenWhateverItsAge) {
+  EXPECT_FALSE(metrics_.TakePendingSummary("gpt-1", 0).has_value());  // never reported
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);
+  EXPECT_FALSE(metrics_.TakePendingSummary("gpt-1", 0).has_value());  // nothing new
+  metrics_.OnStep(Step("gpt-1", 1, 0, 2));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());  // within the interval
+  std::optional<v1::StepSummary> last = metrics_.TakePendingSummary("gpt-1", 0);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->step(), 2);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());  // taken once
+}
+
 TEST_F(RankMetricsTest, MultipleRanksAndJobsHaveTheirOwnSeriesAndSummaries) {
   metrics_.OnStep(Step("a", 1, 0, 10));
   metrics_.OnStep(Step("a", 1, 1, 11));

@@ -171,12 +171,12 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
 
 // A job that crashes after its second checkpoint in every generation: it restarts again and
 // again from the same checkpoint, so RingmasterRestartLoop goes pending, and its newest
-// checkpoint ages past three of its intervals, so RingmasterCheckpointStale does too. (The
-// checkpoints are 100 steps apart so that the coordinator, which refreshes the job's gauges
-// once a second, exports both.)
+// checkpoint ages past three of its intervals, so RingmasterCheckpointStale does too. (Rank 0
+// is slowed 40x so that its checkpoints, 100 steps apart, are seconds apart on any machine: the
+// coordinator refreshes the job's gauges once a second and Prometheus must scrape both.)
 TEST_F(MonitoringAlertsTest, CrashLoopRaisesRestartLoopAndCheckpointStale) {
   const std::string yaml = FourRankJob(
-      "loop", TrainerCommand({"--exit_after_step=250"}),
+      "loop", TrainerCommand({"--exit_after_step=250", "--slow_rank=0", "--slow_factor=40"}),
       absl::StrCat("checkpoint: {dir: ", cluster().dir(), "/ckpt, every_steps: 100, keep: 3}\n",
                    "restart: {max_restarts: 100}\n"));
   const std::string id = cluster().Submit("loop", yaml);
