@@ -148,7 +148,9 @@ TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
       if (log.empty()) continue;
       ++found;
       EXPECT_NE(log.find("test_worker: started"), std::string::npos) << log;
-      if (rank > 0) EXPECT_NE(log.find("world"), std::string::npos) << log;
+      if (rank > 0) {
+        EXPECT_NE(log.find("world"), std::string::npos) << log;
+      }
     }
   }
   EXPECT_EQ(found, 4);

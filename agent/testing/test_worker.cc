@@ -60,11 +60,6 @@ void Say(const std::string& line) {
   std::fflush(stdout);
 }
 
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
-
 // Forks `count` children that block forever; they inherit SIGTERM's disposition.
 absl::Status ForkChildren(int count) {
   for (int i = 0; i < count; ++i) {
