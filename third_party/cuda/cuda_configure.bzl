@@ -1,7 +1,8 @@
 """Repository rule that finds the CUDA toolkit, or stands in for it when there is none.
 
-@local_cuda//:defs.bzl exports CUDA_FOUND; @local_cuda//:cuda links cudart, cuBLAS(Lt) and NCCL
-when the toolkit is present, and is an empty library otherwise.
+@local_cuda//:defs.bzl exports CUDA_FOUND; @local_cuda//:cuda links cudart and NCCL when the
+toolkit is present, and is an empty library otherwise. cuBLAS and cuBLASLt are not linked: they
+are opened on first use (//trainer/cuda:cublas_loader).
 """
 
 _FOUND_BUILD = """
@@ -18,8 +19,6 @@ cc_library(
         "-L{path}/lib64",
         "-Wl,-rpath,{path}/lib64",
         "-lnccl",
-        "-lcublasLt",
-        "-lcublas",
         "-lcudart",
     ],
 )

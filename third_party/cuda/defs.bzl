@@ -29,6 +29,10 @@ def if_cuda(if_true, if_false = []):
         "//conditions:default": if_true,
     })
 
+def cuda_lib_dir():
+    """The toolkit's library directory (empty without CUDA)."""
+    return CUDA_PATH + "/lib64" if CUDA_FOUND else ""
+
 def cuda_only():
     """A target_compatible_with value that skips a target where CUDA is not built."""
     if not CUDA_FOUND:
