@@ -34,6 +34,10 @@ ABSL_FLAG(int, kills, 5, "Crashes per world size.");
 ABSL_FLAG(double, straggler_factor, 1.2, "Compute stretch of the straggler.");
 ABSL_FLAG(double, straggler_threshold, 1.1, "The job's watchdog.straggler_threshold.");
 ABSL_FLAG(int, clean_steps, 2500, "Steps of the clean run (x 4 ranks = rank-steps).");
+ABSL_FLAG(std::string, straggler_model,
+          "{layers: 4, d_model: 256, heads: 8, seq_len: 128, vocab: 256}",
+          "The straggler job's trainer.model (YAML); a bigger model means longer steps, and the "
+          "detector needs about 10 s of summaries whatever the step time.");
 ABSL_FLAG(std::string, parts, "crash,hang,straggler", "Which benchmarks to run.");
 
 namespace ringmaster::bench {
@@ -180,10 +184,10 @@ absl::Status StragglerBench() {
   ASSIGN_OR_RETURN(auto cluster, TestCluster::Start(dir, {}));
   const std::string threshold =
       absl::StrFormat("watchdog: {straggler_threshold: %g}\n", absl::GetFlag(FLAGS_straggler_threshold));
-  // A model whose steps take a few hundred ms here, so the agents' 1 s summaries cover few steps.
-  const std::string model =
-      "  model: {layers: 4, d_model: 256, heads: 8, seq_len: 128, vocab: 256}\n"
-      "  batch: {micro_batch: 4, global_batch: 16}\n";
+  // By default a model whose steps take a few hundred ms here, so the agents' 1 s summaries
+  // cover few steps.
+  const std::string model = absl::StrCat("  model: ", absl::GetFlag(FLAGS_straggler_model),
+                                         "\n  batch: {micro_batch: 4, global_batch: 16}\n");
   const std::string slow = cluster->Submit(
       "slow", JobYaml("slow", 4,
                       Trainer(absl::StrFormat(", \"--slow_rank=1\", \"--slow_factor=%g\"",
@@ -200,10 +204,14 @@ absl::Status StragglerBench() {
   }
   std::smatch m;
   std::regex_search(events, m, std::regex("rank (\\d+) on \\S+ computes ([0-9.]+)x[^\n]* at step (\\d+)"));
+  std::smatch step_time;  // describe's progress line: "step 0.123s"
+  std::regex_search(events, step_time, std::regex("step ([0-9.]+)s  ckpt"));
   std::cout << absl::StrFormat(
-      "straggler: rank 1 %.2fx slower, threshold %.2f: flagged rank %s (ratio %s) at step %s\n",
+      "straggler: rank 1 %.2fx slower, threshold %.2f, model %s (step %s s): flagged rank %s "
+      "(ratio %s) at step %s\n",
       absl::GetFlag(FLAGS_straggler_factor), absl::GetFlag(FLAGS_straggler_threshold),
-      m[1].str(), m[2].str(), m[3].str());
+      absl::GetFlag(FLAGS_straggler_model), step_time[1].str(), m[1].str(), m[2].str(),
+      m[3].str());
   cluster->Ctl({"cancel", slow});
 
   const int clean_steps = absl::GetFlag(FLAGS_clean_steps);

@@ -88,7 +88,7 @@ void ExpectClose(const std::vector<std::pair<int, std::string>>& a,
   }
 }
 
-TEST_F(TrainerClusterTest, TwoGlooProcessesMatchOneProcessWithTheSameGlobalBatch) {
+TEST_F(TrainerClusterTest, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   auto one = RunDataParallel("dp1", 1, 0);
   auto two = RunDataParallel("dp2", 2, 0);
   ExpectClose(one, two, "DP=2 vs DP=1");
