@@ -323,7 +323,8 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
     }
   }
   // The rank's last state goes before its exit, so the coordinator sees its final steps.
-  std::optional<v1::StepSummary> last = metrics_->TakePendingSummary(worker.job.job_id(), worker.rank);
+  std::optional<v1::StepSummary> last =
+      metrics_->TakePendingSummary(worker.job.job_id(), worker.rank);
   if (last.has_value() && link_ != nullptr) {
     v1::AgentMessage message;
     *message.mutable_step_summary() = *std::move(last);

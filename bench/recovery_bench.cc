@@ -210,8 +210,7 @@ absl::Status StragglerBench() {
       "straggler: rank 1 %.2fx slower, threshold %.2f, model %s (step %s s): flagged rank %s "
       "(ratio %s) at step %s\n",
       absl::GetFlag(FLAGS_straggler_factor), absl::GetFlag(FLAGS_straggler_threshold),
-      absl::GetFlag(FLAGS_straggler_model), step_time[1].str(), m[1].str(), m[2].str(),
-      m[3].str());
+      absl::GetFlag(FLAGS_straggler_model), step_time[1].str(), m[1].str(), m[2].str(), m[3].str());
   cluster->Ctl({"cancel", slow});
 
   const int clean_steps = absl::GetFlag(FLAGS_clean_steps);

@@ -171,8 +171,8 @@ TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
 // then is cancelled.
 TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
   const std::string id = cluster_->Submit(
-      "straggler", Job("straggler", Command(", \"--slow_rank=3\", \"--slow_factor=1.6\""),
-                       1000000, ""));
+      "straggler",
+      Job("straggler", Command(", \"--slow_rank=3\", \"--slow_factor=1.6\""), 1000000, ""));
   ASSERT_FALSE(id.empty());
   std::string described;
   EXPECT_TRUE(WaitFor(

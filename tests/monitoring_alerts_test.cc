@@ -115,10 +115,10 @@ TEST_F(MonitoringAlertsTest, StoppedWorkerThatNothingRecoversRaisesJobHung) {
 // A rank throttled after the job set its bandwidth baseline: stopped 38 ms of every 40 ms (a CPU
 // quota far below its need), so every collective of its communicator waits for it and the
 // job's bus bandwidth falls under half of its own baseline: RingmasterBusBandwidthDropped goes
-// pending. (With a milder throttle, 8 ms of 10, four ranks sharing two cores through
-// shared-memory collectives sometimes stayed at 3/4 of their baseline: their healthy
-// collectives already wait for descheduled peers.) (A throttle with long stops between steps would not do: the trainer's collective
-// times do not include the time peers spend waiting outside a collective.)
+// pending. A milder throttle (8 ms of 10) sometimes left four ranks sharing two cores through
+// shared-memory collectives at 3/4 of their baseline: their healthy collectives already wait
+// for descheduled peers. A throttle with long stops between steps would not do either: the
+// trainer's collective times do not include the time peers spend waiting outside a collective.
 TEST_F(MonitoringAlertsTest, ThrottledRankAfterAHealthyBaselineRaisesBusBandwidthDropped) {
   auto id = stack_->SubmitAndWaitForSteps("busbw", FourRankJob("busbw", "builtin: gpt"), 4,
                                           absl::Seconds(120));

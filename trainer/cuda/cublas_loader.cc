@@ -13,12 +13,11 @@
 //
 // Only the functions the trainer uses are here: a new cuBLAS call fails to link until it is
 // added, which is the intended reminder.
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include <string>
-
-#include <cublasLt.h>
-#include <cublas_v2.h>
 
 namespace {
 
@@ -32,8 +31,8 @@ void* Open(const std::string& soname, std::string* error) {
   void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle != nullptr) return handle;
   const std::string first = dlerror();
-  handle = dlopen((std::string(RINGMASTER_CUDA_LIB_DIR) + "/" + soname).c_str(),
-                  RTLD_NOW | RTLD_LOCAL);
+  handle =
+      dlopen((std::string(RINGMASTER_CUDA_LIB_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr && error->empty()) {
     *error = "cannot load " + soname + ": " + first + "; " + dlerror();
   }
@@ -113,8 +112,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
   // The header overloads cublasGemmEx in C++ (an inline variant), so the type is spelled out.
-  using Fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                int, const void*, const void*, cudaDataType, int, const void*,
+  using Fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                const void*, const void*, cudaDataType, int, const void*,
                                 cudaDataType, int, const void*, void*, cudaDataType, int,
                                 cublasComputeType_t, cublasGemmAlgo_t);
   static const auto fn = Cublas<Fn>("cublasGemmEx");
@@ -126,24 +125,20 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
                                           cublasOperation_t transb, int m, int n, int k,
                                           const void* alpha, const void* A, cudaDataType Atype,
-                                          int lda, long long int strideA,  // NOLINT(runtime/int)
-                                          const void* B, cudaDataType Btype, int ldb,
-                                          long long int strideB,  // NOLINT(runtime/int)
+                                          int lda, long long int strideA, const void* B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
                                           const void* beta, void* C, cudaDataType Ctype, int ldc,
-                                          long long int strideC,  // NOLINT(runtime/int)
-                                          int batchCount, cublasComputeType_t computeType,
-                                          cublasGemmAlgo_t algo) {
-  using Fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                int, const void*, const void*, cudaDataType, int,
-                                long long int, const void*, cudaDataType, int,  // NOLINT
-                                long long int, const void*, void*, cudaDataType, int,  // NOLINT
-                                long long int, int, cublasComputeType_t,  // NOLINT
-                                cublasGemmAlgo_t);
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  using Fn = cublasStatus_t (*)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, long long int, const void*, cudaDataType, int, long long int, const void*,
+      void*, cudaDataType, int, long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
   static const auto fn = Cublas<Fn>("cublasGemmStridedBatchedEx");
-  return fn == nullptr ? kNotLoaded
-                       : fn(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B,
-                            Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount,
-                            computeType, algo);
+  return fn == nullptr
+             ? kNotLoaded
+             : fn(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                  strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
 // ---- cuBLASLt
@@ -158,8 +153,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   return fn == nullptr ? kNotLoaded : fn(handle);
 }
 
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
-                                        cublasComputeType_t computeType,
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t computeType,
                                         cudaDataType_t scaleType) {
   static const auto fn = CublasLt<decltype(&cublasLtMatmulDescCreate)>("cublasLtMatmulDescCreate");
   return fn == nullptr ? kNotLoaded : fn(desc, computeType, scaleType);
@@ -172,8 +166,8 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
-                                              cublasLtMatmulDescAttributes_t attr,
-                                              const void* buf, size_t sizeInBytes) {
+                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                              size_t sizeInBytes) {
   static const auto fn =
       CublasLt<decltype(&cublasLtMatmulDescSetAttribute)>("cublasLtMatmulDescSetAttribute");
   return fn == nullptr ? kNotLoaded : fn(desc, attr, buf, sizeInBytes);
