@@ -52,19 +52,18 @@ const Libraries& Load() {
 }
 
 template <typename Fn>
-Fn Find(void* Libraries::*library, const char* name) {
-  void* handle = Load().*library;
-  return handle == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(handle, name));
+Fn Symbol(void* library, const char* name) {
+  return library == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(library, name));
 }
 
 template <typename Fn>
 Fn Cublas(const char* name) {
-  return Find<Fn>(&Libraries::cublas, name);
+  return Symbol<Fn>(Load().cublas, name);
 }
 
 template <typename Fn>
 Fn CublasLt(const char* name) {
-  return Find<Fn>(&Libraries::cublas_lt, name);
+  return Symbol<Fn>(Load().cublas_lt, name);
 }
 
 constexpr cublasStatus_t kNotLoaded = CUBLAS_STATUS_NOT_INITIALIZED;
