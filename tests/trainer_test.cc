@@ -121,6 +121,11 @@ TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
   EXPECT_EQ(data.exit_code, 78) << data.output;
   EXPECT_THAT(data.output, HasSubstr("trainer.data.path"));
 
+  // No GPU is named (CUDA_VISIBLE_DEVICES), so this rank trains on the CPU, which has no bf16.
+  CommandResult bf16 = Train({"--spec=" + Spec("  precision: bf16\n", 10)});
+  EXPECT_EQ(bf16.exit_code, 78) << bf16.output;
+  EXPECT_THAT(bf16.output, HasSubstr("trainer.precision: bf16 needs a GPU"));
+
   CommandResult mode = Train({"--mode=bogus"});
   EXPECT_EQ(mode.exit_code, 78);
   EXPECT_THAT(mode.output, HasSubstr("--mode: must be train or collective-bench"));

@@ -94,9 +94,6 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   coordinator::ApplyDefaults(&c.spec);
   RETURN_IF_ERROR(coordinator::ValidateJobSpec(c.spec));
   const v1::TrainerSpec& t = c.spec.trainer();
-  if (t.precision() == v1::PRECISION_BF16) {
-    return FieldError("trainer.precision", "bf16 needs the CUDA device; the CPU trainer is fp32");
-  }
   if (t.zero_stage() < 0 || t.zero_stage() > 3) {
     return FieldError("trainer.zero_stage",
                       absl::StrCat("must be 0, 1, 2 or 3, got ", t.zero_stage()));

@@ -81,10 +81,6 @@ TEST(TrainerConfigTest, BadInputIsAFieldError) {
   small_vocab.mutable_trainer()->mutable_model()->set_vocab(100);
   EXPECT_THAT(LoadTrainerConfig(Lookup(AgentEnv(small_vocab)), {}).status().message(),
               HasSubstr("trainer.model.vocab: must be >= 128 for the built-in corpus"));
-  v1::JobSpec bf16 = Spec();
-  bf16.mutable_trainer()->set_precision(v1::PRECISION_BF16);
-  EXPECT_THAT(LoadTrainerConfig(Lookup(AgentEnv(bf16)), {}).status().message(),
-              HasSubstr("trainer.precision"));
   auto none = LoadTrainerConfig(Lookup({}), {});
   EXPECT_THAT(none.status().message(), HasSubstr("--spec: is required"));
 }

@@ -4,7 +4,7 @@
 namespace ringmaster::trainer {
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
-    const std::function<std::optional<std::string>(const char* name)>&) {
+    const std::function<std::optional<std::string>(const char* name)>&, DType) {
   return nullptr;
 }
 

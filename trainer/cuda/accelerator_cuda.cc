@@ -36,10 +36,12 @@ class CudaAccelerator final : public Accelerator {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
-    const std::function<std::optional<std::string>(const char* name)>& env) {
+    const std::function<std::optional<std::string>(const char* name)>& env, DType compute_dtype) {
   const std::optional<int> index = CudaDeviceFromEnvironment(env);
   if (!index.has_value()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(*index));
+  CudaDeviceOptions options;
+  options.compute_dtype = compute_dtype;
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(*index, options));
   cudaDeviceProp prop{};
   RETURN_IF_ERROR(
       CudaStatus(cudaGetDeviceProperties(&prop, device->index()), "cudaGetDeviceProperties"));

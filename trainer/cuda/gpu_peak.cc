@@ -17,9 +17,9 @@ struct Entry {
 // First match wins: specific names before the generic entry of their architecture.
 constexpr Entry kTable[] = {
     {9, "H100 PCIe", 756, "H100 PCIe"}, {9, "H100 NVL", 835, "H100 NVL"},
-    {9, "H800 PCIe", 756, "H800 PCIe"}, {9, "H200", 989, "H200"},
-    {9, "H100", 989, "H100 SXM"},       {9, "H800", 989, "H800 SXM"},
-    {9, "GH200", 989, "GH200"},         {8, "A100", 312, "A100"},
+    {9, "H800 PCIe", 756, "H800 PCIe"}, {9, "GH200", 989, "GH200"},
+    {9, "H200", 989, "H200"},           {9, "H100", 989, "H100 SXM"},
+    {9, "H800", 989, "H800 SXM"},       {8, "A100", 312, "A100"},
     {8, "A800", 312, "A800"},
 };
 

@@ -12,6 +12,8 @@ TEST(GpuPeakTest, KnownGpus) {
   EXPECT_EQ(LookUpGpuPeak("NVIDIA A100-SXM4-80GB", 8, 0).bf16_flops, 312e12);
   EXPECT_NE(LookUpGpuPeak("NVIDIA H100 80GB HBM3", 9, 0).explanation.find("989"),
             std::string::npos);
+  // The more specific name wins: a GH200 is labelled as such, not as the H200 in its name.
+  EXPECT_EQ(LookUpGpuPeak("NVIDIA GH200 480GB", 9, 0).explanation.find("GH200"), 0);
 }
 
 TEST(GpuPeakTest, UnknownGpusAskForTheFlag) {
