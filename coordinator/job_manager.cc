@@ -76,6 +76,11 @@ struct JobManager::Job {
   int failure_streak = 0;
   std::set<std::string> excluded;
   absl::Time last_checkpoint_time = absl::InfinitePast();
+  // Crash-loop backoff: whether the current generation stepped, the failures in a row of
+  // generations that did not, and when the next launch may happen.
+  bool generation_stepped = false;
+  int failures_before_a_step = 0;
+  absl::Time launch_not_before = absl::InfinitePast();
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -393,8 +398,21 @@ void JobManager::ScheduleLocked() {
   for (const std::string& id : order_) {
     Job* job = Find(id);
     v1::JobState state = job->status.state();
+    if (state == v1::JOB_STATE_RESTARTING && clock_->Now() < job->launch_not_before) continue;
     if (state == v1::JOB_STATE_PENDING || state == v1::JOB_STATE_RESTARTING) TryPlace(job);
   }
+}
+
+absl::Duration JobManager::RestartBackoff(Job* job) {
+  job->failures_before_a_step = job->generation_stepped ? 0 : job->failures_before_a_step + 1;
+  if (job->failures_before_a_step < 2 || options_.restart_backoff <= absl::ZeroDuration()) {
+    return absl::ZeroDuration();
+  }
+  absl::Duration wait = options_.restart_backoff;
+  for (int i = 2; i < job->failures_before_a_step && wait < options_.restart_backoff_max; ++i) {
+    wait *= 2;
+  }
+  return std::min(wait, options_.restart_backoff_max);
 }
 
 bool JobManager::TryPlace(Job* job) {
@@ -437,6 +455,7 @@ bool JobManager::TryPlace(Job* job) {
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
   job->resumed = false;
+  job->generation_stepped = false;
   job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
@@ -521,10 +540,22 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
   job->recovery.OnFailure(failed_at, clock_->Now());
   job->status.set_restarts(status.restarts() + 1);
   if (restarts_ != nullptr) restarts_->WithLabels({status.job_id()})->Increment();
-  job->status.set_reason(why);
-  Transition(job, v1::JOB_STATE_RESTARTING,
-             absl::StrCat(why, "; restart ", status.restarts(), " of ",
-                          status.spec().restart().max_restarts()));
+  std::string message = absl::StrCat(why, "; restart ", status.restarts(), " of ",
+                                     status.spec().restart().max_restarts());
+  const absl::Duration wait = RestartBackoff(job);
+  job->launch_not_before = absl::InfinitePast();
+  std::string reason = why;
+  if (wait > absl::ZeroDuration()) {
+    job->launch_not_before = clock_->Now() + wait;
+    const std::string backoff =
+        absl::StrCat(" in ", absl::FormatDuration(wait), " (crash loop: ",
+                     job->failures_before_a_step,
+                     " generations in a row failed before their first step)");
+    absl::StrAppend(&message, backoff);
+    absl::StrAppend(&reason, "; next launch", backoff);
+  }
+  job->status.set_reason(reason);
+  Transition(job, v1::JOB_STATE_RESTARTING, message);
 }
 
 void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& state) {
@@ -585,6 +616,9 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
     return;
   }
   const v1::RankAssignment& a = job->status.assignments(summary.rank());
+  // Phase and collective reports also make summaries; only a step report sets steps_in_summary
+  // (and the agent starts every generation's summary empty).
+  if (summary.steps_in_summary() > 0) job->generation_stepped = true;
   job->rank_step[summary.rank()] = summary.step();
   // One rank per data-parallel replica counts its tokens (TP and PP ranks share them).
   if (a.tp_rank() == 0 && a.pp_rank() == 0) {
@@ -802,6 +836,16 @@ void JobManager::Tick() {
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   bool changed = false;
+  bool backoff_over = false;
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
+        job->launch_not_before != absl::InfinitePast() && now >= job->launch_not_before) {
+      job->launch_not_before = absl::InfinitePast();
+      backoff_over = true;
+    }
+  }
+  if (backoff_over) ScheduleLocked();
   for (const std::string& id : order_) {
     Job* job = Find(id);
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;

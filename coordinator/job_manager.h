@@ -12,6 +12,11 @@
 // (spec.restart.max_restarts), else FAILED. Exit code 78 (fatal, see common/status.h) fails the
 // job at once. Anything about an older generation is ignored (fenced). A node implicated in two
 // failures of the job in a row is excluded from its placements while other capacity exists.
+// Crash loops back off: after a failure of a generation in which no rank completed a step, the
+// next launch waits (nothing after the first such failure in a row, then restart_backoff,
+// doubling per further one, at most restart_backoff_max); the wait is in the RESTARTING event
+// and JobStatus.reason. A generation that stepped resets the count: a job that trains between
+// its failures restarts at once.
 //
 // Watchdog (from the agents' step summaries and hang reports):
 //  - hangs: an agent reports a rank silent beyond its phase's allowance; the rank(s) to blame
@@ -67,6 +72,9 @@ struct JobManagerOptions {
   int64_t device_memory_bytes = 0;
   // After a coordinator restart, how long a running job's nodes have to re-register.
   absl::Duration reconcile_timeout = absl::Seconds(10);
+  // Crash-loop backoff (see above); zero turns it off.
+  absl::Duration restart_backoff = absl::Seconds(1);
+  absl::Duration restart_backoff_max = absl::Seconds(60);
 };
 
 class JobManager {
@@ -121,8 +129,9 @@ class JobManager {
   // A node (re)registered: adopt its workers of current generations, stop the others.
   void ReconcileNode(const v1::Register& registration);
 
-  // Periodic work: push progress to watchers (at most once per second per job) and fail recovered
-  // running jobs whose nodes did not come back within `reconcile_timeout` of Recover().
+  // Periodic work: push progress to watchers (at most once per second per job), fail recovered
+  // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), and
+  // place restarting jobs whose crash-loop backoff has passed.
   void Tick();
 
  private:
@@ -138,6 +147,9 @@ class JobManager {
   // Writes the status and the events not yet stored.
   void Persist(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TryPlace(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a failure: counts it towards the crash loop (or resets the count if the generation
+  // stepped) and returns how long the next launch waits.
+  absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.

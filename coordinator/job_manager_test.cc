@@ -1,12 +1,16 @@
 #include "coordinator/job_manager.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/testing/subprocess.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Records what would go to agents.
 class RecordingSink : public AgentCommandSink {
@@ -126,6 +130,8 @@ class JobManagerTest : public ::testing::Test {
     rendezvous_ = std::make_unique<RendezvousManager>(&clock_, nullptr);
     JobManagerOptions options;
     options.reconcile_timeout = absl::Seconds(10);
+    options.restart_backoff = restart_backoff_;  // off unless a test turns it on
+    options.restart_backoff_max = absl::Seconds(4);
     jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
                                          &clock_, &registry_, options);
     ASSERT_TRUE(jobs_->Recover().ok());
@@ -139,6 +145,7 @@ class JobManagerTest : public ::testing::Test {
   v1::JobStatus Current(const std::string& id) { return jobs_->Get(id)->job(); }
 
   std::string path_;
+  absl::Duration restart_backoff_ = absl::ZeroDuration();
   FakeClock clock_;
   metrics::Registry registry_;
   RecordingSink sink_;
@@ -454,6 +461,57 @@ TEST_F(JobManagerTest, AnExcludedNodeIsUsedWhenNothingElseFits) {
   EXPECT_EQ(gen3.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(gen3.generation(), 3);
   EXPECT_EQ(gen3.assignments(0).node(), "n1");
+}
+
+// Generations that fail before their first step back off: the first relaunch is immediate, then
+// 1 s, 2 s, 4 s (the maximum here), 4 s; a generation that steps resets it.
+TEST_F(JobManagerTest, CrashLoopsBackOffUntilAGenerationSteps) {
+  restart_backoff_ = absl::Seconds(1);
+  MakeManager();
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(10);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  // Fails generation `generation` before any step; returns how long its relaunch waited, in
+  // whole seconds of the fake clock (Tick is the coordinator's 10 Hz ticker).
+  auto fail_and_wait = [&](int64_t generation) {
+    EXPECT_EQ(Current(id).generation(), generation);
+    jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));
+    int waited = 0;
+    for (; Current(id).state() == v1::JOB_STATE_RESTARTING && waited < 10; ++waited) {
+      EXPECT_THAT(Current(id).reason(), HasSubstr("crash loop"));
+      clock_.Advance(absl::Seconds(1));
+      jobs_->Tick();
+    }
+    EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+    EXPECT_EQ(Current(id).generation(), generation + 1);
+    return waited;
+  };
+  EXPECT_EQ(fail_and_wait(1), 0);
+  EXPECT_EQ(fail_and_wait(2), 1);
+  // A summary without steps (a phase or collective report) is not progress.
+  v1::StepSummary phase_only = Summary(Current(id), 0, 0, 1, 1);
+  phase_only.set_steps_in_summary(0);
+  jobs_->OnStepSummary(phase_only);
+  EXPECT_EQ(fail_and_wait(3), 2);
+  EXPECT_EQ(fail_and_wait(4), 4);
+  EXPECT_EQ(fail_and_wait(5), 4);
+  auto events = jobs_->Get(id);
+  bool explained = false;
+  for (const auto& e : events->events()) {
+    if (absl::StrContains(e.message(), "restart 3 of 10 in 2s (crash loop: 3 generations in a "
+                                       "row failed before their first step)")) {
+      explained = true;
+    }
+  }
+  EXPECT_TRUE(explained);
+  // Generation 6 trains, then fails: relaunched at once, and the count starts again.
+  jobs_->OnStepSummary(Summary(Current(id), 0, 10, 1, 1));
+  EXPECT_EQ(fail_and_wait(6), 0);
+  EXPECT_EQ(fail_and_wait(7), 0);
+  EXPECT_EQ(fail_and_wait(8), 1);
 }
 
 TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {

@@ -44,6 +44,10 @@ ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a no
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(double, reconcile_timeout, 10,
           "After a restart, seconds a running job's nodes have to re-register with its workers.");
+ABSL_FLAG(double, restart_backoff, 1,
+          "Crash loops: seconds before relaunching a job whose generations failed twice in a row "
+          "before their first step, doubling per further such failure (0: never wait).");
+ABSL_FLAG(double, restart_backoff_max, 60, "The longest crash-loop wait, in seconds.");
 
 namespace ringmaster {
 namespace {
@@ -87,6 +91,14 @@ absl::Status Run() {
   coordinator::JobManagerOptions job_options;
   job_options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
   job_options.reconcile_timeout = absl::Seconds(absl::GetFlag(FLAGS_reconcile_timeout));
+  job_options.restart_backoff = absl::Seconds(absl::GetFlag(FLAGS_restart_backoff));
+  job_options.restart_backoff_max = absl::Seconds(absl::GetFlag(FLAGS_restart_backoff_max));
+  if (job_options.restart_backoff < absl::ZeroDuration()) {
+    return FieldError("--restart_backoff", "must be >= 0");
+  }
+  if (job_options.restart_backoff_max < job_options.restart_backoff) {
+    return FieldError("--restart_backoff_max", "must be >= --restart_backoff");
+  }
   coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock, &registry,
                                job_options);
   agent_service.set_jobs(&jobs);

@@ -128,6 +128,22 @@ class AgentClusterTest : public ::testing::Test {
   std::vector<std::string> work_dirs_;
 };
 
+// Workers that fail before their first step, generation after generation: the coordinator waits
+// longer before each relaunch (crash-loop backoff; 1 s, then 2 s by default), says so in the
+// events, and fails the job once its restarts run out.
+TEST_F(AgentClusterTest, CrashLoopBacksOffThenFailsWhenRestartsRunOut) {
+  CommandResult run = Ctl({"submit", "-f", JobFile("loop", "\"--exit_code=1\"", 3), "--wait"});
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("restart 1 of 3\n"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("restart 2 of 3 in 1s (crash loop: 2 generations in a row failed "
+                            "before their first step)"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("restart 3 of 3 in 2s (crash loop: 3"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("(3 of 3 restarts used)"), std::string::npos) << run.output;
+}
+
 TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
   std::string file =
       JobFile("steps", "\"--steps=3\", \"--step_seconds=0.01\", \"--rendezvous\"", 0);
