@@ -93,6 +93,14 @@ TEST_P(CudaDeviceTest, AllocationsAreZeroedCountedAndReleased) {
   // Far more than any GPU has.
   EXPECT_EQ(device_->Allocate(int64_t{1} << 50, DType::kF32).status().code(),
             absl::StatusCode::kResourceExhausted);
+  // That failure was answered; it must not be reported again by the next kernel launched on
+  // this thread (the runtime's last error is per thread and stays set until read).
+  absl::StatusOr<DeviceBuffer> x = device_->Allocate(1000, DType::kF32);
+  ASSERT_TRUE(x.ok());
+  Write(x->tensor(), std::vector<float>(1000, 2.0f));
+  device_->Scale(x->tensor(), 0.5f);
+  EXPECT_TRUE(device_->Synchronize().ok());
+  EXPECT_EQ(Read(x->tensor()), std::vector<float>(1000, 1.0f));
 }
 
 TEST_P(CudaDeviceTest, CopiesConvertsZeroesScalesAndSums) {

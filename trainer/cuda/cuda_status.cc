@@ -22,6 +22,7 @@ absl::StatusCode CudaErrorCode(cudaError_t err) {
 
 absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
+  (void)cudaGetLastError();
   return absl::Status(CudaErrorCode(err), absl::StrCat(what, ": ", cudaGetErrorName(err), ": ",
                                                        cudaGetErrorString(err)));
 }

@@ -19,7 +19,9 @@
 namespace ringmaster::trainer {
 
 absl::StatusCode CudaErrorCode(cudaError_t err);
-// OK for cudaSuccess; otherwise "<what>: <cudaGetErrorName>: <cudaGetErrorString>".
+// OK for cudaSuccess; otherwise "<what>: <cudaGetErrorName>: <cudaGetErrorString>". A failure
+// turned into a Status is handled, so it is also cleared from the runtime's per-thread last
+// error, which would otherwise be reported by the next kernel launch on this thread.
 absl::Status CudaStatus(cudaError_t err, absl::string_view what);
 
 absl::StatusCode CublasErrorCode(cublasStatus_t status);

@@ -210,7 +210,12 @@ absl::Status NcclCommunicator::WaitForStream(absl::string_view what) {
         if (comm.state == PollState::kFailed) return comm;
         const cudaError_t e = cudaEventQuery(done_);
         if (e == cudaSuccess) return Poll{PollState::kDone};
-        if (e == cudaErrorNotReady) return Poll{PollState::kPending};
+        if (e == cudaErrorNotReady) {
+          // Not a failure, but the runtime records it as this thread's last error, which the
+          // next kernel launch here would report as its own (kernel_utils.cuh).
+          (void)cudaGetLastError();
+          return Poll{PollState::kPending};
+        }
         return Poll{PollState::kFailed, CudaStatus(e, what)};
       },
       what, Wait());

@@ -107,11 +107,16 @@ TEST_F(NcclCommunicatorTest, OneRankOperationsOnDeviceAndHostMemory) {
   EXPECT_EQ(comm_->entered(), comm_->completed() + 1);  // the refused all-gather entered
   const std::vector<OpTotals> totals = comm_->TakeTotals();
   ASSERT_FALSE(totals.empty());
+  // GPU time is measured with events around each operation. One rank's in-place operations may
+  // enqueue no work at all (event resolution is about 0.5 us), so only the sum must be positive.
+  double seconds = 0;
   for (const OpTotals& t : totals) {
     EXPECT_GT(t.count, 0);
     EXPECT_GT(t.bytes, 0);
-    EXPECT_GT(t.seconds, 0) << CollectiveOpName(t.op) << ": GPU time measured with events";
+    EXPECT_GE(t.seconds, 0) << CollectiveOpName(t.op);
+    seconds += t.seconds;
   }
+  EXPECT_GT(seconds, 0);
 }
 
 // A host function on the compute stream holds it back; the collective must wait for the copy

@@ -29,6 +29,7 @@ __global__ void AdamWKernel(float* master, W* working, const G* grad, float* m, 
 template <typename G, typename W>
 cudaError_t AdamW(float* master, W* working, const G* grad, float* m, float* v, int64_t n,
                   const AdamWParams& p, cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   AdamWKernel<<<GridStrideBlocks(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
       master, working, grad, m, v, n, p);

@@ -44,6 +44,7 @@ __global__ void SoftmaxBackwardKernel(T* datt, const T* att, int64_t rows, int T
 
 template <typename T>
 cudaError_t Softmax(T* att, int64_t rows, int T_, cudaStream_t stream) {
+  ClearStaleError();
   if (rows == 0) return cudaSuccess;
   SoftmaxKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
       att, rows, T_);
@@ -52,6 +53,7 @@ cudaError_t Softmax(T* att, int64_t rows, int T_, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t SoftmaxBackward(T* datt, const T* att, int64_t rows, int T_, cudaStream_t stream) {
+  ClearStaleError();
   if (rows == 0) return cudaSuccess;
   SoftmaxBackwardKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
       datt, att, rows, T_);

@@ -69,6 +69,7 @@ __global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targ
 template <typename T>
 cudaError_t CrossEntropy(T* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
                          float dloss, cudaStream_t stream) {
+  ClearStaleError();
   if (N == 0) return cudaSuccess;
   CrossEntropyKernel<<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dloss);
   return cudaGetLastError();

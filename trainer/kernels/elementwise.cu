@@ -38,6 +38,7 @@ int Blocks(int64_t n) { return GridStrideBlocks(n, kElementwiseThreads); }
 
 template <typename T>
 cudaError_t Add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   AddKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(out, a, b, n);
   return cudaGetLastError();
@@ -45,6 +46,7 @@ cudaError_t Add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) 
 
 template <typename T>
 cudaError_t Scale(T* x, float factor, int64_t n, cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   ScaleKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(x, factor, n);
   return cudaGetLastError();
@@ -52,6 +54,7 @@ cudaError_t Scale(T* x, float factor, int64_t n, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t AddBias(T* out, const T* bias, int rows, int cols, cudaStream_t stream) {
+  ClearStaleError();
   const int64_t n = int64_t{rows} * cols;
   if (n == 0) return cudaSuccess;
   AddBiasKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(out, bias, n, cols);
@@ -60,6 +63,7 @@ cudaError_t AddBias(T* out, const T* bias, int rows, int cols, cudaStream_t stre
 
 template <typename Dst, typename Src>
 cudaError_t Convert(Dst* out, const Src* in, int64_t n, cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   ConvertKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(out, in, n);
   return cudaGetLastError();

@@ -70,6 +70,7 @@ cudaError_t SortTempBytes(int N, size_t* bytes) {
 template <typename T>
 cudaError_t Forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int T_, int C,
                     cudaStream_t stream) {
+  ClearStaleError();
   const int64_t n = int64_t{B} * T_ * C;
   if (n == 0) return cudaSuccess;
   ForwardKernel<<<GridStrideBlocks(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
@@ -80,6 +81,7 @@ cudaError_t Forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, i
 template <typename T>
 cudaError_t Backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int T_, int C,
                      void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  ClearStaleError();
   const int N = B * T_;
   if (N == 0 || C == 0) return cudaSuccess;
   if (dwpe != nullptr) {

@@ -41,6 +41,7 @@ int Blocks(int64_t n) { return GridStrideBlocks(n, kElementwiseThreads); }
 
 template <typename T>
 cudaError_t Forward(T* out, const T* in, int64_t n, cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   GeluForwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(out, in, n);
   return cudaGetLastError();
@@ -49,6 +50,7 @@ cudaError_t Forward(T* out, const T* in, int64_t n, cudaStream_t stream) {
 template <typename T>
 cudaError_t Backward(T* din, const T* in, const T* dout, int64_t n, bool accumulate,
                      cudaStream_t stream) {
+  ClearStaleError();
   if (n == 0) return cudaSuccess;
   GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n, accumulate);
   return cudaGetLastError();

@@ -22,13 +22,16 @@ using testing::Uniform;
 
 template <typename T>
 struct Tol;
+// The backward's 1 - tanh^2 cancels near |tanh| = 1: the 1-2 ulp between the CPU's TanhFast and
+// the GPU's tanhf become up to ~2.5e-6 absolute on gradients with |dout| <= 6 (simulated on CPU
+// over this test's inputs), hence atol 1e-5 rather than fp32 rounding alone.
 template <>
 struct Tol<float> {
-  static constexpr double kAtol = 1e-6, kRtol = 1e-5;
+  static constexpr double kAtol = 1e-5, kRtol = 1e-5;
 };
 template <>
 struct Tol<__nv_bfloat16> {
-  static constexpr double kAtol = 1e-5, kRtol = 4e-3;
+  static constexpr double kAtol = 2e-5, kRtol = 4e-3;
 };
 
 template <typename T>

@@ -60,4 +60,15 @@ __device__ __forceinline__ double BlockSumDouble(double v, double* shared) {
 
 }  // namespace ringmaster::kernels::device
 
+namespace ringmaster::kernels {
+
+// The runtime's per-thread "last error" is also set by failed calls whose callers handled them
+// (cudaErrorNotReady from an event query while polling NCCL, a cudaMalloc that did not fit) and
+// stays set until read. Every launcher calls this first, so that the cudaGetLastError() after
+// its launch reports that launch alone. (Errors of the device itself are sticky: the next
+// synchronisation still reports them.)
+inline void ClearStaleError() { (void)cudaGetLastError(); }
+
+}  // namespace ringmaster::kernels
+
 #endif  // RINGMASTER_TRAINER_KERNELS_KERNEL_UTILS_CUH_

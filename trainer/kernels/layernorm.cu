@@ -125,6 +125,7 @@ template <typename T>
 cudaError_t Forward(T* out, float* mean, float* rstd, const T* inp, const T* residual_b,
                     T* residual, const T* weight, const T* bias, int N, int C,
                     cudaStream_t stream) {
+  ClearStaleError();
   if (N == 0) return cudaSuccess;
   ForwardKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
       out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
@@ -135,6 +136,7 @@ template <typename T>
 cudaError_t Backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      const float* mean, const float* rstd, int N, int C, float* scratch,
                      cudaStream_t stream) {
+  ClearStaleError();
   if (N == 0 || C == 0) return cudaSuccess;
   BackwardInputKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
       dinp, dout, inp, weight, mean, rstd, N, C);

@@ -68,6 +68,7 @@ __global__ void ColumnFinishKernel(T* out, const float* partials, int cols, int 
 template <typename T>
 cudaError_t SumSquares(const T* x, int64_t n, double* partials, double* result,
                        cudaStream_t stream) {
+  ClearStaleError();
   const int blocks = SumSquaresBlocks(n);
   SumSquaresPartialKernel<<<blocks, kSumThreads, 0, stream>>>(x, n, partials);
   SumPartialsKernel<<<1, 1, 0, stream>>>(partials, blocks, result);
@@ -77,6 +78,7 @@ cudaError_t SumSquares(const T* x, int64_t n, double* partials, double* result,
 template <typename T>
 cudaError_t ColumnSums(T* out, const T* in, int rows, int cols, bool accumulate, float* scratch,
                        cudaStream_t stream) {
+  ClearStaleError();
   if (cols == 0) return cudaSuccess;
   const int splits = ColumnReduceSplits(rows);
   const dim3 grid((cols + kColumns - 1) / kColumns, splits);

@@ -3,11 +3,14 @@
 //
 // ExpFast: Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial), relative
 // error below 2e-7 over [-87, 88]; inputs are clamped to that range (exp(-87) ~ 1.6e-38).
-// TanhFast: 1 - 2 / (exp(2x) + 1), absolute error below 1e-7 (relative error grows near 0, where
-// callers add it to 1 as GELU does).
+// TanhFast: sign(x) (1 - 2 / (exp(2|x|) + 1)), absolute error below 1e-7 (relative error grows
+// near 0, where callers add it to 1 as GELU does). Odd by construction: evaluated on -|x|,
+// exp(2x) + 1 rounds towards 1 and tanh came out 1 ulp off for x in (-8.7, -2) and exactly -1
+// below, which GELU's backward (1 - tanh^2) magnified to 1e-5 against the GPU's tanhf.
 #ifndef RINGMASTER_TRAINER_KERNELS_VECTOR_MATH_H_
 #define RINGMASTER_TRAINER_KERNELS_VECTOR_MATH_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -34,7 +37,10 @@ inline float ExpFast(float x) {
   return e * scale;
 }
 
-inline float TanhFast(float x) { return 1.0f - 2.0f / (ExpFast(2.0f * x) + 1.0f); }
+inline float TanhFast(float x) {
+  const float t = 1.0f - 2.0f / (ExpFast(2.0f * std::fabs(x)) + 1.0f);
+  return std::copysign(t, x);
+}
 
 }  // namespace ringmaster::kernels
 
