@@ -547,10 +547,9 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
   std::string reason = why;
   if (wait > absl::ZeroDuration()) {
     job->launch_not_before = clock_->Now() + wait;
-    const std::string backoff =
-        absl::StrCat(" in ", absl::FormatDuration(wait), " (crash loop: ",
-                     job->failures_before_a_step,
-                     " generations in a row failed before their first step)");
+    const std::string backoff = absl::StrCat(
+        " in ", absl::FormatDuration(wait), " (crash loop: ", job->failures_before_a_step,
+        " generations in a row failed before their first step)");
     absl::StrAppend(&message, backoff);
     absl::StrAppend(&reason, "; next launch", backoff);
   }

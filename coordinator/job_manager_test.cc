@@ -501,8 +501,9 @@ TEST_F(JobManagerTest, CrashLoopsBackOffUntilAGenerationSteps) {
   auto events = jobs_->Get(id);
   bool explained = false;
   for (const auto& e : events->events()) {
-    if (absl::StrContains(e.message(), "restart 3 of 10 in 2s (crash loop: 3 generations in a "
-                                       "row failed before their first step)")) {
+    if (absl::StrContains(e.message(),
+                          "restart 3 of 10 in 2s (crash loop: 3 generations in a "
+                          "row failed before their first step)")) {
       explained = true;
     }
   }

@@ -100,13 +100,13 @@ absl::Status Run::Setup() {
   // this machine do their collectives in shared memory, the others over Gloo.
   const v1::Precision precision = c_.spec.trainer().precision();
   ASSIGN_OR_RETURN(accelerator_,
-                   OpenAccelerator(ProcessEnvironment(), precision == v1::PRECISION_FP32
-                                                             ? DType::kF32
-                                                             : DType::kBF16));
+                   OpenAccelerator(ProcessEnvironment(),
+                                   precision == v1::PRECISION_FP32 ? DType::kF32 : DType::kBF16));
   if (accelerator_ == nullptr && precision == v1::PRECISION_BF16) {
-    return FieldError("trainer.precision",
-                      "bf16 needs a GPU, and this rank has none (CUDA_VISIBLE_DEVICES names no GPU, "
-                      "or the trainer was built without CUDA); the CPU trainer computes in fp32");
+    return FieldError(
+        "trainer.precision",
+        "bf16 needs a GPU, and this rank has none (CUDA_VISIBLE_DEVICES names no GPU, "
+        "or the trainer was built without CUDA); the CPU trainer computes in fp32");
   }
   ASSIGN_OR_RETURN(groups_,
                    ConnectParallelGroups(p, [&](const std::string& name, int rank, int size) {

@@ -3,9 +3,9 @@
 //
 // OpenAccelerator reads CUDA_VISIBLE_DEVICES (device_selection.h: the agent sets it to the GPU
 // it assigned the rank). When it names a GPU and this binary was built with CUDA, the process
-// trains on that GPU: a CudaDevice computing in bf16 or fp32 (cuda_device.h), NCCL communicators for
-// its groups (nccl_communicator.h), the GPU's dense bf16 peak for MFU (gpu_peak.h). Otherwise it
-// returns null and the process uses the CPU device and Gloo as before.
+// trains on that GPU: a CudaDevice computing in bf16 or fp32 (cuda_device.h), NCCL communicators
+// for its groups (nccl_communicator.h), the GPU's dense bf16 peak for MFU (gpu_peak.h). Otherwise
+// it returns null and the process uses the CPU device and Gloo as before.
 //
 // Ownership and lifetime: the accelerator owns the device; communicators from Connect() are the
 // caller's and must not be used after the accelerator is destroyed (their operations wait on
@@ -44,8 +44,8 @@ class Accelerator {
 
 // The accelerator the environment asks for, or null for the CPU (no GPU named, or a binary
 // built without CUDA). `compute_dtype` is the GPU's compute type: kBF16 (the default for GPU
-// jobs) or kF32 (a job's `precision: fp32`). Errors: UNAVAILABLE when the named GPU cannot be used (no driver, no
-// device: a node fault; retryable), as MakeCudaDevice reports them.
+// jobs) or kF32 (a job's `precision: fp32`). Errors: UNAVAILABLE when the named GPU cannot be used
+// (no driver, no device: a node fault; retryable), as MakeCudaDevice reports them.
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
     const std::function<std::optional<std::string>(const char* name)>& env,
     DType compute_dtype = DType::kBF16);
