@@ -27,6 +27,9 @@ int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 // kLiveProcess is alive.
 constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
 constexpr absl::Duration kLiveProcess = absl::Milliseconds(2000);
+// How long ringmaster_hang_suspect outlives the recovery: a recovery takes well under a scrape
+// interval, and a series that is gone by the next scrape names nobody in Prometheus.
+constexpr absl::Duration kHangSuspectLinger = absl::Minutes(5);
 
 Layout LayoutOf(const v1::JobStatus& status) {
   const v1::JobSpec& spec = status.spec();
@@ -68,6 +71,7 @@ struct JobManager::Job {
   std::unique_ptr<StragglerDetector> stragglers;
   std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
   std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
+  absl::Time hang_suspects_until = absl::InfiniteFuture();  // their removal, once recovered
   bool recovery_series = false;    // ringmaster_recovery_seconds exported
   bool resumed = false;            // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
@@ -109,7 +113,7 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
     hang_suspects_ = &registry->AddGauge(
         "ringmaster_hang_suspect",
         "1 for each rank named by the job's latest hang (it did not reach the collective its "
-        "group waits in), until the job recovered.",
+        "group waits in), until 5 minutes after the job recovered.",
         {"job_id", "rank"});
     recovery_seconds_ = &registry->AddGauge(
         "ringmaster_recovery_seconds",
@@ -695,8 +699,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
         }
         job->recovery_series = true;
       }
-      for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
-      job->hang_suspects.clear();
+      if (!job->hang_suspects.empty())
+        job->hang_suspects_until = clock_->Now() + kHangSuspectLinger;
     }
     if (rank == 0 && !job->resumed) {
       job->recovery.OnResume(summary.start_step());
@@ -748,6 +752,7 @@ std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* descr
     const std::string& id = job->status.job_id();
     for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
     job->hang_suspects.clear();
+    job->hang_suspects_until = absl::InfiniteFuture();
     for (int r : suspects) {
       hang_suspects_->WithLabels({id, absl::StrCat(r)})->Set(1);
       job->hang_suspects.insert(r);
@@ -842,6 +847,11 @@ void JobManager::Tick() {
         job->launch_not_before != absl::InfinitePast() && now >= job->launch_not_before) {
       job->launch_not_before = absl::InfinitePast();
       backoff_over = true;
+    }
+    if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) {
+      for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
+      job->hang_suspects.clear();
+      job->hang_suspects_until = absl::InfiniteFuture();
     }
   }
   if (backoff_over) ScheduleLocked();

@@ -327,11 +327,27 @@ TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWait
                                     "that ranks 0, 1, 3 wait in"),
             std::string::npos)
       << hangs[0].message();
-  const std::string page = registry_.RenderText();
-  EXPECT_NE(page.find("ringmaster_hang_suspect{job_id=\"" + job->job_id() + "\",rank=\"2\"} 1"),
-            std::string::npos)
-      << page;
+  const std::string suspect =
+      "ringmaster_hang_suspect{job_id=\"" + job->job_id() + "\",rank=\"2\"} 1";
+  EXPECT_NE(registry_.RenderText().find(suspect), std::string::npos) << registry_.RenderText();
   EXPECT_EQ(after->job().generation(), 2);
+
+  // Generation 2 recovers within a fraction of a scrape interval: the suspect stays visible
+  // for 5 minutes after that, so that Prometheus sees it, then goes.
+  v1::JobStatus gen2 = Current(job->job_id());
+  for (int rank = 0; rank < 4; ++rank) {
+    v1::StepSummary s = Summary(gen2, rank, 5, 1, 1);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
+    s.set_first_step_seconds(0.1);
+    jobs_->OnStepSummary(s);
+  }
+  ASSERT_EQ(EventsOf(*jobs_->Get(job->job_id()), "recovered").size(), 1u);
+  clock_.Advance(absl::Minutes(4));
+  jobs_->Tick();
+  EXPECT_NE(registry_.RenderText().find(suspect), std::string::npos);
+  clock_.Advance(absl::Minutes(1));
+  jobs_->Tick();
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_hang_suspect{"), std::string::npos);
 }
 
 TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags) {
