@@ -14,10 +14,11 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, metrics::Regis
     connected_ =
         registry->AddGauge("ringmaster_agents_connected", "Agents registered and heartbeating now.")
             .WithLabels({});
-    lost_total_ = registry
-                      ->AddCounter("ringmaster_nodes_lost_total",
-                                   "Nodes declared lost (stream ended or heartbeats stopped).")
-                      .WithLabels({});
+    lost_total_ = &registry->AddCounter(
+        "ringmaster_nodes_lost_total",
+        "Times the node was declared lost (stream ended or heartbeats stopped); 0 from its first "
+        "registration, so that increase() counts its first loss.",
+        {"node"});
   }
 }
 
@@ -38,6 +39,9 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   }
   absl::MutexLock lock(&mu_);
   Node& node = nodes_[registration.node()];
+  if (lost_total_ != nullptr && node.lost == nullptr) {
+    node.lost = lost_total_->WithLabels({registration.node()});
+  }
   if (!node.alive) ++alive_;
   node.registration = registration;
   node.session = next_session_++;
@@ -70,7 +74,7 @@ bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
   if (it == nodes_.end() || it->second.session != session || !it->second.alive) return false;
   it->second.alive = false;
   --alive_;
-  if (lost_total_) lost_total_->Increment();
+  if (it->second.lost) it->second.lost->Increment();
   UpdateGauge();
   return true;
 }
@@ -84,7 +88,7 @@ std::vector<std::string> NodeManager::CheckLiveness() {
       node.alive = false;
       --alive_;
       lost.push_back(name);
-      if (lost_total_) lost_total_->Increment();
+      if (node.lost) node.lost->Increment();
     }
   }
   if (!lost.empty()) UpdateGauge();

@@ -34,7 +34,7 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected and ringmaster_nodes_lost_total.
+  // ringmaster_agents_connected and ringmaster_nodes_lost_total{node}.
   NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry);
 
   // Validates and records a registration; returns the new session id. INVALID_ARGUMENT (naming
@@ -83,6 +83,7 @@ class NodeManager {
     bool alive = false;
     absl::Time last_heartbeat;
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
+    std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
   };
 
   void UpdateGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -90,7 +91,7 @@ class NodeManager {
   Clock* const clock_;
   const absl::Duration lost_after_;
   std::shared_ptr<metrics::Gauge> connected_;
-  std::shared_ptr<metrics::Counter> lost_total_;
+  metrics::CounterFamily* lost_total_ = nullptr;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);

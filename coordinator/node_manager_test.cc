@@ -61,7 +61,11 @@ TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
   EXPECT_TRUE(nodes_.CheckLiveness().empty());  // Reported once.
   EXPECT_FALSE(nodes_.IsAlive("a"));
   EXPECT_TRUE(nodes_.IsAlive("b"));
-  EXPECT_NE(registry_.RenderText().find("ringmaster_agents_connected 1"), std::string::npos);
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_agents_connected 1"), std::string::npos);
+  // Each node's losses, named (b's series exists at 0 so that its first loss is an increase).
+  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 1"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"b\"} 0"), std::string::npos) << page;
   // A late heartbeat on the lost session does not revive it; a new registration does.
   EXPECT_EQ(nodes_.Heartbeat("a", *a).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
@@ -78,6 +82,8 @@ TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
   EXPECT_TRUE(nodes_.Disconnected("a", *second));
   EXPECT_FALSE(nodes_.IsAlive("a"));
   EXPECT_EQ(nodes_.AliveCount(), 0);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_nodes_lost_total{node=\"a\"} 1"),
+            std::string::npos);
 }
 
 TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {

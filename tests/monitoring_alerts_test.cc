@@ -164,11 +164,13 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
   ASSERT_TRUE(alert.ok()) << alert.status();
   EXPECT_EQ(Label(*alert, "severity"), "critical");
   EXPECT_THAT(stack_->Alerts("RingmasterAgentLost", "node=\"agent-0\""), IsEmpty());
-  // The coordinator's view: it declared the node lost too.
-  EXPECT_TRUE(
-      stack_
-          ->WaitForAlert("RingmasterAgentLost", "job=\"ringmaster-coordinator\"", absl::Seconds(60))
-          .ok());
+  // The coordinator's view: it declared the node lost too, and names it (which matters where a
+  // dead agent's scrape target disappears instead of going down).
+  EXPECT_TRUE(stack_
+                  ->WaitForAlert("RingmasterAgentLost",
+                                 "job=\"ringmaster-coordinator\",node=\"agent-1\"",
+                                 absl::Seconds(60))
+                  .ok());
 }
 
 // A job that crashes after its second checkpoint in every generation: it restarts again and
