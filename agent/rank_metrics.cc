@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/metrics/metric.h"
 
 namespace ringmaster::agent {
@@ -59,6 +61,10 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> bubble_ratio;
   std::shared_ptr<metrics::Gauge> checkpoint_step;
   std::shared_ptr<metrics::Gauge> checkpoint_seconds;
+  // The phase the rank last reported ("init", "step", ...) and its series; empty before the
+  // first report that names one.
+  std::string phase;
+  std::shared_ptr<metrics::Gauge> phase_series;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
   // Compute seconds of the steps since the last summary taken (for its mean).
@@ -119,12 +125,17 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
           "Pipeline parallelism: measured idle share of the rank's last step (the formula is "
           "(p-1)/(m+p-1)).",
           kRankLabels)),
-      checkpoint_step_(&registry->AddGauge(
-          "ringmaster_checkpoint_step", "Step of the newest checkpoint committed by the job.",
-          kRankLabels)),
+      checkpoint_step_(&registry->AddGauge("ringmaster_checkpoint_step",
+                                           "Step of the newest checkpoint committed by the job.",
+                                           kRankLabels)),
       checkpoint_seconds_(&registry->AddGauge(
           "ringmaster_checkpoint_seconds",
           "Seconds the newest committed checkpoint took, from snapshot to commit.", kRankLabels)),
+      worker_phase_(&registry->AddGauge(
+          "ringmaster_worker_phase",
+          "1 for the phase the rank last reported (starting, init, step, checkpoint, eval); one "
+          "series per rank.",
+          {"job_id", "rank", "phase"})),
       collective_sequence_(&registry->AddGauge(
           "ringmaster_collective_sequence",
           "Sequence number of the last collective the rank entered (kind=entered) or completed "
@@ -225,6 +236,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());
   s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
+  SetPhase(rank, v1::WORKER_PHASE_STEP);
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
   rank->compute_sum += report.compute_seconds();
   rank->compute_steps += 1;
@@ -273,6 +285,7 @@ void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;
   s.set_phase(report.phase());
+  SetPhase(rank, report.phase());
   // Sent when leaving CHECKPOINT; 0 (unset) on every other phase report. Steps count from 1.
   if (report.checkpoint_step() > 0) {
     s.set_checkpoint_step(std::max(s.checkpoint_step(), report.checkpoint_step()));
@@ -284,6 +297,17 @@ void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
     rank->checkpoint_seconds->Set(report.checkpoint_seconds());
   }
   rank->pending = true;
+}
+
+void RankMetrics::SetPhase(Rank* rank, v1::WorkerPhase phase) {
+  if (!v1::WorkerPhase_IsValid(phase) || phase == v1::WORKER_PHASE_UNSPECIFIED) return;
+  std::string name =
+      absl::AsciiStrToLower(absl::StripPrefix(v1::WorkerPhase_Name(phase), "WORKER_PHASE_"));
+  if (name == rank->phase) return;
+  if (!rank->phase.empty()) worker_phase_->Remove({rank->labels[0], rank->labels[1], rank->phase});
+  rank->phase = std::move(name);
+  rank->phase_series = worker_phase_->WithLabels({rank->labels[0], rank->labels[1], rank->phase});
+  rank->phase_series->Set(1);
 }
 
 void RankMetrics::Refresh() {
@@ -345,6 +369,7 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   bubble_ratio_->Remove(rank.labels);
   checkpoint_step_->Remove(rank.labels);
   checkpoint_seconds_->Remove(rank.labels);
+  if (!rank.phase.empty()) worker_phase_->Remove({rank.labels[0], rank.labels[1], rank.phase});
   for (const auto& [group_kind, gauge] : rank.sequences) {
     collective_sequence_->Remove(
         {rank.labels[0], rank.labels[1], group_kind.first, group_kind.second});

@@ -19,6 +19,7 @@
 //   ringmaster_checkpoint_step          gauge, newest checkpoint committed (from phase reports)
 //   ringmaster_checkpoint_seconds       gauge, how long that checkpoint took
 //   ringmaster_collective_sequence{group,kind}  gauge, last collective entered / completed
+//   ringmaster_worker_phase{phase}      gauge, 1 for the phase the rank last reported
 //                                       (kind = entered|completed) per communicator: the rank
 //                                       whose entered number lags its group's is the one the
 //                                       others wait for
@@ -100,6 +101,8 @@ class RankMetrics {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The rank's summary, marked taken at `now` (its per-summary figures start over).
   v1::StepSummary Take(Rank* rank, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exports `phase` as the rank's ringmaster_worker_phase series (replacing the previous one).
+  void SetPhase(Rank* rank, v1::WorkerPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops exporting every series of `rank`.
   void RemoveSeries(const Rank& rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -122,6 +125,7 @@ class RankMetrics {
   metrics::GaugeFamily* const bubble_ratio_;
   metrics::GaugeFamily* const checkpoint_step_;
   metrics::GaugeFamily* const checkpoint_seconds_;
+  metrics::GaugeFamily* const worker_phase_;
   metrics::GaugeFamily* const collective_sequence_;
 
   mutable absl::Mutex mu_;

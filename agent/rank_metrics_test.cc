@@ -108,12 +108,14 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# TYPE ringmaster_collective_seconds_total counter\n"
       "ringmaster_collective_seconds_total",
       c, " 0.125\n",
-      "# HELP ringmaster_collective_sequence Sequence number of the last collective the rank entered "
+      "# HELP ringmaster_collective_sequence Sequence number of the last collective the rank "
+      "entered "
       "(kind=entered) or completed (kind=completed) on the communicator; a rank whose entered "
       "number lags its group's is the one the others wait for.\n"
       "# TYPE ringmaster_collective_sequence gauge\n"
-      "ringmaster_collective_sequence", l, ",group=\"dp0\",kind=\"completed\"} 14\n",
-      "ringmaster_collective_sequence", l, ",group=\"dp0\",kind=\"entered\"} 14\n",
+      "ringmaster_collective_sequence",
+      l, ",group=\"dp0\",kind=\"completed\"} 14\n", "ringmaster_collective_sequence", l,
+      ",group=\"dp0\",kind=\"entered\"} 14\n",
       "# HELP ringmaster_communication_seconds Seconds of the rank's last step spent waiting in "
       "collectives.\n"
       "# TYPE ringmaster_communication_seconds gauge\n"
@@ -135,14 +137,16 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# HELP ringmaster_mfu Model FLOPs utilisation of the rank's last step (llm.c's 6N + 6LCT "
       "FLOPs per token over the device's peak), 0 to 1.\n"
       "# TYPE ringmaster_mfu gauge\n"
-      "ringmaster_mfu", l, "} 0\n",
+      "ringmaster_mfu",
+      l, "} 0\n",
       "# HELP ringmaster_stage_compute_seconds Pipeline parallelism: seconds the rank's stage "
       "computed in its last step.\n"
       "# TYPE ringmaster_stage_compute_seconds gauge\n"
       "# HELP ringmaster_state_bytes Bytes of parameters, gradients and optimizer state the rank "
       "holds.\n"
       "# TYPE ringmaster_state_bytes gauge\n"
-      "ringmaster_state_bytes", l, "} 0\n",
+      "ringmaster_state_bytes",
+      l, "} 0\n",
       "# HELP ringmaster_step Last completed training step of the rank.\n"
       "# TYPE ringmaster_step gauge\n"
       "ringmaster_step",
@@ -175,7 +179,12 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "(tokens / step seconds).\n"
       "# TYPE ringmaster_tokens_per_second gauge\n"
       "ringmaster_tokens_per_second",
-      l, "} 8192\n");
+      l, "} 8192\n",
+      "# HELP ringmaster_worker_phase 1 for the phase the rank last reported (starting, init, "
+      "step, checkpoint, eval); one series per rank.\n"
+      "# TYPE ringmaster_worker_phase gauge\n"
+      "ringmaster_worker_phase",
+      l, ",phase=\"step\"} 1\n");
   EXPECT_EQ(registry_.RenderText(), expected);
 }
 
@@ -228,10 +237,33 @@ TEST_F(RankMetricsTest, StepWithoutDurationHasNoRateAndNoObservation) {
   EXPECT_EQ(summaries[0].tokens_per_second(), 0);
 }
 
-TEST_F(RankMetricsTest, RankThatHasNotSteppedShowsOnlyItsReportAge) {
+TEST_F(RankMetricsTest, RankThatHasNotSteppedShowsOnlyItsReportAgeAndPhase) {
   metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_INIT));
   EXPECT_THAT(Samples(registry_),
-              ElementsAre("ringmaster_last_report_age_seconds{job_id=\"gpt-1\",rank=\"0\"} 0"));
+              UnorderedElementsAre(
+                  "ringmaster_last_report_age_seconds{job_id=\"gpt-1\",rank=\"0\"} 0",
+                  "ringmaster_worker_phase{job_id=\"gpt-1\",rank=\"0\",phase=\"init\"} 1"));
+}
+
+// One phase series per rank: the last phase reported (a step report means "step"); gone with
+// the job's other series.
+TEST_F(RankMetricsTest, WorkerPhaseFollowsTheReportsWithOneSeriesPerRank) {
+  const std::string series = "ringmaster_worker_phase{job_id=\"gpt-1\",rank=\"0\",phase=";
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_INIT));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT));
+  std::vector<std::string> phases;
+  for (const std::string& s : Samples(registry_)) {
+    if (s.rfind("ringmaster_worker_phase", 0) == 0) phases.push_back(s);
+  }
+  EXPECT_THAT(phases, ElementsAre(series + "\"checkpoint\"} 1"));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 2));
+  EXPECT_THAT(Samples(registry_), Contains(series + "\"step\"} 1"));
+  EXPECT_THAT(Samples(registry_), Not(Contains(series + "\"checkpoint\"} 1")));
+  metrics_.ForgetJob("gpt-1");
+  for (const std::string& s : Samples(registry_)) {
+    EXPECT_NE(s.rfind("ringmaster_worker_phase", 0), 0u) << s;
+  }
 }
 
 TEST_F(RankMetricsTest, SummaryCarriesTheLatestReport) {
