@@ -10,8 +10,8 @@ namespace ringmaster::trainer {
 absl::Duration PollPause(int n) {
   constexpr int kSpins = 100;
   if (n < kSpins) return absl::ZeroDuration();
-  const int doublings = std::min(n - kSpins, 7);  // 10 us * 2^7 = 1.28 ms, capped below
-  return std::min(absl::Microseconds(10) * (1 << doublings), absl::Milliseconds(1));
+  const int doublings = std::min(n - kSpins, 3);  // 10 us * 2^3 = 80 us, capped below
+  return std::min(absl::Microseconds(10) * (1 << doublings), absl::Microseconds(50));
 }
 
 absl::Status AwaitCompletion(const std::function<Poll()>& poll, absl::string_view what,

@@ -88,14 +88,14 @@ TEST(AsyncWaitTest, NeverDoneIsADeadlineAfterTheTimeout) {
   EXPECT_GT(polls, 100);
 }
 
-TEST(AsyncWaitTest, PausesSpinThenBackOffToOneMillisecond) {
+TEST(AsyncWaitTest, PausesSpinThenBackOffToFiftyMicroseconds) {
   EXPECT_EQ(PollPause(0), absl::ZeroDuration());
   EXPECT_EQ(PollPause(99), absl::ZeroDuration());
   EXPECT_EQ(PollPause(100), absl::Microseconds(10));
   EXPECT_EQ(PollPause(101), absl::Microseconds(20));
-  EXPECT_EQ(PollPause(106), absl::Microseconds(640));
-  EXPECT_EQ(PollPause(107), absl::Milliseconds(1));
-  EXPECT_EQ(PollPause(100000), absl::Milliseconds(1));
+  EXPECT_EQ(PollPause(102), absl::Microseconds(40));
+  EXPECT_EQ(PollPause(103), absl::Microseconds(50));
+  EXPECT_EQ(PollPause(100000), absl::Microseconds(50));
 }
 
 }  // namespace

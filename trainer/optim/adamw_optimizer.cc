@@ -47,13 +47,18 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
   opt->alias_master_ = params.dtype == DType::kF32;
   if (!opt->alias_master_) {
     ASSIGN_OR_RETURN(opt->master_, device->Allocate(state, DType::kF32));
-    for (const Segment& s : opt->segments_) {
-      device->Convert(opt->master_.Slice(s.state, s.size), opt->Working(s.flat, s.state, s.size));
-    }
+    opt->ResetMastersFromParameters();
   }
   ASSIGN_OR_RETURN(opt->m_, device->Allocate(state, DType::kF32));
   ASSIGN_OR_RETURN(opt->v_, device->Allocate(state, DType::kF32));
   return opt;
+}
+
+void AdamWOptimizer::ResetMastersFromParameters() {
+  if (alias_master_) return;
+  for (const Segment& s : segments_) {
+    device_->Convert(master_.Slice(s.state, s.size), Working(s.flat, s.state, s.size));
+  }
 }
 
 Tensor AdamWOptimizer::Master(int64_t flat, int64_t state, int64_t size) const {

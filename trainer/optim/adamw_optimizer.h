@@ -53,6 +53,10 @@ class AdamWOptimizer {
   // Sum of squares of the owned gradients; with `counted`, only of the tensors (indices into
   // layout.tensors()) it marks true.
   absl::StatusOr<double> OwnedGradientSquares(const std::vector<bool>* counted = nullptr);
+  // Sets the fp32 masters to the working parameters (nothing to do where they are the same
+  // memory, on fp32 devices). Create() fills them from the parameters as they are then; call
+  // this after the parameters were written another way (initialisation). Enqueued on the device.
+  void ResetMastersFromParameters();
   // One AdamW step at learning rate `lr`, step number t (1-based), gradients scaled by
   // `grad_scale` (clipping) on the owned ranges.
   void Step(float lr, int64_t t, float grad_scale);

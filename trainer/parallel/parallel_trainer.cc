@@ -77,7 +77,11 @@ absl::StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
 
 absl::Status ParallelTrainer::InitParameters(uint64_t seed) {
   RETURN_IF_ERROR(model_->InitParameters(seed));
-  return dp_->GatherParameters();
+  RETURN_IF_ERROR(dp_->GatherParameters());
+  // The optimizer was created with the model, from parameters still zero: with bf16 working
+  // weights its fp32 masters are a separate copy, which must start from the initialised ones.
+  dp_->optimizer().ResetMastersFromParameters();
+  return device_->Synchronize();
 }
 
 Tensor ParallelTrainer::held_parameters() const {
