@@ -699,8 +699,9 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
         }
         job->recovery_series = true;
       }
-      if (!job->hang_suspects.empty())
+      if (!job->hang_suspects.empty()) {
         job->hang_suspects_until = clock_->Now() + kHangSuspectLinger;
+      }
     }
     if (rank == 0 && !job->resumed) {
       job->recovery.OnResume(summary.start_step());
