@@ -22,7 +22,9 @@
 namespace ringmaster::kernels {
 namespace {
 
+using testing::CublasTypedTest;
 using testing::DeviceArray;
+using testing::ElementTypes;
 using testing::ExpectClose;
 using testing::RoundTo;
 using testing::Uniform;
@@ -41,19 +43,8 @@ struct Traits<__nv_bfloat16> {
 };
 
 template <typename T>
-class AttentionCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    RM_SKIP_WITHOUT_GPU();
-    ASSERT_EQ(cublasCreate(&cublas_), CUBLAS_STATUS_SUCCESS);
-  }
-  void TearDown() override {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
-  }
-  cublasHandle_t cublas_ = nullptr;
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(AttentionCudaTest, Types);
+class AttentionCudaTest : public CublasTypedTest<T> {};
+TYPED_TEST_SUITE(AttentionCudaTest, ElementTypes);
 
 TYPED_TEST(AttentionCudaTest, ForwardAndBackwardMatchCpu) {
   using T = TypeParam;

@@ -20,17 +20,15 @@ namespace {
 
 using testing::DeviceArray;
 using testing::DeviceBufferOf;
+using testing::ElementTypes;
 using testing::ExpectClose;
+using testing::GpuTypedTest;
 using testing::RoundTo;
 using testing::Uniform;
 
 template <typename T>
-class CrossEntropyCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(CrossEntropyCudaTest, Types);
+class CrossEntropyCudaTest : public GpuTypedTest<T> {};
+TYPED_TEST_SUITE(CrossEntropyCudaTest, ElementTypes);
 
 TYPED_TEST(CrossEntropyCudaTest, LossesAndGradientsMatchCpu) {
   using T = TypeParam;

@@ -15,7 +15,9 @@
 namespace ringmaster::kernels {
 namespace {
 
+using testing::CublasTypedTest;
 using testing::DeviceArray;
+using testing::ElementTypes;
 using testing::ExpectClose;
 using testing::RoundTo;
 using testing::Uniform;
@@ -34,19 +36,8 @@ struct Traits<__nv_bfloat16> {
 };
 
 template <typename T>
-class CublasGemmTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    RM_SKIP_WITHOUT_GPU();
-    ASSERT_EQ(cublasCreate(&handle_), CUBLAS_STATUS_SUCCESS);
-  }
-  void TearDown() override {
-    if (handle_ != nullptr) cublasDestroy(handle_);
-  }
-  cublasHandle_t handle_ = nullptr;
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(CublasGemmTest, Types);
+class CublasGemmTest : public CublasTypedTest<T> {};
+TYPED_TEST_SUITE(CublasGemmTest, ElementTypes);
 
 TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
   using T = TypeParam;
@@ -73,9 +64,9 @@ TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
                                          c.data() + i * sc);
             }
             absl::Status s =
-                batch == 1 ? RowMajorGemmCuda(this->handle_, Tr::kType, g, 0.5f, d_a.get(),
+                batch == 1 ? RowMajorGemmCuda(this->cublas_, Tr::kType, g, 0.5f, d_a.get(),
                                               d_b.get(), beta, d_c.get())
-                           : RowMajorBatchedGemmCuda(this->handle_, Tr::kType, g, 0.5f, d_a.get(),
+                           : RowMajorBatchedGemmCuda(this->cublas_, Tr::kType, g, 0.5f, d_a.get(),
                                                      sa, d_b.get(), sb, beta, d_c.get(), sc, batch);
             ASSERT_TRUE(s.ok()) << s;
             // The padding between rows of c must be left alone: compare everything.
@@ -91,7 +82,7 @@ TYPED_TEST(CublasGemmTest, RefusesStridesThatDoNotCoverTheMatrices) {
   const RowMajorGemm g{false, false, 4, 4, 4, /*lda=*/3, 4, 4};
   DeviceArray<TypeParam> x(64);
   EXPECT_EQ(
-      RowMajorGemmCuda(this->handle_, Traits<TypeParam>::kType, g, 1, x.get(), x.get(), 0, x.get())
+      RowMajorGemmCuda(this->cublas_, Traits<TypeParam>::kType, g, 1, x.get(), x.get(), 0, x.get())
           .code(),
       absl::StatusCode::kInvalidArgument);
 }

@@ -1,9 +1,10 @@
-// Helpers of the CUDA parity tests: GPU detection, device arrays of fp32 or bf16 filled from
-// and read back into host floats, bf16 rounding of reference inputs, and a tolerance check that
-// reports the worst element.
+// Helpers of the CUDA parity tests: GPU detection, typed fixtures that skip without a GPU,
+// device arrays of fp32 or bf16 filled from and read back into host floats, bf16 rounding of
+// reference inputs, and a tolerance check that reports the worst element.
 #ifndef RINGMASTER_TRAINER_KERNELS_CUDA_TEST_UTIL_H_
 #define RINGMASTER_TRAINER_KERNELS_CUDA_TEST_UTIL_H_
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +25,30 @@ bool HaveGpu();
       GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount)"; \
     }                                                                \
   } while (0)
+
+// The element types the typed parity tests run over.
+using ElementTypes = ::testing::Types<float, __nv_bfloat16>;
+
+// Fixture of the typed parity tests: every test is skipped without a GPU.
+template <typename T>
+class GpuTypedTest : public ::testing::Test {
+ protected:
+  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
+};
+
+// GpuTypedTest with a cuBLAS handle, `cublas_`, for the duration of each test.
+template <typename T>
+class CublasTypedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RM_SKIP_WITHOUT_GPU();
+    ASSERT_EQ(cublasCreate(&cublas_), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+  }
+  cublasHandle_t cublas_ = nullptr;
+};
 
 // Uniform values in [lo, hi) from `seed`.
 std::vector<float> Uniform(size_t n, float lo, float hi, uint32_t seed);

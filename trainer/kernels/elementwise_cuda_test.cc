@@ -21,16 +21,14 @@ namespace {
 
 using testing::DeviceArray;
 using testing::DeviceBufferOf;
+using testing::ElementTypes;
+using testing::GpuTypedTest;
 using testing::RoundTo;
 using testing::Uniform;
 
 template <typename T>
-class ElementwiseCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(ElementwiseCudaTest, Types);
+class ElementwiseCudaTest : public GpuTypedTest<T> {};
+TYPED_TEST_SUITE(ElementwiseCudaTest, ElementTypes);
 
 const int64_t kSizes[] = {0, 1, 255, 256, 257, 65535LL * 256 + 4097};
 

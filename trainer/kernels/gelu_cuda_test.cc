@@ -16,7 +16,9 @@ namespace ringmaster::kernels {
 namespace {
 
 using testing::DeviceArray;
+using testing::ElementTypes;
 using testing::ExpectClose;
+using testing::GpuTypedTest;
 using testing::RoundTo;
 using testing::Uniform;
 
@@ -35,12 +37,8 @@ struct Tol<__nv_bfloat16> {
 };
 
 template <typename T>
-class GeluCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(GeluCudaTest, Types);
+class GeluCudaTest : public GpuTypedTest<T> {};
+TYPED_TEST_SUITE(GeluCudaTest, ElementTypes);
 
 // 0 (no launch), below/at/above one block, and more than the grid cap (65535 blocks x 256
 // threads) so the grid-stride loop runs more than once.

@@ -20,7 +20,9 @@ namespace ringmaster::kernels {
 namespace {
 
 using testing::DeviceArray;
+using testing::ElementTypes;
 using testing::ExpectClose;
+using testing::GpuTypedTest;
 using testing::RoundTo;
 using testing::Uniform;
 
@@ -36,12 +38,8 @@ struct Tol<__nv_bfloat16> {
 };
 
 template <typename T>
-class LayerNormCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(LayerNormCudaTest, Types);
+class LayerNormCudaTest : public GpuTypedTest<T> {};
+TYPED_TEST_SUITE(LayerNormCudaTest, ElementTypes);
 
 // (N, C): one row; channels below, at and above a warp; GPT-2's width; more rows than one
 // column-reduction slice.

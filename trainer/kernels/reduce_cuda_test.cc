@@ -21,17 +21,15 @@ namespace {
 
 using testing::DeviceArray;
 using testing::DeviceBufferOf;
+using testing::ElementTypes;
 using testing::ExpectClose;
+using testing::GpuTypedTest;
 using testing::RoundTo;
 using testing::Uniform;
 
 template <typename T>
-class ReduceCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override { RM_SKIP_WITHOUT_GPU(); }
-};
-using Types = ::testing::Types<float, __nv_bfloat16>;
-TYPED_TEST_SUITE(ReduceCudaTest, Types);
+class ReduceCudaTest : public GpuTypedTest<T> {};
+TYPED_TEST_SUITE(ReduceCudaTest, ElementTypes);
 
 TYPED_TEST(ReduceCudaTest, SumSquaresMatchesCpuAndIsDeterministic) {
   using T = TypeParam;
