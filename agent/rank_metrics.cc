@@ -61,10 +61,9 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> bubble_ratio;
   std::shared_ptr<metrics::Gauge> checkpoint_step;
   std::shared_ptr<metrics::Gauge> checkpoint_seconds;
-  // The phase the rank last reported ("init", "step", ...) and its series; empty before the
-  // first report that names one.
+  // The phase the rank last reported ("init", "step", ...), the label of its
+  // ringmaster_worker_phase series; empty before the first report that names one.
   std::string phase;
-  std::shared_ptr<metrics::Gauge> phase_series;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
   // Compute seconds of the steps since the last summary taken (for its mean).
@@ -306,8 +305,7 @@ void RankMetrics::SetPhase(Rank* rank, v1::WorkerPhase phase) {
   if (name == rank->phase) return;
   if (!rank->phase.empty()) worker_phase_->Remove({rank->labels[0], rank->labels[1], rank->phase});
   rank->phase = std::move(name);
-  rank->phase_series = worker_phase_->WithLabels({rank->labels[0], rank->labels[1], rank->phase});
-  rank->phase_series->Set(1);
+  worker_phase_->WithLabels({rank->labels[0], rank->labels[1], rank->phase})->Set(1);
 }
 
 void RankMetrics::Refresh() {

@@ -840,24 +840,19 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
 void JobManager::Tick() {
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
-  bool changed = false;
-  bool backoff_over = false;
+  bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
   for (const std::string& id : order_) {
     Job* job = Find(id);
     if (job->status.state() == v1::JOB_STATE_RESTARTING &&
         job->launch_not_before != absl::InfinitePast() && now >= job->launch_not_before) {
       job->launch_not_before = absl::InfinitePast();
-      backoff_over = true;
+      changed = true;
     }
     if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) {
       for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
       job->hang_suspects.clear();
       job->hang_suspects_until = absl::InfiniteFuture();
     }
-  }
-  if (backoff_over) ScheduleLocked();
-  for (const std::string& id : order_) {
-    Job* job = Find(id);
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     if (!job->awaiting_nodes.empty() && now - started_ >= options_.reconcile_timeout) {
       std::string what = absl::StrCat("node ", *job->awaiting_nodes.begin(),
