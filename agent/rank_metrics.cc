@@ -16,6 +16,13 @@ const std::vector<std::string> kRankLabels = {"job_id", "rank"};
 const std::vector<std::string> kCollectiveLabels = {"job_id", "rank", "op", "group"};
 const std::vector<std::string> kSequenceLabels = {"job_id", "rank", "group", "kind"};
 
+// {job_id, rank, phase} of a rank's ringmaster_worker_phase series ("init", "step", ...).
+std::vector<std::string> PhaseLabels(const std::vector<std::string>& rank_labels,
+                                     v1::WorkerPhase phase) {
+  return {rank_labels[0], rank_labels[1],
+          absl::AsciiStrToLower(absl::StripPrefix(v1::WorkerPhase_Name(phase), "WORKER_PHASE_"))};
+}
+
 // 1 ms, 2 ms, 4 ms, ... 262 s (about 4.4 min): 19 doublings cover steps of tiny CPU models and
 // of large models alike; slower steps land in +Inf.
 std::vector<double> StepSecondsBuckets() { return metrics::ExponentialBuckets(0.001, 2, 19); }
@@ -61,9 +68,9 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> bubble_ratio;
   std::shared_ptr<metrics::Gauge> checkpoint_step;
   std::shared_ptr<metrics::Gauge> checkpoint_seconds;
-  // The phase the rank last reported ("init", "step", ...), the label of its
-  // ringmaster_worker_phase series; empty before the first report that names one.
-  std::string phase;
+  // The phase the rank last reported (its ringmaster_worker_phase series); UNSPECIFIED before
+  // the first report that names one.
+  v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
   // Compute seconds of the steps since the last summary taken (for its mean).
@@ -299,13 +306,16 @@ void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
 }
 
 void RankMetrics::SetPhase(Rank* rank, v1::WorkerPhase phase) {
-  if (!v1::WorkerPhase_IsValid(phase) || phase == v1::WORKER_PHASE_UNSPECIFIED) return;
-  std::string name =
-      absl::AsciiStrToLower(absl::StripPrefix(v1::WorkerPhase_Name(phase), "WORKER_PHASE_"));
-  if (name == rank->phase) return;
-  if (!rank->phase.empty()) worker_phase_->Remove({rank->labels[0], rank->labels[1], rank->phase});
-  rank->phase = std::move(name);
-  worker_phase_->WithLabels({rank->labels[0], rank->labels[1], rank->phase})->Set(1);
+  // Called for every step report: nothing to do unless the phase changed.
+  if (phase == rank->phase || !v1::WorkerPhase_IsValid(phase) ||
+      phase == v1::WORKER_PHASE_UNSPECIFIED) {
+    return;
+  }
+  if (rank->phase != v1::WORKER_PHASE_UNSPECIFIED) {
+    worker_phase_->Remove(PhaseLabels(rank->labels, rank->phase));
+  }
+  rank->phase = phase;
+  worker_phase_->WithLabels(PhaseLabels(rank->labels, phase))->Set(1);
 }
 
 void RankMetrics::Refresh() {
@@ -367,7 +377,9 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   bubble_ratio_->Remove(rank.labels);
   checkpoint_step_->Remove(rank.labels);
   checkpoint_seconds_->Remove(rank.labels);
-  if (!rank.phase.empty()) worker_phase_->Remove({rank.labels[0], rank.labels[1], rank.phase});
+  if (rank.phase != v1::WORKER_PHASE_UNSPECIFIED) {
+    worker_phase_->Remove(PhaseLabels(rank.labels, rank.phase));
+  }
   for (const auto& [group_kind, gauge] : rank.sequences) {
     collective_sequence_->Remove(
         {rank.labels[0], rank.labels[1], group_kind.first, group_kind.second});
