@@ -1,7 +1,9 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
@@ -27,6 +29,11 @@ int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 // kLiveProcess is alive.
 constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
 constexpr absl::Duration kLiveProcess = absl::Milliseconds(2000);
+// A process stopped when the hang began is silent by kSilentProcess after its last summary
+// arrived, and that summary can arrive up to a forwarding interval (1 s) after it stopped. A hang
+// reported sooner after it began (a short watchdog.hang_timeout) with no rank to blame yet waits
+// until then for the evidence before it falls back to naming the reported rank.
+constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
 // How long ringmaster_hang_suspect outlives the recovery: a recovery takes well under a scrape
 // interval, and a series that is gone by the next scrape names nobody in Prometheus.
 constexpr absl::Duration kHangSuspectLinger = absl::Minutes(5);
@@ -72,6 +79,9 @@ struct JobManager::Job {
   std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
   std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
   absl::Time hang_suspects_until = absl::InfiniteFuture();  // their removal, once recovered
+  // A hang report waiting for evidence of whom to blame (kHangEvidenceWait), with its node.
+  std::optional<std::pair<std::string, v1::WorkerState>> pending_hang;
+  absl::Time pending_hang_until;
   bool recovery_series = false;    // ringmaster_recovery_seconds exported
   bool resumed = false;            // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
@@ -455,6 +465,7 @@ bool JobManager::TryPlace(Job* job) {
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
   job->last_heard.clear();
+  job->pending_hang.reset();
   StragglerOptions straggler_options;
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
@@ -573,19 +584,15 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
   if (state.phase() != v1::WORKER_PHASE_EXITED) {
     if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.
+    if (job->pending_hang.has_value()) return;  // The first report is being decided.
+    const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
     std::string why;
-    const std::vector<int> suspects = HangSuspects(job, state.rank(), &why);
-    std::string what =
-        absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
-                        node, state.last_report_age_seconds(),
-                        absl::AsciiStrToLower(v1::WorkerPhase_Name(state.phase()).substr(13)));
-    if (!why.empty()) absl::StrAppend(&what, "; ", why);
-    v1::JobEvent& event = AddEvent(job, "hang", what);
-    for (int r : suspects) event.add_ranks(r);
-    if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
-    const absl::Time failed_at =
-        clock_->Now() - absl::Seconds(state.last_report_age_seconds());
-    Fail(job, what, /*fatal=*/false, failed_at, job->status.assignments(suspects.front()).node());
+    if (HangEvidence(*job, &why).empty() && clock_->Now() < began + kHangEvidenceWait) {
+      job->pending_hang.emplace(node, state);
+      job->pending_hang_until = began + kHangEvidenceWait;
+      return;  // Tick() decides once the evidence is in, or the wait is over.
+    }
+    DeclareHang(job, node, state);
     ScheduleLocked();
     return;
   }
@@ -714,41 +721,54 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
 }
 
-std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* description) {
-  std::vector<int> suspects;
+std::vector<int> JobManager::HangEvidence(const Job& job, std::string* description) const {
   // First: a process that stopped reporting while its peers still report is the one they wait
   // for (stopped, or stuck so hard its side thread is too).
   const absl::Time now = clock_->Now();
   bool peers_alive = false;
   std::vector<int> silent;
-  for (const auto& [r, heard] : job->last_heard) {
+  std::vector<std::string> lines;
+  for (const auto& [r, heard] : job.last_heard) {
     if (now - heard > kSilentProcess) {
       silent.push_back(r);
+      lines.push_back(absl::StrFormat(
+          "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
+          "stuck)",
+          r, absl::ToDoubleSeconds(now - heard)));
     } else if (now - heard < kLiveProcess) {
       peers_alive = true;
     }
   }
   if (peers_alive && !silent.empty()) {
-    std::vector<std::string> lines;
-    for (int r : silent) {
-      lines.push_back(absl::StrFormat(
-          "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
-          "stuck)",
-          r, absl::ToDoubleSeconds(now - job->last_heard[r])));
-    }
     *description = absl::StrJoin(lines, "; ");
-    suspects = silent;
-  } else {
-    // Then: the ranks that never entered the collective their group waits in.
-    const std::vector<Laggard> laggards = FindLaggards(job->collectives);
-    for (const Laggard& l : laggards) {
-      if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
-        suspects.push_back(l.rank);
-      }
-    }
-    *description = DescribeLaggards(laggards);
+    return silent;
   }
-  if (suspects.empty()) suspects.push_back(rank);
+  // Then: the ranks that never entered the collective their group waits in.
+  std::vector<int> suspects;
+  const std::vector<Laggard> laggards = FindLaggards(job.collectives);
+  for (const Laggard& l : laggards) {
+    if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
+      suspects.push_back(l.rank);
+    }
+  }
+  *description = DescribeLaggards(laggards);
+  return suspects;
+}
+
+void JobManager::DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state) {
+  job->pending_hang.reset();
+  std::string why;
+  std::vector<int> suspects = HangEvidence(*job, &why);
+  if (suspects.empty()) suspects.push_back(state.rank());
+  const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
+  std::string what =
+      absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
+                      node, state.last_report_age_seconds(),
+                      absl::AsciiStrToLower(v1::WorkerPhase_Name(state.phase()).substr(13)));
+  if (!why.empty()) absl::StrAppend(&what, "; ", why);
+  v1::JobEvent& event = AddEvent(job, "hang", what);
+  for (int r : suspects) event.add_ranks(r);
+  if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
   if (hang_suspects_ != nullptr) {
     const std::string& id = job->status.job_id();
     for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
@@ -759,7 +779,7 @@ std::vector<int> JobManager::HangSuspects(Job* job, int rank, std::string* descr
       job->hang_suspects.insert(r);
     }
   }
-  return suspects;
+  Fail(job, what, /*fatal=*/false, began, job->status.assignments(suspects.front()).node());
 }
 
 void JobManager::StartSeries(Job* job) {
@@ -854,6 +874,15 @@ void JobManager::Tick() {
       job->hang_suspects_until = absl::InfiniteFuture();
     }
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    if (job->pending_hang.has_value()) {
+      std::string unused;
+      if (now >= job->pending_hang_until || !HangEvidence(*job, &unused).empty()) {
+        const auto [node, state] = *job->pending_hang;
+        DeclareHang(job, node, state);
+        changed = true;
+        continue;
+      }
+    }
     if (!job->awaiting_nodes.empty() && now - started_ >= options_.reconcile_timeout) {
       std::string what = absl::StrCat("node ", *job->awaiting_nodes.begin(),
                                       " did not report the job's workers after a coordinator "

@@ -157,10 +157,14 @@ class JobManager {
             const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.
   void Watch(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ranks named in a hang reported for `rank`: processes that stopped reporting while their
-  // peers report; else the laggards of the collective numbers (hang_analysis.h); else the
-  // reported rank itself. `description` says why.
-  std::vector<int> HangSuspects(Job* job, int rank, std::string* description)
+  // The ranks to blame for a hang: processes that stopped reporting while their peers report;
+  // else the laggards of the collective numbers (hang_analysis.h); else none. `description` says
+  // why.
+  std::vector<int> HangEvidence(const Job& job, std::string* description) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the job for the hang its agent reported in `state`, naming the ranks HangEvidence()
+  // blames, or the reported rank when it blames none (event, ringmaster_hang_suspect).
+  void DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs
   // that have not ended.

@@ -375,6 +375,76 @@ TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags)
       << hangs[0].message();
 }
 
+TEST_F(JobManagerTest, AnEarlyHangReportWaitsForTheStoppedProcessToFallSilent) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Rank 2 is stopped inside #8 right after its last summary; the others keep reporting.
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  clock_.Advance(absl::Seconds(1));
+  for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  // A 1.5 s hang_timeout: rank 0's agent reports it before rank 2 has been silent long enough
+  // to tell it from a live process, and the numbers name nobody. No verdict yet.
+  v1::WorkerState hung = Exit(gen1, 0, 0);
+  hung.set_phase(v1::WORKER_PHASE_STEP);
+  hung.set_last_report_age_seconds(1.5);
+  jobs_->OnWorkerState("n1", hung);
+  hung.set_rank(1);
+  jobs_->OnWorkerState("n1", hung);  // a second report while the first waits changes nothing
+  jobs_->Tick();
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "hang").empty());
+  EXPECT_EQ(Current(job->job_id()).generation(), 1);
+  // Once rank 2 is silent for more than 2.5 s while the others report, the verdict names it.
+  int ticks = 0;
+  while (EventsOf(*jobs_->Get(job->job_id()), "hang").empty() && ticks < 20) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+    jobs_->Tick();
+    ++ticks;
+  }
+  EXPECT_EQ(ticks, 4);  // 3 s after rank 2's last summary
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 0 on n1 made no progress for 1.5 s in phase step: "
+                                    "hung; rank 2's process stopped reporting 3.0 s ago"),
+            std::string::npos)
+      << hangs[0].message();
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_hang_suspect{job_id=\"" + job->job_id() +
+                                        "\",rank=\"2\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterTheWait) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Every rank waits inside #8 and every process keeps reporting (a deadlock in the library).
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  v1::WorkerState hung = Exit(gen1, 1, 0);
+  hung.set_phase(v1::WORKER_PHASE_STEP);
+  hung.set_last_report_age_seconds(1);
+  jobs_->OnWorkerState("n1", hung);
+  int ticks = 0;
+  while (EventsOf(*jobs_->Get(job->job_id()), "hang").empty() && ticks < 20) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+    jobs_->Tick();
+    ++ticks;
+  }
+  EXPECT_EQ(ticks, 6);  // 4 s after the hang began, 1 s before the report
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 1);
+  EXPECT_EQ(hangs[0].message(), "rank 1 on n1 made no progress for 1.0 s in phase step: hung");
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+}
+
 TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);
