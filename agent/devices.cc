@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status.h"
 
@@ -130,6 +131,17 @@ std::vector<v1::Device> DiscoverGpus() {
 #else
   return {};
 #endif
+}
+
+std::string WorkerVisibleDevice(int ordinal, const char* agent_visible) {
+  if (agent_visible != nullptr && ordinal >= 0) {
+    const std::vector<absl::string_view> entries = absl::StrSplit(agent_visible, ',');
+    if (ordinal < static_cast<int>(entries.size())) {
+      const absl::string_view entry = absl::StripAsciiWhitespace(entries[ordinal]);
+      if (!entry.empty()) return std::string(entry);
+    }
+  }
+  return absl::StrCat(ordinal);
 }
 
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& flag) {

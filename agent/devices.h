@@ -26,6 +26,12 @@ absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& flag);
 // without CUDA or no GPU is visible.
 std::vector<v1::Device> DiscoverGpus();
 
+// The CUDA_VISIBLE_DEVICES entry that gives a worker the agent's GPU `ordinal`. The agent's own
+// ordinals count the GPUs its CUDA_VISIBLE_DEVICES (`agent_visible`, null when unset) lets it
+// see, in that list's order: ordinal i is the list's i-th entry (an index, a GPU-/MIG- UUID, as
+// given). Without the variable, or when the list has no i-th entry, the ordinal itself.
+std::string WorkerVisibleDevice(int ordinal, const char* agent_visible);
+
 }  // namespace ringmaster::agent
 
 #endif  // RINGMASTER_AGENT_DEVICES_H_

@@ -108,6 +108,30 @@ TEST(ParseDevicesTest, AutoPicksGpusOrOneCpuSlot) {
   EXPECT_EQ((*devices)[0].interconnect_domain(), 0);
 }
 
+TEST(WorkerVisibleDeviceTest, IsTheOrdinalWhenTheAgentSeesEveryGpu) {
+  EXPECT_EQ(WorkerVisibleDevice(0, nullptr), "0");
+  EXPECT_EQ(WorkerVisibleDevice(3, nullptr), "3");
+}
+
+TEST(WorkerVisibleDeviceTest, MapsTheOrdinalThroughTheAgentsOwnList) {
+  // An agent started with CUDA_VISIBLE_DEVICES=2,3 sees GPU 2 as ordinal 0.
+  EXPECT_EQ(WorkerVisibleDevice(0, "2,3"), "2");
+  EXPECT_EQ(WorkerVisibleDevice(1, "2,3"), "3");
+  // The list's order, not the indices' order, numbers the ordinals.
+  EXPECT_EQ(WorkerVisibleDevice(0, "5,1"), "5");
+  // UUIDs (whole GPUs or MIG instances) pass through as given, surrounding spaces dropped.
+  EXPECT_EQ(
+      WorkerVisibleDevice(
+          1, "GPU-8f6a1c2e-0b1d-4c3e-9f00-123456789abc, MIG-1f2e3d4c-aaaa-bbbb-cccc-0123456789ab"),
+      "MIG-1f2e3d4c-aaaa-bbbb-cccc-0123456789ab");
+}
+
+TEST(WorkerVisibleDeviceTest, FallsBackToTheOrdinalWithoutAnEntry) {
+  EXPECT_EQ(WorkerVisibleDevice(2, "0,1"), "2");
+  EXPECT_EQ(WorkerVisibleDevice(0, ""), "0");
+  EXPECT_EQ(WorkerVisibleDevice(1, "4,,6"), "1");
+}
+
 TEST(DiscoverGpusTest, EmptyWithoutAGpu) {
   if (VisibleGpus() > 0) GTEST_SKIP() << "a GPU is visible";
   EXPECT_TRUE(DiscoverGpus().empty());

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "agent/devices.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -229,7 +230,9 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   env["RINGMASTER_JOB_SPEC_JSON"] = spec_json;
   for (const v1::Device& d : options_.devices) {
     if (d.index() == a.local_device() && d.kind() == "gpu") {
-      env["CUDA_VISIBLE_DEVICES"] = absl::StrCat(d.index());
+      env["CUDA_VISIBLE_DEVICES"] =
+          WorkerVisibleDevice(d.index(), std::getenv("CUDA_VISIBLE_DEVICES"));
+      CopyEnv("CUDA_DEVICE_ORDER", &env);  // the order the agent's ordinals were counted in
     }
   }
   for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
