@@ -126,7 +126,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   void MakeManager() {
-    nodes_ = std::make_unique<NodeManager>(&clock_, absl::Seconds(3), &registry_);
+    nodes_ = std::make_unique<NodeManager>(&clock_, absl::Seconds(3), absl::Hours(1), &registry_);
     rendezvous_ = std::make_unique<RendezvousManager>(&clock_, nullptr);
     JobManagerOptions options;
     options.reconcile_timeout = absl::Seconds(10);

@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, tokens, "",
           "File of bearer tokens, one per line: TOKEN NAME [admin]. Empty: no authentication.");
 ABSL_FLAG(double, heartbeat_interval, 0.5, "Seconds between agent heartbeats.");
 ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a node is lost.");
+ABSL_FLAG(double, forget_lost_node_after, 3600,
+          "Seconds after which a lost node that holds no device is forgotten: dropped from "
+          "`ringctl get nodes` and its metric series removed (0: never).");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(double, reconcile_timeout, 10,
           "After a restart, seconds a running job's nodes have to re-register with its workers.");
@@ -83,7 +86,11 @@ absl::Status Run() {
   }
   ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(absl::GetFlag(FLAGS_state)));
   Clock* clock = Clock::Real();
-  coordinator::NodeManager nodes(clock, lost_after, &registry);
+  const absl::Duration forget_after = absl::Seconds(absl::GetFlag(FLAGS_forget_lost_node_after));
+  if (forget_after < absl::ZeroDuration()) {
+    return FieldError("--forget_lost_node_after", "must be >= 0");
+  }
+  coordinator::NodeManager nodes(clock, lost_after, forget_after, &registry);
   coordinator::RendezvousManager rendezvous(clock, &registry);
   coordinator::AgentService agent_service(&nodes, &rendezvous, clock,
                                           absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval)),

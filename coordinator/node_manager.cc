@@ -4,12 +4,14 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace ringmaster::coordinator {
 
-NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry)
-    : clock_(clock), lost_after_(lost_after) {
+NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
+                         metrics::Registry* registry)
+    : clock_(clock), lost_after_(lost_after), forget_after_(forget_after) {
   if (registry != nullptr) {
     connected_ =
         registry->AddGauge("ringmaster_agents_connected", "Agents registered and heartbeating now.")
@@ -72,24 +74,35 @@ bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.session != session || !it->second.alive) return false;
-  it->second.alive = false;
-  --alive_;
-  if (it->second.lost) it->second.lost->Increment();
+  MarkLost(&it->second);
   UpdateGauge();
   return true;
+}
+
+void NodeManager::MarkLost(Node* node) {
+  node->alive = false;
+  node->lost_at = clock_->Now();
+  --alive_;
+  if (node->lost) node->lost->Increment();
 }
 
 std::vector<std::string> NodeManager::CheckLiveness() {
   std::vector<std::string> lost;
   absl::MutexLock lock(&mu_);
-  absl::Time cutoff = clock_->Now() - lost_after_;
-  for (auto& [name, node] : nodes_) {
-    if (node.alive && node.last_heartbeat < cutoff) {
-      node.alive = false;
-      --alive_;
+  const absl::Time now = clock_->Now();
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    auto& [name, node] = *it;
+    if (node.alive && node.last_heartbeat < now - lost_after_) {
+      MarkLost(&node);
       lost.push_back(name);
-      if (node.lost) node.lost->Increment();
+    } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&
+               now - node.lost_at >= forget_after_) {
+      RM_LOG(INFO) << "node " << name << " lost for " << forget_after_ << ": forgotten";
+      if (lost_total_ != nullptr) lost_total_->Remove({name});
+      nodes_.erase(it++);
+      continue;
     }
+    ++it;
   }
   if (!lost.empty()) UpdateGauge();
   std::sort(lost.begin(), lost.end());

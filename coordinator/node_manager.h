@@ -34,8 +34,11 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected and ringmaster_nodes_lost_total{node}.
-  NodeManager(Clock* clock, absl::Duration lost_after, metrics::Registry* registry);
+  // ringmaster_agents_connected and ringmaster_nodes_lost_total{node}. A node lost for
+  // `forget_after` that holds no device is forgotten: gone from List() and from the metrics, as
+  // if it had never registered (nodes come and go under an autoscaler; zero: kept forever).
+  NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
+              metrics::Registry* registry);
 
   // Validates and records a registration; returns the new session id. INVALID_ARGUMENT (naming
   // the field) for an empty node name, no devices, duplicate device indices or a device kind
@@ -50,7 +53,7 @@ class NodeManager {
   bool Disconnected(const std::string& node, uint64_t session);
 
   // Marks nodes silent for longer than lost_after as lost and returns their names (each lost
-  // node is returned once per loss).
+  // node is returned once per loss); forgets the nodes lost for forget_after.
   std::vector<std::string> CheckLiveness();
 
   // Free devices of live nodes, sorted by node name.
@@ -82,14 +85,17 @@ class NodeManager {
     uint64_t session = 0;
     bool alive = false;
     absl::Time last_heartbeat;
+    absl::Time lost_at;                            // when it was last declared lost
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
   };
 
+  void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   const absl::Duration lost_after_;
+  const absl::Duration forget_after_;
   std::shared_ptr<metrics::Gauge> connected_;
   metrics::CounterFamily* lost_total_ = nullptr;
 

@@ -30,7 +30,7 @@ Placement OnNode(const std::string& node, std::vector<int> devices) {
 
 class NodeManagerTest : public ::testing::Test {
  protected:
-  NodeManagerTest() : nodes_(&clock_, absl::Seconds(3), &registry_) {}
+  NodeManagerTest() : nodes_(&clock_, absl::Seconds(3), absl::Hours(1), &registry_) {}
   FakeClock clock_;
   metrics::Registry registry_;
   NodeManager nodes_;
@@ -84,6 +84,49 @@ TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
   EXPECT_EQ(nodes_.AliveCount(), 0);
   EXPECT_NE(registry_.RenderText().find("ringmaster_nodes_lost_total{node=\"a\"} 1"),
             std::string::npos);
+}
+
+TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
+  auto a = nodes_.Register(Registration("a", 2));
+  auto b = nodes_.Register(Registration("b", 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(nodes_.Allocate("j1", OnNode("b", {0})).ok());
+  ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  ASSERT_TRUE(nodes_.Disconnected("b", *b));
+  clock_.Advance(absl::Minutes(59));
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());
+  EXPECT_EQ(nodes_.List().size(), 2u);  // lost, still listed
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());  // forgetting is not a loss
+  // a is gone, from the list and the metrics; b still holds a device of j1.
+  std::vector<v1::NodeStatus> list = nodes_.List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].name(), "b");
+  EXPECT_FALSE(nodes_.HostAddress("a").has_value());
+  std::string page = registry_.RenderText();
+  EXPECT_EQ(page.find("ringmaster_nodes_lost_total{node=\"a\"}"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"b\"} 1"), std::string::npos) << page;
+  // Once released, b goes at the next check too.
+  nodes_.Release("j1");
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());
+  EXPECT_TRUE(nodes_.List().empty());
+  // A forgotten node that comes back registers afresh, its losses counted from 0.
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  EXPECT_TRUE(nodes_.IsAlive("a"));
+  EXPECT_EQ(nodes_.AliveCount(), 1);
+  page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 0"), std::string::npos) << page;
+}
+
+TEST(NodeManagerForgetTest, ZeroKeepsLostNodesForever) {
+  FakeClock clock;
+  NodeManager nodes(&clock, absl::Seconds(3), absl::ZeroDuration(), nullptr);
+  auto a = nodes.Register(Registration("a", 1));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(nodes.Disconnected("a", *a));
+  clock.Advance(absl::Hours(24 * 365));
+  nodes.CheckLiveness();
+  EXPECT_EQ(nodes.List().size(), 1u);
 }
 
 TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {

@@ -2,6 +2,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <string>
+#include <utility>
+
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
 
@@ -36,6 +39,20 @@ TEST(CoordinatorProcessTest, PlaintextMustBeAskedFor) {
   EXPECT_NE(coordinator.status().message().find("--tls_cert/--tls_key: required unless --insecure"),
             std::string::npos)
       << coordinator.status();
+}
+
+TEST(CoordinatorProcessTest, BadDurationFlagsAreRefusedNamingTheFlag) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--forget_lost_node_after=-1", "--forget_lost_node_after: must be >= 0"},
+      {"--lost_after=0.5", "--lost_after: must be longer than --heartbeat_interval"},
+      {"--restart_backoff=-1", "--restart_backoff: must be >= 0"},
+  };
+  for (const auto& [flag, message] : cases) {
+    auto coordinator = StartCoordinator({"--insecure", flag});
+    ASSERT_FALSE(coordinator.ok()) << flag;
+    EXPECT_NE(coordinator.status().message().find(message), std::string::npos)
+        << coordinator.status();
+  }
 }
 
 TEST(CoordinatorProcessTest, RingctlUsageErrors) {
