@@ -49,6 +49,9 @@ ABSL_FLAG(double, hang_step_floor, 9,
           "Minimum seconds a stepping worker may be silent (the STEP allowance is "
           "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");
 ABSL_FLAG(double, hang_step_factor, 5, "Multiple of the p99 step time a worker may be silent.");
+ABSL_FLAG(double, log_budget_mb, 20480,
+          "Disk space, in MiB, for the logs of all workers run on this node: past it, the "
+          "generations least recently written and no longer running are removed (0: no limit).");
 ABSL_FLAG(double, summary_interval, 1,
           "Seconds between step summaries of one rank to the coordinator (at most).");
 
@@ -89,6 +92,11 @@ absl::Status Run() {
                        .WithLabels({});
   auto running =
       registry.AddGauge("ringmaster_agent_workers", "Workers running on this node.").WithLabels({});
+  auto log_bytes = registry
+                       .AddGauge("ringmaster_agent_log_bytes",
+                                 "Bytes of worker logs kept on this node (checked every minute; "
+                                 "bounded by --log_budget_mb except for running workers).")
+                       .WithLabels({});
   RankMetrics rank_metrics(&registry, Clock::Real(),
                            absl::Seconds(absl::GetFlag(FLAGS_summary_interval)));
   WatchdogOptions watchdog_options;
@@ -106,6 +114,9 @@ absl::Status Run() {
   options.socket_path = socket_path;
   options.work_dir = work_dir;
   options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
+  const double log_budget_mb = absl::GetFlag(FLAGS_log_budget_mb);
+  if (!(log_budget_mb >= 0)) return FieldError("--log_budget_mb", "must be >= 0");
+  options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
   ASSIGN_OR_RETURN(auto http, StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
   std::string metrics_host;
   int unused;
@@ -132,8 +143,13 @@ absl::Status Run() {
 
   absl::Notification stopping;
   std::thread ticker([&] {
+    absl::Time next_prune = absl::InfinitePast();
     while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
       agent.Tick();
+      if (absl::Now() >= next_prune) {
+        log_bytes->Set(static_cast<double>(agent.PruneLogs().bytes_kept));
+        next_prune = absl::Now() + absl::Minutes(1);
+      }
       connected->Set(agent.connected() ? 1 : 0);
       running->Set(agent.RunningWorkers());
     }

@@ -253,6 +253,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     auto it = generations_.find(job.job_id());
     if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
     generations_[job.job_id()] = job.generation();
+    launching_.insert({job.job_id(), job.generation()});
   }
   // Older generations of the job still here are stopped first (normally StopWorkers did it).
   v1::StopWorkers older;
@@ -285,6 +286,24 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
                  << job.generation() << " as pid " << *pid;
     link_->Send(WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    launching_.erase({job.job_id(), job.generation()});
+  }
+  PruneLogs();  // A new generation's logs start: make room by the older ones.
+}
+
+LogPruneResult NodeAgent::PruneLogs() {
+  absl::MutexLock prune_lock(&prune_mu_);
+  std::set<std::pair<std::string, std::string>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, w] : workers_) {
+      live.insert({w.job.job_id(), absl::StrCat(w.job.generation())});
+    }
+    for (const auto& [id, generation] : launching_) live.insert({id, absl::StrCat(generation)});
+  }
+  return agent::PruneLogs(options_.work_dir + "/logs", options_.log_budget_bytes, live);
 }
 
 void NodeAgent::StopJob(const v1::StopWorkers& stop) {

@@ -20,8 +20,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/coordinator_link.h"
 #include "agent/local_watchdog.h"
+#include "agent/log_retention.h"
 #include "agent/rank_metrics.h"
 #include "agent/worker_supervisor.h"
 #include "proto/ringmaster/v1/agent.pb.h"
@@ -45,6 +48,7 @@ struct NodeAgentOptions {
   std::string work_dir;        // Logs go to work_dir/logs/JOB/GENERATION/rank-R.log.
   std::string trainer_binary;  // Program for builtin jobs ("gpt"); empty: builtin jobs fail.
   int64_t max_log_bytes = 64 << 20;
+  int64_t log_budget_bytes = 0;  // All workers' logs on this node (log_retention.h); 0: no limit.
 };
 
 class NodeAgent {
@@ -71,6 +75,10 @@ class NodeAgent {
 
   // Sends summaries and hung-rank reports; called periodically by main.
   void Tick();
+
+  // Removes the oldest logs of workers no longer running here until all fit log_budget_bytes;
+  // also done after every launch. Called periodically by main (not concurrently with itself).
+  LogPruneResult PruneLogs();
 
   // The Register message for (re)connection: devices and the workers still running.
   v1::Register MakeRegister() const;
@@ -111,6 +119,9 @@ class NodeAgent {
   std::map<pid_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   // Latest generation launched per job, for idempotent launches and fencing.
   absl::flat_hash_map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
+  // Generations being launched (their log directories are being created): never pruned.
+  std::set<std::pair<std::string, int64_t>> launching_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex prune_mu_;  // one PruneLogs() at a time
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);

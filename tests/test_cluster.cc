@@ -1,5 +1,6 @@
 #include "tests/test_cluster.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -110,6 +111,8 @@ std::string TestCluster::Submit(const std::string& name, const std::string& yaml
   CommandResult r = Ctl({"submit", "-f", path});
   std::smatch m;
   if (r.exit_code != 0 || !std::regex_search(r.output, m, std::regex("job (\\S+) submitted"))) {
+    std::fprintf(stderr, "submitting %s failed (exit %d): %s\n", path.c_str(), r.exit_code,
+                 r.output.c_str());
     return "";
   }
   return m[1].str();
