@@ -218,6 +218,10 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   rank->compute_seconds->Set(report.compute_seconds());
   rank->communication_seconds->Set(report.comm_seconds());
   for (const v1::CollectiveStat& stat : report.collectives()) {
+    if (rank->collectives.size() >= kMaxCollectiveSeriesPerRank &&
+        !rank->collectives.count({stat.op(), stat.group()})) {
+      continue;  // A worker naming ever new groups does not grow the page without bound.
+    }
     auto [it, added] = rank->collectives.try_emplace({stat.op(), stat.group()});
     Rank::Collective& series = it->second;
     if (added) {
@@ -264,6 +268,10 @@ void RankMetrics::SetSequences(Rank* rank, const google::protobuf::Map<std::stri
   for (const auto* map : {&entered, &completed}) {
     const std::string kind = map == &entered ? "entered" : "completed";
     for (const auto& [group, sequence] : *map) {
+      if (rank->sequences.size() >= 2 * kMaxCollectiveSeriesPerRank &&
+          !rank->sequences.count({group, kind})) {
+        continue;  // As for the collectives' series.
+      }
       std::shared_ptr<metrics::Gauge>& gauge = rank->sequences[{group, kind}];
       if (gauge == nullptr) {
         gauge = collective_sequence_->WithLabels({rank->labels[0], rank->labels[1], group, kind});

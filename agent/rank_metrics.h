@@ -57,9 +57,14 @@ class RankMetrics {
   RankMetrics(metrics::Registry* registry, Clock* clock, absl::Duration summary_interval);
   ~RankMetrics();
 
-  // Records a step report (the caller has checked the worker's identity and generation).
-  // Idempotent per step: a step at or below the rank's last one only counts as a report. A report
-  // of a newer generation starts the rank's summary over; one of an older generation is ignored.
+  // At most this many ringmaster_collective_{algbw,busbw,seconds} (op, group) series per rank,
+  // and twice as many ringmaster_collective_sequence series; pairs beyond them are not exported.
+  static constexpr size_t kMaxCollectiveSeriesPerRank = 384;
+
+  // Records a step report (the caller has checked the worker's identity and generation, and the
+  // report's form: report_validation.h). Idempotent per step: a step at or below the rank's last
+  // one only counts as a report. A report of a newer generation starts the rank's summary over; one
+  // of an older generation is ignored.
   void OnStep(const v1::ReportStepRequest& report);
   // Records a phase change (for summaries and the last-report age); a checkpoint_step > 0 raises
   // the summary's checkpoint_step. Generations as for OnStep.

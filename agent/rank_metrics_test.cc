@@ -610,5 +610,38 @@ TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
   EXPECT_EQ(summaries[0].steps_in_summary(), 1);
 }
 
+TEST_F(RankMetricsTest, CollectiveSeriesPerRankAreBounded) {
+  // A worker that names new groups at every step (a bug, or a group per step) stops adding
+  // series at the bound; the groups it already has keep updating.
+  const size_t bound = RankMetrics::kMaxCollectiveSeriesPerRank;
+  for (size_t step = 1; step <= 2 * bound + 10; ++step) {
+    v1::ReportStepRequest r = Step("gpt-1", 1, 0, static_cast<int64_t>(step));
+    r.mutable_collectives(0)->set_group(absl::StrCat("g", step));
+    r.mutable_collectives(0)->set_algbw_bytes_per_second(static_cast<double>(step));
+    (*r.mutable_collective_entered())[absl::StrCat("g", step)] = 1;
+    metrics_.OnStep(r);
+  }
+  v1::ReportStepRequest again = Step("gpt-1", 1, 0, static_cast<int64_t>(2 * bound + 11));
+  again.mutable_collectives(0)->set_group("g1");
+  again.mutable_collectives(0)->set_algbw_bytes_per_second(99);
+  metrics_.OnStep(again);
+  size_t algbw = 0;
+  size_t sequences = 0;
+  bool updated = false;
+  for (const std::string& sample : Samples(registry_)) {
+    if (absl::StartsWith(sample, "ringmaster_collective_algbw_bytes_per_second{")) {
+      ++algbw;
+      updated =
+          updated || (absl::StrContains(sample, "group=\"g1\"") && absl::EndsWith(sample, " 99"));
+    }
+    if (absl::StartsWith(sample, "ringmaster_collective_sequence{")) ++sequences;
+  }
+  EXPECT_EQ(algbw, bound);
+  EXPECT_TRUE(updated);
+  // dp0 entered and completed from every report, plus one entered series per new group, up to
+  // their own bound.
+  EXPECT_EQ(sequences, 2 * bound);
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

@@ -1,6 +1,7 @@
 #include "agent/worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "agent/report_validation.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 
@@ -72,6 +73,7 @@ grpc::Status WorkerService::ReportStep(grpc::ServerContext* context,
                                        const v1::ReportStepRequest* request,
                                        v1::ReportResponse* response) {
   absl::Status ok = Check(request->worker());
+  if (ok.ok()) ok = ValidateStepReport(*request);
   if (!ok.ok()) return ToGrpcStatus(ok);
   metrics_->OnStep(*request);
   watchdog_->Report(request->worker().job_id(), request->worker().generation(),
@@ -104,6 +106,7 @@ grpc::Status WorkerService::ReportCollectives(grpc::ServerContext* context,
                                               const v1::ReportCollectivesRequest* request,
                                               v1::ReportResponse* response) {
   absl::Status ok = Check(request->worker());
+  if (ok.ok()) ok = ValidateCollectivesReport(*request);
   if (!ok.ok()) return ToGrpcStatus(ok);
   metrics_->OnCollectives(*request);
   return grpc::Status::OK;

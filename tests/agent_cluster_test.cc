@@ -244,6 +244,34 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     }
   }
+  // A live worker's report with a label that would become a junk series is refused, naming it.
+  int refused = 0;
+  for (const auto& socket : sockets_) {
+    auto stub = v1::WorkerService::NewStub(
+        MakeChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+    for (int rank = 0; rank < 4; ++rank) {
+      grpc::ClientContext context;
+      v1::ReportStepRequest bad;
+      bad.mutable_worker()->set_job_id(id);
+      bad.mutable_worker()->set_generation(2);
+      bad.mutable_worker()->set_rank(rank);
+      bad.set_step(1000000);
+      v1::CollectiveStat* stat = bad.add_collectives();
+      stat->set_op("all_reduce");
+      stat->set_group("dp0 step=1000000");
+      v1::ReportResponse response;
+      grpc::Status status = stub->ReportStep(&context, bad, &response);
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        ++refused;
+        EXPECT_NE(status.error_message().find("collectives[0].group: must be 1 to 64 characters"),
+                  std::string::npos)
+            << status.error_message();
+      } else {  // the rank runs on the other agent
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+      }
+    }
+  }
+  EXPECT_EQ(refused, 4);
 
   // Cancelling removes every worker; nothing is left running.
   EXPECT_EQ(Ctl({"cancel", id}).exit_code, 0);

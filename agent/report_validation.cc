@@ -1,0 +1,110 @@
+#include "agent/report_validation.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "google/protobuf/map.h"
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr size_t kMaxGroupName = 64;
+constexpr const char* kOps[] = {"all_reduce", "reduce_scatter", "all_gather",
+                                "broadcast",  "send",           "recv"};
+
+bool ValidGroupName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxGroupName) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status GroupNameError(const std::string& field, const std::string& name) {
+  return FieldError(
+      field, absl::StrCat("must be 1 to ", kMaxGroupName, " characters of [A-Za-z0-9_.-], got \"",
+                          absl::CEscape(name.substr(0, kMaxGroupName)), "\""));
+}
+
+absl::Status NonNegative(const std::string& field, double value) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return FieldError(field,
+                    absl::StrCat("must be finite and >= 0, got ", absl::StrFormat("%g", value)));
+}
+
+absl::Status Sequences(const std::string& field,
+                       const google::protobuf::Map<std::string, int64_t>& sequences) {
+  if (sequences.size() > kMaxReportedGroups) {
+    return FieldError(
+        field, absl::StrCat("at most ", kMaxReportedGroups, " groups, got ", sequences.size()));
+  }
+  for (const auto& [group, sequence] : sequences) {
+    if (!ValidGroupName(group)) return GroupNameError(field, group);
+    if (sequence < 0) {
+      return FieldError(absl::StrCat(field, "[", group, "]"),
+                        absl::StrCat("must be >= 0, got ", sequence));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat) {
+  bool known = false;
+  for (const char* op : kOps) known = known || stat.op() == op;
+  if (!known) {
+    return FieldError(absl::StrCat(field, ".op"),
+                      absl::StrCat("must be one of all_reduce, reduce_scatter, all_gather, "
+                                   "broadcast, send, recv; got \"",
+                                   absl::CEscape(stat.op().substr(0, 32)), "\""));
+  }
+  if (!ValidGroupName(stat.group())) return GroupNameError(field + ".group", stat.group());
+  RETURN_IF_ERROR(NonNegative(field + ".count", static_cast<double>(stat.count())));
+  RETURN_IF_ERROR(NonNegative(field + ".bytes", static_cast<double>(stat.bytes())));
+  RETURN_IF_ERROR(NonNegative(field + ".seconds", stat.seconds()));
+  RETURN_IF_ERROR(NonNegative(field + ".algbw_bytes_per_second", stat.algbw_bytes_per_second()));
+  return NonNegative(field + ".busbw_bytes_per_second", stat.busbw_bytes_per_second());
+}
+
+}  // namespace
+
+absl::Status ValidateStepReport(const v1::ReportStepRequest& report) {
+  if (report.step() < 1) {
+    return FieldError("step", absl::StrCat("must be >= 1, got ", report.step()));
+  }
+  RETURN_IF_ERROR(NonNegative("tokens", static_cast<double>(report.tokens())));
+  RETURN_IF_ERROR(NonNegative("state_bytes", static_cast<double>(report.state_bytes())));
+  RETURN_IF_ERROR(NonNegative("step_seconds", report.step_seconds()));
+  RETURN_IF_ERROR(NonNegative("compute_seconds", report.compute_seconds()));
+  RETURN_IF_ERROR(NonNegative("comm_seconds", report.comm_seconds()));
+  RETURN_IF_ERROR(NonNegative("stage_compute_seconds", report.stage_compute_seconds()));
+  RETURN_IF_ERROR(NonNegative("mfu", report.mfu()));
+  RETURN_IF_ERROR(NonNegative("rendezvous_seconds", report.rendezvous_seconds()));
+  RETURN_IF_ERROR(NonNegative("restore_seconds", report.restore_seconds()));
+  if (!(report.bubble_fraction() >= 0 && report.bubble_fraction() <= 1)) {
+    return FieldError("bubble_fraction",
+                      absl::StrFormat("must be in [0, 1], got %g", report.bubble_fraction()));
+  }
+  if (report.collectives_size() > kMaxReportedCollectives) {
+    return FieldError("collectives", absl::StrCat("at most ", kMaxReportedCollectives,
+                                                  " entries, got ", report.collectives_size()));
+  }
+  for (int i = 0; i < report.collectives_size(); ++i) {
+    RETURN_IF_ERROR(Collective(absl::StrCat("collectives[", i, "]"), report.collectives(i)));
+  }
+  RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
+  return Sequences("collective_completed", report.collective_completed());
+}
+
+absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report) {
+  RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
+  return Sequences("collective_completed", report.collective_completed());
+}
+
+}  // namespace ringmaster::agent

@@ -1,0 +1,30 @@
+// Checks of what a worker reports through the worker API before it becomes metrics and
+// summaries: any program can call the API (it is how non-builtin jobs report), and every label it
+// sends becomes a Prometheus series, so names are bounded in form and number, and figures must be
+// finite and in range. Pure logic.
+#ifndef RINGMASTER_AGENT_REPORT_VALIDATION_H_
+#define RINGMASTER_AGENT_REPORT_VALIDATION_H_
+
+#include "absl/status/status.h"
+#include "proto/ringmaster/v1/worker.pb.h"
+
+namespace ringmaster::agent {
+
+// Most groups (communicators) one report may name, and most collective entries it may carry.
+inline constexpr int kMaxReportedGroups = 64;
+inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
+
+// OK, or INVALID_ARGUMENT naming the field and the rule ("collectives[2].op: must be one of
+// all_reduce, ...; got \"foo\""):
+//  - step >= 1; tokens, state_bytes >= 0; the seconds, mfu and bandwidths finite and >= 0;
+//    bubble_fraction in [0, 1]; the loss may be anything (a NaN loss is news, not an error);
+//  - collectives: at most kMaxReportedCollectives; op one of all_reduce, reduce_scatter,
+//    all_gather, broadcast, send, recv; group a valid group name; count, bytes >= 0;
+//  - collective_entered/completed: at most kMaxReportedGroups, valid names, values >= 0.
+// A valid group name is 1 to 64 characters of [A-Za-z0-9_.-].
+absl::Status ValidateStepReport(const v1::ReportStepRequest& report);
+absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_REPORT_VALIDATION_H_

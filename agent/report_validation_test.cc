@@ -1,0 +1,122 @@
+#include "agent/report_validation.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+// What the builtin trainer sends for a pipeline stage with data and tensor parallelism.
+v1::ReportStepRequest GoodStep() {
+  v1::ReportStepRequest r;
+  r.set_step(7);
+  r.set_loss(3.25);
+  r.set_tokens(4096);
+  r.set_step_seconds(0.5);
+  r.set_compute_seconds(0.4);
+  r.set_comm_seconds(0.1);
+  r.set_stage_compute_seconds(0.3);
+  r.set_bubble_fraction(0.2);
+  r.set_mfu(0.41);
+  r.set_state_bytes(1 << 20);
+  for (const char* group : {"dp0", "tp1", "pp0", "emb0", "world"}) {
+    v1::CollectiveStat* c = r.add_collectives();
+    c->set_op("all_reduce");
+    c->set_group(group);
+    c->set_count(3);
+    c->set_bytes(1 << 16);
+    c->set_seconds(0.01);
+    c->set_algbw_bytes_per_second(1e9);
+    c->set_busbw_bytes_per_second(1.5e9);
+    (*r.mutable_collective_entered())[group] = 12;
+    (*r.mutable_collective_completed())[group] = 11;
+  }
+  r.mutable_collectives(2)->set_op("send");
+  return r;
+}
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(ValidateStepReportTest, TheBuiltinTrainersReportIsValid) {
+  EXPECT_TRUE(ValidateStepReport(GoodStep()).ok()) << ValidateStepReport(GoodStep());
+  v1::ReportStepRequest nan_loss = GoodStep();
+  nan_loss.set_loss(std::nan(""));  // a diverged run is reported, not refused
+  EXPECT_TRUE(ValidateStepReport(nan_loss).ok());
+}
+
+TEST(ValidateStepReportTest, FiguresOutOfRangeNameTheField) {
+  v1::ReportStepRequest r = GoodStep();
+  r.set_step(0);
+  EXPECT_EQ(Message(ValidateStepReport(r)), "step: must be >= 1, got 0");
+  r = GoodStep();
+  r.set_step_seconds(-1);
+  EXPECT_EQ(Message(ValidateStepReport(r)), "step_seconds: must be finite and >= 0, got -1");
+  r = GoodStep();
+  r.set_mfu(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(Message(ValidateStepReport(r)), "mfu: must be finite and >= 0, got inf");
+  r = GoodStep();
+  r.set_bubble_fraction(1.5);
+  EXPECT_EQ(Message(ValidateStepReport(r)), "bubble_fraction: must be in [0, 1], got 1.5");
+  r = GoodStep();
+  r.mutable_collectives(1)->set_seconds(std::nan(""));
+  EXPECT_EQ(Message(ValidateStepReport(r)),
+            "collectives[1].seconds: must be finite and >= 0, got nan");
+  EXPECT_EQ(ValidateStepReport(r).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateStepReportTest, LabelsMustBeKnownOpsAndBoundedGroupNames) {
+  v1::ReportStepRequest r = GoodStep();
+  r.mutable_collectives(0)->set_op("allreduce");
+  EXPECT_EQ(Message(ValidateStepReport(r)),
+            "collectives[0].op: must be one of all_reduce, reduce_scatter, all_gather, "
+            "broadcast, send, recv; got \"allreduce\"");
+  r = GoodStep();
+  r.mutable_collectives(3)->set_group("dp 0\n");
+  EXPECT_EQ(Message(ValidateStepReport(r)),
+            "collectives[3].group: must be 1 to 64 characters of [A-Za-z0-9_.-], got "
+            "\"dp 0\\n\"");
+  r = GoodStep();
+  r.mutable_collectives(0)->set_group(std::string(65, 'g'));
+  EXPECT_FALSE(ValidateStepReport(r).ok());
+  r.mutable_collectives(0)->set_group(std::string(64, 'g'));
+  EXPECT_TRUE(ValidateStepReport(r).ok());
+  r = GoodStep();
+  (*r.mutable_collective_entered())[""] = 1;
+  EXPECT_EQ(Message(ValidateStepReport(r)),
+            "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"\"");
+  r = GoodStep();
+  (*r.mutable_collective_completed())["dp0"] = -1;
+  EXPECT_EQ(Message(ValidateStepReport(r)), "collective_completed[dp0]: must be >= 0, got -1");
+}
+
+TEST(ValidateStepReportTest, HowManyGroupsAndCollectivesIsBounded) {
+  v1::ReportStepRequest r = GoodStep();
+  r.clear_collective_entered();
+  for (int g = 0; g < kMaxReportedGroups; ++g) {
+    (*r.mutable_collective_entered())[absl::StrCat("g", g)] = 1;
+  }
+  EXPECT_TRUE(ValidateStepReport(r).ok());
+  (*r.mutable_collective_entered())["one-more"] = 1;
+  EXPECT_EQ(Message(ValidateStepReport(r)), "collective_entered: at most 64 groups, got 65");
+
+  r = GoodStep();
+  while (r.collectives_size() <= kMaxReportedCollectives) *r.add_collectives() = r.collectives(0);
+  EXPECT_EQ(Message(ValidateStepReport(r)), "collectives: at most 384 entries, got 385");
+}
+
+TEST(ValidateCollectivesReportTest, ChecksTheSequenceNumbers) {
+  v1::ReportCollectivesRequest r;
+  (*r.mutable_collective_entered())["dp0"] = 5;
+  (*r.mutable_collective_completed())["dp0"] = 4;
+  EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  (*r.mutable_collective_entered())["a/b"] = 5;
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"a/b\"");
+}
+
+}  // namespace
+}  // namespace ringmaster::agent
