@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -260,13 +261,14 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const RankPlace& p = c_.place;
   // Tokens of this rank's data-parallel replica; its FLOPs are spread over its tp * pp ranks.
   const int64_t tokens = int64_t{c_.micro_steps} * c_.micro_batch * c_.model.seq_len;
-  const double mfu = peak_flops_ > 0
+  const double mfu = peak_flops_ > 0 && seconds > 0
                          ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
                          : 0;
   // Exposed communication: pipeline waits, the reductions and the norm, ZeRO's gathers.
   const double comm = stats.pipeline_wait_seconds + stats.reduce_seconds +
                       (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
-  const double bubble = seconds > 0 ? stats.pipeline_wait_seconds / seconds : 0;
+  const double bubble =
+      seconds > 0 ? std::clamp(stats.pipeline_wait_seconds / seconds, 0.0, 1.0) : 0;
   std::string line =
       absl::StrFormat("step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f",
                       static_cast<long long>(step), static_cast<long long>(c_.steps), stats.loss,
