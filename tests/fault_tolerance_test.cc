@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -239,17 +241,25 @@ TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
     ASSERT_GT(pid, 0);
     ASSERT_EQ(kill(pid, SIGSTOP), 0);
   }
-  // The newest committed checkpoint now (the job is frozen; nothing commits meanwhile).
+  // The newest committed checkpoint now. The job is frozen, but a checkpoint it was writing
+  // when it stopped could still commit when the restart's SIGCONT + SIGTERM wakes it: such a
+  // directory (no MANIFEST yet) is removed, so that the damaged one stays the newest.
   int64_t newest = -1;
+  std::map<int64_t, std::filesystem::path> uncommitted;
   for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/ckpt")) {
     int64_t step = 0;
     const std::string name = entry.path().filename().string();
-    if (std::filesystem::exists(entry.path() / "MANIFEST") &&
-        absl::SimpleAtoi(name.substr(5), &step)) {
+    if (!absl::StartsWith(name, "step-") || !absl::SimpleAtoi(name.substr(5), &step)) continue;
+    if (std::filesystem::exists(entry.path() / "MANIFEST")) {
       newest = std::max(newest, step);
+    } else {
+      uncommitted[step] = entry.path();
     }
   }
   ASSERT_GE(newest, 40);
+  for (const auto& [step, path] : uncommitted) {
+    if (step > newest) std::filesystem::remove_all(path);
+  }
   const std::string victim =
       absl::StrFormat("%s/ckpt/step-%08d/rank-00001.bin", dir_, newest);
   if (truncate) {
