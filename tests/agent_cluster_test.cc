@@ -228,47 +228,45 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   }
   EXPECT_TRUE(seen_step);
 
-  // A stale generation-1 identity is refused by the agent's worker API.
-  for (const auto& socket : sockets_) {
-    auto stub = v1::WorkerService::NewStub(
-        MakeChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
-    for (int rank = 0; rank < 4; ++rank) {
-      grpc::ClientContext context;
-      v1::ReportStepRequest stale;
-      stale.mutable_worker()->set_job_id(id);
-      stale.mutable_worker()->set_generation(1);
-      stale.mutable_worker()->set_rank(rank);
-      stale.set_step(1);
-      v1::ReportResponse response;
-      grpc::Status status = stub->ReportStep(&context, stale, &response);
-      EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // The answers of both agents to `base` as a step report of every rank in `generation`.
+  const auto report_everywhere = [&](int generation, const v1::ReportStepRequest& base) {
+    std::vector<grpc::Status> answers;
+    for (const auto& socket : sockets_) {
+      auto stub = v1::WorkerService::NewStub(
+          MakeChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+      for (int rank = 0; rank < 4; ++rank) {
+        grpc::ClientContext context;
+        v1::ReportStepRequest report = base;
+        report.mutable_worker()->set_job_id(id);
+        report.mutable_worker()->set_generation(generation);
+        report.mutable_worker()->set_rank(rank);
+        v1::ReportResponse response;
+        answers.push_back(stub->ReportStep(&context, report, &response));
+      }
     }
+    return answers;
+  };
+  // A stale generation-1 identity is refused by the agent's worker API.
+  v1::ReportStepRequest stale;
+  stale.set_step(1);
+  for (const grpc::Status& status : report_everywhere(1, stale)) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
   // A live worker's report with a label that would become a junk series is refused, naming it.
+  v1::ReportStepRequest bad;
+  bad.set_step(1000000);
+  v1::CollectiveStat* stat = bad.add_collectives();
+  stat->set_op("all_reduce");
+  stat->set_group("dp0 step=1000000");
   int refused = 0;
-  for (const auto& socket : sockets_) {
-    auto stub = v1::WorkerService::NewStub(
-        MakeChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
-    for (int rank = 0; rank < 4; ++rank) {
-      grpc::ClientContext context;
-      v1::ReportStepRequest bad;
-      bad.mutable_worker()->set_job_id(id);
-      bad.mutable_worker()->set_generation(2);
-      bad.mutable_worker()->set_rank(rank);
-      bad.set_step(1000000);
-      v1::CollectiveStat* stat = bad.add_collectives();
-      stat->set_op("all_reduce");
-      stat->set_group("dp0 step=1000000");
-      v1::ReportResponse response;
-      grpc::Status status = stub->ReportStep(&context, bad, &response);
-      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-        ++refused;
-        EXPECT_NE(status.error_message().find("collectives[0].group: must be 1 to 64 characters"),
-                  std::string::npos)
-            << status.error_message();
-      } else {  // the rank runs on the other agent
-        EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-      }
+  for (const grpc::Status& status : report_everywhere(2, bad)) {
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      ++refused;
+      EXPECT_NE(status.error_message().find("collectives[0].group: must be 1 to 64 characters"),
+                std::string::npos)
+          << status.error_message();
+    } else {  // the rank runs on the other agent
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     }
   }
   EXPECT_EQ(refused, 4);
