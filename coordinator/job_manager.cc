@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <utility>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
@@ -79,9 +78,14 @@ struct JobManager::Job {
   std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
   std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
   absl::Time hang_suspects_until = absl::InfiniteFuture();  // their removal, once recovered
-  // A hang report waiting for evidence of whom to blame (kHangEvidenceWait), with its node.
-  std::optional<std::pair<std::string, v1::WorkerState>> pending_hang;
-  absl::Time pending_hang_until;
+  // A hang report waiting for evidence of whom to blame (kHangEvidenceWait): its node, the
+  // report, and when the hang began.
+  struct PendingHang {
+    std::string node;
+    v1::WorkerState state;
+    absl::Time began;
+  };
+  std::optional<PendingHang> pending_hang;
   bool recovery_series = false;    // ringmaster_recovery_seconds exported
   bool resumed = false;            // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
@@ -588,11 +592,10 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
     const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
     std::string why;
     if (HangEvidence(*job, &why).empty() && clock_->Now() < began + kHangEvidenceWait) {
-      job->pending_hang.emplace(node, state);
-      job->pending_hang_until = began + kHangEvidenceWait;
+      job->pending_hang = Job::PendingHang{node, state, began};
       return;  // Tick() decides once the evidence is in, or the wait is over.
     }
-    DeclareHang(job, node, state);
+    DeclareHang(job, node, state, began);
     ScheduleLocked();
     return;
   }
@@ -755,12 +758,12 @@ std::vector<int> JobManager::HangEvidence(const Job& job, std::string* descripti
   return suspects;
 }
 
-void JobManager::DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state) {
+void JobManager::DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
+                             absl::Time began) {
   job->pending_hang.reset();
   std::string why;
   std::vector<int> suspects = HangEvidence(*job, &why);
   if (suspects.empty()) suspects.push_back(state.rank());
-  const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
   std::string what =
       absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
                       node, state.last_report_age_seconds(),
@@ -876,9 +879,10 @@ void JobManager::Tick() {
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     if (job->pending_hang.has_value()) {
       std::string unused;
-      if (now >= job->pending_hang_until || !HangEvidence(*job, &unused).empty()) {
-        const auto [node, state] = *job->pending_hang;
-        DeclareHang(job, node, state);
+      if (now >= job->pending_hang->began + kHangEvidenceWait ||
+          !HangEvidence(*job, &unused).empty()) {
+        const Job::PendingHang pending = *job->pending_hang;
+        DeclareHang(job, pending.node, pending.state, pending.began);
         changed = true;
         continue;
       }

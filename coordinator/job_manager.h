@@ -162,10 +162,11 @@ class JobManager {
   // why.
   std::vector<int> HangEvidence(const Job& job, std::string* description) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fails the job for the hang its agent reported in `state`, naming the ranks HangEvidence()
-  // blames, or the reported rank when it blames none (event, ringmaster_hang_suspect).
-  void DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the job for the hang (which `began` then) its agent reported in `state`, naming the
+  // ranks HangEvidence() blames, or the reported rank when it blames none (event,
+  // ringmaster_hang_suspect).
+  void DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
+                   absl::Time began) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs
   // that have not ended.
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
