@@ -77,7 +77,7 @@ class NodeAgent {
   void Tick();
 
   // Removes the oldest logs of workers no longer running here until all fit log_budget_bytes;
-  // also done after every launch. Called periodically by main (not concurrently with itself).
+  // also done after every launch. Called periodically by main; calls run one at a time.
   LogPruneResult PruneLogs();
 
   // The Register message for (re)connection: devices and the workers still running.
