@@ -44,6 +44,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/report_validation.h"
 #include "common/clock.h"
 #include "common/metrics/registry.h"
 #include "proto/ringmaster/v1/agent.pb.h"
@@ -59,7 +60,7 @@ class RankMetrics {
 
   // At most this many ringmaster_collective_{algbw,busbw,seconds} (op, group) series per rank,
   // and twice as many ringmaster_collective_sequence series; pairs beyond them are not exported.
-  static constexpr size_t kMaxCollectiveSeriesPerRank = 384;
+  static constexpr size_t kMaxCollectiveSeriesPerRank = kMaxReportedCollectives;
 
   // Records a step report (the caller has checked the worker's identity and generation, and the
   // report's form: report_validation.h). Idempotent per step: a step at or below the rank's last

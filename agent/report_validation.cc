@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "google/protobuf/map.h"
 
@@ -60,8 +61,7 @@ absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat
   for (const char* op : kOps) known = known || stat.op() == op;
   if (!known) {
     return FieldError(absl::StrCat(field, ".op"),
-                      absl::StrCat("must be one of all_reduce, reduce_scatter, all_gather, "
-                                   "broadcast, send, recv; got \"",
+                      absl::StrCat("must be one of ", absl::StrJoin(kOps, ", "), "; got \"",
                                    absl::CEscape(stat.op().substr(0, 32)), "\""));
   }
   if (!ValidGroupName(stat.group())) return GroupNameError(field + ".group", stat.group());

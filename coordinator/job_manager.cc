@@ -773,16 +773,21 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   for (int r : suspects) event.add_ranks(r);
   if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
   if (hang_suspects_ != nullptr) {
-    const std::string& id = job->status.job_id();
-    for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
-    job->hang_suspects.clear();
-    job->hang_suspects_until = absl::InfiniteFuture();
+    ClearHangSuspects(job);
     for (int r : suspects) {
-      hang_suspects_->WithLabels({id, absl::StrCat(r)})->Set(1);
+      hang_suspects_->WithLabels({job->status.job_id(), absl::StrCat(r)})->Set(1);
       job->hang_suspects.insert(r);
     }
   }
   Fail(job, what, /*fatal=*/false, began, job->status.assignments(suspects.front()).node());
+}
+
+void JobManager::ClearHangSuspects(Job* job) {
+  for (int r : job->hang_suspects) {
+    hang_suspects_->Remove({job->status.job_id(), absl::StrCat(r)});
+  }
+  job->hang_suspects.clear();
+  job->hang_suspects_until = absl::InfiniteFuture();
 }
 
 void JobManager::StartSeries(Job* job) {
@@ -798,9 +803,8 @@ void JobManager::ForgetSeries(Job* job) {
   restarts_->Remove({id});
   hangs_->Remove({id});
   for (int r : job->straggler_series) stragglers_->Remove({id, absl::StrCat(r)});
-  for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
   job->straggler_series.clear();
-  job->hang_suspects.clear();
+  ClearHangSuspects(job);
   if (job->recovery_series) {
     for (const char* phase :
          {"detect", "place", "stop", "rendezvous", "restore", "first_step", "total"}) {
@@ -871,11 +875,7 @@ void JobManager::Tick() {
       job->launch_not_before = absl::InfinitePast();
       changed = true;
     }
-    if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) {
-      for (int r : job->hang_suspects) hang_suspects_->Remove({id, absl::StrCat(r)});
-      job->hang_suspects.clear();
-      job->hang_suspects_until = absl::InfiniteFuture();
-    }
+    if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) ClearHangSuspects(job);
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     if (job->pending_hang.has_value()) {
       std::string unused;

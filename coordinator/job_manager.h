@@ -167,6 +167,8 @@ class JobManager {
   // ringmaster_hang_suspect).
   void DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
                    absl::Time began) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the job's ringmaster_hang_suspect series (only created when the family exists).
+  void ClearHangSuspects(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs
   // that have not ended.
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -43,7 +43,7 @@ ABSL_FLAG(double, heartbeat_interval, 0.5, "Seconds between agent heartbeats.");
 ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a node is lost.");
 ABSL_FLAG(double, forget_lost_node_after, 3600,
           "Seconds after which a lost node that holds no device is forgotten: dropped from "
-          "`ringctl get nodes` and its metric series removed (0: never).");
+          "`ringctl nodes` and its metric series removed (0: never).");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(double, reconcile_timeout, 10,
           "After a restart, seconds a running job's nodes have to re-register with its workers.");
