@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
+#include "coordinator/node_update.h"
 #include "coordinator/planner.h"
 #include "coordinator/recovery_tracker.h"
 #include "coordinator/spec_validation.h"
@@ -157,6 +158,8 @@ JobManager::~JobManager() = default;
 
 absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll());
+  ASSIGN_OR_RETURN(auto cordons, store_->LoadCordons());
+  for (auto& [node, cordon] : cordons) nodes_->SetCordon(node, std::move(cordon));
   absl::MutexLock lock(&mu_);
   started_ = clock_->Now();
   for (StoredJob& s : stored) {
@@ -407,6 +410,60 @@ void JobManager::Unwatch(uint64_t watch_id) {
   watch_jobs_.erase(it);
 }
 
+absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNodeRequest& request,
+                                                              const Caller& caller) {
+  RETURN_IF_ERROR(ValidateNodeUpdate(request, caller));
+  const std::string& node = request.node();
+  absl::MutexLock lock(&mu_);
+  if (!nodes_->Known(node)) {
+    return absl::NotFoundError(
+        absl::StrCat("node \"", node, "\" is not known (ringctl nodes lists the nodes)"));
+  }
+  std::optional<v1::NodeCordon> cordon;
+  if (request.action() != v1::NODE_ACTION_UNCORDON) {
+    cordon = CordonFor(request, caller, clock_->Now(), nodes_->CordonOf(node));
+  }
+  RETURN_IF_ERROR(store_->PutCordon(node, cordon));
+  nodes_->SetCordon(node, cordon);
+  RM_LOG(INFO) << "node " << node << ": " << NodeActionName(request.action())
+               << (caller.identity.empty() ? "" : " by " + caller.identity)
+               << (request.reason().empty() ? "" : ": " + request.reason());
+  v1::UpdateNodeResponse response;
+  if (request.action() == v1::NODE_ACTION_DRAIN) {
+    const std::string why = absl::StrCat("node ", node, " drained",
+                                         caller.identity.empty() ? "" : " by " + caller.identity,
+                                         request.reason().empty() ? "" : ": " + request.reason());
+    for (const std::string& id : order_) {
+      Job* job = Find(id);
+      if (job->status.state() != v1::JOB_STATE_RUNNING || !NodesOf(job->status).count(node)) {
+        continue;
+      }
+      MoveOffNode(job, node, why);
+      response.add_moved_jobs(id);
+    }
+  }
+  ScheduleLocked();
+  ASSIGN_OR_RETURN(*response.mutable_node(), nodes_->Status(node));
+  return response;
+}
+
+void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why) {
+  v1::JobEvent& event = AddEvent(job, "drain", why);
+  for (const auto& a : job->status.assignments()) {
+    if (a.node() == node) event.add_ranks(a.rank());
+  }
+  StopWorkers(job, why);
+  nodes_->Release(job->status.job_id());
+  const absl::Time now = clock_->Now();
+  job->recovery.OnFailure(now, now);
+  job->launch_not_before = absl::InfinitePast();
+  job->status.set_reason(why);
+  Transition(job, v1::JOB_STATE_RESTARTING,
+             absl::StrCat(why,
+                          "; restarting elsewhere from the last checkpoint (not counted "
+                          "against restart.max_restarts)"));
+}
+
 void JobManager::Schedule() {
   absl::MutexLock lock(&mu_);
   ScheduleLocked();
@@ -443,6 +500,9 @@ bool JobManager::TryPlace(Job* job) {
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
+      const std::vector<std::string> cordoned = nodes_->Cordoned();
+      if (!cordoned.empty())
+        absl::StrAppend(&reason, "; cordoned: ", absl::StrJoin(cordoned, ", "));
       if (reason != job->status.reason()) {
         job->status.set_reason(reason);
         Persist(job);

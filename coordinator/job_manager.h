@@ -12,6 +12,7 @@
 // (spec.restart.max_restarts), else FAILED. Exit code 78 (fatal, see common/status.h) fails the
 // job at once. Anything about an older generation is ignored (fenced). A node implicated in two
 // failures of the job in a row is excluded from its placements while other capacity exists.
+// Cordoned nodes (UpdateNode) get no placements at all, and a drain moves the jobs running on one.
 // Crash loops back off: after a failure of a generation in which no rank completed a step, the
 // next launch waits (nothing after the first such failure in a row, then restart_backoff,
 // doubling per further one, at most restart_backoff_max); the wait is in the RESTARTING event
@@ -116,6 +117,14 @@ class JobManager {
                                  WatchCallback callback);
   void Unwatch(uint64_t watch_id);
 
+  // Cordons, drains or uncordons a node (v1.UpdateNodeRequest; rules in node_update.h). The cordon
+  // is stored before it takes effect; NOT_FOUND for a node that is neither registered nor
+  // cordoned. A drain restarts every running job with a rank on the node (a "drain" event naming
+  // those ranks), without counting it against restart.max_restarts; an uncordon places what now
+  // fits.
+  absl::StatusOr<v1::UpdateNodeResponse> UpdateNode(const v1::UpdateNodeRequest& request,
+                                                    const Caller& caller);
+
   // Places PENDING and RESTARTING jobs that fit, in submission order.
   void Schedule();
 
@@ -151,6 +160,10 @@ class JobManager {
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restarts a running job elsewhere for an operator's drain of `node`: no failure, no backoff,
+  // no restart counted.
+  void MoveOffNode(Job* job, const std::string& node, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,

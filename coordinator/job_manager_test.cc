@@ -742,5 +742,143 @@ TEST_F(JobManagerTest, RecoveredJobWhoseNodeNeverReturnsIsRestarted) {
       << after->events().rbegin()->message();
 }
 
+v1::UpdateNodeRequest NodeUpdate(const std::string& node, v1::NodeAction action,
+                                 const std::string& reason = "") {
+  v1::UpdateNodeRequest r;
+  r.set_node(node);
+  r.set_action(action);
+  r.set_reason(reason);
+  return r;
+}
+
+TEST_F(JobManagerTest, CordonedNodeGetsNoPlacementUntilUncordoned) {
+  const Caller admin{"root", true};
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto cordoned = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_CORDON, "ECC errors"), admin);
+  ASSERT_TRUE(cordoned.ok()) << cordoned.status();
+  EXPECT_EQ(cordoned->node().cordon().reason(), "ECC errors");
+  EXPECT_EQ(cordoned->node().cordon().by(), "root");
+  EXPECT_TRUE(cordoned->moved_jobs().empty());
+
+  auto first = jobs_->Submit(Spec(), "", alice_);
+  auto second = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(first.ok() && second.ok());
+  v1::JobStatus running = Current(first->job_id());
+  ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  for (const auto& a : running.assignments()) EXPECT_EQ(a.node(), "b");
+  v1::JobStatus waiting = Current(second->job_id());
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_PENDING);
+  EXPECT_NE(waiting.reason().find("cordoned: a"), std::string::npos) << waiting.reason();
+
+  // Cordoning again keeps when it began and, without a new reason, the old one.
+  auto again = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_CORDON), admin);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->node().cordon().reason(), "ECC errors");
+  EXPECT_EQ(again->node().cordon().since_unix_nanos(),
+            cordoned->node().cordon().since_unix_nanos());
+
+  auto uncordoned = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_UNCORDON), admin);
+  ASSERT_TRUE(uncordoned.ok()) << uncordoned.status();
+  EXPECT_FALSE(uncordoned->node().has_cordon());
+  waiting = Current(second->job_id());
+  ASSERT_EQ(waiting.state(), v1::JOB_STATE_RUNNING);
+  for (const auto& a : waiting.assignments()) EXPECT_EQ(a.node(), "a");
+}
+
+TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
+  const Caller anonymous;  // authentication off: every caller may change nodes
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  const std::string from = Current(id).assignments(0).node();
+  const std::string to = from == "a" ? "b" : "a";
+  sink_.sent.clear();
+
+  auto drained =
+      jobs_->UpdateNode(NodeUpdate(from, v1::NODE_ACTION_DRAIN, "kernel upgrade"), anonymous);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(std::vector<std::string>(drained->moved_jobs().begin(), drained->moved_jobs().end()),
+            std::vector<std::string>{id});
+  EXPECT_TRUE(drained->node().has_cordon());
+  v1::JobStatus moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.generation(), 2);
+  EXPECT_EQ(moved.restarts(), 0);
+  for (const auto& a : moved.assignments()) EXPECT_EQ(a.node(), to);
+  auto stops = sink_.Stops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].first, from);
+  EXPECT_EQ(stops[0].second.job().generation(), 1);
+  std::vector<v1::JobEvent> drains = EventsOf(*jobs_->Get(id), "drain");
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_NE(drains[0].message().find("kernel upgrade"), std::string::npos);
+  EXPECT_EQ(drains[0].ranks_size(), 2);
+  EXPECT_EQ(StatesOf(*jobs_->Get(id)),
+            (std::vector<v1::JobState>{v1::JOB_STATE_PENDING, v1::JOB_STATE_RUNNING,
+                                       v1::JOB_STATE_RESTARTING, v1::JOB_STATE_RUNNING}));
+  std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_node_cordoned{node=\"" + from + "\"} 1"), std::string::npos)
+      << page;
+
+  // Draining the other node too leaves nowhere to go: the job waits, saying why.
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(to, v1::NODE_ACTION_DRAIN), anonymous).ok());
+  moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_NE(moved.reason().find("cordoned: a, b"), std::string::npos) << moved.reason();
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(from, v1::NODE_ACTION_UNCORDON), anonymous).ok());
+  moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.generation(), 3);
+  EXPECT_EQ(moved.restarts(), 0);  // max_restarts is 1: two moves used none of it
+}
+
+TEST_F(JobManagerTest, NodeUpdatesAreRefusedNamingTheRule) {
+  const Caller admin{"root", true};
+  AddNode("a", 1);
+  auto refused = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_CORDON), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("admin"), std::string::npos);
+  auto empty = jobs_->UpdateNode(NodeUpdate("", v1::NODE_ACTION_CORDON), admin);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("node"), std::string::npos);
+  auto no_action = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_UNSPECIFIED), admin);
+  EXPECT_EQ(no_action.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_action.status().message().find("action"), std::string::npos);
+  auto long_reason =
+      jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_CORDON, std::string(1025, 'x')), admin);
+  EXPECT_EQ(long_reason.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(long_reason.status().message().find("reason"), std::string::npos);
+  auto unknown = jobs_->UpdateNode(NodeUpdate("typo", v1::NODE_ACTION_DRAIN), admin);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("typo"), std::string::npos);
+  // Nothing was cordoned by any of them.
+  EXPECT_TRUE(nodes_->Cordoned().empty());
+  EXPECT_TRUE(store_->LoadCordons()->empty());
+}
+
+TEST_F(JobManagerTest, CordonsSurviveACoordinatorRestart) {
+  const Caller admin{"root", true};
+  AddNode("a", 2);
+  AddNode("b", 2);
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_CORDON, "bad fan"), admin).ok());
+  MakeManager();  // new managers over the same store; no node has registered again yet
+  ASSERT_EQ(nodes_->Cordoned(), std::vector<std::string>{"a"});
+  EXPECT_EQ(nodes_->CordonOf("a")->reason(), "bad fan");
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus placed = Current(job->job_id());
+  ASSERT_EQ(placed.state(), v1::JOB_STATE_RUNNING);
+  for (const auto& a : placed.assignments()) EXPECT_EQ(a.node(), "b");
+  // A forgotten-but-cordoned node can still be uncordoned, and that is stored too.
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_UNCORDON), admin).ok());
+  MakeManager();
+  EXPECT_TRUE(nodes_->Cordoned().empty());
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

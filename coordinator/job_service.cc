@@ -255,6 +255,16 @@ grpc::ServerUnaryReactor* JobService::ListNodes(grpc::CallbackServerContext* con
   return Done(context, "ListNodes", absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* JobService::UpdateNode(grpc::CallbackServerContext* context,
+                                                 const v1::UpdateNodeRequest* request,
+                                                 v1::UpdateNodeResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "UpdateNode", caller.status());
+  auto updated = jobs_->UpdateNode(*request, *caller);
+  if (updated.ok()) *response = *std::move(updated);
+  return Done(context, "UpdateNode", updated.status());
+}
+
 grpc::ServerWriteReactor<v1::ReadLogsResponse>* JobService::ReadLogs(
     grpc::CallbackServerContext* context, const v1::ReadLogsRequest* request) {
   auto caller = Authenticate(context);

@@ -40,6 +40,9 @@ class JobService final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
                                       v1::ListNodesResponse* response) override;
+  grpc::ServerUnaryReactor* UpdateNode(grpc::CallbackServerContext* context,
+                                       const v1::UpdateNodeRequest* request,
+                                       v1::UpdateNodeResponse* response) override;
   grpc::ServerWriteReactor<v1::ReadLogsResponse>* ReadLogs(
       grpc::CallbackServerContext* context, const v1::ReadLogsRequest* request) override;
 

@@ -17,8 +17,9 @@ namespace {
 // Identifies a Ringmaster job store ("RMJS") in the SQLite header (PRAGMA application_id), so that
 // Open refuses any other SQLite database instead of writing tables into it.
 constexpr int32_t kApplicationId = 0x524D4A53;
-// Bumped on every schema change; Open refuses a database with a newer version.
-constexpr int kSchemaVersion = 1;
+// Bumped on every schema change; Open refuses a database with a newer version and migrates an
+// older one.
+constexpr int kSchemaVersion = 2;
 // How long a statement waits for a lock held by another connection (another process opening the
 // same file) before failing with SQLITE_BUSY.
 constexpr int kBusyTimeoutMs = 5000;
@@ -41,6 +42,14 @@ CREATE TABLE events (
 CREATE TABLE requests (
   request_id TEXT PRIMARY KEY NOT NULL,
   job_id TEXT NOT NULL REFERENCES jobs (job_id)
+);
+)sql";
+
+// Version 2: cordoned nodes (a serialized v1.NodeCordon per node name).
+constexpr const char* kCreateCordons = R"sql(
+CREATE TABLE node_cordons (
+  node TEXT PRIMARY KEY NOT NULL,
+  cordon BLOB NOT NULL
 );
 )sql";
 
@@ -282,6 +291,7 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
   ASSIGN_OR_RETURN(int64_t objects, QueryInt64(db, "SELECT COUNT(*) FROM sqlite_master"));
   if (application_id == 0 && version == 0 && objects == 0) {  // New (or empty) file.
     RETURN_IF_ERROR(ExecSql(db, kCreateSchema));
+    RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
     RETURN_IF_ERROR(ExecSql(db, absl::StrCat("PRAGMA application_id = ", kApplicationId).c_str()));
     return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
   }
@@ -298,7 +308,10 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
   if (version < 1) {
     return absl::DataLossError(absl::StrCat("invalid schema version ", version));
   }
-  // Version 1 is the only one so far; older versions would be migrated here.
+  if (version == 1) {  // Migrated within Initialize's transaction: all of it or none.
+    RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
+    return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
+  }
   return absl::OkStatus();
 }
 
@@ -499,6 +512,44 @@ absl::Status JobStore::CreateJob(const v1::JobStatus& status,
     return stmt.Run();
   });
   return Annotate(result, "JobStore::CreateJob");
+}
+
+absl::Status JobStore::PutCordon(const std::string& node,
+                                 const std::optional<v1::NodeCordon>& cordon) {
+  if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
+  absl::MutexLock lock(&mu_);
+  if (!cordon.has_value()) {
+    ASSIGN_OR_RETURN(Statement stmt,
+                     Statement::Prepare(db_, "DELETE FROM node_cordons WHERE node = ?1"));
+    RETURN_IF_ERROR(stmt.BindText(1, node));
+    return stmt.Run();
+  }
+  ASSIGN_OR_RETURN(std::string bytes, Serialize(*cordon, absl::StrCat("the cordon of ", node)));
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_,
+                                      "INSERT INTO node_cordons (node, cordon) VALUES (?1, ?2) "
+                                      "ON CONFLICT (node) DO UPDATE SET cordon = excluded.cordon"));
+  RETURN_IF_ERROR(stmt.BindText(1, node));
+  RETURN_IF_ERROR(stmt.BindBlob(2, bytes));
+  return stmt.Run();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> JobStore::LoadCordons() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_, "SELECT node, cordon FROM node_cordons ORDER BY node"));
+  std::vector<std::pair<std::string, v1::NodeCordon>> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    auto& [node, cordon] = out.emplace_back();
+    node = std::string(stmt.ColumnBytes(0));
+    const absl::string_view bytes = stmt.ColumnBytes(1);
+    if (!cordon.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::DataLossError(absl::StrCat("the stored cordon of node ", node, " is corrupt"));
+    }
+  }
+  return out;
 }
 
 }  // namespace ringmaster::coordinator

@@ -2,7 +2,8 @@
 //
 // What is stored: every job's JobStatus (spec, state, generation, assignments, groups, plan,
 // owner, times) as a serialized proto with the indexed columns job_id/state/submit time, the
-// job's append-only events, and SubmitJob request ids (for idempotent retries).
+// job's append-only events, SubmitJob request ids (for idempotent retries), and the cordoned
+// nodes (schema version 2; a version 1 file gains the table when opened).
 //
 // Durability: each mutating call is one transaction, committed before it returns
 // (synchronous=FULL in WAL mode), so a SIGKILL after a call returns loses nothing that call wrote.
@@ -15,11 +16,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
 #include "proto/ringmaster/v1/job.pb.h"
 
 struct sqlite3;
@@ -66,6 +69,13 @@ class JobStore {
   // FAILED_PRECONDITION if a job with this id is already stored. On error nothing is written.
   absl::Status CreateJob(const v1::JobStatus& status, const std::vector<v1::JobEvent>& events,
                          const std::string& request_id);
+
+  // Stores (or replaces) the cordon of `node`, or removes it (nullopt; a no-op if there is none).
+  // INVALID_ARGUMENT for an empty node name.
+  absl::Status PutCordon(const std::string& node, const std::optional<v1::NodeCordon>& cordon);
+  // Every stored cordon by node name, sorted by name. DATA_LOSS, naming the node, if one does not
+  // parse.
+  absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> LoadCordons();
 
  private:
   explicit JobStore(sqlite3* db) : db_(db) {}

@@ -614,5 +614,71 @@ TEST_F(JobStoreTest, CommittedWritesSurviveSigkill) {
   }
 }
 
+v1::NodeCordon MakeCordon(const std::string& reason, const std::string& by) {
+  v1::NodeCordon c;
+  c.set_reason(reason);
+  c.set_by(by);
+  c.set_since_unix_nanos(1234567890);
+  return c;
+}
+
+TEST_F(JobStoreTest, CordonsSurviveReopeningAndCanBeReplacedAndRemoved) {
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutCordon("node-b", MakeCordon("ECC errors", "alice")).ok());
+    ASSERT_TRUE(store->PutCordon("node-a", MakeCordon("", "")).ok());
+    ASSERT_TRUE(store->PutCordon("node-c", MakeCordon("x", "bob")).ok());
+    ASSERT_TRUE(store->PutCordon("node-b", MakeCordon("ECC errors, replaced", "carol")).ok());
+    ASSERT_TRUE(store->PutCordon("node-c", std::nullopt).ok());
+    ASSERT_TRUE(store->PutCordon("never-cordoned", std::nullopt).ok());
+  }
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto cordons = store->LoadCordons();
+  ASSERT_TRUE(cordons.ok()) << cordons.status();
+  ASSERT_EQ(cordons->size(), 2);
+  EXPECT_EQ((*cordons)[0].first, "node-a");
+  EXPECT_EQ((*cordons)[1].first, "node-b");
+  EXPECT_TRUE(SameProto((*cordons)[1].second, MakeCordon("ECC errors, replaced", "carol")));
+  EXPECT_EQ(store->PutCordon("", MakeCordon("x", "y")).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobStoreTest, VersionOneFileGainsTheCordonTableAndKeepsItsJobs) {
+  // A version 1 file, as the previous release wrote it: no node_cordons table.
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutJob(FullStatus("old-job", 1)).ok());
+  }
+  RawSql(path_, "DROP TABLE node_cordons; PRAGMA user_version = 1");
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "2");
+  auto jobs = store->LoadAll();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1);
+  EXPECT_EQ((*jobs)[0].status.job_id(), "old-job");
+  ASSERT_TRUE(store->PutCordon("node-a", MakeCordon("r", "")).ok());
+  auto cordons = store->LoadCordons();
+  ASSERT_TRUE(cordons.ok()) << cordons.status();
+  EXPECT_EQ(cordons->size(), 1);
+}
+
+TEST_F(JobStoreTest, CorruptCordonIsDataLossNamingTheNode) {
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutCordon("node-z", MakeCordon("reason", "alice")).ok());
+  }
+  RawSql(path_, "UPDATE node_cordons SET cordon = X'FFFFFFFFFF' WHERE node = 'node-z'");
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto cordons = store->LoadCordons();
+  ASSERT_FALSE(cordons.ok());
+  EXPECT_EQ(cordons.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(cordons.status().message(), HasSubstr("node-z"));
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -21,6 +21,10 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
         "Times the node was declared lost (stream ended or heartbeats stopped); 0 from its first "
         "registration, so that increase() counts its first loss.",
         {"node"});
+    cordoned_gauge_ = &registry->AddGauge(
+        "ringmaster_node_cordoned",
+        "1 while the node is cordoned (ringctl cordon/drain): nothing new is placed on it.",
+        {"node"});
   }
 }
 
@@ -114,7 +118,7 @@ std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
   absl::MutexLock lock(&mu_);
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
-    if (!node.alive) continue;
+    if (!node.alive || cordons_.contains(name)) continue;
     NodeCapacity capacity;
     capacity.name = name;
     for (const v1::Device& d : node.registration.devices()) {
@@ -192,28 +196,79 @@ std::optional<absl::Time> NodeManager::LastHeartbeat(const std::string& name) co
   return it->second.last_heartbeat;
 }
 
+void NodeManager::SetCordon(const std::string& name, std::optional<v1::NodeCordon> cordon) {
+  absl::MutexLock lock(&mu_);
+  if (cordon.has_value()) {
+    cordons_[name] = *std::move(cordon);
+    if (cordoned_gauge_ != nullptr) cordoned_gauge_->WithLabels({name})->Set(1);
+  } else {
+    cordons_.erase(name);
+    if (cordoned_gauge_ != nullptr) cordoned_gauge_->Remove({name});
+  }
+}
+
+std::optional<v1::NodeCordon> NodeManager::CordonOf(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = cordons_.find(name);
+  if (it == cordons_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> NodeManager::Cordoned() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, cordon] : cordons_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool NodeManager::Known(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.contains(name) || cordons_.contains(name);
+}
+
+v1::NodeStatus NodeManager::StatusOf(const std::string& name, const Node* node,
+                                     absl::Time now) const {
+  v1::NodeStatus s;
+  s.set_name(name);
+  auto cordon = cordons_.find(name);
+  if (cordon != cordons_.end()) *s.mutable_cordon() = cordon->second;
+  if (node == nullptr) return s;
+  s.set_devices(node->registration.devices_size());
+  s.set_devices_in_use(static_cast<int>(node->holder.size()));
+  s.set_device_kind(node->registration.devices().empty() ? ""
+                                                         : node->registration.devices(0).kind());
+  s.set_alive(node->alive);
+  s.set_last_heartbeat_age_seconds(absl::ToDoubleSeconds(now - node->last_heartbeat));
+  absl::flat_hash_set<std::string> jobs;
+  for (const auto& [device, job] : node->holder) jobs.insert(job);
+  std::vector<std::string> sorted(jobs.begin(), jobs.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (auto& j : sorted) s.add_jobs(j);
+  return s;
+}
+
 std::vector<v1::NodeStatus> NodeManager::List() const {
   std::vector<v1::NodeStatus> out;
   absl::MutexLock lock(&mu_);
-  absl::Time now = clock_->Now();
-  for (const auto& [name, node] : nodes_) {
-    v1::NodeStatus& s = out.emplace_back();
-    s.set_name(name);
-    s.set_devices(node.registration.devices_size());
-    s.set_devices_in_use(static_cast<int>(node.holder.size()));
-    s.set_device_kind(node.registration.devices().empty() ? ""
-                                                          : node.registration.devices(0).kind());
-    s.set_alive(node.alive);
-    s.set_last_heartbeat_age_seconds(absl::ToDoubleSeconds(now - node.last_heartbeat));
-    absl::flat_hash_set<std::string> jobs;
-    for (const auto& [device, job] : node.holder) jobs.insert(job);
-    std::vector<std::string> sorted(jobs.begin(), jobs.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (auto& j : sorted) s.add_jobs(j);
+  const absl::Time now = clock_->Now();
+  for (const auto& [name, node] : nodes_) out.push_back(StatusOf(name, &node, now));
+  for (const auto& [name, cordon] : cordons_) {
+    if (!nodes_.contains(name)) out.push_back(StatusOf(name, nullptr, now));
   }
   std::sort(out.begin(), out.end(),
             [](const v1::NodeStatus& a, const v1::NodeStatus& b) { return a.name() < b.name(); });
   return out;
+}
+
+absl::StatusOr<v1::NodeStatus> NodeManager::Status(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() && !cordons_.contains(name)) {
+    return absl::NotFoundError(
+        absl::StrCat("node \"", name, "\" is not known (ringctl nodes lists the nodes)"));
+  }
+  return StatusOf(name, it == nodes_.end() ? nullptr : &it->second, clock_->Now());
 }
 
 int NodeManager::AliveCount() const {

@@ -6,8 +6,11 @@
 // the coordinator's ticker). Heartbeat() is O(1): one hash lookup and a timestamp store; nothing
 // here touches the disk.
 //
-// Allocation tracks which job holds which device, so placement sees only free devices of live
-// nodes. Allocations survive a node's loss and return (the job manager releases them).
+// Allocation tracks which job holds which device, so placement sees only free devices of live,
+// uncordoned nodes. Allocations survive a node's loss and return (the job manager releases them).
+//
+// Cordons (set by the job manager, which stores them first) outlive the node's registration: a
+// cordoned node that is forgotten and registers again is still cordoned.
 //
 // Thread-safe.
 #ifndef RINGMASTER_COORDINATOR_NODE_MANAGER_H_
@@ -34,7 +37,8 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected and ringmaster_nodes_lost_total{node}. A node lost for
+  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node} and
+  // ringmaster_node_cordoned{node}. A node lost for
   // `forget_after` that holds no device is forgotten: gone from List() and from the metrics, as
   // if it had never registered (nodes come and go under an autoscaler; zero: kept forever).
   NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
@@ -56,8 +60,17 @@ class NodeManager {
   // node is returned once per loss); forgets the nodes lost for forget_after.
   std::vector<std::string> CheckLiveness();
 
-  // Free devices of live nodes, sorted by node name.
+  // Free devices of live nodes that are not cordoned, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const;
+
+  // Cordons `node` (nothing new is placed on it) or, with nullopt, uncordons it. Takes any name:
+  // the caller checks Known() first, and a stored cordon is restored before its node registers.
+  void SetCordon(const std::string& node, std::optional<v1::NodeCordon> cordon);
+  std::optional<v1::NodeCordon> CordonOf(const std::string& node) const;
+  // Names of the cordoned nodes, sorted.
+  std::vector<std::string> Cordoned() const;
+  // Registered (and not forgotten) or cordoned.
+  bool Known(const std::string& node) const;
 
   // Marks the placement's devices as held by `job_id`. FAILED_PRECONDITION (nothing changed) if
   // a device is unknown or held by another job.
@@ -75,8 +88,11 @@ class NodeManager {
   std::optional<std::string> HostAddress(const std::string& node) const;
   // When the node last sent a heartbeat (or registered), if the node is known.
   std::optional<absl::Time> LastHeartbeat(const std::string& node) const;
-  // Status of every known node, sorted by name.
+  // Status of every known node, sorted by name; a cordoned node that is not registered has only
+  // its name and cordon.
   std::vector<v1::NodeStatus> List() const;
+  // The List() entry of one node; NOT_FOUND unless Known().
+  absl::StatusOr<v1::NodeStatus> Status(const std::string& node) const;
   int AliveCount() const;
 
  private:
@@ -91,6 +107,8 @@ class NodeManager {
   };
 
   void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::NodeStatus StatusOf(const std::string& name, const Node* node, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
@@ -98,9 +116,11 @@ class NodeManager {
   const absl::Duration forget_after_;
   std::shared_ptr<metrics::Gauge> connected_;
   metrics::CounterFamily* lost_total_ = nullptr;
+  metrics::GaugeFamily* cordoned_gauge_ = nullptr;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, v1::NodeCordon> cordons_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
 };

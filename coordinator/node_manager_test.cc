@@ -118,6 +118,57 @@ TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
   EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 0"), std::string::npos) << page;
 }
 
+TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  v1::NodeCordon cordon;
+  cordon.set_reason("ECC errors");
+  cordon.set_by("alice");
+  nodes_.SetCordon("a", cordon);
+  std::vector<NodeCapacity> free = nodes_.FreeCapacity();
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_EQ(free[0].name, "b");
+  EXPECT_EQ(nodes_.Cordoned(), std::vector<std::string>{"a"});
+  auto a = nodes_.Status("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->cordon().reason(), "ECC errors");
+  EXPECT_EQ(a->devices(), 2);
+  EXPECT_FALSE(nodes_.Status("b")->has_cordon());
+  EXPECT_EQ(nodes_.Status("zz").status().code(), absl::StatusCode::kNotFound);
+  std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_node_cordoned{node=\"a\"} 1"), std::string::npos) << page;
+  EXPECT_EQ(page.find("ringmaster_node_cordoned{node=\"b\"}"), std::string::npos) << page;
+
+  nodes_.SetCordon("a", std::nullopt);
+  EXPECT_EQ(nodes_.FreeCapacity().size(), 2u);
+  EXPECT_TRUE(nodes_.Cordoned().empty());
+  page = registry_.RenderText();
+  EXPECT_EQ(page.find("ringmaster_node_cordoned{"), std::string::npos) << page;
+}
+
+TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItReturns) {
+  auto a = nodes_.Register(Registration("a", 2));
+  ASSERT_TRUE(a.ok());
+  nodes_.SetCordon("a", v1::NodeCordon());
+  nodes_.SetCordon("ghost", v1::NodeCordon());  // a stored cordon of a node not yet registered
+  ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  clock_.Advance(absl::Hours(1));
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());
+  // Forgotten as a node, still listed as a cordon (name and cordon only).
+  std::vector<v1::NodeStatus> list = nodes_.List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].name(), "a");
+  EXPECT_TRUE(list[0].has_cordon());
+  EXPECT_EQ(list[0].devices(), 0);
+  EXPECT_EQ(list[1].name(), "ghost");
+  EXPECT_TRUE(nodes_.Known("a"));
+  EXPECT_FALSE(nodes_.Known("b"));
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  EXPECT_TRUE(nodes_.FreeCapacity().empty());
+  EXPECT_TRUE(nodes_.Status("a")->has_cordon());
+  EXPECT_EQ(nodes_.Status("a")->devices(), 2);
+}
+
 TEST(NodeManagerForgetTest, ZeroKeepsLostNodesForever) {
   FakeClock clock;
   NodeManager nodes(&clock, absl::Seconds(3), absl::ZeroDuration(), nullptr);

@@ -167,7 +167,20 @@ absl::Status Nodes(const Client& client, std::ostream& out) {
   v1::ListNodesResponse response;
   RETURN_IF_ERROR(client.Check(
       client.jobs()->ListNodes(client.Context().get(), v1::ListNodesRequest(), &response)));
-  out << FormatNodes({response.nodes().begin(), response.nodes().end()});
+  out << FormatNodes({response.nodes().begin(), response.nodes().end()}, absl::Now());
+  return absl::OkStatus();
+}
+
+absl::Status UpdateNode(const Client& client, const std::string& node, v1::NodeAction action,
+                        const std::string& reason, std::ostream& out) {
+  v1::UpdateNodeRequest request;
+  request.set_node(node);
+  request.set_action(action);
+  request.set_reason(reason);
+  v1::UpdateNodeResponse response;
+  RETURN_IF_ERROR(
+      client.Check(client.jobs()->UpdateNode(client.Context().get(), request, &response)));
+  out << FormatNodeUpdate(action, response);
   return absl::OkStatus();
 }
 

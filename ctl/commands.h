@@ -35,6 +35,9 @@ absl::Status Logs(const Client& client, const std::string& id, int rank, bool fo
                   std::ostream& out);
 // nodes
 absl::Status Nodes(const Client& client, std::ostream& out);
+// cordon|drain|uncordon NODE [--reason TEXT]
+absl::Status UpdateNode(const Client& client, const std::string& node, v1::NodeAction action,
+                        const std::string& reason, std::ostream& out);
 // plan -f FILE
 absl::Status Plan(const Client& client, const std::string& file, std::ostream& out);
 

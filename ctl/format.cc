@@ -117,16 +117,44 @@ std::string FormatPlan(const v1::PlanJobResponse& response) {
   return out;
 }
 
-std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes) {
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now) {
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "JOBS"}};
+      {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "SCHEDULING", "JOBS"}};
+  std::string cordons;
   for (const auto& n : nodes) {
+    const std::string scheduling = n.has_cordon() ? "CORDONED" : "yes";
+    if (n.has_cordon()) {
+      absl::StrAppend(&cordons, n.name(), ": cordoned ", Age(n.cordon().since_unix_nanos(), now),
+                      " ago", n.cordon().by().empty() ? "" : " by " + n.cordon().by(),
+                      n.cordon().reason().empty() ? "" : ": " + n.cordon().reason(), "\n");
+    }
+    if (n.device_kind().empty()) {  // Cordoned, but not registered now.
+      rows.push_back({n.name(), "-", "-", "-", "-", "not registered", scheduling, ""});
+      continue;
+    }
     rows.push_back({n.name(), n.device_kind(), absl::StrCat(n.devices()),
                     absl::StrCat(n.devices_in_use()), n.alive() ? "yes" : "LOST",
-                    absl::StrFormat("%.1fs ago", n.last_heartbeat_age_seconds()),
+                    absl::StrFormat("%.1fs ago", n.last_heartbeat_age_seconds()), scheduling,
                     absl::StrJoin(n.jobs(), ",")});
   }
-  return Table(rows);
+  return Table(rows) + (cordons.empty() ? "" : "\n" + cordons);
+}
+
+std::string FormatNodeUpdate(v1::NodeAction action, const v1::UpdateNodeResponse& response) {
+  const std::string& node = response.node().name();
+  switch (action) {
+    case v1::NODE_ACTION_UNCORDON:
+      return absl::StrCat("node ", node, " uncordoned: new placements may use it\n");
+    case v1::NODE_ACTION_DRAIN:
+      if (response.moved_jobs().empty()) {
+        return absl::StrCat("node ", node, " cordoned; no running job had ranks on it\n");
+      }
+      return absl::StrCat("node ", node, " cordoned; restarting elsewhere from their last ",
+                          "checkpoints: ", absl::StrJoin(response.moved_jobs(), ", "), "\n");
+    default:
+      return absl::StrCat("node ", node,
+                          " cordoned: no new placements; what runs there keeps running\n");
+  }
 }
 
 std::string DescribeJob(const v1::GetJobResponse& response) {

@@ -22,8 +22,11 @@ std::string DescribeJob(const v1::GetJobResponse& job);
 // The planner's choice with its numbers and reasons, and the placement it would get.
 std::string FormatPlan(const v1::PlanJobResponse& plan);
 
-// Columns NAME KIND DEVICES IN-USE ALIVE HEARTBEAT JOBS.
-std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes);
+// Columns NAME KIND DEVICES IN-USE ALIVE HEARTBEAT SCHEDULING JOBS, then one line per cordoned
+// node: since when, by whom and why.
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now);
+// What `ringctl cordon|drain|uncordon` did.
+std::string FormatNodeUpdate(v1::NodeAction action, const v1::UpdateNodeResponse& response);
 
 // One line per event: "2026-11-22T23:40:01Z  gen 2  state  RUNNING: placed 4 ranks ...".
 std::string FormatEvent(const v1::JobEvent& event);

@@ -31,7 +31,9 @@ ABSL_FLAG(std::string, f, "", "Job file (YAML) for submit and plan.");
 ABSL_FLAG(bool, wait, false, "submit: wait for the job to end; fail unless it succeeds.");
 ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns the same job.");
 ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
-ABSL_FLAG(std::string, reason, "", "cancel: reason recorded in the job's events.");
+ABSL_FLAG(std::string, reason, "",
+          "cancel: reason recorded in the job's events; cordon, drain: reason kept with the "
+          "cordon.");
 ABSL_FLAG(int, rank, 0, "logs: the global rank whose log to show.");
 ABSL_FLAG(bool, follow, false, "logs: keep printing new output until the rank exits.");
 
@@ -51,7 +53,10 @@ constexpr char kUsage[] =
     "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
     "  watch ID                      live events and progress\n"
     "  logs ID --rank N [--follow]   a rank's stdout and stderr\n"
-    "  nodes                         registered nodes\n"
+    "  nodes                         registered nodes (and cordoned ones)\n"
+    "  cordon NODE [--reason=TEXT]   no new placements on the node (admin)\n"
+    "  drain NODE [--reason=TEXT]    cordon, and restart its running jobs elsewhere (admin)\n"
+    "  uncordon NODE                 placements on the node again (admin)\n"
     "  plan -f job.yaml              what the planner would choose, without submitting\n"
     "  health                        is the coordinator serving?\n"
     "  version                       ringctl's version\n";
@@ -96,9 +101,10 @@ bool Matches(const std::vector<std::string>& args, const std::vector<std::string
 // Runs the command in args (args[0] is the program). Sets *usage_error for bad usage.
 absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   static const std::vector<std::vector<std::string>> kShapes = {
-      {"version"},      {"health"},      {"submit"},           {"plan"},
-      {"nodes"},        {"get", "jobs"}, {"get", "job", "ID"}, {"describe", "job", "ID"},
-      {"cancel", "ID"}, {"watch", "ID"}, {"logs", "ID"}};
+      {"version"},      {"health"},        {"submit"},           {"plan"},
+      {"nodes"},        {"get", "jobs"},   {"get", "job", "ID"}, {"describe", "job", "ID"},
+      {"cancel", "ID"}, {"watch", "ID"},   {"logs", "ID"},       {"cordon", "ID"},
+      {"drain", "ID"},  {"uncordon", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -129,6 +135,12 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
   if (command == "describe") return Describe(client, args[3], out);
   if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);
+  if (command == "cordon" || command == "drain" || command == "uncordon") {
+    const v1::NodeAction action = command == "cordon"  ? v1::NODE_ACTION_CORDON
+                                  : command == "drain" ? v1::NODE_ACTION_DRAIN
+                                                       : v1::NODE_ACTION_UNCORDON;
+    return UpdateNode(client, args[2], action, absl::GetFlag(FLAGS_reason), out);
+  }
   if (command == "logs") {
     return Logs(client, args[2], absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_follow), out);
   }

@@ -1,6 +1,6 @@
 // The coordinator and ringctl as real processes on loopback: submit, refuse bad specs and bad
-// files, plan, get, describe, watch, cancel (owner/admin only), authentication, idempotent
-// submission, and a SIGKILL + restart that loses nothing.
+// files, plan, get, describe, watch, cancel (owner/admin only), node changes (admin only),
+// authentication, idempotent submission, and a SIGKILL + restart that loses nothing.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -160,6 +160,19 @@ TEST_F(CoordinatorJobsTest, WatchFollowsACancelByOwnerOnly) {
   // An admin may cancel anyone's job.
   std::string other = SubmitOk(kBobToken, "tests/testdata/small_job.yaml");
   EXPECT_EQ(Ctl(kAdminToken, {"cancel", other}).exit_code, 0);
+}
+
+TEST_F(CoordinatorJobsTest, OnlyAnAdminMayChangeANode) {
+  CommandResult refused = Ctl(kAliceToken, {"cordon", "node-1", "--reason=mine"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("\"alice\" may not cordon nodes"), std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("admin token"), std::string::npos) << refused.output;
+  // The admin passes the permission check and meets the next one: no agent registered node-1.
+  CommandResult unknown = Ctl(kAdminToken, {"drain", "node-1"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.output.find("node \"node-1\" is not known"), std::string::npos)
+      << unknown.output;
 }
 
 TEST_F(CoordinatorJobsTest, RequestIdMakesSubmitIdempotent) {

@@ -2,11 +2,11 @@
 // trainer, scraped by a real Prometheus running deploy/prometheus/prometheus.yml and its rules
 // (tests/monitoring_stack.h). One 4-rank job goes through a slow rank (flagged as a straggler,
 // which must raise RingmasterStragglerPersisting for that rank and no other), a checkpoint and a
-// stopped worker (a hang the watchdog detects and recovers from). Then every panel query of
-// every dashboards/*.json file, read from the JSON with its variables substituted, must parse
-// and return data; so must the dashboards' variable queries. Every live /metrics page passes
-// `promtool check metrics` cleanly, every metric Prometheus saw is documented in
-// docs/metrics.md, and every rule evaluates without error.
+// stopped worker (a hang the watchdog detects and recovers from), and a node is cordoned. Then
+// every panel query of every dashboards/*.json file, read from the JSON with its variables
+// substituted, must parse and return data; so must the dashboards' variable queries. Every live
+// /metrics page passes `promtool check metrics` cleanly, every metric Prometheus saw is documented
+// in docs/metrics.md, and every rule evaluates without error.
 #include <signal.h>
 
 #include <algorithm>
@@ -94,6 +94,12 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
                   .WaitForSamples(absl::StrCat("count(ringmaster_step{", job, "} > 0) == 4"),
                                   absl::Seconds(60))
                   .ok());
+  // A cordoned node (the job keeps running there: a cordon stops only new placements).
+  ASSERT_EQ(c.Ctl({"cordon", "agent-0", "--reason=panel test"}).exit_code, 0);
+  ASSERT_TRUE(
+      prom()
+          .WaitForSamples("ringmaster_node_cordoned{node=\"agent-0\"} == 1", absl::Seconds(60))
+          .ok());
 
   // Every panel query of every dashboard, as written in the JSON, with the variables set to
   // this job, both nodes and every rank. Rate windows need two samples after the restart, so

@@ -1,0 +1,119 @@
+// Cordon and drain on a real cluster (a coordinator, two agents, the builtin trainer): a cordoned
+// node gets no placement; draining the node a job trains on restarts the job on the other node
+// from its last checkpoint, without using a restart, and it trains on there; the cordon survives
+// a coordinator restart; ringctl names an unknown node.
+#include <signal.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A 2-rank data-parallel job on one node, checkpointing every 20 steps; it is still training
+// whenever the test acts (far more steps than the test waits for; the test cancels it).
+std::string Job(const std::string& checkpoint_dir) {
+  return absl::StrCat(
+      "name: drained\nnodes: 1\ndevices_per_node: 2\n",
+      "parallelism: {tensor: 1, pipeline: 1, data: 2}\n", "trainer:\n  builtin: gpt\n",
+      "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n",
+      "  batch: {micro_batch: 2, global_batch: 4}\n  optimizer: {lr: 2.0e-3}\n  steps: 1000000\n",
+      "checkpoint: {dir: ", checkpoint_dir, ", every_steps: 20, keep: 3}\n",
+      "restart: {max_restarts: 0}\n");
+}
+
+// The nodes of the job's current placement, from `ringctl get job -o json`.
+std::set<std::string> PlacedOn(TestCluster& c, const std::string& job) {
+  const std::string json = c.Ctl({"get", "job", job, "-o", "json"}).output;
+  std::set<std::string> nodes;
+  const std::regex node("\"node\": \"([^\"]+)\"");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), node); it != std::sregex_iterator();
+       ++it) {
+    nodes.insert((*it)[1].str());
+  }
+  return nodes;
+}
+
+TEST(NodeDrainTest, DrainMovesTheJobToTheOtherNodeFromItsCheckpointAndTheCordonLasts) {
+  const std::string dir = TestTempDir() + "/node_drain";
+  std::filesystem::remove_all(dir);
+  auto started = TestCluster::Start(dir, {});
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestCluster& c = **started;
+
+  // agent-0 is cordoned: the job goes to agent-1.
+  CommandResult cordon = c.Ctl({"cordon", "agent-0", "--reason=bad fan"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.output;
+  EXPECT_THAT(cordon.output, HasSubstr("node agent-0 cordoned"));
+  const std::string nodes = c.Ctl({"nodes"}).output;
+  EXPECT_THAT(nodes, HasSubstr("CORDONED"));
+  EXPECT_THAT(nodes, HasSubstr("agent-0: cordoned"));
+  EXPECT_THAT(nodes, HasSubstr("bad fan"));
+  const std::string id = c.Submit("drained", Job(dir + "/ckpt"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor([&] { return PlacedOn(c, id) == std::set<std::string>{"agent-1"}; },
+                      absl::Seconds(30)))
+      << c.Ctl({"describe", "job", id}).output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return c.RankLog(id, 1, 0).find("checkpoint at step 40 committed") != std::string::npos;
+      },
+      absl::Seconds(120)))
+      << c.RankLog(id, 1, 0);
+
+  // Uncordon agent-0 and drain agent-1: the job moves, without a restart (max_restarts is 0).
+  ASSERT_EQ(c.Ctl({"uncordon", "agent-0"}).exit_code, 0);
+  CommandResult drain = c.Ctl({"drain", "agent-1", "--reason=kernel upgrade"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.output;
+  EXPECT_THAT(drain.output, HasSubstr(id));
+  // Generation 2 resumes on agent-0 from a checkpoint at step 40 or later and checkpoints again.
+  std::smatch m;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string log = c.RankLog(id, 2, 0);
+        return std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)"));
+      },
+      absl::Seconds(120)))
+      << c.Ctl({"describe", "job", id}).output;
+  const int resumed_at = std::stoi(m[1].str());
+  EXPECT_GE(resumed_at, 40);
+  const std::string next_checkpoint =
+      absl::StrCat("checkpoint at step ", resumed_at + 20, " committed");
+  ASSERT_TRUE(
+      WaitFor([&] { return c.RankLog(id, 2, 0).find(next_checkpoint) != std::string::npos; },
+              absl::Seconds(120)))
+      << c.RankLog(id, 2, 0);
+  EXPECT_EQ(PlacedOn(c, id), std::set<std::string>{"agent-0"});
+  const std::string described = c.Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("node agent-1 drained: kernel upgrade"));
+  EXPECT_THAT(described, HasSubstr("Generation:   2   Restarts: 0 of 0"));
+  ASSERT_EQ(c.Ctl({"cancel", id}).exit_code, 0);
+  EXPECT_EQ(c.WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
+
+  // The cordon is stored: after a coordinator restart agent-1 is still cordoned.
+  c.coordinator().process.Signal(SIGKILL);
+  ASSERT_TRUE(c.coordinator().process.Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(c.RestartCoordinator().ok());
+  const std::string after = c.Ctl({"nodes"}).output;
+  EXPECT_THAT(after, HasSubstr("agent-1: cordoned"));
+  EXPECT_THAT(after, HasSubstr("kernel upgrade"));
+  EXPECT_THAT(after, Not(HasSubstr("agent-0: cordoned")));
+
+  // A typo is refused, naming the node; a missing node name is a usage error.
+  CommandResult typo = c.Ctl({"drain", "agent-7"});
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_THAT(typo.output, HasSubstr("node \"agent-7\" is not known"));
+  EXPECT_EQ(c.Ctl({"cordon"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
