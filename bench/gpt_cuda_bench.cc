@@ -113,7 +113,7 @@ absl::Status Bench::Step(int64_t t, double* loss) {
   ASSIGN_OR_RETURN(*loss, gpt_->Forward(inputs_.data(), targets_.data(), 1.0f));
   RETURN_IF_ERROR(gpt_->Backward(nullptr));
   // As the trainer: the gradient norm read back, clipping at 1, the update.
-  ASSIGN_OR_RETURN(double squares, device_->SumSquares(gpt_->grads()));
+  ASSIGN_OR_RETURN(double squares, device_->SumSquares({gpt_->grads()}));
   const double norm = std::sqrt(squares);
   const float scale = norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.0f;
   optimizer_->Step(6e-4f, t, scale);

@@ -63,7 +63,7 @@ class CudaDeviceImpl final : public CudaDevice {
   void Convert(Tensor dst, Tensor src) override;
   void Zero(Tensor t) override;
   void Scale(Tensor t, float factor) override;
-  absl::StatusOr<double> SumSquares(Tensor t) override;
+  absl::StatusOr<double> SumSquares(absl::Span<const Tensor> tensors) override;
   absl::Status Synchronize() override;
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, Tensor a, int lda,
             Tensor b, int ldb, float beta, Tensor c, int ldc) override;
@@ -112,8 +112,11 @@ class CudaDeviceImpl final : public CudaDevice {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<kernels::MatmulCuda> matmul_;
   DeviceScratch scratch_;
-  double* device_result_ = nullptr;  // SumSquares' result on the device
-  double* host_result_ = nullptr;    // and its pinned host copy
+  // SumSquares' per-tensor results on the device and their pinned host copy, sum_slots_ each.
+  absl::Status EnsureSumSlots(size_t count);
+  double* device_sums_ = nullptr;
+  double* host_sums_ = nullptr;
+  size_t sum_slots_ = 0;
 
   std::atomic<int64_t> allocated_{0};
   std::atomic<int64_t> peak_{0};
@@ -128,8 +131,8 @@ CudaDeviceImpl::~CudaDeviceImpl() {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   matmul_.reset();
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
-  if (device_result_ != nullptr) (void)cudaFree(device_result_);
-  if (host_result_ != nullptr) (void)cudaFreeHost(host_result_);
+  if (device_sums_ != nullptr) (void)cudaFree(device_sums_);
+  if (host_sums_ != nullptr) (void)cudaFreeHost(host_sums_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
@@ -147,9 +150,8 @@ absl::Status CudaDeviceImpl::Init() {
   RETURN_IF_ERROR(CublasStatus(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "math mode"));
   ASSIGN_OR_RETURN(
       matmul_, kernels::MatmulCuda::Create(index_, type(), stream_, options_.gemm_workspace_bytes));
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&device_result_, sizeof(double)), "cudaMalloc"));
-  RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&host_result_, sizeof(double)), "cudaMallocHost"));
-  return absl::OkStatus();
+  // A GPT's parameter tensors: 12 per layer and 4 more (grown on demand).
+  return EnsureSumSlots(256);
 }
 
 void CudaDeviceImpl::Record(const absl::Status& s) {
@@ -272,24 +274,46 @@ void CudaDeviceImpl::Scale(Tensor t, float factor) {
   }
 }
 
-absl::StatusOr<double> CudaDeviceImpl::SumSquares(Tensor t) {
+absl::Status CudaDeviceImpl::EnsureSumSlots(size_t count) {
+  if (count <= sum_slots_) return absl::OkStatus();
+  // Only between read-backs (SumSquares waits for its copy), so nothing still uses the old ones.
+  const size_t slots = std::max(count, 2 * sum_slots_);
+  if (device_sums_ != nullptr) RETURN_IF_ERROR(CudaStatus(cudaFree(device_sums_), "cudaFree"));
+  if (host_sums_ != nullptr) RETURN_IF_ERROR(CudaStatus(cudaFreeHost(host_sums_), "cudaFreeHost"));
+  device_sums_ = nullptr;
+  host_sums_ = nullptr;
+  sum_slots_ = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&device_sums_, slots * sizeof(double)), "cudaMalloc"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMallocHost(&host_sums_, slots * sizeof(double)), "cudaMallocHost"));
+  sum_slots_ = slots;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> CudaDeviceImpl::SumSquares(absl::Span<const Tensor> tensors) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(index_), "cudaSetDevice"));
-  if (!failed()) {
+  if (tensors.empty()) return 0.0;
+  Record(EnsureSumSlots(tensors.size()));
+  // One result slot per tensor, all on the stream; one copy back and one wait for all of them.
+  for (size_t i = 0; i < tensors.size() && !failed(); ++i) {
+    const Tensor& t = tensors[i];
     if (t.dtype == DType::kBF16) {
-      Record(kernels::SumSquaresCuda(Ptr<bf16>(t), t.size, device_result_, scratch_, stream_));
+      Record(kernels::SumSquaresCuda(Ptr<bf16>(t), t.size, device_sums_ + i, scratch_, stream_));
     } else if (t.dtype == DType::kF32) {
-      Record(kernels::SumSquaresCuda(Ptr<float>(t), t.size, device_result_, scratch_, stream_));
+      Record(kernels::SumSquaresCuda(Ptr<float>(t), t.size, device_sums_ + i, scratch_, stream_));
     } else {
       Record(absl::InvalidArgumentError("sum of squares of an i32 tensor"));
     }
   }
   if (!failed()) {
-    Record(CudaStatus(cudaMemcpyAsync(host_result_, device_result_, sizeof(double),
+    Record(CudaStatus(cudaMemcpyAsync(host_sums_, device_sums_, tensors.size() * sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_),
                       "sum of squares read-back"));
   }
   RETURN_IF_ERROR(Wait("sum of squares"));
-  return *host_result_;
+  double sum = 0;  // in tensor order: the same bits on every run
+  for (size_t i = 0; i < tensors.size(); ++i) sum += host_sums_[i];
+  return sum;
 }
 
 absl::Status CudaDeviceImpl::Synchronize() {

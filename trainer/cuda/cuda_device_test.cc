@@ -122,12 +122,29 @@ TEST_P(CudaDeviceTest, CopiesConvertsZeroesScalesAndSums) {
   device_->Convert(f2->tensor(), f->tensor());
   EXPECT_EQ(Read(f2->tensor()), values);
   // Sum of squares in double, of either type.
-  absl::StatusOr<double> ss = device_->SumSquares(f->tensor());
+  absl::StatusOr<double> ss = device_->SumSquares({f->tensor()});
   ASSERT_TRUE(ss.ok());
-  EXPECT_NEAR(*ss, kernels::SumSquaresCpu(values.data(), n), 1e-9 * *ss);
-  ss = device_->SumSquares(b->tensor());
+  const double f_squares = kernels::SumSquaresCpu(values.data(), n);
+  EXPECT_NEAR(*ss, f_squares, 1e-9 * *ss);
+  ss = device_->SumSquares({b->tensor()});
   ASSERT_TRUE(ss.ok());
-  EXPECT_NEAR(*ss, kernels::SumSquaresCpu(rounded.data(), n), 1e-9 * *ss);
+  const double b_squares = kernels::SumSquaresCpu(rounded.data(), n);
+  EXPECT_NEAR(*ss, b_squares, 1e-9 * *ss);
+  // Several tensors of both types in one read-back.
+  ss = device_->SumSquares({f->tensor(), b->tensor(), f->tensor().Slice(0, 0)});
+  ASSERT_TRUE(ss.ok());
+  EXPECT_NEAR(*ss, f_squares + b_squares, 1e-9 * *ss);
+  // More tensors than the device's first result slots (256): they grow.
+  std::vector<Tensor> pieces;
+  double pieces_squares = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    pieces.push_back(f->tensor().Slice(i * 100, 100));
+    pieces_squares += kernels::SumSquaresCpu(values.data() + i * 100, 100);
+  }
+  ss = device_->SumSquares(pieces);
+  ASSERT_TRUE(ss.ok());
+  EXPECT_NEAR(*ss, pieces_squares, 1e-9 * *ss);
+  EXPECT_EQ(device_->SumSquares({}).value_or(-1), 0.0);
   // Scale; Zero of a slice.
   device_->Scale(f->tensor(), 0.5f);
   std::vector<float> half = values;
@@ -203,7 +220,7 @@ TEST_P(CudaDeviceTest, AWrongDtypeIsReportedByTheNextSynchronizeAndStopsLaterWor
   std::vector<float> host(16);
   EXPECT_EQ(device_->CopyToHost(host.data(), f->tensor()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(device_->SumSquares(f->tensor()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(device_->SumSquares({f->tensor()}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(ComputeTypes, CudaDeviceTest, ::testing::Values(DType::kF32, DType::kBF16),

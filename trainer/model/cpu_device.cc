@@ -78,7 +78,11 @@ class CpuDevice final : public Device {
     float* p = t.f32();
     for (int64_t i = 0; i < t.size; ++i) p[i] *= factor;
   }
-  absl::StatusOr<double> SumSquares(Tensor t) override { return SumSquaresF32(t.f32(), t.size); }
+  absl::StatusOr<double> SumSquares(absl::Span<const Tensor> tensors) override {
+    double sum = 0;
+    for (const Tensor& t : tensors) sum += SumSquaresF32(t.f32(), t.size);
+    return sum;
+  }
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, Tensor a, int lda,

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "trainer/model/tensor.h"
 
 namespace ringmaster::trainer {
@@ -94,8 +95,9 @@ class Device {
   virtual void Zero(Tensor t) = 0;
   // t *= factor.
   virtual void Scale(Tensor t, float factor) = 0;
-  // Sum of squares of the elements (as double), read back to the host.
-  virtual absl::StatusOr<double> SumSquares(Tensor t) = 0;
+  // Sum of squares of the elements of all `tensors` (as double), read back to the host once: the
+  // gradient norm of a whole model costs one device round trip, not one per tensor.
+  virtual absl::StatusOr<double> SumSquares(absl::Span<const Tensor> tensors) = 0;
   // Waits for all issued work; reports the first device error.
   virtual absl::Status Synchronize() = 0;
 

@@ -66,13 +66,13 @@ Tensor AdamWOptimizer::Master(int64_t flat, int64_t state, int64_t size) const {
 }
 
 absl::StatusOr<double> AdamWOptimizer::OwnedGradientSquares(const std::vector<bool>* counted) {
-  double sum = 0;
+  std::vector<Tensor> grads;
+  grads.reserve(segments_.size());
   for (const Segment& s : segments_) {
     if (counted != nullptr && !(*counted)[s.tensor]) continue;
-    ASSIGN_OR_RETURN(double part, device_->SumSquares(Grad(s.flat, s.state, s.size)));
-    sum += part;
+    grads.push_back(Grad(s.flat, s.state, s.size));
   }
-  return sum;
+  return device_->SumSquares(grads);
 }
 
 void AdamWOptimizer::Step(float lr, int64_t t, float grad_scale) {

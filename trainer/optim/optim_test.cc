@@ -117,6 +117,22 @@ TEST_F(AdamWOptimizerTest, CompactParametersAndGradientsMatchTheFlatLayout) {
   EXPECT_GT(*compact->OwnedGradientSquares(), 0.0);
 }
 
+TEST_F(AdamWOptimizerTest, OwnedGradientSquaresSumsEveryOwnedSegmentInOneCall) {
+  // Ranges that cut across several parameter tensors, and the padding past the last one.
+  const std::vector<FlatRange> owned = {{3, 40}, {60, 25}, {layout_->size() - 5, 11}};
+  double want = 0;
+  for (const FlatRange& r : owned) {
+    for (int64_t i = r.offset; i < std::min(r.offset + r.size, layout_->size()); ++i) {
+      const double g = grads_.tensor().f32()[i];
+      want += g * g;
+    }
+  }
+  auto opt = Make(owned);
+  absl::StatusOr<double> got = opt->OwnedGradientSquares();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_NEAR(*got, want, 1e-12 * want);
+}
+
 TEST_F(AdamWOptimizerTest, StateRoundTripsThroughSaveAndLoad) {
   auto opt = Make({{2, 10}, {20, 7}});
   EXPECT_EQ(opt->state_size(), 17);
