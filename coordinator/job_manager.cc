@@ -415,10 +415,14 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
   RETURN_IF_ERROR(ValidateNodeUpdate(request, caller));
   const std::string& node = request.node();
   absl::MutexLock lock(&mu_);
-  if (!nodes_->Known(node)) {
-    return absl::NotFoundError(
-        absl::StrCat("node \"", node, "\" is not known (ringctl nodes lists the nodes)"));
-  }
+  // A node is known once registered or cordoned, or while a running job has ranks there (after a
+  // coordinator restart, before the node is back).
+  const auto runs_there = [&](const std::string& id) {
+    const Job* job = Find(id);
+    return job->status.state() == v1::JOB_STATE_RUNNING && NodesOf(job->status).count(node) > 0;
+  };
+  const bool has_jobs = std::any_of(order_.begin(), order_.end(), runs_there);
+  if (!has_jobs) RETURN_IF_ERROR(nodes_->Status(node).status());
   std::optional<v1::NodeCordon> cordon;
   if (request.action() != v1::NODE_ACTION_UNCORDON) {
     cordon = CordonFor(request, caller, clock_->Now(), nodes_->CordonOf(node));
@@ -434,16 +438,18 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
                                          caller.identity.empty() ? "" : " by " + caller.identity,
                                          request.reason().empty() ? "" : ": " + request.reason());
     for (const std::string& id : order_) {
-      Job* job = Find(id);
-      if (job->status.state() != v1::JOB_STATE_RUNNING || !NodesOf(job->status).count(node)) {
-        continue;
-      }
-      MoveOffNode(job, node, why);
+      if (!runs_there(id)) continue;
+      MoveOffNode(Find(id), node, why);
       response.add_moved_jobs(id);
     }
   }
   ScheduleLocked();
-  ASSIGN_OR_RETURN(*response.mutable_node(), nodes_->Status(node));
+  absl::StatusOr<v1::NodeStatus> now = nodes_->Status(node);
+  if (now.ok()) {
+    *response.mutable_node() = *std::move(now);
+  } else {
+    response.mutable_node()->set_name(node);  // uncordoned, and not registered at the moment
+  }
   return response;
 }
 
@@ -501,8 +507,9 @@ bool JobManager::TryPlace(Job* job) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
       const std::vector<std::string> cordoned = nodes_->Cordoned();
-      if (!cordoned.empty())
+      if (!cordoned.empty()) {
         absl::StrAppend(&reason, "; cordoned: ", absl::StrJoin(cordoned, ", "));
+      }
       if (reason != job->status.reason()) {
         job->status.set_reason(reason);
         Persist(job);
@@ -525,6 +532,7 @@ bool JobManager::TryPlace(Job* job) {
   status.mutable_progress()->set_checkpoint_step(-1);
   const int world = static_cast<int>(placement->assignments.size());
   job->finished_ranks.clear();
+  job->awaiting_nodes.clear();  // a new generation has nothing to reconcile
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();

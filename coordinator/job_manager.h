@@ -119,9 +119,9 @@ class JobManager {
 
   // Cordons, drains or uncordons a node (v1.UpdateNodeRequest; rules in node_update.h). The cordon
   // is stored before it takes effect; NOT_FOUND for a node that is neither registered nor
-  // cordoned. A drain restarts every running job with a rank on the node (a "drain" event naming
-  // those ranks), without counting it against restart.max_restarts; an uncordon places what now
-  // fits.
+  // cordoned nor running a job's ranks. A drain restarts every running job with a rank on the node
+  // (a "drain" event naming those ranks), without counting it against restart.max_restarts; an
+  // uncordon places what now fits.
   absl::StatusOr<v1::UpdateNodeResponse> UpdateNode(const v1::UpdateNodeRequest& request,
                                                     const Caller& caller);
 

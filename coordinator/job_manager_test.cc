@@ -880,5 +880,24 @@ TEST_F(JobManagerTest, CordonsSurviveACoordinatorRestart) {
   EXPECT_TRUE(nodes_->Cordoned().empty());
 }
 
+TEST_F(JobManagerTest, RelaunchedRecoveredJobIsNotFailedForTheNodeItLeft) {
+  AddNode("a", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  MakeManager();  // a coordinator restart: the running job waits for node a to report it
+  AddNode("b", 2);
+  // Node a is drained before it comes back: the job moves to b in generation 2.
+  auto drained = jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_DRAIN), Caller{});
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  ASSERT_EQ(Current(job->job_id()).generation(), 2);
+  // Generation 2 has nothing to reconcile: the reconcile timeout passes without a failure.
+  clock_.Advance(absl::Seconds(11));
+  jobs_->Tick();
+  const v1::JobStatus after = Current(job->job_id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), 2);
+  EXPECT_EQ(after.restarts(), 0);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -222,11 +222,6 @@ std::vector<std::string> NodeManager::Cordoned() const {
   return out;
 }
 
-bool NodeManager::Known(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  return nodes_.contains(name) || cordons_.contains(name);
-}
-
 v1::NodeStatus NodeManager::StatusOf(const std::string& name, const Node* node,
                                      absl::Time now) const {
   v1::NodeStatus s;

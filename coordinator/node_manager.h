@@ -64,13 +64,11 @@ class NodeManager {
   std::vector<NodeCapacity> FreeCapacity() const;
 
   // Cordons `node` (nothing new is placed on it) or, with nullopt, uncordons it. Takes any name:
-  // the caller checks Known() first, and a stored cordon is restored before its node registers.
+  // the caller checks Status() first, and a stored cordon is restored before its node registers.
   void SetCordon(const std::string& node, std::optional<v1::NodeCordon> cordon);
   std::optional<v1::NodeCordon> CordonOf(const std::string& node) const;
   // Names of the cordoned nodes, sorted.
   std::vector<std::string> Cordoned() const;
-  // Registered (and not forgotten) or cordoned.
-  bool Known(const std::string& node) const;
 
   // Marks the placement's devices as held by `job_id`. FAILED_PRECONDITION (nothing changed) if
   // a device is unknown or held by another job.
@@ -91,7 +89,8 @@ class NodeManager {
   // Status of every known node, sorted by name; a cordoned node that is not registered has only
   // its name and cordon.
   std::vector<v1::NodeStatus> List() const;
-  // The List() entry of one node; NOT_FOUND unless Known().
+  // The List() entry of one node; NOT_FOUND unless it is registered (and not forgotten) or
+  // cordoned.
   absl::StatusOr<v1::NodeStatus> Status(const std::string& node) const;
   int AliveCount() const;
 

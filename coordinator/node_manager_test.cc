@@ -161,8 +161,8 @@ TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItRetur
   EXPECT_TRUE(list[0].has_cordon());
   EXPECT_EQ(list[0].devices(), 0);
   EXPECT_EQ(list[1].name(), "ghost");
-  EXPECT_TRUE(nodes_.Known("a"));
-  EXPECT_FALSE(nodes_.Known("b"));
+  EXPECT_TRUE(nodes_.Status("a").ok());
+  EXPECT_EQ(nodes_.Status("b").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
   EXPECT_TRUE(nodes_.FreeCapacity().empty());
   EXPECT_TRUE(nodes_.Status("a")->has_cordon());
