@@ -57,6 +57,18 @@ std::set<std::string> NodesOf(const v1::JobStatus& status) {
   return nodes;
 }
 
+// A running job with ranks on `node`.
+bool RunsOn(const v1::JobStatus& status, const std::string& node) {
+  return status.state() == v1::JOB_STATE_RUNNING && NodesOf(status).count(node) > 0;
+}
+
+// Names in `event` the job's ranks on `node`.
+void AddRanksOn(const v1::JobStatus& status, const std::string& node, v1::JobEvent* event) {
+  for (const auto& a : status.assignments()) {
+    if (a.node() == node) event->add_ranks(a.rank());
+  }
+}
+
 }  // namespace
 
 struct JobManager::Job {
@@ -417,10 +429,7 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
   absl::MutexLock lock(&mu_);
   // A node is known once registered or cordoned, or while a running job has ranks there (after a
   // coordinator restart, before the node is back).
-  const auto runs_there = [&](const std::string& id) {
-    const Job* job = Find(id);
-    return job->status.state() == v1::JOB_STATE_RUNNING && NodesOf(job->status).count(node) > 0;
-  };
+  const auto runs_there = [&](const std::string& id) { return RunsOn(Find(id)->status, node); };
   const bool has_jobs = std::any_of(order_.begin(), order_.end(), runs_there);
   if (!has_jobs) RETURN_IF_ERROR(nodes_->Status(node).status());
   std::optional<v1::NodeCordon> cordon;
@@ -454,20 +463,22 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
 }
 
 void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why) {
-  v1::JobEvent& event = AddEvent(job, "drain", why);
-  for (const auto& a : job->status.assignments()) {
-    if (a.node() == node) event.add_ranks(a.rank());
-  }
+  AddRanksOn(job->status, node, &AddEvent(job, "drain", why));
+  Relaunch(job, why, clock_->Now(), absl::InfinitePast(), why,
+           absl::StrCat(why,
+                        "; restarting elsewhere from the last checkpoint (not counted "
+                        "against restart.max_restarts)"));
+}
+
+void JobManager::Relaunch(Job* job, const std::string& why, absl::Time failed_at,
+                          absl::Time not_before, const std::string& reason,
+                          const std::string& message) {
   StopWorkers(job, why);
   nodes_->Release(job->status.job_id());
-  const absl::Time now = clock_->Now();
-  job->recovery.OnFailure(now, now);
-  job->launch_not_before = absl::InfinitePast();
-  job->status.set_reason(why);
-  Transition(job, v1::JOB_STATE_RESTARTING,
-             absl::StrCat(why,
-                          "; restarting elsewhere from the last checkpoint (not counted "
-                          "against restart.max_restarts)"));
+  job->recovery.OnFailure(failed_at, clock_->Now());
+  job->launch_not_before = not_before;
+  job->status.set_reason(reason);
+  Transition(job, v1::JOB_STATE_RESTARTING, message);
 }
 
 void JobManager::Schedule() {
@@ -622,26 +633,22 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
                                 status.spec().restart().max_restarts(), " restarts used)"));
     return;
   }
-  StopWorkers(job, why);
-  nodes_->Release(status.job_id());
-  job->recovery.OnFailure(failed_at, clock_->Now());
   job->status.set_restarts(status.restarts() + 1);
   if (restarts_ != nullptr) restarts_->WithLabels({status.job_id()})->Increment();
   std::string message = absl::StrCat(why, "; restart ", status.restarts(), " of ",
                                      status.spec().restart().max_restarts());
   const absl::Duration wait = RestartBackoff(job);
-  job->launch_not_before = absl::InfinitePast();
+  absl::Time not_before = absl::InfinitePast();
   std::string reason = why;
   if (wait > absl::ZeroDuration()) {
-    job->launch_not_before = clock_->Now() + wait;
+    not_before = clock_->Now() + wait;
     const std::string backoff = absl::StrCat(
         " in ", absl::FormatDuration(wait), " (crash loop: ", job->failures_before_a_step,
         " generations in a row failed before their first step)");
     absl::StrAppend(&message, backoff);
     absl::StrAppend(&reason, "; next launch", backoff);
   }
-  job->status.set_reason(reason);
-  Transition(job, v1::JOB_STATE_RESTARTING, message);
+  Relaunch(job, why, failed_at, not_before, reason, message);
 }
 
 void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& state) {
@@ -891,14 +898,9 @@ void JobManager::OnNodeLost(const std::string& node) {
   bool changed = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() != v1::JOB_STATE_RUNNING || !NodesOf(job->status).count(node)) {
-      continue;
-    }
+    if (!RunsOn(job->status, node)) continue;
     std::string what = absl::StrCat("node ", node, " was lost");
-    v1::JobEvent& event = AddEvent(job, "node_lost", what);
-    for (const auto& a : job->status.assignments()) {
-      if (a.node() == node) event.add_ranks(a.rank());
-    }
+    AddRanksOn(job->status, node, &AddEvent(job, "node_lost", what));
     Fail(job, what, /*fatal=*/false, nodes_->LastHeartbeat(node).value_or(clock_->Now()), node);
     changed = true;
   }

@@ -160,8 +160,14 @@ class JobManager {
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Restarts a running job elsewhere for an operator's drain of `node`: no failure, no backoff,
-  // no restart counted.
+  // Stops the job's workers (for `why`), frees its devices and makes it RESTARTING with
+  // `reason` and the state event's `message`; Schedule() launches it again from `not_before`.
+  // `failed_at` starts the recovery's measurement.
+  void Relaunch(Job* job, const std::string& why, absl::Time failed_at, absl::Time not_before,
+                const std::string& reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Relaunches a running job elsewhere for an operator's drain of `node`: no failure, no
+  // backoff, no restart counted.
   void MoveOffNode(Job* job, const std::string& node, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it

@@ -82,6 +82,14 @@ v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int signal = 
   return s;
 }
 
+// The agent watchdog's report that `rank` has been silent in its STEP phase for `age` seconds.
+v1::WorkerState HangReport(const v1::JobStatus& job, int rank, double age) {
+  v1::WorkerState s = Exit(job, rank, 0);
+  s.set_phase(v1::WORKER_PHASE_STEP);
+  s.set_last_report_age_seconds(age);
+  return s;
+}
+
 // A summary of `rank` at `step` with dp0 sequence numbers and `compute` seconds per step.
 v1::StepSummary Summary(const v1::JobStatus& job, int rank, int64_t step, int64_t entered,
                         int64_t completed, double compute = 0.1) {
@@ -314,9 +322,7 @@ TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWait
   for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
   jobs_->OnStepSummary(Summary(gen1, 2, 4, 7, 7));
   // Rank 0's agent reports it silent first: the event still names rank 2.
-  v1::WorkerState hung = Exit(gen1, 0, 0);
-  hung.set_phase(v1::WORKER_PHASE_STEP);
-  hung.set_last_report_age_seconds(11);
+  v1::WorkerState hung = HangReport(gen1, 0, 11);
   jobs_->OnWorkerState("n1", hung);
   auto after = jobs_->Get(job->job_id());
   std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
@@ -362,9 +368,7 @@ TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags)
     clock_.Advance(absl::Seconds(1));
     for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
   }
-  v1::WorkerState hung = Exit(gen1, 3, 0);
-  hung.set_phase(v1::WORKER_PHASE_STEP);
-  hung.set_last_report_age_seconds(5);
+  v1::WorkerState hung = HangReport(gen1, 3, 5);
   jobs_->OnWorkerState("n1", hung);
   std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
   ASSERT_EQ(hangs.size(), 1u);
@@ -386,9 +390,7 @@ TEST_F(JobManagerTest, AnEarlyHangReportWaitsForTheStoppedProcessToFallSilent) {
   for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
   // A 1.5 s hang_timeout: rank 0's agent reports it before rank 2 has been silent long enough
   // to tell it from a live process, and the numbers name nobody. No verdict yet.
-  v1::WorkerState hung = Exit(gen1, 0, 0);
-  hung.set_phase(v1::WORKER_PHASE_STEP);
-  hung.set_last_report_age_seconds(1.5);
+  v1::WorkerState hung = HangReport(gen1, 0, 1.5);
   jobs_->OnWorkerState("n1", hung);
   hung.set_rank(1);
   jobs_->OnWorkerState("n1", hung);  // a second report while the first waits changes nothing
@@ -425,9 +427,7 @@ TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterT
   v1::JobStatus gen1 = Current(job->job_id());
   // Every rank waits inside #8 and every process keeps reporting (a deadlock in the library).
   for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
-  v1::WorkerState hung = Exit(gen1, 1, 0);
-  hung.set_phase(v1::WORKER_PHASE_STEP);
-  hung.set_last_report_age_seconds(1);
+  v1::WorkerState hung = HangReport(gen1, 1, 1);
   jobs_->OnWorkerState("n1", hung);
   int ticks = 0;
   while (EventsOf(*jobs_->Get(job->job_id()), "hang").empty() && ticks < 20) {

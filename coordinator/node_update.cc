@@ -26,8 +26,7 @@ absl::Status ValidateNodeUpdate(const v1::UpdateNodeRequest& request, const Call
 
 v1::NodeCordon CordonFor(const v1::UpdateNodeRequest& request, const Caller& caller, absl::Time now,
                          const std::optional<v1::NodeCordon>& existing) {
-  v1::NodeCordon cordon;
-  if (existing.has_value()) cordon = *existing;
+  v1::NodeCordon cordon = existing.value_or(v1::NodeCordon());
   if (!existing.has_value()) cordon.set_since_unix_nanos(absl::ToUnixNanos(now));
   if (!request.reason().empty() || !existing.has_value()) cordon.set_reason(request.reason());
   cordon.set_by(caller.identity);
