@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,14 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
   state->set_phase(phase);
   state->set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
   return message;
+}
+
+// How long a stop waits after SIGUSR1 for the workers to checkpoint and exit: 0 unless the
+// coordinator's value is positive and finite; at most a day.
+absl::Duration CheckpointGrace(const v1::StopWorkers& stop) {
+  const double seconds = stop.checkpoint_grace_seconds();
+  if (!std::isfinite(seconds) || seconds <= 0) return absl::ZeroDuration();
+  return std::min(absl::Seconds(seconds), absl::Hours(24));
 }
 
 }  // namespace
@@ -318,13 +327,19 @@ void NodeAgent::StopJob(const v1::StopWorkers& stop) {
     }
   }
   if (pids.empty()) return;
+  const absl::Duration grace = absl::Seconds(stop.grace_seconds());
+  const absl::Duration checkpoint_grace = CheckpointGrace(stop);
   RM_LOG(INFO) << "stopping " << pids.size() << " workers of " << stop.job().job_id() << ": "
-               << stop.reason();
-  absl::Duration grace = absl::Seconds(stop.grace_seconds());
+               << stop.reason()
+               << (checkpoint_grace > absl::ZeroDuration()
+                       ? absl::StrCat(" (SIGUSR1 first: up to ",
+                                      absl::FormatDuration(checkpoint_grace),
+                                      " to checkpoint and exit)")
+                       : "");
   std::vector<std::thread> stops;
   for (pid_t pid : pids) {
-    stops.emplace_back([this, pid, grace] {
-      absl::Status s = supervisor_->Stop(pid, grace);
+    stops.emplace_back([this, pid, grace, checkpoint_grace] {
+      absl::Status s = supervisor_->Stop(pid, grace, checkpoint_grace);
       if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop " << pid << ": " << s;
     });
   }

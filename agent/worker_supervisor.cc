@@ -359,7 +359,8 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
   return pid;
 }
 
-absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace) {
+absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
+                                    absl::Duration checkpoint_grace) {
   std::shared_ptr<Worker> worker;
   std::unique_ptr<LogPump> gone_pump;  // Finished after the lock is released.
   {
@@ -389,8 +390,19 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace) {
 
   // ESRCH from kill() below means the group is already empty, which the waits find out.
   kill(-pid, SIGCONT);
-  kill(-pid, SIGTERM);
-  bool empty = WaitGroupEmpty(pid, absl::Now() + grace);
+  bool empty = false;
+  if (checkpoint_grace > absl::ZeroDuration()) {
+    kill(-pid, SIGUSR1);
+    empty = WaitGroupEmpty(pid, absl::Now() + checkpoint_grace);
+    if (!empty) {
+      RM_LOG(INFO) << "worker " << pid << " still running " << checkpoint_grace
+                   << " after SIGUSR1; sending SIGTERM";
+    }
+  }
+  if (!empty) {
+    kill(-pid, SIGTERM);
+    empty = WaitGroupEmpty(pid, absl::Now() + grace);
+  }
   if (!empty) {
     RM_LOG(INFO) << "worker " << pid << " still running after " << grace << "; killing its group";
     kill(-pid, SIGKILL);

@@ -20,7 +20,9 @@
 // fork children and wait for them itself: the reaper would take their exit statuses.
 //
 // Stop(): SIGCONT + SIGTERM to the worker's process group (SIGCONT so a SIGSTOPped worker can act
-// on SIGTERM), then after `grace` SIGKILL to the group; it returns once the group has no process
+// on SIGTERM), then after `grace` SIGKILL to the group. With a `checkpoint_grace`, SIGUSR1 (a
+// request to checkpoint and exit) goes to the group first and the SIGTERM only once that much time
+// has passed with processes left; it returns once the group has no process
 // left (a group whose leader exited but whose children linger is killed too). A worker that
 // ignores SIGTERM, is stopped, or forked children is therefore removed completely. A descendant
 // that leaves the group (setsid, setpgid) escapes Stop(); it is still reaped when it exits, but
@@ -91,7 +93,8 @@ class WorkerSupervisor {
   // sleep in a driver); the worker then stays listed and Stop() may be called again. A second
   // Stop() of a worker being stopped waits for the first and then answers as if called after it
   // (NOT_FOUND once the first succeeded).
-  absl::Status Stop(pid_t pid, absl::Duration grace);
+  absl::Status Stop(pid_t pid, absl::Duration grace,
+                    absl::Duration checkpoint_grace = absl::ZeroDuration());
 
   // Pids of workers whose process group still has processes.
   std::vector<pid_t> Running() const;

@@ -1,7 +1,8 @@
 // The supervisor against real processes (agent/testing/test_worker): exit codes and signals are
 // reported, exec failures exit 127 with the reason in the log, the environment and descriptors
 // are exactly as given, logs rotate within their bound, and Stop() removes workers that ignore
-// SIGTERM, are stopped, or forked children, leaving neither processes nor zombies behind.
+// SIGTERM, are stopped, or forked children, leaving neither processes nor zombies behind; a
+// checkpoint grace sends SIGUSR1 first.
 #include "agent/worker_supervisor.h"
 
 #include <pthread.h>
@@ -304,6 +305,28 @@ TEST_F(WorkerSupervisorTest, StopRemovesAStoppedWorker) {
   ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(20)).ok());
   EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
   EXPECT_TRUE(GroupGone(pid));
+}
+
+TEST_F(WorkerSupervisorTest, ACheckpointGraceSendsSigusr1AndSigtermOnlyIfTheWorkerStays) {
+  // A worker that honours the request exits on its own, with its own code: no SIGTERM.
+  LaunchSpec honours = Worker({"--sigusr1_exit_code=75", "--hang"}, "honours");
+  pid_t pid = Launch(honours);
+  ASSERT_TRUE(WaitForLog(honours.log_path, "test_worker: hanging"));
+  ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(60), absl::Seconds(60)).ok());
+  EXPECT_THAT(Exits(pid), ElementsAre(Exited(75)));
+  // One that ignores it gets SIGTERM once the checkpoint grace has passed.
+  LaunchSpec ignores = Worker({"--ignore_sigusr1", "--hang"}, "ignores");
+  pid = Launch(ignores);
+  ASSERT_TRUE(WaitForLog(ignores.log_path, "test_worker: hanging"));
+  ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(60), absl::Milliseconds(200)).ok());
+  EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
+  EXPECT_TRUE(GroupGone(pid));
+  // Without a checkpoint grace no SIGUSR1 is sent: the first kind of worker meets SIGTERM.
+  LaunchSpec plain = Worker({"--sigusr1_exit_code=75", "--hang"}, "plain");
+  pid = Launch(plain);
+  ASSERT_TRUE(WaitForLog(plain.log_path, "test_worker: hanging"));
+  ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(60)).ok());
+  EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
 }
 
 TEST_F(WorkerSupervisorTest, StopRemovesForkedChildrenThatIgnoreSigterm) {

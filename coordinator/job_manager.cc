@@ -112,6 +112,9 @@ struct JobManager::Job {
   bool generation_stepped = false;
   int failures_before_a_step = 0;
   absl::Time launch_not_before = absl::InfinitePast();
+  // Drain: ranks of the stopped generation asked to checkpoint and exit that have not exited
+  // yet; the next launch waits for them (resuming from the checkpoint they write).
+  std::set<int> stopping_ranks;
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -464,16 +467,48 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
 
 void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why) {
   AddRanksOn(job->status, node, &AddEvent(job, "drain", why));
-  Relaunch(job, why, clock_->Now(), absl::InfinitePast(), why,
-           absl::StrCat(why,
-                        "; restarting elsewhere from the last checkpoint (not counted "
-                        "against restart.max_restarts)"));
+  const double grace = options_.drain_checkpoint_grace_seconds;
+  // Only ranks whose agent is connected can be asked, and only they will report an exit.
+  std::set<int> stopping;
+  if (grace > 0) {
+    for (const auto& a : job->status.assignments()) {
+      if (nodes_->IsAlive(a.node())) stopping.insert(a.rank());
+    }
+  }
+  const absl::Time now = clock_->Now();
+  absl::Time not_before = absl::InfinitePast();
+  std::string reason = why;
+  std::string from = "the last checkpoint";
+  if (!stopping.empty()) {
+    // By then every worker has been SIGKILLed at the latest.
+    const absl::Duration most =
+        absl::Seconds(grace + options_.stop_grace_seconds) + absl::Seconds(5);
+    not_before = now + most;
+    absl::StrAppend(&reason, "; waiting up to ", absl::FormatDuration(most), " for ",
+                    stopping.size(), " rank(s) of generation ", job->status.generation(),
+                    " to checkpoint and exit");
+    from = "the checkpoint its ranks write now";
+  }
+  Relaunch(job, why, now, not_before, reason,
+           absl::StrCat(why, "; restarting elsewhere from ", from,
+                        " (not counted against restart.max_restarts)"),
+           stopping.empty() ? 0 : grace);
+  job->stopping_ranks = std::move(stopping);
+}
+
+void JobManager::OnStoppingRankGone(Job* job, int rank) {
+  if (job->stopping_ranks.erase(rank) == 0 || !job->stopping_ranks.empty()) return;
+  AddEvent(job, "stopped",
+           absl::StrCat("every rank of generation ", job->status.generation(),
+                        " asked to checkpoint has exited: launching"));
+  job->launch_not_before = absl::InfinitePast();
+  Persist(job);
 }
 
 void JobManager::Relaunch(Job* job, const std::string& why, absl::Time failed_at,
                           absl::Time not_before, const std::string& reason,
-                          const std::string& message) {
-  StopWorkers(job, why);
+                          const std::string& message, double checkpoint_grace_seconds) {
+  StopWorkers(job, why, checkpoint_grace_seconds);
   nodes_->Release(job->status.job_id());
   job->recovery.OnFailure(failed_at, clock_->Now());
   job->launch_not_before = not_before;
@@ -544,6 +579,7 @@ bool JobManager::TryPlace(Job* job) {
   const int world = static_cast<int>(placement->assignments.size());
   job->finished_ranks.clear();
   job->awaiting_nodes.clear();  // a new generation has nothing to reconcile
+  job->stopping_ranks.clear();  // waited for long enough (Tick) or all gone
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
@@ -592,13 +628,14 @@ bool JobManager::TryPlace(Job* job) {
   return true;
 }
 
-void JobManager::StopWorkers(Job* job, const std::string& reason) {
+void JobManager::StopWorkers(Job* job, const std::string& reason, double checkpoint_grace_seconds) {
   for (const std::string& node : NodesOf(job->status)) {
     v1::CoordinatorMessage message;
     v1::StopWorkers* stop = message.mutable_stop();
     stop->mutable_job()->set_job_id(job->status.job_id());
     stop->mutable_job()->set_generation(job->status.generation());
     stop->set_grace_seconds(options_.stop_grace_seconds);
+    stop->set_checkpoint_grace_seconds(checkpoint_grace_seconds);
     stop->set_reason(reason);
     agents_->Send(node, message);
   }
@@ -654,6 +691,13 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
 void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& state) {
   absl::MutexLock lock(&mu_);
   Job* job = Find(state.job().job_id());
+  if (job != nullptr && job->status.state() == v1::JOB_STATE_RESTARTING &&
+      state.phase() == v1::WORKER_PHASE_EXITED &&
+      state.job().generation() == job->status.generation() && !job->stopping_ranks.empty()) {
+    OnStoppingRankGone(job, state.rank());  // a drained generation's rank, after its checkpoint
+    ScheduleLocked();
+    return;
+  }
   if (job == nullptr || job->status.state() != v1::JOB_STATE_RUNNING ||
       state.job().generation() != job->status.generation()) {
     return;  // Unknown, finished, or a stale generation: fenced.
@@ -898,6 +942,13 @@ void JobManager::OnNodeLost(const std::string& node) {
   bool changed = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
+    if (job->status.state() == v1::JOB_STATE_RESTARTING && !job->stopping_ranks.empty()) {
+      for (const auto& a : job->status.assignments()) {
+        if (a.node() == node) OnStoppingRankGone(job, a.rank());
+      }
+      changed = true;
+      continue;
+    }
     if (!RunsOn(job->status, node)) continue;
     std::string what = absl::StrCat("node ", node, " was lost");
     AddRanksOn(job->status, node, &AddEvent(job, "node_lost", what));

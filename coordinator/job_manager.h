@@ -12,7 +12,8 @@
 // (spec.restart.max_restarts), else FAILED. Exit code 78 (fatal, see common/status.h) fails the
 // job at once. Anything about an older generation is ignored (fenced). A node implicated in two
 // failures of the job in a row is excluded from its placements while other capacity exists.
-// Cordoned nodes (UpdateNode) get no placements at all, and a drain moves the jobs running on one.
+// Cordoned nodes (UpdateNode) get no placements at all, and a drain moves the jobs running on one:
+// their workers are asked to checkpoint and exit first, and the next launch waits for that.
 // Crash loops back off: after a failure of a generation in which no rank completed a step, the
 // next launch waits (nothing after the first such failure in a row, then restart_backoff,
 // doubling per further one, at most restart_backoff_max); the wait is in the RESTARTING event
@@ -67,6 +68,10 @@ namespace ringmaster::coordinator {
 struct JobManagerOptions {
   // Seconds between SIGTERM and SIGKILL when stopping workers.
   double stop_grace_seconds = 10;
+  // A drain first asks the job's workers to checkpoint and exit (SIGUSR1) and gives them this
+  // long before the SIGTERM; the next launch waits for their exits. 0: stop at once, resume from
+  // the last periodic checkpoint.
+  double drain_checkpoint_grace_seconds = 120;
   // First port of the range MASTER_PORT is chosen from (per job and generation).
   int master_port_base = 29500;
   // Memory of one device for the planner; 0 = unknown.
@@ -159,17 +164,25 @@ class JobManager {
   // After a failure: counts it towards the crash loop (or resets the count if the generation
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StopWorkers(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StopWorkers to every node of the job; `checkpoint_grace_seconds` > 0 asks the workers to
+  // checkpoint and exit first (v1.StopWorkers).
+  void StopWorkers(Job* job, const std::string& reason, double checkpoint_grace_seconds = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops the job's workers (for `why`), frees its devices and makes it RESTARTING with
   // `reason` and the state event's `message`; Schedule() launches it again from `not_before`.
   // `failed_at` starts the recovery's measurement.
   void Relaunch(Job* job, const std::string& why, absl::Time failed_at, absl::Time not_before,
-                const std::string& reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                const std::string& reason, const std::string& message,
+                double checkpoint_grace_seconds = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Relaunches a running job elsewhere for an operator's drain of `node`: no failure, no
-  // backoff, no restart counted.
+  // backoff, no restart counted. Its workers are asked to checkpoint and exit first
+  // (drain_checkpoint_grace_seconds); the next launch waits for the exits of the ranks on live
+  // nodes (Job::stopping_ranks), or until the grace and the stop grace have passed.
   void MoveOffNode(Job* job, const std::string& node, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank the drain asked to checkpoint and exit has exited (or its node was lost): once none is
+  // left the job may launch again.
+  void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,

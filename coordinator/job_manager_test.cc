@@ -793,7 +793,8 @@ TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   auto job = jobs_->Submit(Spec(), "", alice_);
   ASSERT_TRUE(job.ok());
   const std::string id = job->job_id();
-  const std::string from = Current(id).assignments(0).node();
+  const v1::JobStatus first = Current(id);
+  const std::string from = first.assignments(0).node();
   const std::string to = from == "a" ? "b" : "a";
   sink_.sent.clear();
 
@@ -803,7 +804,17 @@ TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   EXPECT_EQ(std::vector<std::string>(drained->moved_jobs().begin(), drained->moved_jobs().end()),
             std::vector<std::string>{id});
   EXPECT_TRUE(drained->node().has_cordon());
+  // The workers are asked to checkpoint and exit; the next generation waits for their exits.
   v1::JobStatus moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(moved.reason(), HasSubstr("for 2 rank(s) of generation 1 to checkpoint and exit"));
+  EXPECT_TRUE(sink_.Launches().empty());
+  ASSERT_EQ(sink_.Stops().size(), 1u);
+  EXPECT_EQ(sink_.Stops()[0].second.checkpoint_grace_seconds(), 120);
+  jobs_->OnWorkerState(from, Exit(first, 0, 75));
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);  // rank 1 is still checkpointing
+  jobs_->OnWorkerState(from, Exit(first, 1, 75));
+  moved = Current(id);
   EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(moved.generation(), 2);
   EXPECT_EQ(moved.restarts(), 0);
@@ -823,8 +834,11 @@ TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   EXPECT_NE(page.find("ringmaster_node_cordoned{node=\"" + from + "\"} 1"), std::string::npos)
       << page;
 
+  EXPECT_EQ(EventsOf(*jobs_->Get(id), "stopped").size(), 1u);
+
   // Draining the other node too leaves nowhere to go: the job waits, saying why.
   ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(to, v1::NODE_ACTION_DRAIN), anonymous).ok());
+  for (int rank = 0; rank < 2; ++rank) jobs_->OnWorkerState(to, Exit(moved, rank, 75));
   moved = Current(id);
   EXPECT_EQ(moved.state(), v1::JOB_STATE_RESTARTING);
   EXPECT_NE(moved.reason().find("cordoned: a, b"), std::string::npos) << moved.reason();
@@ -833,6 +847,56 @@ TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(moved.generation(), 3);
   EXPECT_EQ(moved.restarts(), 0);  // max_restarts is 1: two moves used none of it
+}
+
+TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
+  for (const char* node : {"a", "b", "c", "d"}) AddNode(node, 1);
+  for (const char* node : {"c", "d"}) {
+    ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(node, v1::NODE_ACTION_CORDON), Caller{}).ok());
+  }
+  auto job = jobs_->Submit(Spec(2, 1), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  const v1::JobStatus first = Current(id);
+  ASSERT_EQ(first.state(), v1::JOB_STATE_RUNNING);
+  for (const char* node : {"c", "d"}) {
+    ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(node, v1::NODE_ACTION_UNCORDON), Caller{}).ok());
+  }
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  // An exit of an older generation changes nothing.
+  v1::WorkerState stale = Exit(first, 0, 75);
+  stale.mutable_job()->set_generation(0);
+  jobs_->OnWorkerState("a", stale);
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  // Node b is lost, so its rank will not report; a's rank never does either. The job launches
+  // once the checkpoint grace (120 s), the stop grace (10 s) and 5 s have passed.
+  const auto refresh = [&] {  // a, c and d stay alive
+    for (const char* node : {"a", "c", "d"}) ASSERT_TRUE(nodes_->Register(Node(node, 1)).ok());
+  };
+  clock_.Advance(absl::Seconds(2));
+  refresh();
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_EQ(nodes_->CheckLiveness(), std::vector<std::string>{"b"});
+  jobs_->OnNodeLost("b");
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  clock_.Advance(absl::Seconds(130));
+  refresh();
+  jobs_->Tick();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  clock_.Advance(absl::Seconds(2));
+  jobs_->Tick();
+  const v1::JobStatus second = Current(id);
+  EXPECT_EQ(second.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(second.generation(), 2);
+  EXPECT_EQ(second.restarts(), 0);
+  for (const auto& a : second.assignments()) EXPECT_TRUE(a.node() == "c" || a.node() == "d");
+  EXPECT_TRUE(EventsOf(*jobs_->Get(id), "stopped").empty());
+  // A late exit of generation 1 is fenced: generation 2 runs on.
+  const int on_a = first.assignments(0).node() == "a" ? 0 : 1;
+  jobs_->OnWorkerState("a", Exit(first, on_a, 75));
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(id).generation(), 2);
 }
 
 TEST_F(JobManagerTest, NodeUpdatesAreRefusedNamingTheRule) {

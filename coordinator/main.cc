@@ -45,6 +45,10 @@ ABSL_FLAG(double, forget_lost_node_after, 3600,
           "Seconds after which a lost node that holds no device is forgotten: dropped from "
           "`ringctl nodes` and its metric series removed (0: never).");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
+ABSL_FLAG(double, drain_checkpoint_grace, 120,
+          "Seconds a drained job's workers get to checkpoint and exit after SIGUSR1, before the "
+          "SIGTERM; the job relaunches from that checkpoint once they have exited (0: stop at "
+          "once and resume from the last periodic checkpoint).");
 ABSL_FLAG(double, reconcile_timeout, 10,
           "After a restart, seconds a running job's nodes have to re-register with its workers.");
 ABSL_FLAG(double, restart_backoff, 1,
@@ -97,6 +101,11 @@ absl::Status Run() {
                                           lost_after, &registry);
   coordinator::JobManagerOptions job_options;
   job_options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
+  job_options.drain_checkpoint_grace_seconds = absl::GetFlag(FLAGS_drain_checkpoint_grace);
+  if (!(job_options.drain_checkpoint_grace_seconds >= 0 &&
+        job_options.drain_checkpoint_grace_seconds <= 86400)) {
+    return FieldError("--drain_checkpoint_grace", "must be in [0, 86400] seconds");
+  }
   job_options.reconcile_timeout = absl::Seconds(absl::GetFlag(FLAGS_reconcile_timeout));
   job_options.restart_backoff = absl::Seconds(absl::GetFlag(FLAGS_restart_backoff));
   job_options.restart_backoff_max = absl::Seconds(absl::GetFlag(FLAGS_restart_backoff_max));

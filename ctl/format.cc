@@ -149,8 +149,9 @@ std::string FormatNodeUpdate(v1::NodeAction action, const v1::UpdateNodeResponse
       if (response.moved_jobs().empty()) {
         return absl::StrCat("node ", node, " cordoned; no running job had ranks on it\n");
       }
-      return absl::StrCat("node ", node, " cordoned; restarting elsewhere from their last ",
-                          "checkpoints: ", absl::StrJoin(response.moved_jobs(), ", "), "\n");
+      return absl::StrCat("node ", node,
+                          " cordoned; these jobs checkpoint, stop and restart elsewhere: ",
+                          absl::StrJoin(response.moved_jobs(), ", "), "\n");
     default:
       return absl::StrCat("node ", node,
                           " cordoned: no new placements; what runs there keeps running\n");

@@ -1,7 +1,7 @@
 // Cordon and drain on a real cluster (a coordinator, two agents, the builtin trainer): a cordoned
-// node gets no placement; draining the node a job trains on restarts the job on the other node
-// from its last checkpoint, without using a restart, and it trains on there; the cordon survives
-// a coordinator restart; ringctl names an unknown node.
+// node gets no placement; draining the node a job trains on makes its ranks checkpoint the step
+// they agree on and exit, and the job restarts on the other node from exactly that step, without
+// using a restart; the cordon survives a coordinator restart; ringctl names an unknown node.
 #include <signal.h>
 
 #include <filesystem>
@@ -19,15 +19,16 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A 2-rank data-parallel job on one node, checkpointing every 20 steps; it is still training
-// whenever the test acts (far more steps than the test waits for; the test cancels it).
+// A 2-rank data-parallel job on one node, with no periodic checkpoint within reach (the only one
+// is the drain's); it is still training whenever the test acts (far more steps than the test
+// waits for; the test cancels it).
 std::string Job(const std::string& checkpoint_dir) {
   return absl::StrCat(
       "name: drained\nnodes: 1\ndevices_per_node: 2\n",
       "parallelism: {tensor: 1, pipeline: 1, data: 2}\n", "trainer:\n  builtin: gpt\n",
       "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n",
       "  batch: {micro_batch: 2, global_batch: 4}\n  optimizer: {lr: 2.0e-3}\n  steps: 1000000\n",
-      "checkpoint: {dir: ", checkpoint_dir, ", every_steps: 20, keep: 3}\n",
+      "checkpoint: {dir: ", checkpoint_dir, ", every_steps: 100000, keep: 3}\n",
       "restart: {max_restarts: 0}\n");
 }
 
@@ -43,7 +44,7 @@ std::set<std::string> PlacedOn(TestCluster& c, const std::string& job) {
   return nodes;
 }
 
-TEST(NodeDrainTest, DrainMovesTheJobToTheOtherNodeFromItsCheckpointAndTheCordonLasts) {
+TEST(NodeDrainTest, DrainCheckpointsTheAgreedStepMovesTheJobThereAndTheCordonLasts) {
   const std::string dir = TestTempDir() + "/node_drain";
   std::filesystem::remove_all(dir);
   auto started = TestCluster::Start(dir, {});
@@ -63,11 +64,8 @@ TEST(NodeDrainTest, DrainMovesTheJobToTheOtherNodeFromItsCheckpointAndTheCordonL
   ASSERT_TRUE(WaitFor([&] { return PlacedOn(c, id) == std::set<std::string>{"agent-1"}; },
                       absl::Seconds(30)))
       << c.Ctl({"describe", "job", id}).output;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return c.RankLog(id, 1, 0).find("checkpoint at step 40 committed") != std::string::npos;
-      },
-      absl::Seconds(120)))
+  ASSERT_TRUE(
+      WaitFor([&] { return TrainerLosses(c.RankLog(id, 1, 0)).size() >= 20; }, absl::Seconds(120)))
       << c.RankLog(id, 1, 0);
 
   // Uncordon agent-0 and drain agent-1: the job moves, without a restart (max_restarts is 0).
@@ -75,7 +73,8 @@ TEST(NodeDrainTest, DrainMovesTheJobToTheOtherNodeFromItsCheckpointAndTheCordonL
   CommandResult drain = c.Ctl({"drain", "agent-1", "--reason=kernel upgrade"});
   ASSERT_EQ(drain.exit_code, 0) << drain.output;
   EXPECT_THAT(drain.output, HasSubstr(id));
-  // Generation 2 resumes on agent-0 from a checkpoint at step 40 or later and checkpoints again.
+  // Both ranks of generation 1 agree on a step, checkpoint it and exit; generation 2 resumes on
+  // agent-0 from exactly that step: nothing trained before the drain is lost.
   std::smatch m;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -85,16 +84,22 @@ TEST(NodeDrainTest, DrainMovesTheJobToTheOtherNodeFromItsCheckpointAndTheCordonL
       absl::Seconds(120)))
       << c.Ctl({"describe", "job", id}).output;
   const int resumed_at = std::stoi(m[1].str());
-  EXPECT_GE(resumed_at, 40);
-  const std::string next_checkpoint =
-      absl::StrCat("checkpoint at step ", resumed_at + 20, " committed");
+  EXPECT_GE(resumed_at, 20);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = c.RankLog(id, 1, rank);
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", resumed_at,
+                                            "; checkpoint at step ", resumed_at, " committed")))
+        << log;
+    EXPECT_EQ(static_cast<int>(TrainerLosses(log).size()), resumed_at) << log;
+  }
   ASSERT_TRUE(
-      WaitFor([&] { return c.RankLog(id, 2, 0).find(next_checkpoint) != std::string::npos; },
-              absl::Seconds(120)))
+      WaitFor([&] { return !TrainerLosses(c.RankLog(id, 2, 0)).empty(); }, absl::Seconds(120)))
       << c.RankLog(id, 2, 0);
+  EXPECT_EQ(TrainerLosses(c.RankLog(id, 2, 0))[0].first, resumed_at + 1);
   EXPECT_EQ(PlacedOn(c, id), std::set<std::string>{"agent-0"});
   const std::string described = c.Ctl({"describe", "job", id}).output;
   EXPECT_THAT(described, HasSubstr("node agent-1 drained: kernel upgrade"));
+  EXPECT_THAT(described, HasSubstr("asked to checkpoint has exited"));
   EXPECT_THAT(described, HasSubstr("Generation:   2   Restarts: 0 of 0"));
   ASSERT_EQ(c.Ctl({"cancel", id}).exit_code, 0);
   EXPECT_EQ(c.WaitForEnd(id, absl::Seconds(60)), "CANCELLED");

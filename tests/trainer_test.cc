@@ -1,11 +1,18 @@
 // The trainer binary run standalone (one process, no agent): it learns, a resumed run continues
-// exactly the same trajectory, and configuration errors are fatal exit codes naming the field.
+// exactly the same trajectory (also after a SIGUSR1 stop request), and configuration errors are
+// fatal exit codes naming the field.
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_cluster.h"
@@ -109,6 +116,54 @@ TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
 // Plain DP, ZeRO-2 (sharded gradients through the model's sink) and ZeRO-3 (parameters through
 // its source) on one rank.
 INSTANTIATE_TEST_SUITE_P(ZeroStages, TrainerResumeTest, ::testing::Values(0, 2, 3));
+
+TEST_F(TrainerTest, Sigusr1StopsAfterACheckpointAndTheResumeLosesNothing) {
+  // Far more steps than the test runs (the LR schedule follows `steps`, so every run shares it)
+  // and no periodic checkpoint in reach: the only checkpoint is the one the request makes.
+  const std::string spec =
+      Spec("checkpoint: {dir: " + dir_ + "/stopped, every_steps: 100000, keep: 2}\n", 1000000);
+  const std::string log = dir_ + "/stopped.log";
+  auto run = Subprocess::Start({"trainer/trainer", "--blas_threads=1", "--spec=" + spec}, log);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(WaitFor([&] { return TrainerLosses(run->Log()).size() >= 3; }, absl::Seconds(120)))
+      << run->Log();
+  run->Signal(SIGUSR1);
+  absl::StatusOr<int> status = run->Wait(absl::Seconds(120));
+  ASSERT_TRUE(status.ok()) << run->Log();
+  ASSERT_TRUE(WIFEXITED(*status)) << run->Log();
+  EXPECT_EQ(WEXITSTATUS(*status), 75) << run->Log();  // retryable: the job goes on
+  const std::string stopped = run->Log();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      stopped, m,
+      std::regex("stopped on request \\(SIGUSR1\\) after step (\\d+); checkpoint at step "
+                 "(\\d+) committed")))
+      << stopped;
+  const int at = std::stoi(m[1].str());
+  EXPECT_EQ(m[2].str(), m[1].str());
+  EXPECT_GE(at, 3);
+  EXPECT_EQ(static_cast<int>(TrainerLosses(stopped).size()), at);
+  EXPECT_TRUE(std::filesystem::exists(
+      absl::StrCat(dir_, "/stopped/step-", absl::StrFormat("%08d", at), "/MANIFEST")));
+
+  // The resumed run continues exactly where an uninterrupted one would be.
+  const int until = at + 10;
+  CommandResult resumed = Train({"--spec=" + spec, absl::StrCat("--exit_after_step=", until)});
+  EXPECT_EQ(resumed.exit_code, 75) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr(absl::StrCat("resumed from the checkpoint at step ", at)));
+  const std::string straight_spec =
+      Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 100000, keep: 2}\n", 1000000);
+  CommandResult straight =
+      Train({"--spec=" + straight_spec, absl::StrCat("--exit_after_step=", until)});
+  EXPECT_EQ(straight.exit_code, 75) << straight.output;
+  auto a = TrainerLosses(straight.output);
+  auto b = TrainerLosses(stopped);
+  auto c = TrainerLosses(resumed.output);
+  ASSERT_EQ(static_cast<int>(a.size()), until);
+  ASSERT_EQ(c.size(), 10u);
+  for (int i = 0; i < at; ++i) EXPECT_EQ(b[i], a[i]);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(c[i], a[at + i]);
+}
 
 TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
   CommandResult small_vocab = Train({"--spec=" + Spec("", 10, 100)});

@@ -25,6 +25,7 @@
 #include "trainer/model/cpu_device.h"
 #include "trainer/parallel/parallel_trainer.h"
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/stop_request.h"
 #include "trainer/worker/collective_reporter.h"
 #include "trainer/worker/step_report.h"
 
@@ -51,6 +52,10 @@ class Run {
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
   absl::Status Checkpoint(int64_t step);
+  // Every rank agreed to stop after `step` (a SIGUSR1 reached one of them): checkpoints it unless
+  // the periodic checkpoint just did, waits for the commit, and returns ABORTED (exit 75, so the
+  // job goes on from that checkpoint).
+  absl::Status StopAfter(int64_t step);
   absl::Status Report(int64_t step, const StepStats& stats, double seconds);
   // Stretches this rank's compute when it is the configured slow rank (straggler tests).
   void MaybeSlowDown(double compute_seconds);
@@ -251,6 +256,20 @@ absl::Status Run::Checkpoint(int64_t step) {
   return Phase(v1::WORKER_PHASE_STEP);
 }
 
+absl::Status Run::StopAfter(int64_t step) {
+  std::string saved = "no checkpoint directory, so the steps since the start are lost";
+  if (!c_.checkpoint.dir.empty()) {
+    if (!checkpointer_->Due(step)) RETURN_IF_ERROR(Checkpoint(step));
+    RETURN_IF_ERROR(checkpointer_->Flush());
+    if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
+      RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP, done));
+    }
+    saved = absl::StrCat("checkpoint at step ", step, " committed");
+  }
+  return absl::AbortedError(
+      absl::StrCat("stopped on request (SIGUSR1) after step ", step, "; ", saved));
+}
+
 void Run::MaybeSlowDown(double compute_seconds) {
   if (c_.place.rank != c_.flags.slow_rank || c_.flags.slow_factor <= 1) return;
   std::this_thread::sleep_for(
@@ -320,6 +339,7 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
 
 absl::Status Run::Train() {
   RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP));
+  InstallStopRequestHandler();
   double loss = 0;
   const MicrobatchFn fill = [this](int micro, int32_t* inputs, int32_t* targets) {
     loader_->Fill(micro, inputs, targets);
@@ -335,6 +355,11 @@ absl::Status Run::Train() {
     RETURN_IF_ERROR(Report(step + 1, stats, seconds));
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
+    }
+    // One vote per step (a one-float all-reduce per group): the last step needs none.
+    if (step + 1 < c_.steps) {
+      ASSIGN_OR_RETURN(const bool stop, AnyRankAsks(groups_, StopRequested()));
+      if (stop) return StopAfter(step + 1);
     }
     if (step + 1 == c_.flags.exit_after_step &&
         (c_.flags.exit_in_generation == 0 || c_.flags.exit_in_generation == c_.generation)) {

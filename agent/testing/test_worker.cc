@@ -1,10 +1,10 @@
 // A small worker program for agent tests. In order, as its flags ask, it: prints
-// "test_worker: started pid=<pid>"; ignores SIGTERM; forks children that block forever (they
-// print "test_worker: child pid=<pid>"); prints "test_worker: ready"; prints its environment,
-// working directory, stdin, open descriptors and signal masks; enters INIT, meets the other ranks
-// at a rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
-// worker API; prints --print_bytes bytes of filler; then crashes (SIGSEGV), hangs, or exits
-// with --exit_code.
+// "test_worker: started pid=<pid>"; ignores SIGTERM; exits with a code on SIGUSR1 or ignores it;
+// forks children that block forever (they print "test_worker: child pid=<pid>"); prints
+// "test_worker: ready"; prints its environment, working directory, stdin, open descriptors and
+// signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and runs --steps
+// steps of --step_seconds each, reported through the worker API; prints --print_bytes bytes of
+// filler; then crashes (SIGSEGV), hangs, or exits with --exit_code.
 //
 // Identity and the agent's socket come from RINGMASTER_JOB, RINGMASTER_GENERATION, RANK and
 // RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
@@ -41,6 +41,10 @@ ABSL_FLAG(int, exit_code, 0, "Exit code after the steps.");
 ABSL_FLAG(bool, crash, false, "Die of SIGSEGV after the steps.");
 ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
 ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
+ABSL_FLAG(int, sigusr1_exit_code, -1,
+          "On SIGUSR1 (the agent's request to checkpoint and exit), exit with this code; -1: "
+          "SIGUSR1's default action.");
+ABSL_FLAG(bool, ignore_sigusr1, false, "Ignore SIGUSR1.");
 ABSL_FLAG(int, fork_children, 0, "Children to fork; they stay in the group and block forever.");
 ABSL_FLAG(bool, print_env, false,
           "Print the environment, working directory, stdin, open descriptors, signal masks.");
@@ -164,9 +168,16 @@ void PrintFiller(int64_t bytes) {
   for (;;) pause();
 }
 
+int sigusr1_exit_code = -1;  // for the handler
+
+void ExitOnSigusr1(int) { _exit(sigusr1_exit_code); }
+
 // Returns the exit code.
 absl::StatusOr<int> Run() {
   if (absl::GetFlag(FLAGS_ignore_sigterm)) signal(SIGTERM, SIG_IGN);
+  sigusr1_exit_code = absl::GetFlag(FLAGS_sigusr1_exit_code);
+  if (sigusr1_exit_code >= 0) signal(SIGUSR1, ExitOnSigusr1);
+  if (absl::GetFlag(FLAGS_ignore_sigusr1)) signal(SIGUSR1, SIG_IGN);
   // Before any gRPC thread exists, so the children are plain copies of this thread.
   RETURN_IF_ERROR(ForkChildren(absl::GetFlag(FLAGS_fork_children)));
   Say("ready");

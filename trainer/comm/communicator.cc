@@ -22,7 +22,9 @@ absl::Status Communicator::Run(std::vector<Counted> counted,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double seconds = device_seconds_ >= 0 ? device_seconds_ : wall;
   if (!status.ok()) {
-    const char* what = counted.size() == 1 ? CollectiveOpName(counted[0].op) : "exchange";
+    const char* what = counted.empty()       ? "any_of"
+                       : counted.size() == 1 ? CollectiveOpName(counted[0].op)
+                                             : "exchange";
     return Annotate(status, absl::StrCat(what, " #", entered(), " on ", name_));
   }
   completed_.fetch_add(1, std::memory_order_relaxed);
@@ -91,6 +93,13 @@ absl::Status Communicator::Exchange(Tensor send, Tensor recv, int peer) {
 }
 
 absl::Status Communicator::Barrier() { return DoBarrier(); }
+
+absl::Status Communicator::AnyOf(bool* flag) {
+  float votes = *flag ? 1.0f : 0.0f;
+  RETURN_IF_ERROR(Run({}, [&] { return DoAllReduce(Tensor{&votes, 1, DType::kF32}); }));
+  *flag = votes > 0;
+  return absl::OkStatus();
+}
 
 std::vector<OpTotals> Communicator::TakeTotals() {
   absl::MutexLock lock(&mu_);

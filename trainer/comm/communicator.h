@@ -71,6 +71,10 @@ class Communicator {
   absl::Status Exchange(Tensor send, Tensor recv, int peer);
   // Waits until every member has reached it. Not counted in the totals.
   absl::Status Barrier();
+  // *flag = whether any member passed true (a one-float all-reduce). Counted in entered() and
+  // completed() like every collective, so a member that never reaches it is blamed for a hang,
+  // but not in the totals: it is a decision, not data, and would only blur the group's busbw.
+  absl::Status AnyOf(bool* flag);
 
   int64_t entered() const { return entered_.load(std::memory_order_relaxed); }
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }

@@ -87,5 +87,19 @@ TEST(CommunicatorTest, TotalsUseTheBackendsOwnTimingWhenGiven) {
   EXPECT_GE(totals[0].seconds, 0.02);  // the wall time of the call, at least the sleep
 }
 
+TEST(CommunicatorTest, AnyOfIsNumberedLikeEveryCollectiveButStaysOutOfTheTotals) {
+  FakeCommunicator comm(false, -1);
+  bool flag = true;
+  ASSERT_TRUE(comm.AnyOf(&flag).ok());
+  EXPECT_TRUE(flag);  // one member: its own vote
+  flag = false;
+  ASSERT_TRUE(comm.AnyOf(&flag).ok());
+  EXPECT_FALSE(flag);
+  EXPECT_EQ(comm.calls, 2);
+  EXPECT_EQ(comm.entered(), 2);
+  EXPECT_EQ(comm.completed(), 2);
+  EXPECT_TRUE(comm.TakeTotals().empty());
+}
+
 }  // namespace
 }  // namespace ringmaster::trainer

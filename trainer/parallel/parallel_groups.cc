@@ -63,4 +63,12 @@ absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
   return groups;
 }
 
+absl::StatusOr<bool> AnyRankAsks(const ParallelGroups& groups, bool mine) {
+  bool any = mine;
+  for (Communicator* line : {groups.tp.get(), groups.pp.get(), groups.dp.get()}) {
+    if (line != nullptr && line->size() > 1) RETURN_IF_ERROR(line->AnyOf(&any));
+  }
+  return any;
+}
+
 }  // namespace ringmaster::trainer

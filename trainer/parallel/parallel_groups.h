@@ -64,6 +64,11 @@ using GroupConnector = std::function<absl::StatusOr<std::unique_ptr<Communicator
 absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
                                                      const GroupConnector& connect);
 
+// Whether any rank of the job passed `mine` = true, the same answer on every rank: one AnyOf over
+// tp, then pp, then dp (each a line of the tp x pp x dp grid, so the three cover the job). Every
+// rank must call it at the same point of its work. Errors are the communicators'.
+absl::StatusOr<bool> AnyRankAsks(const ParallelGroups& groups, bool mine);
+
 }  // namespace ringmaster::trainer
 
 #endif  // RINGMASTER_TRAINER_PARALLEL_PARALLEL_GROUPS_H_

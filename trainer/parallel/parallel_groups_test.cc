@@ -1,13 +1,17 @@
 // The trainer joins exactly the groups the coordinator assigns (same names, same members, rank in
 // group = position among the members), for many layouts; the pipeline's tied-embedding groups
-// pair each first stage with its own last stage.
+// pair each first stage with its own last stage. AnyRankAsks tells every rank of a 3-D layout
+// of any rank's request, over real loopback groups.
 #include "trainer/parallel/parallel_groups.h"
 
 #include <map>
 #include <tuple>
 
+#include "common/status.h"
 #include "coordinator/placement.h"
 #include "gtest/gtest.h"
+#include "trainer/comm/key_value_store.h"
+#include "trainer/comm/testing.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -58,6 +62,37 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelGroupsTest,
                                            std::make_tuple(1, 2, 1), std::make_tuple(2, 2, 2),
                                            std::make_tuple(4, 3, 2), std::make_tuple(1, 4, 3),
                                            std::make_tuple(2, 1, 4)));
+
+TEST(AnyRankAsksTest, EveryRankLearnsOfARequestFromAnyPositionOfTheGrid) {
+  const int tp = 2, pp = 2, dp = 2, world = tp * pp * dp;
+  InMemoryStore store;
+  std::vector<ParallelGroups> groups(world);
+  for (const absl::Status& s : testing::RunRanks(world, [&](int rank) -> absl::Status {
+         ASSIGN_OR_RETURN(groups[rank], ConnectParallelGroups(
+                                            RankPlace::Of(rank, tp, pp, dp),
+                                            [&](const std::string& name, int r, int n) {
+                                              return testing::ConnectLoopback(name, r, n, &store);
+                                            }));
+         return absl::OkStatus();
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  // No asker, then one at each corner of the grid and one in the middle.
+  for (const int asker : {-1, 0, 3, 5, 7}) {
+    std::vector<int> answers(world, -1);
+    for (const absl::Status& s : testing::RunRanks(world, [&](int rank) -> absl::Status {
+           ASSIGN_OR_RETURN(const bool any, AnyRankAsks(groups[rank], rank == asker));
+           answers[rank] = any ? 1 : 0;
+           return absl::OkStatus();
+         })) {
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    EXPECT_EQ(answers, std::vector<int>(world, asker >= 0 ? 1 : 0)) << "asker " << asker;
+  }
+  // The votes are numbered on each group but add nothing to its totals.
+  EXPECT_EQ(groups[0].dp->entered(), 5);
+  EXPECT_TRUE(groups[0].dp->TakeTotals().empty());
+}
 
 }  // namespace
 }  // namespace ringmaster::trainer
