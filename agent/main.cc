@@ -41,6 +41,11 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinat
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate of this agent (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of this agent's certificate.");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when the agent exits.");
+ABSL_FLAG(double, leave_checkpoint_grace, 0,
+          "On SIGTERM or SIGINT: seconds the node's workers get to checkpoint and exit (SIGUSR1) "
+          "before the SIGTERM of --stop_grace. The coordinator is told first, so it moves their "
+          "jobs elsewhere from that checkpoint without counting a restart and places nothing new "
+          "here (0: stop the workers at once).");
 ABSL_FLAG(double, hang_init_timeout, 600,
           "Seconds a worker may be silent while starting, in INIT, or before its first step.");
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
@@ -116,6 +121,11 @@ absl::Status Run() {
   options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
   const double log_budget_mb = absl::GetFlag(FLAGS_log_budget_mb);
   if (!(log_budget_mb >= 0)) return FieldError("--log_budget_mb", "must be >= 0");
+  const double leave_grace_seconds = absl::GetFlag(FLAGS_leave_checkpoint_grace);
+  if (!(leave_grace_seconds >= 0 && leave_grace_seconds <= 86400)) {
+    return FieldError("--leave_checkpoint_grace", "must be in [0, 86400] seconds");
+  }
+  const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
   ASSIGN_OR_RETURN(auto http, StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
   std::string metrics_host;
@@ -156,9 +166,13 @@ absl::Status Run() {
   });
   int sig = WaitForTerminationSignal();
   RM_LOG(INFO) << "signal " << sig << ": stopping workers and shutting down";
+  const absl::Duration stop_grace = absl::Seconds(absl::GetFlag(FLAGS_stop_grace));
+  if (leave_grace > absl::ZeroDuration()) {
+    agent.Leave(leave_grace, stop_grace, absl::StrCat("signal ", sig));
+  }
   stopping.Notify();
   ticker.join();
-  agent.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_stop_grace)));
+  agent.Shutdown(stop_grace);
   worker_server->Shutdown();
   return absl::OkStatus();
 }

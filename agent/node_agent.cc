@@ -70,11 +70,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
   if (link_ != nullptr) link_->Stop();
   // Workers are stopped while the executor thread, which forked them, still runs: their
   // PR_SET_PDEATHSIG follows that thread and would SIGKILL them, skipping the grace period.
-  std::vector<std::thread> stops;
-  for (pid_t pid : supervisor_->Running()) {
-    stops.emplace_back([this, pid, grace] { supervisor_->Stop(pid, grace).IgnoreError(); });
-  }
-  for (auto& t : stops) t.join();
+  StopAll(grace, absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -255,8 +251,50 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   return ls;
 }
 
+void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
+                      const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_ || stopping_workers_ || leaving_) return;
+    leaving_ = true;
+  }
+  RM_LOG(INFO) << "leaving (" << reason << "): workers get up to " << checkpoint_grace
+               << " to checkpoint and exit";
+  if (link_ != nullptr) {
+    v1::AgentMessage message;
+    message.mutable_leaving()->set_checkpoint_grace_seconds(
+        absl::ToDoubleSeconds(checkpoint_grace));
+    message.mutable_leaving()->set_reason(reason);
+    link_->Send(message);
+  }
+  StopAll(grace, checkpoint_grace);
+}
+
+void NodeAgent::StopAll(absl::Duration grace, absl::Duration checkpoint_grace) {
+  std::vector<std::thread> stops;
+  for (pid_t pid : supervisor_->Running()) {
+    stops.emplace_back([this, pid, grace, checkpoint_grace] {
+      supervisor_->Stop(pid, grace, checkpoint_grace).IgnoreError();
+    });
+  }
+  for (auto& t : stops) t.join();
+}
+
 void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   const v1::JobGeneration& job = launch.job();
+  bool leaving = false;
+  {
+    absl::MutexLock lock(&mu_);
+    leaving = leaving_;
+  }
+  if (leaving) {  // sent before the coordinator learnt of it: the job must go elsewhere
+    RM_LOG(WARNING) << "not launching " << job.job_id() << " generation " << job.generation()
+                    << ": this node is leaving";
+    for (const v1::RankAssignment& a : launch.assignments()) {
+      ReportExit(job, a.rank(), 0, ExitInfo{kExitRetryable, 0});
+    }
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = generations_.find(job.job_id());

@@ -61,6 +61,12 @@ class NodeAgent {
   void Start(std::shared_ptr<grpc::Channel> channel);
   // Stops every worker (with `grace`) and disconnects.
   void Shutdown(absl::Duration grace);
+  // Before a Shutdown, to give the workers time to checkpoint: tells the coordinator this node is
+  // leaving (v1.Leaving, so it moves the jobs here elsewhere and places nothing new here),
+  // refuses further launches (their ranks exit retryable), and stops every worker with SIGUSR1
+  // first (`checkpoint_grace`, then SIGTERM and `grace`), the link still up so that their exits
+  // are reported.
+  void Leave(absl::Duration checkpoint_grace, absl::Duration grace, const std::string& reason);
 
   // Handles one command (public for tests; the link calls it).
   void OnCommand(const v1::CoordinatorMessage& message);
@@ -97,6 +103,8 @@ class NodeAgent {
 
   void Launch(const v1::LaunchWorkers& launch);
   void StopJob(const v1::StopWorkers& stop);
+  // Stops every running worker at once (WorkerSupervisor::Stop's graces), in parallel.
+  void StopAll(absl::Duration grace, absl::Duration checkpoint_grace);
   // Serves ReadLog commands one at a time on their own thread (a follow read waits for data).
   void LogReaderLoop();
   v1::LogData ReadLogChunk(const v1::ReadLog& request);
@@ -127,6 +135,7 @@ class NodeAgent {
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_workers_ ABSL_GUARDED_BY(mu_) = false;
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: no more launches
   std::thread executor_;
   std::deque<v1::ReadLog> log_reads_ ABSL_GUARDED_BY(mu_);
   std::thread log_reader_;

@@ -79,6 +79,12 @@ class AgentService::Stream
       case v1::AgentMessage::kLogData:
         service_->OnLogData(message.log_data());
         return absl::OkStatus();
+      case v1::AgentMessage::kLeaving:
+        RM_LOG(INFO) << "agent " << node_ << " is shutting down (" << message.leaving().reason()
+                     << "): placing nothing new there";
+        service_->nodes_->SetLeaving(node_);
+        if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLeaving(node_, message.leaving());
+        return absl::OkStatus();
       case v1::AgentMessage::BODY_NOT_SET:
         break;
     }
@@ -166,7 +172,8 @@ AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Cl
       {v1::AgentMessage::kWorkerState, "worker_state"},
       {v1::AgentMessage::kStepSummary, "step_summary"},
       {v1::AgentMessage::kRendezvous, "rendezvous"},
-      {v1::AgentMessage::kLogData, "log_data"}};
+      {v1::AgentMessage::kLogData, "log_data"},
+      {v1::AgentMessage::kLeaving, "leaving"}};
   for (const auto& [body_case, name] : types) {
     if (handling_seconds_.size() <= static_cast<size_t>(body_case)) {
       handling_seconds_.resize(body_case + 1);

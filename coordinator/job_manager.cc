@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -451,7 +452,7 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
                                          request.reason().empty() ? "" : ": " + request.reason());
     for (const std::string& id : order_) {
       if (!runs_there(id)) continue;
-      MoveOffNode(Find(id), node, why);
+      MoveOffNode(Find(id), node, why, options_.drain_checkpoint_grace_seconds);
       response.add_moved_jobs(id);
     }
   }
@@ -465,9 +466,9 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
   return response;
 }
 
-void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why) {
+void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why,
+                             double grace) {
   AddRanksOn(job->status, node, &AddEvent(job, "drain", why));
-  const double grace = options_.drain_checkpoint_grace_seconds;
   // Only ranks whose agent is connected can be asked, and only they will report an exit.
   std::set<int> stopping;
   if (grace > 0) {
@@ -956,6 +957,20 @@ void JobManager::OnNodeLost(const std::string& node) {
     changed = true;
   }
   if (changed) ScheduleLocked();
+}
+
+void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leaving) {
+  absl::MutexLock lock(&mu_);
+  const double requested = leaving.checkpoint_grace_seconds();
+  const double grace = std::isfinite(requested) ? std::clamp(requested, 0.0, 86400.0) : 0;
+  const std::string why =
+      absl::StrCat("node ", node, " is shutting down",
+                   leaving.reason().empty() ? "" : " (" + leaving.reason() + ")");
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (RunsOn(job->status, node)) MoveOffNode(job, node, why, grace);
+  }
+  ScheduleLocked();
 }
 
 void JobManager::ReconcileNode(const v1::Register& registration) {

@@ -61,6 +61,7 @@
 #include "coordinator/node_manager.h"
 #include "coordinator/placement.h"
 #include "coordinator/rendezvous_manager.h"
+#include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::coordinator {
@@ -140,6 +141,9 @@ class JobManager {
   void OnStepSummary(const v1::StepSummary& summary);
   // A node was lost: its jobs are failed ranks.
   void OnNodeLost(const std::string& node);
+  // A node's agent is shutting down (the node manager already places nothing there): its running
+  // jobs move like for a drain, their workers given the agent's checkpoint grace.
+  void OnNodeLeaving(const std::string& node, const v1::Leaving& leaving);
   // A node (re)registered: adopt its workers of current generations, stop the others.
   void ReconcileNode(const v1::Register& registration);
 
@@ -174,12 +178,12 @@ class JobManager {
   void Relaunch(Job* job, const std::string& why, absl::Time failed_at, absl::Time not_before,
                 const std::string& reason, const std::string& message,
                 double checkpoint_grace_seconds = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Relaunches a running job elsewhere for an operator's drain of `node`: no failure, no
-  // backoff, no restart counted. Its workers are asked to checkpoint and exit first
-  // (drain_checkpoint_grace_seconds); the next launch waits for the exits of the ranks on live
-  // nodes (Job::stopping_ranks), or until the grace and the stop grace have passed.
-  void MoveOffNode(Job* job, const std::string& node, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Relaunches a running job elsewhere for a drain of `node` (an operator's, or its agent leaving):
+  // no failure, no backoff, no restart counted. Its workers are asked to checkpoint and exit
+  // first, within `checkpoint_grace_seconds`; the next launch waits for the exits of the ranks on
+  // live nodes (Job::stopping_ranks), or until that grace and the stop grace have passed.
+  void MoveOffNode(Job* job, const std::string& node, const std::string& why,
+                   double checkpoint_grace_seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank the drain asked to checkpoint and exit has exited (or its node was lost): once none is
   // left the job may launch again.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

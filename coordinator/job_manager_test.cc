@@ -899,6 +899,36 @@ TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
   EXPECT_EQ(Current(id).generation(), 2);
 }
 
+TEST_F(JobManagerTest, ALeavingNodesJobsMoveLikeADrainWithinTheAgentsGrace) {
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  const v1::JobStatus first = Current(id);
+  const std::string from = first.assignments(0).node();
+  const std::string to = from == "a" ? "b" : "a";
+  sink_.sent.clear();
+  v1::Leaving leaving;
+  leaving.set_checkpoint_grace_seconds(30);
+  leaving.set_reason("signal 15");
+  nodes_->SetLeaving(from);  // as the agent service does first
+  jobs_->OnNodeLeaving(from, leaving);
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  auto stops = sink_.Stops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].second.checkpoint_grace_seconds(), 30);
+  std::vector<v1::JobEvent> drains = EventsOf(*jobs_->Get(id), "drain");
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_EQ(drains[0].message(), "node " + from + " is shutting down (signal 15)");
+  for (int rank = 0; rank < 2; ++rank) jobs_->OnWorkerState(from, Exit(first, rank, 75));
+  const v1::JobStatus moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.restarts(), 0);
+  for (const auto& a : moved.assignments()) EXPECT_EQ(a.node(), to);
+  EXPECT_TRUE(nodes_->Cordoned().empty());  // not a cordon: gone once the agent registers again
+}
+
 TEST_F(JobManagerTest, NodeUpdatesAreRefusedNamingTheRule) {
   const Caller admin{"root", true};
   AddNode("a", 1);

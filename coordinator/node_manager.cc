@@ -52,6 +52,7 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.registration = registration;
   node.session = next_session_++;
   node.alive = true;
+  node.leaving = false;
   node.last_heartbeat = clock_->Now();
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
   for (auto it = node.holder.begin(); it != node.holder.end();) {
@@ -113,12 +114,18 @@ std::vector<std::string> NodeManager::CheckLiveness() {
   return lost;
 }
 
+void NodeManager::SetLeaving(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) it->second.leaving = true;
+}
+
 std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
   std::vector<NodeCapacity> out;
   absl::MutexLock lock(&mu_);
   out.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
-    if (!node.alive || cordons_.contains(name)) continue;
+    if (!node.alive || node.leaving || cordons_.contains(name)) continue;
     NodeCapacity capacity;
     capacity.name = name;
     for (const v1::Device& d : node.registration.devices()) {
@@ -229,6 +236,7 @@ v1::NodeStatus NodeManager::StatusOf(const std::string& name, const Node* node,
   auto cordon = cordons_.find(name);
   if (cordon != cordons_.end()) *s.mutable_cordon() = cordon->second;
   if (node == nullptr) return s;
+  s.set_leaving(node->leaving);
   s.set_devices(node->registration.devices_size());
   s.set_devices_in_use(static_cast<int>(node->holder.size()));
   s.set_device_kind(node->registration.devices().empty() ? ""

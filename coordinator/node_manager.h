@@ -60,8 +60,12 @@ class NodeManager {
   // node is returned once per loss); forgets the nodes lost for forget_after.
   std::vector<std::string> CheckLiveness();
 
-  // Free devices of live nodes that are not cordoned, sorted by node name.
+  // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const;
+
+  // The node's agent is shutting down (v1.Leaving): nothing new is placed on it until it
+  // registers again. Unknown nodes are ignored.
+  void SetLeaving(const std::string& node);
 
   // Cordons `node` (nothing new is placed on it) or, with nullopt, uncordons it. Takes any name:
   // the caller checks Status() first, and a stored cordon is restored before its node registers.
@@ -101,6 +105,7 @@ class NodeManager {
     bool alive = false;
     absl::Time last_heartbeat;
     absl::Time lost_at;                            // when it was last declared lost
+    bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
   };

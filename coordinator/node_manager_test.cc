@@ -146,6 +146,23 @@ TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
   EXPECT_EQ(page.find("ringmaster_node_cordoned{"), std::string::npos) << page;
 }
 
+TEST_F(NodeManagerTest, ALeavingNodeOffersNoCapacityUntilItRegistersAgain) {
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  nodes_.SetLeaving("a");
+  nodes_.SetLeaving("zz");  // unknown: ignored
+  std::vector<NodeCapacity> free = nodes_.FreeCapacity();
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_EQ(free[0].name, "b");
+  EXPECT_TRUE(nodes_.Status("a")->leaving());
+  EXPECT_FALSE(nodes_.Status("b")->leaving());
+  EXPECT_EQ(nodes_.Status("zz").status().code(), absl::StatusCode::kNotFound);
+  // The agent came back (a new process): the node is used again.
+  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  EXPECT_FALSE(nodes_.Status("a")->leaving());
+  EXPECT_EQ(nodes_.FreeCapacity().size(), 2u);
+}
+
 TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItReturns) {
   auto a = nodes_.Register(Registration("a", 2));
   ASSERT_TRUE(a.ok());

@@ -122,7 +122,7 @@ std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now
       {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "SCHEDULING", "JOBS"}};
   std::string cordons;
   for (const auto& n : nodes) {
-    const std::string scheduling = n.has_cordon() ? "CORDONED" : "yes";
+    const std::string scheduling = n.has_cordon() ? "CORDONED" : n.leaving() ? "LEAVING" : "yes";
     if (n.has_cordon()) {
       absl::StrAppend(&cordons, n.name(), ": cordoned ", Age(n.cordon().since_unix_nanos(), now),
                       " ago", n.cordon().by().empty() ? "" : " by " + n.cordon().by(),

@@ -1,8 +1,10 @@
 // Cordon and drain on a real cluster (a coordinator, two agents, the builtin trainer): a cordoned
 // node gets no placement; draining the node a job trains on makes its ranks checkpoint the step
 // they agree on and exit, and the job restarts on the other node from exactly that step, without
-// using a restart; the cordon survives a coordinator restart; ringctl names an unknown node.
+// using a restart; the cordon survives a coordinator restart; ringctl names an unknown node. An
+// agent stopped with --leave_checkpoint_grace has its jobs moved the same way.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <regex>
@@ -118,6 +120,51 @@ TEST(NodeDrainTest, DrainCheckpointsTheAgreedStepMovesTheJobThereAndTheCordonLas
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_THAT(typo.output, HasSubstr("node \"agent-7\" is not known"));
   EXPECT_EQ(c.Ctl({"cordon"}).exit_code, 2);
+}
+
+TEST(NodeDrainTest, AnAgentStoppedWithALeaveGraceHasItsJobCheckpointAndMoveWithoutARestart) {
+  const std::string dir = TestTempDir() + "/node_leave";
+  std::filesystem::remove_all(dir);
+  TestClusterOptions options;
+  options.agent_flags = {"--leave_checkpoint_grace=120"};
+  auto started = TestCluster::Start(dir, options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestCluster& c = **started;
+  ASSERT_EQ(c.Ctl({"cordon", "agent-0"}).exit_code, 0);
+  const std::string id = c.Submit("left", Job(dir + "/ckpt"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return TrainerLosses(c.RankLog(id, 1, 0)).size() >= 10; }, absl::Seconds(120)))
+      << c.Ctl({"describe", "job", id}).output;
+  ASSERT_EQ(PlacedOn(c, id), std::set<std::string>{"agent-1"});
+  ASSERT_EQ(c.Ctl({"uncordon", "agent-0"}).exit_code, 0);
+
+  // What a node shutdown (or Kubernetes evicting the agent's pod) does: SIGTERM to the agent.
+  c.agent(1).Signal(SIGTERM);
+  std::smatch m;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string log = c.RankLog(id, 2, 0);
+        return std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)"));
+      },
+      absl::Seconds(120)))
+      << c.Ctl({"describe", "job", id}).output;
+  const int resumed_at = std::stoi(m[1].str());
+  EXPECT_GE(resumed_at, 10);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(c.RankLog(id, 1, rank),
+                HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", resumed_at,
+                                       "; checkpoint at step ", resumed_at, " committed")));
+  }
+  absl::StatusOr<int> agent_exit = c.agent(1).Wait(absl::Seconds(60));
+  ASSERT_TRUE(agent_exit.ok()) << agent_exit.status();
+  EXPECT_TRUE(WIFEXITED(*agent_exit) && WEXITSTATUS(*agent_exit) == 0) << *agent_exit;
+  EXPECT_EQ(PlacedOn(c, id), std::set<std::string>{"agent-0"});
+  const std::string described = c.Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("node agent-1 is shutting down (signal 15)"));
+  EXPECT_THAT(described, HasSubstr("Generation:   2   Restarts: 0 of 0"));
+  ASSERT_EQ(c.Ctl({"cancel", id}).exit_code, 0);
+  EXPECT_EQ(c.WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
 }
 
 }  // namespace
