@@ -152,6 +152,26 @@ class JobManagerTest : public ::testing::Test {
 
   v1::JobStatus Current(const std::string& id) { return jobs_->Get(id)->job(); }
 
+  // Nodes a and b with 2 devices each and a running 2-rank job on one of them (`from`), the other
+  // free (`to`); what was sent to agents so far is cleared.
+  struct TwoNodes {
+    std::string id, from, to;
+    v1::JobStatus first;
+  };
+  void RunOnOneOfTwoNodes() {
+    AddNode("a", 2);
+    AddNode("b", 2);
+    auto job = jobs_->Submit(Spec(), "", alice_);
+    ASSERT_TRUE(job.ok()) << job.status();
+    two_.id = job->job_id();
+    two_.first = Current(two_.id);
+    ASSERT_EQ(two_.first.state(), v1::JOB_STATE_RUNNING);
+    two_.from = two_.first.assignments(0).node();
+    two_.to = two_.from == "a" ? "b" : "a";
+    sink_.sent.clear();
+  }
+  TwoNodes two_;
+
   std::string path_;
   absl::Duration restart_backoff_ = absl::ZeroDuration();
   FakeClock clock_;
@@ -788,15 +808,9 @@ TEST_F(JobManagerTest, CordonedNodeGetsNoPlacementUntilUncordoned) {
 
 TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   const Caller anonymous;  // authentication off: every caller may change nodes
-  AddNode("a", 2);
-  AddNode("b", 2);
-  auto job = jobs_->Submit(Spec(), "", alice_);
-  ASSERT_TRUE(job.ok());
-  const std::string id = job->job_id();
-  const v1::JobStatus first = Current(id);
-  const std::string from = first.assignments(0).node();
-  const std::string to = from == "a" ? "b" : "a";
-  sink_.sent.clear();
+  ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
+  const std::string id = two_.id, from = two_.from, to = two_.to;
+  const v1::JobStatus first = two_.first;
 
   auto drained =
       jobs_->UpdateNode(NodeUpdate(from, v1::NODE_ACTION_DRAIN, "kernel upgrade"), anonymous);
@@ -900,15 +914,9 @@ TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
 }
 
 TEST_F(JobManagerTest, ALeavingNodesJobsMoveLikeADrainWithinTheAgentsGrace) {
-  AddNode("a", 2);
-  AddNode("b", 2);
-  auto job = jobs_->Submit(Spec(), "", alice_);
-  ASSERT_TRUE(job.ok());
-  const std::string id = job->job_id();
-  const v1::JobStatus first = Current(id);
-  const std::string from = first.assignments(0).node();
-  const std::string to = from == "a" ? "b" : "a";
-  sink_.sent.clear();
+  ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
+  const std::string id = two_.id, from = two_.from, to = two_.to;
+  const v1::JobStatus first = two_.first;
   v1::Leaving leaving;
   leaving.set_checkpoint_grace_seconds(30);
   leaving.set_reason("signal 15");

@@ -46,6 +46,32 @@ std::set<std::string> PlacedOn(TestCluster& c, const std::string& job) {
   return nodes;
 }
 
+// Waits until rank 0 of generation 2 resumed, and checks that both ranks of generation 1 stopped
+// after committing a checkpoint of exactly that step, having trained every step before it.
+// Returns the step, or -1 (with a failure) if generation 2 never resumed.
+int ResumedAtTheStepGenerationOneStopped(TestCluster& c, const std::string& id) {
+  std::smatch m;
+  if (!WaitFor(
+          [&] {
+            const std::string log = c.RankLog(id, 2, 0);
+            return std::regex_search(log, m,
+                                     std::regex("resumed from the checkpoint at step (\\d+)"));
+          },
+          absl::Seconds(120))) {
+    ADD_FAILURE() << "generation 2 did not resume: " << c.Ctl({"describe", "job", id}).output;
+    return -1;
+  }
+  const int step = std::stoi(m[1].str());
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = c.RankLog(id, 1, rank);
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", step,
+                                            "; checkpoint at step ", step, " committed")))
+        << log;
+    EXPECT_EQ(static_cast<int>(TrainerLosses(log).size()), step) << log;
+  }
+  return step;
+}
+
 TEST(NodeDrainTest, DrainCheckpointsTheAgreedStepMovesTheJobThereAndTheCordonLasts) {
   const std::string dir = TestTempDir() + "/node_drain";
   std::filesystem::remove_all(dir);
@@ -77,23 +103,8 @@ TEST(NodeDrainTest, DrainCheckpointsTheAgreedStepMovesTheJobThereAndTheCordonLas
   EXPECT_THAT(drain.output, HasSubstr(id));
   // Both ranks of generation 1 agree on a step, checkpoint it and exit; generation 2 resumes on
   // agent-0 from exactly that step: nothing trained before the drain is lost.
-  std::smatch m;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const std::string log = c.RankLog(id, 2, 0);
-        return std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)"));
-      },
-      absl::Seconds(120)))
-      << c.Ctl({"describe", "job", id}).output;
-  const int resumed_at = std::stoi(m[1].str());
+  const int resumed_at = ResumedAtTheStepGenerationOneStopped(c, id);
   EXPECT_GE(resumed_at, 20);
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::string log = c.RankLog(id, 1, rank);
-    EXPECT_THAT(log, HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", resumed_at,
-                                            "; checkpoint at step ", resumed_at, " committed")))
-        << log;
-    EXPECT_EQ(static_cast<int>(TrainerLosses(log).size()), resumed_at) << log;
-  }
   ASSERT_TRUE(
       WaitFor([&] { return !TrainerLosses(c.RankLog(id, 2, 0)).empty(); }, absl::Seconds(120)))
       << c.RankLog(id, 2, 0);
@@ -141,21 +152,7 @@ TEST(NodeDrainTest, AnAgentStoppedWithALeaveGraceHasItsJobCheckpointAndMoveWitho
 
   // What a node shutdown (or Kubernetes evicting the agent's pod) does: SIGTERM to the agent.
   c.agent(1).Signal(SIGTERM);
-  std::smatch m;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const std::string log = c.RankLog(id, 2, 0);
-        return std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)"));
-      },
-      absl::Seconds(120)))
-      << c.Ctl({"describe", "job", id}).output;
-  const int resumed_at = std::stoi(m[1].str());
-  EXPECT_GE(resumed_at, 10);
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_THAT(c.RankLog(id, 1, rank),
-                HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", resumed_at,
-                                       "; checkpoint at step ", resumed_at, " committed")));
-  }
+  EXPECT_GE(ResumedAtTheStepGenerationOneStopped(c, id), 10);
   absl::StatusOr<int> agent_exit = c.agent(1).Wait(absl::Seconds(60));
   ASSERT_TRUE(agent_exit.ok()) << agent_exit.status();
   EXPECT_TRUE(WIFEXITED(*agent_exit) && WEXITSTATUS(*agent_exit) == 0) << *agent_exit;
