@@ -469,11 +469,13 @@ absl::StatusOr<v1::UpdateNodeResponse> JobManager::UpdateNode(const v1::UpdateNo
 void JobManager::MoveOffNode(Job* job, const std::string& node, const std::string& why,
                              double grace) {
   AddRanksOn(job->status, node, &AddEvent(job, "drain", why));
-  // Only ranks whose agent is connected can be asked, and only they will report an exit.
+  // Only running ranks whose agent is connected can be asked, and only they will report an exit.
   std::set<int> stopping;
   if (grace > 0) {
     for (const auto& a : job->status.assignments()) {
-      if (nodes_->IsAlive(a.node())) stopping.insert(a.rank());
+      if (nodes_->IsAlive(a.node()) && !job->finished_ranks.count(a.rank())) {
+        stopping.insert(a.rank());
+      }
     }
   }
   const absl::Time now = clock_->Now();
@@ -695,7 +697,13 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
   if (job != nullptr && job->status.state() == v1::JOB_STATE_RESTARTING &&
       state.phase() == v1::WORKER_PHASE_EXITED &&
       state.job().generation() == job->status.generation() && !job->stopping_ranks.empty()) {
-    OnStoppingRankGone(job, state.rank());  // a drained generation's rank, after its checkpoint
+    // A drained generation's rank, after its checkpoint; or done: the drain came at the end.
+    if (state.exit_code() == 0 && state.signal() == 0) job->finished_ranks.insert(state.rank());
+    OnStoppingRankGone(job, state.rank());
+    const int world = job->status.assignments_size();
+    if (job->stopping_ranks.empty() && static_cast<int>(job->finished_ranks.size()) == world) {
+      Finish(job, v1::JOB_STATE_SUCCEEDED, absl::StrCat("all ", world, " ranks finished"));
+    }
     ScheduleLocked();
     return;
   }

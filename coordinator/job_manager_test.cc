@@ -863,6 +863,19 @@ TEST_F(JobManagerTest, DrainMovesRunningJobsElsewhereWithoutUsingARestart) {
   EXPECT_EQ(moved.restarts(), 0);  // max_restarts is 1: two moves used none of it
 }
 
+TEST_F(JobManagerTest, AJobThatFinishesWhileItsDrainWaitsSucceeds) {
+  ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
+  // Rank 0 finished its last step just before the drain; rank 1 finishes while asked to stop.
+  jobs_->OnWorkerState(two_.from, Exit(two_.first, 0, 0));
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(two_.from, v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  EXPECT_EQ(Current(two_.id).state(), v1::JOB_STATE_RESTARTING);
+  jobs_->OnWorkerState(two_.from, Exit(two_.first, 1, 0));
+  const v1::JobStatus done = Current(two_.id);
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.generation(), 1);
+  EXPECT_TRUE(sink_.Launches().empty());
+}
+
 TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
   for (const char* node : {"a", "b", "c", "d"}) AddNode(node, 1);
   for (const char* node : {"c", "d"}) {
