@@ -16,6 +16,7 @@
 #include "agent/rank_metrics.h"
 #include "agent/worker_service.h"
 #include "common/build_info.h"
+#include "common/checkpoint_grace.h"
 #include "common/flags.h"
 #include "common/grpc_client.h"
 #include "common/grpc_server.h"
@@ -122,8 +123,9 @@ absl::Status Run() {
   const double log_budget_mb = absl::GetFlag(FLAGS_log_budget_mb);
   if (!(log_budget_mb >= 0)) return FieldError("--log_budget_mb", "must be >= 0");
   const double leave_grace_seconds = absl::GetFlag(FLAGS_leave_checkpoint_grace);
-  if (!(leave_grace_seconds >= 0 && leave_grace_seconds <= 86400)) {
-    return FieldError("--leave_checkpoint_grace", "must be in [0, 86400] seconds");
+  if (!(leave_grace_seconds >= 0 && leave_grace_seconds <= kMaxCheckpointGraceSeconds)) {
+    return FieldError("--leave_checkpoint_grace",
+                      absl::StrCat("must be in [0, ", kMaxCheckpointGraceSeconds, "] seconds"));
   }
   const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));

@@ -3,13 +3,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/devices.h"
+#include "common/checkpoint_grace.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -32,14 +32,6 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
   state->set_phase(phase);
   state->set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
   return message;
-}
-
-// How long a stop waits after SIGUSR1 for the workers to checkpoint and exit: 0 unless the
-// coordinator's value is positive and finite; at most a day.
-absl::Duration CheckpointGrace(const v1::StopWorkers& stop) {
-  const double seconds = stop.checkpoint_grace_seconds();
-  if (!std::isfinite(seconds) || seconds <= 0) return absl::ZeroDuration();
-  return std::min(absl::Seconds(seconds), absl::Hours(24));
 }
 
 }  // namespace
@@ -70,7 +62,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
   if (link_ != nullptr) link_->Stop();
   // Workers are stopped while the executor thread, which forked them, still runs: their
   // PR_SET_PDEATHSIG follows that thread and would SIGKILL them, skipping the grace period.
-  StopAll(grace, absl::ZeroDuration());
+  StopInParallel(supervisor_->Running(), grace, absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -267,14 +259,16 @@ void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
     message.mutable_leaving()->set_reason(reason);
     link_->Send(message);
   }
-  StopAll(grace, checkpoint_grace);
+  StopInParallel(supervisor_->Running(), grace, checkpoint_grace);
 }
 
-void NodeAgent::StopAll(absl::Duration grace, absl::Duration checkpoint_grace) {
+void NodeAgent::StopInParallel(const std::vector<pid_t>& pids, absl::Duration grace,
+                               absl::Duration checkpoint_grace) {
   std::vector<std::thread> stops;
-  for (pid_t pid : supervisor_->Running()) {
+  for (pid_t pid : pids) {
     stops.emplace_back([this, pid, grace, checkpoint_grace] {
-      supervisor_->Stop(pid, grace, checkpoint_grace).IgnoreError();
+      absl::Status s = supervisor_->Stop(pid, grace, checkpoint_grace);
+      if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop " << pid << ": " << s;
     });
   }
   for (auto& t : stops) t.join();
@@ -366,7 +360,7 @@ void NodeAgent::StopJob(const v1::StopWorkers& stop) {
   }
   if (pids.empty()) return;
   const absl::Duration grace = absl::Seconds(stop.grace_seconds());
-  const absl::Duration checkpoint_grace = CheckpointGrace(stop);
+  const absl::Duration checkpoint_grace = CheckpointGrace(stop.checkpoint_grace_seconds());
   RM_LOG(INFO) << "stopping " << pids.size() << " workers of " << stop.job().job_id() << ": "
                << stop.reason()
                << (checkpoint_grace > absl::ZeroDuration()
@@ -374,14 +368,7 @@ void NodeAgent::StopJob(const v1::StopWorkers& stop) {
                                       absl::FormatDuration(checkpoint_grace),
                                       " to checkpoint and exit)")
                        : "");
-  std::vector<std::thread> stops;
-  for (pid_t pid : pids) {
-    stops.emplace_back([this, pid, grace, checkpoint_grace] {
-      absl::Status s = supervisor_->Stop(pid, grace, checkpoint_grace);
-      if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop " << pid << ": " << s;
-    });
-  }
-  for (auto& t : stops) t.join();
+  StopInParallel(pids, grace, checkpoint_grace);
 }
 
 void NodeAgent::OnExit(pid_t pid, ExitInfo info) {

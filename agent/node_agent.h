@@ -103,8 +103,10 @@ class NodeAgent {
 
   void Launch(const v1::LaunchWorkers& launch);
   void StopJob(const v1::StopWorkers& stop);
-  // Stops every running worker at once (WorkerSupervisor::Stop's graces), in parallel.
-  void StopAll(absl::Duration grace, absl::Duration checkpoint_grace);
+  // Stops the workers `pids` at once, in parallel (WorkerSupervisor::Stop with these graces);
+  // logs failures other than a worker already gone.
+  void StopInParallel(const std::vector<pid_t>& pids, absl::Duration grace,
+                      absl::Duration checkpoint_grace);
   // Serves ReadLog commands one at a time on their own thread (a follow read waits for data).
   void LogReaderLoop();
   v1::LogData ReadLogChunk(const v1::ReadLog& request);

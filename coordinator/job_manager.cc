@@ -1,7 +1,6 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/checkpoint_grace.h"
 #include "common/job_state.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -505,7 +505,12 @@ void JobManager::OnStoppingRankGone(Job* job, int rank) {
            absl::StrCat("every rank of generation ", job->status.generation(),
                         " asked to checkpoint has exited: launching"));
   job->launch_not_before = absl::InfinitePast();
-  Persist(job);
+  const int world = job->status.assignments_size();
+  if (static_cast<int>(job->finished_ranks.size()) == world) {
+    Finish(job, v1::JOB_STATE_SUCCEEDED, absl::StrCat("all ", world, " ranks finished"));
+  } else {
+    Persist(job);
+  }
 }
 
 void JobManager::Relaunch(Job* job, const std::string& why, absl::Time failed_at,
@@ -700,10 +705,6 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
     // A drained generation's rank, after its checkpoint; or done: the drain came at the end.
     if (state.exit_code() == 0 && state.signal() == 0) job->finished_ranks.insert(state.rank());
     OnStoppingRankGone(job, state.rank());
-    const int world = job->status.assignments_size();
-    if (job->stopping_ranks.empty() && static_cast<int>(job->finished_ranks.size()) == world) {
-      Finish(job, v1::JOB_STATE_SUCCEEDED, absl::StrCat("all ", world, " ranks finished"));
-    }
     ScheduleLocked();
     return;
   }
@@ -969,8 +970,7 @@ void JobManager::OnNodeLost(const std::string& node) {
 
 void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leaving) {
   absl::MutexLock lock(&mu_);
-  const double requested = leaving.checkpoint_grace_seconds();
-  const double grace = std::isfinite(requested) ? std::clamp(requested, 0.0, 86400.0) : 0;
+  const double grace = absl::ToDoubleSeconds(CheckpointGrace(leaving.checkpoint_grace_seconds()));
   const std::string why =
       absl::StrCat("node ", node, " is shutting down",
                    leaving.reason().empty() ? "" : " (" + leaving.reason() + ")");

@@ -185,7 +185,7 @@ class JobManager {
   void MoveOffNode(Job* job, const std::string& node, const std::string& why,
                    double checkpoint_grace_seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank the drain asked to checkpoint and exit has exited (or its node was lost): once none is
-  // left the job may launch again.
+  // left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/build_info.h"
+#include "common/checkpoint_grace.h"
 #include "common/flags.h"
 #include "common/grpc_server.h"
 #include "common/http_server.h"
@@ -103,8 +104,9 @@ absl::Status Run() {
   job_options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
   job_options.drain_checkpoint_grace_seconds = absl::GetFlag(FLAGS_drain_checkpoint_grace);
   if (!(job_options.drain_checkpoint_grace_seconds >= 0 &&
-        job_options.drain_checkpoint_grace_seconds <= 86400)) {
-    return FieldError("--drain_checkpoint_grace", "must be in [0, 86400] seconds");
+        job_options.drain_checkpoint_grace_seconds <= kMaxCheckpointGraceSeconds)) {
+    return FieldError("--drain_checkpoint_grace",
+                      absl::StrCat("must be in [0, ", kMaxCheckpointGraceSeconds, "] seconds"));
   }
   job_options.reconcile_timeout = absl::Seconds(absl::GetFlag(FLAGS_reconcile_timeout));
   job_options.restart_backoff = absl::Seconds(absl::GetFlag(FLAGS_restart_backoff));

@@ -52,6 +52,8 @@ class Run {
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
   absl::Status Checkpoint(int64_t step);
+  // Waits for the checkpoint being written and reports its commit to the agent.
+  absl::Status FlushCheckpoint();
   // Every rank agreed to stop after `step` (a SIGUSR1 reached one of them): checkpoints it unless
   // the periodic checkpoint just did, waits for the commit, and returns ABORTED (exit 75, so the
   // job goes on from that checkpoint).
@@ -256,14 +258,19 @@ absl::Status Run::Checkpoint(int64_t step) {
   return Phase(v1::WORKER_PHASE_STEP);
 }
 
+absl::Status Run::FlushCheckpoint() {
+  RETURN_IF_ERROR(checkpointer_->Flush());
+  if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
+    return Phase(v1::WORKER_PHASE_STEP, done);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run::StopAfter(int64_t step) {
   std::string saved = "no checkpoint directory, so the steps since the start are lost";
   if (!c_.checkpoint.dir.empty()) {
     if (!checkpointer_->Due(step)) RETURN_IF_ERROR(Checkpoint(step));
-    RETURN_IF_ERROR(checkpointer_->Flush());
-    if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
-      RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP, done));
-    }
+    RETURN_IF_ERROR(FlushCheckpoint());
     saved = absl::StrCat("checkpoint at step ", step, " committed");
   }
   return absl::AbortedError(
@@ -368,10 +375,7 @@ absl::Status Run::Train() {
                                                  " (--exit_after_step)"));
     }
   }
-  RETURN_IF_ERROR(checkpointer_->Flush());
-  if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
-    RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP, done));
-  }
+  RETURN_IF_ERROR(FlushCheckpoint());
   const Tensor held = trainer_->held_parameters();
   std::vector<float> params(static_cast<size_t>(held.size));
   if (held.dtype == DType::kF32) {
