@@ -68,6 +68,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
     shutting_down_ = true;
   }
   if (executor_.joinable()) executor_.join();
+  JoinStops(/*all=*/true);
   if (log_reader_.joinable()) log_reader_.join();
   supervisor_.reset();
 }
@@ -96,16 +97,68 @@ void NodeAgent::ExecutorLoop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](NodeAgent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
-            return a->shutting_down_ || (!a->commands_.empty() && !a->stopping_workers_);
+            return a->shutting_down_ || !a->stops_ended_.empty() ||
+                   (!a->stopping_workers_ && a->NextCommandLocked() != a->commands_.end());
           },
           this));
       if (shutting_down_) return;
-      command = std::move(commands_.front());
-      commands_.pop_front();
+      if (!stopping_workers_) {
+        auto next = NextCommandLocked();
+        if (next != commands_.end()) {
+          command = std::move(*next);
+          commands_.erase(next);
+        }
+      }
     }
+    JoinStops(/*all=*/false);
     if (command.has_launch()) Launch(command.launch());
-    if (command.has_stop()) StopJob(command.stop());
+    if (command.has_stop()) {
+      std::vector<pid_t> pids = StopTargets(command.stop());
+      absl::MutexLock lock(&mu_);
+      if (!pids.empty()) StartStopLocked(command.stop(), std::move(pids));
+    }
   }
+}
+
+std::deque<v1::CoordinatorMessage>::iterator NodeAgent::NextCommandLocked() {
+  std::set<std::string> passed;  // jobs with an earlier command still queued
+  for (auto it = commands_.begin(); it != commands_.end(); ++it) {
+    const std::string& job =
+        it->has_launch() ? it->launch().job().job_id() : it->stop().job().job_id();
+    if (!stops_running_.contains(job) && !passed.count(job)) return it;
+    passed.insert(job);
+  }
+  return commands_.end();
+}
+
+void NodeAgent::StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids) {
+  const int64_t id = next_stop_++;
+  ++stops_running_[stop.job().job_id()];
+  stop_threads_[id] = std::thread([this, id, stop, pids = std::move(pids)] {
+    StopJob(stop, pids);
+    absl::MutexLock lock(&mu_);
+    auto it = stops_running_.find(stop.job().job_id());
+    if (--it->second == 0) stops_running_.erase(it);
+    stops_ended_.push_back(id);
+  });
+}
+
+void NodeAgent::JoinStops(bool all) {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    if (all) {
+      for (auto& [id, thread] : stop_threads_) threads.push_back(std::move(thread));
+      stop_threads_.clear();
+    } else {
+      for (int64_t id : stops_ended_) {
+        threads.push_back(std::move(stop_threads_[id]));
+        stop_threads_.erase(id);
+      }
+    }
+    stops_ended_.clear();
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 void NodeAgent::LogReaderLoop() {
@@ -301,7 +354,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   *older.mutable_job() = job;
   older.mutable_job()->set_generation(job.generation() - 1);
   older.set_grace_seconds(5);
-  StopJob(older);
+  StopJob(older, StopTargets(older));
   for (const v1::RankAssignment& a : launch.assignments()) {
     absl::StatusOr<LaunchSpec> spec = MakeLaunchSpec(launch, a);
     absl::StatusOr<pid_t> pid = absl::UnknownError("not launched");
@@ -347,17 +400,19 @@ LogPruneResult NodeAgent::PruneLogs() {
   return agent::PruneLogs(options_.work_dir + "/logs", options_.log_budget_bytes, live);
 }
 
-void NodeAgent::StopJob(const v1::StopWorkers& stop) {
+std::vector<pid_t> NodeAgent::StopTargets(const v1::StopWorkers& stop) const {
   std::vector<pid_t> pids;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [pid, w] : workers_) {
-      if (!w.exited && w.job.job_id() == stop.job().job_id() &&
-          w.job.generation() <= stop.job().generation()) {
-        pids.push_back(pid);
-      }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, w] : workers_) {
+    if (!w.exited && w.job.job_id() == stop.job().job_id() &&
+        w.job.generation() <= stop.job().generation()) {
+      pids.push_back(pid);
     }
   }
+  return pids;
+}
+
+void NodeAgent::StopJob(const v1::StopWorkers& stop, const std::vector<pid_t>& pids) {
   if (pids.empty()) return;
   const absl::Duration grace = absl::Seconds(stop.grace_seconds());
   const absl::Duration checkpoint_grace = CheckpointGrace(stop.checkpoint_grace_seconds());

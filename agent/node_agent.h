@@ -102,7 +102,10 @@ class NodeAgent {
   };
 
   void Launch(const v1::LaunchWorkers& launch);
-  void StopJob(const v1::StopWorkers& stop);
+  // The workers `stop` names that are still running here.
+  std::vector<pid_t> StopTargets(const v1::StopWorkers& stop) const;
+  // Stops `pids`, the workers of `stop` (StopTargets), with the graces it gives.
+  void StopJob(const v1::StopWorkers& stop, const std::vector<pid_t>& pids);
   // Stops the workers `pids` at once, in parallel (WorkerSupervisor::Stop with these graces);
   // logs failures other than a worker already gone.
   void StopInParallel(const std::vector<pid_t>& pids, absl::Duration grace,
@@ -111,9 +114,22 @@ class NodeAgent {
   void LogReaderLoop();
   v1::LogData ReadLogChunk(const v1::ReadLog& request);
   bool IsRunning(const v1::JobGeneration& job, int rank) const;
-  // Runs launch and stop commands one at a time, in order, off the connection thread (a stop
-  // waits up to its grace period; the next launch of the job must come after it).
+  // Runs the coordinator's launch and stop commands off the connection thread. A job's commands
+  // run in the order received, each once the job's previous stop has finished (its next launch
+  // must come after it); other jobs' commands do not wait for it. Launches run on this one
+  // long-lived thread (a worker's PR_SET_PDEATHSIG follows the thread that forked it); each stop
+  // runs on a thread of its own, since it waits up to its graces (a drain's checkpoint grace is
+  // minutes).
   void ExecutorLoop();
+  // The first queued command whose job has no stop running and no earlier command queued, or
+  // commands_.end().
+  std::deque<v1::CoordinatorMessage>::iterator NextCommandLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `pids`' stop on a thread of its own, counted in stops_running_ until it ends.
+  void StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Joins the stop threads that have ended (every one when `all`), waiting for them if needed.
+  void JoinStops(bool all) ABSL_LOCKS_EXCLUDED(mu_);
   void OnExit(pid_t pid, ExitInfo info);
   void ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info);
   absl::StatusOr<LaunchSpec> MakeLaunchSpec(const v1::LaunchWorkers& launch,
@@ -135,6 +151,12 @@ class NodeAgent {
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
+  // Stops running on their own threads: how many per job, the threads by id, and the ids of
+  // those that have ended and wait to be joined.
+  absl::flat_hash_map<std::string, int> stops_running_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::thread> stop_threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> stops_ended_ ABSL_GUARDED_BY(mu_);
+  int64_t next_stop_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_workers_ ABSL_GUARDED_BY(mu_) = false;
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: no more launches

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/wait.h"
 #include "gmock/gmock.h"
@@ -162,6 +163,71 @@ TEST(NodeDrainTest, AnAgentStoppedWithALeaveGraceHasItsJobCheckpointAndMoveWitho
   EXPECT_THAT(described, HasSubstr("Generation:   2   Restarts: 0 of 0"));
   ASSERT_EQ(c.Ctl({"cancel", id}).exit_code, 0);
   EXPECT_EQ(c.WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
+}
+
+// The pid the test worker logged ("test_worker: started pid=P"), or 0.
+pid_t TestWorkerPid(const std::string& log) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex("test_worker: started pid=(\\d+)"))
+             ? std::stoi(m[1].str())
+             : 0;
+}
+
+// A stop that waits out its workers' checkpoint grace holds up only its own job: another job's
+// launch on the same node goes ahead (it once waited behind the stop in the agent's command
+// queue, for up to the whole grace).
+TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnTheNode) {
+  const std::string dir = TestTempDir() + "/node_drain_neighbour";
+  std::filesystem::remove_all(dir);
+  TestClusterOptions options;
+  options.coordinator_flags = {"--drain_checkpoint_grace=3600"};
+  auto started = TestCluster::Start(dir, options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestCluster& c = **started;
+  const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
+  // One rank on each node, both ignoring SIGUSR1: the drain's stop waits its whole grace.
+  const std::string stubborn = c.Submit(
+      "stubborn", absl::StrCat("name: stubborn\nnodes: 2\ndevices_per_node: 1\n",
+                               "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
+                               "trainer:\n  command: [\"", worker,
+                               "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
+                               "restart: {max_restarts: 0}\n"));
+  ASSERT_FALSE(stubborn.empty());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(c.RankLog(stubborn, 1, 0), "test_worker: hanging") &&
+               absl::StrContains(c.RankLog(stubborn, 1, 1), "test_worker: hanging");
+      },
+      absl::Seconds(60)))
+      << c.Ctl({"describe", "job", stubborn}).output;
+  ASSERT_EQ(PlacedOn(c, stubborn), (std::set<std::string>{"agent-0", "agent-1"}));
+
+  ASSERT_EQ(c.Ctl({"drain", "agent-0"}).exit_code, 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(c.agent(1).Log(), "SIGUSR1 first: up to 1h to checkpoint and exit");
+      },
+      absl::Seconds(30)))
+      << c.agent(1).Log();
+
+  // The only free slots are agent-1's, where the stop of `stubborn` is still waiting.
+  const std::string neighbour = c.Submit(
+      "neighbour", absl::StrCat("name: neighbour\nnodes: 1\ndevices_per_node: 1\n",
+                                "trainer:\n  command: [\"", worker,
+                                "\", \"--hang\"]\n  steps: 1\n"));
+  ASSERT_FALSE(neighbour.empty());
+  EXPECT_TRUE(WaitFor(
+      [&] { return absl::StrContains(c.RankLog(neighbour, 1, 0), "test_worker: hanging"); },
+      absl::Seconds(60)))
+      << c.Ctl({"describe", "job", neighbour}).output << c.agent(1).Log();
+  EXPECT_EQ(PlacedOn(c, neighbour), std::set<std::string>{"agent-1"});
+  // ... while both ranks of `stubborn` still run within their grace, and the job waits for them.
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = TestWorkerPid(c.RankLog(stubborn, 1, rank));
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(kill(pid, 0), 0) << "rank " << rank << " of " << stubborn << " is gone";
+  }
+  EXPECT_THAT(c.Ctl({"describe", "job", stubborn}).output, HasSubstr("RESTARTING"));
 }
 
 }  // namespace
