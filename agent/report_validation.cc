@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/collective_ops.h"
 #include "common/status.h"
 #include "google/protobuf/map.h"
 
@@ -15,8 +16,6 @@ namespace ringmaster::agent {
 namespace {
 
 constexpr size_t kMaxGroupName = 64;
-constexpr const char* kOps[] = {"all_reduce", "reduce_scatter", "all_gather",
-                                "broadcast",  "send",           "recv"};
 
 bool ValidGroupName(const std::string& name) {
   if (name.empty() || name.size() > kMaxGroupName) return false;
@@ -58,10 +57,10 @@ absl::Status Sequences(const std::string& field,
 
 absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat) {
   bool known = false;
-  for (const char* op : kOps) known = known || stat.op() == op;
+  for (const char* op : kCollectiveOpNames) known = known || stat.op() == op;
   if (!known) {
     return FieldError(absl::StrCat(field, ".op"),
-                      absl::StrCat("must be one of ", absl::StrJoin(kOps, ", "), "; got \"",
+                      absl::StrCat("must be one of ", absl::StrJoin(kCollectiveOpNames, ", "), "; got \"",
                                    absl::CEscape(stat.op().substr(0, 32)), "\""));
   }
   if (!ValidGroupName(stat.group())) return GroupNameError(field + ".group", stat.group());

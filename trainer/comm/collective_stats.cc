@@ -1,23 +1,14 @@
 #include "trainer/comm/collective_stats.h"
 
+#include "common/collective_ops.h"
+
 namespace ringmaster::trainer {
 
+static_assert(kCollectiveOpNames.size() == kCollectiveOps, "one name per CollectiveOp");
+
 const char* CollectiveOpName(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kSend:
-      return "send";
-    case CollectiveOp::kRecv:
-      return "recv";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(op);
+  return i < kCollectiveOpNames.size() ? kCollectiveOpNames[i] : "?";
 }
 
 double BusBandwidthFactor(CollectiveOp op, int ranks) {

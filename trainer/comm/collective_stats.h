@@ -19,10 +19,11 @@
 
 namespace ringmaster::trainer {
 
+// In the order of common/collective_ops.h's kCollectiveOpNames.
 enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv };
 constexpr int kCollectiveOps = 6;
 
-// "all_reduce", "reduce_scatter", "all_gather", "broadcast", "send", "recv".
+// The op's name in kCollectiveOpNames: "all_reduce", "reduce_scatter", ...
 const char* CollectiveOpName(CollectiveOp op);
 // busbw / algbw for `op` over `ranks` ranks.
 double BusBandwidthFactor(CollectiveOp op, int ranks);
