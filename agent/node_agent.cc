@@ -125,20 +125,37 @@ std::deque<v1::CoordinatorMessage>::iterator NodeAgent::NextCommandLocked() {
   for (auto it = commands_.begin(); it != commands_.end(); ++it) {
     const std::string& job =
         it->has_launch() ? it->launch().job().job_id() : it->stop().job().job_id();
-    if (!stops_running_.contains(job) && !passed.count(job)) return it;
+    if (!stops_running_.contains(job) && !passed.count(job) &&
+        !(it->has_launch() && DeviceStillStoppingLocked(it->launch()))) {
+      return it;
+    }
     passed.insert(job);
   }
   return commands_.end();
 }
 
+bool NodeAgent::DeviceStillStoppingLocked(const v1::LaunchWorkers& launch) const {
+  for (const v1::RankAssignment& a : launch.assignments()) {
+    if (devices_stopping_.count(a.local_device())) return true;
+  }
+  return false;
+}
+
 void NodeAgent::StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids) {
   const int64_t id = next_stop_++;
   ++stops_running_[stop.job().job_id()];
-  stop_threads_[id] = std::thread([this, id, stop, pids = std::move(pids)] {
+  std::vector<int> devices;
+  for (pid_t pid : pids) {
+    auto w = workers_.find(pid);
+    if (w != workers_.end()) devices.push_back(w->second.device);
+  }
+  devices_stopping_.insert(devices.begin(), devices.end());
+  stop_threads_[id] = std::thread([this, id, stop, pids = std::move(pids), devices] {
     StopJob(stop, pids);
     absl::MutexLock lock(&mu_);
     auto it = stops_running_.find(stop.job().job_id());
     if (--it->second == 0) stops_running_.erase(it);
+    for (int d : devices) devices_stopping_.erase(devices_stopping_.find(d));
     stops_ended_.push_back(id);
   });
 }
@@ -364,7 +381,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
       pid = supervisor_->Launch(*spec);
       if (pid.ok()) {
-        workers_[*pid] = Worker{job, a.rank(), *pid, false};
+        workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         watchdog_->Track(job.job_id(), job.generation(), a.rank(),
                          absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()));
       }

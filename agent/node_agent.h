@@ -99,6 +99,7 @@ class NodeAgent {
     int rank = 0;
     pid_t pid = 0;
     bool exited = false;
+    int device = -1;  // RankAssignment.local_device
   };
 
   void Launch(const v1::LaunchWorkers& launch);
@@ -116,14 +117,18 @@ class NodeAgent {
   bool IsRunning(const v1::JobGeneration& job, int rank) const;
   // Runs the coordinator's launch and stop commands off the connection thread. A job's commands
   // run in the order received, each once the job's previous stop has finished (its next launch
-  // must come after it); other jobs' commands do not wait for it. Launches run on this one
+  // must come after it); other jobs' commands do not wait for it, except a launch onto a device
+  // whose previous worker is still being stopped. Launches run on this one
   // long-lived thread (a worker's PR_SET_PDEATHSIG follows the thread that forked it); each stop
   // runs on a thread of its own, since it waits up to its graces (a drain's checkpoint grace is
   // minutes).
   void ExecutorLoop();
-  // The first queued command whose job has no stop running and no earlier command queued, or
-  // commands_.end().
+  // The first queued command whose job has no stop running and no earlier command queued, and,
+  // for a launch, none of whose devices a worker being stopped still uses; or commands_.end().
   std::deque<v1::CoordinatorMessage>::iterator NextCommandLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a stop running for another job has not yet removed a worker on a device of `launch`.
+  bool DeviceStillStoppingLocked(const v1::LaunchWorkers& launch) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `pids`' stop on a thread of its own, counted in stops_running_ until it ends.
   void StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids)
@@ -151,9 +156,11 @@ class NodeAgent {
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
-  // Stops running on their own threads: how many per job, the threads by id, and the ids of
-  // those that have ended and wait to be joined.
+  // Stops running on their own threads: how many per job, the devices of the workers they stop
+  // (until the stop has ended: the worker's whole process group is gone), the threads by id, and
+  // the ids of those that have ended and wait to be joined.
   absl::flat_hash_map<std::string, int> stops_running_ ABSL_GUARDED_BY(mu_);
+  std::multiset<int> devices_stopping_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::thread> stop_threads_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> stops_ended_ ABSL_GUARDED_BY(mu_);
   int64_t next_stop_ ABSL_GUARDED_BY(mu_) = 0;

@@ -496,11 +496,23 @@ void JobManager::MoveOffNode(Job* job, const std::string& node, const std::strin
            absl::StrCat(why, "; restarting elsewhere from ", from,
                         " (not counted against restart.max_restarts)"),
            stopping.empty() ? 0 : grace);
+  // The devices of the ranks still checkpointing stay held until each exits: nothing else is
+  // placed on a GPU a worker still uses.
+  for (int rank : stopping) {
+    const v1::RankAssignment& a = job->status.assignments(rank);
+    if (absl::Status held = nodes_->Adopt(job->status.job_id(), a.node(), a.local_device());
+        !held.ok()) {
+      RM_LOG(WARNING) << "job " << job->status.job_id() << " rank " << rank << ": " << held;
+    }
+  }
   job->stopping_ranks = std::move(stopping);
 }
 
 void JobManager::OnStoppingRankGone(Job* job, int rank) {
-  if (job->stopping_ranks.erase(rank) == 0 || !job->stopping_ranks.empty()) return;
+  if (job->stopping_ranks.erase(rank) == 0) return;
+  const v1::RankAssignment& a = job->status.assignments(rank);
+  nodes_->Release(job->status.job_id(), a.node(), a.local_device());
+  if (!job->stopping_ranks.empty()) return;
   AddEvent(job, "stopped",
            absl::StrCat("every rank of generation ", job->status.generation(),
                         " asked to checkpoint has exited: launching"));
@@ -551,6 +563,8 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
 }
 
 bool JobManager::TryPlace(Job* job) {
+  // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
+  if (!job->stopping_ranks.empty()) nodes_->Release(job->status.job_id());
   absl::StatusOr<Placement> placement =
       Place(nodes_->FreeCapacity(), LayoutOf(job->status), job->excluded);
   if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {

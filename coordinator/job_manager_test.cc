@@ -926,6 +926,35 @@ TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
   EXPECT_EQ(Current(id).generation(), 2);
 }
 
+// The device of a drained rank that is still checkpointing stays held until the rank exits, so
+// nothing else is placed on it meanwhile.
+TEST_F(JobManagerTest, ADrainedRanksDeviceIsHeldUntilItExits) {
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto drained = jobs_->Submit(Spec(2, 1), "", alice_);
+  ASSERT_TRUE(drained.ok());
+  const v1::JobStatus first = Current(drained->job_id());
+  ASSERT_EQ(first.state(), v1::JOB_STATE_RUNNING);
+  const int on_b = first.assignments(0).node() == "b" ? 0 : 1;
+  const int held = first.assignments(on_b).local_device();
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  ASSERT_EQ(Current(first.job_id()).state(), v1::JOB_STATE_RESTARTING);
+
+  auto other = jobs_->Submit(Spec(1, 1), "", alice_);
+  ASSERT_TRUE(other.ok());
+  const v1::JobStatus placed = Current(other->job_id());
+  ASSERT_EQ(placed.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(placed.assignments(0).node(), "b");
+  EXPECT_NE(placed.assignments(0).local_device(), held);
+  ASSERT_TRUE(jobs_->Cancel(other->job_id(), "", alice_).ok());
+  ASSERT_EQ(nodes_->FreeCapacity().size(), 1u);  // b; a is cordoned
+  EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 1u);
+
+  jobs_->OnWorkerState("b", Exit(first, on_b, 75));
+  EXPECT_EQ(Current(first.job_id()).state(), v1::JOB_STATE_RESTARTING);  // a's rank still stops
+  EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);
+}
+
 TEST_F(JobManagerTest, ALeavingNodesJobsMoveLikeADrainWithinTheAgentsGrace) {
   ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
   const std::string id = two_.id, from = two_.from, to = two_.to;

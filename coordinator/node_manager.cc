@@ -183,6 +183,14 @@ void NodeManager::Release(const std::string& job_id) {
   }
 }
 
+void NodeManager::Release(const std::string& job_id, const std::string& node, int device) {
+  absl::MutexLock lock(&mu_);
+  auto n = nodes_.find(node);
+  if (n == nodes_.end()) return;
+  auto held = n->second.holder.find(device);
+  if (held != n->second.holder.end() && held->second == job_id) n->second.holder.erase(held);
+}
+
 bool NodeManager::IsAlive(const std::string& name) const {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);

@@ -84,6 +84,8 @@ class NodeManager {
 
   // Frees every device `job_id` holds.
   void Release(const std::string& job_id);
+  // Frees (node, device) if `job_id` holds it.
+  void Release(const std::string& job_id, const std::string& node, int device);
 
   bool IsAlive(const std::string& node) const;
   // The node's host address from its registration, if the node is known.

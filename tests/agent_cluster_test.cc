@@ -287,6 +287,41 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_EQ(Ctl({"nodes"}).output.find(id), std::string::npos);
 }
 
+// Two jobs never share a device: a cancelled job's workers that ignore SIGTERM keep theirs for
+// the stop grace (2 s), and the next job, placed on the same devices (the coordinator freed
+// them at the cancel), starts on each agent only once they are gone.
+TEST_F(AgentClusterTest, ALaunchWaitsUntilTheStoppingWorkersOnItsDevicesAreGone) {
+  // Whether every rank of generation 1 of `job` logged `line`.
+  const auto every_rank_logged = [&](const std::string& job, const std::string& line) {
+    for (int rank = 0; rank < 4; ++rank) {
+      bool logged = false;
+      for (const auto& work : work_dirs_) {
+        logged = logged ||
+                 ReadFile(absl::StrCat(work, "/logs/", job, "/1/rank-", rank, ".log")).find(line) !=
+                     std::string::npos;
+      }
+      if (!logged) return false;
+    }
+    return true;
+  };
+  const std::string first = Submit(JobFile("first", "\"--ignore_sigterm\", \"--hang\"", 0));
+  ASSERT_FALSE(first.empty());
+  ASSERT_TRUE(WaitFor([&] { return every_rank_logged(first, "test_worker: hanging"); },
+                      absl::Seconds(30)));
+  std::vector<pid_t> stopping;
+  for (int rank = 0; rank < 4; ++rank) stopping.push_back(WorkerPid(first, 1, rank));
+  ASSERT_EQ(Ctl({"cancel", first}).exit_code, 0);
+  const std::string second = Submit(JobFile("second", "\"--hang\"", 0));
+  ASSERT_FALSE(second.empty());
+  ASSERT_TRUE(WaitFor([&] { return every_rank_logged(second, "test_worker: started"); },
+                      absl::Seconds(30)));
+  for (pid_t pid : stopping) {
+    ASSERT_GT(pid, 0);
+    EXPECT_NE(kill(pid, 0), 0) << "pid " << pid << " of " << first << " still runs";
+  }
+  EXPECT_EQ(Ctl({"cancel", second}).exit_code, 0);
+}
+
 TEST_F(AgentClusterTest, KilledAgentTakesItsWorkersAlongAndTheJobRestartsWhenItReturns) {
   std::string id = Submit(JobFile("agentloss", "\"--steps=100000\", \"--step_seconds=0.05\"", 1));
   std::vector<pid_t> gen1;

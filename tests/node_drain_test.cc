@@ -165,6 +165,18 @@ TEST(NodeDrainTest, AnAgentStoppedWithALeaveGraceHasItsJobCheckpointAndMoveWitho
   EXPECT_EQ(c.WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
 }
 
+// The devices the job's current assignments use on `node`, from `ringctl describe job`.
+std::set<int> DevicesOn(TestCluster& c, const std::string& job, const std::string& node) {
+  const std::string described = c.Ctl({"describe", "job", job}).output;
+  std::set<int> devices;
+  const std::regex row("\n +\\d+ +" + node + " +(\\d+) ");
+  for (auto it = std::sregex_iterator(described.begin(), described.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    devices.insert(std::stoi((*it)[1].str()));
+  }
+  return devices;
+}
+
 // The pid the test worker logged ("test_worker: started pid=P"), or 0.
 pid_t TestWorkerPid(const std::string& log) {
   std::smatch m;
@@ -175,7 +187,8 @@ pid_t TestWorkerPid(const std::string& log) {
 
 // A stop that waits out its workers' checkpoint grace holds up only its own job: another job's
 // launch on the same node goes ahead (it once waited behind the stop in the agent's command
-// queue, for up to the whole grace).
+// queue, for up to the whole grace), on a device the stopping worker does not use (the
+// coordinator keeps that one held until the worker exits).
 TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnTheNode) {
   const std::string dir = TestTempDir() + "/node_drain_neighbour";
   std::filesystem::remove_all(dir);
@@ -221,6 +234,11 @@ TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnThe
       absl::Seconds(60)))
       << c.Ctl({"describe", "job", neighbour}).output << c.agent(1).Log();
   EXPECT_EQ(PlacedOn(c, neighbour), std::set<std::string>{"agent-1"});
+  const std::set<int> stopping = DevicesOn(c, stubborn, "agent-1");
+  const std::set<int> launched = DevicesOn(c, neighbour, "agent-1");
+  ASSERT_EQ(stopping.size(), 1u);
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_NE(*stopping.begin(), *launched.begin());
   // ... while both ranks of `stubborn` still run within their grace, and the job waits for them.
   for (int rank = 0; rank < 2; ++rank) {
     const pid_t pid = TestWorkerPid(c.RankLog(stubborn, 1, rank));
