@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/kernels/cublas_gemm.h"
@@ -149,11 +150,19 @@ absl::Status MatmulCuda::MakePlan(const PlanKey& key, const void* bias, void* au
     int count = 0;
     const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c,
                                                             plan.c, pref, 1, &result, &count);
-    if (h == CUBLAS_STATUS_NOT_SUPPORTED || (h == CUBLAS_STATUS_SUCCESS && count == 0)) {
-      plan.supported = false;  // the schedule falls back to a plan with less fused
+    if (h != CUBLAS_STATUS_SUCCESS || count == 0) {
+      // No cuBLASLt algorithm for this combination (NOT_SUPPORTED, or INVALID_VALUE for an
+      // epilogue, type and layout it rejects): the schedule falls back to a plan with less fused,
+      // and an unfused GEMM to plain cuBLAS.
+      if (h != CUBLAS_STATUS_SUCCESS && h != CUBLAS_STATUS_NOT_SUPPORTED) {
+        RM_LOG(WARNING) << "cuBLASLt has no algorithm for a " << g.m << "x" << g.n << "x" << g.k
+                        << " GEMM with epilogue " << EpilogueName(key.epilogue) << " ("
+                        << CublasStatus(h, "cublasLtMatmulAlgoGetHeuristic")
+                        << "): using less fusion";
+      }
+      plan.supported = false;
       return absl::OkStatus();
     }
-    RETURN_IF_ERROR(CublasStatus(h, "cublasLtMatmulAlgoGetHeuristic"));
     plan.algo = result.algo;
     plan.supported = true;
     return absl::OkStatus();
@@ -195,10 +204,16 @@ absl::StatusOr<bool> MatmulCuda::Gemm(const RowMajorGemm& g, float alpha, const 
   if (HasGelu(epilogue)) {
     RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux));
   }
+  const cublasStatus_t run =
+      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
+                     plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
+  if (run == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // Refused before anything was computed: from now on this shape takes the unfused path.
+    plan->supported = false;
+    return Gemm(g, alpha, a, b, beta, c, epilogue, bias, aux);
+  }
   RETURN_IF_ERROR(CublasStatus(
-      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c,
-                     &plan->algo, workspace_, workspace_bytes_, stream_),
-      absl::StrCat("cublasLtMatmul ", g.m, "x", g.n, "x", g.k, " ", EpilogueName(epilogue))));
+      run, absl::StrCat("cublasLtMatmul ", g.m, "x", g.n, "x", g.k, " ", EpilogueName(epilogue))));
   return true;
 }
 
