@@ -118,10 +118,9 @@ class NodeAgent {
   // Runs the coordinator's launch and stop commands off the connection thread. A job's commands
   // run in the order received, each once the job's previous stop has finished (its next launch
   // must come after it); other jobs' commands do not wait for it, except a launch onto a device
-  // whose previous worker is still being stopped. Launches run on this one
-  // long-lived thread (a worker's PR_SET_PDEATHSIG follows the thread that forked it); each stop
-  // runs on a thread of its own, since it waits up to its graces (a drain's checkpoint grace is
-  // minutes).
+  // whose previous worker is still being stopped. Launches run on this one long-lived thread (a
+  // worker's PR_SET_PDEATHSIG follows the thread that forked it); each stop runs on a thread of
+  // its own, since it waits up to its graces (a drain's checkpoint grace is minutes).
   void ExecutorLoop();
   // The first queued command whose job has no stop running and no earlier command queued, and,
   // for a launch, none of whose devices a worker being stopped still uses; or commands_.end().

@@ -60,8 +60,8 @@ absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat
   for (const char* op : kCollectiveOpNames) known = known || stat.op() == op;
   if (!known) {
     return FieldError(absl::StrCat(field, ".op"),
-                      absl::StrCat("must be one of ", absl::StrJoin(kCollectiveOpNames, ", "), "; got \"",
-                                   absl::CEscape(stat.op().substr(0, 32)), "\""));
+                      absl::StrCat("must be one of ", absl::StrJoin(kCollectiveOpNames, ", "),
+                                   "; got \"", absl::CEscape(stat.op().substr(0, 32)), "\""));
   }
   if (!ValidGroupName(stat.group())) return GroupNameError(field + ".group", stat.group());
   RETURN_IF_ERROR(NonNegative(field + ".count", static_cast<double>(stat.count())));

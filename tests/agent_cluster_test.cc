@@ -306,8 +306,8 @@ TEST_F(AgentClusterTest, ALaunchWaitsUntilTheStoppingWorkersOnItsDevicesAreGone)
   };
   const std::string first = Submit(JobFile("first", "\"--ignore_sigterm\", \"--hang\"", 0));
   ASSERT_FALSE(first.empty());
-  ASSERT_TRUE(WaitFor([&] { return every_rank_logged(first, "test_worker: hanging"); },
-                      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return every_rank_logged(first, "test_worker: hanging"); }, absl::Seconds(30)));
   std::vector<pid_t> stopping;
   for (int rank = 0; rank < 4; ++rank) stopping.push_back(WorkerPid(first, 1, rank));
   ASSERT_EQ(Ctl({"cancel", first}).exit_code, 0);

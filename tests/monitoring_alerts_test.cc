@@ -108,8 +108,8 @@ TEST_F(MonitoringAlertsTest, StoppedWorkerThatNothingRecoversRaisesJobHung) {
   ASSERT_TRUE(silence.ok() && !silence->empty());
   EXPECT_GT((*silence)[0].value, 30);
   // The alert judged it by the stopped rank's phase, joined from the agents' phase series.
-  auto stepping = prom().Query(absl::StrCat(
-      "job_id_phase:ringmaster_last_report_age_seconds:max{", job, ",phase=\"step\"}"));
+  auto stepping = prom().Query(absl::StrCat("job_id_phase:ringmaster_last_report_age_seconds:max{",
+                                            job, ",phase=\"step\"}"));
   ASSERT_TRUE(stepping.ok() && !stepping->empty());
   EXPECT_GT((*stepping)[0].value, 30);
   EXPECT_THAT(Describe(*id), Not(HasSubstr("RESTARTING")));  // nothing recovered it

@@ -199,12 +199,12 @@ TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnThe
   TestCluster& c = **started;
   const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
   // One rank on each node, both ignoring SIGUSR1: the drain's stop waits its whole grace.
-  const std::string stubborn = c.Submit(
-      "stubborn", absl::StrCat("name: stubborn\nnodes: 2\ndevices_per_node: 1\n",
-                               "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
-                               "trainer:\n  command: [\"", worker,
-                               "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
-                               "restart: {max_restarts: 0}\n"));
+  const std::string stubborn =
+      c.Submit("stubborn", absl::StrCat("name: stubborn\nnodes: 2\ndevices_per_node: 1\n",
+                                        "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
+                                        "trainer:\n  command: [\"", worker,
+                                        "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
+                                        "restart: {max_restarts: 0}\n"));
   ASSERT_FALSE(stubborn.empty());
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -218,20 +218,21 @@ TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnThe
   ASSERT_EQ(c.Ctl({"drain", "agent-0"}).exit_code, 0);
   ASSERT_TRUE(WaitFor(
       [&] {
-        return absl::StrContains(c.agent(1).Log(), "SIGUSR1 first: up to 1h to checkpoint and exit");
+        return absl::StrContains(c.agent(1).Log(),
+                                 "SIGUSR1 first: up to 1h to checkpoint and exit");
       },
       absl::Seconds(30)))
       << c.agent(1).Log();
 
   // The only free slots are agent-1's, where the stop of `stubborn` is still waiting.
-  const std::string neighbour = c.Submit(
-      "neighbour", absl::StrCat("name: neighbour\nnodes: 1\ndevices_per_node: 1\n",
-                                "trainer:\n  command: [\"", worker,
-                                "\", \"--hang\"]\n  steps: 1\n"));
+  const std::string neighbour =
+      c.Submit("neighbour",
+               absl::StrCat("name: neighbour\nnodes: 1\ndevices_per_node: 1\n",
+                            "trainer:\n  command: [\"", worker, "\", \"--hang\"]\n  steps: 1\n"));
   ASSERT_FALSE(neighbour.empty());
-  EXPECT_TRUE(WaitFor(
-      [&] { return absl::StrContains(c.RankLog(neighbour, 1, 0), "test_worker: hanging"); },
-      absl::Seconds(60)))
+  EXPECT_TRUE(
+      WaitFor([&] { return absl::StrContains(c.RankLog(neighbour, 1, 0), "test_worker: hanging"); },
+              absl::Seconds(60)))
       << c.Ctl({"describe", "job", neighbour}).output << c.agent(1).Log();
   EXPECT_EQ(PlacedOn(c, neighbour), std::set<std::string>{"agent-1"});
   const std::set<int> stopping = DevicesOn(c, stubborn, "agent-1");

@@ -182,8 +182,8 @@ absl::Status NcclCommunicator::Init(ncclComm_t comm) {
   RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event"));
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&barrier_memory_, sizeof(float)), "barrier buffer"));
   // On this stream: a non-blocking stream is not ordered after the legacy default stream.
-  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(barrier_memory_, 0, sizeof(float), stream_),
-                             "barrier buffer"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(barrier_memory_, 0, sizeof(float), stream_), "barrier buffer"));
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "barrier buffer"));
   barrier_ = Tensor{barrier_memory_, 1, DType::kF32};
   // Room for the host values the trainer reduces (losses, norms, checkpoint records), so that

@@ -205,8 +205,8 @@ absl::StatusOr<bool> MatmulCuda::Gemm(const RowMajorGemm& g, float alpha, const 
     RETURN_IF_ERROR(SetDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux));
   }
   const cublasStatus_t run =
-      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                     plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
+      cublasLtMatmul(lt_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c,
+                     &plan->algo, workspace_, workspace_bytes_, stream_);
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) {
     // Refused before anything was computed: from now on this shape takes the unfused path.
     plan->supported = false;
