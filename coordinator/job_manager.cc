@@ -52,6 +52,20 @@ Layout LayoutOf(const v1::JobStatus& status) {
   return layout;
 }
 
+bool IsStopping(const v1::JobStatus& status, int rank) {
+  return std::find(status.stopping_ranks().begin(), status.stopping_ranks().end(), rank) !=
+         status.stopping_ranks().end();
+}
+
+// Removes `rank` from the status's stopping ranks; false if it was not one.
+bool EraseStoppingRank(v1::JobStatus* status, int rank) {
+  auto* ranks = status->mutable_stopping_ranks();
+  auto it = std::find(ranks->begin(), ranks->end(), rank);
+  if (it == ranks->end()) return false;
+  ranks->erase(it);
+  return true;
+}
+
 std::set<std::string> NodesOf(const v1::JobStatus& status) {
   std::set<std::string> nodes;
   for (const auto& a : status.assignments()) nodes.insert(a.node());
@@ -100,8 +114,8 @@ struct JobManager::Job {
     absl::Time began;
   };
   std::optional<PendingHang> pending_hang;
-  bool recovery_series = false;    // ringmaster_recovery_seconds exported
-  bool resumed = false;            // the reference rank's start step reached the goodput
+  bool recovery_series = false;  // ringmaster_recovery_seconds exported
+  bool resumed = false;          // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
   // Failures attributed to the same node in a row, and the nodes excluded for it.
   std::string last_failed_node;
@@ -113,9 +127,6 @@ struct JobManager::Job {
   bool generation_stepped = false;
   int failures_before_a_step = 0;
   absl::Time launch_not_before = absl::InfinitePast();
-  // Drain: ranks of the stopped generation asked to checkpoint and exit that have not exited
-  // yet; the next launch waits for them (resuming from the checkpoint they write).
-  std::set<int> stopping_ranks;
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -158,11 +169,11 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
         {"job_id"});
     job_step_ = &registry->AddGauge("ringmaster_job_step",
                                     "Lowest step completed by every rank of the job.", {"job_id"});
-    job_tokens_per_second_ = &registry->AddGauge(
-        "ringmaster_job_tokens_per_second", "Tokens per second of the whole job.", {"job_id"});
-    job_checkpoint_step_ = &registry->AddGauge(
-        "ringmaster_job_checkpoint_step", "Step of the job's newest complete checkpoint.",
-        {"job_id"});
+    job_tokens_per_second_ = &registry->AddGauge("ringmaster_job_tokens_per_second",
+                                                 "Tokens per second of the whole job.", {"job_id"});
+    job_checkpoint_step_ =
+        &registry->AddGauge("ringmaster_job_checkpoint_step",
+                            "Step of the job's newest complete checkpoint.", {"job_id"});
     job_checkpoint_time_ = &registry->AddGauge(
         "ringmaster_job_last_checkpoint_timestamp_seconds",
         "When the coordinator learnt of the job's newest complete checkpoint (Unix seconds).",
@@ -191,6 +202,11 @@ absl::Status JobManager::Recover() {
       job->rank_tokens_per_second.assign(world, 0);
       // The rendezvous store lives in memory: the generation's store starts empty again.
       RETURN_IF_ERROR(rendezvous_->OpenGeneration(id, job->status.generation()));
+    }
+    if (job->status.state() == v1::JOB_STATE_RESTARTING && !job->status.stopping_ranks().empty()) {
+      // A drain's wait goes on: for the ranks' exits (their agents report them, or that they no
+      // longer run, when they register again) or until its deadline.
+      job->launch_not_before = absl::FromUnixNanos(job->status.stopping_deadline_unix_nanos());
     }
     order_.push_back(id);
     if (!IsTerminal(job->status.state())) StartSeries(job.get());
@@ -492,27 +508,36 @@ void JobManager::MoveOffNode(Job* job, const std::string& node, const std::strin
                     " to checkpoint and exit");
     from = "the checkpoint its ranks write now";
   }
+  // Stored with the RESTARTING transition, so that a coordinator restart goes on waiting.
+  for (int rank : stopping) job->status.add_stopping_ranks(rank);
+  job->status.set_stopping_deadline_unix_nanos(stopping.empty() ? 0
+                                                                : absl::ToUnixNanos(not_before));
   Relaunch(job, why, now, not_before, reason,
            absl::StrCat(why, "; restarting elsewhere from ", from,
                         " (not counted against restart.max_restarts)"),
            stopping.empty() ? 0 : grace);
   // The devices of the ranks still checkpointing stay held until each exits: nothing else is
   // placed on a GPU a worker still uses.
-  for (int rank : stopping) {
-    const v1::RankAssignment& a = job->status.assignments(rank);
-    if (absl::Status held = nodes_->Adopt(job->status.job_id(), a.node(), a.local_device());
-        !held.ok()) {
-      RM_LOG(WARNING) << "job " << job->status.job_id() << " rank " << rank << ": " << held;
-    }
+  for (int rank : stopping) HoldStoppingDevice(job, rank);
+}
+
+void JobManager::HoldStoppingDevice(Job* job, int rank) {
+  const v1::RankAssignment& a = job->status.assignments(rank);
+  if (absl::Status held = nodes_->Adopt(job->status.job_id(), a.node(), a.local_device());
+      !held.ok()) {
+    RM_LOG(WARNING) << "job " << job->status.job_id() << " rank " << rank << ": " << held;
   }
-  job->stopping_ranks = std::move(stopping);
 }
 
 void JobManager::OnStoppingRankGone(Job* job, int rank) {
-  if (job->stopping_ranks.erase(rank) == 0) return;
+  if (!EraseStoppingRank(&job->status, rank)) return;
   const v1::RankAssignment& a = job->status.assignments(rank);
   nodes_->Release(job->status.job_id(), a.node(), a.local_device());
-  if (!job->stopping_ranks.empty()) return;
+  if (!job->status.stopping_ranks().empty()) {
+    Persist(job);
+    return;
+  }
+  job->status.set_stopping_deadline_unix_nanos(0);
   AddEvent(job, "stopped",
            absl::StrCat("every rank of generation ", job->status.generation(),
                         " asked to checkpoint has exited: launching"));
@@ -564,7 +589,7 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
 
 bool JobManager::TryPlace(Job* job) {
   // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
-  if (!job->stopping_ranks.empty()) nodes_->Release(job->status.job_id());
+  if (!job->status.stopping_ranks().empty()) nodes_->Release(job->status.job_id());
   absl::StatusOr<Placement> placement =
       Place(nodes_->FreeCapacity(), LayoutOf(job->status), job->excluded);
   if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {
@@ -600,8 +625,9 @@ bool JobManager::TryPlace(Job* job) {
   status.mutable_progress()->set_checkpoint_step(-1);
   const int world = static_cast<int>(placement->assignments.size());
   job->finished_ranks.clear();
-  job->awaiting_nodes.clear();  // a new generation has nothing to reconcile
-  job->stopping_ranks.clear();  // waited for long enough (Tick) or all gone
+  job->awaiting_nodes.clear();    // a new generation has nothing to reconcile
+  status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
+  status.set_stopping_deadline_unix_nanos(0);
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
@@ -669,6 +695,8 @@ void JobManager::Finish(Job* job, v1::JobState state, const std::string& message
   nodes_->Release(job->status.job_id());
   rendezvous_->CloseJob(job->status.job_id());
   job->status.set_reason("");
+  job->status.clear_stopping_ranks();  // a drain's wait ends with the job
+  job->status.set_stopping_deadline_unix_nanos(0);
   Transition(job, state, message);
 }
 
@@ -715,7 +743,8 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
   Job* job = Find(state.job().job_id());
   if (job != nullptr && job->status.state() == v1::JOB_STATE_RESTARTING &&
       state.phase() == v1::WORKER_PHASE_EXITED &&
-      state.job().generation() == job->status.generation() && !job->stopping_ranks.empty()) {
+      state.job().generation() == job->status.generation() &&
+      !job->status.stopping_ranks().empty()) {
     // A drained generation's rank, after its checkpoint; or done: the drain came at the end.
     if (state.exit_code() == 0 && state.signal() == 0) job->finished_ranks.insert(state.rank());
     OnStoppingRankGone(job, state.rank());
@@ -843,9 +872,9 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
       Persist(job);
       if (recovery_seconds_ != nullptr) {
         const std::pair<const char*, double> values[] = {
-            {"detect", phases->detect},         {"place", phases->place},
-            {"stop", phases->stop},             {"rendezvous", phases->rendezvous},
-            {"restore", phases->restore},       {"first_step", phases->first_step},
+            {"detect", phases->detect},   {"place", phases->place},
+            {"stop", phases->stop},       {"rendezvous", phases->rendezvous},
+            {"restore", phases->restore}, {"first_step", phases->first_step},
             {"total", phases->total}};
         for (const auto& [phase, seconds] : values) {
           recovery_seconds_->WithLabels({id, phase})->Set(seconds);
@@ -955,8 +984,8 @@ void JobManager::ForgetSeries(Job* job) {
     }
     job->recovery_series = false;
   }
-  for (metrics::GaugeFamily* f : {goodput_, job_step_, job_tokens_per_second_,
-                                  job_checkpoint_step_, job_checkpoint_time_}) {
+  for (metrics::GaugeFamily* f :
+       {goodput_, job_step_, job_tokens_per_second_, job_checkpoint_step_, job_checkpoint_time_}) {
     f->Remove({id});
   }
 }
@@ -966,7 +995,7 @@ void JobManager::OnNodeLost(const std::string& node) {
   bool changed = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_RESTARTING && !job->stopping_ranks.empty()) {
+    if (job->status.state() == v1::JOB_STATE_RESTARTING && !job->status.stopping_ranks().empty()) {
       for (const auto& a : job->status.assignments()) {
         if (a.node() == node) OnStoppingRankGone(job, a.rank());
       }
@@ -998,12 +1027,21 @@ void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leavi
 void JobManager::ReconcileNode(const v1::Register& registration) {
   absl::MutexLock lock(&mu_);
   const std::string& node = registration.node();
+  std::set<std::pair<std::string, int>> running;  // (job, rank) of the jobs' current generations
   for (const v1::WorkerState& worker : registration.running_workers()) {
     Job* job = Find(worker.job().job_id());
-    bool adopt = job != nullptr && job->status.state() == v1::JOB_STATE_RUNNING &&
-                 worker.job().generation() == job->status.generation() && worker.rank() >= 0 &&
-                 worker.rank() < job->status.assignments_size() &&
-                 job->status.assignments(worker.rank()).node() == node;
+    const bool current = job != nullptr && worker.job().generation() == job->status.generation() &&
+                         worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
+                         job->status.assignments(worker.rank()).node() == node;
+    if (current) running.insert({job->status.job_id(), worker.rank()});
+    if (current && job->status.state() == v1::JOB_STATE_RESTARTING &&
+        IsStopping(job->status, worker.rank())) {
+      // Asked to checkpoint and exit before the coordinator restarted: its agent is still
+      // stopping it, and its device stays held until it exits.
+      HoldStoppingDevice(job, worker.rank());
+      continue;
+    }
+    bool adopt = current && job->status.state() == v1::JOB_STATE_RUNNING;
     if (adopt) {
       const v1::RankAssignment& a = job->status.assignments(worker.rank());
       adopt = nodes_->Adopt(job->status.job_id(), node, a.local_device()).ok();
@@ -1018,6 +1056,19 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
     stop->set_grace_seconds(options_.stop_grace_seconds);
     stop->set_reason("not part of the job's current generation");
     agents_->Send(node, message);
+  }
+  // Ranks still awaited after a drain that were placed here but run here no more have exited
+  // (while the coordinator was away, or their agent restarted).
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() != v1::JOB_STATE_RESTARTING) continue;
+    const std::vector<int> stopping(job->status.stopping_ranks().begin(),
+                                    job->status.stopping_ranks().end());
+    for (int rank : stopping) {
+      if (job->status.assignments(rank).node() == node && !running.count({id, rank})) {
+        OnStoppingRankGone(job, rank);
+      }
+    }
   }
   ScheduleLocked();
 }

@@ -181,11 +181,13 @@ class JobManager {
   // Relaunches a running job elsewhere for a drain of `node` (an operator's, or its agent leaving):
   // no failure, no backoff, no restart counted. Its workers are asked to checkpoint and exit
   // first, within `checkpoint_grace_seconds`; the next launch waits for the exits of the ranks on
-  // live nodes (Job::stopping_ranks), or until that grace and the stop grace have passed. Until a
-  // rank has exited (or that time has passed) its device stays held, so no other job is placed on
-  // it.
+  // live nodes (JobStatus.stopping_ranks), or until that grace and the stop grace have passed.
+  // Until a rank has exited (or that time has passed) its device stays held, so no other job is
+  // placed on it.
   void MoveOffNode(Job* job, const std::string& node, const std::string& why,
                    double checkpoint_grace_seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the device of `rank`, one of the job's stopping ranks, held by the job.
+  void HoldStoppingDevice(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank the drain asked to checkpoint and exit has exited (or its node was lost): its device is
   // freed; once none is left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

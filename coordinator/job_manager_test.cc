@@ -10,6 +10,7 @@
 namespace ringmaster::coordinator {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Records what would go to agents.
@@ -953,6 +954,45 @@ TEST_F(JobManagerTest, ADrainedRanksDeviceIsHeldUntilItExits) {
   jobs_->OnWorkerState("b", Exit(first, on_b, 75));
   EXPECT_EQ(Current(first.job_id()).state(), v1::JOB_STATE_RESTARTING);  // a's rank still stops
   EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);
+}
+
+// A coordinator restart during a drain's wait goes on waiting: the ranks still checkpointing are
+// stored with the job, are not told to stop again when their node registers, and the next
+// generation launches only once they have exited. A rank that exited while the coordinator was
+// away counts as gone when its node registers without it.
+TEST_F(JobManagerTest, ADrainsWaitGoesOnAfterACoordinatorRestart) {
+  ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
+  const std::string id = two_.id, from = two_.from, to = two_.to;
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(from, v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  EXPECT_THAT(Current(id).stopping_ranks(), ElementsAre(0, 1));
+
+  // Restarted; `to` registers first: nothing is launched while the ranks checkpoint.
+  MakeManager();
+  sink_.sent.clear();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  AddNode(to, 2);
+  EXPECT_TRUE(sink_.Launches().empty());
+  // `from` registers still running rank 1 (rank 0 exited meanwhile): rank 1 is not stopped again.
+  v1::Register again = Node(from, 2);
+  v1::WorkerState* still = again.add_running_workers();
+  *still->mutable_job() = Exit(two_.first, 1, 0).job();
+  still->set_rank(1);
+  ASSERT_TRUE(nodes_->Register(again).ok());
+  jobs_->ReconcileNode(again);
+  EXPECT_TRUE(sink_.Stops().empty());
+  EXPECT_TRUE(sink_.Launches().empty());
+  v1::JobStatus waiting = Current(id);
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(waiting.stopping_ranks(), ElementsAre(1));
+
+  jobs_->OnWorkerState(from, Exit(two_.first, 1, 75));
+  const v1::JobStatus moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.generation(), 2);
+  EXPECT_EQ(moved.restarts(), 0);
+  EXPECT_TRUE(moved.stopping_ranks().empty());
+  for (const auto& a : moved.assignments()) EXPECT_EQ(a.node(), to);
+  EXPECT_EQ(EventsOf(*jobs_->Get(id), "stopped").size(), 1u);
 }
 
 TEST_F(JobManagerTest, ALeavingNodesJobsMoveLikeADrainWithinTheAgentsGrace) {

@@ -169,6 +169,14 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
                   j.reason().empty() ? "" : "  (" + j.reason() + ")", "\n");
   absl::StrAppend(&out, "Generation:   ", j.generation(), "   Restarts: ", j.restarts(), " of ",
                   spec.restart().max_restarts(), "\n");
+  if (!j.stopping_ranks().empty()) {
+    absl::StrAppend(&out, "Waiting for:  ranks ", absl::StrJoin(j.stopping_ranks(), ", "),
+                    " of generation ", j.generation(), " to checkpoint and exit, until ",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                     absl::FromUnixNanos(j.stopping_deadline_unix_nanos()),
+                                     absl::UTCTimeZone()),
+                    "\n");
+  }
   absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
                   " devices, ", Layout(j.plan().parallelism()), "\n");
   if (spec.trainer().has_command()) {

@@ -249,5 +249,78 @@ TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnThe
   EXPECT_THAT(c.Ctl({"describe", "job", stubborn}).output, HasSubstr("RESTARTING"));
 }
 
+// A coordinator restarted while a drain waits for its ranks to checkpoint goes on waiting: it does
+// not tell those ranks to stop again, keeps their devices held, and launches the next generation
+// (from the checkpoint they write) only once they have exited. Here the ranks ignore SIGUSR1 and
+// the test ends the wait by killing them.
+TEST(NodeDrainTest, ACoordinatorRestartedDuringADrainGoesOnWaitingForTheRanks) {
+  const std::string dir = TestTempDir() + "/node_drain_restart";
+  std::filesystem::remove_all(dir);
+  TestClusterOptions options;
+  options.agents = 3;
+  options.slots = 1;
+  options.coordinator_flags = {"--drain_checkpoint_grace=3600"};
+  auto started = TestCluster::Start(dir, options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestCluster& c = **started;
+  ASSERT_EQ(c.Ctl({"cordon", "agent-2"}).exit_code, 0);
+  const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
+  const std::string id =
+      c.Submit("waited", absl::StrCat("name: waited\nnodes: 2\ndevices_per_node: 1\n",
+                                      "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
+                                      "trainer:\n  command: [\"", worker,
+                                      "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
+                                      "restart: {max_restarts: 0}\n"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(c.RankLog(id, 1, 0), "test_worker: hanging") &&
+               absl::StrContains(c.RankLog(id, 1, 1), "test_worker: hanging");
+      },
+      absl::Seconds(60)))
+      << c.Ctl({"describe", "job", id}).output;
+  ASSERT_EQ(PlacedOn(c, id), (std::set<std::string>{"agent-0", "agent-1"}));
+  ASSERT_EQ(c.Ctl({"uncordon", "agent-2"}).exit_code, 0);
+  ASSERT_EQ(c.Ctl({"drain", "agent-0"}).exit_code, 0);
+  for (int agent = 0; agent < 2; ++agent) {
+    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(c.agent(agent).Log(), "SIGUSR1 first"); },
+                        absl::Seconds(30)))
+        << c.agent(agent).Log();
+  }
+
+  c.coordinator().process.Signal(SIGKILL);
+  ASSERT_TRUE(c.coordinator().process.Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(c.RestartCoordinator().ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string nodes = c.Ctl({"nodes"}).output;
+        return absl::StrContains(nodes, "agent-1") && absl::StrContains(nodes, "agent-2") &&
+               !absl::StrContains(nodes, "not registered");
+      },
+      absl::Seconds(30)));
+  EXPECT_THAT(c.Ctl({"describe", "job", id}).output,
+              HasSubstr("Waiting for:  ranks 0, 1 of generation 1 to checkpoint and exit"));
+  // Both agents still have their rank; the wait ends when they exit.
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = TestWorkerPid(c.RankLog(id, 1, rank));
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0) << "rank " << rank << " is gone";
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(c.Ctl({"describe", "job", id}).output, "Generation:   2");
+      },
+      absl::Seconds(60)))
+      << c.Ctl({"describe", "job", id}).output;
+  const std::string described = c.Ctl({"describe", "job", id}).output;
+  const size_t stopped = described.find("asked to checkpoint has exited: launching");
+  const size_t launched = described.find("RUNNING: placed 2 ranks on 2 nodes (generation 2)");
+  ASSERT_NE(stopped, std::string::npos) << described;
+  ASSERT_NE(launched, std::string::npos) << described;
+  EXPECT_LT(stopped, launched) << described;
+  EXPECT_EQ(PlacedOn(c, id), (std::set<std::string>{"agent-1", "agent-2"}));
+  EXPECT_THAT(described, HasSubstr("Restarts: 0 of 0"));
+}
+
 }  // namespace
 }  // namespace ringmaster::testing
