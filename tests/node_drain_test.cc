@@ -185,6 +185,46 @@ pid_t TestWorkerPid(const std::string& log) {
              : 0;
 }
 
+// Submits a job of two test workers that ignore SIGUSR1, placed on agent-0 and agent-1 (best fit,
+// ties by name), and drains agent-0 once they run: the drain's stop then waits out its whole
+// checkpoint grace on both agents. Returns the job's id, or "" after adding a failure.
+std::string DrainAJobThatIgnoresSigusr1(TestCluster& c) {
+  const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
+  const std::string id =
+      c.Submit("stubborn", absl::StrCat("name: stubborn\nnodes: 2\ndevices_per_node: 1\n",
+                                        "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
+                                        "trainer:\n  command: [\"", worker,
+                                        "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
+                                        "restart: {max_restarts: 0}\n"));
+  if (id.empty()) return "";  // Submit added the failure
+  if (!WaitFor(
+          [&] {
+            return absl::StrContains(c.RankLog(id, 1, 0), "test_worker: hanging") &&
+                   absl::StrContains(c.RankLog(id, 1, 1), "test_worker: hanging");
+          },
+          absl::Seconds(60))) {
+    ADD_FAILURE() << "the workers did not start: " << c.Ctl({"describe", "job", id}).output;
+    return "";
+  }
+  if (PlacedOn(c, id) != std::set<std::string>{"agent-0", "agent-1"}) {
+    ADD_FAILURE() << "placed elsewhere: " << c.Ctl({"describe", "job", id}).output;
+    return "";
+  }
+  const CommandResult drain = c.Ctl({"drain", "agent-0"});
+  if (drain.exit_code != 0) {
+    ADD_FAILURE() << drain.output;
+    return "";
+  }
+  for (int agent = 0; agent < 2; ++agent) {
+    if (!WaitFor([&] { return absl::StrContains(c.agent(agent).Log(), "SIGUSR1 first: up to"); },
+                 absl::Seconds(30))) {
+      ADD_FAILURE() << "agent-" << agent << " did not ask: " << c.agent(agent).Log();
+      return "";
+    }
+  }
+  return id;
+}
+
 // A stop that waits out its workers' checkpoint grace holds up only its own job: another job's
 // launch on the same node goes ahead (it once waited behind the stop in the agent's command
 // queue, for up to the whole grace), on a device the stopping worker does not use (the
@@ -197,38 +237,16 @@ TEST(NodeDrainTest, AStopWaitingForItsWorkersDoesNotHoldUpAnotherJobsLaunchOnThe
   auto started = TestCluster::Start(dir, options);
   ASSERT_TRUE(started.ok()) << started.status();
   TestCluster& c = **started;
-  const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
-  // One rank on each node, both ignoring SIGUSR1: the drain's stop waits its whole grace.
-  const std::string stubborn =
-      c.Submit("stubborn", absl::StrCat("name: stubborn\nnodes: 2\ndevices_per_node: 1\n",
-                                        "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
-                                        "trainer:\n  command: [\"", worker,
-                                        "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
-                                        "restart: {max_restarts: 0}\n"));
+  const std::string stubborn = DrainAJobThatIgnoresSigusr1(c);
   ASSERT_FALSE(stubborn.empty());
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(c.RankLog(stubborn, 1, 0), "test_worker: hanging") &&
-               absl::StrContains(c.RankLog(stubborn, 1, 1), "test_worker: hanging");
-      },
-      absl::Seconds(60)))
-      << c.Ctl({"describe", "job", stubborn}).output;
-  ASSERT_EQ(PlacedOn(c, stubborn), (std::set<std::string>{"agent-0", "agent-1"}));
-
-  ASSERT_EQ(c.Ctl({"drain", "agent-0"}).exit_code, 0);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(c.agent(1).Log(),
-                                 "SIGUSR1 first: up to 1h to checkpoint and exit");
-      },
-      absl::Seconds(30)))
-      << c.agent(1).Log();
+  ASSERT_THAT(c.agent(1).Log(), HasSubstr("SIGUSR1 first: up to 1h to checkpoint and exit"));
 
   // The only free slots are agent-1's, where the stop of `stubborn` is still waiting.
   const std::string neighbour =
-      c.Submit("neighbour",
-               absl::StrCat("name: neighbour\nnodes: 1\ndevices_per_node: 1\n",
-                            "trainer:\n  command: [\"", worker, "\", \"--hang\"]\n  steps: 1\n"));
+      c.Submit("neighbour", absl::StrCat("name: neighbour\nnodes: 1\ndevices_per_node: 1\n",
+                                         "trainer:\n  command: [\"",
+                                         TestCluster::Runfile("agent/testing/test_worker"),
+                                         "\", \"--hang\"]\n  steps: 1\n"));
   ASSERT_FALSE(neighbour.empty());
   EXPECT_TRUE(
       WaitFor([&] { return absl::StrContains(c.RankLog(neighbour, 1, 0), "test_worker: hanging"); },
@@ -263,30 +281,8 @@ TEST(NodeDrainTest, ACoordinatorRestartedDuringADrainGoesOnWaitingForTheRanks) {
   auto started = TestCluster::Start(dir, options);
   ASSERT_TRUE(started.ok()) << started.status();
   TestCluster& c = **started;
-  ASSERT_EQ(c.Ctl({"cordon", "agent-2"}).exit_code, 0);
-  const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
-  const std::string id =
-      c.Submit("waited", absl::StrCat("name: waited\nnodes: 2\ndevices_per_node: 1\n",
-                                      "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
-                                      "trainer:\n  command: [\"", worker,
-                                      "\", \"--ignore_sigusr1\", \"--hang\"]\n  steps: 1\n",
-                                      "restart: {max_restarts: 0}\n"));
+  const std::string id = DrainAJobThatIgnoresSigusr1(c);
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(c.RankLog(id, 1, 0), "test_worker: hanging") &&
-               absl::StrContains(c.RankLog(id, 1, 1), "test_worker: hanging");
-      },
-      absl::Seconds(60)))
-      << c.Ctl({"describe", "job", id}).output;
-  ASSERT_EQ(PlacedOn(c, id), (std::set<std::string>{"agent-0", "agent-1"}));
-  ASSERT_EQ(c.Ctl({"uncordon", "agent-2"}).exit_code, 0);
-  ASSERT_EQ(c.Ctl({"drain", "agent-0"}).exit_code, 0);
-  for (int agent = 0; agent < 2; ++agent) {
-    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(c.agent(agent).Log(), "SIGUSR1 first"); },
-                        absl::Seconds(30)))
-        << c.agent(agent).Log();
-  }
 
   c.coordinator().process.Signal(SIGKILL);
   ASSERT_TRUE(c.coordinator().process.Wait(absl::Seconds(30)).ok());
