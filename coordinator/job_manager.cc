@@ -533,10 +533,10 @@ void JobManager::OnStoppingRankGone(Job* job, int rank) {
   if (!EraseStoppingRank(&job->status, rank)) return;
   const v1::RankAssignment& a = job->status.assignments(rank);
   nodes_->Release(job->status.job_id(), a.node(), a.local_device());
-  if (!job->status.stopping_ranks().empty()) {
-    Persist(job);
-    return;
-  }
+  // Not stored per exit (a drain of a large job would write once per rank under the lock): after
+  // a coordinator restart a rank still listed that has exited counts as gone when its node
+  // registers without it.
+  if (!job->status.stopping_ranks().empty()) return;
   job->status.set_stopping_deadline_unix_nanos(0);
   AddEvent(job, "stopped",
            absl::StrCat("every rank of generation ", job->status.generation(),
