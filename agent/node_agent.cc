@@ -34,6 +34,9 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
   return message;
 }
 
+// Exits remembered for Register: a node's ranks of its recent jobs' latest generations.
+constexpr size_t kRememberedExits = 1024;
+
 }  // namespace
 
 NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog)
@@ -365,6 +368,13 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
     generations_[job.job_id()] = job.generation();
     launching_.insert({job.job_id(), job.generation()});
+    // The older generations' exits concern the coordinator no more.
+    exits_.erase(std::remove_if(exits_.begin(), exits_.end(),
+                                [&](const v1::WorkerState& e) {
+                                  return e.job().job_id() == job.job_id() &&
+                                         e.job().generation() < job.generation();
+                                }),
+                 exits_.end());
   }
   // Older generations of the job still here are stopped first (normally StopWorkers did it).
   v1::StopWorkers older;
@@ -477,6 +487,11 @@ void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, Exit
   v1::AgentMessage message = WorkerStateMessage(job, rank, pid, v1::WORKER_PHASE_EXITED);
   message.mutable_worker_state()->set_exit_code(info.exit_code);
   message.mutable_worker_state()->set_signal(info.signal);
+  {
+    absl::MutexLock lock(&mu_);
+    exits_.push_back(message.worker_state());
+    if (exits_.size() > kRememberedExits) exits_.pop_front();
+  }
   if (link_ != nullptr) link_->Send(message);
 }
 
@@ -576,6 +591,7 @@ v1::Register NodeAgent::MakeRegister() const {
     s->set_pid(pid);
     s->set_phase(v1::WORKER_PHASE_STEP);
   }
+  for (const v1::WorkerState& exit : exits_) *r.add_exited_workers() = exit;
   return r;
 }
 

@@ -149,6 +149,9 @@ class NodeAgent {
   std::map<pid_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   // Latest generation launched per job, for idempotent launches and fencing.
   absl::flat_hash_map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
+  // The exits reported (ReportExit) of each job's latest generation here, newest last, at most
+  // kRememberedExits: Register lists them (exited_workers).
+  std::deque<v1::WorkerState> exits_ ABSL_GUARDED_BY(mu_);
   // Generations being launched (their log directories are being created): never pruned.
   std::set<std::pair<std::string, int64_t>> launching_ ABSL_GUARDED_BY(mu_);
   absl::Mutex prune_mu_;  // one PruneLogs() at a time

@@ -740,6 +740,10 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
 
 void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& state) {
   absl::MutexLock lock(&mu_);
+  OnWorkerStateLocked(node, state);
+}
+
+void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state) {
   Job* job = Find(state.job().job_id());
   if (job != nullptr && job->status.state() == v1::JOB_STATE_RESTARTING &&
       state.phase() == v1::WORKER_PHASE_EXITED &&
@@ -1027,13 +1031,14 @@ void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leavi
 void JobManager::ReconcileNode(const v1::Register& registration) {
   absl::MutexLock lock(&mu_);
   const std::string& node = registration.node();
-  std::set<std::pair<std::string, int>> running;  // (job, rank) of the jobs' current generations
+  // (job, rank) of the jobs' current generations that run here or whose exit the node reported.
+  std::set<std::pair<std::string, int>> accounted;
   for (const v1::WorkerState& worker : registration.running_workers()) {
     Job* job = Find(worker.job().job_id());
     const bool current = job != nullptr && worker.job().generation() == job->status.generation() &&
                          worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
                          job->status.assignments(worker.rank()).node() == node;
-    if (current) running.insert({job->status.job_id(), worker.rank()});
+    if (current) accounted.insert({job->status.job_id(), worker.rank()});
     if (current && job->status.state() == v1::JOB_STATE_RESTARTING &&
         IsStopping(job->status, worker.rank())) {
       // Asked to checkpoint and exit before the coordinator restarted: its agent is still
@@ -1046,10 +1051,7 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
       const v1::RankAssignment& a = job->status.assignments(worker.rank());
       adopt = nodes_->Adopt(job->status.job_id(), node, a.local_device()).ok();
     }
-    if (adopt) {
-      job->awaiting_nodes.erase(node);
-      continue;
-    }
+    if (adopt) continue;
     v1::CoordinatorMessage message;
     v1::StopWorkers* stop = message.mutable_stop();
     *stop->mutable_job() = worker.job();
@@ -1057,15 +1059,38 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
     stop->set_reason("not part of the job's current generation");
     agents_->Send(node, message);
   }
-  // Ranks still awaited after a drain that were placed here but run here no more have exited
-  // (while the coordinator was away, or their agent restarted).
+  // The exits the agent reported, again: those of current generations that this coordinator had
+  // been told of before it restarted (its finished ranks live in memory) are handled as if they
+  // came now; handling one twice changes nothing.
+  for (const v1::WorkerState& exit : registration.exited_workers()) {
+    const Job* job = Find(exit.job().job_id());
+    if (job == nullptr || exit.phase() != v1::WORKER_PHASE_EXITED ||
+        exit.job().generation() != job->status.generation() || exit.rank() < 0 ||
+        exit.rank() >= job->status.assignments_size() ||
+        job->status.assignments(exit.rank()).node() != node) {
+      continue;
+    }
+    accounted.insert({job->status.job_id(), exit.rank()});
+    OnWorkerStateLocked(node, exit);
+  }
   for (const std::string& id : order_) {
     Job* job = Find(id);
+    // A recovered running job stops waiting for this node once each of its ranks here runs or
+    // has exited; one that did neither is lost, and the reconcile timeout fails the job.
+    if (job->status.state() == v1::JOB_STATE_RUNNING && job->awaiting_nodes.count(node)) {
+      bool all = true;
+      for (const auto& a : job->status.assignments()) {
+        if (a.node() == node && !accounted.count({id, a.rank()})) all = false;
+      }
+      if (all) job->awaiting_nodes.erase(node);
+    }
+    // Ranks still awaited after a drain that were placed here but neither run here nor reported
+    // an exit have gone (their agent restarted, say).
     if (job->status.state() != v1::JOB_STATE_RESTARTING) continue;
     const std::vector<int> stopping(job->status.stopping_ranks().begin(),
                                     job->status.stopping_ranks().end());
     for (int rank : stopping) {
-      if (job->status.assignments(rank).node() == node && !running.count({id, rank})) {
+      if (job->status.assignments(rank).node() == node && !accounted.count({id, rank})) {
         OnStoppingRankGone(job, rank);
       }
     }

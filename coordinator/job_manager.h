@@ -144,7 +144,10 @@ class JobManager {
   // A node's agent is shutting down (the node manager already places nothing there): its running
   // jobs move like for a drain, their workers given the agent's checkpoint grace.
   void OnNodeLeaving(const std::string& node, const v1::Leaving& leaving);
-  // A node (re)registered: adopt its workers of current generations, stop the others.
+  // A node (re)registered: adopt its workers of current generations, stop the others, and handle
+  // again the exits it lists (a restarted coordinator learns which ranks had finished). A
+  // recovered running job whose ranks on the node neither run nor exited there is failed once
+  // `reconcile_timeout` has passed.
   void ReconcileNode(const v1::Register& registration);
 
   // Periodic work: push progress to watchers (at most once per second per job), fail recovered
@@ -156,6 +159,8 @@ class JobManager {
   struct Job;
 
   Job* Find(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends an event (not yet persisted) and sends it to the job's watchers.
   v1::JobEvent& AddEvent(Job* job, const std::string& kind, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

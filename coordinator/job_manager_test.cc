@@ -728,12 +728,14 @@ TEST_F(JobManagerTest, RecoveryKeepsJobsAndAdoptsWorkersOfTheCurrentGeneration) 
   EXPECT_EQ(jobs_->Get(job->job_id())->events_size(), events_before);
   EXPECT_EQ(Current(pending->job_id()).state(), v1::JOB_STATE_PENDING);
 
-  // n1 comes back reporting rank 0 of the current generation and a stray worker.
+  // n1 comes back reporting both ranks of the current generation and a stray worker.
   v1::Register again = Node("n1", 2);
-  v1::WorkerState* mine = again.add_running_workers();
-  mine->mutable_job()->set_job_id(job->job_id());
-  mine->mutable_job()->set_generation(before.generation());
-  mine->set_rank(0);
+  for (int rank : {0, 1}) {
+    v1::WorkerState* mine = again.add_running_workers();
+    mine->mutable_job()->set_job_id(job->job_id());
+    mine->mutable_job()->set_generation(before.generation());
+    mine->set_rank(rank);
+  }
   v1::WorkerState* stray = again.add_running_workers();
   stray->mutable_job()->set_job_id("old-job");
   stray->mutable_job()->set_generation(3);
@@ -746,6 +748,76 @@ TEST_F(JobManagerTest, RecoveryKeepsJobsAndAdoptsWorkersOfTheCurrentGeneration) 
   clock_.Advance(absl::Seconds(11));
   jobs_->Tick();
   EXPECT_EQ(Current(job->job_id()).generation(), before.generation());  // Adopted, not failed.
+}
+
+TEST_F(JobManagerTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  jobs_->OnWorkerState("n1", Exit(running, 0, 0));
+  MakeManager();
+
+  // n1 comes back with rank 1 still running and rank 0's exit among those it reported.
+  v1::Register again = Node("n1", 2);
+  v1::WorkerState* still = again.add_running_workers();
+  *still->mutable_job() = Exit(running, 1, 0).job();
+  still->set_rank(1);
+  *again.add_exited_workers() = Exit(running, 0, 0);
+  ASSERT_TRUE(nodes_->Register(again).ok());
+  jobs_->ReconcileNode(again);
+  clock_.Advance(absl::Seconds(11));
+  jobs_->Tick();
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_RUNNING);  // n1 is accounted for.
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Current(job->job_id()).generation(), running.generation());
+  EXPECT_EQ(Current(job->job_id()).restarts(), 0);
+}
+
+TEST_F(JobManagerTest, AFailureListedAtRegistrationRestartsTheJobOnce) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  MakeManager();
+  // Rank 1 died while the coordinator was away; the exit is listed, then sent again.
+  v1::Register again = Node("n1", 2);
+  v1::WorkerState* still = again.add_running_workers();
+  *still->mutable_job() = Exit(running, 0, 0).job();
+  still->set_rank(0);
+  *again.add_exited_workers() = Exit(running, 1, 0, /*signal=*/9);
+  ASSERT_TRUE(nodes_->Register(again).ok());
+  jobs_->ReconcileNode(again);
+  EXPECT_EQ(Current(job->job_id()).generation(), running.generation() + 1);
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0, /*signal=*/9));  // stale now
+  const v1::JobStatus after = Current(job->job_id());
+  EXPECT_EQ(after.generation(), running.generation() + 1);
+  EXPECT_EQ(after.restarts(), 1);
+}
+
+TEST_F(JobManagerTest, ARecoveredNodeMissingOneOfItsRanksFailsTheJobAfterTheReconcileTimeout) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  MakeManager();
+  // n1 runs rank 0 only: rank 1 neither runs nor exited there (its agent restarted, say).
+  v1::Register again = Node("n1", 2);
+  v1::WorkerState* still = again.add_running_workers();
+  *still->mutable_job() = Exit(running, 0, 0).job();
+  still->set_rank(0);
+  ASSERT_TRUE(nodes_->Register(again).ok());
+  jobs_->ReconcileNode(again);
+  clock_.Advance(absl::Seconds(11));
+  jobs_->Tick();
+  EXPECT_EQ(Current(job->job_id()).generation(), running.generation() + 1);
+  bool explained = false;
+  const auto after = jobs_->Get(job->job_id());
+  for (const auto& e : after->events()) {
+    if (absl::StrContains(e.message(), "node n1 did not report")) explained = true;
+  }
+  EXPECT_TRUE(explained);
 }
 
 TEST_F(JobManagerTest, RecoveredJobWhoseNodeNeverReturnsIsRestarted) {

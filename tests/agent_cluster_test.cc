@@ -443,5 +443,63 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
 }
 
+// Ranks 0 and 1 finish, then the coordinator dies; ranks 2 and 3 finish under its successor. The
+// agents list the exits they reported when they register again, so the successor knows ranks 0
+// and 1 are done: the job succeeds in its first generation, with no restart.
+TEST_F(AgentClusterTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished) {
+  const std::string release = dir_ + "/release";
+  const std::string file = JobFile(
+      "finish", absl::StrCat("\"--steps=2\", \"--hold_until_file=", release,
+                             "\", \"--hold_ranks=2,3\""),
+      0);
+  // Ranks 2 and 3 report nothing while they wait: not a hang.
+  std::ofstream(file, std::ios::app) << "watchdog: {hang_timeout: 600}\n";
+  std::string id = Submit(file);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int exits = 0;
+        for (const Subprocess& agent : agents_) {
+          const std::string log = agent.Log();
+          for (size_t at = log.find("exited: code 0"); at != std::string::npos;
+               at = log.find("exited: code 0", at + 1)) {
+            ++exits;
+          }
+        }
+        return exits == 2;
+      },
+      absl::Seconds(30)))
+      << agents_[0].Log() << agents_[1].Log();
+
+  const std::string address = coordinator_->address();
+  coordinator_->process.Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  auto c = StartCoordinator(
+      {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string nodes = Ctl({"nodes"}).output;
+        return std::count(nodes.begin(), nodes.end(), '\n') == 3 &&
+               nodes.find("LOST") == std::string::npos;
+      },
+      absl::Seconds(30)));
+
+  std::ofstream(release) << "go\n";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string state = Ctl({"get", "job", id}).output;
+        return state.find("SUCCEEDED") != std::string::npos ||
+               state.find("RESTARTING") != std::string::npos ||
+               state.find("FAILED") != std::string::npos;
+      },
+      absl::Seconds(60)))
+      << Ctl({"describe", "job", id}).output;
+  std::string described = Ctl({"describe", "job", id}).output;
+  EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
+  EXPECT_EQ(described.find("RESTARTING"), std::string::npos) << described;
+  EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
+}
+
 }  // namespace
 }  // namespace ringmaster::testing

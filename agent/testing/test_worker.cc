@@ -4,7 +4,8 @@
 // "test_worker: ready"; prints its environment, working directory, stdin, open descriptors and
 // signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and runs --steps
 // steps of --step_seconds each, reported through the worker API; prints --print_bytes bytes of
-// filler; then crashes (SIGSEGV), hangs, or exits with --exit_code.
+// filler; waits for --hold_until_file to exist if its rank is among --hold_ranks; then crashes
+// (SIGSEGV), hangs, or exits with --exit_code.
 //
 // Identity and the agent's socket come from RINGMASTER_JOB, RINGMASTER_GENERATION, RANK and
 // RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
@@ -13,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +51,10 @@ ABSL_FLAG(int, fork_children, 0, "Children to fork; they stay in the group and b
 ABSL_FLAG(bool, print_env, false,
           "Print the environment, working directory, stdin, open descriptors, signal masks.");
 ABSL_FLAG(int64_t, print_bytes, 0, "Bytes of numbered filler lines to print after the steps.");
+ABSL_FLAG(std::string, hold_until_file, "",
+          "After the steps, wait until this file exists (ranks in --hold_ranks only).");
+ABSL_FLAG(std::vector<std::string>, hold_ranks, {},
+          "The ranks --hold_until_file holds (every rank when empty).");
 ABSL_FLAG(bool, rendezvous, false,
           "Rank 0 sets key \"hello\" to \"world\"; other ranks wait for it (30 s) and print it.");
 
@@ -154,6 +160,20 @@ void PrintFiller(int64_t bytes) {
   std::fflush(stdout);
 }
 
+// Waits until --hold_until_file exists, if set and this rank is among --hold_ranks.
+void Hold() {
+  const std::string path = absl::GetFlag(FLAGS_hold_until_file);
+  if (path.empty()) return;
+  const std::vector<std::string> ranks = absl::GetFlag(FLAGS_hold_ranks);
+  const char* rank = std::getenv("RANK");
+  if (!ranks.empty() && (rank == nullptr || std::find(ranks.begin(), ranks.end(),
+                                                      std::string(rank)) == ranks.end())) {
+    return;
+  }
+  Say(absl::StrCat("holding until ", path, " exists"));
+  while (access(path.c_str(), F_OK) != 0) absl::SleepFor(absl::Milliseconds(20));
+}
+
 [[noreturn]] void Crash() {
   Say("crashing");
   rlimit no_core = {0, 0};
@@ -191,6 +211,7 @@ absl::StatusOr<int> Run() {
   RETURN_IF_ERROR(RunSteps(agent.get(), absl::GetFlag(FLAGS_steps),
                            absl::Seconds(absl::GetFlag(FLAGS_step_seconds))));
   if (absl::GetFlag(FLAGS_print_bytes) > 0) PrintFiller(absl::GetFlag(FLAGS_print_bytes));
+  Hold();
   if (absl::GetFlag(FLAGS_crash)) Crash();
   if (absl::GetFlag(FLAGS_hang)) Hang();
 
