@@ -449,9 +449,8 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
 TEST_F(AgentClusterTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished) {
   const std::string release = dir_ + "/release";
   const std::string file = JobFile(
-      "finish", absl::StrCat("\"--steps=2\", \"--hold_until_file=", release,
-                             "\", \"--hold_ranks=2,3\""),
-      0);
+      "finish",
+      absl::StrCat("\"--steps=2\", \"--hold_until_file=", release, "\", \"--hold_ranks=2,3\""), 0);
   // Ranks 2 and 3 report nothing while they wait: not a hang.
   std::ofstream(file, std::ios::app) << "watchdog: {hang_timeout: 600}\n";
   std::string id = Submit(file);

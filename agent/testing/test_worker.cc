@@ -166,8 +166,8 @@ void Hold() {
   if (path.empty()) return;
   const std::vector<std::string> ranks = absl::GetFlag(FLAGS_hold_ranks);
   const char* rank = std::getenv("RANK");
-  if (!ranks.empty() && (rank == nullptr || std::find(ranks.begin(), ranks.end(),
-                                                      std::string(rank)) == ranks.end())) {
+  if (!ranks.empty() && (rank == nullptr ||
+                         std::find(ranks.begin(), ranks.end(), std::string(rank)) == ranks.end())) {
     return;
   }
   Say(absl::StrCat("holding until ", path, " exists"));
