@@ -122,10 +122,10 @@ struct JobManager::Job {
   int failure_streak = 0;
   std::set<std::string> excluded;
   absl::Time last_checkpoint_time = absl::InfinitePast();
-  // Crash-loop backoff: whether the current generation stepped, the failures in a row of
-  // generations that did not, and when the next launch may happen.
+  // Crash-loop backoff and drain waits: whether the current generation stepped (the failures in
+  // a row of generations that did not are JobStatus.failures_before_a_step), and when the next
+  // launch may happen.
   bool generation_stepped = false;
-  int failures_before_a_step = 0;
   absl::Time launch_not_before = absl::InfinitePast();
 };
 
@@ -207,6 +207,12 @@ absl::Status JobManager::Recover() {
       // A drain's wait goes on: for the ranks' exits (their agents report them, or that they no
       // longer run, when they register again) or until its deadline.
       job->launch_not_before = absl::FromUnixNanos(job->status.stopping_deadline_unix_nanos());
+    }
+    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
+        job->status.backoff_until_unix_nanos() > 0) {
+      // So does a crash loop's backoff.
+      job->launch_not_before = std::max(job->launch_not_before,
+                                        absl::FromUnixNanos(job->status.backoff_until_unix_nanos()));
     }
     order_.push_back(id);
     if (!IsTerminal(job->status.state())) StartSeries(job.get());
@@ -576,12 +582,13 @@ void JobManager::ScheduleLocked() {
 }
 
 absl::Duration JobManager::RestartBackoff(Job* job) {
-  job->failures_before_a_step = job->generation_stepped ? 0 : job->failures_before_a_step + 1;
-  if (job->failures_before_a_step < 2 || options_.restart_backoff <= absl::ZeroDuration()) {
+  const int failures = job->generation_stepped ? 0 : job->status.failures_before_a_step() + 1;
+  job->status.set_failures_before_a_step(failures);
+  if (failures < 2 || options_.restart_backoff <= absl::ZeroDuration()) {
     return absl::ZeroDuration();
   }
   absl::Duration wait = options_.restart_backoff;
-  for (int i = 2; i < job->failures_before_a_step && wait < options_.restart_backoff_max; ++i) {
+  for (int i = 2; i < failures && wait < options_.restart_backoff_max; ++i) {
     wait *= 2;
   }
   return std::min(wait, options_.restart_backoff_max);
@@ -628,6 +635,7 @@ bool JobManager::TryPlace(Job* job) {
   job->awaiting_nodes.clear();    // a new generation has nothing to reconcile
   status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
   status.set_stopping_deadline_unix_nanos(0);
+  status.set_backoff_until_unix_nanos(0);
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
@@ -697,6 +705,7 @@ void JobManager::Finish(Job* job, v1::JobState state, const std::string& message
   job->status.set_reason("");
   job->status.clear_stopping_ranks();  // a drain's wait ends with the job
   job->status.set_stopping_deadline_unix_nanos(0);
+  job->status.set_backoff_until_unix_nanos(0);
   Transition(job, state, message);
 }
 
@@ -729,8 +738,9 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
   std::string reason = why;
   if (wait > absl::ZeroDuration()) {
     not_before = clock_->Now() + wait;
+    job->status.set_backoff_until_unix_nanos(UnixNanos(not_before));  // stored by Relaunch
     const std::string backoff = absl::StrCat(
-        " in ", absl::FormatDuration(wait), " (crash loop: ", job->failures_before_a_step,
+        " in ", absl::FormatDuration(wait), " (crash loop: ", status.failures_before_a_step(),
         " generations in a row failed before their first step)");
     absl::StrAppend(&message, backoff);
     absl::StrAppend(&reason, "; next launch", backoff);
@@ -807,7 +817,13 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   const v1::RankAssignment& a = job->status.assignments(summary.rank());
   // Phase and collective reports also make summaries; only a step report sets steps_in_summary
   // (and the agent starts every generation's summary empty).
-  if (summary.steps_in_summary() > 0) job->generation_stepped = true;
+  if (summary.steps_in_summary() > 0 && !job->generation_stepped) {
+    job->generation_stepped = true;
+    if (job->status.failures_before_a_step() > 0) {
+      job->status.set_failures_before_a_step(0);  // the crash loop is over
+      Persist(job);
+    }
+  }
   job->rank_step[summary.rank()] = summary.step();
   // One rank per data-parallel replica counts its tokens (TP and PP ranks share them).
   if (a.tp_rank() == 0 && a.pp_rank() == 0) {

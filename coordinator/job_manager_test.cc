@@ -622,6 +622,42 @@ TEST_F(JobManagerTest, CrashLoopsBackOffUntilAGenerationSteps) {
   EXPECT_EQ(fail_and_wait(8), 1);
 }
 
+TEST_F(JobManagerTest, ACrashLoopsBackoffSurvivesACoordinatorRestart) {
+  restart_backoff_ = absl::Seconds(2);  // then 4 s, the most
+  MakeManager();
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(10);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // relaunched at once
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // waits 2 s
+  ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  clock_.Advance(absl::Seconds(1));
+
+  MakeManager();  // the coordinator restarts; its node registers again
+  AddNode("n1", 2);
+  jobs_->Tick();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  clock_.Advance(absl::Seconds(1));
+  jobs_->Tick();
+  ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(id).generation(), 3);
+  // The count of failures in a row goes on too: the third waits twice as long.
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));
+  EXPECT_THAT(Current(id).reason(), HasSubstr("in 4s (crash loop: 3 generations"));
+  // A generation that steps ends the loop, for good.
+  MakeManager();
+  AddNode("n1", 2);
+  clock_.Advance(absl::Seconds(4));
+  jobs_->Tick();
+  ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+  jobs_->OnStepSummary(Summary(Current(id), 0, 10, 1, 1));
+  MakeManager();
+  EXPECT_EQ(Current(id).failures_before_a_step(), 0);
+}
+
 TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);
