@@ -211,8 +211,8 @@ absl::Status JobManager::Recover() {
     if (job->status.state() == v1::JOB_STATE_RESTARTING &&
         job->status.backoff_until_unix_nanos() > 0) {
       // So does a crash loop's backoff.
-      job->launch_not_before = std::max(job->launch_not_before,
-                                        absl::FromUnixNanos(job->status.backoff_until_unix_nanos()));
+      job->launch_not_before = std::max(
+          job->launch_not_before, absl::FromUnixNanos(job->status.backoff_until_unix_nanos()));
     }
     order_.push_back(id);
     if (!IsTerminal(job->status.state())) StartSeries(job.get());
