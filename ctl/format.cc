@@ -177,6 +177,14 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
                                      absl::UTCTimeZone()),
                     "\n");
   }
+  if (j.state() == v1::JOB_STATE_RESTARTING && j.backoff_until_unix_nanos() > 0) {
+    absl::StrAppend(&out, "Crash loop:   ", j.failures_before_a_step(),
+                    " generations in a row failed before their first step; next launch at ",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                     absl::FromUnixNanos(j.backoff_until_unix_nanos()),
+                                     absl::UTCTimeZone()),
+                    "\n");
+  }
   absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
                   " devices, ", Layout(j.plan().parallelism()), "\n");
   if (spec.trainer().has_command()) {
