@@ -41,6 +41,12 @@ std::string Layout(const v1::ParallelismSpec& p) {
   return absl::StrFormat("TP=%d PP=%d DP=%d", p.tensor(), p.pipeline(), p.data());
 }
 
+// "2026-11-24T03:00:00Z".
+std::string UtcTime(int64_t unix_nanos) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_nanos),
+                          absl::UTCTimeZone());
+}
+
 }  // namespace
 
 std::string StateName(v1::JobState state) {
@@ -73,9 +79,7 @@ std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time no
 
 std::string FormatEvent(const v1::JobEvent& e) {
   std::string text =
-      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(e.time_unix_nanos()),
-                                    absl::UTCTimeZone()),
-                   "  gen ", e.generation(), "  ", e.kind(), "  ");
+      absl::StrCat(UtcTime(e.time_unix_nanos()), "  gen ", e.generation(), "  ", e.kind(), "  ");
   if (e.kind() == "state") absl::StrAppend(&text, StateName(e.state()), ": ");
   absl::StrAppend(&text, e.message());
   if (e.ranks_size() > 0) absl::StrAppend(&text, "  [ranks ", absl::StrJoin(e.ranks(), ","), "]");
@@ -172,18 +176,12 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
   if (!j.stopping_ranks().empty()) {
     absl::StrAppend(&out, "Waiting for:  ranks ", absl::StrJoin(j.stopping_ranks(), ", "),
                     " of generation ", j.generation(), " to checkpoint and exit, until ",
-                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                     absl::FromUnixNanos(j.stopping_deadline_unix_nanos()),
-                                     absl::UTCTimeZone()),
-                    "\n");
+                    UtcTime(j.stopping_deadline_unix_nanos()), "\n");
   }
   if (j.state() == v1::JOB_STATE_RESTARTING && j.backoff_until_unix_nanos() > 0) {
     absl::StrAppend(&out, "Crash loop:   ", j.failures_before_a_step(),
                     " generations in a row failed before their first step; next launch at ",
-                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                     absl::FromUnixNanos(j.backoff_until_unix_nanos()),
-                                     absl::UTCTimeZone()),
-                    "\n");
+                    UtcTime(j.backoff_until_unix_nanos()), "\n");
   }
   absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
                   " devices, ", Layout(j.plan().parallelism()), "\n");
