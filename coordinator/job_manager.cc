@@ -544,9 +544,14 @@ void JobManager::OnStoppingRankGone(Job* job, int rank) {
   // registers without it.
   if (!job->status.stopping_ranks().empty()) return;
   job->status.set_stopping_deadline_unix_nanos(0);
+  const bool ended = IsTerminal(job->status.state());  // cancelled during the wait, say
   AddEvent(job, "stopped",
            absl::StrCat("every rank of generation ", job->status.generation(),
-                        " asked to checkpoint has exited: launching"));
+                        " asked to checkpoint has exited", ended ? "" : ": launching"));
+  if (ended) {
+    Persist(job);
+    return;
+  }
   job->launch_not_before = absl::InfinitePast();
   const int world = job->status.assignments_size();
   if (static_cast<int>(job->finished_ranks.size()) == world) {
@@ -701,10 +706,11 @@ void JobManager::Finish(Job* job, v1::JobState state, const std::string& message
   if (job->status.state() == v1::JOB_STATE_RUNNING) StopWorkers(job, message);
   ForgetSeries(job);
   nodes_->Release(job->status.job_id());
+  // A drain's ranks still checkpointing keep their devices until they exit, or until the wait's
+  // deadline (Tick): the job ends, its workers do not end with it.
+  for (int rank : job->status.stopping_ranks()) HoldStoppingDevice(job, rank);
   rendezvous_->CloseJob(job->status.job_id());
   job->status.set_reason("");
-  job->status.clear_stopping_ranks();  // a drain's wait ends with the job
-  job->status.set_stopping_deadline_unix_nanos(0);
   job->status.set_backoff_until_unix_nanos(0);
   Transition(job, state, message);
 }
@@ -755,11 +761,11 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
 
 void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state) {
   Job* job = Find(state.job().job_id());
-  if (job != nullptr && job->status.state() == v1::JOB_STATE_RESTARTING &&
+  if (job != nullptr && !job->status.stopping_ranks().empty() &&
       state.phase() == v1::WORKER_PHASE_EXITED &&
-      state.job().generation() == job->status.generation() &&
-      !job->status.stopping_ranks().empty()) {
+      state.job().generation() == job->status.generation()) {
     // A drained generation's rank, after its checkpoint; or done: the drain came at the end.
+    // (Its job is RESTARTING, or ended during the wait.)
     if (state.exit_code() == 0 && state.signal() == 0) job->finished_ranks.insert(state.rank());
     OnStoppingRankGone(job, state.rank());
     ScheduleLocked();
@@ -1015,7 +1021,7 @@ void JobManager::OnNodeLost(const std::string& node) {
   bool changed = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_RESTARTING && !job->status.stopping_ranks().empty()) {
+    if (!job->status.stopping_ranks().empty()) {  // RESTARTING, or ended during a drain's wait
       for (const auto& a : job->status.assignments()) {
         if (a.node() == node) OnStoppingRankGone(job, a.rank());
       }
@@ -1055,8 +1061,7 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
                          worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
                          job->status.assignments(worker.rank()).node() == node;
     if (current) accounted.insert({job->status.job_id(), worker.rank()});
-    if (current && job->status.state() == v1::JOB_STATE_RESTARTING &&
-        IsStopping(job->status, worker.rank())) {
+    if (current && IsStopping(job->status, worker.rank())) {
       // Asked to checkpoint and exit before the coordinator restarted: its agent is still
       // stopping it, and its device stays held until it exits.
       HoldStoppingDevice(job, worker.rank());
@@ -1102,7 +1107,6 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
     }
     // Ranks still awaited after a drain that were placed here but neither run here nor reported
     // an exit have gone (their agent restarted, say).
-    if (job->status.state() != v1::JOB_STATE_RESTARTING) continue;
     const std::vector<int> stopping(job->status.stopping_ranks().begin(),
                                     job->status.stopping_ranks().end());
     for (int rank : stopping) {
@@ -1126,6 +1130,17 @@ void JobManager::Tick() {
       changed = true;
     }
     if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) ClearHangSuspects(job);
+    if (IsTerminal(job->status.state()) && !job->status.stopping_ranks().empty() &&
+        now >= absl::FromUnixNanos(job->status.stopping_deadline_unix_nanos())) {
+      // A job that ended during a drain's wait: its ranks that did not exit by the deadline
+      // were SIGKILLed, and their devices are free.
+      nodes_->Release(id);
+      job->status.clear_stopping_ranks();
+      job->status.set_stopping_deadline_unix_nanos(0);
+      Persist(job);
+      changed = true;
+      continue;
+    }
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     if (job->pending_hang.has_value()) {
       std::string unused;

@@ -151,8 +151,9 @@ class JobManager {
   void ReconcileNode(const v1::Register& registration);
 
   // Periodic work: push progress to watchers (at most once per second per job), fail recovered
-  // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), and
-  // place restarting jobs whose crash-loop backoff has passed.
+  // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), place
+  // restarting jobs whose crash-loop backoff or drain wait has passed, and free the devices of
+  // a job that ended during a drain's wait once its deadline has passed.
   void Tick();
 
  private:

@@ -1064,6 +1064,55 @@ TEST_F(JobManagerTest, ADrainedRanksDeviceIsHeldUntilItExits) {
   EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);
 }
 
+// A job cancelled while its drain waits for its ranks' checkpoints ends at once, but its ranks
+// still checkpointing keep their devices until each exits (nothing else is placed on a GPU
+// still in use), or until the wait's deadline.
+TEST_F(JobManagerTest, ACancelDuringADrainsWaitHoldsTheCheckpointingRanksDevices) {
+  AddNode("a", 2);
+  AddNode("b", 2);
+  auto drained = jobs_->Submit(Spec(2, 1), "", alice_);
+  ASSERT_TRUE(drained.ok());
+  const std::string id = drained->job_id();
+  const v1::JobStatus first = Current(id);
+  const int on_b = first.assignments(0).node() == "b" ? 0 : 1;
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("a", v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  sink_.sent.clear();
+
+  ASSERT_TRUE(jobs_->Cancel(id, "", alice_).ok());
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(Current(id).stopping_ranks_size(), 2);
+  // The coordinator restarts meanwhile; b comes back with its rank still checkpointing, which is
+  // not told to stop again and keeps its device.
+  MakeManager();
+  v1::Register b = Node("b", 2);
+  v1::WorkerState* still = b.add_running_workers();
+  *still->mutable_job() = Exit(first, on_b, 0).job();
+  still->set_rank(on_b);
+  ASSERT_TRUE(nodes_->Register(b).ok());
+  jobs_->ReconcileNode(b);
+  EXPECT_TRUE(sink_.Stops().empty());
+  ASSERT_EQ(nodes_->FreeCapacity().size(), 1u);  // b; a is cordoned, and not back yet
+  EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 1u);
+  auto other = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(Current(other->job_id()).state(), v1::JOB_STATE_PENDING);
+
+  // b's rank exits after its checkpoint: its device is free, and the other job runs there.
+  jobs_->OnWorkerState("b", Exit(first, on_b, 75));
+  EXPECT_EQ(Current(other->job_id()).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(id).stopping_ranks_size(), 1);
+  // a's rank never reports: at the deadline it has been SIGKILLed and the wait ends, without a
+  // launch.
+  clock_.Advance(absl::Minutes(10));
+  jobs_->Tick();
+  const v1::JobStatus ended = Current(id);
+  EXPECT_EQ(ended.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(ended.stopping_ranks_size(), 0);
+  EXPECT_EQ(ended.generation(), first.generation());
+  for (const v1::LaunchWorkers& launch : sink_.Launches()) EXPECT_NE(launch.job().job_id(), id);
+}
+
 // A coordinator restart during a drain's wait goes on waiting: the ranks still checkpointing are
 // stored with the job, are not told to stop again when their node registers, and the next
 // generation launches only once they have exited. A rank that exited while the coordinator was
