@@ -85,6 +85,11 @@ absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
   }
 }
 
+void LocalWatchdog::ReportHangsAgain() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, w] : workers_) w.hang_reported = false;
+}
+
 std::vector<HungRank> LocalWatchdog::Check() {
   const absl::Time now = clock_->Now();
   std::vector<HungRank> hung;

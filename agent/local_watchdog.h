@@ -64,8 +64,12 @@ class LocalWatchdog {
   // The worker of `generation` is gone; a newer generation's tracking of the rank is kept (an
   // old worker's exit can be handled after its successor started).
   void Untrack(const std::string& job_id, int64_t generation, int rank);
-  // Ranks silent beyond their allowance. Each hang is returned once until the rank reports again.
+  // Ranks silent beyond their allowance. Each hang is returned once until the rank reports again,
+  // or until ReportHangsAgain().
   std::vector<HungRank> Check();
+  // The next Check() returns the hangs already returned again: the agent calls it for every new
+  // coordinator stream, since the coordinator that was told may have restarted before acting.
+  void ReportHangsAgain();
   // The allowance the rank's current phase has now (for tests and metrics); InfiniteDuration() for
   // an untracked rank or one in WORKER_PHASE_EXITED (neither can hang).
   absl::Duration Allowance(const std::string& job_id, int rank) const;

@@ -164,6 +164,23 @@ TEST_F(LocalWatchdogTest, AHangIsReturnedOnceUntilTheRankReportsAgain) {
   EXPECT_EQ(hung[0].silent, absl::Minutes(3));
 }
 
+TEST_F(LocalWatchdogTest, AHangIsReturnedAgainForANewCoordinatorStream) {
+  watchdog_.Track("gpt-1", 1, 0);
+  watchdog_.Track("gpt-1", 1, 1);
+  Steps(3, 1.0, 0);
+  Steps(3, 1.0, 1);
+  clock_.Advance(absl::Minutes(3));
+  Steps(1, 1.0, 1);  // rank 1 goes on
+  EXPECT_THAT(watchdog_.Check(), SizeIs(1));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  watchdog_.ReportHangsAgain();
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].rank, 0);
+  EXPECT_EQ(hung[0].silent, absl::Minutes(3));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
 TEST_F(LocalWatchdogTest, OnlySilentRanksAreHung) {
   watchdog_.Track("gpt-1", 1, 0);
   watchdog_.Track("gpt-1", 1, 1);

@@ -51,7 +51,13 @@ NodeAgent::~NodeAgent() { Shutdown(absl::Seconds(5)); }
 
 void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
   link_ = std::make_unique<CoordinatorLink>(
-      channel, [this] { return MakeRegister(); },
+      channel,
+      [this] {
+        // A new stream: a coordinator that restarted may have been told of a hang it did not
+        // act on, and the watchdog reports each hang once.
+        watchdog_->ReportHangsAgain();
+        return MakeRegister();
+      },
       [this](const v1::CoordinatorMessage& m) { OnCommand(m); });
   link_->Start();
 }

@@ -86,7 +86,8 @@ class NodeAgent {
   // also done after every launch. Called periodically by main; calls run one at a time.
   LogPruneResult PruneLogs();
 
-  // The Register message for (re)connection: devices and the workers still running.
+  // The Register message for (re)connection: devices, the workers still running and the exits
+  // reported.
   v1::Register MakeRegister() const;
 
   // Whether the coordinator stream is up, and how many workers run here.
