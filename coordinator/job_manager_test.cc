@@ -83,6 +83,22 @@ v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int signal = 
   return s;
 }
 
+// `name`'s registration after a coordinator restart: ranks `running` of `job`'s generation still
+// run there, and its agent lists `exits`, the exits it reported.
+v1::Register Returning(const std::string& name, int devices, const v1::JobStatus& job,
+                       const std::vector<int>& running,
+                       const std::vector<v1::WorkerState>& exits = {}) {
+  v1::Register r = Node(name, devices);
+  for (int rank : running) {
+    v1::WorkerState* w = r.add_running_workers();
+    w->mutable_job()->set_job_id(job.job_id());
+    w->mutable_job()->set_generation(job.generation());
+    w->set_rank(rank);
+  }
+  for (const v1::WorkerState& e : exits) *r.add_exited_workers() = e;
+  return r;
+}
+
 // The agent watchdog's report that `rank` has been silent in its STEP phase for `age` seconds.
 v1::WorkerState HangReport(const v1::JobStatus& job, int rank, double age) {
   v1::WorkerState s = Exit(job, rank, 0);
@@ -152,6 +168,12 @@ class JobManagerTest : public ::testing::Test {
   }
 
   v1::JobStatus Current(const std::string& id) { return jobs_->Get(id)->job(); }
+
+  // A node's agent connects again: the node manager registers it, the job manager reconciles.
+  void Reconnect(const v1::Register& registration) {
+    ASSERT_TRUE(nodes_->Register(registration).ok());
+    jobs_->ReconcileNode(registration);
+  }
 
   // Nodes a and b with 2 devices each and a running 2-rank job on one of them (`from`), the other
   // free (`to`); what was sent to agents so far is cleared.
@@ -765,18 +787,11 @@ TEST_F(JobManagerTest, RecoveryKeepsJobsAndAdoptsWorkersOfTheCurrentGeneration) 
   EXPECT_EQ(Current(pending->job_id()).state(), v1::JOB_STATE_PENDING);
 
   // n1 comes back reporting both ranks of the current generation and a stray worker.
-  v1::Register again = Node("n1", 2);
-  for (int rank : {0, 1}) {
-    v1::WorkerState* mine = again.add_running_workers();
-    mine->mutable_job()->set_job_id(job->job_id());
-    mine->mutable_job()->set_generation(before.generation());
-    mine->set_rank(rank);
-  }
+  v1::Register again = Returning("n1", 2, before, {0, 1});
   v1::WorkerState* stray = again.add_running_workers();
   stray->mutable_job()->set_job_id("old-job");
   stray->mutable_job()->set_generation(3);
-  ASSERT_TRUE(nodes_->Register(again).ok());
-  jobs_->ReconcileNode(again);
+  Reconnect(again);
   auto stops = sink_.Stops();
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0].second.job().job_id(), "old-job");
@@ -795,13 +810,7 @@ TEST_F(JobManagerTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished) {
   MakeManager();
 
   // n1 comes back with rank 1 still running and rank 0's exit among those it reported.
-  v1::Register again = Node("n1", 2);
-  v1::WorkerState* still = again.add_running_workers();
-  *still->mutable_job() = Exit(running, 1, 0).job();
-  still->set_rank(1);
-  *again.add_exited_workers() = Exit(running, 0, 0);
-  ASSERT_TRUE(nodes_->Register(again).ok());
-  jobs_->ReconcileNode(again);
+  Reconnect(Returning("n1", 2, running, {1}, {Exit(running, 0, 0)}));
   clock_.Advance(absl::Seconds(11));
   jobs_->Tick();
   EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_RUNNING);  // n1 is accounted for.
@@ -818,13 +827,7 @@ TEST_F(JobManagerTest, AFailureListedAtRegistrationRestartsTheJobOnce) {
   const v1::JobStatus running = Current(job->job_id());
   MakeManager();
   // Rank 1 died while the coordinator was away; the exit is listed, then sent again.
-  v1::Register again = Node("n1", 2);
-  v1::WorkerState* still = again.add_running_workers();
-  *still->mutable_job() = Exit(running, 0, 0).job();
-  still->set_rank(0);
-  *again.add_exited_workers() = Exit(running, 1, 0, /*signal=*/9);
-  ASSERT_TRUE(nodes_->Register(again).ok());
-  jobs_->ReconcileNode(again);
+  Reconnect(Returning("n1", 2, running, {0}, {Exit(running, 1, 0, /*signal=*/9)}));
   EXPECT_EQ(Current(job->job_id()).generation(), running.generation() + 1);
   jobs_->OnWorkerState("n1", Exit(running, 1, 0, /*signal=*/9));  // stale now
   const v1::JobStatus after = Current(job->job_id());
@@ -839,12 +842,7 @@ TEST_F(JobManagerTest, ARecoveredNodeMissingOneOfItsRanksFailsTheJobAfterTheReco
   const v1::JobStatus running = Current(job->job_id());
   MakeManager();
   // n1 runs rank 0 only: rank 1 neither runs nor exited there (its agent restarted, say).
-  v1::Register again = Node("n1", 2);
-  v1::WorkerState* still = again.add_running_workers();
-  *still->mutable_job() = Exit(running, 0, 0).job();
-  still->set_rank(0);
-  ASSERT_TRUE(nodes_->Register(again).ok());
-  jobs_->ReconcileNode(again);
+  Reconnect(Returning("n1", 2, running, {0}));
   clock_.Advance(absl::Seconds(11));
   jobs_->Tick();
   EXPECT_EQ(Current(job->job_id()).generation(), running.generation() + 1);
@@ -1085,12 +1083,7 @@ TEST_F(JobManagerTest, ACancelDuringADrainsWaitHoldsTheCheckpointingRanksDevices
   // The coordinator restarts meanwhile; b comes back with its rank still checkpointing, which is
   // not told to stop again and keeps its device.
   MakeManager();
-  v1::Register b = Node("b", 2);
-  v1::WorkerState* still = b.add_running_workers();
-  *still->mutable_job() = Exit(first, on_b, 0).job();
-  still->set_rank(on_b);
-  ASSERT_TRUE(nodes_->Register(b).ok());
-  jobs_->ReconcileNode(b);
+  Reconnect(Returning("b", 2, first, {on_b}));
   EXPECT_TRUE(sink_.Stops().empty());
   ASSERT_EQ(nodes_->FreeCapacity().size(), 1u);  // b; a is cordoned, and not back yet
   EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 1u);
@@ -1130,12 +1123,7 @@ TEST_F(JobManagerTest, ADrainsWaitGoesOnAfterACoordinatorRestart) {
   AddNode(to, 2);
   EXPECT_TRUE(sink_.Launches().empty());
   // `from` registers still running rank 1 (rank 0 exited meanwhile): rank 1 is not stopped again.
-  v1::Register again = Node(from, 2);
-  v1::WorkerState* still = again.add_running_workers();
-  *still->mutable_job() = Exit(two_.first, 1, 0).job();
-  still->set_rank(1);
-  ASSERT_TRUE(nodes_->Register(again).ok());
-  jobs_->ReconcileNode(again);
+  Reconnect(Returning(from, 2, two_.first, {1}));
   EXPECT_TRUE(sink_.Stops().empty());
   EXPECT_TRUE(sink_.Launches().empty());
   v1::JobStatus waiting = Current(id);

@@ -116,6 +116,25 @@ class AgentClusterTest : public ::testing::Test {
     return 0;
   }
 
+  // SIGKILLs the coordinator, starts its successor on the same address and state, and waits
+  // until both agents are registered with it again.
+  void RestartCoordinator() {
+    const std::string address = coordinator_->address();
+    coordinator_->process.Signal(SIGKILL);
+    ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+    auto c = StartCoordinator(
+        {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          std::string nodes = Ctl({"nodes"}).output;
+          return std::count(nodes.begin(), nodes.end(), '\n') == 3 &&
+                 nodes.find("LOST") == std::string::npos;
+        },
+        absl::Seconds(30)));
+  }
+
   void TearDown() override {
     agents_.clear();  // SIGKILLs the agents' process groups.
     std::filesystem::remove_all(socket_dir_);
@@ -411,24 +430,10 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   pid_t rank0 = WorkerPid(id, 1, 0);
 
   // The coordinator dies mid-run; the agents keep their workers and reconnect to its successor,
-  // which adopts them: same generation, no restart.
-  const std::string address = coordinator_->address();
-  coordinator_->process.Signal(SIGKILL);
-  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  // which adopts them: same generation, no restart. Once the agents are back, `logs --follow`
+  // streams the adopted rank's output until it exits.
+  ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
   EXPECT_EQ(kill(rank0, 0), 0);  // Still running.
-  auto c = StartCoordinator(
-      {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
-
-  // Once the agents are back, `logs --follow` streams the adopted rank's output until it exits.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::string nodes = Ctl({"nodes"}).output;
-        return std::count(nodes.begin(), nodes.end(), '\n') == 3 &&
-               nodes.find("LOST") == std::string::npos;
-      },
-      absl::Seconds(30)));
   CommandResult followed = Ctl({"logs", id, "--rank=0", "--follow"});
   EXPECT_EQ(followed.exit_code, 0) << followed.output;
   EXPECT_NE(followed.output.find("test_worker: started"), std::string::npos) << followed.output;
@@ -469,21 +474,7 @@ TEST_F(AgentClusterTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished)
       absl::Seconds(30)))
       << agents_[0].Log() << agents_[1].Log();
 
-  const std::string address = coordinator_->address();
-  coordinator_->process.Signal(SIGKILL);
-  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
-  auto c = StartCoordinator(
-      {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::string nodes = Ctl({"nodes"}).output;
-        return std::count(nodes.begin(), nodes.end(), '\n') == 3 &&
-               nodes.find("LOST") == std::string::npos;
-      },
-      absl::Seconds(30)));
-
+  ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
   std::ofstream(release) << "go\n";
   ASSERT_TRUE(WaitFor(
       [&] {
