@@ -169,6 +169,19 @@ class JobManagerTest : public ::testing::Test {
 
   v1::JobStatus Current(const std::string& id) { return jobs_->Get(id)->job(); }
 
+  // With crash-loop backoff `restart_backoff` (4 s at most): node n1 with 2 devices, and a job
+  // with 10 restarts running there. Returns its id, or "" on failure.
+  std::string SubmitOnOneNode(absl::Duration restart_backoff) {
+    restart_backoff_ = restart_backoff;
+    MakeManager();
+    AddNode("n1", 2);
+    v1::JobSpec spec = Spec(1, 2);
+    spec.mutable_restart()->set_max_restarts(10);
+    auto job = jobs_->Submit(spec, "", alice_);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->job_id() : "";
+  }
+
   // A node's agent connects again: the node manager registers it, the job manager reconciles.
   void Reconnect(const v1::Register& registration) {
     ASSERT_TRUE(nodes_->Register(registration).ok());
@@ -595,14 +608,8 @@ TEST_F(JobManagerTest, AnExcludedNodeIsUsedWhenNothingElseFits) {
 // Generations that fail before their first step back off: the first relaunch is immediate, then
 // 1 s, 2 s, 4 s (the maximum here), 4 s; a generation that steps resets it.
 TEST_F(JobManagerTest, CrashLoopsBackOffUntilAGenerationSteps) {
-  restart_backoff_ = absl::Seconds(1);
-  MakeManager();
-  AddNode("n1", 2);
-  v1::JobSpec spec = Spec(1, 2);
-  spec.mutable_restart()->set_max_restarts(10);
-  auto job = jobs_->Submit(spec, "", alice_);
-  ASSERT_TRUE(job.ok());
-  const std::string id = job->job_id();
+  const std::string id = SubmitOnOneNode(absl::Seconds(1));
+  ASSERT_FALSE(id.empty());
   // Fails generation `generation` before any step; returns how long its relaunch waited, in
   // whole seconds of the fake clock (Tick is the coordinator's 10 Hz ticker).
   auto fail_and_wait = [&](int64_t generation) {
@@ -645,14 +652,8 @@ TEST_F(JobManagerTest, CrashLoopsBackOffUntilAGenerationSteps) {
 }
 
 TEST_F(JobManagerTest, ACrashLoopsBackoffSurvivesACoordinatorRestart) {
-  restart_backoff_ = absl::Seconds(2);  // then 4 s, the most
-  MakeManager();
-  AddNode("n1", 2);
-  v1::JobSpec spec = Spec(1, 2);
-  spec.mutable_restart()->set_max_restarts(10);
-  auto job = jobs_->Submit(spec, "", alice_);
-  ASSERT_TRUE(job.ok());
-  const std::string id = job->job_id();
+  const std::string id = SubmitOnOneNode(absl::Seconds(2));  // then 4 s, the most
+  ASSERT_FALSE(id.empty());
   jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // relaunched at once
   jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // waits 2 s
   ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
