@@ -12,10 +12,12 @@ constexpr size_t kMaxPending = 10000;
 }  // namespace
 
 CoordinatorLink::CoordinatorLink(std::shared_ptr<grpc::Channel> channel,
-                                 RegisterFactory make_register, CommandHandler on_command)
+                                 RegisterFactory make_register, CommandHandler on_command,
+                                 ResendFactory resend)
     : stub_(v1::AgentService::NewStub(channel)),
       make_register_(std::move(make_register)),
-      on_command_(std::move(on_command)) {}
+      on_command_(std::move(on_command)),
+      resend_(std::move(resend)) {}
 
 CoordinatorLink::~CoordinatorLink() { Stop(); }
 
@@ -46,7 +48,7 @@ int64_t CoordinatorLink::connections() const {
 }
 
 bool CoordinatorLink::Write(const v1::AgentMessage& message) {
-  grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
+  Stream* stream;
   {
     absl::MutexLock lock(&mu_);
     if (!connected_ || stream_ == nullptr) return false;
@@ -55,6 +57,11 @@ bool CoordinatorLink::Write(const v1::AgentMessage& message) {
   // The stream object lives until the connection loop has seen it break and taken write_mu_.
   absl::MutexLock write_lock(&write_mu_);
   return stream->Write(message);
+}
+
+CoordinatorLink::Stream* CoordinatorLink::CurrentStream() {
+  absl::MutexLock lock(&mu_);
+  return stream_.get();
 }
 
 bool CoordinatorLink::Send(const v1::AgentMessage& message) {
@@ -83,12 +90,19 @@ void CoordinatorLink::ConnectionLoop() {
     bool registered = false;
     {
       absl::MutexLock write_lock(&write_mu_);
-      grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
-      {
-        absl::MutexLock lock(&mu_);
-        stream = stream_.get();
-      }
+      Stream* stream = CurrentStream();
       registered = stream->Write(hello) && stream->Read(&message) && message.has_register_ack();
+    }
+    if (registered && resend_ != nullptr) {
+      const std::vector<v1::AgentMessage> again = resend_();
+      absl::MutexLock write_lock(&write_mu_);
+      Stream* stream = CurrentStream();
+      for (const v1::AgentMessage& m : again) {
+        if (!stream->Write(m)) {
+          registered = false;
+          break;
+        }
+      }
     }
     if (registered) {
       std::deque<v1::AgentMessage> backlog;
@@ -103,11 +117,7 @@ void CoordinatorLink::ConnectionLoop() {
       RM_LOG(INFO) << "connected to the coordinator";
       backoff = absl::Milliseconds(100);
       for (const auto& m : backlog) Send(m);
-      grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>* stream;
-      {
-        absl::MutexLock lock(&mu_);
-        stream = stream_.get();
-      }
+      Stream* stream = CurrentStream();
       while (stream->Read(&message)) on_command_(message);
     }
     {

@@ -2,10 +2,11 @@
 // coordinator restarts and network trouble.
 //
 // A connection thread connects, sends Register (built fresh each time by `make_register`, so it
-// lists the workers still running), waits for RegisterAck, then reads commands and hands them to
-// `on_command` (on the connection thread, in order). When the stream breaks it reconnects with
-// exponential backoff (100 ms doubling to 5 s, with jitter). A heartbeat thread sends Heartbeat at
-// the interval the coordinator asked for while connected.
+// lists the workers still running), waits for RegisterAck, writes what `resend` returns (before
+// anything else: what a coordinator that restarted must hear again, see rendezvous_replay.h),
+// then reads commands and hands them to `on_command` (on the connection thread, in order). When the
+// stream breaks it reconnects with exponential backoff (100 ms doubling to 5 s, with jitter). A
+// heartbeat thread sends Heartbeat at the interval the coordinator asked for while connected.
 //
 // While disconnected, Send() keeps worker states and rendezvous requests in a bounded queue
 // (oldest dropped past 10,000) and delivers them after the next RegisterAck; step summaries are
@@ -20,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -33,9 +35,12 @@ class CoordinatorLink {
  public:
   using RegisterFactory = std::function<v1::Register()>;
   using CommandHandler = std::function<void(const v1::CoordinatorMessage&)>;
+  using ResendFactory = std::function<std::vector<v1::AgentMessage>()>;
 
+  // `resend` may be null. The factories are called on the connection thread, without the link's
+  // locks held.
   CoordinatorLink(std::shared_ptr<grpc::Channel> channel, RegisterFactory make_register,
-                  CommandHandler on_command);
+                  CommandHandler on_command, ResendFactory resend = nullptr);
   ~CoordinatorLink();  // Stop()s.
 
   // Starts the connection and heartbeat threads.
@@ -51,7 +56,11 @@ class CoordinatorLink {
   int64_t connections() const;
 
  private:
+  using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
+
   void ConnectionLoop();
+  // The stream of the connection being made or up; only the connection thread replaces it.
+  Stream* CurrentStream() ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop();
   // Writes under the write lock; false if the stream is broken.
   bool Write(const v1::AgentMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
@@ -59,6 +68,7 @@ class CoordinatorLink {
   std::unique_ptr<v1::AgentService::Stub> stub_;
   const RegisterFactory make_register_;
   const CommandHandler on_command_;
+  const ResendFactory resend_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -67,8 +77,7 @@ class CoordinatorLink {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::deque<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>> stream_
-      ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::thread connection_thread_;

@@ -58,7 +58,15 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
         watchdog_->ReportHangsAgain();
         return MakeRegister();
       },
-      [this](const v1::CoordinatorMessage& m) { OnCommand(m); });
+      [this](const v1::CoordinatorMessage& m) { OnCommand(m); },
+      [this] {
+        std::vector<v1::AgentMessage> again;
+        absl::MutexLock lock(&mu_);
+        for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
+          *again.emplace_back().mutable_rendezvous() = std::move(r);
+        }
+        return again;
+      });
   link_->Start();
 }
 
@@ -87,6 +95,7 @@ void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
     absl::MutexLock lock(&mu_);
     auto it = answers_.find(message.rendezvous().request_id());
     if (it != answers_.end()) it->second = message.rendezvous();
+    rendezvous_replay_.Answered(message.rendezvous().request_id(), message.rendezvous().code());
     return;
   }
   if (message.has_launch() || message.has_stop()) {
@@ -374,7 +383,8 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
     generations_[job.job_id()] = job.generation();
     launching_.insert({job.job_id(), job.generation()});
-    // The older generations' exits concern the coordinator no more.
+    // The older generations' exits and rendezvous keys concern the coordinator no more.
+    rendezvous_replay_.NewGeneration(job.job_id(), job.generation());
     exits_.erase(std::remove_if(exits_.begin(), exits_.end(),
                                 [&](const v1::WorkerState& e) {
                                   return e.job().job_id() == job.job_id() &&
@@ -527,8 +537,9 @@ absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,
     absl::MutexLock lock(&mu_);
     id = next_request_++;
     answers_[id] = std::nullopt;
+    request.set_request_id(id);
+    rendezvous_replay_.Sent(request);
   }
-  request.set_request_id(id);
   v1::AgentMessage message;
   *message.mutable_rendezvous() = request;
   link_->Send(message);
@@ -546,6 +557,7 @@ absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,
       deadline + absl::Seconds(1));  // The coordinator answers DEADLINE_EXCEEDED itself.
   std::optional<v1::RendezvousResponse> response = answers_[id];
   answers_.erase(id);
+  if (!response.has_value()) rendezvous_replay_.Abandoned(id);
   if (!answered || !response.has_value()) {
     return absl::UnavailableError("no answer from the coordinator for the rendezvous");
   }

@@ -34,6 +34,7 @@
 #include "agent/local_watchdog.h"
 #include "agent/log_retention.h"
 #include "agent/rank_metrics.h"
+#include "agent/rendezvous_replay.h"
 #include "agent/worker_supervisor.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 
@@ -158,6 +159,8 @@ class NodeAgent {
   absl::Mutex prune_mu_;  // one PruneLogs() at a time
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
+  // What a coordinator that restarted hears again after RegisterAck.
+  RendezvousReplay rendezvous_replay_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
   // Stops running on their own threads: how many per job, the devices of the workers they stop
   // (until the stop has ended: the worker's whole process group is gone), the threads by id, and

@@ -22,6 +22,16 @@ RendezvousManager::RendezvousManager(Clock* clock, metrics::Registry* registry) 
     requests_ =
         &registry->AddCounter("ringmaster_rendezvous_requests_total",
                               "Rendezvous requests by operation and result code.", {"op", "code"});
+    waiters_gauge_ = &registry->AddGauge(
+        "ringmaster_rendezvous_waiters",
+        "Rendezvous waits of the job's current generation not answered yet.", {"job_id"});
+  }
+}
+
+void RendezvousManager::CountWaiter(const std::string& job_id, int change) {
+  const int64_t now = waiting_[job_id] += change;
+  if (waiters_gauge_ != nullptr) {
+    waiters_gauge_->WithLabels({job_id})->Set(static_cast<double>(now));
   }
 }
 
@@ -60,6 +70,8 @@ void RendezvousManager::CloseJob(const std::string& job_id) {
     FailAll(&it->second, absl::FailedPreconditionError(absl::StrCat("job ", job_id, " ended")),
             &fired);
     stores_.erase(it);
+    waiting_.erase(job_id);
+    if (waiters_gauge_ != nullptr) waiters_gauge_->Remove({job_id});
   }
   Run(std::move(fired));
 }
@@ -149,6 +161,7 @@ void RendezvousManager::Wait(const std::string& job_id, int64_t generation, cons
       waiter.job_id = job_id;
       waiter.deadline_entry = by_deadline_.emplace(deadline, id);
       store->waiters_by_key[key].push_back(id);
+      CountWaiter(job_id, +1);
       return;
     }
   }
@@ -165,6 +178,7 @@ void RendezvousManager::Fire(uint64_t id, absl::StatusOr<std::string> result, Fi
   }
   Count("wait", result.status());
   by_deadline_.erase(it->second.deadline_entry);
+  CountWaiter(it->second.job_id, -1);
   fired->emplace_back(std::move(it->second.done), std::move(result));
   waiters_.erase(it);
 }

@@ -42,7 +42,8 @@ class RendezvousManager {
   static constexpr size_t kMaxKeysPerGeneration = 1 << 20;
 
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_rendezvous_wait_seconds and ringmaster_rendezvous_requests_total{op,code}.
+  // ringmaster_rendezvous_wait_seconds, ringmaster_rendezvous_requests_total{op,code} and
+  // ringmaster_rendezvous_waiters{job_id} (removed when the job is closed).
   RendezvousManager(Clock* clock, metrics::Registry* registry);
 
   // Makes `generation` the job's current one with an empty store. Older generations' waiters get
@@ -99,15 +100,19 @@ class RendezvousManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Fired fired);
   void Count(const char* op, const absl::Status& status);
+  // Adds `change` to the job's registered waiters and exports the count.
+  void CountWaiter(const std::string& job_id, int change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   metrics::HistogramFamily* wait_seconds_ = nullptr;
   metrics::CounterFamily* requests_ = nullptr;
+  metrics::GaugeFamily* waiters_gauge_ = nullptr;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Store> stores_ ABSL_GUARDED_BY(mu_);
   // Every waiter by id, and ids by deadline for expiry in deadline order.
   absl::flat_hash_map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> waiting_ ABSL_GUARDED_BY(mu_);  // waiters by job
   std::multimap<absl::Time, uint64_t> by_deadline_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
 };

@@ -130,5 +130,29 @@ TEST_F(RendezvousManagerTest, ExportsWaitLatencyAndRequestCounts) {
       << text;
 }
 
+TEST_F(RendezvousManagerTest, ExportsTheWaitersOfEachJobUntilItIsClosed) {
+  ASSERT_TRUE(manager_.OpenGeneration("a", 1).ok());
+  ASSERT_TRUE(manager_.OpenGeneration("b", 1).ok());
+  std::optional<absl::StatusOr<std::string>> a1, a2, a3, b1;
+  WaitInto("a", 1, "k", absl::Minutes(1), &a1);
+  WaitInto("a", 1, "k", absl::Minutes(1), &a2);
+  WaitInto("a", 1, "other", absl::Seconds(1), &a3);
+  WaitInto("b", 1, "k", absl::Minutes(1), &b1);
+  auto has = [&](const std::string& line) {
+    return registry_.RenderText().find(line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"a\"} 3")) << registry_.RenderText();
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"b\"} 1"));
+  ASSERT_TRUE(manager_.Set("a", 1, "k", "v").ok());  // answers two
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"a\"} 1"));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(manager_.ExpireWaiters(), 1);  // and the deadline the third
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"a\"} 0"));
+  ASSERT_TRUE(manager_.OpenGeneration("b", 2).ok());  // a new generation fails the old waiters
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"b\"} 0"));
+  manager_.CloseJob("a");
+  EXPECT_EQ(registry_.RenderText().find("job_id=\"a\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

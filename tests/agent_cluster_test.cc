@@ -9,11 +9,13 @@
 #include <fstream>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_client.h"
 #include "common/http_client.h"
 #include "common/testing/wait.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ringmaster/v1/worker.grpc.pb.h"
 #include "tests/local_cluster.h"
@@ -21,6 +23,8 @@
 
 namespace ringmaster::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -103,17 +107,38 @@ class AgentClusterTest : public ::testing::Test {
     return port;
   }
 
+  // The output of `rank` of `job` generation `gen`, on whichever agent ran it; "" if none did.
+  std::string RankLog(const std::string& job, int gen, int rank) {
+    std::string log;
+    for (const auto& work : work_dirs_) {
+      log += ReadFile(absl::StrCat(work, "/logs/", job, "/", gen, "/rank-", rank, ".log"));
+    }
+    return log;
+  }
+
   // The pid the test worker logged for `rank` of `job` generation `gen`, on whichever agent.
   pid_t WorkerPid(const std::string& job, int gen, int rank) {
-    std::regex re("test_worker: started pid=(\\d+)");
-    for (const auto& work : work_dirs_) {
-      std::string log =
-          ReadFile(absl::StrCat(work, "/logs/", job, "/", gen, "/rank-", rank, ".log"));
-      std::smatch m;
-      int pid = 0;
-      if (std::regex_search(log, m, re) && absl::SimpleAtoi(m[1].str(), &pid)) return pid;
+    const std::string log = RankLog(job, gen, rank);
+    std::smatch m;
+    int pid = 0;
+    if (std::regex_search(log, m, std::regex("test_worker: started pid=(\\d+)")) &&
+        absl::SimpleAtoi(m[1].str(), &pid)) {
+      return pid;
     }
     return 0;
+  }
+
+  // Waits until the job is SUCCEEDED, RESTARTING or FAILED, and returns `describe job`.
+  std::string WaitUntilDoneOrRestarting(const std::string& id) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const std::string state = Ctl({"get", "job", id}).output;
+          return state.find("SUCCEEDED") != std::string::npos ||
+                 state.find("RESTARTING") != std::string::npos ||
+                 state.find("FAILED") != std::string::npos;
+        },
+        absl::Seconds(90)));
+    return Ctl({"describe", "job", id}).output;
   }
 
   // SIGKILLs the coordinator, starts its successor on the same address and state, and waits
@@ -476,19 +501,60 @@ TEST_F(AgentClusterTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished)
 
   ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
   std::ofstream(release) << "go\n";
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const std::string state = Ctl({"get", "job", id}).output;
-        return state.find("SUCCEEDED") != std::string::npos ||
-               state.find("RESTARTING") != std::string::npos ||
-               state.find("FAILED") != std::string::npos;
-      },
-      absl::Seconds(60)))
-      << Ctl({"describe", "job", id}).output;
-  std::string described = Ctl({"describe", "job", id}).output;
+  const std::string described = WaitUntilDoneOrRestarting(id);
   EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
   EXPECT_EQ(described.find("RESTARTING"), std::string::npos) << described;
   EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
+}
+
+// Rank 0 sets its rendezvous key, then the coordinator dies, and its successor starts with an
+// empty store; the other ranks read the key only after that. Rank 0's agent sets the key again
+// once it is registered with the successor, so the ranks find it: no restart.
+TEST_F(AgentClusterTest, ARendezvousKeySetBeforeACoordinatorRestartIsStillThere) {
+  const std::string release = dir_ + "/release";
+  std::string id =
+      Submit(JobFile("rvset",
+                     absl::StrCat("\"--steps=2\", \"--rendezvous\", \"--hold_before_rendezvous\", "
+                                  "\"--hold_ranks=1,2,3\", \"--hold_until_file=",
+                                  release, "\""),
+                     0));
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(RankLog(id, 1, 0), "rendezvous set hello"); },
+                      absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
+  std::ofstream(release) << "go\n";
+  const std::string described = WaitUntilDoneOrRestarting(id);
+  EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
+  EXPECT_EQ(WorkerPid(id, 2, 0), 0);
+  EXPECT_THAT(RankLog(id, 1, 3), HasSubstr("rendezvous hello=world"));
+}
+
+// Ranks 1-3 wait for rank 0's key when the coordinator dies: their waits, registered with it,
+// die with it. Their agents send them again to its successor, where rank 0 then sets the key: the
+// waits are answered, no restart.
+TEST_F(AgentClusterTest, RendezvousWaitsUnderWayWhenTheCoordinatorRestartsAreAnswered) {
+  const std::string release = dir_ + "/release";
+  std::string id =
+      Submit(JobFile("rvwait",
+                     absl::StrCat("\"--steps=2\", \"--rendezvous\", \"--hold_before_rendezvous\", "
+                                  "\"--hold_ranks=0\", \"--hold_until_file=",
+                                  release, "\""),
+                     0));
+  const std::string waiting =
+      absl::StrCat("ringmaster_rendezvous_waiters{job_id=\"", id, "\"} 3\n");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto page = HttpGet("127.0.0.1", coordinator_->metrics_port, "/metrics");
+        return page.ok() && absl::StrContains(page->body, waiting);
+      },
+      absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
+  std::ofstream(release) << "go\n";
+  const std::string described = WaitUntilDoneOrRestarting(id);
+  EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
+  EXPECT_EQ(WorkerPid(id, 2, 0), 0);
+  for (int rank : {1, 2, 3}) {
+    EXPECT_THAT(RankLog(id, 1, rank), HasSubstr("rendezvous hello=world")) << rank;
+  }
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 // "test_worker: ready"; prints its environment, working directory, stdin, open descriptors and
 // signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and runs --steps
 // steps of --step_seconds each, reported through the worker API; prints --print_bytes bytes of
-// filler; waits for --hold_until_file to exist if its rank is among --hold_ranks; then crashes
-// (SIGSEGV), hangs, or exits with --exit_code.
+// filler; then crashes (SIGSEGV), hangs, or exits with --exit_code. If its rank is among
+// --hold_ranks, it waits for --hold_until_file to exist before it exits (or before the
+// rendezvous, with --hold_before_rendezvous).
 //
 // Identity and the agent's socket come from RINGMASTER_JOB, RINGMASTER_GENERATION, RANK and
 // RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
@@ -55,6 +56,8 @@ ABSL_FLAG(std::string, hold_until_file, "",
           "After the steps, wait until this file exists (ranks in --hold_ranks only).");
 ABSL_FLAG(std::vector<std::string>, hold_ranks, {},
           "The ranks --hold_until_file holds (every rank when empty).");
+ABSL_FLAG(bool, hold_before_rendezvous, false,
+          "--hold_until_file holds before the rendezvous rather than before the exit.");
 ABSL_FLAG(bool, rendezvous, false,
           "Rank 0 sets key \"hello\" to \"world\"; other ranks wait for it (30 s) and print it.");
 
@@ -124,7 +127,12 @@ absl::Status Rendezvous(AgentClient* agent) {
   if (agent == nullptr) {
     return absl::FailedPreconditionError("--rendezvous needs RINGMASTER_AGENT_SOCKET");
   }
-  if (agent->identity().rank() == 0) return agent->Set("hello", "world");
+  if (agent->identity().rank() == 0) {
+    RETURN_IF_ERROR(agent->Set("hello", "world"));
+    Say("rendezvous set hello");
+    return absl::OkStatus();
+  }
+  Say("rendezvous waiting for hello");
   ASSIGN_OR_RETURN(std::string value, agent->Wait("hello", absl::Seconds(kRendezvousSeconds)));
   Say(absl::StrCat("rendezvous hello=", value));
   return absl::OkStatus();
@@ -206,12 +214,14 @@ absl::StatusOr<int> Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent,
                    AgentClient::FromEnvironment(trainer::ProcessEnvironment()));
   if (agent != nullptr) RETURN_IF_ERROR(ReportPhase(agent.get(), v1::WORKER_PHASE_INIT));
+  const bool hold_first = absl::GetFlag(FLAGS_hold_before_rendezvous);
+  if (hold_first) Hold();
   if (absl::GetFlag(FLAGS_rendezvous)) RETURN_IF_ERROR(Rendezvous(agent.get()));
   if (agent != nullptr) RETURN_IF_ERROR(ReportPhase(agent.get(), v1::WORKER_PHASE_STEP));
   RETURN_IF_ERROR(RunSteps(agent.get(), absl::GetFlag(FLAGS_steps),
                            absl::Seconds(absl::GetFlag(FLAGS_step_seconds))));
   if (absl::GetFlag(FLAGS_print_bytes) > 0) PrintFiller(absl::GetFlag(FLAGS_print_bytes));
-  Hold();
+  if (!hold_first) Hold();
   if (absl::GetFlag(FLAGS_crash)) Crash();
   if (absl::GetFlag(FLAGS_hang)) Hang();
 
