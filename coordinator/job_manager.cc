@@ -96,8 +96,9 @@ struct JobManager::Job {
   std::vector<double> rank_tokens_per_second;
   bool progress_dirty = false;
   absl::Time last_progress_push;
-  // Nodes of a recovered running job that have not re-registered yet.
-  std::set<std::string> awaiting_nodes;
+  // A recovered running job's ranks that no registration has reported yet (running, or exited),
+  // by node.
+  std::map<std::string, std::set<int>> awaiting;
   std::map<uint64_t, WatchCallback> watchers;
   // Watchdog state of the current generation.
   std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
@@ -196,7 +197,7 @@ absl::Status JobManager::Recover() {
     job->stored_events = job->events.size();
     const std::string id = job->status.job_id();
     if (job->status.state() == v1::JOB_STATE_RUNNING) {
-      job->awaiting_nodes = NodesOf(job->status);
+      for (const auto& a : job->status.assignments()) job->awaiting[a.node()].insert(a.rank());
       int world = job->status.assignments_size();
       job->rank_step.assign(world, 0);
       job->rank_tokens_per_second.assign(world, 0);
@@ -373,6 +374,23 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
   v1::GetJobResponse response;
   *response.mutable_job() = job->status;
   for (const auto& e : job->events) *response.add_events() = e;
+  if (job->status.state() == v1::JOB_STATE_RUNNING) {
+    const absl::Time now = clock_->Now();
+    for (int rank = 0; rank < static_cast<int>(job->rank_step.size()); ++rank) {
+      v1::RankLiveState* live = response.add_ranks();
+      live->set_rank(rank);
+      live->set_step(job->rank_step[rank]);
+      auto heard = job->last_heard.find(rank);
+      live->set_last_report_age_seconds(
+          heard == job->last_heard.end() ? -1 : absl::ToDoubleSeconds(now - heard->second));
+      if (job->stragglers != nullptr) {
+        live->set_compute_ratio(job->stragglers->ratio(rank));
+        live->set_straggler(job->stragglers->flagged(rank));
+      }
+      live->set_hang_suspect(job->hang_suspects.count(rank) > 0);
+      live->set_finished(job->finished_ranks.count(rank) > 0);
+    }
+  }
   return response;
 }
 
@@ -637,7 +655,7 @@ bool JobManager::TryPlace(Job* job) {
   status.mutable_progress()->set_checkpoint_step(-1);
   const int world = static_cast<int>(placement->assignments.size());
   job->finished_ranks.clear();
-  job->awaiting_nodes.clear();    // a new generation has nothing to reconcile
+  job->awaiting.clear();          // a new generation has nothing to reconcile
   status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
   status.set_stopping_deadline_unix_nanos(0);
   status.set_backoff_until_unix_nanos(0);
@@ -1055,12 +1073,19 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
   const std::string& node = registration.node();
   // (job, rank) of the jobs' current generations that run here or whose exit the node reported.
   std::set<std::pair<std::string, int>> accounted;
+  auto account = [&](Job* job, int rank) {
+    accounted.insert({job->status.job_id(), rank});
+    auto awaited = job->awaiting.find(node);
+    if (awaited == job->awaiting.end()) return;
+    awaited->second.erase(rank);
+    if (awaited->second.empty()) job->awaiting.erase(awaited);
+  };
   for (const v1::WorkerState& worker : registration.running_workers()) {
     Job* job = Find(worker.job().job_id());
     const bool current = job != nullptr && worker.job().generation() == job->status.generation() &&
                          worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
                          job->status.assignments(worker.rank()).node() == node;
-    if (current) accounted.insert({job->status.job_id(), worker.rank()});
+    if (current) account(job, worker.rank());
     if (current && IsStopping(job->status, worker.rank())) {
       // Asked to checkpoint and exit before the coordinator restarted: its agent is still
       // stopping it, and its device stays held until it exits.
@@ -1084,27 +1109,18 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
   // been told of before it restarted (its finished ranks live in memory) are handled as if they
   // came now; handling one twice changes nothing.
   for (const v1::WorkerState& exit : registration.exited_workers()) {
-    const Job* job = Find(exit.job().job_id());
+    Job* job = Find(exit.job().job_id());
     if (job == nullptr || exit.phase() != v1::WORKER_PHASE_EXITED ||
         exit.job().generation() != job->status.generation() || exit.rank() < 0 ||
         exit.rank() >= job->status.assignments_size() ||
         job->status.assignments(exit.rank()).node() != node) {
       continue;
     }
-    accounted.insert({job->status.job_id(), exit.rank()});
+    account(job, exit.rank());
     OnWorkerStateLocked(node, exit);
   }
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    // A recovered running job stops waiting for this node once each of its ranks here runs or
-    // has exited; one that did neither is lost, and the reconcile timeout fails the job.
-    if (job->status.state() == v1::JOB_STATE_RUNNING && job->awaiting_nodes.count(node)) {
-      bool all = true;
-      for (const auto& a : job->status.assignments()) {
-        if (a.node() == node && !accounted.count({id, a.rank()})) all = false;
-      }
-      if (all) job->awaiting_nodes.erase(node);
-    }
     // Ranks still awaited after a drain that were placed here but neither run here nor reported
     // an exit have gone (their agent restarted, say).
     const std::vector<int> stopping(job->status.stopping_ranks().begin(),
@@ -1152,13 +1168,15 @@ void JobManager::Tick() {
         continue;
       }
     }
-    if (!job->awaiting_nodes.empty() && now - started_ >= options_.reconcile_timeout) {
-      std::string what = absl::StrCat("node ", *job->awaiting_nodes.begin(),
-                                      " did not report the job's workers after a coordinator "
-                                      "restart");
-      const std::string missing = *job->awaiting_nodes.begin();
-      job->awaiting_nodes.clear();
-      Fail(job, what, /*fatal=*/false, now, missing);
+    if (!job->awaiting.empty() && now - started_ >= options_.reconcile_timeout) {
+      // A rank neither running nor reported as exited by its node: it is lost.
+      const auto& [missing, ranks] = *job->awaiting.begin();
+      std::string what =
+          absl::StrCat("node ", missing, " did not report rank(s) ", absl::StrJoin(ranks, ", "),
+                       " of the job after a coordinator restart");
+      const std::string node = missing;
+      job->awaiting.clear();
+      Fail(job, what, /*fatal=*/false, now, node);
       changed = true;
       continue;
     }

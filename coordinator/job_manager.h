@@ -105,7 +105,8 @@ class JobManager {
   // What Submit would decide, without storing anything.
   absl::StatusOr<v1::PlanJobResponse> Plan(const v1::JobSpec& spec);
 
-  // NOT_FOUND for an unknown id.
+  // NOT_FOUND for an unknown id. A running job's response has each rank's live state (step, time
+  // since its last report, straggler and hang-suspect flags).
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) const;
   // Newest first, filtered by state (empty = all), at most `limit` (0 = 100, capped at 1000).
   std::vector<v1::JobStatus> List(const std::vector<v1::JobState>& states, int limit) const;

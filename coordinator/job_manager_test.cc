@@ -433,6 +433,12 @@ TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags)
   EXPECT_NE(hangs[0].message().find("rank 2's process stopped reporting 5.0 s ago"),
             std::string::npos)
       << hangs[0].message();
+  // The relaunched generation's rank 2 is marked until the suspects' series go.
+  auto relaunched = jobs_->Get(job->job_id());
+  ASSERT_EQ(relaunched->job().state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(relaunched->ranks_size(), 4);
+  EXPECT_TRUE(relaunched->ranks(2).hang_suspect());
+  EXPECT_FALSE(relaunched->ranks(1).hang_suspect());
 }
 
 TEST_F(JobManagerTest, AnEarlyHangReportWaitsForTheStoppedProcessToFallSilent) {
@@ -523,6 +529,10 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   EXPECT_NE(registry_.RenderText().find("ringmaster_straggler{job_id=\"" + job->job_id() +
                                         "\",rank=\"1\"} 1"),
             std::string::npos);
+  ASSERT_EQ(after->ranks_size(), 2);  // and `ringctl describe` says so
+  EXPECT_TRUE(after->ranks(1).straggler());
+  EXPECT_NEAR(after->ranks(1).compute_ratio(), 1.5, 1e-9);
+  EXPECT_FALSE(after->ranks(0).straggler());
   // Back to normal: cleared, the series stays at 0 until the job ends.
   for (int step = 13; step <= 40; ++step) {
     jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
@@ -535,6 +545,30 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
             std::string::npos);
   ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
   EXPECT_EQ(registry_.RenderText().find("ringmaster_straggler{"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, ARunningJobsRanksSayTheirStepAndWhenTheyWereLastHeardOf) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  jobs_->OnStepSummary(Summary(running, 0, 7, 7, 7));
+  clock_.Advance(absl::Milliseconds(2500));
+  auto got = jobs_->Get(job->job_id());
+  ASSERT_EQ(got->ranks_size(), 2);
+  EXPECT_EQ(got->ranks(0).rank(), 0);
+  EXPECT_EQ(got->ranks(0).step(), 7);
+  EXPECT_DOUBLE_EQ(got->ranks(0).last_report_age_seconds(), 2.5);
+  EXPECT_EQ(got->ranks(1).step(), 0);
+  EXPECT_EQ(got->ranks(1).last_report_age_seconds(), -1);  // never heard of
+  EXPECT_FALSE(got->ranks(1).finished());
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0));
+  got = jobs_->Get(job->job_id());
+  EXPECT_TRUE(got->ranks(1).finished());
+  EXPECT_FALSE(got->ranks(1).hang_suspect());
+  // Only a running job has them.
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(jobs_->Get(job->job_id())->ranks_size(), 0);
 }
 
 TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
@@ -850,7 +884,9 @@ TEST_F(JobManagerTest, ARecoveredNodeMissingOneOfItsRanksFailsTheJobAfterTheReco
   bool explained = false;
   const auto after = jobs_->Get(job->job_id());
   for (const auto& e : after->events()) {
-    if (absl::StrContains(e.message(), "node n1 did not report")) explained = true;
+    if (absl::StrContains(e.message(), "node n1 did not report rank(s) 1 of the job")) {
+      explained = true;
+    }
   }
   EXPECT_TRUE(explained);
 }

@@ -47,6 +47,21 @@ std::string UtcTime(int64_t unix_nanos) {
                           absl::UTCTimeZone());
 }
 
+// "0.4s ago", or "never".
+std::string HeardAgo(const v1::RankLiveState& r) {
+  if (r.last_report_age_seconds() < 0) return "never";
+  return absl::StrFormat("%.1fs ago", r.last_report_age_seconds());
+}
+
+// "hang suspect", "straggler (1.85x)", "finished", or "-".
+std::string RankStatus(const v1::RankLiveState& r) {
+  std::vector<std::string> parts;
+  if (r.hang_suspect()) parts.push_back("hang suspect");
+  if (r.straggler()) parts.push_back(absl::StrFormat("straggler (%.2fx)", r.compute_ratio()));
+  if (r.finished()) parts.push_back("finished");
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
+
 }  // namespace
 
 std::string StateName(v1::JobState state) {
@@ -206,12 +221,19 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
   }
   if (!j.assignments().empty()) {
     absl::StrAppend(&out, "\nAssignments:\n");
+    // A running job's ranks also say how far each got and when it was last heard of.
+    const bool live = response.ranks_size() == j.assignments_size();
     std::vector<std::vector<std::string>> rows = {
         {"  RANK", "NODE", "DEVICE", "LOCAL", "TP", "PP", "DP"}};
+    if (live) rows[0].insert(rows[0].end(), {"STEP", "HEARD", "STATUS"});
     for (const auto& a : j.assignments()) {
       rows.push_back({absl::StrCat("  ", a.rank()), a.node(), absl::StrCat(a.local_device()),
                       absl::StrCat(a.local_rank()), absl::StrCat(a.tp_rank()),
                       absl::StrCat(a.pp_rank()), absl::StrCat(a.dp_rank())});
+      if (live && a.rank() >= 0 && a.rank() < response.ranks_size()) {
+        const v1::RankLiveState& r = response.ranks(a.rank());
+        rows.back().insert(rows.back().end(), {absl::StrCat(r.step()), HeardAgo(r), RankStatus(r)});
+      }
     }
     absl::StrAppend(&out, Table(rows));
     absl::StrAppend(&out, "\nGroups:\n");

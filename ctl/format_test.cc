@@ -49,5 +49,38 @@ TEST(DescribeJobTest, ACrashLoopsBackoffSaysWhenTheNextLaunchIs) {
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Crash loop")));
 }
 
+TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardAndStatus) {
+  v1::GetJobResponse r;
+  v1::JobStatus* j = r.mutable_job();
+  j->set_state(v1::JOB_STATE_RUNNING);
+  for (int rank = 0; rank < 4; ++rank) {
+    v1::RankAssignment* a = j->add_assignments();
+    a->set_rank(rank);
+    a->set_node("n1");
+    a->set_local_device(rank);
+    a->set_dp_rank(rank);
+    v1::RankLiveState* live = r.add_ranks();
+    live->set_rank(rank);
+    live->set_step(120);
+    live->set_last_report_age_seconds(0.4);
+  }
+  r.mutable_ranks(1)->set_step(97);
+  r.mutable_ranks(1)->set_last_report_age_seconds(42.25);
+  r.mutable_ranks(1)->set_hang_suspect(true);
+  r.mutable_ranks(2)->set_straggler(true);
+  r.mutable_ranks(2)->set_compute_ratio(1.847);
+  r.mutable_ranks(3)->set_last_report_age_seconds(-1);
+  r.mutable_ranks(3)->set_finished(true);
+  const std::string text = DescribeJob(r);
+  EXPECT_THAT(text, HasSubstr("STEP  HEARD"));
+  EXPECT_THAT(text, HasSubstr("120   0.4s ago   -\n"));
+  EXPECT_THAT(text, HasSubstr("97    42.2s ago  hang suspect\n"));
+  EXPECT_THAT(text, HasSubstr("120   0.4s ago   straggler (1.85x)\n"));
+  EXPECT_THAT(text, HasSubstr("120   never      finished\n"));
+  // Without live states (not running) the table has no such columns.
+  r.clear_ranks();
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("HEARD")));
+}
+
 }  // namespace
 }  // namespace ringmaster::ctl

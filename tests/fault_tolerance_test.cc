@@ -35,12 +35,11 @@ constexpr char kModel[] =
 std::string Job(const std::string& name, const std::string& program, int steps,
                 const std::string& checkpoint_dir, const std::string& extra = "") {
   return absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 2\n",
-                      "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n  ", program,
-                      "\n", kModel, "  steps: ", steps, "\n",
-                      checkpoint_dir.empty()
-                          ? ""
-                          : absl::StrCat("checkpoint: {dir: ", checkpoint_dir,
-                                         ", every_steps: 20, keep: 3}\n"),
+                      "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n  ", program, "\n",
+                      kModel, "  steps: ", steps, "\n",
+                      checkpoint_dir.empty() ? ""
+                                             : absl::StrCat("checkpoint: {dir: ", checkpoint_dir,
+                                                            ", every_steps: 20, keep: 3}\n"),
                       "restart: {max_restarts: 3}\n", extra);
 }
 
@@ -167,8 +166,8 @@ TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
   auto events = cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
   // The hang event names rank 2 (the stopped one), whichever rank's silence was noticed first.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(events, m,
-                                std::regex("\"kind\": \"hang\",[^}]*\"ranks\": \\[\\s*(\\d+)\\s*\\]")))
+  ASSERT_TRUE(std::regex_search(
+      events, m, std::regex("\"kind\": \"hang\",[^}]*\"ranks\": \\[\\s*(\\d+)\\s*\\]")))
       << events;
   EXPECT_EQ(m[1].str(), "2") << events;
 }
@@ -190,6 +189,15 @@ TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
       << described;
   EXPECT_THAT(described, HasSubstr("straggler"));
   EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
+  // The assignments table says it on rank 3's row, with its ratio, and on no other row.
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("\\n  3 +agent-1 [^\\n]*straggler \\(\\d+\\.\\d\\dx\\)\\n")))
+      << described;
+  const std::regex flagged_row("\\n  \\d+ +agent-[^\\n]*straggler \\(");
+  EXPECT_EQ(std::distance(std::sregex_iterator(described.begin(), described.end(), flagged_row),
+                          std::sregex_iterator()),
+            1)
+      << described;
   EXPECT_EQ(Restarts(*cluster_, id), 0);
   for (int rank : {0, 1, 2}) {
     EXPECT_THAT(described, Not(HasSubstr(absl::StrCat("rank ", rank, " on agent-")))) << rank;
@@ -260,8 +268,7 @@ TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
   for (const auto& [step, path] : uncommitted) {
     if (step > newest) std::filesystem::remove_all(path);
   }
-  const std::string victim =
-      absl::StrFormat("%s/ckpt/step-%08d/rank-00001.bin", dir_, newest);
+  const std::string victim = absl::StrFormat("%s/ckpt/step-%08d/rank-00001.bin", dir_, newest);
   if (truncate) {
     std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2);
   } else {
