@@ -567,6 +567,13 @@ absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,
   return response->value();
 }
 
+void NodeAgent::ForwardLinkReport(const v1::LinkReport& report) {
+  if (link_ == nullptr) return;
+  v1::AgentMessage message;
+  *message.mutable_link_report() = report;
+  link_->Send(message);
+}
+
 void NodeAgent::Tick() {
   metrics_->Refresh();
   if (link_ == nullptr) return;

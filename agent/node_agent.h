@@ -80,6 +80,9 @@ class NodeAgent {
   // UNAVAILABLE if the coordinator cannot be reached by then.
   absl::StatusOr<std::string> Rendezvous(v1::RendezvousRequest request, absl::Time deadline);
 
+  // Forwards a worker's link check to the coordinator (queued while disconnected, like exits).
+  void ForwardLinkReport(const v1::LinkReport& report);
+
   // Sends summaries and hung-rank reports; called periodically by main.
   void Tick();
 

@@ -101,6 +101,31 @@ absl::Status ValidateStepReport(const v1::ReportStepRequest& report) {
   return Sequences("collective_completed", report.collective_completed());
 }
 
+absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report) {
+  RETURN_IF_ERROR(NonNegative("seconds", report.seconds()));
+  if (report.links_size() > kMaxReportedLinks) {
+    return FieldError("links", absl::StrCat("at most ", kMaxReportedLinks, " entries, got ",
+                                            report.links_size()));
+  }
+  for (int i = 0; i < report.links_size(); ++i) {
+    const v1::LinkStat& link = report.links(i);
+    const std::string field = absl::StrCat("links[", i, "]");
+    if (!ValidGroupName(link.group())) return GroupNameError(field + ".group", link.group());
+    if (link.peer_rank() < 0) {
+      return FieldError(field + ".peer_rank", absl::StrCat("must be >= 0, got ", link.peer_rank()));
+    }
+    if (link.bytes() <= 0) {
+      return FieldError(field + ".bytes", absl::StrCat("must be > 0, got ", link.bytes()));
+    }
+    if (!(std::isfinite(link.seconds()) && link.seconds() > 0)) {
+      return FieldError(field + ".seconds",
+                        absl::StrFormat("must be finite and > 0, got %g", link.seconds()));
+    }
+    RETURN_IF_ERROR(NonNegative(field + ".wrong", static_cast<double>(link.wrong())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report) {
   RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
   return Sequences("collective_completed", report.collective_completed());

@@ -13,6 +13,8 @@ namespace ringmaster::agent {
 // Most groups (communicators) one report may name, and most collective entries it may carry.
 inline constexpr int kMaxReportedGroups = 64;
 inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
+// Most links one link check may report (two ring neighbours per group).
+inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
 
 // OK, or INVALID_ARGUMENT naming the field and the rule ("collectives[2].op: must be one of
 // all_reduce, ...; got \"foo\""):
@@ -23,6 +25,9 @@ inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
 //  - collective_entered/completed: at most kMaxReportedGroups, valid names, values >= 0.
 // A valid group name is 1 to 64 characters of [A-Za-z0-9_.-].
 absl::Status ValidateStepReport(const v1::ReportStepRequest& report);
+//  - links: at most kMaxReportedLinks; group a valid group name; peer_rank >= 0; bytes > 0;
+//    seconds finite and > 0; wrong >= 0; the check's seconds finite and >= 0.
+absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
 
 }  // namespace ringmaster::agent

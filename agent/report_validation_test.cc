@@ -118,5 +118,43 @@ TEST(ValidateCollectivesReportTest, ChecksTheSequenceNumbers) {
             "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"a/b\"");
 }
 
+TEST(ValidateLinksReportTest, EachLinkNamesItsFieldWhenOutOfRange) {
+  v1::ReportLinksRequest r;
+  r.set_seconds(0.2);
+  v1::LinkStat* link = r.add_links();
+  link->set_group("dp0");
+  link->set_peer_rank(3);
+  link->set_bytes(4 << 20);
+  link->set_seconds(0.004);
+  EXPECT_TRUE(ValidateLinksReport(r).ok()) << ValidateLinksReport(r);
+  EXPECT_TRUE(ValidateLinksReport(v1::ReportLinksRequest()).ok());  // no links to check
+
+  v1::ReportLinksRequest bad = r;
+  bad.mutable_links(0)->set_group("dp 0");
+  EXPECT_EQ(Message(ValidateLinksReport(bad)),
+            "links[0].group: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"dp 0\"");
+  bad = r;
+  bad.mutable_links(0)->set_peer_rank(-1);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].peer_rank: must be >= 0, got -1");
+  bad = r;
+  bad.mutable_links(0)->set_bytes(0);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].bytes: must be > 0, got 0");
+  bad = r;
+  bad.mutable_links(0)->set_seconds(0);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].seconds: must be finite and > 0, got 0");
+  bad.mutable_links(0)->set_seconds(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].seconds: must be finite and > 0, got nan");
+  bad = r;
+  bad.mutable_links(0)->set_wrong(-2);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].wrong: must be finite and >= 0, got -2");
+  bad = r;
+  bad.set_seconds(-1);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "seconds: must be finite and >= 0, got -1");
+  bad = r;
+  for (int i = 0; i < kMaxReportedLinks; ++i) *bad.add_links() = r.links(0);
+  EXPECT_EQ(Message(ValidateLinksReport(bad)), "links: at most 128 entries, got 129");
+  EXPECT_EQ(ValidateLinksReport(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

@@ -112,4 +112,20 @@ grpc::Status WorkerService::ReportCollectives(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::ReportLinks(grpc::ServerContext* context,
+                                        const v1::ReportLinksRequest* request,
+                                        v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (ok.ok()) ok = ValidateLinksReport(*request);
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  v1::LinkReport report;
+  report.mutable_job()->set_job_id(request->worker().job_id());
+  report.mutable_job()->set_generation(request->worker().generation());
+  report.set_rank(request->worker().rank());
+  *report.mutable_links() = request->links();
+  report.set_seconds(request->seconds());
+  agent_->ForwardLinkReport(report);
+  return grpc::Status::OK;
+}
+
 }  // namespace ringmaster::agent

@@ -37,6 +37,9 @@ class WorkerService final : public v1::WorkerService::Service {
   grpc::Status ReportCollectives(grpc::ServerContext* context,
                                  const v1::ReportCollectivesRequest* request,
                                  v1::ReportResponse* response) override;
+  // Forwarded to the coordinator, which judges the job's links once every rank reported.
+  grpc::Status ReportLinks(grpc::ServerContext* context, const v1::ReportLinksRequest* request,
+                           v1::ReportResponse* response) override;
 
  private:
   absl::Status Check(const v1::WorkerIdentity& worker) const;

@@ -21,4 +21,9 @@ std::string FormatFiniteDouble(double v) {
   return absl::StrFormat("%.*g", precision, v);
 }
 
+std::string FormatBandwidth(double bytes_per_second) {
+  if (bytes_per_second < 1e8) return absl::StrFormat("%.2f MB/s", bytes_per_second / 1e6);
+  return absl::StrFormat("%.2f GB/s", bytes_per_second / 1e9);
+}
+
 }  // namespace ringmaster

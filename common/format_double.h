@@ -11,6 +11,10 @@ namespace ringmaster {
 // `v` must be finite; callers spell NaN and infinities their own way.
 std::string FormatFiniteDouble(double v);
 
+// Bytes per second in decimal units, as nccl-tests prints them: "1.53 GB/s", and below
+// 0.1 GB/s "3.20 MB/s".
+std::string FormatBandwidth(double bytes_per_second);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_COMMON_FORMAT_DOUBLE_H_

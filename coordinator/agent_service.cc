@@ -73,6 +73,9 @@ class AgentService::Stream
       case v1::AgentMessage::kStepSummary:
         if (service_->jobs_ != nullptr) service_->jobs_->OnStepSummary(message.step_summary());
         return absl::OkStatus();
+      case v1::AgentMessage::kLinkReport:
+        if (service_->jobs_ != nullptr) service_->jobs_->OnLinkReport(message.link_report());
+        return absl::OkStatus();
       case v1::AgentMessage::kRendezvous:
         OnRendezvous(message.rendezvous());
         return absl::OkStatus();
@@ -173,7 +176,8 @@ AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Cl
       {v1::AgentMessage::kStepSummary, "step_summary"},
       {v1::AgentMessage::kRendezvous, "rendezvous"},
       {v1::AgentMessage::kLogData, "log_data"},
-      {v1::AgentMessage::kLeaving, "leaving"}};
+      {v1::AgentMessage::kLeaving, "leaving"},
+      {v1::AgentMessage::kLinkReport, "link_report"}};
   for (const auto& [body_case, name] : types) {
     if (handling_seconds_.size() <= static_cast<size_t>(body_case)) {
       handling_seconds_.resize(body_case + 1);

@@ -10,10 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/checkpoint_grace.h"
+#include "common/format_double.h"
 #include "common/job_state.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
+#include "coordinator/link_analysis.h"
 #include "coordinator/node_update.h"
 #include "coordinator/planner.h"
 #include "coordinator/recovery_tracker.h"
@@ -128,6 +130,10 @@ struct JobManager::Job {
   // launch may happen.
   bool generation_stepped = false;
   absl::Time launch_not_before = absl::InfinitePast();
+  // The current generation's link check (made by its first report), and the label values of the
+  // latest verdict's series.
+  std::unique_ptr<LinkCheckCollector> link_check;
+  std::vector<std::vector<std::string>> slow_link_series, link_bandwidth_series;
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -160,8 +166,8 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
         {"job_id", "rank"});
     recovery_seconds_ = &registry->AddGauge(
         "ringmaster_recovery_seconds",
-        "Phases of the job's latest recovery: detect, place, stop, rendezvous, restore, "
-        "first_step, and total (failure to every rank's first step).",
+        "Phases of the job's latest recovery: detect, place, stop, rendezvous, link_check, "
+        "restore, first_step, and total (failure to every rank's first step).",
         {"job_id", "phase"});
     goodput_ = &registry->AddGauge(
         "ringmaster_goodput_ratio",
@@ -175,6 +181,18 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
     job_checkpoint_step_ =
         &registry->AddGauge("ringmaster_job_checkpoint_step",
                             "Step of the job's newest complete checkpoint.", {"job_id"});
+    slow_links_ = &registry->AddGauge(
+        "ringmaster_slow_link",
+        "The latest link check's slow or data-corrupting links: the link's bandwidth over the "
+        "median of the other links of its kind (watchdog.slow_link_ratio is the threshold; 0 "
+        "when a corrupting link had none to compare with). At most 16 per job.",
+        {"job_id", "group", "rank", "peer_rank", "node", "peer_node"});
+    link_bandwidth_ = &registry->AddGauge(
+        "ringmaster_link_bandwidth_bytes_per_second",
+        "The latest link check's bandwidth (bytes each way per second) over the job's links of "
+        "one kind: the group kind (tp, pp, dp, emb), whether the ends are on different nodes "
+        "(scope inter_node or intra_node), and the median or the lowest link (stat).",
+        {"job_id", "kind", "scope", "stat"});
     job_checkpoint_time_ = &registry->AddGauge(
         "ringmaster_job_last_checkpoint_timestamp_seconds",
         "When the coordinator learnt of the job's newest complete checkpoint (Unix seconds).",
@@ -391,6 +409,7 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
       live->set_finished(job->finished_ranks.count(rank) > 0);
     }
   }
+  if (job->link_check != nullptr) *response.mutable_link_check() = job->link_check->Summarize();
   return response;
 }
 
@@ -656,6 +675,7 @@ bool JobManager::TryPlace(Job* job) {
   const int world = static_cast<int>(placement->assignments.size());
   job->finished_ranks.clear();
   job->awaiting.clear();          // a new generation has nothing to reconcile
+  job->link_check.reset();        // nor a link check yet
   status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
   status.set_stopping_deadline_unix_nanos(0);
   status.set_backoff_until_unix_nanos(0);
@@ -909,17 +929,22 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     startup.rendezvous_seconds = summary.rendezvous_seconds();
     startup.restore_seconds = summary.restore_seconds();
     startup.first_step_seconds = summary.first_step_seconds();
+    // The rank's link report came before its first step (the same agent stream, in order).
+    if (job->link_check != nullptr) startup.link_check_seconds = job->link_check->seconds(rank);
     if (std::optional<RecoveryPhases> phases = job->recovery.OnWorkerStarted(rank, startup)) {
       AddEvent(job, "recovered",
                absl::StrCat("every rank of generation ", job->status.generation(),
                             " completed a step; recovery took ", phases->ToString()));
       Persist(job);
       if (recovery_seconds_ != nullptr) {
-        const std::pair<const char*, double> values[] = {
-            {"detect", phases->detect},   {"place", phases->place},
-            {"stop", phases->stop},       {"rendezvous", phases->rendezvous},
-            {"restore", phases->restore}, {"first_step", phases->first_step},
-            {"total", phases->total}};
+        const std::pair<const char*, double> values[] = {{"detect", phases->detect},
+                                                         {"place", phases->place},
+                                                         {"stop", phases->stop},
+                                                         {"rendezvous", phases->rendezvous},
+                                                         {"link_check", phases->link_check},
+                                                         {"restore", phases->restore},
+                                                         {"first_step", phases->first_step},
+                                                         {"total", phases->total}};
         for (const auto& [phase, seconds] : values) {
           recovery_seconds_->WithLabels({id, phase})->Set(seconds);
         }
@@ -1022,8 +1047,8 @@ void JobManager::ForgetSeries(Job* job) {
   job->straggler_series.clear();
   ClearHangSuspects(job);
   if (job->recovery_series) {
-    for (const char* phase :
-         {"detect", "place", "stop", "rendezvous", "restore", "first_step", "total"}) {
+    for (const char* phase : {"detect", "place", "stop", "rendezvous", "link_check", "restore",
+                              "first_step", "total"}) {
       recovery_seconds_->Remove({id, phase});
     }
     job->recovery_series = false;
@@ -1031,6 +1056,95 @@ void JobManager::ForgetSeries(Job* job) {
   for (metrics::GaugeFamily* f :
        {goodput_, job_step_, job_tokens_per_second_, job_checkpoint_step_, job_checkpoint_time_}) {
     f->Remove({id});
+  }
+  ForgetLinkSeries(job);
+}
+
+void JobManager::ForgetLinkSeries(Job* job) {
+  if (slow_links_ == nullptr) return;
+  for (const auto& labels : job->slow_link_series) slow_links_->Remove(labels);
+  for (const auto& labels : job->link_bandwidth_series) link_bandwidth_->Remove(labels);
+  job->slow_link_series.clear();
+  job->link_bandwidth_series.clear();
+}
+
+void JobManager::OnLinkReport(const v1::LinkReport& report) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(report.job().job_id());
+  const int world = job == nullptr ? 0 : job->status.assignments_size();
+  if (job == nullptr || job->status.state() != v1::JOB_STATE_RUNNING ||
+      report.job().generation() != job->status.generation() || report.rank() < 0 ||
+      report.rank() >= world) {
+    return;
+  }
+  if (job->link_check == nullptr) {
+    v1::JobSpec spec = job->status.spec();
+    ApplyDefaults(&spec);  // a job stored before slow_link_ratio existed gets its default
+    job->link_check = std::make_unique<LinkCheckCollector>(job->status.generation(), world,
+                                                           spec.watchdog().slow_link_ratio());
+  }
+  std::vector<LinkSample> samples;
+  for (const v1::LinkStat& l : report.links()) {
+    if (l.peer_rank() < 0 || l.peer_rank() >= world || l.peer_rank() == report.rank()) continue;
+    samples.push_back(
+        {l.group(), report.rank(), l.peer_rank(), job->status.assignments(report.rank()).node(),
+         job->status.assignments(l.peer_rank()).node(), l.bytes(), l.seconds(), l.wrong()});
+  }
+  if (job->link_check->Add(report.rank(), samples, report.seconds()) &&
+      job->link_check->complete()) {
+    JudgeLinks(job);
+  }
+}
+
+void JobManager::JudgeLinks(Job* job) {
+  const v1::LinkCheckSummary summary = job->link_check->Summarize();
+  const std::string& id = job->status.job_id();
+  const double ratio = job->status.spec().watchdog().slow_link_ratio();
+  for (const v1::LinkState& link : summary.slow()) {
+    std::string what = absl::StrFormat("%s: rank %d (%s) <-> rank %d (%s): %s each way",
+                                       link.group(), link.rank(), link.node(), link.peer_rank(),
+                                       link.peer_node(), FormatBandwidth(link.bytes_per_second()));
+    if (link.baseline_bytes_per_second() > 0) {
+      absl::StrAppend(
+          &what, absl::StrFormat(", %.2fx the median of the other %s links %s (%s)",
+                                 link.bytes_per_second() / link.baseline_bytes_per_second(),
+                                 GroupKind(link.group()),
+                                 link.node() == link.peer_node() ? "inside a node" : "across nodes",
+                                 FormatBandwidth(link.baseline_bytes_per_second())));
+    }
+    if (link.wrong() > 0) {
+      absl::StrAppend(&what, "; ", link.wrong(), " elements arrived wrong: the link corrupts data");
+    } else {
+      absl::StrAppend(&what, absl::StrFormat(": slow (threshold %.2fx)", ratio));
+    }
+    RM_LOG(WARNING) << "job " << id << " generation " << job->status.generation()
+                    << " link check: " << what;
+    v1::JobEvent& event = AddEvent(job, "slow_link", what);
+    event.add_ranks(link.rank());
+    event.add_ranks(link.peer_rank());
+  }
+  if (summary.slow_size() > 0) Persist(job);
+  if (slow_links_ == nullptr) return;
+  ForgetLinkSeries(job);
+  for (const v1::LinkState& link : summary.slow()) {
+    std::vector<std::string> labels = {
+        id,          link.group(),    absl::StrCat(link.rank()), absl::StrCat(link.peer_rank()),
+        link.node(), link.peer_node()};
+    slow_links_->WithLabels(labels)->Set(link.baseline_bytes_per_second() > 0
+                                             ? link.bytes_per_second() /
+                                                   link.baseline_bytes_per_second()
+                                             : 0);
+    job->slow_link_series.push_back(std::move(labels));
+  }
+  for (const v1::LinkClass& c : summary.classes()) {
+    const char* scope = c.cross_node() ? "inter_node" : "intra_node";
+    for (const auto& [stat, value] :
+         {std::pair<const char*, double>{"median", c.median_bytes_per_second()},
+          {"min", c.min_bytes_per_second()}}) {
+      std::vector<std::string> labels = {id, c.kind(), scope, stat};
+      link_bandwidth_->WithLabels(labels)->Set(value);
+      job->link_bandwidth_series.push_back(std::move(labels));
+    }
   }
 }
 

@@ -140,6 +140,12 @@ class JobManager {
   // naming the rank and is restarted like after a failure.
   void OnWorkerState(const std::string& node, const v1::WorkerState& state);
   void OnStepSummary(const v1::StepSummary& summary);
+  // A rank's link check (its agent forwards it; coordinator/link_analysis.h judges). Once every
+  // rank of the generation reported, each slow or data-corrupting link gets a "slow_link" event
+  // naming its two ranks and nodes, and the ringmaster_slow_link and
+  // ringmaster_link_bandwidth_bytes_per_second series are replaced by the verdict's. GetJob
+  // answers the generation's summary (LinkCheckSummary) from the first report on.
+  void OnLinkReport(const v1::LinkReport& report);
   // A node was lost: its jobs are failed ranks.
   void OnNodeLost(const std::string& node);
   // A node's agent is shutting down (the node manager already places nothing there): its running
@@ -221,6 +227,10 @@ class JobManager {
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's job-level series, its counters included.
   void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The link check of the job's generation is complete: events and series (OnLinkReport).
+  void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the series of the job's latest link verdict.
+  void ForgetLinkSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(Job* job, v1::JobState state, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -243,6 +253,8 @@ class JobManager {
   metrics::GaugeFamily* job_tokens_per_second_ = nullptr;
   metrics::GaugeFamily* job_checkpoint_step_ = nullptr;
   metrics::GaugeFamily* job_checkpoint_time_ = nullptr;
+  metrics::GaugeFamily* slow_links_ = nullptr;
+  metrics::GaugeFamily* link_bandwidth_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   absl::Time started_;
 

@@ -1,6 +1,9 @@
 #include "coordinator/job_manager.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/testing/subprocess.h"
@@ -70,6 +73,13 @@ v1::Register Node(const std::string& name, int devices) {
     d->set_kind("cpu");
   }
   return r;
+}
+
+v1::JobGeneration Generation(const v1::JobStatus& job) {
+  v1::JobGeneration g;
+  g.set_job_id(job.job_id());
+  g.set_generation(job.generation());
+  return g;
 }
 
 v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int signal = 0) {
@@ -571,6 +581,135 @@ TEST_F(JobManagerTest, ARunningJobsRanksSayTheirStepAndWhenTheyWereLastHeardOf) 
   EXPECT_EQ(jobs_->Get(job->job_id())->ranks_size(), 0);
 }
 
+// The value of the series `series` (name and labels, as rendered) on `page`; NaN if absent.
+double SeriesValue(const std::string& page, const std::string& series) {
+  const size_t at = page.find(series + " ");
+  double value = std::numeric_limits<double>::quiet_NaN();
+  if (at == std::string::npos) return value;
+  const size_t begin = at + series.size() + 1;
+  (void)absl::SimpleAtod(page.substr(begin, page.find('\n', begin) - begin), &value);
+  return value;
+}
+
+// Rank `rank`'s link check: its dp0 ring neighbours (in a ring of `world`), at `gbps[edge]` GB/s
+// for the edge between ranks edge and edge+1.
+v1::LinkReport Links(const v1::JobStatus& job, int rank, int world, const std::vector<double>& gbps,
+                     double seconds = 0.05) {
+  v1::LinkReport r;
+  *r.mutable_job() = Generation(job);
+  r.set_rank(rank);
+  r.set_seconds(seconds);
+  for (const int edge : {rank, (rank + world - 1) % world}) {
+    v1::LinkStat* l = r.add_links();
+    l->set_group("dp0");
+    l->set_peer_rank(edge == rank ? (rank + 1) % world : edge);
+    l->set_bytes(4 << 20);
+    l->set_seconds((4 << 20) / (gbps[edge] * 1e9));
+  }
+  return r;
+}
+
+TEST_F(JobManagerTest, ASlowLinkIsNamedWithItsRanksAndNodesOnceEveryRankReported) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  std::vector<std::string> node(4);
+  for (const auto& a : running.assignments()) node[a.rank()] = a.node();
+  ASSERT_EQ(node[0], node[1]);
+  ASSERT_EQ(node[2], node[3]);
+  ASSERT_NE(node[1], node[2]);
+  // Edges 0-1 and 2-3 inside a node, 1-2 and 3-0 across; 1-2 is slow.
+  const std::vector<double> gbps = {20, 0.1, 20, 2};
+  for (int rank = 0; rank < 3; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, gbps));
+  jobs_->OnLinkReport(Links(running, 2, 4, {9, 9, 9, 9}));  // a repeat: ignored
+  auto partial = jobs_->Get(job->job_id());
+  EXPECT_EQ(partial->link_check().ranks_reported(), 3);
+  EXPECT_EQ(partial->link_check().ranks_expected(), 4);
+  EXPECT_TRUE(EventsOf(*partial, "slow_link").empty());  // judged once all reported
+
+  jobs_->OnLinkReport(Links(running, 3, 4, gbps));
+  auto got = jobs_->Get(job->job_id());
+  const v1::LinkCheckSummary& check = got->link_check();
+  EXPECT_EQ(check.generation(), running.generation());
+  EXPECT_EQ(check.ranks_reported(), 4);
+  ASSERT_EQ(check.slow_size(), 1) << check.DebugString();
+  EXPECT_EQ(check.slow(0).rank(), 1);
+  EXPECT_EQ(check.slow(0).peer_rank(), 2);
+  EXPECT_EQ(check.slow(0).node(), node[1]);
+  EXPECT_EQ(check.slow(0).peer_node(), node[2]);
+  const std::vector<v1::JobEvent> slow = EventsOf(*got, "slow_link");
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_THAT(slow[0].ranks(), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(slow[0].message(),
+            absl::StrCat("dp0: rank 1 (", node[1], ") <-> rank 2 (", node[2],
+                         "): 0.10 GB/s each way, 0.05x the median of the other dp links "
+                         "across nodes (2.00 GB/s): slow (threshold 0.50x)"));
+  std::string page = registry_.RenderText();
+  EXPECT_NEAR(SeriesValue(page, absl::StrCat("ringmaster_slow_link{job_id=\"", job->job_id(),
+                                             "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\","
+                                             "node=\"",
+                                             node[1], "\",peer_node=\"", node[2], "\"}")),
+              0.05, 1e-9)
+      << page;
+  const std::string bandwidth = absl::StrCat("ringmaster_link_bandwidth_bytes_per_second{job_id=\"",
+                                             job->job_id(), "\",kind=\"dp\",");
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"min\"}"), 1e8, 1) << page;
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"median\"}"), 1.05e9, 1);
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"intra_node\",stat=\"median\"}"), 2e10, 10);
+
+  // The next generation's verdict replaces the series: its links are all fine.
+  jobs_->OnWorkerState(node[0], Exit(running, 0, 75));
+  const v1::JobStatus gen2 = Current(job->job_id());
+  ASSERT_EQ(gen2.generation(), running.generation() + 1);
+  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().ranks_reported(), 0);
+  EXPECT_FALSE(jobs_->Get(job->job_id())->has_link_check());
+  jobs_->OnLinkReport(Links(running, 0, 4, gbps));  // the old generation's: ignored
+  EXPECT_FALSE(jobs_->Get(job->job_id())->has_link_check());
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {20, 2, 20, 2}));
+  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().slow_size(), 0);
+  page = registry_.RenderText();
+  EXPECT_EQ(page.find("ringmaster_slow_link{"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_link_bandwidth_bytes_per_second{"), std::string::npos);
+  // The job's end removes them all.
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_link_bandwidth_bytes_per_second{"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, ALinkThatCorruptsDataIsNamedEvenWithNothingToCompareItWith) {
+  AddNode("n1", 1);
+  AddNode("n2", 1);
+  auto job = jobs_->Submit(Spec(2, 1), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::LinkReport r;
+    *r.mutable_job() = Generation(running);
+    r.set_rank(rank);
+    v1::LinkStat* l = r.add_links();
+    l->set_group("dp0");
+    l->set_peer_rank(1 - rank);
+    l->set_bytes(1000);
+    l->set_seconds(1e-6);
+    l->set_wrong(rank == 1 ? 3 : 0);
+    v1::LinkStat* bogus = r.add_links();  // a peer outside the job: dropped
+    *bogus = *l;
+    bogus->set_peer_rank(7);
+    jobs_->OnLinkReport(r);
+  }
+  auto got = jobs_->Get(job->job_id());
+  ASSERT_EQ(got->link_check().slow_size(), 1);
+  EXPECT_EQ(got->link_check().slow(0).wrong(), 3);
+  const std::vector<v1::JobEvent> slow = EventsOf(*got, "slow_link");
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_THAT(slow[0].message(),
+              ::testing::EndsWith("1.00 GB/s each way; 3 elements arrived wrong: the link "
+                                  "corrupts data"));
+}
+
 TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);
@@ -580,6 +719,9 @@ TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationS
   jobs_->OnWorkerState("n1", killed);
   v1::JobStatus gen2 = Current(job->job_id());
   ASSERT_EQ(gen2.generation(), 2);
+  // The link check comes before the first step; the slowest rank's is the phase.
+  jobs_->OnLinkReport(Links(gen2, 0, 2, {10, 10}, 0.1));
+  jobs_->OnLinkReport(Links(gen2, 1, 2, {10, 10}, 0.25));
   for (int rank = 0; rank < 2; ++rank) {
     v1::StepSummary s = Summary(gen2, rank, 21, 2, 2);
     s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now() + absl::Milliseconds(200)));
@@ -592,14 +734,19 @@ TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationS
   }
   std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(job->job_id()), "recovered");
   ASSERT_EQ(recovered.size(), 1u);
-  EXPECT_NE(recovered[0].message().find("recovery took 0.75 s: detect 0.10, place 0.00, stop "
-                                        "0.20, rendezvous 0.30, restore 0.05, first step 0.10"),
+  EXPECT_NE(recovered[0].message().find("recovery took 1.00 s: detect 0.10, place 0.00, stop "
+                                        "0.20, rendezvous 0.30, link check 0.25, restore 0.05, "
+                                        "first step 0.10"),
             std::string::npos)
       << recovered[0].message();
   jobs_->Tick();
   const std::string page = registry_.RenderText();
+  EXPECT_NE(
+      page.find("ringmaster_recovery_seconds{job_id=\"" + job->job_id() + "\",phase=\"total\"} 1"),
+      std::string::npos)
+      << page;
   EXPECT_NE(page.find("ringmaster_recovery_seconds{job_id=\"" + job->job_id() +
-                      "\",phase=\"total\"} 0.75"),
+                      "\",phase=\"link_check\"} 0.25"),
             std::string::npos)
       << page;
   EXPECT_NE(page.find("ringmaster_goodput_ratio{job_id=\"" + job->job_id() + "\"}"),

@@ -8,8 +8,9 @@ namespace ringmaster::coordinator {
 
 std::string RecoveryPhases::ToString() const {
   return absl::StrFormat(
-      "%.2f s: detect %.2f, place %.2f, stop %.2f, rendezvous %.2f, restore %.2f, first step %.2f",
-      total, detect, place, stop, rendezvous, restore, first_step);
+      "%.2f s: detect %.2f, place %.2f, stop %.2f, rendezvous %.2f, link check %.2f, restore "
+      "%.2f, first step %.2f",
+      total, detect, place, stop, rendezvous, link_check, restore, first_step);
 }
 
 void RecoveryTracker::OnFailure(absl::Time failed_at, absl::Time decided_at) {
@@ -40,11 +41,13 @@ std::optional<RecoveryPhases> RecoveryTracker::OnWorkerStarted(int rank,
   for (const auto& [r, s] : started_) {
     last_start = std::max(last_start, s.process_start);
     p.rendezvous = std::max(p.rendezvous, s.rendezvous_seconds);
+    p.link_check = std::max(p.link_check, s.link_check_seconds);
     p.restore = std::max(p.restore, s.restore_seconds);
     p.first_step = std::max(p.first_step, s.first_step_seconds);
-    last_first_step = std::max(
-        last_first_step, s.process_start + absl::Seconds(s.rendezvous_seconds + s.restore_seconds +
-                                                        s.first_step_seconds));
+    last_first_step =
+        std::max(last_first_step,
+                 s.process_start + absl::Seconds(s.rendezvous_seconds + s.link_check_seconds +
+                                                 s.restore_seconds + s.first_step_seconds));
   }
   p.stop = std::max(0.0, absl::ToDoubleSeconds(last_start - *launched_at_));
   p.total = absl::ToDoubleSeconds(last_first_step - *failed_at_);

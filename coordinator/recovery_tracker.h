@@ -8,6 +8,7 @@
 //   stop        launch -> the last new worker process started (the agents stop the old
 //               generation, confirmed gone, before they start the new one)
 //   rendezvous  process start -> communicators connected (slowest rank)
+//   link_check  the link check (slowest rank; 0 when the job has it off)
 //   restore     checkpoint load (slowest rank)
 //   first_step  the first step (slowest rank)
 //   total       failure -> the slowest rank's first step done
@@ -32,7 +33,8 @@
 namespace ringmaster::coordinator {
 
 struct RecoveryPhases {
-  double detect = 0, place = 0, stop = 0, rendezvous = 0, restore = 0, first_step = 0, total = 0;
+  double detect = 0, place = 0, stop = 0, rendezvous = 0, link_check = 0, restore = 0,
+         first_step = 0, total = 0;
   std::string ToString() const;
 };
 
@@ -42,6 +44,7 @@ struct WorkerStartup {
   double rendezvous_seconds = 0;
   double restore_seconds = 0;
   double first_step_seconds = 0;
+  double link_check_seconds = 0;  // from the rank's link report (not its step summary)
 };
 
 class RecoveryTracker {

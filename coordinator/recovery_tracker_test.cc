@@ -15,18 +15,19 @@ TEST(RecoveryTrackerTest, PhasesOfARecoveryFromTheSlowestRank) {
   t.OnLaunch(2, At(10.25));
   EXPECT_FALSE(t.OnWorkerStarted(0, {At(10.5), 0.3, 0.05, 0.1}).has_value());
   EXPECT_FALSE(t.OnWorkerStarted(0, {At(10.5), 0.3, 0.05, 0.1}).has_value());  // a repeat
-  auto p = t.OnWorkerStarted(1, {At(10.6), 0.2, 0.1, 0.2});
+  auto p = t.OnWorkerStarted(1, {At(10.6), 0.2, 0.1, 0.2, /*link_check=*/0.05});
   ASSERT_TRUE(p.has_value());
   EXPECT_NEAR(p->detect, 0.2, 1e-9);
   EXPECT_NEAR(p->place, 0.05, 1e-9);
   EXPECT_NEAR(p->stop, 0.35, 1e-9);      // launch -> last process start
   EXPECT_NEAR(p->rendezvous, 0.3, 1e-9);
+  EXPECT_NEAR(p->link_check, 0.05, 1e-9);
   EXPECT_NEAR(p->restore, 0.1, 1e-9);
   EXPECT_NEAR(p->first_step, 0.2, 1e-9);
-  EXPECT_NEAR(p->total, 1.1, 1e-9);      // rank 1: 10.6 + 0.2 + 0.1 + 0.2 = 11.1
+  EXPECT_NEAR(p->total, 1.15, 1e-9);  // rank 1: 10.6 + 0.2 + 0.05 + 0.1 + 0.2 = 11.15
   EXPECT_EQ(p->ToString(),
-            "1.10 s: detect 0.20, place 0.05, stop 0.35, rendezvous 0.30, restore 0.10, first "
-            "step 0.20");
+            "1.15 s: detect 0.20, place 0.05, stop 0.35, rendezvous 0.30, link check 0.05, "
+            "restore 0.10, first step 0.20");
   EXPECT_FALSE(t.OnWorkerStarted(1, {At(11), 0, 0, 0}).has_value());  // reported once
 }
 

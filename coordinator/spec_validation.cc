@@ -25,6 +25,9 @@ constexpr double kDefaultBeta2 = 0.95;
 constexpr double kDefaultEpsilon = 1e-8;
 constexpr int32_t kDefaultCheckpointKeep = 3;
 constexpr double kDefaultStragglerThreshold = 1.2;
+constexpr int64_t kDefaultLinkCheckBytes = 4 << 20;
+constexpr int64_t kMaxLinkCheckBytes = int64_t{1} << 30;
+constexpr double kDefaultSlowLinkRatio = 0.5;
 constexpr uint64_t kDefaultDataSeed = 1234;
 
 // Limits (see spec_validation.h).
@@ -237,6 +240,12 @@ void ApplyDefaults(v1::JobSpec* spec) {
   if (spec->watchdog().straggler_threshold() == 0) {
     spec->mutable_watchdog()->set_straggler_threshold(kDefaultStragglerThreshold);
   }
+  if (spec->watchdog().link_check_bytes() == 0) {
+    spec->mutable_watchdog()->set_link_check_bytes(kDefaultLinkCheckBytes);
+  }
+  if (spec->watchdog().slow_link_ratio() == 0) {
+    spec->mutable_watchdog()->set_slow_link_ratio(kDefaultSlowLinkRatio);
+  }
   if (spec->trainer().data().seed() == 0) {
     spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
   }
@@ -321,6 +330,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       watchdog.straggler_threshold() <= 1) {
     problems.Add("watchdog.straggler_threshold",
                  absl::StrCat("must be > 1, got ", FormatDouble(watchdog.straggler_threshold())));
+  }
+  problems.InRange("watchdog.link_check_bytes", watchdog.link_check_bytes(), 1, kMaxLinkCheckBytes);
+  if (problems.Finite("watchdog.slow_link_ratio", watchdog.slow_link_ratio()) &&
+      (watchdog.slow_link_ratio() <= 0 || watchdog.slow_link_ratio() >= 1)) {
+    problems.Add("watchdog.slow_link_ratio",
+                 absl::StrCat("must be in (0, 1): a fraction of the median of the other links, "
+                              "got ",
+                              FormatDouble(watchdog.slow_link_ratio())));
   }
   return problems.ToStatus();
 }

@@ -12,8 +12,9 @@
 namespace ringmaster::coordinator {
 
 // Fills unset fields with their documented defaults (job.proto): optimizer min_lr = lr/10,
-// beta1 0.9, beta2 0.95, epsilon 1e-8; checkpoint.keep 3; watchdog.straggler_threshold 1.2;
-// data.seed 1234; trainer.steps stays as given. Idempotent.
+// beta1 0.9, beta2 0.95, epsilon 1e-8; checkpoint.keep 3; watchdog.straggler_threshold 1.2,
+// link_check_bytes 4 MiB, slow_link_ratio 0.5; data.seed 1234; trainer.steps stays as given.
+// Idempotent.
 void ApplyDefaults(v1::JobSpec* spec);
 
 // Checks `spec` (after ApplyDefaults). When parallelism is all zero the planner chooses it, and
@@ -34,7 +35,8 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - zero_stage in [0, 3];
 //  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
 //  - restart.max_restarts in [0, 1000];
-//  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1;
+//  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
+//    [1, 2^30], slow_link_ratio in (0, 1);
 //  - precision: any enum value defined in job.proto.
 // NaN or infinite doubles are refused for every field.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);

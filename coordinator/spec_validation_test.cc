@@ -319,6 +319,21 @@ INSTANTIATE_TEST_SUITE_P(
         {"StragglerNaN",
          [](v1::JobSpec* s) { s->mutable_watchdog()->set_straggler_threshold(kNaN); },
          "watchdog.straggler_threshold: must be a finite number, got nan"},
+        {"LinkCheckBytesNegative",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_link_check_bytes(-4); },
+         "watchdog.link_check_bytes: must be in [1, 1073741824], got -4"},
+        {"LinkCheckBytesAbsurd",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_link_check_bytes(int64_t{1} << 31); },
+         "watchdog.link_check_bytes: must be in [1, 1073741824], got 2147483648"},
+        {"SlowLinkRatioOne", [](v1::JobSpec* s) { s->mutable_watchdog()->set_slow_link_ratio(1); },
+         "watchdog.slow_link_ratio: must be in (0, 1): a fraction of the median of the other "
+         "links, got 1"},
+        {"SlowLinkRatioNegative",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_slow_link_ratio(-0.5); },
+         "watchdog.slow_link_ratio: must be in (0, 1)"},
+        {"SlowLinkRatioNaN",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_slow_link_ratio(kNaN); },
+         "watchdog.slow_link_ratio: must be a finite number, got nan"},
     }),
     [](const ::testing::TestParamInfo<RuleCase>& info) { return info.param.name; });
 
@@ -373,6 +388,9 @@ TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
   EXPECT_EQ(o.epsilon(), 1e-8);
   EXPECT_EQ(spec.checkpoint().keep(), 3);
   EXPECT_EQ(spec.watchdog().straggler_threshold(), 1.2);
+  EXPECT_EQ(spec.watchdog().link_check_bytes(), 4 << 20);
+  EXPECT_EQ(spec.watchdog().slow_link_ratio(), 0.5);
+  EXPECT_FALSE(spec.watchdog().link_check_disabled());
   EXPECT_EQ(spec.trainer().data().seed(), 1234u);
   EXPECT_EQ(spec.trainer().steps(), 0);                  // Stays as given.
   EXPECT_EQ(spec.watchdog().hang_timeout_seconds(), 0);  // 0 is "auto", not unset.
@@ -389,6 +407,8 @@ TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
   o->set_epsilon(1e-6);
   spec.mutable_checkpoint()->set_keep(7);
   spec.mutable_watchdog()->set_straggler_threshold(2.5);
+  spec.mutable_watchdog()->set_link_check_bytes(123);
+  spec.mutable_watchdog()->set_slow_link_ratio(0.1);
   spec.mutable_trainer()->mutable_data()->set_seed(42);
   spec.mutable_trainer()->set_steps(99);
   const v1::JobSpec before = spec;

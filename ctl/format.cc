@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/format_double.h"
 
 namespace ringmaster::ctl {
 namespace {
@@ -60,6 +61,43 @@ std::string RankStatus(const v1::RankLiveState& r) {
   if (r.straggler()) parts.push_back(absl::StrFormat("straggler (%.2fx)", r.compute_ratio()));
   if (r.finished()) parts.push_back("finished");
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
+
+// The "Links:" section: the generation's link check, by kind of link, then the links it named.
+std::string DescribeLinks(const v1::LinkCheckSummary& check) {
+  std::string out =
+      absl::StrCat("\nLinks (link check of generation ", check.generation(), ", ",
+                   check.ranks_reported(), " of ", check.ranks_expected(), " ranks reported):\n");
+  if (check.ranks_reported() < check.ranks_expected()) {
+    absl::StrAppend(&out, "  judged once every rank has reported\n");
+    return out;
+  }
+  if (check.classes().empty()) {
+    absl::StrAppend(&out, "  none measured (no group crosses a link)\n");
+    return out;
+  }
+  std::vector<std::vector<std::string>> rows = {{"  KIND", "SCOPE", "LINKS", "MEDIAN", "LOWEST"}};
+  for (const v1::LinkClass& c : check.classes()) {
+    rows.push_back({absl::StrCat("  ", c.kind()), c.cross_node() ? "across nodes" : "inside a node",
+                    absl::StrCat(c.links()), FormatBandwidth(c.median_bytes_per_second()),
+                    FormatBandwidth(c.min_bytes_per_second())});
+  }
+  absl::StrAppend(&out, Table(rows));
+  for (const v1::LinkState& l : check.slow()) {
+    std::string why = l.wrong() > 0
+                          ? absl::StrCat("CORRUPTS DATA (", l.wrong(), " elements arrived wrong)")
+                          : "SLOW";
+    if (l.baseline_bytes_per_second() > 0) {
+      absl::StrAppend(&why, absl::StrFormat(": %.2fx the median of the others (%s)",
+                                            l.bytes_per_second() / l.baseline_bytes_per_second(),
+                                            FormatBandwidth(l.baseline_bytes_per_second())));
+    }
+    absl::StrAppend(&out, "  ", l.group(), " rank ", l.rank(), " (", l.node(), ") <-> rank ",
+                    l.peer_rank(), " (", l.peer_node(),
+                    "): ", FormatBandwidth(l.bytes_per_second()), " ", why, "\n");
+  }
+  if (check.slow().empty()) absl::StrAppend(&out, "  no slow or corrupting link\n");
+  return out;
 }
 
 }  // namespace
@@ -246,6 +284,7 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
     groups("pipeline", j.groups().pipeline());
     groups("data    ", j.groups().data());
   }
+  if (response.has_link_check()) absl::StrAppend(&out, DescribeLinks(response.link_check()));
   absl::StrAppend(&out, "\nEvents:\n");
   for (const auto& e : response.events()) absl::StrAppend(&out, "  ", FormatEvent(e), "\n");
   return out;

@@ -82,5 +82,46 @@ TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardAndStatus) {
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("HEARD")));
 }
 
+TEST(DescribeJobTest, TheLinkCheckSaysEachKindOfLinkAndNamesTheSlowOnes) {
+  v1::GetJobResponse r;
+  r.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Links")));  // none reported
+  v1::LinkCheckSummary* check = r.mutable_link_check();
+  check->set_generation(2);
+  check->set_ranks_reported(3);
+  check->set_ranks_expected(4);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("Links (link check of generation 2, 3 of 4 ranks "
+                                        "reported):\n  judged once every rank has reported\n"));
+  check->set_ranks_reported(4);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("  none measured (no group crosses a link)\n"));
+  v1::LinkClass* c = check->add_classes();
+  c->set_kind("dp");
+  c->set_cross_node(true);
+  c->set_links(2);
+  c->set_median_bytes_per_second(1.05e9);
+  c->set_min_bytes_per_second(1e8);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("  no slow or corrupting link\n"));
+  v1::LinkState* slow = check->add_slow();
+  slow->set_group("dp0");
+  slow->set_rank(1);
+  slow->set_peer_rank(2);
+  slow->set_node("agent-0");
+  slow->set_peer_node("agent-1");
+  slow->set_bytes_per_second(1e8);
+  slow->set_baseline_bytes_per_second(2e9);
+  v1::LinkState* corrupt = check->add_slow();
+  *corrupt = *slow;
+  corrupt->set_group("tp3");
+  corrupt->set_baseline_bytes_per_second(0);
+  corrupt->set_wrong(12);
+  const std::string text = DescribeJob(r);
+  EXPECT_THAT(text, HasSubstr("  KIND  SCOPE         LINKS  MEDIAN     LOWEST\n"
+                              "  dp    across nodes  2      1.05 GB/s  0.10 GB/s\n"));
+  EXPECT_THAT(text, HasSubstr("  dp0 rank 1 (agent-0) <-> rank 2 (agent-1): 0.10 GB/s SLOW: 0.05x "
+                              "the median of the others (2.00 GB/s)\n"));
+  EXPECT_THAT(text, HasSubstr("  tp3 rank 1 (agent-0) <-> rank 2 (agent-1): 0.10 GB/s CORRUPTS "
+                              "DATA (12 elements arrived wrong)\n"));
+}
+
 }  // namespace
 }  // namespace ringmaster::ctl

@@ -74,6 +74,9 @@ constexpr absl::string_view kAllFields[] = {
     "watchdog",
     "watchdog.hang_timeout",
     "watchdog.straggler_threshold",
+    "watchdog.link_check",
+    "watchdog.link_check_bytes",
+    "watchdog.slow_link_ratio",
 };
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
@@ -324,6 +327,16 @@ class Reader {
     return value;
   }
 
+  // YAML 1.2's booleans: true or false (also True, TRUE, False, FALSE).
+  std::optional<bool> Boolean(const Field& f) {
+    std::optional<std::string> text = ScalarText(f, "true or false");
+    if (!text.has_value()) return std::nullopt;
+    if (*text == "true" || *text == "True" || *text == "TRUE") return true;
+    if (*text == "false" || *text == "False" || *text == "FALSE") return false;
+    Problem(f.mark, f.path, absl::StrCat("expected true or false, got ", Quote(*text)));
+    return std::nullopt;
+  }
+
   std::optional<double> Number(const Field& f) {
     std::optional<std::string> text = ScalarText(f, "a number");
     if (!text.has_value()) return std::nullopt;
@@ -448,6 +461,12 @@ void Reader::ReadJob(const YAML::Node& root, v1::JobSpec* spec) {
                         }
                       }},
                      {"straggler_threshold", Double(w, &v1::WatchdogSpec::set_straggler_threshold)},
+                     {"link_check",
+                      [&](const Field& v) {
+                        if (auto on = Boolean(v)) w->set_link_check_disabled(!*on);
+                      }},
+                     {"link_check_bytes", Int64(w, &v1::WatchdogSpec::set_link_check_bytes)},
+                     {"slow_link_ratio", Double(w, &v1::WatchdogSpec::set_slow_link_ratio)},
                  });
            }},
       });
@@ -792,6 +811,9 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     out << YAML::Key << "watchdog" << YAML::Value << YAML::Flow << YAML::BeginMap;
     EmitDouble(out, "hang_timeout", w.hang_timeout_seconds());
     EmitDouble(out, "straggler_threshold", w.straggler_threshold());
+    if (w.link_check_disabled()) out << YAML::Key << "link_check" << YAML::Value << false;
+    EmitInt(out, "link_check_bytes", w.link_check_bytes());
+    EmitDouble(out, "slow_link_ratio", w.slow_link_ratio());
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

@@ -91,6 +91,9 @@ v1::JobSpec FullSpec() {
   spec.mutable_restart()->set_max_restarts(10);
   spec.mutable_watchdog()->set_hang_timeout_seconds(600.5);
   spec.mutable_watchdog()->set_straggler_threshold(1.25);
+  spec.mutable_watchdog()->set_link_check_disabled(true);
+  spec.mutable_watchdog()->set_link_check_bytes(1 << 20);
+  spec.mutable_watchdog()->set_slow_link_ratio(0.25);
   return spec;
 }
 
@@ -368,6 +371,28 @@ TEST(JobYamlTest, HangTimeoutAutoOrSeconds) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobYaml("watchdog: {hang_timeout: 2.5}\n", "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->watchdog().hang_timeout_seconds(), 2.5);
+}
+
+TEST(JobYamlTest, TheLinkCheckIsTurnedOffWithFalseAndSizedInBytes) {
+  for (const auto& [text, disabled] : std::vector<std::pair<std::string, bool>>{
+           {"false", true}, {"FALSE", true}, {"true", false}, {"True", false}}) {
+    absl::StatusOr<v1::JobSpec> spec =
+        ParseJobYaml(absl::StrCat("watchdog: {link_check: ", text,
+                                  ", link_check_bytes: 16777216, slow_link_ratio: 0.3}\n"),
+                     "job.yaml");
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->watchdog().link_check_disabled(), disabled) << text;
+    EXPECT_EQ(spec->watchdog().link_check_bytes(), 16 << 20);
+    EXPECT_EQ(spec->watchdog().slow_link_ratio(), 0.3);
+    ExpectRoundTrip(*spec);
+  }
+  absl::StatusOr<v1::JobSpec> bad = ParseJobYaml("watchdog: {link_check: off}\n", "job.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("job.yaml:1:12: watchdog.link_check: expected true or false, got \"off\""));
+  bad = ParseJobYaml("watchdog: {link_chek: false}\n", "job.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("did you mean \"link_check\"?"));
 }
 
 TEST(JobYamlTest, PrecisionIsCaseInsensitive) {

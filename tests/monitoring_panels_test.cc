@@ -1,8 +1,10 @@
 // The Grafana dashboards against a live cluster: a real coordinator, two agents and the builtin
 // trainer, scraped by a real Prometheus running deploy/prometheus/prometheus.yml and its rules
 // (tests/monitoring_stack.h). One 4-rank job goes through a slow rank (flagged as a straggler,
-// which must raise RingmasterStragglerPersisting for that rank and no other), a checkpoint and a
-// stopped worker (a hang the watchdog detects and recovers from), and a node is cordoned. Then
+// which must raise RingmasterStragglerPersisting for that rank and no other), a slow link (named
+// by the link check, which must raise RingmasterSlowLink for that link and no other), a
+// checkpoint and a stopped worker (a hang the watchdog detects and recovers from), and a node is
+// cordoned. Then
 // every panel query of every dashboards/*.json file, read from the JSON with its variables
 // substituted, must parse and return data; so must the dashboards' variable queries. Every live
 // /metrics page passes `promtool check metrics` cleanly, every metric Prometheus saw is documented
@@ -61,9 +63,12 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
   TestCluster& c = stack_->cluster();
   auto id = stack_->SubmitAndWaitForSteps(
       "panels",
-      FourRankJob("panels", TrainerCommand({"--slow_rank=3", "--slow_factor=2"}),
+      FourRankJob("panels",
+                  TrainerCommand({"--slow_rank=3", "--slow_factor=2", "--shared_memory=false",
+                                  "--slow_link=1:2", "--slow_link_delay=0.2"}),
                   absl::StrCat("checkpoint: {dir: ", c.dir(), "/ckpt, every_steps: 20, keep: 3}\n",
-                               "watchdog: {hang_timeout: 3}\nrestart: {max_restarts: 3}\n")),
+                               "watchdog: {hang_timeout: 3, slow_link_ratio: 0.2}\n",
+                               "restart: {max_restarts: 3}\n")),
       4, absl::Seconds(120));
   ASSERT_TRUE(id.ok()) << id.status();
   const std::string job = absl::StrCat("job_id=\"", *id, "\"");
@@ -77,6 +82,17 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
       stack_->WaitForAlert("RingmasterStragglerPersisting", job, absl::Seconds(60));
   ASSERT_TRUE(straggler_alert.ok()) << straggler_alert.status();
   EXPECT_EQ(LabelValues(*straggler_alert, "rank"), std::set<std::string>{"3"});
+
+  // The link check named the link the trainer slowed (ranks 1 and 2, one on each agent), and
+  // the slow-link alert is pending for it and no other link.
+  auto slow_link_alert = stack_->WaitForAlert("RingmasterSlowLink", job, absl::Seconds(60));
+  ASSERT_TRUE(slow_link_alert.ok())
+      << slow_link_alert.status() << c.Ctl({"describe", "job", *id}).output;
+  ASSERT_EQ(slow_link_alert->size(), 1u);
+  EXPECT_EQ(LabelValues(*slow_link_alert, "rank"), std::set<std::string>{"1"});
+  EXPECT_EQ(LabelValues(*slow_link_alert, "peer_rank"), std::set<std::string>{"2"});
+  EXPECT_EQ(LabelValues(*slow_link_alert, "group"), std::set<std::string>{"dp0"});
+  EXPECT_NE(LabelValues(*slow_link_alert, "node"), LabelValues(*slow_link_alert, "peer_node"));
 
   // A committed checkpoint, then a stopped worker: the watchdog's hang, a restart, a recovery.
   ASSERT_TRUE(prom()

@@ -46,6 +46,10 @@ ABSL_FLAG(double, peak_flops, 0,
           "Peak FLOP/s of this rank's device for MFU (0: estimated from the CPU).");
 ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-1: none).");
 ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
+ABSL_FLAG(std::string, slow_link, "",
+          "Fault injection: the link check's exchanges between these two global ranks (A:B) "
+          "each take --slow_link_delay longer (empty: none).");
+ABSL_FLAG(double, slow_link_delay, 0.1, "Fault injection: seconds added by --slow_link.");
 ABSL_FLAG(int64_t, exit_after_step, 0,
           "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
 ABSL_FLAG(bool, shared_memory, true,
@@ -123,6 +127,16 @@ absl::Status Main(absl::Time process_start) {
     flags.peak_flops = absl::GetFlag(FLAGS_peak_flops);
     flags.slow_rank = absl::GetFlag(FLAGS_slow_rank);
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
+    if (const std::string link = absl::GetFlag(FLAGS_slow_link); !link.empty()) {
+      std::vector<std::string> ends = absl::StrSplit(link, ':');
+      if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &flags.slow_link_a) ||
+          !absl::SimpleAtoi(ends[1], &flags.slow_link_b) || flags.slow_link_a < 0 ||
+          flags.slow_link_b < 0 || flags.slow_link_a == flags.slow_link_b) {
+        return FieldError("--slow_link",
+                          absl::StrCat("must be two different ranks A:B, got \"", link, "\""));
+      }
+    }
+    flags.slow_link_delay = absl::GetFlag(FLAGS_slow_link_delay);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
     flags.shared_memory = absl::GetFlag(FLAGS_shared_memory);

@@ -21,6 +21,7 @@
 #include "trainer/cpu_peak.h"
 #include "trainer/cuda/accelerator.h"
 #include "trainer/data/data_loader.h"
+#include "trainer/link_check.h"
 #include "trainer/model/blas_kernels.h"
 #include "trainer/model/cpu_device.h"
 #include "trainer/parallel/parallel_trainer.h"
@@ -44,6 +45,11 @@ class Run {
   Run(const TrainerConfig& config, AgentClient* agent) : c_(config), agent_(agent) {}
 
   absl::Status Setup();
+  // The link check (WatchdogSpec.link_check_*, link_check.h) over this rank's groups that cross
+  // a link (not those in one machine's shared memory): logged and reported to the agent. A link
+  // that delivered wrong data fails the start (UNAVAILABLE: the job restarts, and a node that
+  // fails twice is placed elsewhere).
+  absl::Status CheckLinks();
   // Restore() (the newest checkpoint, or a fresh model), timed.
   absl::Status Resume();
   absl::Status Restore();
@@ -195,6 +201,55 @@ absl::Status Run::Setup() {
                << c_.micro_batch << " per step; " << trainer_->data_parallel().buckets().size()
                << " gradient bucket(s); " << threads << " BLAS thread(s) (OpenBLAS "
                << OpenBlasCoreName() << " kernels)";
+  return absl::OkStatus();
+}
+
+absl::Status Run::CheckLinks() {
+  const v1::WatchdogSpec& watchdog = c_.spec.watchdog();
+  if (watchdog.link_check_disabled() || c_.place.world == 1) return absl::OkStatus();
+  const auto start = Clock::now();
+  std::vector<LinkCheckGroup> checked;
+  for (const GroupMembership& m : GroupsOf(c_.place)) {
+    for (Communicator* comm : groups_.all()) {
+      if (comm->name() == m.name && std::string(comm->transport()) != "shm") {
+        checked.push_back({comm, m.members});
+      }
+    }
+  }
+  LinkCheckOptions options;
+  options.bytes = watchdog.link_check_bytes();
+  options.slow_rank_a = c_.flags.slow_link_a;
+  options.slow_rank_b = c_.flags.slow_link_b;
+  options.slow_delay_seconds = c_.flags.slow_link_delay;
+  ASSIGN_OR_RETURN(std::vector<LinkResult> links, trainer::CheckLinks(*device_, checked, options));
+  const double seconds = Since(start);
+  if (links.empty()) {
+    RM_LOG(INFO) << "link check: none of this rank's groups crosses a link (one rank, or one "
+                    "machine's shared memory)";
+  }
+  v1::ReportLinksRequest report;
+  report.set_seconds(seconds);
+  const LinkResult* corrupt = nullptr;
+  for (const LinkResult& link : links) {
+    RM_LOG(INFO) << absl::StrFormat(
+        "link check: %s rank %d <-> rank %d: %.3f GB/s each way (%lld bytes, fastest of %d)%s",
+        link.group, c_.place.rank, link.peer_rank, link.bytes / link.seconds / 1e9,
+        static_cast<long long>(link.bytes), options.iters,
+        link.wrong > 0 ? absl::StrCat(", ", link.wrong, " elements arrived WRONG") : "");
+    v1::LinkStat* stat = report.add_links();
+    stat->set_group(link.group);
+    stat->set_peer_rank(link.peer_rank);
+    stat->set_bytes(link.bytes);
+    stat->set_seconds(link.seconds);
+    stat->set_wrong(link.wrong);
+    if (link.wrong > 0 && corrupt == nullptr) corrupt = &link;
+  }
+  if (agent_ != nullptr && c_.flags.report_metrics) RETURN_IF_ERROR(agent_->ReportLinks(report));
+  if (corrupt != nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "link check: ", corrupt->wrong, " of ", corrupt->bytes / 4, " elements from rank ",
+        corrupt->peer_rank, " (group ", corrupt->group, ") arrived wrong: the link corrupts data"));
+  }
   return absl::OkStatus();
 }
 
@@ -397,6 +452,7 @@ absl::Status Run::Train() {
 absl::Status RunTraining(const TrainerConfig& config, AgentClient* agent) {
   Run run(config, agent);
   RETURN_IF_ERROR(run.Setup());
+  RETURN_IF_ERROR(run.CheckLinks());
   RETURN_IF_ERROR(run.Resume());
   return run.Train();
 }

@@ -30,6 +30,9 @@ struct TrainerFlags {
   double peak_flops = 0;           // per rank, for MFU; 0: estimated from the CPU
   double slow_factor = 1;          // test flag: this rank's compute is stretched by this factor
   int slow_rank = -1;              // ... on this rank only (-1: none)
+  int slow_link_a = -1;            // test flag: the link check's exchanges between these two
+  int slow_link_b = -1;            // global ranks (-1: none) each take this much longer
+  double slow_link_delay = 0;      // (seconds)
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
   int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
   bool shared_memory = true;       // groups on one machine communicate through shared memory

@@ -46,6 +46,9 @@ class Communicator {
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // How the group's data travels: "gloo" (TCP), "shm" (collectives in one machine's shared
+  // memory, point to point over Gloo on loopback) or "nccl".
+  virtual const char* transport() const = 0;
 
   // data = sum over ranks of data (kF32, or a dtype CanReduce accepts), in place.
   absl::Status AllReduce(Tensor data);

@@ -16,6 +16,7 @@ class FakeCommunicator final : public Communicator {
   FakeCommunicator(bool reduces_bf16, double device_seconds)
       : Communicator("dp0", 0, 1), reduces_bf16_(reduces_bf16), device_seconds_(device_seconds) {}
   int calls = 0;
+  const char* transport() const override { return "fake"; }
 
  protected:
   bool CanReduce(DType dtype) const override {

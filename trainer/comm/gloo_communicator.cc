@@ -86,6 +86,7 @@ class GlooCommunicator final : public Communicator {
       : Communicator(std::move(name), rank, size),
         context_(std::move(context)),
         timeout_(StoreAdapter::ToChrono(timeout)) {}
+  const char* transport() const override { return "gloo"; }
 
  protected:
   absl::Status DoAllReduce(Tensor data) override {

@@ -57,6 +57,7 @@ class ShmCommunicator final : public Communicator {
         control_(static_cast<Control*>(map)),
         slots_(reinterpret_cast<float*>(static_cast<char*>(map) + sizeof(Control))) {}
   ~ShmCommunicator() override { munmap(map_, bytes_); }
+  const char* transport() const override { return "shm"; }
 
  protected:
   absl::Status DoAllReduce(Tensor data) override {

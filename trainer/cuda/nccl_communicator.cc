@@ -50,6 +50,7 @@ class NcclCommunicator final : public Communicator {
         timeout_(options.timeout),
         staging_(options.device) {}
   ~NcclCommunicator() override;
+  const char* transport() const override { return "nccl"; }
 
   // Takes ownership of an initialised communicator; creates the stream and events.
   absl::Status Init(ncclComm_t comm);

@@ -92,6 +92,14 @@ absl::Status AgentClient::ReportCollectives(v1::ReportCollectivesRequest request
   return FromGrpc("ReportCollectives", stub_->ReportCollectives(&context, request, &response));
 }
 
+absl::Status AgentClient::ReportLinks(v1::ReportLinksRequest request) {
+  *request.mutable_worker() = identity_;
+  v1::ReportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, kRpcTimeout);
+  return FromGrpc("ReportLinks", stub_->ReportLinks(&context, request, &response));
+}
+
 absl::Status AgentClient::Set(const std::string& key, const std::string& value) {
   v1::RendezvousSetRequest request;
   *request.mutable_worker() = identity_;

@@ -37,6 +37,7 @@ class AgentClient final : public KeyValueStore {
   absl::Status ReportStep(v1::ReportStepRequest request);
   absl::Status ReportExit(int exit_code, const std::string& reason);
   absl::Status ReportCollectives(v1::ReportCollectivesRequest request);
+  absl::Status ReportLinks(v1::ReportLinksRequest request);
 
   // KeyValueStore: the job generation's rendezvous store.
   absl::Status Set(const std::string& key, const std::string& value) override;

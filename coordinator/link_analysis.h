@@ -1,0 +1,79 @@
+// The verdict on one generation's link check (WatchdogSpec.link_check_*; the trainer's side is
+// trainer/link_check.h): every rank measures the exchange with each of its ring neighbours in
+// each group, and reports it; this collects the reports and names the links that are slow or
+// corrupt data. Pure logic, fed by the job manager.
+//
+// A link is one pair of ranks in one group. Both ends report it: the collector keeps the slower
+// of their two times and adds up the wrong elements each received. Links are compared within
+// their kind: the group kind ("tp", "pp", "dp", "emb": the group name without its number) and
+// whether the two ends are on different nodes (an NVLink or shared-memory hop is not held
+// against a network one). A link is slow when its bandwidth is below slow_ratio times the median
+// of the *other* links of its kind (leave-one-out, so two links compare directly; a link alone
+// in its kind has nothing to be compared with and is never slow). A link that delivered wrong
+// data is always listed.
+//
+// Not thread-safe (the job manager's lock guards it).
+#ifndef RINGMASTER_COORDINATOR_LINK_ANALYSIS_H_
+#define RINGMASTER_COORDINATOR_LINK_ANALYSIS_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "proto/ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+
+// One end's measurement of a link, with both ranks' nodes.
+struct LinkSample {
+  std::string group;
+  int rank = 0;
+  int peer_rank = 0;
+  std::string node, peer_node;
+  int64_t bytes = 0;
+  double seconds = 0;
+  int64_t wrong = 0;
+};
+
+// Most links a summary lists (slowest first).
+inline constexpr int kMaxListedLinks = 16;
+
+class LinkCheckCollector {
+ public:
+  LinkCheckCollector(int64_t generation, int world, double slow_ratio)
+      : generation_(generation), world_(world), slow_ratio_(slow_ratio) {}
+
+  // Adds `rank`'s report. Returns false (and changes nothing) for a rank out of range or one that
+  // already reported.
+  bool Add(int rank, const std::vector<LinkSample>& samples, double seconds);
+  // Every rank of the generation reported.
+  bool complete() const { return static_cast<int>(reported_.size()) == world_; }
+  // The seconds `rank` said its check took (0 if it has not reported).
+  double seconds(int rank) const;
+
+  // The kinds and the slow or corrupting links, judged over the reports so far (judge once
+  // complete() for the final answer); ranks_reported says how many there were.
+  v1::LinkCheckSummary Summarize() const;
+
+ private:
+  struct Link {
+    LinkSample sample;  // rank < peer_rank
+    int reports = 0;
+  };
+  const int64_t generation_;
+  const int world_;
+  const double slow_ratio_;
+  std::map<int, double> reported_;  // rank -> its check's seconds
+  // Keyed by (group, lower rank, higher rank).
+  std::map<std::tuple<std::string, int, int>, Link> links_;
+};
+
+// The group kind of a group name: "dp12" -> "dp".
+std::string GroupKind(const std::string& group);
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_LINK_ANALYSIS_H_

@@ -1,0 +1,131 @@
+// The link check on a real cluster (coordinator, two agents, four trainer processes over Gloo on
+// loopback): a link made slow with the trainer's fault injection (--slow_link) is named with its
+// two ranks and nodes by `ringctl describe job`, a "slow_link" event and the coordinator's
+// ringmaster_slow_link series; the check is skipped for groups in one machine's shared memory and
+// off with `link_check: false`.
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/http_client.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Four data-parallel ranks of the trainer (two per agent) as a command job with `flags`.
+std::string Job(const std::string& name, const std::string& flags, int steps,
+                const std::string& watchdog) {
+  return absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 2\n",
+                      "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n  command: [\"",
+                      TestCluster::Runfile("trainer/trainer"), "\"", flags, "]\n",
+                      "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                      "  batch: {micro_batch: 2, global_batch: 8}\n"
+                      "  optimizer: {lr: 2.0e-3}\n  steps: ",
+                      steps, "\nrestart: {max_restarts: 0}\nwatchdog: ", watchdog, "\n");
+}
+
+int Count(const std::string& text, const std::regex& re) {
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+class LinkCheckTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto cluster = TestCluster::Start(TestTempDir() + "/link_check", {});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static TestCluster* cluster_;
+};
+
+TestCluster* LinkCheckTest::cluster_ = nullptr;
+
+// Ranks 1 and 2 (one on each agent) exchange 0.2 s slower than the other pair across the two
+// agents (4 MiB there takes a few milliseconds); the verdict waits for all four ranks and names
+// that link alone.
+TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
+  const std::string id =
+      cluster_->Submit("slow-link", Job("slow-link",
+                                        ", \"--shared_memory=false\", \"--slow_link=1:2\", "
+                                        "\"--slow_link_delay=0.2\"",
+                                        1000000, "{slow_link_ratio: 0.2}"));
+  ASSERT_FALSE(id.empty());
+  std::string described;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        described = cluster_->Ctl({"describe", "job", id}).output;
+        return described.find("4 of 4 ranks reported") != std::string::npos;
+      },
+      absl::Seconds(120)))
+      << described;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      described, m,
+      std::regex("\n  dp0 rank 1 \\((agent-\\d)\\) <-> rank 2 \\((agent-\\d)\\): [0-9.]+ [MG]B/s "
+                 "SLOW: 0\\.\\d\\dx the median of the others")))
+      << described;
+  const std::string node1 = m[1].str(), node2 = m[2].str();
+  EXPECT_NE(node1, node2) << described;
+  // Only that link: the other pair across the agents is its baseline, and nothing is corrupt.
+  EXPECT_EQ(Count(described, std::regex("\n  \\w+ rank \\d+ \\(agent-\\d\\) <-> ")), 1)
+      << described;
+  EXPECT_THAT(described, HasSubstr("  dp    across nodes   2 "));
+  EXPECT_THAT(described, HasSubstr("  dp    inside a node  2 "));
+  EXPECT_THAT(described, Not(HasSubstr("CORRUPTS")));
+  EXPECT_THAT(described, HasSubstr(absl::StrCat("dp0: rank 1 (", node1, ") <-> rank 2 (", node2,
+                                                ")")));  // the event
+
+  // Prometheus's view: the coordinator's series names both ends.
+  auto page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->body,
+              HasSubstr(absl::StrCat("ringmaster_slow_link{job_id=\"", id,
+                                     "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\",node=\"", node1,
+                                     "\",peer_node=\"", node2, "\"} 0.")));
+  EXPECT_THAT(page->body,
+              HasSubstr(absl::StrCat("ringmaster_link_bandwidth_bytes_per_second{job_id=\"", id,
+                                     "\",kind=\"dp\",scope=\"inter_node\",stat=\"min\"}")));
+  // The slow link is news, not a failure: the job trains on.
+  EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
+  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("link check: dp0 rank 1 <-> rank 2: "));
+  EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
+  page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->body, Not(HasSubstr(absl::StrCat("ringmaster_slow_link{job_id=\"", id))));
+}
+
+TEST_F(LinkCheckTest, SharedMemoryGroupsCrossNoLinkAndTheCheckCanBeTurnedOff) {
+  // Both agents run on this machine: with shared memory the group crosses no link.
+  const std::string shm = cluster_->Submit("shm", Job("shm", "", 4, "{}"));
+  ASSERT_FALSE(shm.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(shm, absl::Seconds(120)), "SUCCEEDED");
+  std::string described = cluster_->Ctl({"describe", "job", shm}).output;
+  EXPECT_THAT(described, HasSubstr("4 of 4 ranks reported):\n  none measured (no group crosses "
+                                   "a link)\n"));
+  EXPECT_THAT(cluster_->RankLog(shm, 1, 0),
+              HasSubstr("link check: none of this rank's groups crosses a link"));
+
+  const std::string off =
+      cluster_->Submit("off", Job("off", ", \"--shared_memory=false\"", 4, "{link_check: false}"));
+  ASSERT_FALSE(off.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(off, absl::Seconds(120)), "SUCCEEDED");
+  described = cluster_->Ctl({"describe", "job", off}).output;
+  EXPECT_THAT(described, Not(HasSubstr("Links (")));
+  EXPECT_THAT(cluster_->RankLog(off, 1, 0), Not(HasSubstr("link check:")));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
