@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/collective_ops.h"
+#include "common/link_groups.h"
 #include "common/status.h"
 #include "google/protobuf/map.h"
 
@@ -111,6 +112,12 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report) {
     const v1::LinkStat& link = report.links(i);
     const std::string field = absl::StrCat("links[", i, "]");
     if (!ValidGroupName(link.group())) return GroupNameError(field + ".group", link.group());
+    if (!IsLinkGroupName(link.group())) {
+      return FieldError(field + ".group",
+                        absl::StrCat("must name a tp, pp, dp or emb group followed by its number "
+                                     "(e.g. dp0), got \"",
+                                     link.group(), "\""));
+    }
     if (link.peer_rank() < 0) {
       return FieldError(field + ".peer_rank", absl::StrCat("must be >= 0, got ", link.peer_rank()));
     }

@@ -25,8 +25,9 @@ inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
 //  - collective_entered/completed: at most kMaxReportedGroups, valid names, values >= 0.
 // A valid group name is 1 to 64 characters of [A-Za-z0-9_.-].
 absl::Status ValidateStepReport(const v1::ReportStepRequest& report);
-//  - links: at most kMaxReportedLinks; group a valid group name; peer_rank >= 0; bytes > 0;
-//    seconds finite and > 0; wrong >= 0; the check's seconds finite and >= 0.
+//  - links: at most kMaxReportedLinks; group a tp, pp, dp or emb group name with its number
+//    (common/link_groups.h: they become the `kind` label); peer_rank >= 0; bytes > 0; seconds
+//    finite and > 0; wrong >= 0; the check's seconds finite and >= 0.
 absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
 

@@ -133,6 +133,10 @@ TEST(ValidateLinksReportTest, EachLinkNamesItsFieldWhenOutOfRange) {
   bad.mutable_links(0)->set_group("dp 0");
   EXPECT_EQ(Message(ValidateLinksReport(bad)),
             "links[0].group: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"dp 0\"");
+  bad.mutable_links(0)->set_group("world");
+  EXPECT_EQ(Message(ValidateLinksReport(bad)),
+            "links[0].group: must name a tp, pp, dp or emb group followed by its number (e.g. "
+            "dp0), got \"world\"");
   bad = r;
   bad.mutable_links(0)->set_peer_rank(-1);
   EXPECT_EQ(Message(ValidateLinksReport(bad)), "links[0].peer_rank: must be >= 0, got -1");

@@ -1,7 +1,6 @@
 #include "coordinator/link_analysis.h"
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
 namespace ringmaster::coordinator {
@@ -18,16 +17,11 @@ double Bandwidth(const LinkSample& s) { return s.seconds > 0 ? s.bytes / s.secon
 
 }  // namespace
 
-std::string GroupKind(const std::string& group) {
-  size_t end = group.size();
-  while (end > 0 && std::isdigit(static_cast<unsigned char>(group[end - 1]))) --end;
-  return group.substr(0, end);
-}
-
 bool LinkCheckCollector::Add(int rank, const std::vector<LinkSample>& samples, double seconds) {
   if (rank < 0 || rank >= world_ || reported_.count(rank) > 0) return false;
   reported_[rank] = seconds;
   for (LinkSample s : samples) {
+    if (!IsLinkGroupName(s.group)) continue;  // its kind would be an unbounded label value
     if (s.rank > s.peer_rank) {
       std::swap(s.rank, s.peer_rank);
       std::swap(s.node, s.peer_node);

@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/link_groups.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::coordinator {
@@ -46,8 +47,8 @@ class LinkCheckCollector {
   LinkCheckCollector(int64_t generation, int world, double slow_ratio)
       : generation_(generation), world_(world), slow_ratio_(slow_ratio) {}
 
-  // Adds `rank`'s report. Returns false (and changes nothing) for a rank out of range or one that
-  // already reported.
+  // Adds `rank`'s report; samples of groups common/link_groups.h does not name are ignored.
+  // Returns false (and changes nothing) for a rank out of range or one that already reported.
   bool Add(int rank, const std::vector<LinkSample>& samples, double seconds);
   // Every rank of the generation reported.
   bool complete() const { return static_cast<int>(reported_.size()) == world_; }
@@ -70,9 +71,6 @@ class LinkCheckCollector {
   // Keyed by (group, lower rank, higher rank).
   std::map<std::tuple<std::string, int, int>, Link> links_;
 };
-
-// The group kind of a group name: "dp12" -> "dp".
-std::string GroupKind(const std::string& group);
 
 }  // namespace ringmaster::coordinator
 

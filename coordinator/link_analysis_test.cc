@@ -152,11 +152,20 @@ TEST(LinkAnalysisTest, AtMostSixteenLinksAreListedSlowestFirst) {
   EXPECT_EQ(s.slow(0).rank(), 0);
 }
 
-TEST(LinkAnalysisTest, TheGroupKindIsTheNameWithoutItsNumber) {
+TEST(LinkAnalysisTest, OnlyTheFourGroupKindsAreTaken) {
   EXPECT_EQ(GroupKind("dp12"), "dp");
   EXPECT_EQ(GroupKind("emb0"), "emb");
   EXPECT_EQ(GroupKind("world"), "world");
   EXPECT_EQ(GroupKind("7"), "");
+  for (const char* ok : {"tp0", "pp12", "dp3", "emb1"}) EXPECT_TRUE(IsLinkGroupName(ok)) << ok;
+  for (const char* bad : {"world", "dp", "bench0", "x1", "7", ""}) {
+    EXPECT_FALSE(IsLinkGroupName(bad)) << bad;
+  }
+  LinkCheckCollector c(1, 2, 0.5);
+  EXPECT_TRUE(c.Add(0, {Sample("world", 0, "a", 1, "b", 1), Sample("tp0", 0, "a", 1, "a", 9)}, 0));
+  const v1::LinkCheckSummary s = c.Summarize();
+  ASSERT_EQ(s.classes_size(), 1);
+  EXPECT_EQ(s.classes(0).kind(), "tp");
 }
 
 }  // namespace
