@@ -67,6 +67,8 @@ CoordinatorLink::Stream* CoordinatorLink::CurrentStream() {
 bool CoordinatorLink::Send(const v1::AgentMessage& message) {
   if (Write(message)) return true;
   if (message.has_step_summary() || message.has_heartbeat()) return false;
+  // Re-sent after the RegisterAck by the resend factory (see the header), not queued.
+  if (message.has_rendezvous() && resend_ != nullptr) return false;
   absl::MutexLock lock(&mu_);
   if (pending_.size() >= kMaxPending) pending_.pop_front();
   pending_.push_back(message);

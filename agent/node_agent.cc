@@ -52,14 +52,14 @@ NodeAgent::~NodeAgent() { Shutdown(absl::Seconds(5)); }
 void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
   link_ = std::make_unique<CoordinatorLink>(
       channel,
-      [this] {
-        // A new stream: a coordinator that restarted may have been told of a hang it did not
-        // act on, and the watchdog reports each hang once.
-        watchdog_->ReportHangsAgain();
-        return MakeRegister();
-      },
+      [this] { return MakeRegister(); },
       [this](const v1::CoordinatorMessage& m) { OnCommand(m); },
       [this] {
+        // A new stream, registered: a coordinator that restarted may have been told of a hang
+        // it did not act on, and the watchdog reports each hang once. (Re-armed here, after the
+        // RegisterAck, not for every attempt: while the coordinator is away each attempt would
+        // queue every hung rank's report again.)
+        watchdog_->ReportHangsAgain();
         std::vector<v1::AgentMessage> again;
         absl::MutexLock lock(&mu_);
         for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
@@ -492,7 +492,11 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   }
   // Per-rank series of a job that has nothing left on this node are dropped, so the agent's
   // /metrics stays bounded by the ranks it runs.
-  if (last_of_job) metrics_->ForgetJob(worker.job.job_id());
+  if (last_of_job) {
+    metrics_->ForgetJob(worker.job.job_id());
+    absl::MutexLock lock(&mu_);
+    rendezvous_replay_.ForgetJob(worker.job.job_id());
+  }
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
                << ") exited: code " << info.exit_code << ", signal " << info.signal;

@@ -1,6 +1,7 @@
 #include "agent/rendezvous_replay.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ringmaster::agent {
 
@@ -25,6 +26,10 @@ void RendezvousReplay::NewGeneration(const std::string& job_id, int64_t generati
     if (g.first == job_id && g.second < generation) older.push_back(g);
   }
   for (const Generation& g : older) Forget(g);
+}
+
+void RendezvousReplay::ForgetJob(const std::string& job_id) {
+  NewGeneration(job_id, std::numeric_limits<int64_t>::max());
 }
 
 void RendezvousReplay::Remember(const v1::RendezvousRequest& set) {

@@ -104,7 +104,14 @@ struct JobManager::Job {
   std::map<uint64_t, WatchCallback> watchers;
   // Watchdog state of the current generation.
   std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
-  std::map<int, absl::Time> last_heard;        // when each rank's last summary arrived
+  // When each rank's last summary arrived, or, after a coordinator restart, when its node
+  // registered again listing it running (a stopped rank sends nothing more and must still count
+  // as silent).
+  std::map<int, absl::Time> last_heard;
+  // When this coordinator began to hear the current generation's ranks: for a recovered job, the
+  // latest re-registration of one of its nodes (InfinitePast otherwise). A hang reported sooner
+  // than kHangEvidenceWait after it waits for evidence, however long ago the hang began.
+  absl::Time heard_from = absl::InfinitePast();
   std::unique_ptr<StragglerDetector> stragglers;
   std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
   std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
@@ -115,6 +122,7 @@ struct JobManager::Job {
     std::string node;
     v1::WorkerState state;
     absl::Time began;
+    absl::Time decide_by;  // blame whoever the evidence names by then
   };
   std::optional<PendingHang> pending_hang;
   bool recovery_series = false;  // ringmaster_recovery_seconds exported
@@ -125,10 +133,8 @@ struct JobManager::Job {
   int failure_streak = 0;
   std::set<std::string> excluded;
   absl::Time last_checkpoint_time = absl::InfinitePast();
-  // Crash-loop backoff and drain waits: whether the current generation stepped (the failures in
-  // a row of generations that did not are JobStatus.failures_before_a_step), and when the next
-  // launch may happen.
-  bool generation_stepped = false;
+  // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
+  // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();
   // The current generation's link check (made by its first report), and the label values of the
   // latest verdict's series.
@@ -624,7 +630,8 @@ void JobManager::ScheduleLocked() {
 }
 
 absl::Duration JobManager::RestartBackoff(Job* job) {
-  const int failures = job->generation_stepped ? 0 : job->status.failures_before_a_step() + 1;
+  const int failures =
+      job->status.generation_stepped() ? 0 : job->status.failures_before_a_step() + 1;
   job->status.set_failures_before_a_step(failures);
   if (failures < 2 || options_.restart_backoff <= absl::ZeroDuration()) {
     return absl::ZeroDuration();
@@ -679,16 +686,17 @@ bool JobManager::TryPlace(Job* job) {
   status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
   status.set_stopping_deadline_unix_nanos(0);
   status.set_backoff_until_unix_nanos(0);
+  status.set_generation_stepped(false);
   job->rank_step.assign(world, 0);
   job->rank_tokens_per_second.assign(world, 0);
   job->collectives.clear();
   job->last_heard.clear();
+  job->heard_from = absl::InfinitePast();
   job->pending_hang.reset();
   StragglerOptions straggler_options;
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
   job->resumed = false;
-  job->generation_stepped = false;
   job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
@@ -820,9 +828,10 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.
     if (job->pending_hang.has_value()) return;  // The first report is being decided.
     const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
+    const absl::Time decide_by = std::max(began, job->heard_from) + kHangEvidenceWait;
     std::string why;
-    if (HangEvidence(*job, &why).empty() && clock_->Now() < began + kHangEvidenceWait) {
-      job->pending_hang = Job::PendingHang{node, state, began};
+    if (HangEvidence(*job, &why).empty() && clock_->Now() < decide_by) {
+      job->pending_hang = Job::PendingHang{node, state, began, decide_by};
       return;  // Tick() decides once the evidence is in, or the wait is over.
     }
     DeclareHang(job, node, state, began);
@@ -861,12 +870,12 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   const v1::RankAssignment& a = job->status.assignments(summary.rank());
   // Phase and collective reports also make summaries; only a step report sets steps_in_summary
   // (and the agent starts every generation's summary empty).
-  if (summary.steps_in_summary() > 0 && !job->generation_stepped) {
-    job->generation_stepped = true;
-    if (job->status.failures_before_a_step() > 0) {
-      job->status.set_failures_before_a_step(0);  // the crash loop is over
-      Persist(job);
-    }
+  if (summary.steps_in_summary() > 0 && !job->status.generation_stepped()) {
+    // Stored, once per generation: after a coordinator restart its failure must not count
+    // towards the crash loop either.
+    job->status.set_generation_stepped(true);
+    job->status.set_failures_before_a_step(0);  // a crash loop, if any, is over
+    Persist(job);
   }
   job->rank_step[summary.rank()] = summary.step();
   // One rank per data-parallel replica counts its tokens (TP and PP ranks share them).
@@ -1080,8 +1089,9 @@ void JobManager::OnLinkReport(const v1::LinkReport& report) {
   if (job->link_check == nullptr) {
     v1::JobSpec spec = job->status.spec();
     ApplyDefaults(&spec);  // a job stored before slow_link_ratio existed gets its default
-    job->link_check = std::make_unique<LinkCheckCollector>(job->status.generation(), world,
-                                                           spec.watchdog().slow_link_ratio());
+    job->link_check = std::make_unique<LinkCheckCollector>(
+        job->status.generation(), world, spec.watchdog().slow_link_ratio(),
+        spec.watchdog().min_link_bytes_per_second());
   }
   std::vector<LinkSample> samples;
   for (const v1::LinkStat& l : report.links()) {
@@ -1090,58 +1100,83 @@ void JobManager::OnLinkReport(const v1::LinkReport& report) {
         {l.group(), report.rank(), l.peer_rank(), job->status.assignments(report.rank()).node(),
          job->status.assignments(l.peer_rank()).node(), l.bytes(), l.seconds(), l.wrong()});
   }
-  if (job->link_check->Add(report.rank(), samples, report.seconds()) &&
-      job->link_check->complete()) {
-    JudgeLinks(job);
+  if (!job->link_check->Add(report.rank(), samples, report.seconds())) return;
+  // A rank that received wrong data exits right after its report and the generation ends before
+  // the others report: corruption is named at once.
+  const std::vector<v1::LinkState> corrupt = job->link_check->TakeNewCorruptions();
+  for (const v1::LinkState& link : corrupt) AnnounceLink(job, link);
+  if (!corrupt.empty()) Persist(job);
+  if (job->link_check->complete()) JudgeLinks(job);
+}
+
+void JobManager::AnnounceLink(Job* job, const v1::LinkState& link) {
+  const LinkCheckCollector& check = *job->link_check;
+  std::string what = absl::StrFormat("%s: rank %d (%s) <-> rank %d (%s): %s each way",
+                                     link.group(), link.rank(), link.node(), link.peer_rank(),
+                                     link.peer_node(), FormatBandwidth(link.bytes_per_second()));
+  if (link.baseline_bytes_per_second() > 0) {
+    absl::StrAppend(
+        &what, absl::StrFormat(", %.2fx the median of the other %s links %s (%s)",
+                               link.bytes_per_second() / link.baseline_bytes_per_second(),
+                               GroupKind(link.group()),
+                               link.node() == link.peer_node() ? "inside a node" : "across nodes",
+                               FormatBandwidth(link.baseline_bytes_per_second())));
   }
+  if (link.wrong() > 0) {
+    absl::StrAppend(&what, "; ", link.wrong(), link.wrong() == 1 ? " element" : " elements",
+                    " arrived wrong: the link corrupts data");
+  } else if (link.below_floor()) {
+    absl::StrAppend(&what, ": slow (below the job's floor of ",
+                    FormatBandwidth(check.min_bytes_per_second()), ")");
+  } else {
+    absl::StrAppend(&what, absl::StrFormat(": slow (threshold %.2fx)", check.slow_ratio()));
+  }
+  RM_LOG(WARNING) << "job " << job->status.job_id() << " generation " << job->status.generation()
+                  << " link check: " << what;
+  v1::JobEvent& event = AddEvent(job, "slow_link", what);
+  event.add_ranks(link.rank());
+  event.add_ranks(link.peer_rank());
+  if (slow_links_ == nullptr) return;
+  std::vector<std::string> labels = {job->status.job_id(),      link.group(),
+                                     absl::StrCat(link.rank()), absl::StrCat(link.peer_rank()),
+                                     link.node(),               link.peer_node()};
+  slow_links_->WithLabels(labels)->Set(
+      link.baseline_bytes_per_second() > 0
+          ? link.bytes_per_second() / link.baseline_bytes_per_second()
+          : 0);
+  job->slow_link_series.push_back(std::move(labels));
 }
 
 void JobManager::JudgeLinks(Job* job) {
   const v1::LinkCheckSummary summary = job->link_check->Summarize();
-  const std::string& id = job->status.job_id();
-  const double ratio = job->status.spec().watchdog().slow_link_ratio();
-  for (const v1::LinkState& link : summary.slow()) {
-    std::string what = absl::StrFormat("%s: rank %d (%s) <-> rank %d (%s): %s each way",
-                                       link.group(), link.rank(), link.node(), link.peer_rank(),
-                                       link.peer_node(), FormatBandwidth(link.bytes_per_second()));
-    if (link.baseline_bytes_per_second() > 0) {
-      absl::StrAppend(
-          &what, absl::StrFormat(", %.2fx the median of the other %s links %s (%s)",
-                                 link.bytes_per_second() / link.baseline_bytes_per_second(),
-                                 GroupKind(link.group()),
-                                 link.node() == link.peer_node() ? "inside a node" : "across nodes",
-                                 FormatBandwidth(link.baseline_bytes_per_second())));
-    }
-    if (link.wrong() > 0) {
-      absl::StrAppend(&what, "; ", link.wrong(), " elements arrived wrong: the link corrupts data");
-    } else {
-      absl::StrAppend(&what, absl::StrFormat(": slow (threshold %.2fx)", ratio));
-    }
-    RM_LOG(WARNING) << "job " << id << " generation " << job->status.generation()
-                    << " link check: " << what;
-    v1::JobEvent& event = AddEvent(job, "slow_link", what);
-    event.add_ranks(link.rank());
-    event.add_ranks(link.peer_rank());
-  }
-  if (summary.slow_size() > 0) Persist(job);
-  if (slow_links_ == nullptr) return;
+  // The verdict's series replace the previous check's (and this one's corruptions, named again).
   ForgetLinkSeries(job);
+  bool announced = false;
   for (const v1::LinkState& link : summary.slow()) {
-    std::vector<std::string> labels = {
-        id,          link.group(),    absl::StrCat(link.rank()), absl::StrCat(link.peer_rank()),
-        link.node(), link.peer_node()};
-    slow_links_->WithLabels(labels)->Set(link.baseline_bytes_per_second() > 0
-                                             ? link.bytes_per_second() /
-                                                   link.baseline_bytes_per_second()
-                                             : 0);
-    job->slow_link_series.push_back(std::move(labels));
+    if (link.wrong() > 0) {
+      if (slow_links_ != nullptr) {  // its event came with the report; only the series again
+        std::vector<std::string> labels = {
+            job->status.job_id(), link.group(), absl::StrCat(link.rank()),
+            absl::StrCat(link.peer_rank()), link.node(), link.peer_node()};
+        slow_links_->WithLabels(labels)->Set(
+            link.baseline_bytes_per_second() > 0
+                ? link.bytes_per_second() / link.baseline_bytes_per_second()
+                : 0);
+        job->slow_link_series.push_back(std::move(labels));
+      }
+      continue;
+    }
+    AnnounceLink(job, link);
+    announced = true;
   }
+  if (announced) Persist(job);
+  if (link_bandwidth_ == nullptr) return;
   for (const v1::LinkClass& c : summary.classes()) {
     const char* scope = c.cross_node() ? "inter_node" : "intra_node";
     for (const auto& [stat, value] :
          {std::pair<const char*, double>{"median", c.median_bytes_per_second()},
           {"min", c.min_bytes_per_second()}}) {
-      std::vector<std::string> labels = {id, c.kind(), scope, stat};
+      std::vector<std::string> labels = {job->status.job_id(), c.kind(), scope, stat};
       link_bandwidth_->WithLabels(labels)->Set(value);
       job->link_bandwidth_series.push_back(std::move(labels));
     }
@@ -1200,6 +1235,11 @@ void JobManager::ReconcileNode(const v1::Register& registration) {
                          worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
                          job->status.assignments(worker.rank()).node() == node;
     if (current) account(job, worker.rank());
+    if (current && job->status.state() == v1::JOB_STATE_RUNNING) {
+      // Heard of through its agent: from now on its silence counts (hang evidence).
+      job->last_heard.emplace(worker.rank(), clock_->Now());
+      job->heard_from = clock_->Now();
+    }
     if (current && IsStopping(job->status, worker.rank())) {
       // Asked to checkpoint and exit before the coordinator restarted: its agent is still
       // stopping it, and its device stays held until it exits.
@@ -1257,6 +1297,11 @@ void JobManager::Tick() {
     if (job->status.state() == v1::JOB_STATE_RESTARTING &&
         job->launch_not_before != absl::InfinitePast() && now >= job->launch_not_before) {
       job->launch_not_before = absl::InfinitePast();
+      if (job->status.backoff_until_unix_nanos() > 0) {
+        // The wait is over (the launch may still wait for capacity): no "next launch at" past.
+        job->status.set_backoff_until_unix_nanos(0);
+        Persist(job);
+      }
       changed = true;
     }
     if (!job->hang_suspects.empty() && now >= job->hang_suspects_until) ClearHangSuspects(job);
@@ -1274,7 +1319,7 @@ void JobManager::Tick() {
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     if (job->pending_hang.has_value()) {
       std::string unused;
-      if (now >= job->pending_hang->began + kHangEvidenceWait ||
+      if (now >= job->pending_hang->decide_by ||
           !HangEvidence(*job, &unused).empty()) {
         const Job::PendingHang pending = *job->pending_hang;
         DeclareHang(job, pending.node, pending.state, pending.began);

@@ -140,11 +140,13 @@ class JobManager {
   // naming the rank and is restarted like after a failure.
   void OnWorkerState(const std::string& node, const v1::WorkerState& state);
   void OnStepSummary(const v1::StepSummary& summary);
-  // A rank's link check (its agent forwards it; coordinator/link_analysis.h judges). Once every
-  // rank of the generation reported, each slow or data-corrupting link gets a "slow_link" event
-  // naming its two ranks and nodes, and the ringmaster_slow_link and
-  // ringmaster_link_bandwidth_bytes_per_second series are replaced by the verdict's. GetJob
-  // answers the generation's summary (LinkCheckSummary) from the first report on.
+  // A rank's link check (its agent forwards it; coordinator/link_analysis.h judges). A link
+  // that delivered wrong data gets a "slow_link" event naming its two ranks and nodes as soon as
+  // a report says so (that rank exits at once); once every rank of the generation reported, so
+  // does each slow link, and the ringmaster_slow_link and
+  // ringmaster_link_bandwidth_bytes_per_second series are replaced by the verdict's (they stay
+  // until a later generation's check is complete, or the job ends). GetJob answers the
+  // generation's summary (LinkCheckSummary) from the first report on.
   void OnLinkReport(const v1::LinkReport& report);
   // A node was lost: its jobs are failed ranks.
   void OnNodeLost(const std::string& node);
@@ -229,6 +231,8 @@ class JobManager {
   void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The link check of the job's generation is complete: events and series (OnLinkReport).
   void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
+  void AnnounceLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the series of the job's latest link verdict.
   void ForgetLinkSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(Job* job, v1::JobState state, const std::string& message)

@@ -710,6 +710,40 @@ TEST_F(JobManagerTest, ALinkThatCorruptsDataIsNamedEvenWithNothingToCompareItWit
                                   "corrupts data"));
 }
 
+// The rank that received wrong data exits at once (75), so the generation ends before the other
+// ranks report: the corruption is named from that one report, and its series outlives the
+// generation until the next one's check is complete.
+TEST_F(JobManagerTest, ACorruptingLinkIsNamedBeforeItsRankExitsAndTheOthersReport) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  std::vector<std::string> node(4);
+  for (const auto& a : running.assignments()) node[a.rank()] = a.node();
+  v1::LinkReport corrupt = Links(running, 2, 4, {10, 10, 10, 10});
+  corrupt.mutable_links(1)->set_wrong(5);  // from rank 1
+  jobs_->OnLinkReport(corrupt);
+  jobs_->OnWorkerState(node[2], Exit(running, 2, 75));
+  const auto got = jobs_->Get(job->job_id());
+  ASSERT_EQ(got->job().generation(), running.generation() + 1);
+  const std::vector<v1::JobEvent> named = EventsOf(*got, "slow_link");
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_THAT(named[0].ranks(), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(named[0].message(),
+            absl::StrCat("dp0: rank 1 (", node[1], ") <-> rank 2 (", node[2],
+                         "): 10.00 GB/s each way; 5 elements arrived wrong: the link corrupts "
+                         "data"));
+  const std::string series = absl::StrCat("ringmaster_slow_link{job_id=\"", job->job_id(),
+                                          "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\",");
+  EXPECT_NE(registry_.RenderText().find(series), std::string::npos);
+  // Generation 2's links are fine: its verdict removes the series.
+  const v1::JobStatus gen2 = got->job();
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {10, 10, 10, 10}));
+  EXPECT_EQ(registry_.RenderText().find(series), std::string::npos);
+  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "slow_link").size(), 1u);
+}
+
 TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);
@@ -859,6 +893,12 @@ TEST_F(JobManagerTest, ACrashLoopsBackoffSurvivesACoordinatorRestart) {
   ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
   jobs_->OnStepSummary(Summary(Current(id), 0, 10, 1, 1));
   MakeManager();
+  EXPECT_EQ(Current(id).failures_before_a_step(), 0);
+  // That it stepped is stored too: its failure after the restart starts no count.
+  Reconnect(Returning("n1", 2, Current(id), {0, 1}));
+  const int64_t stepped = Current(id).generation();
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));
+  EXPECT_EQ(Current(id).generation(), stepped + 1);
   EXPECT_EQ(Current(id).failures_before_a_step(), 0);
 }
 
@@ -1017,6 +1057,31 @@ TEST_F(JobManagerTest, AFailureListedAtRegistrationRestartsTheJobOnce) {
   EXPECT_EQ(after.restarts(), 1);
 }
 
+// Rank 1 was stopped; rank 0, blocked in a collective with it, was reported hung to a coordinator
+// that restarted before acting, and its agent reports the hang again on the new stream. The new
+// coordinator never heard from rank 1: it must still blame rank 1, not the reported rank 0.
+TEST_F(JobManagerTest, AHangReportedAgainAfterARestartBlamesTheRankThatStaysSilent) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  MakeManager();
+  Reconnect(Returning("n1", 2, running, {0, 1}));
+  jobs_->OnStepSummary(Summary(running, 0, 5, 6, 5));  // rank 0's side thread still reports
+  jobs_->OnWorkerState("n1", HangReport(running, 0, 40));
+  EXPECT_EQ(Current(job->job_id()).generation(), running.generation());  // held for evidence
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    jobs_->OnStepSummary(Summary(running, 0, 5, 6, 5));
+    jobs_->Tick();
+  }
+  const auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().generation(), running.generation() + 1);
+  const std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(hangs[0].ranks(), ::testing::ElementsAre(1)) << hangs[0].message();
+}
+
 TEST_F(JobManagerTest, ARecoveredNodeMissingOneOfItsRanksFailsTheJobAfterTheReconcileTimeout) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);
@@ -1060,6 +1125,20 @@ v1::UpdateNodeRequest NodeUpdate(const std::string& node, v1::NodeAction action,
   r.set_action(action);
   r.set_reason(reason);
   return r;
+}
+
+TEST_F(JobManagerTest, ACrashLoopsWaitThatEndsWithoutCapacityNamesNoNextLaunch) {
+  const std::string id = SubmitOnOneNode(absl::Seconds(2));
+  ASSERT_FALSE(id.empty());
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // relaunched at once
+  jobs_->OnWorkerState("n1", Exit(Current(id), 0, 1));  // waits 2 s
+  ASSERT_GT(Current(id).backoff_until_unix_nanos(), 0);
+  const Caller admin{"root", true};
+  ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate("n1", v1::NODE_ACTION_CORDON), admin).ok());
+  clock_.Advance(absl::Seconds(3));
+  jobs_->Tick();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);  // nowhere to go
+  EXPECT_EQ(Current(id).backoff_until_unix_nanos(), 0);       // but no longer backing off
 }
 
 TEST_F(JobManagerTest, CordonedNodeGetsNoPlacementUntilUncordoned) {

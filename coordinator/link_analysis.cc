@@ -6,14 +6,28 @@
 namespace ringmaster::coordinator {
 namespace {
 
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+double Bandwidth(const LinkSample& s) { return s.seconds > 0 ? s.bytes / s.seconds : 0; }
+
+// The median of sorted `v` without its element `skip` (or of all of it when skip is past the
+// end); 0 when nothing is left.
+double MedianWithout(const std::vector<double>& v, size_t skip) {
+  const size_t n = skip < v.size() ? v.size() - 1 : v.size();
+  if (n == 0) return 0;
+  auto at = [&](size_t j) { return v[j < skip ? j : j + 1]; };
+  return n % 2 == 1 ? at(n / 2) : (at(n / 2 - 1) + at(n / 2)) / 2;
 }
 
-double Bandwidth(const LinkSample& s) { return s.seconds > 0 ? s.bytes / s.seconds : 0; }
+v1::LinkState StateOf(const LinkSample& s) {
+  v1::LinkState state;
+  state.set_group(s.group);
+  state.set_rank(s.rank);
+  state.set_peer_rank(s.peer_rank);
+  state.set_node(s.node);
+  state.set_peer_node(s.peer_node);
+  state.set_bytes_per_second(Bandwidth(s));
+  state.set_wrong(s.wrong);
+  return state;
+}
 
 }  // namespace
 
@@ -46,58 +60,65 @@ double LinkCheckCollector::seconds(int rank) const {
   return it == reported_.end() ? 0 : it->second;
 }
 
+std::vector<v1::LinkState> LinkCheckCollector::TakeNewCorruptions() {
+  std::vector<v1::LinkState> out;
+  for (const auto& [key, link] : links_) {
+    if (link.sample.wrong > 0 && corruptions_taken_.insert(key).second) {
+      out.push_back(StateOf(link.sample));
+    }
+  }
+  return out;
+}
+
 v1::LinkCheckSummary LinkCheckCollector::Summarize() const {
+  if (final_.has_value()) return *final_;
+  v1::LinkCheckSummary summary = Judge();
+  if (complete()) final_ = summary;  // no report can change it any more
+  return summary;
+}
+
+v1::LinkCheckSummary LinkCheckCollector::Judge() const {
   v1::LinkCheckSummary summary;
   summary.set_generation(generation_);
   summary.set_ranks_reported(static_cast<int>(reported_.size()));
   summary.set_ranks_expected(world_);
-  // Links by kind: (group kind, cross-node).
-  std::map<std::pair<std::string, bool>, std::vector<const LinkSample*>> kinds;
+  summary.set_min_bytes_per_second(min_bytes_per_second_);
+  // Links by kind (group kind, cross-node), each kind sorted by bandwidth.
+  std::map<std::pair<std::string, bool>, std::vector<std::pair<double, const LinkSample*>>> kinds;
   for (const auto& [key, link] : links_) {
     const LinkSample& s = link.sample;
-    kinds[{GroupKind(s.group), s.node != s.peer_node}].push_back(&s);
+    kinds[{GroupKind(s.group), s.node != s.peer_node}].push_back({Bandwidth(s), &s});
   }
-  struct Listed {
-    v1::LinkState state;
-    double ratio;  // bandwidth over baseline; 0 when corrupt with no baseline
-  };
-  std::vector<Listed> listed;
-  for (const auto& [kind, samples] : kinds) {
+  std::vector<v1::LinkState> listed;
+  for (auto& [kind, links] : kinds) {
+    std::sort(links.begin(), links.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<double> bandwidths;
-    for (const LinkSample* s : samples) bandwidths.push_back(Bandwidth(*s));
+    for (const auto& [bandwidth, sample] : links) bandwidths.push_back(bandwidth);
     v1::LinkClass* c = summary.add_classes();
     c->set_kind(kind.first);
     c->set_cross_node(kind.second);
-    c->set_links(static_cast<int>(samples.size()));
-    c->set_median_bytes_per_second(Median(bandwidths));
-    c->set_min_bytes_per_second(*std::min_element(bandwidths.begin(), bandwidths.end()));
-    for (size_t i = 0; i < samples.size(); ++i) {
-      std::vector<double> others = bandwidths;
-      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
-      const double baseline = Median(others);
-      const bool slow = !others.empty() && bandwidths[i] < slow_ratio_ * baseline;
-      const LinkSample& s = *samples[i];
-      if (!slow && s.wrong == 0) continue;
-      Listed l;
-      l.state.set_group(s.group);
-      l.state.set_rank(s.rank);
-      l.state.set_peer_rank(s.peer_rank);
-      l.state.set_node(s.node);
-      l.state.set_peer_node(s.peer_node);
-      l.state.set_bytes_per_second(bandwidths[i]);
-      l.state.set_baseline_bytes_per_second(baseline);
-      l.state.set_wrong(s.wrong);
-      l.ratio = baseline > 0 ? bandwidths[i] / baseline : 0;
-      listed.push_back(std::move(l));
+    c->set_links(static_cast<int>(links.size()));
+    c->set_median_bytes_per_second(MedianWithout(bandwidths, bandwidths.size()));
+    c->set_min_bytes_per_second(bandwidths.front());
+    for (size_t i = 0; i < links.size(); ++i) {
+      const double baseline = MedianWithout(bandwidths, i);
+      const bool below_floor = bandwidths[i] < min_bytes_per_second_;
+      const bool slow = (links.size() > 1 && bandwidths[i] < slow_ratio_ * baseline) || below_floor;
+      if (!slow && links[i].second->wrong == 0) continue;
+      v1::LinkState state = StateOf(*links[i].second);
+      state.set_baseline_bytes_per_second(baseline);
+      state.set_below_floor(below_floor);
+      listed.push_back(std::move(state));
     }
   }
-  // Corrupting links first, then the slowest relative to their kind.
-  std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
-    if ((a.state.wrong() > 0) != (b.state.wrong() > 0)) return a.state.wrong() > 0;
-    return a.ratio < b.ratio;
+  // Corrupting links first, then the slowest.
+  std::sort(listed.begin(), listed.end(), [](const v1::LinkState& a, const v1::LinkState& b) {
+    if ((a.wrong() > 0) != (b.wrong() > 0)) return a.wrong() > 0;
+    return a.bytes_per_second() < b.bytes_per_second();
   });
   for (size_t i = 0; i < listed.size() && i < kMaxListedLinks; ++i) {
-    *summary.add_slow() = std::move(listed[i].state);
+    *summary.add_slow() = std::move(listed[i]);
   }
   return summary;
 }

@@ -9,8 +9,10 @@
 // whether the two ends are on different nodes (an NVLink or shared-memory hop is not held
 // against a network one). A link is slow when its bandwidth is below slow_ratio times the median
 // of the *other* links of its kind (leave-one-out, so two links compare directly; a link alone
-// in its kind has nothing to be compared with and is never slow). A link that delivered wrong
-// data is always listed.
+// in its kind has nothing to be compared with), or below the job's absolute floor when it sets
+// one. The comparison is relative: a fault that slows every link of a kind alike (the one NIC of
+// each node of a two-node job) is caught only by the floor, or seen in the kinds' figures. A link
+// that delivered wrong data is always listed.
 //
 // Not thread-safe (the job manager's lock guards it).
 #ifndef RINGMASTER_COORDINATOR_LINK_ANALYSIS_H_
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -44,8 +47,15 @@ inline constexpr int kMaxListedLinks = 16;
 
 class LinkCheckCollector {
  public:
-  LinkCheckCollector(int64_t generation, int world, double slow_ratio)
-      : generation_(generation), world_(world), slow_ratio_(slow_ratio) {}
+  // slow_ratio in (0, 1); min_bytes_per_second 0 for no floor.
+  LinkCheckCollector(int64_t generation, int world, double slow_ratio, double min_bytes_per_second)
+      : generation_(generation),
+        world_(world),
+        slow_ratio_(slow_ratio),
+        min_bytes_per_second_(min_bytes_per_second) {}
+
+  double slow_ratio() const { return slow_ratio_; }
+  double min_bytes_per_second() const { return min_bytes_per_second_; }
 
   // Adds `rank`'s report; samples of groups common/link_groups.h does not name are ignored.
   // Returns false (and changes nothing) for a rank out of range or one that already reported.
@@ -55,8 +65,14 @@ class LinkCheckCollector {
   // The seconds `rank` said its check took (0 if it has not reported).
   double seconds(int rank) const;
 
-  // The kinds and the slow or corrupting links, judged over the reports so far (judge once
-  // complete() for the final answer); ranks_reported says how many there were.
+  // The links that have delivered wrong data and were not returned by an earlier call, as far as
+  // the reports so far tell (wrong elements of the ends that reported). A corrupting link fails
+  // its generation at once, so it is named before every rank has reported.
+  std::vector<v1::LinkState> TakeNewCorruptions();
+
+  // The kinds and the slow or corrupting links (corrupting first, then slowest first), judged
+  // over the reports so far (judge once complete() for the final answer, which is kept);
+  // ranks_reported says how many there were. O(L log L) in the links L.
   v1::LinkCheckSummary Summarize() const;
 
  private:
@@ -64,12 +80,17 @@ class LinkCheckCollector {
     LinkSample sample;  // rank < peer_rank
     int reports = 0;
   };
+  v1::LinkCheckSummary Judge() const;
+
   const int64_t generation_;
   const int world_;
   const double slow_ratio_;
+  const double min_bytes_per_second_;
   std::map<int, double> reported_;  // rank -> its check's seconds
   // Keyed by (group, lower rank, higher rank).
   std::map<std::tuple<std::string, int, int>, Link> links_;
+  std::set<std::tuple<std::string, int, int>> corruptions_taken_;
+  mutable std::optional<v1::LinkCheckSummary> final_;  // once complete()
 };
 
 }  // namespace ringmaster::coordinator

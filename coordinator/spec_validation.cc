@@ -339,6 +339,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                               "got ",
                               FormatDouble(watchdog.slow_link_ratio())));
   }
+  if (problems.Finite("watchdog.min_link_bytes_per_second",
+                      watchdog.min_link_bytes_per_second()) &&
+      watchdog.min_link_bytes_per_second() < 0) {
+    problems.Add("watchdog.min_link_bytes_per_second",
+                 absl::StrCat("must be >= 0 (0: no floor), got ",
+                              FormatDouble(watchdog.min_link_bytes_per_second())));
+  }
   return problems.ToStatus();
 }
 

@@ -36,7 +36,7 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
 //  - restart.max_restarts in [0, 1000];
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
-//    [1, 2^30], slow_link_ratio in (0, 1);
+//    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
 //  - precision: any enum value defined in job.proto.
 // NaN or infinite doubles are refused for every field.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);

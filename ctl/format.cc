@@ -67,7 +67,11 @@ std::string RankStatus(const v1::RankLiveState& r) {
 std::string DescribeLinks(const v1::LinkCheckSummary& check) {
   std::string out =
       absl::StrCat("\nLinks (link check of generation ", check.generation(), ", ",
-                   check.ranks_reported(), " of ", check.ranks_expected(), " ranks reported):\n");
+                   check.ranks_reported(), " of ", check.ranks_expected(), " ranks reported",
+                   check.min_bytes_per_second() > 0
+                       ? absl::StrCat("; floor ", FormatBandwidth(check.min_bytes_per_second()))
+                       : "",
+                   "):\n");
   if (check.ranks_reported() < check.ranks_expected()) {
     absl::StrAppend(&out, "  judged once every rank has reported\n");
     return out;
@@ -85,8 +89,10 @@ std::string DescribeLinks(const v1::LinkCheckSummary& check) {
   absl::StrAppend(&out, Table(rows));
   for (const v1::LinkState& l : check.slow()) {
     std::string why = l.wrong() > 0
-                          ? absl::StrCat("CORRUPTS DATA (", l.wrong(), " elements arrived wrong)")
-                          : "SLOW";
+                          ? absl::StrCat("CORRUPTS DATA (", l.wrong(),
+                                         l.wrong() == 1 ? " element" : " elements",
+                                         " arrived wrong)")
+                          : (l.below_floor() ? "SLOW (below the floor)" : "SLOW");
     if (l.baseline_bytes_per_second() > 0) {
       absl::StrAppend(&why, absl::StrFormat(": %.2fx the median of the others (%s)",
                                             l.bytes_per_second() / l.baseline_bytes_per_second(),

@@ -121,6 +121,10 @@ TEST(DescribeJobTest, TheLinkCheckSaysEachKindOfLinkAndNamesTheSlowOnes) {
                               "the median of the others (2.00 GB/s)\n"));
   EXPECT_THAT(text, HasSubstr("  tp3 rank 1 (agent-0) <-> rank 2 (agent-1): 0.10 GB/s CORRUPTS "
                               "DATA (12 elements arrived wrong)\n"));
+  check->set_min_bytes_per_second(5e9);
+  slow->set_below_floor(true);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("4 of 4 ranks reported; floor 5.00 GB/s):\n"));
+  EXPECT_THAT(DescribeJob(r), HasSubstr("0.10 GB/s SLOW (below the floor): 0.05x the median"));
 }
 
 }  // namespace

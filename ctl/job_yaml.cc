@@ -77,6 +77,7 @@ constexpr absl::string_view kAllFields[] = {
     "watchdog.link_check",
     "watchdog.link_check_bytes",
     "watchdog.slow_link_ratio",
+    "watchdog.min_link_bytes_per_second",
 };
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
@@ -467,6 +468,8 @@ void Reader::ReadJob(const YAML::Node& root, v1::JobSpec* spec) {
                       }},
                      {"link_check_bytes", Int64(w, &v1::WatchdogSpec::set_link_check_bytes)},
                      {"slow_link_ratio", Double(w, &v1::WatchdogSpec::set_slow_link_ratio)},
+                     {"min_link_bytes_per_second",
+                      Double(w, &v1::WatchdogSpec::set_min_link_bytes_per_second)},
                  });
            }},
       });
@@ -814,6 +817,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     if (w.link_check_disabled()) out << YAML::Key << "link_check" << YAML::Value << false;
     EmitInt(out, "link_check_bytes", w.link_check_bytes());
     EmitDouble(out, "slow_link_ratio", w.slow_link_ratio());
+    EmitDouble(out, "min_link_bytes_per_second", w.min_link_bytes_per_second());
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

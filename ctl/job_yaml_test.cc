@@ -94,6 +94,7 @@ v1::JobSpec FullSpec() {
   spec.mutable_watchdog()->set_link_check_disabled(true);
   spec.mutable_watchdog()->set_link_check_bytes(1 << 20);
   spec.mutable_watchdog()->set_slow_link_ratio(0.25);
+  spec.mutable_watchdog()->set_min_link_bytes_per_second(2.5e10);
   return spec;
 }
 
@@ -378,12 +379,14 @@ TEST(JobYamlTest, TheLinkCheckIsTurnedOffWithFalseAndSizedInBytes) {
            {"false", true}, {"FALSE", true}, {"true", false}, {"True", false}}) {
     absl::StatusOr<v1::JobSpec> spec =
         ParseJobYaml(absl::StrCat("watchdog: {link_check: ", text,
-                                  ", link_check_bytes: 16777216, slow_link_ratio: 0.3}\n"),
+                                  ", link_check_bytes: 16777216, slow_link_ratio: 0.3, "
+                                  "min_link_bytes_per_second: 2e10}\n"),
                      "job.yaml");
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
     EXPECT_EQ(spec->watchdog().link_check_disabled(), disabled) << text;
     EXPECT_EQ(spec->watchdog().link_check_bytes(), 16 << 20);
     EXPECT_EQ(spec->watchdog().slow_link_ratio(), 0.3);
+    EXPECT_EQ(spec->watchdog().min_link_bytes_per_second(), 2e10);
     ExpectRoundTrip(*spec);
   }
   absl::StatusOr<v1::JobSpec> bad = ParseJobYaml("watchdog: {link_check: off}\n", "job.yaml");

@@ -60,7 +60,7 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
       cluster_->Submit("slow-link", Job("slow-link",
                                         ", \"--shared_memory=false\", \"--slow_link=1:2\", "
                                         "\"--slow_link_delay=0.2\"",
-                                        1000000, "{slow_link_ratio: 0.2}"));
+                                        1000000, "{slow_link_ratio: 0.05}"));
   ASSERT_FALSE(id.empty());
   std::string described;
   ASSERT_TRUE(WaitFor(
@@ -105,6 +105,28 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
   page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_THAT(page->body, Not(HasSubstr(absl::StrCat("ringmaster_slow_link{job_id=\"", id))));
+}
+
+// What rank 1 sends arrives at rank 2 with an element changed: rank 2 reports it and exits 75
+// at once, before the other ranks' reports; the coordinator names the link from that report.
+TEST_F(LinkCheckTest, ALinkThatCorruptsDataIsNamedAndFailsTheGeneration) {
+  const std::string id = cluster_->Submit(
+      "corrupt", Job("corrupt", ", \"--shared_memory=false\", \"--corrupt_link=1:2\"", 4, "{}"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "FAILED");  // max_restarts: 0
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("slow_link  dp0: rank 1 \\(agent-\\d\\) <-> rank 2 \\(agent-\\d\\): "
+                            "[0-9.]+ [MG]B/s each way; 1 element arrived wrong: the link "
+                            "corrupts data  \\[ranks 1,2\\]")))
+      << described;
+  // Logged before the report (the trainer's last error line may not be written: the job fails
+  // as soon as any rank's exit arrives, and the others are stopped).
+  EXPECT_TRUE(std::regex_search(cluster_->RankLog(id, 1, 2),
+                                std::regex("link check: dp0 rank 2 <-> rank 1: [0-9.]+ GB/s each "
+                                           "way \\(4194304 bytes, fastest of 3\\), 1 element "
+                                           "arrived WRONG")))
+      << cluster_->RankLog(id, 1, 2);
 }
 
 TEST_F(LinkCheckTest, SharedMemoryGroupsCrossNoLinkAndTheCheckCanBeTurnedOff) {

@@ -67,7 +67,7 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
                   TrainerCommand({"--slow_rank=3", "--slow_factor=2", "--shared_memory=false",
                                   "--slow_link=1:2", "--slow_link_delay=0.2"}),
                   absl::StrCat("checkpoint: {dir: ", c.dir(), "/ckpt, every_steps: 20, keep: 3}\n",
-                               "watchdog: {hang_timeout: 3, slow_link_ratio: 0.2}\n",
+                               "watchdog: {hang_timeout: 3, slow_link_ratio: 0.05}\n",
                                "restart: {max_restarts: 3}\n")),
       4, absl::Seconds(120));
   ASSERT_TRUE(id.ok()) << id.status();

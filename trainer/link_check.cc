@@ -44,6 +44,7 @@ absl::StatusOr<LinkResult> MeasureEdge(Device& device, Communicator& comm, int p
     best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
   }
   RETURN_IF_ERROR(device.CopyToHost(host.data(), recv.tensor()));
+  if (me == options.corrupt_to && peer_rank == options.corrupt_from) host[0] += 1;
   LinkResult result;
   result.group = comm.name();
   result.peer_rank = peer_rank;

@@ -43,6 +43,9 @@ struct LinkCheckOptions {
   // starts `slow_delay_seconds` late on the lower one, so both ends measure the delay. -1: none.
   int slow_rank_a = -1, slow_rank_b = -1;
   double slow_delay_seconds = 0;
+  // Fault injection (trainer --corrupt_link): global rank `corrupt_to` finds one element of what
+  // it received from `corrupt_from` changed, as a corrupting link would deliver it. -1: none.
+  int corrupt_from = -1, corrupt_to = -1;
 };
 
 // One edge as this rank measured it.

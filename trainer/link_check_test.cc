@@ -6,12 +6,14 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "trainer/comm/key_value_store.h"
 #include "trainer/comm/testing.h"
 #include "trainer/model/cpu_device.h"
+#include "trainer/parallel/parallel_groups.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -81,6 +83,52 @@ TEST(CheckLinksTest, EachRankMeasuresItsRingNeighboursOverARealTransport) {
   }
 }
 
+// Every rank of a tp x pp x dp job checks all its groups (tp, pp, dp, and emb on the first and
+// last stages) in GroupsOf order over real loopback Gloo communicators, concurrently: no rank
+// waits forever, and each measures exactly its ring neighbours in each group, with intact data.
+// 2x2x2: four groups of two per rank (emb is the same pair as pp); 1x3x2: a group of one (tp),
+// an odd pipeline ring of three and a middle stage without an emb group.
+TEST(CheckLinksTest, EveryGroupOfEveryRankOfAThreeDimensionalJob) {
+  for (const auto& [tp, pp, dp] : {std::tuple{2, 2, 2}, std::tuple{1, 3, 2}}) {
+    const int world = tp * pp * dp;
+    InMemoryStore store;
+    absl::Mutex mu;
+    std::map<int, std::map<std::string, std::set<int>>> measured;  // rank -> group -> peers
+    std::map<int, std::map<std::string, std::set<int>>> expected;
+    auto statuses = testing::RunRanks(world, [&](int rank) -> absl::Status {
+      std::vector<std::unique_ptr<Communicator>> comms;
+      std::vector<LinkCheckGroup> groups;
+      std::map<std::string, std::set<int>> want;
+      for (const GroupMembership& m : GroupsOf(RankPlace::Of(rank, tp, pp, dp))) {
+        auto comm = testing::ConnectLoopback(m.name, m.rank, m.size, &store);
+        if (!comm.ok()) return comm.status();
+        groups.push_back({comm->get(), m.members});
+        comms.push_back(std::move(*comm));
+        for (int step : {1, m.size - 1}) {
+          if (m.size > 1) want[m.name].insert(m.members[(m.rank + step) % m.size]);
+        }
+      }
+      auto device = MakeCpuDevice(1);
+      LinkCheckOptions options;
+      options.bytes = 4096;
+      auto r = CheckLinks(*device, groups, options);
+      if (!r.ok()) return r.status();
+      absl::MutexLock lock(&mu);
+      for (const LinkResult& link : *r) {
+        EXPECT_EQ(link.wrong, 0) << "rank " << rank << " " << link.group;
+        measured[rank][link.group].insert(link.peer_rank);
+      }
+      expected[rank] = want;
+      return absl::OkStatus();
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (int rank = 0; rank < world; ++rank) {
+      EXPECT_EQ(measured[rank], expected[rank]) << tp << "x" << pp << "x" << dp << " rank " << rank;
+      EXPECT_FALSE(expected[rank].empty());
+    }
+  }
+}
+
 // A group of one rank has no link; groups are taken in order and a size mismatch is an error.
 TEST(CheckLinksTest, SingleRankGroupsHaveNoLinksAndMembersMustMatchTheGroup) {
   InMemoryStore store;
@@ -119,6 +167,24 @@ class CorruptingLink final : public Communicator {
   static absl::Status Unused() { return absl::UnimplementedError("not used by the link check"); }
   const int64_t corrupt_;
 };
+
+// The fake hands a rank its own buffer back; with both members named as global rank 8, the
+// pattern matches, so the injection's one changed element is all the check finds, and only on
+// the rank and peer it names.
+TEST(CheckLinksTest, TheCorruptLinkInjectionChangesOneElementOnTheNamedLinkOnly) {
+  auto device = MakeCpuDevice(1);
+  for (const auto& [from, to, wrong] :
+       {std::tuple{8, 8, 1}, std::tuple{8, 9, 0}, std::tuple{9, 8, 0}, std::tuple{-1, -1, 0}}) {
+    CorruptingLink intact(/*rank=*/0, /*corrupt=*/-1);
+    LinkCheckOptions options;
+    options.bytes = 4096;
+    options.corrupt_from = from;
+    options.corrupt_to = to;
+    auto r = CheckLinks(*device, {{&intact, {8, 8}}}, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].wrong, wrong) << from << ":" << to;
+  }
+}
 
 TEST(CheckLinksTest, DataThatArrivesChangedIsCountedAsWrong) {
   auto device = MakeCpuDevice(1);

@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, slow_link, "",
           "Fault injection: the link check's exchanges between these two global ranks (A:B) "
           "each take --slow_link_delay longer (empty: none).");
 ABSL_FLAG(double, slow_link_delay, 0.1, "Fault injection: seconds added by --slow_link.");
+ABSL_FLAG(std::string, corrupt_link, "",
+          "Fault injection: in the link check, what global rank A sends arrives at rank B (A:B) "
+          "with one element changed, as over a link that corrupts data (empty: none).");
 ABSL_FLAG(int64_t, exit_after_step, 0,
           "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
 ABSL_FLAG(bool, shared_memory, true,
@@ -71,6 +74,17 @@ ABSL_FLAG(std::string, bench_ops, "all_reduce,all_gather,reduce_scatter,broadcas
 
 namespace ringmaster::trainer {
 namespace {
+
+// Parses a fault-injection flag's "A:B" (two different global ranks) into *a, *b; "" leaves them.
+absl::Status RankPair(const char* flag, const std::string& value, int* a, int* b) {
+  if (value.empty()) return absl::OkStatus();
+  std::vector<std::string> ends = absl::StrSplit(value, ':');
+  if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], a) || !absl::SimpleAtoi(ends[1], b) ||
+      *a < 0 || *b < 0 || *a == *b) {
+    return FieldError(flag, absl::StrCat("must be two different ranks A:B, got \"", value, "\""));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
   const auto int_env = [&](const char* name, int fallback) {
@@ -127,15 +141,10 @@ absl::Status Main(absl::Time process_start) {
     flags.peak_flops = absl::GetFlag(FLAGS_peak_flops);
     flags.slow_rank = absl::GetFlag(FLAGS_slow_rank);
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
-    if (const std::string link = absl::GetFlag(FLAGS_slow_link); !link.empty()) {
-      std::vector<std::string> ends = absl::StrSplit(link, ':');
-      if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &flags.slow_link_a) ||
-          !absl::SimpleAtoi(ends[1], &flags.slow_link_b) || flags.slow_link_a < 0 ||
-          flags.slow_link_b < 0 || flags.slow_link_a == flags.slow_link_b) {
-        return FieldError("--slow_link",
-                          absl::StrCat("must be two different ranks A:B, got \"", link, "\""));
-      }
-    }
+    RETURN_IF_ERROR(RankPair("--slow_link", absl::GetFlag(FLAGS_slow_link), &flags.slow_link_a,
+                             &flags.slow_link_b));
+    RETURN_IF_ERROR(RankPair("--corrupt_link", absl::GetFlag(FLAGS_corrupt_link),
+                             &flags.corrupt_link_from, &flags.corrupt_link_to));
     flags.slow_link_delay = absl::GetFlag(FLAGS_slow_link_delay);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);

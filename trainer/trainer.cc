@@ -221,6 +221,8 @@ absl::Status Run::CheckLinks() {
   options.slow_rank_a = c_.flags.slow_link_a;
   options.slow_rank_b = c_.flags.slow_link_b;
   options.slow_delay_seconds = c_.flags.slow_link_delay;
+  options.corrupt_from = c_.flags.corrupt_link_from;
+  options.corrupt_to = c_.flags.corrupt_link_to;
   ASSIGN_OR_RETURN(std::vector<LinkResult> links, trainer::CheckLinks(*device_, checked, options));
   const double seconds = Since(start);
   if (links.empty()) {
@@ -235,7 +237,9 @@ absl::Status Run::CheckLinks() {
         "link check: %s rank %d <-> rank %d: %.3f GB/s each way (%lld bytes, fastest of %d)%s",
         link.group, c_.place.rank, link.peer_rank, link.bytes / link.seconds / 1e9,
         static_cast<long long>(link.bytes), options.iters,
-        link.wrong > 0 ? absl::StrCat(", ", link.wrong, " elements arrived WRONG") : "");
+        link.wrong > 0 ? absl::StrCat(", ", link.wrong, link.wrong == 1 ? " element" : " elements",
+                                      " arrived WRONG")
+                       : "");
     v1::LinkStat* stat = report.add_links();
     stat->set_group(link.group);
     stat->set_peer_rank(link.peer_rank);

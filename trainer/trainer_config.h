@@ -33,6 +33,8 @@ struct TrainerFlags {
   int slow_link_a = -1;            // test flag: the link check's exchanges between these two
   int slow_link_b = -1;            // global ranks (-1: none) each take this much longer
   double slow_link_delay = 0;      // (seconds)
+  int corrupt_link_from = -1;      // test flag: in the link check, this global rank's data
+  int corrupt_link_to = -1;        // arrives at this one with an element changed (-1: none)
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
   int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
   bool shared_memory = true;       // groups on one machine communicate through shared memory
