@@ -106,6 +106,21 @@ void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
     absl::MutexLock lock(&mu_);
     log_reads_.push_back(message.read_log());
   }
+  if (message.has_check_links()) {
+    const v1::CheckLinks& c = message.check_links();
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, w] : workers_) {
+      if (!w.exited && w.job.job_id() == c.job().job_id() &&
+          w.job.generation() == c.job().generation() && w.rank == c.rank()) {
+        link_check_requests_.insert({c.job().job_id(), c.job().generation(), c.rank()});
+      }
+    }
+  }
+}
+
+bool NodeAgent::TakeLinkCheckRequest(const std::string& job_id, int64_t generation, int rank) {
+  absl::MutexLock lock(&mu_);
+  return link_check_requests_.erase({job_id, generation, rank}) > 0;
 }
 
 void NodeAgent::ExecutorLoop() {
@@ -478,6 +493,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
     if (it == workers_.end()) return;
     worker = it->second;
     workers_.erase(it);
+    link_check_requests_.erase({worker.job.job_id(), worker.job.generation(), worker.rank});
     for (const auto& [other_pid, other] : workers_) {
       if (other.job.job_id() == worker.job.job_id()) last_of_job = false;
     }

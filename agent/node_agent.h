@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,9 @@ class NodeAgent {
 
   // Forwards a worker's link check to the coordinator (queued while disconnected, like exits).
   void ForwardLinkReport(const v1::LinkReport& report);
+  // Whether a link check was requested through this worker (a CheckLinks command) since the last
+  // call: true once per request.
+  bool TakeLinkCheckRequest(const std::string& job_id, int64_t generation, int rank);
 
   // Sends summaries and hung-rank reports; called periodically by main.
   void Tick();
@@ -157,6 +161,9 @@ class NodeAgent {
   // The exits reported (ReportExit) of each job's latest generation here, newest last, at most
   // kRememberedExits: Register lists them (exited_workers).
   std::deque<v1::WorkerState> exits_ ABSL_GUARDED_BY(mu_);
+  // Link checks requested through a worker here (CheckLinks), not handed out yet: (job,
+  // generation, rank). Forgotten with the worker.
+  std::set<std::tuple<std::string, int64_t, int>> link_check_requests_ ABSL_GUARDED_BY(mu_);
   // Generations being launched (their log directories are being created): never pruned.
   std::set<std::pair<std::string, int64_t>> launching_ ABSL_GUARDED_BY(mu_);
   absl::Mutex prune_mu_;  // one PruneLogs() at a time

@@ -22,6 +22,10 @@ absl::Status WorkerService::Check(const v1::WorkerIdentity& worker) const {
   return agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank());
 }
 
+bool WorkerService::TakeLinkCheckRequest(const v1::WorkerIdentity& worker) {
+  return agent_->TakeLinkCheckRequest(worker.job_id(), worker.generation(), worker.rank());
+}
+
 absl::StatusOr<std::string> WorkerService::Proxy(const v1::WorkerIdentity& worker,
                                                  v1::RendezvousRequest request,
                                                  absl::Time deadline) {
@@ -78,6 +82,7 @@ grpc::Status WorkerService::ReportStep(grpc::ServerContext* context,
   metrics_->OnStep(*request);
   watchdog_->Report(request->worker().job_id(), request->worker().generation(),
                     request->worker().rank(), v1::WORKER_PHASE_STEP, request->step_seconds());
+  response->set_link_check_requested(TakeLinkCheckRequest(request->worker()));
   return grpc::Status::OK;
 }
 
@@ -109,6 +114,7 @@ grpc::Status WorkerService::ReportCollectives(grpc::ServerContext* context,
   if (ok.ok()) ok = ValidateCollectivesReport(*request);
   if (!ok.ok()) return ToGrpcStatus(ok);
   metrics_->OnCollectives(*request);
+  response->set_link_check_requested(TakeLinkCheckRequest(request->worker()));
   return grpc::Status::OK;
 }
 
@@ -124,6 +130,7 @@ grpc::Status WorkerService::ReportLinks(grpc::ServerContext* context,
   report.set_rank(request->worker().rank());
   *report.mutable_links() = request->links();
   report.set_seconds(request->seconds());
+  report.set_step(request->step());
   agent_->ForwardLinkReport(report);
   return grpc::Status::OK;
 }

@@ -43,6 +43,9 @@ class WorkerService final : public v1::WorkerService::Service {
 
  private:
   absl::Status Check(const v1::WorkerIdentity& worker) const;
+  // A link check requested through this worker and not handed out yet (answered in its next
+  // ReportStep or ReportCollectives response).
+  bool TakeLinkCheckRequest(const v1::WorkerIdentity& worker);
   // Proxies `request` (key and op set) for `worker` with `deadline`.
   absl::StatusOr<std::string> Proxy(const v1::WorkerIdentity& worker, v1::RendezvousRequest request,
                                     absl::Time deadline);

@@ -136,9 +136,11 @@ struct JobManager::Job {
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();
-  // The current generation's link check (made by its first report), and the label values of the
-  // latest verdict's series.
+  // The current generation's latest link check (made by its first report; a later step's
+  // replaces it), each rank's start-up check seconds (a recovery phase), and the label values of
+  // the latest verdict's series.
   std::unique_ptr<LinkCheckCollector> link_check;
+  std::map<int, double> start_link_check_seconds;
   std::vector<std::vector<std::string>> slow_link_series, link_bandwidth_series;
 };
 
@@ -303,9 +305,7 @@ void JobManager::UpdateStateGauges() {
   }
   for (const auto& [id, job] : jobs_) counts[job->status.state()]++;
   for (const auto& [state, n] : counts) {
-    std::string name = v1::JobState_Name(state);
-    jobs_by_state_->WithLabels({absl::AsciiStrToLower(name.substr(sizeof("JOB_STATE_") - 1))})
-        ->Set(n);
+    jobs_by_state_->WithLabels({absl::AsciiStrToLower(StateName(state))})->Set(n);
   }
 }
 
@@ -452,6 +452,43 @@ absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
          absl::StrCat("cancelled", caller.identity.empty() ? "" : " by " + caller.identity,
                       reason.empty() ? "" : ": " + reason));
   ScheduleLocked();  // Its devices may let a pending job run.
+  return job->status;
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::RequestLinkCheck(const std::string& job_id,
+                                                           const Caller& caller) {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  if (!caller.admin && caller.identity != job->status.owner()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job_id, " belongs to \"", job->status.owner(),
+                     "\"; only its owner or an admin may check its links"));
+  }
+  if (job->status.state() != v1::JOB_STATE_RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", StateName(job->status.state()),
+                     ": only a running job's links can be checked"));
+  }
+  if (job->status.spec().watchdog().link_check_disabled()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " has watchdog.link_check: false"));
+  }
+  // One rank is told; the ranks' per-step vote spreads it, so the request runs one check.
+  v1::CoordinatorMessage message;
+  v1::CheckLinks* check = message.mutable_check_links();
+  check->mutable_job()->set_job_id(job_id);
+  check->mutable_job()->set_generation(job->status.generation());
+  check->set_rank(0);
+  if (!agents_->Send(job->status.assignments(0).node(), message)) {
+    return absl::UnavailableError(absl::StrCat("node ", job->status.assignments(0).node(),
+                                               " (rank 0) is not connected; try again"));
+  }
+  AddEvent(job, "link_check",
+           absl::StrCat("link check requested",
+                        caller.identity.empty() ? "" : " by " + caller.identity,
+                        ": the ranks run it after an upcoming step"));
+  Persist(job);
   return job->status;
 }
 
@@ -683,6 +720,7 @@ bool JobManager::TryPlace(Job* job) {
   job->finished_ranks.clear();
   job->awaiting.clear();          // a new generation has nothing to reconcile
   job->link_check.reset();        // nor a link check yet
+  job->start_link_check_seconds.clear();
   status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
   status.set_stopping_deadline_unix_nanos(0);
   status.set_backoff_until_unix_nanos(0);
@@ -939,7 +977,10 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     startup.restore_seconds = summary.restore_seconds();
     startup.first_step_seconds = summary.first_step_seconds();
     // The rank's link report came before its first step (the same agent stream, in order).
-    if (job->link_check != nullptr) startup.link_check_seconds = job->link_check->seconds(rank);
+    auto checked = job->start_link_check_seconds.find(rank);
+    if (checked != job->start_link_check_seconds.end()) {
+      startup.link_check_seconds = checked->second;
+    }
     if (std::optional<RecoveryPhases> phases = job->recovery.OnWorkerStarted(rank, startup)) {
       AddEvent(job, "recovered",
                absl::StrCat("every rank of generation ", job->status.generation(),
@@ -1086,13 +1127,18 @@ void JobManager::OnLinkReport(const v1::LinkReport& report) {
       report.rank() >= world) {
     return;
   }
-  if (job->link_check == nullptr) {
+  if (report.step() < 0) return;
+  if (job->link_check != nullptr && report.step() < job->link_check->step()) {
+    return;  // an earlier check's, superseded
+  }
+  if (job->link_check == nullptr || report.step() > job->link_check->step()) {
     v1::JobSpec spec = job->status.spec();
     ApplyDefaults(&spec);  // a job stored before slow_link_ratio existed gets its default
     job->link_check = std::make_unique<LinkCheckCollector>(
-        job->status.generation(), world, spec.watchdog().slow_link_ratio(),
+        job->status.generation(), report.step(), world, spec.watchdog().slow_link_ratio(),
         spec.watchdog().min_link_bytes_per_second());
   }
+  if (report.step() == 0) job->start_link_check_seconds.emplace(report.rank(), report.seconds());
   std::vector<LinkSample> samples;
   for (const v1::LinkStat& l : report.links()) {
     if (l.peer_rank() < 0 || l.peer_rank() >= world || l.peer_rank() == report.rank()) continue;
@@ -1167,6 +1213,17 @@ void JobManager::JudgeLinks(Job* job) {
       continue;
     }
     AnnounceLink(job, link);
+    announced = true;
+  }
+  if (summary.step() > 0) {
+    // Someone asked for this check (ringctl check-links): say how it went, fine or not.
+    int links = 0;
+    for (const v1::LinkClass& c : summary.classes()) links += c.links();
+    AddEvent(job, "link_check",
+             absl::StrCat("link check after step ", summary.step(), ": ", links, " links, ",
+                          summary.slow_size() == 0
+                              ? "none slow or corrupting"
+                              : absl::StrCat(summary.slow_size(), " slow or corrupting")));
     announced = true;
   }
   if (announced) Persist(job);

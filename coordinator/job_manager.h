@@ -122,6 +122,13 @@ class JobManager {
   // nothing more.
   absl::StatusOr<uint64_t> Watch(const std::string& job_id, int64_t after_sequence,
                                  WatchCallback callback);
+  // Asks a running job's ranks to run the link check again after an upcoming step (v1.CheckLinks):
+  // rank 0's agent is told (CheckLinks), and a "link_check" event records the request; the
+  // check's reports (LinkReport.step > 0) replace the generation's summary and series, and a
+  // "link_check" event says how it went. NOT_FOUND; PERMISSION_DENIED unless the caller owns the
+  // job or is an admin; FAILED_PRECONDITION unless it is RUNNING with the link check on;
+  // UNAVAILABLE when rank 0's node is not connected.
+  absl::StatusOr<v1::JobStatus> RequestLinkCheck(const std::string& job_id, const Caller& caller);
   void Unwatch(uint64_t watch_id);
 
   // Cordons, drains or uncordons a node (v1.UpdateNodeRequest; rules in node_update.h). The cordon

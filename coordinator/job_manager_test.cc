@@ -710,6 +710,67 @@ TEST_F(JobManagerTest, ALinkThatCorruptsDataIsNamedEvenWithNothingToCompareItWit
                                   "corrupts data"));
 }
 
+TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplacesTheStartOne) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  // Only its owner or an admin may ask.
+  EXPECT_EQ(jobs_->RequestLinkCheck(job->job_id(), Caller{"mallory", false}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(jobs_->RequestLinkCheck("nope", alice_).status().code(), absl::StatusCode::kNotFound);
+  const std::vector<double> fine = {10, 2, 10, 2}, slow = {10, 0.1, 10, 2};
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, fine, 0.2));
+  sink_.sent.clear();
+  ASSERT_TRUE(jobs_->RequestLinkCheck(job->job_id(), alice_).ok());
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  EXPECT_EQ(sink_.sent[0].first, running.assignments(0).node());
+  ASSERT_TRUE(sink_.sent[0].second.has_check_links());
+  EXPECT_EQ(sink_.sent[0].second.check_links().job().generation(), running.generation());
+  EXPECT_EQ(sink_.sent[0].second.check_links().rank(), 0);
+  // The check after step 40: its reports replace the start-up check's summary and series.
+  for (int rank = 0; rank < 3; ++rank) {
+    v1::LinkReport r = Links(running, rank, 4, slow, 0.3);
+    r.set_step(40);
+    jobs_->OnLinkReport(r);
+  }
+  v1::LinkReport old = Links(running, 3, 4, fine);  // a late start-up report: superseded
+  jobs_->OnLinkReport(old);
+  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().ranks_reported(), 3);
+  v1::LinkReport last = Links(running, 3, 4, slow, 0.3);
+  last.set_step(40);
+  jobs_->OnLinkReport(last);
+  const auto got = jobs_->Get(job->job_id());
+  EXPECT_EQ(got->link_check().step(), 40);
+  ASSERT_EQ(got->link_check().slow_size(), 1);
+  EXPECT_EQ(got->link_check().slow(0).rank(), 1);
+  std::vector<std::string> messages;
+  for (const v1::JobEvent& e : EventsOf(*got, "link_check")) messages.push_back(e.message());
+  EXPECT_THAT(messages,
+              ::testing::ElementsAre(
+                  "link check requested by alice: the ranks run it after an upcoming step",
+                  "link check after step 40: 4 links, 1 slow or corrupting"));
+  EXPECT_EQ(EventsOf(*got, "slow_link").size(), 1u);
+  // Not running any more: refused.
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  auto refused = jobs_->RequestLinkCheck(job->job_id(), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("is CANCELLED: only a running job's links can be checked"));
+}
+
+TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOff) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec();
+  spec.mutable_watchdog()->set_link_check_disabled(true);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  auto refused = jobs_->RequestLinkCheck(job->job_id(), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("watchdog.link_check: false"));
+}
+
 // The rank that received wrong data exits at once (75), so the generation ends before the other
 // ranks report: the corruption is named from that one report, and its series outlives the
 // generation until the next one's check is complete.
@@ -1138,7 +1199,7 @@ TEST_F(JobManagerTest, ACrashLoopsWaitThatEndsWithoutCapacityNamesNoNextLaunch) 
   clock_.Advance(absl::Seconds(3));
   jobs_->Tick();
   EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);  // nowhere to go
-  EXPECT_EQ(Current(id).backoff_until_unix_nanos(), 0);       // but no longer backing off
+  EXPECT_EQ(Current(id).backoff_until_unix_nanos(), 0);      // but no longer backing off
 }
 
 TEST_F(JobManagerTest, CordonedNodeGetsNoPlacementUntilUncordoned) {

@@ -228,6 +228,16 @@ grpc::ServerUnaryReactor* JobService::CancelJob(grpc::CallbackServerContext* con
   return Done(context, "CancelJob", job.status());
 }
 
+grpc::ServerUnaryReactor* JobService::CheckLinks(grpc::CallbackServerContext* context,
+                                                 const v1::CheckLinksRequest* request,
+                                                 v1::CheckLinksResponse* response) {
+  auto caller = Authenticate(context);
+  if (!caller.ok()) return Done(context, "CheckLinks", caller.status());
+  auto job = jobs_->RequestLinkCheck(request->job_id(), *caller);
+  if (job.ok()) *response->mutable_job() = *std::move(job);
+  return Done(context, "CheckLinks", job.status());
+}
+
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobService::WatchJob(
     grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
   auto caller = Authenticate(context);

@@ -32,6 +32,9 @@ class JobService final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::CancelJobResponse* response) override;
+  grpc::ServerUnaryReactor* CheckLinks(grpc::CallbackServerContext* context,
+                                       const v1::CheckLinksRequest* request,
+                                       v1::CheckLinksResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchJobResponse>* WatchJob(
       grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) override;
   grpc::ServerUnaryReactor* PlanJob(grpc::CallbackServerContext* context,

@@ -80,6 +80,7 @@ v1::LinkCheckSummary LinkCheckCollector::Summarize() const {
 v1::LinkCheckSummary LinkCheckCollector::Judge() const {
   v1::LinkCheckSummary summary;
   summary.set_generation(generation_);
+  summary.set_step(step_);
   summary.set_ranks_reported(static_cast<int>(reported_.size()));
   summary.set_ranks_expected(world_);
   summary.set_min_bytes_per_second(min_bytes_per_second_);

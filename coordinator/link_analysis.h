@@ -47,13 +47,17 @@ inline constexpr int kMaxListedLinks = 16;
 
 class LinkCheckCollector {
  public:
+  // One check of `world` ranks of `generation`, run after `step` (0: at the generation's start);
   // slow_ratio in (0, 1); min_bytes_per_second 0 for no floor.
-  LinkCheckCollector(int64_t generation, int world, double slow_ratio, double min_bytes_per_second)
+  LinkCheckCollector(int64_t generation, int64_t step, int world, double slow_ratio,
+                     double min_bytes_per_second)
       : generation_(generation),
+        step_(step),
         world_(world),
         slow_ratio_(slow_ratio),
         min_bytes_per_second_(min_bytes_per_second) {}
 
+  int64_t step() const { return step_; }
   double slow_ratio() const { return slow_ratio_; }
   double min_bytes_per_second() const { return min_bytes_per_second_; }
 
@@ -83,6 +87,7 @@ class LinkCheckCollector {
   v1::LinkCheckSummary Judge() const;
 
   const int64_t generation_;
+  const int64_t step_;
   const int world_;
   const double slow_ratio_;
   const double min_bytes_per_second_;

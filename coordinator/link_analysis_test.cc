@@ -30,7 +30,7 @@ LinkSample Sample(const std::string& group, int rank, const std::string& node, i
 // i+1) at bandwidths[i] GB/s, reported by both of its ends.
 LinkCheckCollector Ring(const std::vector<double>& bandwidths, double ratio = 0.5) {
   const int n = static_cast<int>(bandwidths.size());
-  LinkCheckCollector c(/*generation=*/3, n, ratio, /*floor=*/0);
+  LinkCheckCollector c(/*generation=*/3, /*step=*/0, n, ratio, /*floor=*/0);
   std::vector<std::vector<LinkSample>> by_rank(n);
   for (int i = 0; i < n; ++i) {
     const int j = (i + 1) % n;
@@ -71,7 +71,7 @@ TEST(LinkAnalysisTest, TheSlowLinkOfARingIsNamedWithItsNodesAndBaseline) {
 
 // Two data-parallel groups of two ranks on four nodes: dp0's link at `a` GB/s, dp1's at `b`.
 int SlowOfTwo(double a, double b, double ratio = 0.5) {
-  LinkCheckCollector c(1, 4, ratio, /*floor=*/0);
+  LinkCheckCollector c(1, /*step=*/0, 4, ratio, /*floor=*/0);
   EXPECT_TRUE(c.Add(0, {Sample("dp0", 0, "n0", 1, "n1", a)}, 0));
   EXPECT_TRUE(c.Add(1, {Sample("dp0", 1, "n1", 0, "n0", a)}, 0));
   EXPECT_TRUE(c.Add(2, {Sample("dp1", 2, "n2", 3, "n3", b)}, 0));
@@ -93,7 +93,7 @@ TEST(LinkAnalysisTest, TwoLinksCompareDirectlyAndTheRatioIsTheThreshold) {
 TEST(LinkAnalysisTest, LinksAreComparedOnlyWithLinksOfTheirKind) {
   // Ranks 0, 1 on node a and 2, 3 on node b: the dp ring has two links inside a node (40 GB/s)
   // and two across (4 GB/s); the tp link inside node a runs at 100 GB/s.
-  LinkCheckCollector c(1, 4, 0.5, /*floor=*/0);
+  LinkCheckCollector c(1, /*step=*/0, 4, 0.5, /*floor=*/0);
   EXPECT_TRUE(c.Add(0,
                     {Sample("dp0", 0, "a", 1, "a", 40), Sample("dp0", 0, "a", 3, "b", 4),
                      Sample("tp0", 0, "a", 1, "a", 100)},
@@ -116,7 +116,7 @@ TEST(LinkAnalysisTest, LinksAreComparedOnlyWithLinksOfTheirKind) {
 }
 
 TEST(LinkAnalysisTest, ALinkAloneIsNeverSlowButWrongDataIsAlwaysListedFirst) {
-  LinkCheckCollector c(1, 4, 0.5, /*floor=*/0);
+  LinkCheckCollector c(1, /*step=*/0, 4, 0.5, /*floor=*/0);
   // Alone in its kind (pp across nodes) and slow: nothing to compare with.
   EXPECT_TRUE(c.Add(0, {Sample("pp0", 0, "a", 1, "b", 0.1)}, 0));
   // A fast dp link whose two ends each received 2 wrong elements, and a slow dp link.
@@ -134,7 +134,7 @@ TEST(LinkAnalysisTest, ALinkAloneIsNeverSlowButWrongDataIsAlwaysListedFirst) {
 }
 
 TEST(LinkAnalysisTest, ARankReportsOnceAndOnlyRanksOfTheJob) {
-  LinkCheckCollector c(1, 2, 0.5, /*floor=*/0);
+  LinkCheckCollector c(1, /*step=*/0, 2, 0.5, /*floor=*/0);
   EXPECT_FALSE(c.Add(-1, {}, 0));
   EXPECT_FALSE(c.Add(2, {}, 0));
   EXPECT_TRUE(c.Add(1, {Sample("dp0", 1, "b", 0, "a", 5)}, 0.5));
@@ -159,7 +159,7 @@ TEST(LinkAnalysisTest, AFloorNamesLinksThatAreAllSlowAlike) {
   // One NIC per node on two nodes: both cross-node links at 2 GB/s, so neither is slower than
   // the other; only a floor of 10 GB/s says they are both too slow.
   for (double floor : {0.0, 1e10}) {
-    LinkCheckCollector c(1, 4, 0.5, floor);
+    LinkCheckCollector c(1, /*step=*/0, 4, 0.5, floor);
     EXPECT_TRUE(c.Add(0, {Sample("dp0", 0, "a", 1, "a", 40), Sample("dp0", 0, "a", 3, "b", 2)}, 0));
     EXPECT_TRUE(c.Add(1, {Sample("dp0", 1, "a", 2, "b", 2)}, 0));
     EXPECT_TRUE(c.Add(2, {Sample("dp0", 2, "b", 3, "b", 40)}, 0));
@@ -179,7 +179,7 @@ TEST(LinkAnalysisTest, AFloorNamesLinksThatAreAllSlowAlike) {
 }
 
 TEST(LinkAnalysisTest, ACorruptionIsTakenOnceAsSoonAsAReportSaysSo) {
-  LinkCheckCollector c(1, 3, 0.5, 0);
+  LinkCheckCollector c(1, /*step=*/0, 3, 0.5, 0);
   EXPECT_TRUE(c.Add(
       1, {Sample("dp0", 1, "b", 2, "c", 5, /*wrong=*/7), Sample("dp0", 1, "b", 0, "a", 5)}, 0));
   std::vector<v1::LinkState> first = c.TakeNewCorruptions();
@@ -203,7 +203,7 @@ TEST(LinkAnalysisTest, EachBaselineIsTheMedianOfTheOtherLinks) {
   for (int n : {2, 3, 4, 5, 8, 13}) {
     std::vector<double> gbps(n);
     for (double& g : gbps) g = std::uniform_int_distribution<int>(1, 9)(rng);  // with ties
-    LinkCheckCollector c(1, n, 0.5, /*floor=*/1e12);  // every link under the floor: all listed
+    LinkCheckCollector c(1, /*step=*/0, n, 0.5, /*floor=*/1e12);  // every link under the floor: all listed
     for (int r = 0; r < n; ++r) {
       EXPECT_TRUE(
           c.Add(r, {Sample("dp" + std::to_string(r), r, "a", (r + 1) % n, "b", gbps[r])}, 0));
@@ -233,7 +233,7 @@ TEST(LinkAnalysisTest, OnlyTheFourGroupKindsAreTaken) {
   for (const char* bad : {"world", "dp", "bench0", "x1", "7", ""}) {
     EXPECT_FALSE(IsLinkGroupName(bad)) << bad;
   }
-  LinkCheckCollector c(1, 2, 0.5, /*floor=*/0);
+  LinkCheckCollector c(1, /*step=*/0, 2, 0.5, /*floor=*/0);
   EXPECT_TRUE(c.Add(0, {Sample("world", 0, "a", 1, "b", 1), Sample("tp0", 0, "a", 1, "a", 9)}, 0));
   const v1::LinkCheckSummary s = c.Summarize();
   ASSERT_EQ(s.classes_size(), 1);

@@ -3,7 +3,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/job_state.h"
 #include "common/status.h"
 #include "ctl/format.h"
@@ -139,6 +141,60 @@ absl::Status Cancel(const Client& client, const std::string& id, const std::stri
       client.Check(client.jobs()->CancelJob(client.Context().get(), request, &response)));
   out << "job " << id << " " << StateName(response.job().state()) << "\n";
   return absl::OkStatus();
+}
+
+absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
+                        absl::Duration timeout, std::ostream& out) {
+  v1::CheckLinksRequest request;
+  request.set_job_id(id);
+  v1::CheckLinksResponse response;
+  RETURN_IF_ERROR(
+      client.Check(client.jobs()->CheckLinks(client.Context().get(), request, &response)));
+  const int64_t generation = response.job().generation();
+  out << "link check requested for job " << id << " (generation " << generation
+      << "): its ranks run it after an upcoming step\n";
+  if (!wait) return absl::OkStatus();
+  // The verdict is the first "link check after step" event after the request's own event (the
+  // newest request when first read: ours, or one made just after it, which the same check serves).
+  int64_t requested = -1;
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    v1::GetJobRequest get;
+    get.set_job_id(id);
+    v1::GetJobResponse job;
+    RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), get, &job)));
+    if (requested < 0) {
+      requested = 0;
+      for (const v1::JobEvent& e : job.events()) {
+        if (e.kind() == "link_check" && absl::StartsWith(e.message(), "link check requested")) {
+          requested = std::max(requested, e.sequence());
+        }
+      }
+    }
+    for (const v1::JobEvent& e : job.events()) {
+      if (e.kind() == "link_check" && e.sequence() > requested &&
+          absl::StartsWith(e.message(), "link check after step")) {
+        out << e.message() << "\n" << DescribeLinkCheck(job.link_check());
+        if (job.link_check().slow_size() > 0) {
+          return absl::FailedPreconditionError(absl::StrCat("job ", id, ": the link check names ",
+                                                            job.link_check().slow_size(),
+                                                            " slow or corrupting link(s)"));
+        }
+        return absl::OkStatus();
+      }
+    }
+    if (job.job().generation() != generation || job.job().state() != v1::JOB_STATE_RUNNING) {
+      return absl::AbortedError(absl::StrCat("job ", id, " is ", StateName(job.job().state()),
+                                             ", generation ", job.job().generation(),
+                                             ", before its ranks finished the check"));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no link check result for job ", id, " within ", absl::FormatDuration(timeout),
+          " (only the builtin trainer runs it; a command job's program may not)"));
+    }
+    absl::SleepFor(absl::Milliseconds(500));  // polling the coordinator, not synchronising
+  }
 }
 
 absl::Status Watch(const Client& client, const std::string& id, std::ostream& out) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/format_double.h"
+#include "common/job_state.h"
 
 namespace ringmaster::ctl {
 namespace {
@@ -63,10 +64,12 @@ std::string RankStatus(const v1::RankLiveState& r) {
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }
 
-// The "Links:" section: the generation's link check, by kind of link, then the links it named.
-std::string DescribeLinks(const v1::LinkCheckSummary& check) {
+}  // namespace
+
+std::string DescribeLinkCheck(const v1::LinkCheckSummary& check) {
   std::string out =
-      absl::StrCat("\nLinks (link check of generation ", check.generation(), ", ",
+      absl::StrCat("\nLinks (link check of generation ", check.generation(),
+                   check.step() > 0 ? absl::StrCat(" after step ", check.step()) : "", ", ",
                    check.ranks_reported(), " of ", check.ranks_expected(), " ranks reported",
                    check.min_bytes_per_second() > 0
                        ? absl::StrCat("; floor ", FormatBandwidth(check.min_bytes_per_second()))
@@ -104,14 +107,6 @@ std::string DescribeLinks(const v1::LinkCheckSummary& check) {
   }
   if (check.slow().empty()) absl::StrAppend(&out, "  no slow or corrupting link\n");
   return out;
-}
-
-}  // namespace
-
-std::string StateName(v1::JobState state) {
-  std::string name = v1::JobState_Name(state);
-  const std::string prefix = "JOB_STATE_";
-  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
 std::string HumanBytes(int64_t bytes) {
@@ -290,7 +285,7 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
     groups("pipeline", j.groups().pipeline());
     groups("data    ", j.groups().data());
   }
-  if (response.has_link_check()) absl::StrAppend(&out, DescribeLinks(response.link_check()));
+  if (response.has_link_check()) absl::StrAppend(&out, DescribeLinkCheck(response.link_check()));
   absl::StrAppend(&out, "\nEvents:\n");
   for (const auto& e : response.events()) absl::StrAppend(&out, "  ", FormatEvent(e), "\n");
   return out;

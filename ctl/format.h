@@ -6,15 +6,17 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/job_state.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::ctl {
 
-// "RUNNING" for JOB_STATE_RUNNING.
-std::string StateName(v1::JobState state);
-
 // Columns ID NAME STATE GEN RESTARTS STEP AGE REASON; ages relative to `now`.
 std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now);
+
+// The "Links" section of describe: a link check's kinds of link (median, lowest) and the links it
+// named, slow or corrupting.
+std::string DescribeLinkCheck(const v1::LinkCheckSummary& check);
 
 // Everything about one job: spec summary, planner reasoning, placement, groups, events.
 std::string DescribeJob(const v1::GetJobResponse& job);

@@ -124,6 +124,8 @@ TEST(DescribeJobTest, TheLinkCheckSaysEachKindOfLinkAndNamesTheSlowOnes) {
   check->set_min_bytes_per_second(5e9);
   slow->set_below_floor(true);
   EXPECT_THAT(DescribeJob(r), HasSubstr("4 of 4 ranks reported; floor 5.00 GB/s):\n"));
+  check->set_step(40);  // a requested check (ringctl check-links)
+  EXPECT_THAT(DescribeJob(r), HasSubstr("Links (link check of generation 2 after step 40, 4 of 4"));
   EXPECT_THAT(DescribeJob(r), HasSubstr("0.10 GB/s SLOW (below the floor): 0.05x the median"));
 }
 

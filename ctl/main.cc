@@ -28,7 +28,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for mutual TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the client certificate.");
 ABSL_FLAG(double, timeout, 10, "Seconds to wait for the coordinator on each call.");
 ABSL_FLAG(std::string, f, "", "Job file (YAML) for submit and plan.");
-ABSL_FLAG(bool, wait, false, "submit: wait for the job to end; fail unless it succeeds.");
+ABSL_FLAG(bool, wait, false,
+          "submit: wait for the job to end; fail unless it succeeds. check-links: wait for the "
+          "check's result and print it; fail if it names a slow or corrupting link.");
 ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns the same job.");
 ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
 ABSL_FLAG(std::string, reason, "",
@@ -51,6 +53,7 @@ constexpr char kUsage[] =
     "  get job ID [-o json|yaml]     one job\n"
     "  describe job ID               assignments, groups, events, planner reasoning\n"
     "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
+    "  check-links ID [--wait]       have a running job's ranks measure their links again\n"
     "  watch ID                      live events and progress\n"
     "  logs ID --rank N [--follow]   a rank's stdout and stderr\n"
     "  nodes                         registered nodes (and cordoned ones)\n"
@@ -101,10 +104,10 @@ bool Matches(const std::vector<std::string>& args, const std::vector<std::string
 // Runs the command in args (args[0] is the program). Sets *usage_error for bad usage.
 absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   static const std::vector<std::vector<std::string>> kShapes = {
-      {"version"},      {"health"},        {"submit"},           {"plan"},
-      {"nodes"},        {"get", "jobs"},   {"get", "job", "ID"}, {"describe", "job", "ID"},
-      {"cancel", "ID"}, {"watch", "ID"},   {"logs", "ID"},       {"cordon", "ID"},
-      {"drain", "ID"},  {"uncordon", "ID"}};
+      {"version"},      {"health"},         {"submit"},           {"plan"},
+      {"nodes"},        {"get", "jobs"},    {"get", "job", "ID"}, {"describe", "job", "ID"},
+      {"cancel", "ID"}, {"watch", "ID"},    {"logs", "ID"},       {"cordon", "ID"},
+      {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -135,6 +138,9 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
   if (command == "describe") return Describe(client, args[3], out);
   if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);
+  if (command == "check-links") {
+    return CheckLinks(client, args[2], absl::GetFlag(FLAGS_wait), absl::Minutes(2), out);
+  }
   if (command == "cordon" || command == "drain" || command == "uncordon") {
     const v1::NodeAction action = command == "cordon"  ? v1::NODE_ACTION_CORDON
                                   : command == "drain" ? v1::NODE_ACTION_DRAIN

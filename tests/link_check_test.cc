@@ -6,6 +6,7 @@
 #include <regex>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/http_client.h"
 #include "common/testing/wait.h"
@@ -62,6 +63,9 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
                                         "\"--slow_link_delay=0.2\"",
                                         1000000, "{slow_link_ratio: 0.05}"));
   ASSERT_FALSE(id.empty());
+  // It runs until cancelled; also when an assertion below ends the test early, so that it does
+  // not hold the cluster's slots for the next test.
+  absl::Cleanup cancel = [&] { cluster_->Ctl({"cancel", id}); };
   std::string described;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -100,6 +104,25 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
   // The slow link is news, not a failure: the job trains on.
   EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
   EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("link check: dp0 rank 1 <-> rank 2: "));
+
+  // Mid-run, on request: every rank checks again after one step and the verdict comes back.
+  const CommandResult checked = cluster_->Ctl({"check-links", id, "--wait"});
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;  // it names a slow link
+  std::smatch step;
+  ASSERT_TRUE(std::regex_search(checked.output, step,
+                                std::regex("link check after step (\\d+): 4 links, 1 slow or "
+                                           "corrupting\n")))
+      << checked.output;
+  EXPECT_THAT(checked.output,
+              HasSubstr(absl::StrCat("Links (link check of generation 1 after step ", step[1].str(),
+                                     ", 4 of 4 ranks reported)")));
+  EXPECT_THAT(checked.output,
+              HasSubstr(absl::StrCat("  dp0 rank 1 (", node1, ") <-> rank 2 (", node2, "): ")));
+  EXPECT_THAT(checked.output, HasSubstr("the link check names 1 slow or corrupting link(s)"));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Count(cluster_->RankLog(id, 1, rank), std::regex("link check: dp0 rank ")), 4)
+        << "rank " << rank << " checked its two links twice";
+  }
   EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
   page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
@@ -147,6 +170,10 @@ TEST_F(LinkCheckTest, SharedMemoryGroupsCrossNoLinkAndTheCheckCanBeTurnedOff) {
   described = cluster_->Ctl({"describe", "job", off}).output;
   EXPECT_THAT(described, Not(HasSubstr("Links (")));
   EXPECT_THAT(cluster_->RankLog(off, 1, 0), Not(HasSubstr("link check:")));
+  // And nobody can ask for one on a job that has ended.
+  const CommandResult ended = cluster_->Ctl({"check-links", off});
+  EXPECT_NE(ended.exit_code, 0);
+  EXPECT_THAT(ended.output, HasSubstr("only a running job's links can be checked"));
 }
 
 }  // namespace

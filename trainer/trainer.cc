@@ -46,10 +46,11 @@ class Run {
 
   absl::Status Setup();
   // The link check (WatchdogSpec.link_check_*, link_check.h) over this rank's groups that cross
-  // a link (not those in one machine's shared memory): logged and reported to the agent. A link
-  // that delivered wrong data fails the start (UNAVAILABLE: the job restarts, and a node that
+  // a link (not those in one machine's shared memory): logged and reported to the agent, with
+  // `step` (0 at the start; else the step every rank agreed to run it after, on request). A link
+  // that delivered wrong data fails the run (UNAVAILABLE: the job restarts, and a node that
   // fails twice is placed elsewhere).
-  absl::Status CheckLinks();
+  absl::Status CheckLinks(int64_t step);
   // Restore() (the newest checkpoint, or a fresh model), timed.
   absl::Status Resume();
   absl::Status Restore();
@@ -204,9 +205,12 @@ absl::Status Run::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status Run::CheckLinks() {
+absl::Status Run::CheckLinks(int64_t step) {
   const v1::WatchdogSpec& watchdog = c_.spec.watchdog();
   if (watchdog.link_check_disabled() || c_.place.world == 1) return absl::OkStatus();
+  // Mid-run, the ranks check under the init phase's allowance (a slow link can take longer
+  // than a step's), and are stepping again after it.
+  if (step > 0) RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_INIT));
   const auto start = Clock::now();
   std::vector<LinkCheckGroup> checked;
   for (const GroupMembership& m : GroupsOf(c_.place)) {
@@ -231,6 +235,7 @@ absl::Status Run::CheckLinks() {
   }
   v1::ReportLinksRequest report;
   report.set_seconds(seconds);
+  report.set_step(step);
   const LinkResult* corrupt = nullptr;
   for (const LinkResult& link : links) {
     RM_LOG(INFO) << absl::StrFormat(
@@ -254,7 +259,7 @@ absl::Status Run::CheckLinks() {
         "link check: ", corrupt->wrong, " of ", corrupt->bytes / 4, " elements from rank ",
         corrupt->peer_rank, " (group ", corrupt->group, ") arrived wrong: the link corrupts data"));
   }
-  return absl::OkStatus();
+  return step > 0 ? Phase(v1::WORKER_PHASE_STEP) : absl::OkStatus();
 }
 
 absl::Status Run::Resume() {
@@ -422,10 +427,13 @@ absl::Status Run::Train() {
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
     }
-    // One vote per step (a one-float all-reduce per group): the last step needs none.
+    // One vote per step (a two-float all-reduce per group): the last step needs none. A stop
+    // wins over a link check asked for at the same step.
     if (step + 1 < c_.steps) {
-      ASSIGN_OR_RETURN(const bool stop, AnyRankAsks(groups_, StopRequested()));
-      if (stop) return StopAfter(step + 1);
+      const bool check = agent_ != nullptr && agent_->TakeLinkCheckRequest();
+      ASSIGN_OR_RETURN(const RankRequests asked, AnyRankAsks(groups_, {StopRequested(), check}));
+      if (asked.stop) return StopAfter(step + 1);
+      if (asked.check_links) RETURN_IF_ERROR(CheckLinks(step + 1));
     }
     if (step + 1 == c_.flags.exit_after_step &&
         (c_.flags.exit_in_generation == 0 || c_.flags.exit_in_generation == c_.generation)) {
@@ -456,7 +464,7 @@ absl::Status Run::Train() {
 absl::Status RunTraining(const TrainerConfig& config, AgentClient* agent) {
   Run run(config, agent);
   RETURN_IF_ERROR(run.Setup());
-  RETURN_IF_ERROR(run.CheckLinks());
+  RETURN_IF_ERROR(run.CheckLinks(/*step=*/0));
   RETURN_IF_ERROR(run.Resume());
   return run.Train();
 }

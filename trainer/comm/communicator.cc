@@ -94,10 +94,15 @@ absl::Status Communicator::Exchange(Tensor send, Tensor recv, int peer) {
 
 absl::Status Communicator::Barrier() { return DoBarrier(); }
 
-absl::Status Communicator::AnyOf(bool* flag) {
-  float votes = *flag ? 1.0f : 0.0f;
-  RETURN_IF_ERROR(Run({}, [&] { return DoAllReduce(Tensor{&votes, 1, DType::kF32}); }));
-  *flag = votes > 0;
+absl::Status Communicator::AnyOf(absl::Span<bool> flags) {
+  float votes[8];
+  if (flags.empty() || flags.size() > 8) {
+    return absl::InvalidArgumentError(absl::StrCat("AnyOf takes 1 to 8 flags, got ", flags.size()));
+  }
+  for (size_t i = 0; i < flags.size(); ++i) votes[i] = flags[i] ? 1.0f : 0.0f;
+  const int64_t n = static_cast<int64_t>(flags.size());
+  RETURN_IF_ERROR(Run({}, [&] { return DoAllReduce(Tensor{votes, n, DType::kF32}); }));
+  for (size_t i = 0; i < flags.size(); ++i) flags[i] = votes[i] > 0;
   return absl::OkStatus();
 }
 

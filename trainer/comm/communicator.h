@@ -33,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "trainer/comm/collective_stats.h"
 #include "trainer/model/tensor.h"
 
@@ -74,10 +75,11 @@ class Communicator {
   absl::Status Exchange(Tensor send, Tensor recv, int peer);
   // Waits until every member has reached it. Not counted in the totals.
   absl::Status Barrier();
-  // *flag = whether any member passed true (a one-float all-reduce). Counted in entered() and
-  // completed() like every collective, so a member that never reaches it is blamed for a hang,
-  // but not in the totals: it is a decision, not data, and would only blur the group's busbw.
-  absl::Status AnyOf(bool* flag);
+  // Each flags[i] = whether any member passed it true (one all-reduce of flags.size() floats;
+  // every member passes as many). Counted in entered() and completed() like every collective, so
+  // a member that never reaches it is blamed for a hang, but not in the totals: it is a
+  // decision, not data, and would only blur the group's busbw.
+  absl::Status AnyOf(absl::Span<bool> flags);
 
   int64_t entered() const { return entered_.load(std::memory_order_relaxed); }
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }

@@ -90,12 +90,16 @@ TEST(CommunicatorTest, TotalsUseTheBackendsOwnTimingWhenGiven) {
 
 TEST(CommunicatorTest, AnyOfIsNumberedLikeEveryCollectiveButStaysOutOfTheTotals) {
   FakeCommunicator comm(false, -1);
-  bool flag = true;
-  ASSERT_TRUE(comm.AnyOf(&flag).ok());
-  EXPECT_TRUE(flag);  // one member: its own vote
-  flag = false;
-  ASSERT_TRUE(comm.AnyOf(&flag).ok());
-  EXPECT_FALSE(flag);
+  bool flags[2] = {true, false};
+  ASSERT_TRUE(comm.AnyOf(absl::MakeSpan(flags)).ok());
+  EXPECT_TRUE(flags[0]);  // one member: its own votes
+  EXPECT_FALSE(flags[1]);
+  flags[0] = false;
+  flags[1] = true;
+  ASSERT_TRUE(comm.AnyOf(absl::MakeSpan(flags)).ok());
+  EXPECT_FALSE(flags[0]);
+  EXPECT_TRUE(flags[1]);
+  EXPECT_EQ(comm.AnyOf({}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(comm.calls, 2);
   EXPECT_EQ(comm.entered(), 2);
   EXPECT_EQ(comm.completed(), 2);

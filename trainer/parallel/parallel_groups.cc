@@ -63,12 +63,12 @@ absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
   return groups;
 }
 
-absl::StatusOr<bool> AnyRankAsks(const ParallelGroups& groups, bool mine) {
-  bool any = mine;
+absl::StatusOr<RankRequests> AnyRankAsks(const ParallelGroups& groups, RankRequests mine) {
+  bool any[2] = {mine.stop, mine.check_links};
   for (Communicator* line : {groups.tp.get(), groups.pp.get(), groups.dp.get()}) {
-    if (line != nullptr && line->size() > 1) RETURN_IF_ERROR(line->AnyOf(&any));
+    if (line != nullptr && line->size() > 1) RETURN_IF_ERROR(line->AnyOf(absl::MakeSpan(any)));
   }
-  return any;
+  return RankRequests{any[0], any[1]};
 }
 
 }  // namespace ringmaster::trainer

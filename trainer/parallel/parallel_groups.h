@@ -64,10 +64,20 @@ using GroupConnector = std::function<absl::StatusOr<std::unique_ptr<Communicator
 absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
                                                      const GroupConnector& connect);
 
-// Whether any rank of the job passed `mine` = true, the same answer on every rank: one AnyOf over
-// tp, then pp, then dp (each a line of the tp x pp x dp grid, so the three cover the job). Every
-// rank must call it at the same point of its work. Errors are the communicators'.
-absl::StatusOr<bool> AnyRankAsks(const ParallelGroups& groups, bool mine);
+// What a rank can ask of every other at a step boundary.
+struct RankRequests {
+  bool stop = false;         // checkpoint and stop (SIGUSR1, stop_request.h)
+  bool check_links = false;  // run the link check (ringctl check-links)
+  bool operator==(const RankRequests& o) const {
+    return stop == o.stop && check_links == o.check_links;
+  }
+};
+
+// For each request, whether any rank of the job made it: the same answer on every rank, from one
+// AnyOf (two floats) over tp, then pp, then dp (each a line of the tp x pp x dp grid, so the three
+// cover the job). Every rank must call it at the same point of its work. Errors are the
+// communicators'.
+absl::StatusOr<RankRequests> AnyRankAsks(const ParallelGroups& groups, RankRequests mine);
 
 }  // namespace ringmaster::trainer
 

@@ -77,20 +77,33 @@ TEST(AnyRankAsksTest, EveryRankLearnsOfARequestFromAnyPositionOfTheGrid) {
        })) {
     ASSERT_TRUE(s.ok()) << s;
   }
-  // No asker, then one at each corner of the grid and one in the middle.
+  // No asker, then one at each corner of the grid and one in the middle; a stop from there and a
+  // link check from the rank opposite, so the two requests travel independently.
   for (const int asker : {-1, 0, 3, 5, 7}) {
-    std::vector<int> answers(world, -1);
+    const int checker = asker < 0 ? -1 : world - 1 - asker;
+    std::vector<RankRequests> answers(world);
     for (const absl::Status& s : testing::RunRanks(world, [&](int rank) -> absl::Status {
-           ASSIGN_OR_RETURN(const bool any, AnyRankAsks(groups[rank], rank == asker));
-           answers[rank] = any ? 1 : 0;
+           ASSIGN_OR_RETURN(answers[rank],
+                            AnyRankAsks(groups[rank], {rank == asker, rank == checker}));
            return absl::OkStatus();
          })) {
       ASSERT_TRUE(s.ok()) << s;
     }
-    EXPECT_EQ(answers, std::vector<int>(world, asker >= 0 ? 1 : 0)) << "asker " << asker;
+    const RankRequests want{asker >= 0, checker >= 0};
+    for (int rank = 0; rank < world; ++rank) {
+      EXPECT_TRUE(answers[rank] == want) << "asker " << asker << " rank " << rank;
+    }
   }
+  std::vector<RankRequests> only_links(world);
+  for (const absl::Status& s : testing::RunRanks(world, [&](int rank) -> absl::Status {
+         ASSIGN_OR_RETURN(only_links[rank], AnyRankAsks(groups[rank], {false, rank == 6}));
+         return absl::OkStatus();
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  for (const RankRequests& r : only_links) EXPECT_TRUE(r == (RankRequests{false, true}));
   // The votes are numbered on each group but add nothing to its totals.
-  EXPECT_EQ(groups[0].dp->entered(), 5);
+  EXPECT_EQ(groups[0].dp->entered(), 6);
   EXPECT_TRUE(groups[0].dp->TakeTotals().empty());
 }
 

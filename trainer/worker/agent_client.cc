@@ -70,7 +70,9 @@ absl::Status AgentClient::ReportStep(v1::ReportStepRequest request) {
   v1::ReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportStep", stub_->ReportStep(&context, request, &response));
+  absl::Status s = FromGrpc("ReportStep", stub_->ReportStep(&context, request, &response));
+  if (s.ok() && response.link_check_requested()) link_check_requested_.store(true);
+  return s;
 }
 
 absl::Status AgentClient::ReportExit(int exit_code, const std::string& reason) {
@@ -89,8 +91,13 @@ absl::Status AgentClient::ReportCollectives(v1::ReportCollectivesRequest request
   v1::ReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportCollectives", stub_->ReportCollectives(&context, request, &response));
+  absl::Status s =
+      FromGrpc("ReportCollectives", stub_->ReportCollectives(&context, request, &response));
+  if (s.ok() && response.link_check_requested()) link_check_requested_.store(true);
+  return s;
 }
+
+bool AgentClient::TakeLinkCheckRequest() { return link_check_requested_.exchange(false); }
 
 absl::Status AgentClient::ReportLinks(v1::ReportLinksRequest request) {
   *request.mutable_worker() = identity_;

@@ -7,6 +7,7 @@
 #ifndef RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
 #define RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +39,9 @@ class AgentClient final : public KeyValueStore {
   absl::Status ReportExit(int exit_code, const std::string& reason);
   absl::Status ReportCollectives(v1::ReportCollectivesRequest request);
   absl::Status ReportLinks(v1::ReportLinksRequest request);
+  // Whether a link check was requested (ReportResponse.link_check_requested in a step or
+  // collectives report's answer) since the last call.
+  bool TakeLinkCheckRequest();
 
   // KeyValueStore: the job generation's rendezvous store.
   absl::Status Set(const std::string& key, const std::string& value) override;
@@ -49,6 +53,7 @@ class AgentClient final : public KeyValueStore {
 
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const v1::WorkerIdentity identity_;
+  std::atomic<bool> link_check_requested_{false};
 };
 
 }  // namespace ringmaster::trainer
