@@ -437,16 +437,23 @@ std::vector<v1::JobStatus> JobManager::List(const std::vector<v1::JobState>& sta
   return out;
 }
 
-absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
-                                                 const std::string& reason, const Caller& caller) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<JobManager::Job*> JobManager::FindForCaller(const std::string& job_id,
+                                                           const Caller& caller,
+                                                           const std::string& action) const {
   Job* job = Find(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
   if (!caller.admin && caller.identity != job->status.owner()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("job ", job_id, " belongs to \"", job->status.owner(),
-                     "\"; only its owner or an admin ", "may cancel it"));
+    return absl::PermissionDeniedError(absl::StrCat("job ", job_id, " belongs to \"",
+                                                    job->status.owner(),
+                                                    "\"; only its owner or an admin may ", action));
   }
+  return job;
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
+                                                 const std::string& reason, const Caller& caller) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Job * job, FindForCaller(job_id, caller, "cancel it"));
   if (IsTerminal(job->status.state())) return job->status;
   Finish(job, v1::JOB_STATE_CANCELLED,
          absl::StrCat("cancelled", caller.identity.empty() ? "" : " by " + caller.identity,
@@ -458,13 +465,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
 absl::StatusOr<v1::JobStatus> JobManager::RequestLinkCheck(const std::string& job_id,
                                                            const Caller& caller) {
   absl::MutexLock lock(&mu_);
-  Job* job = Find(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
-  if (!caller.admin && caller.identity != job->status.owner()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("job ", job_id, " belongs to \"", job->status.owner(),
-                     "\"; only its owner or an admin may check its links"));
-  }
+  ASSIGN_OR_RETURN(Job * job, FindForCaller(job_id, caller, "check its links"));
   if (job->status.state() != v1::JOB_STATE_RUNNING) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is ", StateName(job->status.state()),

@@ -176,6 +176,11 @@ class JobManager {
   struct Job;
 
   Job* Find(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job, if `caller` owns it or is an admin: NOT_FOUND, or PERMISSION_DENIED saying "only its
+  // owner or an admin may <action>".
+  absl::StatusOr<Job*> FindForCaller(const std::string& job_id, const Caller& caller,
+                                     const std::string& action) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends an event (not yet persisted) and sends it to the job's watchers.

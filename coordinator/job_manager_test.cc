@@ -192,6 +192,27 @@ class JobManagerTest : public ::testing::Test {
     return job.ok() ? job->job_id() : "";
   }
 
+  // Nodes n1 and n2 with 2 devices each and a running 4-rank data-parallel job over both.
+  struct TwoNodeJob {
+    std::string id;
+    v1::JobStatus running;
+    std::vector<std::string> node;  // by rank
+  };
+  TwoNodeJob RunOnTwoNodes() {
+    AddNode("n1", 2);
+    AddNode("n2", 2);
+    auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+    EXPECT_TRUE(job.ok()) << job.status();
+    TwoNodeJob out;
+    if (!job.ok()) return out;
+    out.id = job->job_id();
+    out.running = Current(out.id);
+    EXPECT_EQ(out.running.state(), v1::JOB_STATE_RUNNING);
+    out.node.resize(out.running.assignments_size());
+    for (const auto& a : out.running.assignments()) out.node[a.rank()] = a.node();
+    return out;
+  }
+
   // A node's agent connects again: the node manager registers it, the job manager reconciles.
   void Reconnect(const v1::Register& registration) {
     ASSERT_TRUE(nodes_->Register(registration).ok());
@@ -610,14 +631,10 @@ v1::LinkReport Links(const v1::JobStatus& job, int rank, int world, const std::v
 }
 
 TEST_F(JobManagerTest, ASlowLinkIsNamedWithItsRanksAndNodesOnceEveryRankReported) {
-  AddNode("n1", 2);
-  AddNode("n2", 2);
-  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
-  ASSERT_TRUE(job.ok());
-  const v1::JobStatus running = Current(job->job_id());
-  ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING);
-  std::vector<std::string> node(4);
-  for (const auto& a : running.assignments()) node[a.rank()] = a.node();
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
+  const std::vector<std::string>& node = job.node;
   ASSERT_EQ(node[0], node[1]);
   ASSERT_EQ(node[2], node[3]);
   ASSERT_NE(node[1], node[2]);
@@ -625,13 +642,13 @@ TEST_F(JobManagerTest, ASlowLinkIsNamedWithItsRanksAndNodesOnceEveryRankReported
   const std::vector<double> gbps = {20, 0.1, 20, 2};
   for (int rank = 0; rank < 3; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, gbps));
   jobs_->OnLinkReport(Links(running, 2, 4, {9, 9, 9, 9}));  // a repeat: ignored
-  auto partial = jobs_->Get(job->job_id());
+  auto partial = jobs_->Get(job.id);
   EXPECT_EQ(partial->link_check().ranks_reported(), 3);
   EXPECT_EQ(partial->link_check().ranks_expected(), 4);
   EXPECT_TRUE(EventsOf(*partial, "slow_link").empty());  // judged once all reported
 
   jobs_->OnLinkReport(Links(running, 3, 4, gbps));
-  auto got = jobs_->Get(job->job_id());
+  auto got = jobs_->Get(job.id);
   const v1::LinkCheckSummary& check = got->link_check();
   EXPECT_EQ(check.generation(), running.generation());
   EXPECT_EQ(check.ranks_reported(), 4);
@@ -648,33 +665,33 @@ TEST_F(JobManagerTest, ASlowLinkIsNamedWithItsRanksAndNodesOnceEveryRankReported
                          "): 0.10 GB/s each way, 0.05x the median of the other dp links "
                          "across nodes (2.00 GB/s): slow (threshold 0.50x)"));
   std::string page = registry_.RenderText();
-  EXPECT_NEAR(SeriesValue(page, absl::StrCat("ringmaster_slow_link{job_id=\"", job->job_id(),
+  EXPECT_NEAR(SeriesValue(page, absl::StrCat("ringmaster_slow_link{job_id=\"", job.id,
                                              "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\","
                                              "node=\"",
                                              node[1], "\",peer_node=\"", node[2], "\"}")),
               0.05, 1e-9)
       << page;
   const std::string bandwidth = absl::StrCat("ringmaster_link_bandwidth_bytes_per_second{job_id=\"",
-                                             job->job_id(), "\",kind=\"dp\",");
+                                             job.id, "\",kind=\"dp\",");
   EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"min\"}"), 1e8, 1) << page;
   EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"median\"}"), 1.05e9, 1);
   EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"intra_node\",stat=\"median\"}"), 2e10, 10);
 
   // The next generation's verdict replaces the series: its links are all fine.
   jobs_->OnWorkerState(node[0], Exit(running, 0, 75));
-  const v1::JobStatus gen2 = Current(job->job_id());
+  const v1::JobStatus gen2 = Current(job.id);
   ASSERT_EQ(gen2.generation(), running.generation() + 1);
-  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().ranks_reported(), 0);
-  EXPECT_FALSE(jobs_->Get(job->job_id())->has_link_check());
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().ranks_reported(), 0);
+  EXPECT_FALSE(jobs_->Get(job.id)->has_link_check());
   jobs_->OnLinkReport(Links(running, 0, 4, gbps));  // the old generation's: ignored
-  EXPECT_FALSE(jobs_->Get(job->job_id())->has_link_check());
+  EXPECT_FALSE(jobs_->Get(job.id)->has_link_check());
   for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {20, 2, 20, 2}));
-  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().slow_size(), 0);
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().slow_size(), 0);
   page = registry_.RenderText();
   EXPECT_EQ(page.find("ringmaster_slow_link{"), std::string::npos) << page;
   EXPECT_NE(page.find("ringmaster_link_bandwidth_bytes_per_second{"), std::string::npos);
   // The job's end removes them all.
-  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  ASSERT_TRUE(jobs_->Cancel(job.id, "", alice_).ok());
   EXPECT_EQ(registry_.RenderText().find("ringmaster_link_bandwidth_bytes_per_second{"),
             std::string::npos);
 }
@@ -711,19 +728,17 @@ TEST_F(JobManagerTest, ALinkThatCorruptsDataIsNamedEvenWithNothingToCompareItWit
 }
 
 TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplacesTheStartOne) {
-  AddNode("n1", 2);
-  AddNode("n2", 2);
-  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
-  ASSERT_TRUE(job.ok());
-  const v1::JobStatus running = Current(job->job_id());
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
   // Only its owner or an admin may ask.
-  EXPECT_EQ(jobs_->RequestLinkCheck(job->job_id(), Caller{"mallory", false}).status().code(),
+  EXPECT_EQ(jobs_->RequestLinkCheck(job.id, Caller{"mallory", false}).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(jobs_->RequestLinkCheck("nope", alice_).status().code(), absl::StatusCode::kNotFound);
   const std::vector<double> fine = {10, 2, 10, 2}, slow = {10, 0.1, 10, 2};
   for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, fine, 0.2));
   sink_.sent.clear();
-  ASSERT_TRUE(jobs_->RequestLinkCheck(job->job_id(), alice_).ok());
+  ASSERT_TRUE(jobs_->RequestLinkCheck(job.id, alice_).ok());
   ASSERT_EQ(sink_.sent.size(), 1u);
   EXPECT_EQ(sink_.sent[0].first, running.assignments(0).node());
   ASSERT_TRUE(sink_.sent[0].second.has_check_links());
@@ -737,11 +752,11 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
   }
   v1::LinkReport old = Links(running, 3, 4, fine);  // a late start-up report: superseded
   jobs_->OnLinkReport(old);
-  EXPECT_EQ(jobs_->Get(job->job_id())->link_check().ranks_reported(), 3);
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().ranks_reported(), 3);
   v1::LinkReport last = Links(running, 3, 4, slow, 0.3);
   last.set_step(40);
   jobs_->OnLinkReport(last);
-  const auto got = jobs_->Get(job->job_id());
+  const auto got = jobs_->Get(job.id);
   EXPECT_EQ(got->link_check().step(), 40);
   ASSERT_EQ(got->link_check().slow_size(), 1);
   EXPECT_EQ(got->link_check().slow(0).rank(), 1);
@@ -753,8 +768,8 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
                   "link check after step 40: 4 links, 1 slow or corrupting"));
   EXPECT_EQ(EventsOf(*got, "slow_link").size(), 1u);
   // Not running any more: refused.
-  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
-  auto refused = jobs_->RequestLinkCheck(job->job_id(), alice_);
+  ASSERT_TRUE(jobs_->Cancel(job.id, "", alice_).ok());
+  auto refused = jobs_->RequestLinkCheck(job.id, alice_);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("is CANCELLED: only a running job's links can be checked"));
@@ -775,18 +790,15 @@ TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOff) {
 // ranks report: the corruption is named from that one report, and its series outlives the
 // generation until the next one's check is complete.
 TEST_F(JobManagerTest, ACorruptingLinkIsNamedBeforeItsRankExitsAndTheOthersReport) {
-  AddNode("n1", 2);
-  AddNode("n2", 2);
-  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
-  ASSERT_TRUE(job.ok());
-  const v1::JobStatus running = Current(job->job_id());
-  std::vector<std::string> node(4);
-  for (const auto& a : running.assignments()) node[a.rank()] = a.node();
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
+  const std::vector<std::string>& node = job.node;
   v1::LinkReport corrupt = Links(running, 2, 4, {10, 10, 10, 10});
   corrupt.mutable_links(1)->set_wrong(5);  // from rank 1
   jobs_->OnLinkReport(corrupt);
   jobs_->OnWorkerState(node[2], Exit(running, 2, 75));
-  const auto got = jobs_->Get(job->job_id());
+  const auto got = jobs_->Get(job.id);
   ASSERT_EQ(got->job().generation(), running.generation() + 1);
   const std::vector<v1::JobEvent> named = EventsOf(*got, "slow_link");
   ASSERT_EQ(named.size(), 1u);
@@ -795,14 +807,14 @@ TEST_F(JobManagerTest, ACorruptingLinkIsNamedBeforeItsRankExitsAndTheOthersRepor
             absl::StrCat("dp0: rank 1 (", node[1], ") <-> rank 2 (", node[2],
                          "): 10.00 GB/s each way; 5 elements arrived wrong: the link corrupts "
                          "data"));
-  const std::string series = absl::StrCat("ringmaster_slow_link{job_id=\"", job->job_id(),
+  const std::string series = absl::StrCat("ringmaster_slow_link{job_id=\"", job.id,
                                           "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\",");
   EXPECT_NE(registry_.RenderText().find(series), std::string::npos);
   // Generation 2's links are fine: its verdict removes the series.
   const v1::JobStatus gen2 = got->job();
   for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {10, 10, 10, 10}));
   EXPECT_EQ(registry_.RenderText().find(series), std::string::npos);
-  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "slow_link").size(), 1u);
+  EXPECT_EQ(EventsOf(*jobs_->Get(job.id), "slow_link").size(), 1u);
 }
 
 TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
