@@ -1,6 +1,7 @@
 #include "agent/coordinator_link.h"
 
 #include <random>
+#include <set>
 
 #include "common/logging.h"
 
@@ -67,8 +68,6 @@ CoordinatorLink::Stream* CoordinatorLink::CurrentStream() {
 bool CoordinatorLink::Send(const v1::AgentMessage& message) {
   if (Write(message)) return true;
   if (message.has_step_summary() || message.has_heartbeat()) return false;
-  // Re-sent after the RegisterAck by the resend factory (see the header), not queued.
-  if (message.has_rendezvous() && resend_ != nullptr) return false;
   absl::MutexLock lock(&mu_);
   if (pending_.size() >= kMaxPending) pending_.pop_front();
   pending_.push_back(message);
@@ -95,8 +94,15 @@ void CoordinatorLink::ConnectionLoop() {
       Stream* stream = CurrentStream();
       registered = stream->Write(hello) && stream->Read(&message) && message.has_register_ack();
     }
+    // Rendezvous requests the resend factory sends again; queued copies of them are skipped.
+    std::set<int64_t> resent;
     if (registered && resend_ != nullptr) {
       const std::vector<v1::AgentMessage> again = resend_();
+      for (const v1::AgentMessage& m : again) {
+        if (m.has_rendezvous() && m.rendezvous().request_id() > 0) {
+          resent.insert(m.rendezvous().request_id());
+        }
+      }
       absl::MutexLock write_lock(&write_mu_);
       Stream* stream = CurrentStream();
       for (const v1::AgentMessage& m : again) {
@@ -118,7 +124,10 @@ void CoordinatorLink::ConnectionLoop() {
       }
       RM_LOG(INFO) << "connected to the coordinator";
       backoff = absl::Milliseconds(100);
-      for (const auto& m : backlog) Send(m);
+      for (const auto& m : backlog) {
+        if (m.has_rendezvous() && resent.count(m.rendezvous().request_id()) > 0) continue;
+        Send(m);
+      }
       Stream* stream = CurrentStream();
       while (stream->Read(&message)) on_command_(message);
     }

@@ -8,12 +8,12 @@
 // stream breaks it reconnects with exponential backoff (100 ms doubling to 5 s, with jitter). A
 // heartbeat thread sends Heartbeat at the interval the coordinator asked for while connected.
 //
-// While disconnected, Send() keeps worker states, link reports and (without a `resend` factory)
-// rendezvous requests in a bounded queue (oldest dropped past 10,000) and delivers them after the
-// next RegisterAck; step summaries are dropped (the next summary supersedes them). With a
-// `resend` factory rendezvous requests are not queued: the factory re-sends every one still
-// unanswered (rendezvous_replay.h), and queueing them too would deliver them twice. Workers keep
-// running meanwhile.
+// While disconnected, Send() keeps worker states, link reports and rendezvous requests in a
+// bounded queue (oldest dropped past 10,000) and delivers them after the next RegisterAck and
+// what `resend` returned; step summaries are dropped (the next summary supersedes them). A queued
+// rendezvous request that `resend` returned too (same request id; rendezvous_replay.h re-sends
+// every one still unanswered) is not sent twice; one made after `resend` ran is still delivered.
+// Workers keep running meanwhile.
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_COORDINATOR_LINK_H_

@@ -511,7 +511,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   if (last_of_job) {
     metrics_->ForgetJob(worker.job.job_id());
     absl::MutexLock lock(&mu_);
-    rendezvous_replay_.ForgetJob(worker.job.job_id());
+    rendezvous_replay_.ForgetThrough(worker.job.job_id(), worker.job.generation());
   }
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid

@@ -28,8 +28,8 @@ void RendezvousReplay::NewGeneration(const std::string& job_id, int64_t generati
   for (const Generation& g : older) Forget(g);
 }
 
-void RendezvousReplay::ForgetJob(const std::string& job_id) {
-  NewGeneration(job_id, std::numeric_limits<int64_t>::max());
+void RendezvousReplay::ForgetThrough(const std::string& job_id, int64_t generation) {
+  if (generation < std::numeric_limits<int64_t>::max()) NewGeneration(job_id, generation + 1);
 }
 
 void RendezvousReplay::Remember(const v1::RendezvousRequest& set) {

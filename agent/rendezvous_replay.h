@@ -43,9 +43,10 @@ class RendezvousReplay {
   void Abandoned(int64_t id);
   // A newer generation of the job started here: the older ones' sets are forgotten.
   void NewGeneration(const std::string& job_id, int64_t generation);
-  // No worker of the job runs here any more (its rendezvous is over): its sets are forgotten, so
-  // they are not sent to every later stream only to be refused as stale.
-  void ForgetJob(const std::string& job_id);
+  // No worker of the job's `generation` (or older) runs here any more: the sets of those
+  // generations are forgotten, so they are not sent to every later stream only to be refused as
+  // stale. A newer generation's (launched meanwhile) are kept.
+  void ForgetThrough(const std::string& job_id, int64_t generation);
 
   // What to send on a new stream after RegisterAck, in order: the remembered sets, then the
   // unanswered requests by id.

@@ -104,18 +104,20 @@ TEST(RendezvousReplayTest, ANewGenerationForgetsTheJobsOlderOnesOnly) {
   EXPECT_EQ(replay.bytes(), 4u);
 }
 
-TEST(RendezvousReplayTest, AJobWithNoWorkerLeftHereIsForgottenWhole) {
+TEST(RendezvousReplayTest, GenerationsWithNoWorkerLeftHereAreForgotten) {
   RendezvousReplay replay;
   int64_t id = 1;
-  for (auto [job, generation] :
-       std::vector<std::pair<std::string, int64_t>>{{"gpt", 2}, {"bert", 1}, {"gpt", 3}}) {
+  for (auto [job, generation] : std::vector<std::pair<std::string, int64_t>>{
+           {"gpt", 2}, {"bert", 1}, {"gpt", 3}, {"gpt", 4}}) {
     replay.Sent(Set(id, job, generation, "k", "v"));
     replay.Answered(id++, 0);
   }
   replay.Sent(Wait(9, "gpt", 3, "w"));  // a request still waiting is its requester's to abandon
-  replay.ForgetJob("gpt");
-  EXPECT_THAT(Describe(replay.ToResend()), ElementsAre("0 bert/1 k=v", "9 gpt/3 wait w until 123"));
-  EXPECT_EQ(replay.bytes(), 2u);
+  // Generation 3's last worker here exited; generation 4 was launched meanwhile: it stays.
+  replay.ForgetThrough("gpt", 3);
+  EXPECT_THAT(Describe(replay.ToResend()),
+              ElementsAre("0 bert/1 k=v", "0 gpt/4 k=v", "9 gpt/3 wait w until 123"));
+  EXPECT_EQ(replay.bytes(), 4u);
 }
 
 TEST(RendezvousReplayTest, TheOldestGenerationsAreForgottenPastTheBounds) {

@@ -475,6 +475,17 @@ absl::StatusOr<v1::JobStatus> JobManager::RequestLinkCheck(const std::string& jo
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " has watchdog.link_check: false"));
   }
+  if (job->status.assignments_size() < 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " has one rank: it has no link to check"));
+  }
+  if (!job->status.generation_stepped()) {
+    // Before its first step rank 0 may not run yet (its agent would drop the request), and the
+    // generation's own start-up check is under way.
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " generation ", job->status.generation(),
+                     " has not completed a step yet; ask again once it trains"));
+  }
   // One rank is told; the ranks' per-step vote spreads it, so the request runs one check.
   v1::CoordinatorMessage message;
   v1::CheckLinks* check = message.mutable_check_links();

@@ -126,8 +126,9 @@ class JobManager {
   // rank 0's agent is told (CheckLinks), and a "link_check" event records the request; the
   // check's reports (LinkReport.step > 0) replace the generation's summary and series, and a
   // "link_check" event says how it went. NOT_FOUND; PERMISSION_DENIED unless the caller owns the
-  // job or is an admin; FAILED_PRECONDITION unless it is RUNNING with the link check on;
-  // UNAVAILABLE when rank 0's node is not connected.
+  // job or is an admin; FAILED_PRECONDITION unless it is RUNNING with the link check on, more
+  // than one rank, and a generation that has completed a step; UNAVAILABLE when rank 0's node is
+  // not connected.
   absl::StatusOr<v1::JobStatus> RequestLinkCheck(const std::string& job_id, const Caller& caller);
   void Unwatch(uint64_t watch_id);
 
@@ -152,8 +153,8 @@ class JobManager {
   // a report says so (that rank exits at once); once every rank of the generation reported, so
   // does each slow link, and the ringmaster_slow_link and
   // ringmaster_link_bandwidth_bytes_per_second series are replaced by the verdict's (they stay
-  // until a later generation's check is complete, or the job ends). GetJob answers the
-  // generation's summary (LinkCheckSummary) from the first report on.
+  // until a later check is complete, on request or of a later generation, or the job ends).
+  // GetJob answers the latest check's summary (LinkCheckSummary) from its first report on.
   void OnLinkReport(const v1::LinkReport& report);
   // A node was lost: its jobs are failed ranks.
   void OnNodeLost(const std::string& node);

@@ -737,6 +737,11 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
   EXPECT_EQ(jobs_->RequestLinkCheck("nope", alice_).status().code(), absl::StatusCode::kNotFound);
   const std::vector<double> fine = {10, 2, 10, 2}, slow = {10, 0.1, 10, 2};
   for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, fine, 0.2));
+  // Not before the generation trains: rank 0 may not run yet.
+  auto early = jobs_->RequestLinkCheck(job.id, alice_);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.status().message()), HasSubstr("has not completed a step yet"));
+  jobs_->OnStepSummary(Summary(running, 0, 1, 1, 1));
   sink_.sent.clear();
   ASSERT_TRUE(jobs_->RequestLinkCheck(job.id, alice_).ok());
   ASSERT_EQ(sink_.sent.size(), 1u);
@@ -775,7 +780,7 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
               HasSubstr("is CANCELLED: only a running job's links can be checked"));
 }
 
-TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOff) {
+TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOffOrHasOneRank) {
   AddNode("n1", 2);
   v1::JobSpec spec = Spec();
   spec.mutable_watchdog()->set_link_check_disabled(true);
@@ -784,6 +789,12 @@ TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOff) {
   auto refused = jobs_->RequestLinkCheck(job->job_id(), alice_);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("watchdog.link_check: false"));
+  AddNode("n2", 1);
+  auto single = jobs_->Submit(Spec(1, 1), "", alice_);
+  ASSERT_TRUE(single.ok());
+  refused = jobs_->RequestLinkCheck(single->job_id(), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no link to check"));
 }
 
 // The rank that received wrong data exits at once (75), so the generation ends before the other

@@ -1,6 +1,7 @@
 #include "coordinator/link_analysis.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace ringmaster::coordinator {
@@ -113,10 +114,20 @@ v1::LinkCheckSummary LinkCheckCollector::Judge() const {
       listed.push_back(std::move(state));
     }
   }
-  // Corrupting links first, then the slowest.
-  std::sort(listed.begin(), listed.end(), [](const v1::LinkState& a, const v1::LinkState& b) {
+  // Corrupting links first, then the furthest below what they should do: their kind's median,
+  // or the floor for a link slow only by it.
+  const double floor = min_bytes_per_second_;
+  auto shortfall = [floor](const v1::LinkState& l) {
+    double ratio = std::numeric_limits<double>::infinity();
+    if (l.baseline_bytes_per_second() > 0) {
+      ratio = l.bytes_per_second() / l.baseline_bytes_per_second();
+    }
+    if (l.below_floor()) ratio = std::min(ratio, l.bytes_per_second() / floor);
+    return ratio;
+  };
+  std::sort(listed.begin(), listed.end(), [&](const v1::LinkState& a, const v1::LinkState& b) {
     if ((a.wrong() > 0) != (b.wrong() > 0)) return a.wrong() > 0;
-    return a.bytes_per_second() < b.bytes_per_second();
+    return shortfall(a) < shortfall(b);
   });
   for (size_t i = 0; i < listed.size() && i < kMaxListedLinks; ++i) {
     *summary.add_slow() = std::move(listed[i]);

@@ -74,7 +74,8 @@ class LinkCheckCollector {
   // its generation at once, so it is named before every rank has reported.
   std::vector<v1::LinkState> TakeNewCorruptions();
 
-  // The kinds and the slow or corrupting links (corrupting first, then slowest first), judged
+  // The kinds and the slow or corrupting links (corrupting first, then by bandwidth over their
+  // kind's median, or over the floor for a link slow only by it, lowest first), judged
   // over the reports so far (judge once complete() for the final answer, which is kept);
   // ranks_reported says how many there were. O(L log L) in the links L.
   v1::LinkCheckSummary Summarize() const;

@@ -144,6 +144,21 @@ TEST(LinkAnalysisTest, ARankReportsOnceAndOnlyRanksOfTheJob) {
   EXPECT_DOUBLE_EQ(c.Summarize().classes(0).min_bytes_per_second(), 5e9);
 }
 
+// A link inside a node at 0.05x its kind's median (5 GB/s) comes before a link across nodes that
+// is slower in bytes per second (4 GB/s) but only 0.4x its kind's median.
+TEST(LinkAnalysisTest, LinksAreListedByHowFarBelowTheirKindTheyAre) {
+  LinkCheckCollector c(1, /*step=*/0, 8, 0.5, /*floor=*/0);
+  EXPECT_TRUE(c.Add(0,
+                    {Sample("tp0", 0, "a", 1, "a", 100), Sample("tp1", 2, "a", 3, "a", 100),
+                     Sample("tp2", 4, "a", 5, "a", 5), Sample("dp0", 0, "a", 6, "b", 10),
+                     Sample("dp1", 1, "a", 7, "b", 10), Sample("dp2", 2, "a", 6, "b", 4)},
+                    0));
+  const v1::LinkCheckSummary s = c.Summarize();
+  ASSERT_EQ(s.slow_size(), 2) << s.DebugString();
+  EXPECT_EQ(s.slow(0).group(), "tp2");
+  EXPECT_EQ(s.slow(1).group(), "dp2");
+}
+
 TEST(LinkAnalysisTest, AtMostSixteenLinksAreListedSlowestFirst) {
   std::vector<double> bandwidths(64, 10);
   for (int i = 0; i < 20; ++i) bandwidths[i * 3] = 0.1 * (i + 1);

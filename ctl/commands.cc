@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/job_state.h"
@@ -172,16 +173,27 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
       }
     }
     for (const v1::JobEvent& e : job.events()) {
-      if (e.kind() == "link_check" && e.sequence() > requested &&
-          absl::StartsWith(e.message(), "link check after step")) {
-        out << e.message() << "\n" << DescribeLinkCheck(job.link_check());
-        if (job.link_check().slow_size() > 0) {
-          return absl::FailedPreconditionError(absl::StrCat("job ", id, ": the link check names ",
-                                                            job.link_check().slow_size(),
-                                                            " slow or corrupting link(s)"));
-        }
-        return absl::OkStatus();
+      if (e.kind() != "link_check" || e.sequence() <= requested ||
+          !absl::StartsWith(e.message(), "link check after step ")) {
+        continue;
       }
+      // "link check after step N: L links, none slow or corrupting" (or "K slow or corrupting").
+      out << e.message() << "\n";
+      int64_t step = 0;
+      (void)absl::SimpleAtoi(
+          absl::string_view(e.message())
+              .substr(sizeof("link check after step ") - 1,
+                      e.message().find(':') - (sizeof("link check after step ") - 1)),
+          &step);
+      const v1::LinkCheckSummary& summary = job.link_check();
+      if (summary.step() == step && summary.ranks_reported() == summary.ranks_expected()) {
+        out << DescribeLinkCheck(summary);  // still the current check: its details
+      }
+      if (!absl::EndsWith(e.message(), "none slow or corrupting")) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("job ", id, ": the link check names slow or corrupting link(s)"));
+      }
+      return absl::OkStatus();
     }
     if (job.job().generation() != generation || job.job().state() != v1::JOB_STATE_RUNNING) {
       return absl::AbortedError(absl::StrCat("job ", id, " is ", StateName(job.job().state()),
@@ -191,7 +203,8 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "no link check result for job ", id, " within ", absl::FormatDuration(timeout),
-          " (only the builtin trainer runs it; a command job's program may not)"));
+          " (the ranks run it after their next step; a longer step needs a longer "
+          "--wait_timeout; only the builtin trainer runs it, a command job's program may not)"));
     }
     absl::SleepFor(absl::Milliseconds(500));  // polling the coordinator, not synchronising
   }

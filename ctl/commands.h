@@ -29,10 +29,11 @@ absl::Status Describe(const Client& client, const std::string& id, std::ostream&
 absl::Status Cancel(const Client& client, const std::string& id, const std::string& reason,
                     std::ostream& out);
 // check-links ID: asks the running job's ranks for a link check. With `wait`, polls the job until
-// the check's verdict is in (its "link check after step" event) and prints its Links section;
-// FAILED_PRECONDITION if it names a slow or corrupting link, DEADLINE_EXCEEDED after `timeout`
-// (the job's program may not run the check: only the builtin trainer does), ABORTED if the job
-// leaves its generation first.
+// the first check to complete after the request has its verdict (a "link check after step N"
+// event), prints it with its Links section (while it is still the job's latest check), and
+// returns FAILED_PRECONDITION if it names a slow or corrupting link, DEADLINE_EXCEEDED after
+// `timeout` (the job's program may not run the check: only the builtin trainer does), ABORTED if
+// the job leaves its generation first.
 absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
                         absl::Duration timeout, std::ostream& out);
 // watch ID: events and live progress until the job ends (or the stream breaks).

@@ -32,6 +32,9 @@ ABSL_FLAG(bool, wait, false,
           "submit: wait for the job to end; fail unless it succeeds. check-links: wait for the "
           "check's result and print it; fail if it names a slow or corrupting link.");
 ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns the same job.");
+ABSL_FLAG(double, wait_timeout, 300,
+          "check-links --wait: seconds to wait for the result (the ranks run the check after "
+          "their next step).");
 ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
 ABSL_FLAG(std::string, reason, "",
           "cancel: reason recorded in the job's events; cordon, drain: reason kept with the "
@@ -54,6 +57,7 @@ constexpr char kUsage[] =
     "  describe job ID               assignments, groups, events, planner reasoning\n"
     "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
     "  check-links ID [--wait]       have a running job's ranks measure their links again\n"
+    "                                (--wait: print the result; exit 1 if a link is slow)\n"
     "  watch ID                      live events and progress\n"
     "  logs ID --rank N [--follow]   a rank's stdout and stderr\n"
     "  nodes                         registered nodes (and cordoned ones)\n"
@@ -139,7 +143,8 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   if (command == "describe") return Describe(client, args[3], out);
   if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);
   if (command == "check-links") {
-    return CheckLinks(client, args[2], absl::GetFlag(FLAGS_wait), absl::Minutes(2), out);
+    return CheckLinks(client, args[2], absl::GetFlag(FLAGS_wait),
+                      absl::Seconds(absl::GetFlag(FLAGS_wait_timeout)), out);
   }
   if (command == "cordon" || command == "drain" || command == "uncordon") {
     const v1::NodeAction action = command == "cordon"  ? v1::NODE_ACTION_CORDON

@@ -168,22 +168,27 @@ class CorruptingLink final : public Communicator {
   const int64_t corrupt_;
 };
 
-// The fake hands a rank its own buffer back; with both members named as global rank 8, the
-// pattern matches, so the injection's one changed element is all the check finds, and only on
-// the rank and peer it names.
-TEST(CheckLinksTest, TheCorruptLinkInjectionChangesOneElementOnTheNamedLinkOnly) {
-  auto device = MakeCpuDevice(1);
-  for (const auto& [from, to, wrong] :
-       {std::tuple{8, 8, 1}, std::tuple{8, 9, 0}, std::tuple{9, 8, 0}, std::tuple{-1, -1, 0}}) {
-    CorruptingLink intact(/*rank=*/0, /*corrupt=*/-1);
+// Over a real loopback pair (global ranks 5 and 6): --corrupt_link=5:6 changes one element of what
+// rank 6 receives from rank 5, and nothing of what rank 5 receives.
+TEST(CheckLinksTest, TheCorruptLinkInjectionChangesOnlyWhatTheNamedRankReceivesFromTheOther) {
+  InMemoryStore store;
+  int64_t wrong[2] = {-1, -1};
+  auto statuses = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    auto comm = testing::ConnectLoopback("dp0", rank, 2, &store);
+    if (!comm.ok()) return comm.status();
+    auto device = MakeCpuDevice(1);
     LinkCheckOptions options;
     options.bytes = 4096;
-    options.corrupt_from = from;
-    options.corrupt_to = to;
-    auto r = CheckLinks(*device, {{&intact, {8, 8}}}, options);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ((*r)[0].wrong, wrong) << from << ":" << to;
-  }
+    options.corrupt_from = 5;
+    options.corrupt_to = 6;
+    auto r = CheckLinks(*device, {{comm->get(), {5, 6}}}, options);
+    if (!r.ok()) return r.status();
+    wrong[rank] = (*r)[0].wrong;
+    return absl::OkStatus();
+  });
+  for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(wrong[0], 0);  // rank 5, from 6
+  EXPECT_EQ(wrong[1], 1);  // rank 6, from 5
 }
 
 TEST(CheckLinksTest, DataThatArrivesChangedIsCountedAsWrong) {

@@ -259,6 +259,11 @@ absl::Status Run::CheckLinks(int64_t step) {
         "link check: ", corrupt->wrong, " of ", corrupt->bytes / 4, " elements from rank ",
         corrupt->peer_rank, " (group ", corrupt->group, ") arrived wrong: the link corrupts data"));
   }
+  // Leave the check together: a rank done early would otherwise wait in the next step's
+  // collectives, under the step's hang allowance, for a peer still measuring a slow link. The
+  // vote with nothing asked is a barrier across the job (tp, then pp, then dp), taken while
+  // still in the init phase.
+  RETURN_IF_ERROR(AnyRankAsks(groups_, {}).status());
   return step > 0 ? Phase(v1::WORKER_PHASE_STEP) : absl::OkStatus();
 }
 
