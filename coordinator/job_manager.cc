@@ -1158,7 +1158,7 @@ void JobManager::OnLinkReport(const v1::LinkReport& report) {
         {l.group(), report.rank(), l.peer_rank(), job->status.assignments(report.rank()).node(),
          job->status.assignments(l.peer_rank()).node(), l.bytes(), l.seconds(), l.wrong()});
   }
-  if (!job->link_check->Add(report.rank(), samples, report.seconds())) return;
+  if (!job->link_check->Add(report.rank(), samples)) return;
   // A rank that received wrong data exits right after its report and the generation ends before
   // the others report: corruption is named at once.
   const std::vector<v1::LinkState> corrupt = job->link_check->TakeNewCorruptions();
@@ -1194,6 +1194,10 @@ void JobManager::AnnounceLink(Job* job, const v1::LinkState& link) {
   v1::JobEvent& event = AddEvent(job, "slow_link", what);
   event.add_ranks(link.rank());
   event.add_ranks(link.peer_rank());
+  ExportSlowLink(job, link);
+}
+
+void JobManager::ExportSlowLink(Job* job, const v1::LinkState& link) {
   if (slow_links_ == nullptr) return;
   std::vector<std::string> labels = {job->status.job_id(),      link.group(),
                                      absl::StrCat(link.rank()), absl::StrCat(link.peer_rank()),
@@ -1212,16 +1216,7 @@ void JobManager::JudgeLinks(Job* job) {
   bool announced = false;
   for (const v1::LinkState& link : summary.slow()) {
     if (link.wrong() > 0) {
-      if (slow_links_ != nullptr) {  // its event came with the report; only the series again
-        std::vector<std::string> labels = {
-            job->status.job_id(), link.group(), absl::StrCat(link.rank()),
-            absl::StrCat(link.peer_rank()), link.node(), link.peer_node()};
-        slow_links_->WithLabels(labels)->Set(
-            link.baseline_bytes_per_second() > 0
-                ? link.bytes_per_second() / link.baseline_bytes_per_second()
-                : 0);
-        job->slow_link_series.push_back(std::move(labels));
-      }
+      ExportSlowLink(job, link);  // its event came with the report; only the series again
       continue;
     }
     AnnounceLink(job, link);

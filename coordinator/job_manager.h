@@ -246,6 +246,8 @@ class JobManager {
   void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
   void AnnounceLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Only the link's ringmaster_slow_link series (its bandwidth over its kind's median, or 0).
+  void ExportSlowLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the series of the job's latest link verdict.
   void ForgetLinkSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(Job* job, v1::JobState state, const std::string& message)

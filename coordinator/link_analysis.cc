@@ -32,9 +32,8 @@ v1::LinkState StateOf(const LinkSample& s) {
 
 }  // namespace
 
-bool LinkCheckCollector::Add(int rank, const std::vector<LinkSample>& samples, double seconds) {
-  if (rank < 0 || rank >= world_ || reported_.count(rank) > 0) return false;
-  reported_[rank] = seconds;
+bool LinkCheckCollector::Add(int rank, const std::vector<LinkSample>& samples) {
+  if (rank < 0 || rank >= world_ || !reported_.insert(rank).second) return false;
   for (LinkSample s : samples) {
     if (!IsLinkGroupName(s.group)) continue;  // its kind would be an unbounded label value
     if (s.rank > s.peer_rank) {
@@ -54,11 +53,6 @@ bool LinkCheckCollector::Add(int rank, const std::vector<LinkSample>& samples, d
     ++link.reports;
   }
   return true;
-}
-
-double LinkCheckCollector::seconds(int rank) const {
-  auto it = reported_.find(rank);
-  return it == reported_.end() ? 0 : it->second;
 }
 
 std::vector<v1::LinkState> LinkCheckCollector::TakeNewCorruptions() {

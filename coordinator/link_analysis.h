@@ -63,11 +63,9 @@ class LinkCheckCollector {
 
   // Adds `rank`'s report; samples of groups common/link_groups.h does not name are ignored.
   // Returns false (and changes nothing) for a rank out of range or one that already reported.
-  bool Add(int rank, const std::vector<LinkSample>& samples, double seconds);
+  bool Add(int rank, const std::vector<LinkSample>& samples);
   // Every rank of the generation reported.
   bool complete() const { return static_cast<int>(reported_.size()) == world_; }
-  // The seconds `rank` said its check took (0 if it has not reported).
-  double seconds(int rank) const;
 
   // The links that have delivered wrong data and were not returned by an earlier call, as far as
   // the reports so far tell (wrong elements of the ends that reported). A corrupting link fails
@@ -92,7 +90,7 @@ class LinkCheckCollector {
   const int world_;
   const double slow_ratio_;
   const double min_bytes_per_second_;
-  std::map<int, double> reported_;  // rank -> its check's seconds
+  std::set<int> reported_;  // ranks that reported
   // Keyed by (group, lower rank, higher rank).
   std::map<std::tuple<std::string, int, int>, Link> links_;
   std::set<std::tuple<std::string, int, int>> corruptions_taken_;

@@ -48,6 +48,32 @@ class LinkCheckTest : public ::testing::Test {
     delete cluster_;
     cluster_ = nullptr;
   }
+  // `ringctl describe job ID` once it matches `pattern`, within `timeout`; "" (and a failure
+  // showing the last output) if it never did.
+  static std::string DescribeWhen(const std::string& id, const std::string& pattern,
+                                  absl::Duration timeout) {
+    std::string described;
+    const bool matched = WaitFor(
+        [&] {
+          described = cluster_->Ctl({"describe", "job", id}).output;
+          return std::regex_search(described, std::regex(pattern));
+        },
+        timeout);
+    EXPECT_TRUE(matched) << "describe job " << id << " never matched " << pattern << ":\n"
+                         << described;
+    return matched ? described : "";
+  }
+  // Submits a job that runs until cancelled over Gloo, its link between ranks 1 and 2 (one on
+  // each agent) delayed by `delay` seconds an exchange; returns its id.
+  static std::string SubmitSlowLinkJob(const std::string& name, const std::string& delay,
+                                       const std::string& watchdog) {
+    return cluster_->Submit(name,
+                            Job(name,
+                                absl::StrCat(", \"--shared_memory=false\", \"--slow_link=1:2\", "
+                                             "\"--slow_link_delay=",
+                                             delay, "\""),
+                                1000000, watchdog));
+  }
   static TestCluster* cluster_;
 };
 
@@ -57,23 +83,13 @@ TestCluster* LinkCheckTest::cluster_ = nullptr;
 // agents (4 MiB there takes a few milliseconds); the verdict waits for all four ranks and names
 // that link alone.
 TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
-  const std::string id =
-      cluster_->Submit("slow-link", Job("slow-link",
-                                        ", \"--shared_memory=false\", \"--slow_link=1:2\", "
-                                        "\"--slow_link_delay=0.2\"",
-                                        1000000, "{slow_link_ratio: 0.05}"));
+  const std::string id = SubmitSlowLinkJob("slow-link", "0.2", "{slow_link_ratio: 0.05}");
   ASSERT_FALSE(id.empty());
   // It runs until cancelled; also when an assertion below ends the test early, so that it does
   // not hold the cluster's slots for the next test.
   absl::Cleanup cancel = [&] { cluster_->Ctl({"cancel", id}); };
-  std::string described;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        described = cluster_->Ctl({"describe", "job", id}).output;
-        return described.find("4 of 4 ranks reported") != std::string::npos;
-      },
-      absl::Seconds(120)))
-      << described;
+  std::string described = DescribeWhen(id, "4 of 4 ranks reported", absl::Seconds(120));
+  ASSERT_FALSE(described.empty());
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       described, m,
@@ -107,13 +123,7 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
 
   // Mid-run, on request (once the generation trains): every rank checks again after one step and
   // the verdict comes back.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        described = cluster_->Ctl({"describe", "job", id}).output;
-        return std::regex_search(described, std::regex("Progress: +step [1-9]"));
-      },
-      absl::Seconds(60)))
-      << described;
+  ASSERT_FALSE(DescribeWhen(id, "Progress: +step [1-9]", absl::Seconds(60)).empty());
   const CommandResult checked = cluster_->Ctl({"check-links", id, "--wait"});
   EXPECT_EQ(checked.exit_code, 1) << checked.output;  // it names a slow link
   std::smatch step;
@@ -144,23 +154,13 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
 // barrier, under the init allowance), so nobody is declared hung and the verdict arrives.
 TEST_F(LinkCheckTest, ASlowMidRunCheckIsNotTakenForAHang) {
   const std::string id =
-      cluster_->Submit("slow-check", Job("slow-check",
-                                         ", \"--shared_memory=false\", \"--slow_link=1:2\", "
-                                         "\"--slow_link_delay=1\"",
-                                         1000000, "{hang_timeout: 2, slow_link_ratio: 0.05}"));
+      SubmitSlowLinkJob("slow-check", "1", "{hang_timeout: 2, slow_link_ratio: 0.05}");
   ASSERT_FALSE(id.empty());
   absl::Cleanup cancel = [&] { cluster_->Ctl({"cancel", id}); };
-  std::string described;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        described = cluster_->Ctl({"describe", "job", id}).output;
-        return std::regex_search(described, std::regex("Progress: +step [1-9]"));
-      },
-      absl::Seconds(120)))
-      << described;
+  ASSERT_FALSE(DescribeWhen(id, "Progress: +step [1-9]", absl::Seconds(120)).empty());
   const CommandResult checked = cluster_->Ctl({"check-links", id, "--wait"});
   EXPECT_THAT(checked.output, HasSubstr("4 links, 1 slow or corrupting")) << checked.output;
-  described = cluster_->Ctl({"describe", "job", id}).output;
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
   EXPECT_THAT(described, Not(HasSubstr(" hang "))) << described;
   EXPECT_THAT(described, HasSubstr("Restarts: 0 of 0")) << described;
 }
