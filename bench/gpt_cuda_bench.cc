@@ -4,10 +4,10 @@
 //
 // Reports, in one line: tokens/s (micro-batch B * T over the median step time after warm-up),
 // MFU (llm.c's 6N + 6LCT FLOPs per token over the GPU's dense bf16 peak, 989 TFLOP/s for an
-// H100 SXM; gpu_peak.h), the step time, peak memory (the device's allocations, and what the
-// CUDA driver reports in use), and the overhead of per-step metrics reporting: the same steps
-// with and without building, serialising and printing the trainer's step report (the agent RPC
-// itself is not included: no agent runs here).
+// H100 SXM, or with --dtype=f32 its fp32 peak, 67; gpu_peak.h), the step time, peak memory (the
+// device's allocations, and what the CUDA driver reports in use), and the overhead of per-step
+// metrics reporting: the same steps with and without building, serialising and printing the
+// trainer's step report (the agent RPC itself is not included: no agent runs here).
 //
 //   bazel run -c opt //bench:gpt_cuda_bench -- --batch=16
 //   bench/gpu_bench   (the GPU tests, this bench and the collective bench in one command)
@@ -46,7 +46,8 @@ ABSL_FLAG(int, steps, 30, "Timed steps per measurement.");
 ABSL_FLAG(std::string, dtype, "bf16", "Compute type: bf16 or f32.");
 ABSL_FLAG(bool, fuse, true, "Use cuBLASLt's fused bias/GELU epilogues.");
 ABSL_FLAG(double, peak_tflops, 0,
-          "Peak dense TFLOP/s for MFU (0: from the GPU's name, 989 for an H100 SXM).");
+          "Peak dense TFLOP/s for MFU (0: from the GPU's name and --dtype, 989 for an H100 SXM "
+          "in bf16).");
 ABSL_FLAG(std::string, report, "both",
           "Per-step metrics reporting: off, on, or both (measures the overhead).");
 
@@ -174,17 +175,18 @@ absl::Status Main() {
 
   cudaDeviceProp prop{};
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, bench.device().index()), "props"));
-  GpuPeak peak = LookUpGpuPeak(prop.name, prop.major, prop.minor);
+  GpuPeak peak = LookUpGpuPeak(prop.name, prop.major, prop.minor,
+                               bench.device().compute_dtype() != DType::kF32);
   if (absl::GetFlag(FLAGS_peak_tflops) > 0) {
-    peak.bf16_flops = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
-    peak.explanation = absl::StrFormat("%.0f TFLOP/s (--peak_tflops)", peak.bf16_flops / 1e12);
+    peak.flops = absl::GetFlag(FLAGS_peak_tflops) * 1e12;
+    peak.explanation = absl::StrFormat("%.0f TFLOP/s (--peak_tflops)", peak.flops / 1e12);
   }
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   const GptConfig& c = bench.config();
   const double tokens = static_cast<double>(absl::GetFlag(FLAGS_batch)) * c.seq_len;
   const double tok_s = tokens / main.median_seconds;
-  const double mfu = peak.bf16_flops > 0 ? c.FlopsPerToken() * tok_s / peak.bf16_flops : 0;
+  const double mfu = peak.flops > 0 ? c.FlopsPerToken() * tok_s / peak.flops : 0;
   std::string overhead = "not measured (--report=both)";
   if (off.has_value() && on.has_value()) {
     const double delta = on->median_seconds - off->median_seconds;

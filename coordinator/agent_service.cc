@@ -13,6 +13,7 @@ class AgentService::Stream
  public:
   explicit Stream(AgentService* service)
       : service_(service),
+        id_(service->next_stream_id_.fetch_add(1)),
         outbox_(std::make_shared<Outbox>([this](const v1::CoordinatorMessage* m) { StartWrite(m); },
                                          [this](const grpc::Status& s) { Finish(s); })) {
     StartRead(&in_);
@@ -45,6 +46,9 @@ class AgentService::Stream
 
   void OnDone() override {
     outbox_->Close();
+    // Rendezvous waits answered on this stream could no longer reach the agent; it asks again on
+    // its next stream. Without this they would count as waiters until their deadline.
+    service_->rendezvous_->CancelOwner(id_);
     if (!node_.empty()) {
       service_->Detach(node_, outbox_.get());
       service_->FailLogReads(node_);
@@ -141,7 +145,7 @@ class AgentService::Stream
         return;
       case v1::RendezvousRequest::kWait:
         rv->Wait(job, generation, request.key(), absl::FromUnixNanos(request.deadline_unix_nanos()),
-                 answer);
+                 answer, id_);
         return;
       case v1::RendezvousRequest::OP_NOT_SET:
         break;
@@ -150,6 +154,7 @@ class AgentService::Stream
   }
 
   AgentService* const service_;
+  const uint64_t id_;  // owner of its rendezvous waits
   std::shared_ptr<Outbox> outbox_;
   v1::AgentMessage in_;
   std::string node_;

@@ -10,6 +10,7 @@
 #ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
 #define RINGMASTER_COORDINATOR_AGENT_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -81,6 +82,8 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   absl::flat_hash_map<std::string, std::shared_ptr<Outbox>> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, PendingLogRead> log_reads_ ABSL_GUARDED_BY(mu_);
   int64_t next_log_read_ ABSL_GUARDED_BY(mu_) = 1;
+  // Owner ids of the streams' rendezvous waits (RendezvousManager::CancelOwner).
+  std::atomic<uint64_t> next_stream_id_{1};
 };
 
 }  // namespace ringmaster::coordinator

@@ -143,7 +143,7 @@ absl::StatusOr<std::string> RendezvousManager::Get(const std::string& job_id, in
 }
 
 void RendezvousManager::Wait(const std::string& job_id, int64_t generation, const std::string& key,
-                             absl::Time deadline, WaitCallback done) {
+                             absl::Time deadline, WaitCallback done, uint64_t owner) {
   absl::StatusOr<std::string> immediate;
   {
     absl::MutexLock lock(&mu_);
@@ -159,6 +159,7 @@ void RendezvousManager::Wait(const std::string& job_id, int64_t generation, cons
       waiter.start = clock_->Now();
       waiter.done = std::move(done);
       waiter.job_id = job_id;
+      waiter.owner = owner;
       waiter.deadline_entry = by_deadline_.emplace(deadline, id);
       store->waiters_by_key[key].push_back(id);
       CountWaiter(job_id, +1);
@@ -203,6 +204,27 @@ int RendezvousManager::ExpireWaiters() {
   int expired = static_cast<int>(fired.size());
   Run(std::move(fired));
   return expired;
+}
+
+int RendezvousManager::CancelOwner(uint64_t owner) {
+  if (owner == 0) return 0;
+  int cancelled = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      auto next = std::next(it);
+      if (it->second.owner == owner) {
+        // Its id stays in the store's waiters_by_key, skipped there like an expired one's.
+        by_deadline_.erase(it->second.deadline_entry);
+        CountWaiter(it->second.job_id, -1);
+        waiters_.erase(it);
+        ++cancelled;
+      }
+      it = next;
+    }
+  }
+  for (int i = 0; i < cancelled; ++i) Count("wait", absl::CancelledError());
+  return cancelled;
 }
 
 int64_t RendezvousManager::PendingWaiters() const {

@@ -66,8 +66,13 @@ class RendezvousManager {
 
   // Calls `done` with the value once `key` is set, or DEADLINE_EXCEEDED once `deadline` passes
   // (checked by ExpireWaiters), or the Set errors at once. May call `done` before returning.
+  // `owner` (an agent stream; 0: none) lets CancelOwner drop the wait.
   void Wait(const std::string& job_id, int64_t generation, const std::string& key,
-            absl::Time deadline, WaitCallback done);
+            absl::Time deadline, WaitCallback done, uint64_t owner = 0);
+
+  // Drops every registered wait of `owner` (not 0) without calling it back: its stream is gone,
+  // and the agent asks again on its next stream (agent/rendezvous_replay.h). Returns how many.
+  int CancelOwner(uint64_t owner);
 
   // Fails every waiter whose deadline is <= clock->Now(). Returns how many expired.
   int ExpireWaiters();
@@ -80,6 +85,7 @@ class RendezvousManager {
     absl::Time start;
     WaitCallback done;
     std::string job_id;
+    uint64_t owner = 0;
     std::multimap<absl::Time, uint64_t>::iterator deadline_entry;
   };
   struct Store {

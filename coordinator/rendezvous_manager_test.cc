@@ -154,5 +154,38 @@ TEST_F(RendezvousManagerTest, ExportsTheWaitersOfEachJobUntilItIsClosed) {
   EXPECT_EQ(registry_.RenderText().find("job_id=\"a\""), std::string::npos);
 }
 
+TEST_F(RendezvousManagerTest, CancellingAStreamDropsOnlyItsWaitsWithoutAnsweringThem) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  int dead_answers = 0;
+  std::optional<absl::StatusOr<std::string>> live;
+  const absl::Time deadline = clock_.Now() + absl::Minutes(1);
+  auto dead = [&](absl::StatusOr<std::string>) { ++dead_answers; };
+  manager_.Wait("j", 1, "k", deadline, dead, /*owner=*/7);
+  manager_.Wait("j", 1, "other", deadline, dead, /*owner=*/7);
+  manager_.Wait(
+      "j", 1, "k", deadline, [&](absl::StatusOr<std::string> r) { live = r; }, 8);
+  auto has = [&](const std::string& line) {
+    return registry_.RenderText().find(line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"j\"} 3")) << registry_.RenderText();
+
+  EXPECT_EQ(manager_.CancelOwner(7), 2);
+  EXPECT_EQ(manager_.PendingWaiters(), 1);
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"j\"} 1")) << registry_.RenderText();
+  EXPECT_TRUE(has("ringmaster_rendezvous_requests_total{op=\"wait\",code=\"CANCELLED\"} 2"))
+      << registry_.RenderText();
+  EXPECT_EQ(manager_.CancelOwner(7), 0);
+  EXPECT_EQ(manager_.CancelOwner(0), 0) << "0 owns nothing";
+
+  // The key set later answers only the live stream; the dropped ones neither answer nor expire.
+  ASSERT_TRUE(manager_.Set("j", 1, "k", "v").ok());
+  ASSERT_TRUE(live.has_value());
+  EXPECT_EQ(**live, "v");
+  clock_.Advance(absl::Minutes(2));
+  EXPECT_EQ(manager_.ExpireWaiters(), 0);
+  EXPECT_EQ(dead_answers, 0);
+  EXPECT_TRUE(has("ringmaster_rendezvous_waiters{job_id=\"j\"} 0"));
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -4,8 +4,8 @@
 // OpenAccelerator reads CUDA_VISIBLE_DEVICES (device_selection.h: the agent sets it to the GPU
 // it assigned the rank). When it names a GPU and this binary was built with CUDA, the process
 // trains on that GPU: a CudaDevice computing in bf16 or fp32 (cuda_device.h), NCCL communicators
-// for its groups (nccl_communicator.h), the GPU's dense bf16 peak for MFU (gpu_peak.h). Otherwise
-// it returns null and the process uses the CPU device and Gloo as before.
+// for its groups (nccl_communicator.h), the GPU's dense peak of that type for MFU (gpu_peak.h).
+// Otherwise it returns null and the process uses the CPU device and Gloo as before.
 //
 // Ownership and lifetime: the accelerator owns the device; communicators from Connect() are the
 // caller's and must not be used after the accelerator is destroyed (their operations wait on
@@ -33,7 +33,8 @@ class Accelerator {
   virtual Device* device() = 0;
   // For logs: "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB".
   virtual std::string description() const = 0;
-  // Dense bf16 peak FLOP/s for MFU; 0 when the GPU is not in gpu_peak.h's table.
+  // Dense peak FLOP/s of the compute type (bf16 tensor cores, or fp32 without TF32) for MFU; 0
+  // when the GPU is not in gpu_peak.h's table.
   virtual double peak_flops() const = 0;
   // Joins group `name` over NCCL (ConnectNccl's contract: rank 0's id through `store`, every
   // operation bounded by `timeout`, UNAVAILABLE / DEADLINE_EXCEEDED on a lost peer).

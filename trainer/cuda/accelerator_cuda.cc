@@ -21,7 +21,7 @@ class CudaAccelerator final : public Accelerator {
   std::string description() const override {
     return device_->description() + "; MFU against " + peak_.explanation;
   }
-  double peak_flops() const override { return peak_.bf16_flops; }
+  double peak_flops() const override { return peak_.flops; }
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name, int rank, int size,
                                                         KeyValueStore* store,
                                                         absl::Duration timeout) override {
@@ -45,8 +45,10 @@ absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
   cudaDeviceProp prop{};
   RETURN_IF_ERROR(
       CudaStatus(cudaGetDeviceProperties(&prop, device->index()), "cudaGetDeviceProperties"));
-  return std::unique_ptr<Accelerator>(
-      new CudaAccelerator(std::move(device), LookUpGpuPeak(prop.name, prop.major, prop.minor)));
+  // MFU against the peak of the type the GEMMs run in (fp32 GEMMs do not use TF32).
+  return std::unique_ptr<Accelerator>(new CudaAccelerator(
+      std::move(device),
+      LookUpGpuPeak(prop.name, prop.major, prop.minor, compute_dtype != DType::kF32)));
 }
 
 }  // namespace ringmaster::trainer

@@ -188,8 +188,8 @@ absl::Status NcclCommunicator::Init(ncclComm_t comm) {
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "barrier buffer"));
   barrier_ = Tensor{barrier_memory_, 1, DType::kF32};
   // Room for the host values the trainer reduces (losses, norms, checkpoint records), so that
-  // staging does not allocate (and cudaFree does not synchronise the device) while training.
-  return staging_.Get(kInitialStagingBytes).status();
+  // staging does not allocate while training (growing would not wait either: device_scratch.h).
+  return staging_.Get(kInitialStagingBytes, stream_).status();
 }
 
 void NcclCommunicator::Abort() {
@@ -259,7 +259,7 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
   StagingPlan plan;
   if (staged) {
     plan = PlanStaging(in_range, out_range);
-    ASSIGN_OR_RETURN(void* stage, staging_.Get(plan.bytes));
+    ASSIGN_OR_RETURN(void* stage, staging_.Get(plan.bytes, stream_));
     char* base = static_cast<char*>(stage);
     if (!in_range.empty()) {
       // stream_ is idle here (every operation waits for its own completion), so this copy from

@@ -15,7 +15,7 @@ absl::Status Backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
   size_t bytes = 0;
   RETURN_IF_ERROR(
       CudaStatus(EmbeddingBackwardScratchBytes(B * T_, &bytes), "embedding backward scratch"));
-  ASSIGN_OR_RETURN(void* space, scratch.Get(bytes));
+  ASSIGN_OR_RETURN(void* space, scratch.Get(bytes, stream));
   return CudaStatus(
       LaunchEmbeddingBackward(dwte, dwpe, dout, tokens, B, T_, C, space, bytes, stream),
       "embedding backward");

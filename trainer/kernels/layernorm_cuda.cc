@@ -15,7 +15,7 @@ absl::Status Backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp
                       const float* mean, const float* rstd, int N, int C,
                       trainer::DeviceScratch& scratch, cudaStream_t stream) {
   const int64_t floats = 2 * ColumnReduceScratch(C, ColumnReduceSplits(N));
-  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(float) * floats));
+  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(float) * floats, stream));
   return CudaStatus(LaunchLayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N,
                                             C, static_cast<float*>(partials), stream),
                     "layernorm backward");

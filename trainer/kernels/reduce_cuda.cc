@@ -13,7 +13,7 @@ using trainer::CudaStatus;
 template <typename T>
 absl::Status SumSquares(const T* x, int64_t n, double* result, trainer::DeviceScratch& scratch,
                         cudaStream_t stream) {
-  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(double) * SumSquaresBlocks(n)));
+  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(double) * SumSquaresBlocks(n), stream));
   return CudaStatus(LaunchSumSquares(x, n, static_cast<double*>(partials), result, stream),
                     "sum of squares");
 }
@@ -22,7 +22,7 @@ template <typename T>
 absl::Status ColumnSums(T* out, const T* in, int rows, int cols, bool accumulate,
                         trainer::DeviceScratch& scratch, cudaStream_t stream) {
   const int64_t floats = ColumnReduceScratch(cols, ColumnReduceSplits(rows));
-  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(float) * floats));
+  ASSIGN_OR_RETURN(void* partials, scratch.Get(sizeof(float) * floats, stream));
   return CudaStatus(
       LaunchColumnSums(out, in, rows, cols, accumulate, static_cast<float*>(partials), stream),
       "column sums");
