@@ -55,6 +55,10 @@ class Run {
   absl::Status Resume();
   absl::Status Restore();
   absl::Status Train();
+  // After a failure, before the teardown: nothing torn down waits for peers that may be gone
+  // (queued reductions are skipped, NCCL communicators aborted instead of finalized), so the
+  // rank exits, and the job restarts, without waiting out collective timeouts.
+  void Abandon();
 
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
@@ -466,12 +470,20 @@ absl::Status Run::Train() {
 
 }  // namespace
 
+void Run::Abandon() {
+  if (trainer_ != nullptr) trainer_->data_parallel().Abandon();
+  for (Communicator* group : groups_.all()) group->Abandon();
+  if (world_ != nullptr) world_->Abandon();
+}
+
 absl::Status RunTraining(const TrainerConfig& config, AgentClient* agent) {
   Run run(config, agent);
-  RETURN_IF_ERROR(run.Setup());
-  RETURN_IF_ERROR(run.CheckLinks(/*step=*/0));
-  RETURN_IF_ERROR(run.Resume());
-  return run.Train();
+  absl::Status status = run.Setup();
+  if (status.ok()) status = run.CheckLinks(/*step=*/0);
+  if (status.ok()) status = run.Resume();
+  if (status.ok()) status = run.Train();
+  if (!status.ok()) run.Abandon();
+  return status;
 }
 
 }  // namespace ringmaster::trainer

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "trainer/comm/collective_stats.h"
+#include "trainer/model/device.h"
 #include "trainer/model/tensor.h"
 
 namespace ringmaster::trainer {
@@ -81,6 +83,30 @@ class Communicator {
   // decision, not data, and would only blur the group's busbw.
   absl::Status AnyOf(absl::Span<bool> flags);
 
+  // While it lives, the operations this thread issues on `comm` read and write device memory
+  // only after the device work `mark` covers (Device::Mark, taken by the thread that issued the
+  // work producing and last reading the buffers), instead of after all the work issued on the
+  // device by the time each operation starts. Meant to wrap one operation run by a
+  // communication thread. Backends whose device work is done when issued (Gloo, shared memory)
+  // ignore it; a null mark changes nothing.
+  class ScopedOrder {
+   public:
+    ScopedOrder(Communicator* comm, std::shared_ptr<const DeviceMark> mark) : comm_(comm) {
+      comm_->order_after_ = std::move(mark);
+    }
+    ~ScopedOrder() { comm_->order_after_ = nullptr; }
+    ScopedOrder(const ScopedOrder&) = delete;
+    ScopedOrder& operator=(const ScopedOrder&) = delete;
+
+   private:
+    Communicator* const comm_;
+  };
+
+  // The process has given up on the group after a failure: tearing it down must not wait for
+  // peers, which may be gone (NCCL aborts the communicator instead of finalizing it). Gloo and
+  // shared memory have nothing to wait for. Thread-safe; the group must not be used afterwards.
+  virtual void Abandon() {}
+
   int64_t entered() const { return entered_.load(std::memory_order_relaxed); }
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   std::vector<OpTotals> TakeTotals();
@@ -94,6 +120,8 @@ class Communicator {
   // Called from inside a Do* method: the operation itself took `seconds`, which the totals then
   // use instead of the call's wall time. Only the thread running the Do* call may call it.
   void RecordDeviceSeconds(double seconds) { device_seconds_ = seconds; }
+  // The mark of the ScopedOrder around the current operation; null when none.
+  const DeviceMark* order_after() const { return order_after_.get(); }
 
   virtual absl::Status DoAllReduce(Tensor data) = 0;
   virtual absl::Status DoReduceScatter(Tensor input, Tensor output) = 0;
@@ -121,6 +149,8 @@ class Communicator {
   // Set by RecordDeviceSeconds during the current operation; < 0 when not. Touched only by the
   // (one) thread issuing operations.
   double device_seconds_ = -1;
+  // Set by ScopedOrder; touched only by the thread issuing operations.
+  std::shared_ptr<const DeviceMark> order_after_;
   absl::Mutex mu_;
   CollectiveTotals totals_ ABSL_GUARDED_BY(mu_);
 };

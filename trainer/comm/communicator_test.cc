@@ -3,7 +3,9 @@
 #include "trainer/comm/communicator.h"
 
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -16,6 +18,7 @@ class FakeCommunicator final : public Communicator {
   FakeCommunicator(bool reduces_bf16, double device_seconds)
       : Communicator("dp0", 0, 1), reduces_bf16_(reduces_bf16), device_seconds_(device_seconds) {}
   int calls = 0;
+  std::vector<const DeviceMark*> marks;  // order_after() as each operation saw it
   const char* transport() const override { return "fake"; }
 
  protected:
@@ -34,6 +37,7 @@ class FakeCommunicator final : public Communicator {
  private:
   absl::Status Body() {
     ++calls;
+    marks.push_back(order_after());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (device_seconds_ >= 0) RecordDeviceSeconds(device_seconds_);
     return absl::OkStatus();
@@ -104,6 +108,27 @@ TEST(CommunicatorTest, AnyOfIsNumberedLikeEveryCollectiveButStaysOutOfTheTotals)
   EXPECT_EQ(comm.entered(), 2);
   EXPECT_EQ(comm.completed(), 2);
   EXPECT_TRUE(comm.TakeTotals().empty());
+}
+
+// A mark reaches exactly the operations issued inside its ScopedOrder, also when one of them is
+// refused before it runs: a stale mark would order a later collective after too little work.
+TEST(CommunicatorTest, AScopedOrderReachesOnlyTheOperationsInsideIt) {
+  float f32[4] = {};
+  uint16_t bf16[4] = {};
+  FakeCommunicator comm(/*reduces_bf16=*/false, 0);
+  const auto mark = std::make_shared<const DeviceMark>();
+  EXPECT_TRUE(comm.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  {
+    Communicator::ScopedOrder order(&comm, mark);
+    EXPECT_TRUE(comm.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  }
+  {
+    Communicator::ScopedOrder order(&comm, mark);
+    EXPECT_EQ(comm.AllReduce(Tensor{bf16, 4, DType::kBF16}).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(comm.AllGather(Tensor{f32, 1, DType::kF32}, Tensor{f32, 1, DType::kF32}).ok());
+  EXPECT_EQ(comm.marks, (std::vector<const DeviceMark*>{nullptr, mark.get(), nullptr}));
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ class CudaAccelerator final : public Accelerator {
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
     const std::function<std::optional<std::string>(const char* name)>& env, DType compute_dtype) {
-  const std::optional<int> index = CudaDeviceFromEnvironment(env);
+  ASSIGN_OR_RETURN(const std::optional<int> index, CudaDeviceFromEnvironment(env));
   if (!index.has_value()) return nullptr;
   CudaDeviceOptions options;
   options.compute_dtype = compute_dtype;

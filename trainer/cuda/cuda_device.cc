@@ -65,6 +65,7 @@ class CudaDeviceImpl final : public CudaDevice {
   void Scale(Tensor t, float factor) override;
   absl::StatusOr<double> SumSquares(absl::Span<const Tensor> tensors) override;
   absl::Status Synchronize() override;
+  std::shared_ptr<const DeviceMark> Mark() override;
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, Tensor a, int lda,
             Tensor b, int ldb, float beta, Tensor c, int ldc) override;
   void EmbeddingForward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int B, int T,
@@ -321,6 +322,23 @@ absl::Status CudaDeviceImpl::Synchronize() {
   return Wait("synchronize");
 }
 
+std::shared_ptr<const DeviceMark> CudaDeviceImpl::Mark() {
+  // A failure here is not recorded as the device's: without a mark the communicator orders
+  // itself after all the work issued when its operation starts, which is correct, only later.
+  if (failed() || cudaSetDevice(index_) != cudaSuccess) return nullptr;
+  cudaEvent_t event = nullptr;
+  if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();  // not this thread's next launch's error (kernel_utils.cuh)
+    return nullptr;
+  }
+  if (cudaEventRecord(event, stream_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaEventDestroy(event);
+    return nullptr;
+  }
+  return std::make_shared<CudaDeviceMark>(event);
+}
+
 // ---- GEMM ----
 
 void CudaDeviceImpl::Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, Tensor a,
@@ -479,6 +497,10 @@ void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Te
 }
 
 }  // namespace
+
+CudaDeviceMark::~CudaDeviceMark() {
+  (void)cudaEventDestroy(event_);  // released by CUDA once a pending record has completed
+}
 
 int VisibleCudaDevices() {
   int count = 0;

@@ -14,7 +14,8 @@
 // Streams and ordering: every operation is enqueued on one compute stream (stream()), in issue
 // order, and returns before the GPU has run it. CopyToHost, SumSquares, Synchronize and
 // CopyToDevice wait for the stream. Work on other streams (the NCCL communicator's) must order
-// itself against stream() with events; nccl_communicator.h does.
+// itself against stream() with events; nccl_communicator.h does, after a Mark() (an event
+// recorded where the issuing thread took it) or else after all the work issued so far.
 //
 // Errors: operations that return void record the first failure (a launch error, a cuBLAS
 // error, a tensor of the wrong dtype), skip all later work, and report it from the next
@@ -48,6 +49,21 @@ struct CudaDeviceOptions {
   bool fuse_gelu = true;
   // cuBLASLt workspace.
   size_t gemm_workspace_bytes = 32 << 20;
+};
+
+// A CudaDevice's Mark(): an event recorded on its compute stream. Other streams wait for it
+// with cudaStreamWaitEvent (nccl_communicator.h).
+class CudaDeviceMark final : public DeviceMark {
+ public:
+  // Takes ownership of `event` (destroyed with the mark; CUDA keeps it until it has completed).
+  explicit CudaDeviceMark(cudaEvent_t event) : event_(event) {}
+  ~CudaDeviceMark() override;
+  CudaDeviceMark(const CudaDeviceMark&) = delete;
+  CudaDeviceMark& operator=(const CudaDeviceMark&) = delete;
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  const cudaEvent_t event_;
 };
 
 class CudaDevice : public Device {

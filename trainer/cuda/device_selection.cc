@@ -4,7 +4,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -22,14 +25,32 @@ bool NamesADevice(absl::string_view entry) {
 
 }  // namespace
 
-std::optional<int> CudaDeviceFromEnvironment(
+absl::StatusOr<std::optional<int>> CudaDeviceFromEnvironment(
     const std::function<std::optional<std::string>(const char* name)>& env) {
   const std::optional<std::string> visible = env("CUDA_VISIBLE_DEVICES");
   if (!visible.has_value()) return std::nullopt;
-  // CUDA stops at the first invalid entry, so only the first one decides whether any is left.
-  const std::vector<absl::string_view> entries = absl::StrSplit(*visible, ',');
-  if (entries.empty() || !NamesADevice(entries.front())) return std::nullopt;
-  return 0;
+  // CUDA stops at the first invalid entry: the devices are the valid entries before it.
+  int devices = 0;
+  for (absl::string_view entry : absl::StrSplit(*visible, ',')) {
+    if (!NamesADevice(entry)) break;
+    ++devices;
+  }
+  if (devices == 0) return std::nullopt;
+  if (devices == 1) return 0;
+  const std::optional<std::string> local = env("LOCAL_RANK");
+  if (!local.has_value()) return 0;
+  int rank = 0;
+  if (!absl::SimpleAtoi(*local, &rank) || rank < 0) {
+    return FieldError("LOCAL_RANK",
+                      absl::StrCat("must be a non-negative integer, got \"", *local, "\""));
+  }
+  if (rank >= devices) {
+    return FieldError(
+        "CUDA_VISIBLE_DEVICES",
+        absl::StrCat("lists ", devices, " devices (\"", *visible,
+                     "\"): too few for LOCAL_RANK=", rank, " (each local rank needs its own GPU)"));
+  }
+  return rank;
 }
 
 }  // namespace ringmaster::trainer

@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -51,6 +52,7 @@ class NcclCommunicator final : public Communicator {
         staging_(options.device) {}
   ~NcclCommunicator() override;
   const char* transport() const override { return "nccl"; }
+  void Abandon() override { abandoned_.store(true); }
 
   // Takes ownership of an initialised communicator; creates the stream and events.
   absl::Status Init(ncclComm_t comm);
@@ -139,12 +141,20 @@ class NcclCommunicator final : public Communicator {
   DeviceScratch staging_;
   Tensor barrier_;
   void* barrier_memory_ = nullptr;
+  // Set by Abandon (any thread): the destructor aborts rather than finalizes.
+  std::atomic<bool> abandoned_{false};
 };
 
 NcclCommunicator::~NcclCommunicator() {
   // Best effort at teardown: failures here leave nothing to recover (the process is about to
   // exit or rebuild its groups).
   (void)cudaSetDevice(device_);
+  if (comm_ != nullptr && abandoned_.load()) {
+    // Finalizing waits for the peers to finalize too (up to kFinalizeTimeout), and after a
+    // failure some may never: abort at once.
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
   if (comm_ != nullptr) {
     const ncclResult_t r = ncclCommFinalize(comm_);
     WaitOptions o;
@@ -270,9 +280,17 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
       send = base + plan.in_offset;
     }
     if (!out_range.empty()) recv = base + plan.out_offset;
+  } else if (const auto* mark = dynamic_cast<const CudaDeviceMark*>(order_after());
+             mark != nullptr) {
+    // The producer's work queued when the issuing thread took the mark (the kernels that wrote
+    // this bucket and last read the output), however far the GPU is behind: the collective
+    // starts as soon as they have run, while the rest of the backward pass runs on.
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamWaitEvent(stream_, mark->event(), 0), "cudaStreamWaitEvent"));
   } else if (producer_ != nullptr) {
-    // Everything issued on the producer so far (the kernels that wrote this bucket, and maybe a
-    // few more) before the collective; later producer work runs on, overlapping it.
+    // Everything issued on the producer so far (the kernels that wrote this bucket, and maybe
+    // much more: all the work queued by now) before the collective; later producer work runs
+    // on, overlapping it.
     RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ready_, producer_), "cudaEventRecord"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent"));
   }

@@ -9,12 +9,19 @@
 // has the same Connect contract as Gloo's, and no rank waits for ranks outside its groups).
 //
 // Streams and ordering: each communicator has its own high-priority stream. An operation on
-// device memory first makes that stream wait, with an event, for the work issued so far on the
-// producer stream (the CUDA device's compute stream), so a gradient bucket is reduced as soon
-// as the kernels that wrote it have run, while later backward kernels keep running: the
-// reduction overlaps the backward pass. Every operation returns when it has completed on the
-// GPU, so the caller (a communication thread) can hand the memory back at once. Host memory
-// (a loss, a norm, checkpoint records) is staged through device memory on the same stream.
+// device memory first makes that stream wait, with an event, for the producer stream's work
+// (the CUDA device's compute stream): up to the Device::Mark of the Communicator::ScopedOrder
+// around it, taken by the thread that queued it right after issuing the kernels that wrote the
+// data (a CudaDeviceMark), or else everything issued on the producer by the time the operation
+// starts. So a gradient bucket queued during the backward pass is reduced as soon as its own
+// kernels have run, while later backward kernels keep running, even when the host has queued
+// the whole backward pass before the GPU reaches that bucket. Every operation returns when it
+// has completed on the GPU, so the caller (a communication thread) can hand the memory back at
+// once. Host memory (a loss, a norm, checkpoint records) is staged through device memory on the
+// same stream.
+//
+// Teardown: the destructor finalizes the communicator (waiting, at most 30 s, for the peers to
+// finalize too) unless it was aborted or Abandon()ed after a failure, when it aborts at once.
 //
 // Measurement: the base class's totals get the collective's own GPU time, between events
 // recorded around the NCCL call on the communicator's stream (not the wait for the producer,

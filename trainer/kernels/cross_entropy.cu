@@ -15,7 +15,9 @@ __device__ SoftmaxState WarpMerge(SoftmaxState s) {
     SoftmaxState other;
     other.max = __shfl_xor_sync(0xffffffffu, s.max, offset);
     other.sum = __shfl_xor_sync(0xffffffffu, s.sum, offset);
-    s = SoftmaxMerge(s, other);  // IEEE addition commutes: every lane ends with the same state
+    // Partner lanes may differ in the last bit (nvcc contracts the merge into FMAs in operand
+    // order); only lane 0's state is used afterwards.
+    s = SoftmaxMerge(s, other);
   }
   return s;
 }

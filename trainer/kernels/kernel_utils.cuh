@@ -15,18 +15,6 @@ __device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat1
 __device__ __forceinline__ void Store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-// v rounded to the element type T, back in fp32 (what a store and a load would give).
-template <typename T>
-__device__ __forceinline__ float Round(float v);
-template <>
-__device__ __forceinline__ float Round<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ float Round<__nv_bfloat16>(float v) {
-  return __bfloat162float(__float2bfloat16_rn(v));
-}
-
 __device__ __forceinline__ float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

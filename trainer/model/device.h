@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -62,6 +63,13 @@ class DeviceBuffer {
   std::function<void(void*)> release_;
 };
 
+// A point in a device's stream of work: everything issued on it before Device::Mark returned.
+// Opaque; a backend's communicator knows its own device's marks (nccl_communicator.h).
+class DeviceMark {
+ public:
+  virtual ~DeviceMark() = default;
+};
+
 // Hyper-parameters of one AdamW update (decoupled weight decay, bias-corrected moments).
 struct AdamWStep {
   float lr = 0;
@@ -100,6 +108,13 @@ class Device {
   virtual absl::StatusOr<double> SumSquares(absl::Span<const Tensor> tensors) = 0;
   // Waits for all issued work; reports the first device error.
   virtual absl::Status Synchronize() = 0;
+  // The work issued so far, for another thread's communicator to order an operation after
+  // (Communicator::ScopedOrder): a collective queued while the device is still far behind the
+  // issuing thread (a backward pass queued ahead) then waits for the kernels that wrote its
+  // data, not for everything issued by the time it starts. Null where issued work has already
+  // run (the CPU device) or a mark cannot be made (the operation then orders itself after all
+  // the work issued when it starts, which is later, so still correct).
+  virtual std::shared_ptr<const DeviceMark> Mark() { return nullptr; }
 
   // ---- GEMM ----
   // c = alpha * op(a) * op(b) + beta * c with op(x) = x or x^T; op(a) is m x k, op(b) is k x n,
@@ -148,7 +163,8 @@ class Device {
   // out = a + b over n elements. Overwrites; out may alias a or b.
   virtual void Add(Tensor out, Tensor a, Tensor b, int64_t n) = 0;
   // Softmax cross-entropy over logits[N, Vp], of which the first V columns are real (the rest,
-  // vocabulary padding, get probability 0). losses (kF32 [N]) = -log p(target); targets kI32 [N].
+  // vocabulary padding, get probability 0). losses (kF32 [N]) = -log p(target); targets kI32 [N],
+  // each in [0, V) (not checked here: the model checks the tokens it is given).
   // When dloss != 0, logits are overwritten by dlogits = (softmax - onehot) * dloss.
   virtual void CrossEntropy(Tensor logits, Tensor losses, Tensor targets, int N, int V, int Vp,
                             float dloss) = 0;

@@ -18,6 +18,11 @@ int64_t CommQueue::Enqueue(std::function<absl::Status()> work) {
   return ++queued_;
 }
 
+void CommQueue::Abandon() {
+  absl::MutexLock lock(&mu_);
+  abandoned_ = true;
+}
+
 absl::Status CommQueue::WaitFor(int64_t ticket) {
   absl::MutexLock lock(&mu_);
   auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= ticket; };
@@ -50,7 +55,7 @@ void CommQueue::Loop() {
       if (queue_.empty()) return;  // stopping, nothing left
       work = std::move(queue_.front());
       queue_.pop_front();
-      if (!error_.ok()) {  // skip work after a failure
+      if (!error_.ok() || abandoned_) {  // skip work after a failure
         ++done_;
         continue;
       }

@@ -1,6 +1,8 @@
 // A thread that runs communication work in the order it was queued, so collectives overlap the
 // caller's computation (the backward pass) while keeping one issuing thread per communicator.
 // After the first failure the remaining work is skipped; Drain() reports that failure.
+// Destruction waits for the queued work, unless Abandon() was called: then only for the work
+// already running.
 #ifndef RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
 #define RINGMASTER_TRAINER_PARALLEL_COMM_QUEUE_H_
 
@@ -18,7 +20,8 @@ namespace ringmaster::trainer {
 class CommQueue {
  public:
   CommQueue();
-  // Waits for queued work to finish, then stops the thread.
+  // Waits for queued work to finish (after Abandon: only the running one), then stops the
+  // thread.
   ~CommQueue();
 
   // Queues `work`; thread-safe. Returns its ticket (1, 2, ... in queue order).
@@ -29,6 +32,9 @@ class CommQueue {
   // Waits until everything queued so far has run; returns the first error since the last Drain
   // (and clears it).
   absl::Status Drain();
+  // The caller has failed: work queued and not yet started is skipped from now on (its peers
+  // may never join it), and so is work queued later. Thread-safe.
+  void Abandon();
 
  private:
   void Loop();
@@ -39,6 +45,7 @@ class CommQueue {
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // tickets finished (run or skipped)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

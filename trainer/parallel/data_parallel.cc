@@ -98,14 +98,23 @@ Tensor DataParallel::TiedParameters() {
 void DataParallel::Issue(const Bucket& bucket) {
   if (queue_ == nullptr) return;
   Tensor whole = grads_.Slice(bucket.begin, bucket.size());
+  // The kernels that wrote the bucket are issued by now; on a GPU the reduction waits for them
+  // only, not for the rest of the backward pass queued after them.
+  std::shared_ptr<const DeviceMark> written = device_->Mark();
   if (options_.zero_stage == 0) {
-    queue_->Enqueue([this, whole] { return dp_->AllReduce(whole); });
+    queue_->Enqueue([this, whole, written] {
+      Communicator::ScopedOrder order(dp_, written);
+      return dp_->AllReduce(whole);
+    });
     return;
   }
   const FlatRange own = OwnedChunk(bucket, dp_->rank(), dp_->size());
   Tensor chunk = grads_.Slice(own.offset, own.size);
   // In place: the owned chunk of the bucket receives the sum.
-  queue_->Enqueue([this, whole, chunk] { return dp_->ReduceScatter(whole, chunk); });
+  queue_->Enqueue([this, whole, chunk, written] {
+    Communicator::ScopedOrder order(dp_, written);
+    return dp_->ReduceScatter(whole, chunk);
+  });
 }
 
 void DataParallel::OnGradientsFinal(int64_t low) {
@@ -151,6 +160,10 @@ absl::Status DataParallel::FinishReduction() {
     if (s.ok()) s = drained;  // otherwise the queue's error, if any, is already in `s`
   }
   return s;
+}
+
+void DataParallel::Abandon() {
+  if (queue_ != nullptr) queue_->Abandon();
 }
 
 absl::StatusOr<double> DataParallel::GradientNorm() {

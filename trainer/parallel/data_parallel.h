@@ -104,6 +104,10 @@ class DataParallel {
   // and makes the tied embedding equal on both pipeline ends.
   absl::Status GatherParameters();
 
+  // The run failed: queued reductions not yet started are skipped (their peers may be gone),
+  // so that tearing this down does not wait for them. Thread-safe.
+  void Abandon();
+
   AdamWOptimizer& optimizer() { return *optimizer_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int zero_stage() const { return options_.zero_stage; }
