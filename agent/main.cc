@@ -3,6 +3,7 @@
 // exposes per-rank metrics at /metrics.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -129,7 +130,19 @@ absl::Status Run() {
   }
   const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
-  ASSIGN_OR_RETURN(auto http, StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
+  // /readyz: ready once registered with the coordinator (the agent is made after the server,
+  // which must know its port first).
+  std::atomic<const NodeAgent*> ready_agent{nullptr};
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  auto ready = [&ready_agent, coordinator]() -> absl::Status {
+    const NodeAgent* a = ready_agent.load();
+    if (a != nullptr && a->connected()) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("not registered with the coordinator at ", coordinator,
+                     a == nullptr ? " yet (starting)" : " (connecting; it retries with backoff)"));
+  };
+  ASSIGN_OR_RETURN(auto http,
+                   StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry, ready));
   std::string metrics_host;
   int unused;
   RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
@@ -147,7 +160,8 @@ absl::Status Run() {
   ClientTlsOptions tls{absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
                        absl::GetFlag(FLAGS_tls_key)};
   ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
-  agent.Start(MakeChannel(absl::GetFlag(FLAGS_coordinator), credentials));
+  agent.Start(MakeChannel(coordinator, credentials));
+  ready_agent.store(&agent);
   // Tests and tools/cluster read these lines.
   RM_LOG(INFO) << "agent " << node << " with " << devices.size()
                << " devices, worker API on unix:" << socket_path;
@@ -176,6 +190,7 @@ absl::Status Run() {
   ticker.join();
   agent.Shutdown(stop_grace);
   worker_server->Shutdown();
+  http.reset();  // before `agent` goes: /readyz reads it
   return absl::OkStatus();
 }
 

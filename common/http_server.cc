@@ -215,11 +215,19 @@ HttpHandler MetricsHandler(const metrics::Registry* registry) {
   };
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(const std::string& address,
-                                                               const metrics::Registry* registry) {
+absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(
+    const std::string& address, const metrics::Registry* registry,
+    std::function<absl::Status()> ready) {
   std::map<std::string, HttpHandler> handlers;
   handlers["/metrics"] = MetricsHandler(registry);
   handlers["/healthz"] = [](const std::string&) { return Plain(200, "ok\n"); };
+  if (ready) {
+    handlers["/readyz"] = [ready = std::move(ready)](const std::string&) {
+      const absl::Status s = ready();
+      return s.ok() ? Plain(200, "ready\n")
+                    : Plain(503, absl::StrCat("not ready: ", s.message(), "\n"));
+    };
+  }
   return HttpServer::Start(address, std::move(handlers));
 }
 

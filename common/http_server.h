@@ -64,9 +64,12 @@ class HttpServer {
 // A handler that renders `registry` (which must outlive the server) in the text format.
 HttpHandler MetricsHandler(const metrics::Registry* registry);
 
-// Starts a server on `address` with /metrics rendering `registry`, plus /healthz answering "ok".
-absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(const std::string& address,
-                                                               const metrics::Registry* registry);
+// Starts a server on `address` with /metrics rendering `registry`, plus /healthz answering "ok"
+// (the process serves) and, when `ready` is given, /readyz: 200 with "ready" when it returns OK,
+// else 503 with its message (e.g. an agent not connected to its coordinator).
+absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(
+    const std::string& address, const metrics::Registry* registry,
+    std::function<absl::Status()> ready = nullptr);
 
 }  // namespace ringmaster
 

@@ -1,5 +1,7 @@
 #include "common/http_server.h"
 
+#include <atomic>
+
 #include "common/http_client.h"
 #include "common/metrics/text_format.h"
 #include "gtest/gtest.h"
@@ -23,6 +25,32 @@ TEST(HttpServerTest, ServesMetricsOnAnEphemeralPort) {
   auto health = HttpGet("127.0.0.1", (*server)->port(), "/healthz");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->body, "ok\n");
+}
+
+TEST(HttpServerTest, ReadyzAnswersWhatTheReadinessCheckSays) {
+  metrics::Registry registry;
+  std::atomic<bool> connected{false};
+  auto server = StartMetricsServer("127.0.0.1:0", &registry, [&]() -> absl::Status {
+    if (connected.load()) return absl::OkStatus();
+    return absl::UnavailableError("not connected to the coordinator at c:7070");
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto not_yet = HttpGet("127.0.0.1", (*server)->port(), "/readyz");
+  ASSERT_TRUE(not_yet.ok()) << not_yet.status();
+  EXPECT_EQ(not_yet->status, 503);
+  EXPECT_EQ(not_yet->body, "not ready: not connected to the coordinator at c:7070\n");
+  connected.store(true);
+  auto ready = HttpGet("127.0.0.1", (*server)->port(), "/readyz");
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(ready->body, "ready\n");
+
+  // Without a readiness check there is no /readyz (a coordinator's probes use gRPC health).
+  auto plain = StartMetricsServer("127.0.0.1:0", &registry);
+  ASSERT_TRUE(plain.ok());
+  auto missing = HttpGet("127.0.0.1", (*plain)->port(), "/readyz");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, 404);
 }
 
 TEST(HttpServerTest, UnknownPathIs404) {

@@ -144,9 +144,14 @@ class AgentClusterTest : public ::testing::Test {
   // SIGKILLs the coordinator, starts its successor on the same address and state, and waits
   // until both agents are registered with it again.
   void RestartCoordinator() {
-    const std::string address = coordinator_->address();
     coordinator_->process.Signal(SIGKILL);
     ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+    StartSuccessor();
+  }
+
+  // Starts a coordinator on the dead one's address and state; waits for both agents.
+  void StartSuccessor() {
+    const std::string address = coordinator_->address();
     auto c = StartCoordinator(
         {"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2", "--listen=" + address});
     ASSERT_TRUE(c.ok()) << c.status();
@@ -526,6 +531,24 @@ TEST_F(AgentClusterTest, ARendezvousKeySetBeforeACoordinatorRestartIsStillThere)
   EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
   EXPECT_EQ(WorkerPid(id, 2, 0), 0);
   EXPECT_THAT(RankLog(id, 1, 3), HasSubstr("rendezvous hello=world"));
+}
+
+// An agent's /readyz (its Kubernetes readiness) says whether it is registered with the
+// coordinator: ready, then 503 naming the coordinator while it is down, then ready again.
+TEST_F(AgentClusterTest, AgentReadinessFollowsItsCoordinator) {
+  const int port = MetricsPort(agents_[0]);
+  ASSERT_GT(port, 0);
+  auto readyz = [&]() -> std::pair<int, std::string> {
+    auto r = HttpGet("127.0.0.1", port, "/readyz");
+    return r.ok() ? std::make_pair(r->status, r->body) : std::make_pair(-1, std::string());
+  };
+  ASSERT_TRUE(WaitFor([&] { return readyz().first == 200; }, absl::Seconds(30))) << readyz().second;
+  coordinator_->process.Signal(SIGKILL);
+  ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitFor([&] { return readyz().first == 503; }, absl::Seconds(30)));
+  EXPECT_THAT(readyz().second, HasSubstr(coordinator_->address())) << "names the coordinator";
+  ASSERT_NO_FATAL_FAILURE(StartSuccessor());
+  EXPECT_TRUE(WaitFor([&] { return readyz().first == 200; }, absl::Seconds(30))) << readyz().second;
 }
 
 // Ranks 1-3 wait for rank 0's key when the coordinator dies: their waits, registered with it,

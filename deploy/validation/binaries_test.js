@@ -231,7 +231,19 @@ class LiveContainer {
         );
       } else if (p.httpGet) {
         const port = this.portNamed(p.httpGet.port, "metrics", what);
-        const r = await httpGet("127.0.0.1", port, p.httpGet.path);
+        // The kubelet probes again every periodSeconds: a readiness that comes with registering
+        // with the coordinator (the agent's /readyz) may take a moment.
+        let r = await httpGet('127.0.0.1', port, p.httpGet.path);
+        if (kind === 'readinessProbe') {
+          r = await waitFor(
+              async () => {
+                const got = await httpGet('127.0.0.1', port, p.httpGet.path);
+                return got.status >= 200 && got.status < 400 ? got : null;
+              },
+              30,
+              `${what}: GET ${p.httpGet.path} (last: ${r.status} ${r.body})`,
+          );
+        }
         assert(
           r.status >= 200 && r.status < 400,
           `${what}: GET ${p.httpGet.path} answered ${r.status}`,

@@ -52,7 +52,8 @@ function imageFiles(stages) {
   const outs = new Map(); // "/out/NAME" -> bazel-bin relative path
   for (const stage of stages.values()) {
     for (const run of runs(stage)) {
-      for (const m of run.matchAll(/cp bazel-bin\/(\S+) (\/out\/\S+)/g)) outs.set(m[2], m[1]);
+      // cp "$bin/PATH" /out/NAME, with bin=$(bazel info ... bazel-bin)
+      for (const m of run.matchAll(/cp "\$bin\/([^"\s]+)" (\/out\/\S+)/g)) outs.set(m[2], m[1]);
     }
   }
   const result = new Map();
