@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -162,6 +163,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
   agent.Start(MakeChannel(coordinator, credentials));
   ready_agent.store(&agent);
+  // Whatever way this returns, the HTTP server (whose /readyz reads `agent`) stops first.
+  absl::Cleanup stop_http = [&http] { http.reset(); };
   // Tests and tools/cluster read these lines.
   RM_LOG(INFO) << "agent " << node << " with " << devices.size()
                << " devices, worker API on unix:" << socket_path;
@@ -190,7 +193,6 @@ absl::Status Run() {
   ticker.join();
   agent.Shutdown(stop_grace);
   worker_server->Shutdown();
-  http.reset();  // before `agent` goes: /readyz reads it
   return absl::OkStatus();
 }
 

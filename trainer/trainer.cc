@@ -59,6 +59,8 @@ class Run {
   // (queued reductions are skipped, NCCL communicators aborted instead of finalized), so the
   // rank exits, and the job restarts, without waiting out collective timeouts.
   void Abandon();
+  // Whether the run ended in StopAfter (ABORTED after a stop every rank agreed to).
+  bool stopped_on_request() const { return stopped_on_request_; }
 
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
@@ -92,6 +94,7 @@ class Run {
   double rendezvous_seconds_ = 0;
   double restore_seconds_ = 0;
   bool first_report_ = true;
+  bool stopped_on_request_ = false;
   int64_t start_step_ = 0;
   double peak_flops_ = 0;
 };
@@ -340,6 +343,7 @@ absl::Status Run::FlushCheckpoint() {
 }
 
 absl::Status Run::StopAfter(int64_t step) {
+  stopped_on_request_ = true;
   std::string saved = "no checkpoint directory, so the steps since the start are lost";
   if (!c_.checkpoint.dir.empty()) {
     if (!checkpointer_->Due(step)) RETURN_IF_ERROR(Checkpoint(step));
@@ -482,7 +486,8 @@ absl::Status RunTraining(const TrainerConfig& config, AgentClient* agent) {
   if (status.ok()) status = run.CheckLinks(/*step=*/0);
   if (status.ok()) status = run.Resume();
   if (status.ok()) status = run.Train();
-  if (!status.ok()) run.Abandon();
+  // Not after a stop every rank agreed to (StopAfter): their groups end together, normally.
+  if (!status.ok() && !run.stopped_on_request()) run.Abandon();
   return status;
 }
 

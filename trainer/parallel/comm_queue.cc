@@ -56,6 +56,7 @@ void CommQueue::Loop() {
       work = std::move(queue_.front());
       queue_.pop_front();
       if (!error_.ok() || abandoned_) {  // skip work after a failure
+        if (error_.ok()) error_ = absl::CancelledError("communication work abandoned");
         ++done_;
         continue;
       }

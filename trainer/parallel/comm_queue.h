@@ -33,7 +33,8 @@ class CommQueue {
   // (and clears it).
   absl::Status Drain();
   // The caller has failed: work queued and not yet started is skipped from now on (its peers
-  // may never join it), and so is work queued later. Thread-safe.
+  // may never join it), and so is work queued later; WaitFor and Drain then report CANCELLED
+  // (unless an earlier error). Thread-safe.
   void Abandon();
 
  private:

@@ -36,8 +36,8 @@ TEST(CommQueueTest, RunsInOrderAndSkipsWhatFollowsAFailure) {
 TEST(CommQueueTest, TheDestructorRunsWhatIsQueued) {
   std::vector<int> ran;
   {
+    absl::Notification release;  // declared first: it outlives the queue's thread
     CommQueue queue;
-    absl::Notification release;
     queue.Enqueue([&] {
       release.WaitForNotification();
       ran.push_back(1);
@@ -55,8 +55,8 @@ TEST(CommQueueTest, TheDestructorRunsWhatIsQueued) {
 TEST(CommQueueTest, AnAbandonedQueueFinishesOnlyTheRunningWork) {
   std::vector<int> ran;
   {
+    absl::Notification started, release;  // declared first: they outlive the queue's thread
     CommQueue queue;
-    absl::Notification started, release;
     queue.Enqueue([&] {
       started.Notify();
       release.WaitForNotification();
@@ -74,6 +74,7 @@ TEST(CommQueueTest, AnAbandonedQueueFinishesOnlyTheRunningWork) {
       return absl::OkStatus();
     });
     release.Notify();
+    EXPECT_EQ(queue.Drain().code(), absl::StatusCode::kCancelled) << "skipped work is not done";
   }
   EXPECT_EQ(ran, (std::vector<int>{1}));
 }
