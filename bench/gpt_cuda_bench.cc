@@ -193,6 +193,8 @@ absl::Status Main() {
     overhead =
         absl::StrFormat("%+.3f ms/step (%+.2f%%)", delta * 1e3, 100 * delta / off->median_seconds);
   }
+  // Which fusions ran: a GEMM cuBLASLt has no algorithm for runs less fused (or through cuBLAS).
+  std::printf("gemm plans: %s\n", bench.device().gemm_plans().c_str());
   std::printf(
       "gpt_cuda_bench: %s | %s %s B=%d T=%d | %.0f tokens/s | MFU %.1f%% of %s | step %.2f ms "
       "(median of %d) | loss %.4f | peak memory %.2f GiB allocated, %.2f GiB in use on the "

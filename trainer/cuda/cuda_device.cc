@@ -53,6 +53,9 @@ class CudaDeviceImpl final : public CudaDevice {
   std::string description() const override { return description_; }
   int64_t allocated_bytes() const override { return allocated_.load(); }
   int64_t peak_allocated_bytes() const override { return peak_.load(); }
+  std::string gemm_plans() const override {
+    return kernels::FormatGemmPlanCounts(matmul_->plan_counts());
+  }
 
   // ---- Device ----
   std::string name() const override { return absl::StrCat("cuda:", index_); }

@@ -77,6 +77,9 @@ class CudaDevice : public Device {
   // Bytes currently allocated through Allocate(), and the most at any time.
   virtual int64_t allocated_bytes() const = 0;
   virtual int64_t peak_allocated_bytes() const = 0;
+  // The dense layers' GEMM plans so far and whether cuBLASLt had an algorithm for each
+  // (kernels::FormatGemmPlanCounts): shows which fusions ran. From the issuing thread.
+  virtual std::string gemm_plans() const = 0;
 };
 
 // Number of CUDA devices this process can use; 0 without a driver or a GPU (never an error).

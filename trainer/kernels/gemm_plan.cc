@@ -1,6 +1,7 @@
 #include "trainer/kernels/gemm_plan.h"
 
 #include <cstdint>
+#include <string>
 
 namespace ringmaster::kernels {
 
@@ -46,6 +47,28 @@ RowMajorGemm MatmulInputGradGemm(int N, int IC, int OC) {
 
 RowMajorGemm MatmulWeightGradGemm(int N, int IC, int OC) {
   return RowMajorGemm{true, false, OC, IC, N, OC, IC, IC};
+}
+
+namespace {
+
+// "N (name n, ...)" over the non-zero entries.
+std::string CountsByEpilogue(const int (&counts)[4]) {
+  int total = 0;
+  std::string detail;
+  for (int i = 0; i < 4; ++i) {
+    if (counts[i] == 0) continue;
+    total += counts[i];
+    if (!detail.empty()) detail += ", ";
+    detail += std::string(EpilogueName(static_cast<Epilogue>(i))) + " " + std::to_string(counts[i]);
+  }
+  return detail.empty() ? "0" : std::to_string(total) + " (" + detail + ")";
+}
+
+}  // namespace
+
+std::string FormatGemmPlanCounts(const GemmPlanCounts& counts) {
+  return "cuBLASLt " + CountsByEpilogue(counts.with_algorithm) + "; no algorithm " +
+         CountsByEpilogue(counts.without_algorithm);
 }
 
 const char* EpilogueName(Epilogue e) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace ringmaster::kernels {
 
@@ -82,6 +83,17 @@ EpiloguePlan PlanMatmulEpilogue(bool has_bias, bool has_gelu, bool fuse_bias, bo
 // The plan to try when cuBLASLt offers no algorithm for `plan`: GELU unfused first, then the
 // bias; nullopt when nothing is fused any more.
 std::optional<EpiloguePlan> FallbackEpilogue(const EpiloguePlan& plan);
+
+// Cached GEMM plans by epilogue: how many cuBLASLt has an algorithm for, and how many it has none
+// for (the schedule then fuses less; a GEMM without epilogue runs through cuBLAS). Indexed by
+// static_cast<int>(Epilogue).
+struct GemmPlanCounts {
+  int with_algorithm[4] = {};
+  int without_algorithm[4] = {};
+};
+// For logs and benchmarks: "cuBLASLt 9 (none 6, bias 2, gelu_aux_bias 1); no algorithm 1
+// (gelu_aux_bias 1)", or "no algorithm 0" when every plan has one.
+std::string FormatGemmPlanCounts(const GemmPlanCounts& counts);
 
 // The largest power of two (at most 256) dividing the address; 256 for nullptr. cuBLASLt's
 // heuristic must be told how aligned each matrix is (it assumes 256 bytes otherwise).

@@ -142,6 +142,17 @@ TEST(GemmPlanTest, FallbacksEndUnfusedWithTheSameWork) {
             (EpiloguePlan{Epilogue::kBias, false, true}));
 }
 
+TEST(GemmPlanTest, PlanCountsNameEachEpilogue) {
+  GemmPlanCounts counts;
+  EXPECT_EQ(FormatGemmPlanCounts(counts), "cuBLASLt 0; no algorithm 0");
+  counts.with_algorithm[static_cast<int>(Epilogue::kNone)] = 6;
+  counts.with_algorithm[static_cast<int>(Epilogue::kBias)] = 2;
+  counts.with_algorithm[static_cast<int>(Epilogue::kGeluAuxBias)] = 1;
+  counts.without_algorithm[static_cast<int>(Epilogue::kGeluAux)] = 1;
+  EXPECT_EQ(FormatGemmPlanCounts(counts),
+            "cuBLASLt 9 (none 6, bias 2, gelu_aux_bias 1); no algorithm 1 (gelu_aux 1)");
+}
+
 TEST(GemmPlanTest, PointerAlignment) {
   alignas(256) static char buffer[1024];
   EXPECT_EQ(PointerAlignment(nullptr), 256);

@@ -50,6 +50,14 @@ class MatmulCuda final : public MatmulSteps {
   }
   // Cached plans (for tests and diagnostics).
   size_t cached_plans() const { return plans_.size(); }
+  GemmPlanCounts plan_counts() const {
+    GemmPlanCounts counts;
+    for (const auto& [key, plan] : plans_) {
+      (plan.supported ? counts.with_algorithm
+                      : counts.without_algorithm)[static_cast<int>(key.epilogue)]++;
+    }
+    return counts;
+  }
 
   // MatmulSteps.
   absl::StatusOr<bool> Gemm(const RowMajorGemm& g, float alpha, const void* a, const void* b,
