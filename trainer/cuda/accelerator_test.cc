@@ -47,5 +47,20 @@ TEST(AcceleratorTest, ANamedGpu) {
 #endif
 }
 
+// Launched by hand with two GPUs visible, local rank 2 has none of its own: a configuration
+// error before any GPU is touched (with CUDA), not a restart loop on NCCL's duplicate-GPU error.
+TEST(AcceleratorTest, TooFewVisibleGpusForTheLocalRank) {
+  absl::StatusOr<std::unique_ptr<Accelerator>> a =
+      OpenAccelerator(Env({{"CUDA_VISIBLE_DEVICES", "0,1"}, {"LOCAL_RANK", "2"}}));
+#ifndef RINGMASTER_CUDA_BUILD
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, nullptr);
+#else
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << a.status();
+  EXPECT_NE(a.status().message().find("LOCAL_RANK=2"), std::string::npos) << a.status();
+#endif
+}
+
 }  // namespace
 }  // namespace ringmaster::trainer
