@@ -182,12 +182,15 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
 // again from the same checkpoint, so RingmasterRestartLoop goes pending, and its newest
 // checkpoint ages past three of its intervals, so RingmasterCheckpointStale does too. (Rank 0
 // is slowed 40x so that its checkpoints, 100 steps apart, are seconds apart on any machine: the
-// coordinator refreshes the job's gauges once a second and Prometheus must scrape both.)
+// coordinator refreshes the job's gauges once a second and Prometheus must scrape both.) The
+// restarts allowed outlast the test: on a loaded machine the checkpoint interval, and so the
+// age that counts as stale, stretches, while each generation (50 steps) stays short; a job
+// that ran out of restarts first would end its series before the alert fires.
 TEST_F(MonitoringAlertsTest, CrashLoopRaisesRestartLoopAndCheckpointStale) {
   const std::string yaml = FourRankJob(
       "loop", TrainerCommand({"--exit_after_step=250", "--slow_rank=0", "--slow_factor=40"}),
       absl::StrCat("checkpoint: {dir: ", cluster().dir(), "/ckpt, every_steps: 100, keep: 3}\n",
-                   "restart: {max_restarts: 100}\n"));
+                   "restart: {max_restarts: 1000}\n"));
   const std::string id = cluster().Submit("loop", yaml);
   ASSERT_FALSE(id.empty());
   const std::string job = absl::StrCat("job_id=\"", id, "\"");
