@@ -472,13 +472,13 @@ absl::Status Run::Train() {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 void Run::Abandon() {
   if (trainer_ != nullptr) trainer_->data_parallel().Abandon();
   for (Communicator* group : groups_.all()) group->Abandon();
   if (world_ != nullptr) world_->Abandon();
 }
+
+}  // namespace
 
 absl::Status RunTraining(const TrainerConfig& config, AgentClient* agent) {
   Run run(config, agent);

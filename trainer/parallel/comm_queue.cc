@@ -18,6 +18,14 @@ int64_t CommQueue::Enqueue(std::function<absl::Status()> work) {
   return ++queued_;
 }
 
+int64_t CommQueue::EnqueueCollective(Device* device, Communicator* comm,
+                                     std::function<absl::Status()> work) {
+  return Enqueue([comm, issued = device->Mark(), work = std::move(work)] {
+    Communicator::ScopedOrder order(comm, issued);
+    return work();
+  });
+}
+
 void CommQueue::Abandon() {
   absl::MutexLock lock(&mu_);
   abandoned_ = true;

@@ -14,6 +14,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "trainer/comm/communicator.h"
+#include "trainer/model/device.h"
 
 namespace ringmaster::trainer {
 
@@ -26,6 +28,11 @@ class CommQueue {
 
   // Queues `work`; thread-safe. Returns its ticket (1, 2, ... in queue order).
   int64_t Enqueue(std::function<absl::Status()> work);
+  // Queues `work`, a collective on `comm` over device buffers that the work issued on `device` so
+  // far writes or reads: it runs ordered after that work only (a Device::Mark taken now, held by
+  // a Communicator::ScopedOrder around `work`), not after everything issued by the time it
+  // starts. Call it from the thread issuing the device work. Returns its ticket.
+  int64_t EnqueueCollective(Device* device, Communicator* comm, std::function<absl::Status()> work);
   // Waits until the work of `ticket` (and everything before it) has run; returns the first error
   // so far (without clearing it).
   absl::Status WaitFor(int64_t ticket);

@@ -100,21 +100,15 @@ void DataParallel::Issue(const Bucket& bucket) {
   Tensor whole = grads_.Slice(bucket.begin, bucket.size());
   // The kernels that wrote the bucket are issued by now; on a GPU the reduction waits for them
   // only, not for the rest of the backward pass queued after them.
-  std::shared_ptr<const DeviceMark> written = device_->Mark();
   if (options_.zero_stage == 0) {
-    queue_->Enqueue([this, whole, written] {
-      Communicator::ScopedOrder order(dp_, written);
-      return dp_->AllReduce(whole);
-    });
+    queue_->EnqueueCollective(device_, dp_, [this, whole] { return dp_->AllReduce(whole); });
     return;
   }
   const FlatRange own = OwnedChunk(bucket, dp_->rank(), dp_->size());
   Tensor chunk = grads_.Slice(own.offset, own.size);
   // In place: the owned chunk of the bucket receives the sum.
-  queue_->Enqueue([this, whole, chunk, written] {
-    Communicator::ScopedOrder order(dp_, written);
-    return dp_->ReduceScatter(whole, chunk);
-  });
+  queue_->EnqueueCollective(device_, dp_,
+                            [this, whole, chunk] { return dp_->ReduceScatter(whole, chunk); });
 }
 
 void DataParallel::OnGradientsFinal(int64_t low) {

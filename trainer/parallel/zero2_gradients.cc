@@ -79,12 +79,9 @@ void Zero2Gradients::Reduce(int region) {
   Tensor whole = b.buffer;
   Tensor out = b.chunk;
   Communicator* dp = dp_;
-  // Ordered after the region's gradient kernels issued so far (device.h, Mark).
-  std::shared_ptr<const DeviceMark> written = device_->Mark();
-  b.ticket = queue_->Enqueue([dp, whole, out, written] {
-    Communicator::ScopedOrder order(dp, written);
-    return dp->ReduceScatter(whole, out);
-  });
+  // Ordered after the region's gradient kernels issued so far.
+  b.ticket = queue_->EnqueueCollective(device_, dp,
+                                       [dp, whole, out] { return dp->ReduceScatter(whole, out); });
 }
 
 void Zero2Gradients::OnGradientsFinal(int64_t low) {

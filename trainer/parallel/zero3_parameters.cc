@@ -98,14 +98,11 @@ absl::Status Zero3Parameters::StartGather(Window* w, int layer) {
   if (r.owned > 0) device_->Convert(own.Slice(0, r.owned), shard_.Slice(r.state, r.owned));
   if (dp_->size() == 1) return absl::OkStatus();
   // The gather runs after the copy above and after the kernels that last read this window,
-  // all issued by now (the CPU device has already run them; a GPU's communicator waits for
-  // this mark), without waiting for the host or for the work queued later.
-  std::shared_ptr<const DeviceMark> issued = device_->Mark();
+  // all issued by now (the CPU device has already run them), without waiting for the host or
+  // for the work queued later.
   Communicator* dp = dp_;
-  w->ticket = queue_->Enqueue([dp, own, full, issued] {
-    Communicator::ScopedOrder order(dp, issued);
-    return dp->AllGather(own, full);
-  });
+  w->ticket =
+      queue_->EnqueueCollective(device_, dp, [dp, own, full] { return dp->AllGather(own, full); });
   return absl::OkStatus();
 }
 
