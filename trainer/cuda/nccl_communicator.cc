@@ -149,12 +149,9 @@ NcclCommunicator::~NcclCommunicator() {
   // Best effort at teardown: failures here leave nothing to recover (the process is about to
   // exit or rebuild its groups).
   (void)cudaSetDevice(device_);
-  if (comm_ != nullptr && abandoned_.load()) {
-    // Finalizing waits for the peers to finalize too (up to kFinalizeTimeout), and after a
-    // failure some may never: abort at once.
-    (void)ncclCommAbort(comm_);
-    comm_ = nullptr;
-  }
+  // Finalizing waits for the peers to finalize too (up to kFinalizeTimeout), and after a
+  // failure some may never: abort at once.
+  if (abandoned_.load()) Abort();
   if (comm_ != nullptr) {
     const ncclResult_t r = ncclCommFinalize(comm_);
     WaitOptions o;
