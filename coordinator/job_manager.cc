@@ -132,6 +132,9 @@ struct JobManager::Job {
   std::string last_failed_node;
   int failure_streak = 0;
   std::set<std::string> excluded;
+  // The newest checkpoint step any generation reported, and when it was first reported: a new
+  // generation's ranks report the checkpoint they resumed from, which is not a new one.
+  int64_t newest_checkpoint_step = -1;
   absl::Time last_checkpoint_time = absl::InfinitePast();
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
@@ -944,6 +947,9 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   progress->set_tokens_per_second(tps);
   if (summary.checkpoint_step() > progress->checkpoint_step()) {
     progress->set_checkpoint_step(summary.checkpoint_step());
+  }
+  if (summary.checkpoint_step() > job->newest_checkpoint_step) {
+    job->newest_checkpoint_step = summary.checkpoint_step();
     job->last_checkpoint_time = clock_->Now();
   }
   job->progress_dirty = true;

@@ -871,6 +871,61 @@ TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationS
             std::string::npos);
 }
 
+// A restarted generation reports the checkpoint it resumed from: that is not a new checkpoint, so
+// the job's newest-checkpoint time (RingmasterCheckpointStale's age) stays that of its commit.
+TEST_F(JobManagerTest, ResumingFromACheckpointDoesNotMakeItNewer) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(3);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus gen1 = Current(job->job_id());
+  const std::string node = gen1.assignments(0).node();
+  const std::string series = absl::StrCat(
+      "ringmaster_job_last_checkpoint_timestamp_seconds{job_id=\"", job->job_id(), "\"} ");
+  // The exported value; -1 without the series.
+  auto timestamp = [&]() -> double {
+    const std::string page = registry_.RenderText();
+    const size_t at = page.find(series);
+    double value = -1;
+    if (at != std::string::npos) {
+      const size_t from = at + series.size();
+      EXPECT_TRUE(absl::SimpleAtod(page.substr(from, page.find('\n', from) - from), &value));
+    }
+    return value;
+  };
+  auto now = [&] { return absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()); };
+  clock_.Advance(absl::Seconds(10));
+  const double committed_at = now();
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen1, rank, 200, 1, 1);
+    s.set_checkpoint_step(200);
+    jobs_->OnStepSummary(s);
+  }
+  jobs_->Tick();
+  ASSERT_EQ(timestamp(), committed_at) << registry_.RenderText();
+
+  jobs_->OnWorkerState(node, Exit(gen1, 0, 75));
+  const v1::JobStatus gen2 = Current(job->job_id());
+  ASSERT_EQ(gen2.generation(), gen1.generation() + 1);
+  clock_.Advance(absl::Minutes(5));
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen2, rank, 201, 1, 1);
+    s.set_checkpoint_step(200);  // resumed from it
+    jobs_->OnStepSummary(s);
+  }
+  jobs_->Tick();
+  EXPECT_EQ(timestamp(), committed_at) << "the resumed checkpoint is not new";
+  EXPECT_EQ(Current(job->job_id()).progress().checkpoint_step(), 200);
+
+  clock_.Advance(absl::Seconds(30));
+  v1::StepSummary newer = Summary(gen2, 0, 300, 2, 2);
+  newer.set_checkpoint_step(300);
+  jobs_->OnStepSummary(newer);
+  jobs_->Tick();
+  EXPECT_EQ(timestamp(), now());
+}
+
 TEST_F(JobManagerTest, ANodeThatFailedTwiceInARowIsExcludedWhileSpareCapacityExists) {
   AddNode("n1", 2);
   AddNode("n2", 2);
