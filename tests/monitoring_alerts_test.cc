@@ -181,16 +181,15 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
 // A job that crashes after its second checkpoint in every generation: it restarts again and
 // again from the same checkpoint, so RingmasterRestartLoop goes pending, and its newest
 // checkpoint ages past three of its intervals, so RingmasterCheckpointStale does too. (Rank 0
-// is slowed 40x so that its checkpoints, 100 steps apart, are seconds apart on any machine: the
-// coordinator refreshes the job's gauges once a second and Prometheus must scrape both.) The
-// restarts allowed outlast the test: on a loaded machine the checkpoint interval, and so the
-// age that counts as stale, stretches, while each generation (50 steps) stays short; a job
-// that ran out of restarts first would end its series before the alert fires.
+// is slowed 100x so that its checkpoints, 100 steps apart, are seconds apart on any machine
+// (about 4 s here): Prometheus must see both timestamps for the interval, and each passes
+// through the agent's summary, the coordinator's once-a-second gauge refresh and the scrape; at
+// 40x, about 1.6 s apart, a scrape sometimes saw only the second.)
 TEST_F(MonitoringAlertsTest, CrashLoopRaisesRestartLoopAndCheckpointStale) {
   const std::string yaml = FourRankJob(
-      "loop", TrainerCommand({"--exit_after_step=250", "--slow_rank=0", "--slow_factor=40"}),
+      "loop", TrainerCommand({"--exit_after_step=250", "--slow_rank=0", "--slow_factor=100"}),
       absl::StrCat("checkpoint: {dir: ", cluster().dir(), "/ckpt, every_steps: 100, keep: 3}\n",
-                   "restart: {max_restarts: 1000}\n"));
+                   "restart: {max_restarts: 100}\n"));
   const std::string id = cluster().Submit("loop", yaml);
   ASSERT_FALSE(id.empty());
   const std::string job = absl::StrCat("job_id=\"", id, "\"");
