@@ -465,8 +465,8 @@ absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
   return job->status;
 }
 
-absl::StatusOr<v1::JobStatus> JobManager::RequestLinkCheck(const std::string& job_id,
-                                                           const Caller& caller) {
+absl::StatusOr<v1::CheckLinksResponse> JobManager::RequestLinkCheck(const std::string& job_id,
+                                                                    const Caller& caller) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Job * job, FindForCaller(job_id, caller, "check its links"));
   if (job->status.state() != v1::JOB_STATE_RUNNING) {
@@ -499,12 +499,17 @@ absl::StatusOr<v1::JobStatus> JobManager::RequestLinkCheck(const std::string& jo
     return absl::UnavailableError(absl::StrCat("node ", job->status.assignments(0).node(),
                                                " (rank 0) is not connected; try again"));
   }
-  AddEvent(job, "link_check",
-           absl::StrCat("link check requested",
-                        caller.identity.empty() ? "" : " by " + caller.identity,
-                        ": the ranks run it after an upcoming step"));
+  const int64_t sequence =
+      AddEvent(job, "link_check",
+               absl::StrCat("link check requested",
+                            caller.identity.empty() ? "" : " by " + caller.identity,
+                            ": the ranks run it after an upcoming step"))
+          .sequence();
   Persist(job);
-  return job->status;
+  v1::CheckLinksResponse response;
+  *response.mutable_job() = job->status;
+  response.set_request_sequence(sequence);
+  return response;
 }
 
 absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t after_sequence,
@@ -1232,11 +1237,16 @@ void JobManager::JudgeLinks(Job* job) {
     // Someone asked for this check (ringctl check-links): say how it went, fine or not.
     int links = 0;
     for (const v1::LinkClass& c : summary.classes()) links += c.links();
-    AddEvent(job, "link_check",
-             absl::StrCat("link check after step ", summary.step(), ": ", links, " links, ",
-                          summary.slow_size() == 0
-                              ? "none slow or corrupting"
-                              : absl::StrCat(summary.slow_size(), " slow or corrupting")));
+    v1::JobEvent& verdict =
+        AddEvent(job, "link_check",
+                 absl::StrCat("link check after step ", summary.step(), ": ", links, " links, ",
+                              summary.slow_size() == 0
+                                  ? "none slow or corrupting"
+                                  : absl::StrCat(summary.slow_size(), " slow or corrupting")));
+    verdict.set_step(summary.step());
+    std::set<int> ends;
+    for (const v1::LinkState& link : summary.slow()) ends.insert({link.rank(), link.peer_rank()});
+    for (int rank : ends) verdict.add_ranks(rank);
     announced = true;
   }
   if (announced) Persist(job);

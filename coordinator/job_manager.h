@@ -128,8 +128,10 @@ class JobManager {
   // "link_check" event says how it went. NOT_FOUND; PERMISSION_DENIED unless the caller owns the
   // job or is an admin; FAILED_PRECONDITION unless it is RUNNING with the link check on, more
   // than one rank, and a generation that has completed a step; UNAVAILABLE when rank 0's node is
-  // not connected.
-  absl::StatusOr<v1::JobStatus> RequestLinkCheck(const std::string& job_id, const Caller& caller);
+  // not connected. The response names the request's event (request_sequence); the verdict's
+  // event carries the check's step and the ranks at the ends of the links it names.
+  absl::StatusOr<v1::CheckLinksResponse> RequestLinkCheck(const std::string& job_id,
+                                                          const Caller& caller);
   void Unwatch(uint64_t watch_id);
 
   // Cordons, drains or uncordons a node (v1.UpdateNodeRequest; rules in node_update.h). The cordon

@@ -743,7 +743,9 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
   EXPECT_THAT(std::string(early.status().message()), HasSubstr("has not completed a step yet"));
   jobs_->OnStepSummary(Summary(running, 0, 1, 1, 1));
   sink_.sent.clear();
-  ASSERT_TRUE(jobs_->RequestLinkCheck(job.id, alice_).ok());
+  auto requested = jobs_->RequestLinkCheck(job.id, alice_);
+  ASSERT_TRUE(requested.ok()) << requested.status();
+  EXPECT_EQ(requested->job().job_id(), job.id);
   ASSERT_EQ(sink_.sent.size(), 1u);
   EXPECT_EQ(sink_.sent[0].first, running.assignments(0).node());
   ASSERT_TRUE(sink_.sent[0].second.has_check_links());
@@ -765,12 +767,20 @@ TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplace
   EXPECT_EQ(got->link_check().step(), 40);
   ASSERT_EQ(got->link_check().slow_size(), 1);
   EXPECT_EQ(got->link_check().slow(0).rank(), 1);
+  const std::vector<v1::JobEvent> checks = EventsOf(*got, "link_check");
   std::vector<std::string> messages;
-  for (const v1::JobEvent& e : EventsOf(*got, "link_check")) messages.push_back(e.message());
+  for (const v1::JobEvent& e : checks) messages.push_back(e.message());
   EXPECT_THAT(messages,
               ::testing::ElementsAre(
                   "link check requested by alice: the ranks run it after an upcoming step",
                   "link check after step 40: 4 links, 1 slow or corrupting"));
+  // What ringctl check-links --wait reads: the request's event, then the verdict's step and the
+  // ends of the link it names.
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_EQ(checks[0].sequence(), requested->request_sequence());
+  EXPECT_EQ(checks[0].step(), 0);
+  EXPECT_EQ(checks[1].step(), 40);
+  EXPECT_THAT(checks[1].ranks(), ::testing::ElementsAre(1, 2));
   EXPECT_EQ(EventsOf(*got, "slow_link").size(), 1u);
   // Not running any more: refused.
   ASSERT_TRUE(jobs_->Cancel(job.id, "", alice_).ok());

@@ -233,9 +233,9 @@ grpc::ServerUnaryReactor* JobService::CheckLinks(grpc::CallbackServerContext* co
                                                  v1::CheckLinksResponse* response) {
   auto caller = Authenticate(context);
   if (!caller.ok()) return Done(context, "CheckLinks", caller.status());
-  auto job = jobs_->RequestLinkCheck(request->job_id(), *caller);
-  if (job.ok()) *response->mutable_job() = *std::move(job);
-  return Done(context, "CheckLinks", job.status());
+  auto requested = jobs_->RequestLinkCheck(request->job_id(), *caller);
+  if (requested.ok()) *response = *std::move(requested);
+  return Done(context, "CheckLinks", requested.status());
 }
 
 grpc::ServerWriteReactor<v1::WatchJobResponse>* JobService::WatchJob(

@@ -3,9 +3,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/job_state.h"
 #include "common/status.h"
@@ -155,43 +154,26 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
   out << "link check requested for job " << id << " (generation " << generation
       << "): its ranks run it after an upcoming step\n";
   if (!wait) return absl::OkStatus();
-  // The verdict is the first "link check after step" event after the request's own event (the
-  // newest request when first read: ours, or one made just after it, which the same check serves).
-  int64_t requested = -1;
+  // The verdict is the first "link_check" event with a step after the request's own event (one
+  // check serves every request made before it runs).
+  const int64_t requested = response.request_sequence();
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     v1::GetJobRequest get;
     get.set_job_id(id);
     v1::GetJobResponse job;
     RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), get, &job)));
-    if (requested < 0) {
-      requested = 0;
-      for (const v1::JobEvent& e : job.events()) {
-        if (e.kind() == "link_check" && absl::StartsWith(e.message(), "link check requested")) {
-          requested = std::max(requested, e.sequence());
-        }
-      }
-    }
     for (const v1::JobEvent& e : job.events()) {
-      if (e.kind() != "link_check" || e.sequence() <= requested ||
-          !absl::StartsWith(e.message(), "link check after step ")) {
-        continue;
-      }
-      // "link check after step N: L links, none slow or corrupting" (or "K slow or corrupting").
+      if (e.kind() != "link_check" || e.sequence() <= requested || e.step() <= 0) continue;
       out << e.message() << "\n";
-      int64_t step = 0;
-      (void)absl::SimpleAtoi(
-          absl::string_view(e.message())
-              .substr(sizeof("link check after step ") - 1,
-                      e.message().find(':') - (sizeof("link check after step ") - 1)),
-          &step);
       const v1::LinkCheckSummary& summary = job.link_check();
-      if (summary.step() == step && summary.ranks_reported() == summary.ranks_expected()) {
+      if (summary.step() == e.step() && summary.ranks_reported() == summary.ranks_expected()) {
         out << DescribeLinkCheck(summary);  // still the current check: its details
       }
-      if (!absl::EndsWith(e.message(), "none slow or corrupting")) {
+      if (e.ranks_size() > 0) {
         return absl::FailedPreconditionError(
-            absl::StrCat("job ", id, ": the link check names slow or corrupting link(s)"));
+            absl::StrCat("job ", id, ": the link check names slow or corrupting link(s) of ranks ",
+                         absl::StrJoin(e.ranks(), ", ")));
       }
       return absl::OkStatus();
     }

@@ -136,7 +136,8 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
                                      ", 4 of 4 ranks reported)")));
   EXPECT_THAT(checked.output,
               HasSubstr(absl::StrCat("  dp0 rank 1 (", node1, ") <-> rank 2 (", node2, "): ")));
-  EXPECT_THAT(checked.output, HasSubstr("the link check names slow or corrupting link(s)"));
+  EXPECT_THAT(checked.output,
+              HasSubstr("the link check names slow or corrupting link(s) of ranks 1, 2"));
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(Count(cluster_->RankLog(id, 1, rank), std::regex("link check: dp0 rank ")), 4)
         << "rank " << rank << " checked its two links twice";
