@@ -15,6 +15,7 @@
 #ifdef RINGMASTER_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "common/cuda_device_count.h"
 #include "common/logging.h"
 #endif
 
@@ -77,20 +78,23 @@ bool MutualPeerAccess(int a, int b) {
 
 std::vector<v1::Device> DiscoverGpus() {
 #ifdef RINGMASTER_WITH_CUDA
-  int count = 0;
-  cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    // No driver, an insufficient driver or no device: all mean "no GPU" for the agent. The
-    // (non-sticky) error is cleared so later runtime calls in this process do not see it.
-    cudaGetLastError();
-    RM_LOG(INFO) << "no GPU visible to the CUDA runtime: " << cudaGetErrorString(error);
+  const absl::StatusOr<int> visible = CudaDeviceCount();
+  if (!visible.ok()) {
+    // GPUs this build cannot use (e.g. a driver older than its CUDA runtime): none are offered,
+    // and the operator is told why rather than seeing a GPU node with no devices.
+    RM_LOG(ERROR) << "offering no GPU: " << visible.status().message();
+    return {};
+  }
+  const int count = *visible;
+  if (count == 0) {
+    RM_LOG(INFO) << "no GPU visible to the CUDA runtime";
     return {};
   }
   std::vector<v1::Device> gpus;
   std::vector<int> ordinals;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop;
-    error = cudaGetDeviceProperties(&prop, i);
+    const cudaError_t error = cudaGetDeviceProperties(&prop, i);
     if (error != cudaSuccess) {
       // A GPU the runtime cannot describe is not offered; the others still are.
       cudaGetLastError();

@@ -20,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cuda_device_count.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -132,7 +133,7 @@ absl::StatusOr<std::vector<Row>> Sweep(int rank, int n, KeyValueStore* store) {
 }
 
 absl::Status Main() {
-  const int visible = VisibleCudaDevices();
+  ASSIGN_OR_RETURN(const int visible, CudaDeviceCount());
   if (visible == 0) return absl::UnavailableError("no CUDA device visible");
   const int n = absl::GetFlag(FLAGS_gpus) > 0 ? absl::GetFlag(FLAGS_gpus) : visible;
   if (n > visible) return FieldError("--gpus", absl::StrCat("only ", visible, " visible"));

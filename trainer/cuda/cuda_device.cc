@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cuda_device_count.h"
 #include "common/status.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/device_scratch.h"
@@ -506,12 +507,8 @@ CudaDeviceMark::~CudaDeviceMark() {
 }
 
 int VisibleCudaDevices() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the error: "no device" is an answer here, not a failure
-    return 0;
-  }
-  return count;
+  const absl::StatusOr<int> count = CudaDeviceCount();
+  return count.ok() ? *count : 0;
 }
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> MakeCudaDevice(int device_index,
@@ -520,7 +517,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> MakeCudaDevice(int device_index,
     return absl::InvalidArgumentError(absl::StrCat("the CUDA device computes in bf16 or f32, not ",
                                                    DTypeName(options.compute_dtype)));
   }
-  const int count = VisibleCudaDevices();
+  const absl::StatusOr<int> visible = CudaDeviceCount();
+  if (!visible.ok()) return absl::UnavailableError(visible.status().message());
+  const int count = *visible;
   if (device_index < 0 || device_index >= count) {
     return absl::UnavailableError(
         absl::StrCat("CUDA device ", device_index, " requested, ", count, " visible"));

@@ -82,11 +82,13 @@ class CudaDevice : public Device {
   virtual std::string gemm_plans() const = 0;
 };
 
-// Number of CUDA devices this process can use; 0 without a driver or a GPU (never an error).
+// Number of CUDA devices this process can use; 0 without a driver or a GPU, and also when the
+// runtime cannot use them (CudaDeviceCount, common/cuda_device_count.h, says why).
 int VisibleCudaDevices();
 
 // The device `device_index` (< VisibleCudaDevices()): a compute stream, cuBLAS and cuBLASLt
-// handles and the GEMM workspace. UNAVAILABLE when there is no such device or no usable driver;
+// handles and the GEMM workspace. UNAVAILABLE when there is no such device or the driver cannot
+// serve this build (the message says which);
 // INVALID_ARGUMENT for a compute dtype other than kF32 and kBF16; RESOURCE_EXHAUSTED when the
 // workspace does not fit.
 absl::StatusOr<std::unique_ptr<CudaDevice>> MakeCudaDevice(int device_index,

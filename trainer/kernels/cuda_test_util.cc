@@ -30,12 +30,12 @@ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
 }  // namespace
 
 bool HaveGpu() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
+  const absl::StatusOr<int> count = CudaDeviceCount();
+  if (!count.ok()) {
+    ADD_FAILURE() << count.status();
     return false;
   }
-  return count > 0;
+  return *count > 0;
 }
 
 std::vector<float> Uniform(size_t n, float lo, float hi, uint32_t seed) {

@@ -12,18 +12,22 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_device_count.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::kernels::testing {
 
-// True when cudaGetDeviceCount reports at least one device.
+// True when the CUDA runtime sees at least one device. A machine with GPUs the runtime cannot
+// use (a driver too old for it) is a test failure, not "no GPU" (CudaDeviceCount).
 bool HaveGpu();
 
-#define RM_SKIP_WITHOUT_GPU()                                        \
-  do {                                                               \
-    if (!::ringmaster::kernels::testing::HaveGpu()) {                \
-      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount)"; \
-    }                                                                \
+#define RM_SKIP_WITHOUT_GPU()                                              \
+  do {                                                                     \
+    const ::absl::StatusOr<int> rm_gpus = ::ringmaster::CudaDeviceCount(); \
+    ASSERT_TRUE(rm_gpus.ok()) << rm_gpus.status();                         \
+    if (*rm_gpus == 0) {                                                   \
+      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount)";       \
+    }                                                                      \
   } while (0)
 
 // The element types the typed parity tests run over.
