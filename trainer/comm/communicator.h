@@ -103,8 +103,9 @@ class Communicator {
   };
 
   // The process has given up on the group after a failure: tearing it down must not wait for
-  // peers, which may be gone (NCCL aborts the communicator instead of finalizing it). Gloo and
-  // shared memory have nothing to wait for. Thread-safe; the group must not be used afterwards.
+  // peers, which may be gone (NCCL: an operation another thread is waiting for ends CANCELLED
+  // and aborts the communicator, and teardown aborts instead of finalizing). Gloo and shared
+  // memory have nothing to wait for. Thread-safe; the group must not be used afterwards.
   virtual void Abandon() {}
 
   int64_t entered() const { return entered_.load(std::memory_order_relaxed); }

@@ -24,6 +24,9 @@ absl::Status AwaitCompletion(const std::function<Poll()>& poll, absl::string_vie
       return p.error.ok() ? absl::InternalError(absl::StrCat(what, ": failed without a reason"))
                           : p.error;
     }
+    if (options.abandoned != nullptr && options.abandoned->load()) {
+      return absl::CancelledError(absl::StrCat(what, ": abandoned before it completed"));
+    }
     if (options.clock->Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(what, " did not complete within ", absl::FormatDuration(options.timeout)));

@@ -7,6 +7,7 @@
 #ifndef RINGMASTER_TRAINER_CUDA_ASYNC_WAIT_H_
 #define RINGMASTER_TRAINER_CUDA_ASYNC_WAIT_H_
 
+#include <atomic>
 #include <functional>
 
 #include "absl/status/status.h"
@@ -28,6 +29,9 @@ struct WaitOptions {
   Clock* clock = Clock::Real();
   // Pauses between polls; null: really sleep. Tests advance a fake clock instead.
   std::function<void(absl::Duration)> sleep;
+  // Set by another thread to give up (the trainer abandoning its groups after a failure): the
+  // wait ends with CANCELLED at its next poll instead of waiting out the timeout. Optional.
+  const std::atomic<bool>* abandoned = nullptr;
 };
 
 // The pause after poll number `n` (0-based): none for the first 100 polls (a collective of a
@@ -37,8 +41,9 @@ struct WaitOptions {
 absl::Duration PollPause(int n);
 
 // Calls poll() until it returns kDone (OK) or kFailed (its error), or until options.timeout has
-// passed on options.clock since the call: DEADLINE_EXCEEDED naming `what` and the timeout. poll()
-// is called at least once, also with a zero timeout.
+// passed on options.clock since the call: DEADLINE_EXCEEDED naming `what` and the timeout; or
+// until *options.abandoned is set: CANCELLED. poll() is called at least once, also with a zero
+// timeout (a completion already there wins over an abandonment).
 absl::Status AwaitCompletion(const std::function<Poll()>& poll, absl::string_view what,
                              const WaitOptions& options);
 

@@ -98,5 +98,32 @@ TEST(AsyncWaitTest, PausesSpinThenBackOffToFiftyMicroseconds) {
   EXPECT_EQ(PollPause(100000), absl::Microseconds(50));
 }
 
+// Another thread gives up on the wait (the trainer abandoning its groups): it ends at the next
+// poll, long before its timeout, with CANCELLED; a completion already there still counts.
+TEST(AsyncWaitTest, AnAbandonedWaitEndsCancelledAtTheNextPoll) {
+  FakeTime t;
+  std::atomic<bool> abandoned{false};
+  WaitOptions options = t.Options(absl::Seconds(600));
+  options.abandoned = &abandoned;
+  const absl::Time start = t.clock.Now();
+  int polls = 0;
+  const absl::Status s = AwaitCompletion(
+      [&] {
+        if (++polls == 150) abandoned.store(true);
+        return Poll{PollState::kPending};
+      },
+      "all_reduce on dp0", options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_EQ(s.message(), "all_reduce on dp0: abandoned before it completed");
+  EXPECT_EQ(polls, 150);
+  EXPECT_LT(t.clock.Now() - start, absl::Seconds(1));
+
+  polls = 0;
+  EXPECT_TRUE(
+      AwaitCompletion([&] { return Poll{++polls == 1 ? PollState::kDone : PollState::kFailed}; },
+                      "op", options)
+          .ok());
+}
+
 }  // namespace
 }  // namespace ringmaster::trainer

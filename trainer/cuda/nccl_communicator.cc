@@ -119,7 +119,8 @@ class NcclCommunicator final : public Communicator {
   // launches it between timing events, waits for it with the timeout, and aborts the
   // communicator on failure.
   absl::Status Execute(CollectiveOp op, Tensor in, Tensor out, const Launch& launch);
-  absl::Status Run(CollectiveOp op, Tensor in, Tensor out, const Launch& launch);
+  // Sets *launched once NCCL was called: errors before that leave the communicator usable.
+  absl::Status Run(CollectiveOp op, Tensor in, Tensor out, const Launch& launch, bool* launched);
   // Waits until the work on stream_ so far has completed, watching the communicator's errors.
   absl::Status WaitForStream(absl::string_view what);
   absl::Status WaitForComm(absl::string_view what);
@@ -127,6 +128,7 @@ class NcclCommunicator final : public Communicator {
   WaitOptions Wait() const {
     WaitOptions o;
     o.timeout = timeout_;
+    o.abandoned = &abandoned_;  // a wait in progress ends when the trainer gives up
     return o;
   }
 
@@ -141,7 +143,9 @@ class NcclCommunicator final : public Communicator {
   DeviceScratch staging_;
   Tensor barrier_;
   void* barrier_memory_ = nullptr;
-  // Set by Abandon (any thread): the destructor aborts rather than finalizes.
+  // Set by Abandon (any thread): an operation waiting on another thread ends (CANCELLED) and
+  // aborts the communicator, so that nothing torn down next (a cudaFree waits for every stream)
+  // waits behind its kernels; the destructor aborts rather than finalizes.
   std::atomic<bool> abandoned_{false};
 };
 
@@ -239,14 +243,17 @@ absl::Status NcclCommunicator::Execute(CollectiveOp op, Tensor in, Tensor out,
         absl::StrCat("NCCL communicator ", name(), " was aborted after an earlier error"));
   }
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
-  absl::Status s = Run(op, in, out, launch);
-  // A failed or timed-out operation may leave NCCL kernels waiting for a peer: abort. Argument
-  // errors found before anything was launched leave the communicator usable.
-  if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) Abort();
+  bool launched = false;
+  absl::Status s = Run(op, in, out, launch, &launched);
+  // A failed, timed-out or abandoned operation may leave NCCL kernels waiting for a peer (and a
+  // communicator in error answers every later call with it): abort. Argument errors found
+  // before NCCL was called leave the communicator usable.
+  if (!s.ok() && (launched || s.code() != absl::StatusCode::kInvalidArgument)) Abort();
   return s;
 }
 
-absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const Launch& launch) {
+absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const Launch& launch,
+                                   bool* launched) {
   const std::string what = absl::StrCat(CollectiveOpName(op), " on ", name());
   const ByteRange in_range{in.data, in.bytes()}, out_range{out.data, out.bytes()};
   RETURN_IF_ERROR(CheckAliasing(op, in_range, out_range, rank()));
@@ -292,6 +299,7 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
     RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent"));
   }
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start_, stream_), "cudaEventRecord"));
+  *launched = true;
   const ncclResult_t r = launch(send, recv);
   if (r == ncclInProgress) {
     // Non-blocking mode: the call is still being enqueued.
