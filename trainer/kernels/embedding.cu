@@ -32,19 +32,41 @@ __global__ void IotaKernel(int32_t* values, int n) {
   }
 }
 
+// Rows of a run loaded ahead of their additions: the loads are independent, so a thread keeps
+// this many in flight instead of one (a frequent token, e.g. a newline, has runs of thousands).
+constexpr int kRunUnroll = 8;
+
 // Block i handles sorted entry i if it starts a run of equal tokens: it adds the run's rows of
-// dout (ascending positions, as the stable sort left them) to the token's row of dwte.
+// dout (ascending positions, as the stable sort left them) to the token's row of dwte, in that
+// order, exactly as the CPU reference does. The block first finds where the run ends, blockDim
+// entries at a time, so that the additions do not wait on a token comparison each.
 template <typename T>
 __global__ void TokenGradKernel(T* dwte, const T* dout, const int32_t* sorted_tokens,
                                 const int32_t* sorted_positions, int N, int C) {
   const int i = blockIdx.x;
   const int32_t token = sorted_tokens[i];
-  if (i > 0 && sorted_tokens[i - 1] == token) return;
+  if (i > 0 && sorted_tokens[i - 1] == token) return;  // the whole block: uniform
+  int end = i;
+  for (int base = i;; base += blockDim.x) {
+    const int j = base + threadIdx.x;
+    // The run is contiguous from i, so the entries of this chunk in it are its first `in_run`.
+    const int in_run = __syncthreads_count(j < N && sorted_tokens[j] == token);
+    end = base + in_run;
+    if (in_run < static_cast<int>(blockDim.x)) break;
+  }
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float acc = Load(dwte + int64_t{token} * C + c);
-    for (int j = i; j < N && sorted_tokens[j] == token; ++j) {
-      acc += Load(dout + int64_t{sorted_positions[j]} * C + c);
+    int j = i;
+    for (; j + kRunUnroll <= end; j += kRunUnroll) {
+      float rows[kRunUnroll];
+#pragma unroll
+      for (int u = 0; u < kRunUnroll; ++u) {
+        rows[u] = Load(dout + int64_t{sorted_positions[j + u]} * C + c);
+      }
+#pragma unroll
+      for (int u = 0; u < kRunUnroll; ++u) acc += rows[u];
     }
+    for (; j < end; ++j) acc += Load(dout + int64_t{sorted_positions[j]} * C + c);
     Store(dwte + int64_t{token} * C + c, acc);
   }
 }

@@ -36,9 +36,15 @@ TYPED_TEST(EmbeddingCudaTest, ForwardAndBackwardMatchCpu) {
   const double atol = sizeof(T) == 2 ? 1e-6 : 0;
   trainer::DeviceScratch scratch(0);
   int seed = 0;
-  // (B, T, C, V): a tiny vocabulary (every token repeated many times), GPT-2's shape.
-  for (auto [B, Tn, C, V] :
-       {std::tuple{1, 1, 1, 1}, {2, 9, 33, 3}, {4, 64, 64, 7}, {8, 128, 768, 50304}}) {
+  // (B, T, C, V): a tiny vocabulary (every token repeated many times: runs shorter and longer
+  // than the backward's unrolling, longer than its block of 256, and one of exactly two blocks
+  // that ends the tokens), GPT-2's shape.
+  for (auto [B, Tn, C, V] : {std::tuple{1, 1, 1, 1},
+                             {2, 9, 33, 3},
+                             {4, 64, 64, 7},
+                             {4, 256, 80, 2},
+                             {2, 256, 40, 1},
+                             {8, 128, 768, 50304}}) {
     for (int absent : {0, 1, 2}) {  // 0: both gradients, 1: no dwte, 2: no dwpe
       SCOPED_TRACE(::testing::Message()
                    << "B=" << B << " T=" << Tn << " C=" << C << " V=" << V << " absent=" << absent);
