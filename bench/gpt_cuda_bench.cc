@@ -1,6 +1,7 @@
 // The CUDA trainer path on one GPU: GPT-2 124M (L=12 C=768 NH=12, vocabulary 50257 padded to
 // 50304, T=1024), bf16 by default, the trainer's own step (Gpt forward with the fused loss,
-// backward, gradient norm, clipping, AdamW with fp32 master weights) on random tokens.
+// backward, gradient norm, clipping, AdamW with fp32 master weights) on random tokens (uniform,
+// or Zipf-distributed like natural text: --tokens).
 //
 // Reports, in one line: tokens/s (micro-batch B * T over the median step time after warm-up),
 // MFU (llm.c's 6N + 6LCT FLOPs per token over the GPU's dense bf16 peak, 989 TFLOP/s for an
@@ -48,6 +49,10 @@ ABSL_FLAG(bool, fuse, true, "Use cuBLASLt's fused bias/GELU epilogues.");
 ABSL_FLAG(double, peak_tflops, 0,
           "Peak dense TFLOP/s for MFU (0: from the GPU's name and --dtype, 989 for an H100 SXM "
           "in bf16).");
+ABSL_FLAG(std::string, tokens, "uniform",
+          "Token distribution: uniform, or zipf (token k with probability proportional to "
+          "1/(k+1), as in natural text: a few tokens make up several percent of a batch each, "
+          "which is what the embedding backward's per-token sums see on real data).");
 ABSL_FLAG(std::string, report, "both",
           "Per-step metrics reporting: off, on, or both (measures the overhead).");
 
@@ -76,7 +81,12 @@ class Bench {
   GptConfig config_;
   std::unique_ptr<Gpt> gpt_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
+  // Draws one token (--tokens).
+  int32_t Token();
+
   std::vector<int32_t> inputs_, targets_;
+  // --tokens=zipf: the cumulative distribution over the vocabulary; empty for uniform.
+  std::vector<double> zipf_cdf_;
   Rng rng_{DeriveSeed(2024, 1)};
   int64_t t_ = 0;
   std::string serialized_;
@@ -86,6 +96,10 @@ absl::Status Bench::Setup() {
   CudaDeviceOptions options;
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype != "bf16" && dtype != "f32") return FieldError("--dtype", "must be bf16 or f32");
+  const std::string tokens = absl::GetFlag(FLAGS_tokens);
+  if (tokens != "uniform" && tokens != "zipf") {
+    return FieldError("--tokens", "must be uniform or zipf");
+  }
   options.compute_dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   options.fuse_bias = options.fuse_gelu = absl::GetFlag(FLAGS_fuse);
   ASSIGN_OR_RETURN(device_, MakeCudaDevice(absl::GetFlag(FLAGS_device), options));
@@ -102,13 +116,26 @@ absl::Status Bench::Setup() {
                                           gpt_->params(), gpt_->grads(), {0.9, 0.95, 1e-8, 0.1}));
   inputs_.resize(static_cast<size_t>(B) * config_.seq_len);
   targets_.resize(inputs_.size());
+  if (tokens == "zipf") {
+    zipf_cdf_.resize(config_.vocab);
+    double sum = 0;
+    for (int k = 0; k < config_.vocab; ++k) zipf_cdf_[k] = sum += 1.0 / (k + 1);
+    for (double& x : zipf_cdf_) x /= sum;
+  }
   return device_->Synchronize();
+}
+
+int32_t Bench::Token() {
+  if (zipf_cdf_.empty()) return static_cast<int32_t>(rng_.Below(config_.vocab));
+  const double u = rng_.NextFloat();
+  const auto it = std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u);
+  return static_cast<int32_t>(std::min<ptrdiff_t>(it - zipf_cdf_.begin(), config_.vocab - 1));
 }
 
 absl::Status Bench::Step(int64_t t, double* loss) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    inputs_[i] = static_cast<int32_t>(rng_.Below(config_.vocab));
-    targets_[i] = static_cast<int32_t>(rng_.Below(config_.vocab));
+    inputs_[i] = Token();
+    targets_[i] = Token();
   }
   gpt_->ZeroGradients();
   ASSIGN_OR_RETURN(*loss, gpt_->Forward(inputs_.data(), targets_.data(), 1.0f));
@@ -196,12 +223,14 @@ absl::Status Main() {
   // Which fusions ran: a GEMM cuBLASLt has no algorithm for runs less fused (or through cuBLAS).
   std::printf("gemm plans: %s\n", bench.device().gemm_plans().c_str());
   std::printf(
-      "gpt_cuda_bench: %s | %s %s B=%d T=%d | %.0f tokens/s | MFU %.1f%% of %s | step %.2f ms "
+      "gpt_cuda_bench: %s | %s %s B=%d T=%d tokens %s | %.0f tokens/s | MFU %.1f%% of %s | step "
+      "%.2f ms "
       "(median of %d) | loss %.4f | peak memory %.2f GiB allocated, %.2f GiB in use on the "
       "device | metrics reporting on vs off: %s\n",
       bench.device().description().c_str(), c.ToString().c_str(),
-      absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_batch), c.seq_len, tok_s, 100 * mfu,
-      peak.explanation.c_str(), main.median_seconds * 1e3, steps, main.last_loss,
+      absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_batch), c.seq_len,
+      absl::GetFlag(FLAGS_tokens).c_str(), tok_s, 100 * mfu, peak.explanation.c_str(),
+      main.median_seconds * 1e3, steps, main.last_loss,
       bench.device().peak_allocated_bytes() / double{1 << 30},
       (total_bytes - free_bytes) / double{1 << 30}, overhead.c_str());
   return absl::OkStatus();
