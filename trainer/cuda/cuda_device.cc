@@ -340,7 +340,7 @@ std::shared_ptr<const DeviceMark> CudaDeviceImpl::Mark() {
     (void)cudaEventDestroy(event);
     return nullptr;
   }
-  return std::make_shared<CudaDeviceMark>(event);
+  return std::make_shared<CudaDeviceMark>(event, index_);
 }
 
 // ---- GEMM ----
@@ -503,6 +503,9 @@ void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Te
 }  // namespace
 
 CudaDeviceMark::~CudaDeviceMark() {
+  // Possibly on the communication thread, when it drops queued work it will not run: a thread
+  // that has not selected the device would otherwise create a context on device 0.
+  (void)cudaSetDevice(device_);
   (void)cudaEventDestroy(event_);  // released by CUDA once a pending record has completed
 }
 

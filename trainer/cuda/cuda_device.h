@@ -55,8 +55,9 @@ struct CudaDeviceOptions {
 // with cudaStreamWaitEvent (nccl_communicator.h).
 class CudaDeviceMark final : public DeviceMark {
  public:
-  // Takes ownership of `event` (destroyed with the mark; CUDA keeps it until it has completed).
-  explicit CudaDeviceMark(cudaEvent_t event) : event_(event) {}
+  // Takes ownership of `event`, recorded on device `device` (destroyed with the mark, on any
+  // thread; CUDA keeps it until it has completed).
+  CudaDeviceMark(cudaEvent_t event, int device) : event_(event), device_(device) {}
   ~CudaDeviceMark() override;
   CudaDeviceMark(const CudaDeviceMark&) = delete;
   CudaDeviceMark& operator=(const CudaDeviceMark&) = delete;
@@ -64,6 +65,7 @@ class CudaDeviceMark final : public DeviceMark {
 
  private:
   const cudaEvent_t event_;
+  const int device_;
 };
 
 class CudaDevice : public Device {

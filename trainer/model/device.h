@@ -14,7 +14,8 @@
 //    reported by the next Synchronize() or host read (SumSquares, CopyToHost). The CPU device
 //    runs everything synchronously and cannot fail after allocation.
 // A Device is used by one thread at a time, except Allocate/CopyToHost/CopyToDevice, which are
-// thread-safe (the checkpoint writer reads from a snapshot on its own thread).
+// thread-safe. (The trainer copies checkpoint state to the host on its training thread; the
+// checkpoint writer's thread only sees that host copy.)
 #ifndef RINGMASTER_TRAINER_MODEL_DEVICE_H_
 #define RINGMASTER_TRAINER_MODEL_DEVICE_H_
 

@@ -156,6 +156,8 @@ absl::Status DataParallel::FinishReduction() {
   return s;
 }
 
+DataParallel::~DataParallel() { queue_.reset(); }
+
 void DataParallel::Abandon() {
   if (queue_ != nullptr) queue_->Abandon();
 }

@@ -76,6 +76,9 @@ class DataParallel {
                                                              Tensor params, Tensor grads,
                                                              DataParallelOptions options,
                                                              AdamWConfig adamw);
+  // Ends the communication thread first: after a failure (Abandon) it may still be running a
+  // collective into the ZeRO buffers, which must outlive it.
+  ~DataParallel();
 
   // Stages 2 and 3's gradient sink for the model; nullptr otherwise.
   GradientSink* sink() { return zero2_.get(); }
