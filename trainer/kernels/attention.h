@@ -7,6 +7,8 @@
 #ifndef RINGMASTER_TRAINER_KERNELS_ATTENTION_H_
 #define RINGMASTER_TRAINER_KERNELS_ATTENTION_H_
 
+#include <cstdint>
+
 namespace ringmaster::kernels {
 
 // Overwrites out and att.
@@ -15,6 +17,13 @@ void AttentionForwardCpu(float* out, float* att, const float* qkv, int B, int T,
 // Overwrites dqkv; datt is scratch of att's size.
 void AttentionBackwardCpu(float* dqkv, float* datt, const float* dout, const float* qkv,
                           const float* att, int B, int T, int C, int NH);
+
+// The softmax between the GEMMs, in place over `rows` rows of T scores, row r being query
+// position r % T: softmax over columns 0..r%T, zeros above the diagonal.
+void CausalSoftmaxCpu(float* att, int64_t rows, int T);
+// Its backward, in place: datt = att * (datt - sum(att * datt)) over the same columns; zeros
+// above the diagonal.
+void CausalSoftmaxBackwardCpu(float* datt, const float* att, int64_t rows, int T);
 
 }  // namespace ringmaster::kernels
 

@@ -7,6 +7,38 @@
 
 namespace ringmaster::kernels {
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxCpu(float* att,
+                                                                                   int64_t rows,
+                                                                                   int T) {
+  for (int64_t row = 0; row < rows; ++row) {
+    float* r = att + row * T;
+    const int t = static_cast<int>(row % T);
+    float max = r[0];
+    for (int s = 1; s <= t; ++s) max = r[s] > max ? r[s] : max;
+    float sum = 0;
+    for (int s = 0; s <= t; ++s) {
+      r[s] = ExpFast(r[s] - max);
+      sum += r[s];
+    }
+    const float inv = 1.0f / sum;
+    for (int s = 0; s <= t; ++s) r[s] *= inv;
+    for (int s = t + 1; s < T; ++s) r[s] = 0.0f;
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void CausalSoftmaxBackwardCpu(
+    float* datt, const float* att, int64_t rows, int T) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* ar = att + row * T;
+    float* dr = datt + row * T;
+    const int t = static_cast<int>(row % T);
+    float dot = 0;
+    for (int s = 0; s <= t; ++s) dot += ar[s] * dr[s];
+    for (int s = 0; s <= t; ++s) dr[s] = ar[s] * (dr[s] - dot);
+    for (int s = t + 1; s < T; ++s) dr[s] = 0.0f;
+  }
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) void AttentionForwardCpu(
     float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH;
@@ -21,19 +53,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttentionForwa
       // Scores for every (t, s); the entries above the diagonal are masked out below.
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, row, k, row, 0.0f,
                   a, T);
-      for (int t = 0; t < T; ++t) {
-        float* r = a + static_cast<long>(t) * T;
-        float max = r[0];
-        for (int s = 1; s <= t; ++s) max = r[s] > max ? r[s] : max;
-        float sum = 0;
-        for (int s = 0; s <= t; ++s) {
-          r[s] = ExpFast(r[s] - max);
-          sum += r[s];
-        }
-        const float inv = 1.0f / sum;
-        for (int s = 0; s <= t; ++s) r[s] *= inv;
-        for (int s = t + 1; s < T; ++s) r[s] = 0.0f;
-      }
+      CausalSoftmaxCpu(a, T, T);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, row, 0.0f,
                   out + static_cast<long>(b) * T * C + h * hs, C);
     }
@@ -64,14 +84,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttentionBackw
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C, 0.0f, dv,
                   row);
       // Softmax backward in place: dscore = att * (datt - sum(att * datt)); zero above diagonal.
-      for (int t = 0; t < T; ++t) {
-        const float* ar = a + static_cast<long>(t) * T;
-        float* dr = da + static_cast<long>(t) * T;
-        float dot = 0;
-        for (int s = 0; s <= t; ++s) dot += ar[s] * dr[s];
-        for (int s = 0; s <= t; ++s) dr[s] = ar[s] * (dr[s] - dot);
-        for (int s = t + 1; s < T; ++s) dr[s] = 0.0f;
-      }
+      CausalSoftmaxBackwardCpu(da, a, T, T);
       // dq = dscore k * scale; dk = dscore^T q * scale.
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, da, T, k, row, 0.0f,
                   dq, row);

@@ -28,26 +28,11 @@ class CpuAttentionSteps final : public AttentionSteps {
     return absl::OkStatus();
   }
   absl::Status CausalSoftmax(void* att, int64_t rows, int T) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      float* x = static_cast<float*>(att) + r * T;
-      const int t = static_cast<int>(r % T);
-      float max = x[0];
-      for (int s = 1; s <= t; ++s) max = std::max(max, x[s]);
-      float sum = 0;
-      for (int s = 0; s <= t; ++s) sum += (x[s] = std::exp(x[s] - max));
-      for (int s = 0; s < T; ++s) x[s] = s <= t ? x[s] / sum : 0.0f;
-    }
+    CausalSoftmaxCpu(static_cast<float*>(att), rows, T);
     return absl::OkStatus();
   }
   absl::Status CausalSoftmaxBackward(void* datt, const void* att, int64_t rows, int T) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      float* d = static_cast<float*>(datt) + r * T;
-      const float* a = static_cast<const float*>(att) + r * T;
-      const int t = static_cast<int>(r % T);
-      float dot = 0;
-      for (int s = 0; s <= t; ++s) dot += a[s] * d[s];
-      for (int s = 0; s < T; ++s) d[s] = s <= t ? a[s] * (d[s] - dot) : 0.0f;
-    }
+    CausalSoftmaxBackwardCpu(static_cast<float*>(datt), static_cast<const float*>(att), rows, T);
     return absl::OkStatus();
   }
   int gemm_calls = 0;

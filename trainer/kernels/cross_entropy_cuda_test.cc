@@ -5,7 +5,9 @@
 //  - losses: fp32 on both sides from the same (rounded) logits, the normaliser summed in a
 //    different order (one pass vs two): 1e-5 + 1e-5 relative.
 //  - dlogits: fp32 1e-9 + 1e-4 relative (exp of the same arguments, different sums); bf16 adds
-//    the output rounding: 1e-9 + 5e-3 relative. Padding columns exactly 0.
+//    the output rounding: where the two fp32 values straddle a rounding boundary they round one
+//    bf16 ulp apart, up to 2^-7 relative just above a power of two: 1e-9 + 8e-3 relative (5e-3
+//    failed when the kernel ran emulated on the CPU: 6.2e-3). Padding columns exactly 0.
 #include "trainer/kernels/cross_entropy_cuda.h"
 
 #include <tuple>
@@ -32,7 +34,7 @@ TYPED_TEST_SUITE(CrossEntropyCudaTest, ElementTypes);
 
 TYPED_TEST(CrossEntropyCudaTest, LossesAndGradientsMatchCpu) {
   using T = TypeParam;
-  const double grad_rtol = sizeof(T) == 2 ? 5e-3 : 1e-4;
+  const double grad_rtol = sizeof(T) == 2 ? 8e-3 : 1e-4;
   int seed = 0;
   for (auto [N, V, Vp] :
        {std::tuple{1, 1, 1}, {3, 5, 8}, {2, 513, 640}, {7, 1000, 1024}, {4, 50257, 50304}}) {

@@ -1,0 +1,299 @@
+#include "trainer/kernels/emu/cuda_emu.h"
+
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace emu {
+namespace {
+
+// Kernels here use small frames; the guard page below each stack turns an overflow into a crash
+// rather than a corruption.
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kMaxBlockThreads = 1024;
+
+enum class State { kReady, kBlockBarrier, kWarpBarrier, kDone };
+
+// A fiber is entered the first time through its ucontext (a fresh stack) and then switched
+// with _setjmp/_longjmp, which unlike swapcontext do not save the signal mask: no system call
+// per switch (the emulator switches at every barrier and shuffle of every thread).
+struct Fiber {
+  ucontext_t context;
+  jmp_buf resume;  // where the fiber waits at a barrier
+  bool started = false;
+  char* stack = nullptr;  // usable part, above the guard page
+  State state = State::kDone;
+  ThreadDims dims;
+  int linear = 0;  // index in the block (x fastest): lane = linear % 32
+  int predicate = 0;
+  int result = 0;
+};
+
+// The launch being run (one at a time: kernels run on the calling thread).
+struct Block {
+  const std::function<void()>* kernel = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<uint64_t> slots;  // shuffle values, one per thread
+  ucontext_t scheduler;
+  jmp_buf back;  // the scheduler, waiting for the fiber it switched to
+  Fiber* current = nullptr;
+  bool failed = false;
+};
+
+Block* g_block = nullptr;
+cudaError_t g_error = cudaSuccess;
+std::string g_failures;
+Order g_order = Order::kForward;
+std::vector<char*> g_stacks;  // reused across launches
+
+void Fail(cudaError_t error, const std::string& what) {
+  if (g_error == cudaSuccess) g_error = error;
+  g_failures += what + "\n";
+}
+
+char* Stack(int i) {
+  while (static_cast<int>(g_stacks.size()) <= i) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || mprotect(p, page, PROT_NONE) != 0) {
+      std::fprintf(stderr, "cuda_emu: no memory for a fiber stack\n");
+      std::abort();
+    }
+    g_stacks.push_back(static_cast<char*>(p) + page);
+  }
+  return g_stacks[i];
+}
+
+void RunThread() {
+  (*g_block->kernel)();
+  g_block->current->state = State::kDone;
+  _longjmp(g_block->back, 1);  // never returns: the stack is reused by the next thread
+}
+
+void Yield(State state) {
+  Fiber* f = g_block->current;
+  f->state = state;
+  if (_setjmp(f->resume) == 0) _longjmp(g_block->back, 1);
+}
+
+// Starts RunThread on `f`'s stack. It never returns here: the thread jumps back to the scheduler.
+void Start(Block& b, Fiber& f) {
+#if defined(__x86_64__)
+  // Onto the fresh stack and into RunThread without a system call (swapcontext would save the
+  // signal mask), 16-byte aligned as the ABI wants at a call.
+  char* top = f.stack + kStackBytes;
+  asm volatile(
+      "mov %0, %%rsp\n\t"
+      "call *%1\n\t"
+      :
+      : "r"(top), "r"(&RunThread)
+      : "memory");
+  __builtin_unreachable();
+#else
+  swapcontext(&b.scheduler, &f.context);
+#endif
+}
+
+// Runs `f` until it waits at a barrier or ends.
+void SwitchTo(Block& b, Fiber& f) {
+  b.current = &f;
+  if (_setjmp(b.back) != 0) return;
+  if (!f.started) {
+    f.started = true;
+    Start(b, f);
+  }
+  _longjmp(f.resume, 1);
+}
+
+std::string Where(const Fiber& f) {
+  const ThreadDims& d = f.dims;
+  return "block (" + std::to_string(d.block.x) + "," + std::to_string(d.block.y) + "," +
+         std::to_string(d.block.z) + ") thread (" + std::to_string(d.thread.x) + "," +
+         std::to_string(d.thread.y) + "," + std::to_string(d.thread.z) + ")";
+}
+
+// Releases the threads waiting at a barrier once every live thread concerned has reached it.
+// False when none can be released (a deadlock on a GPU).
+bool ReleaseBarriers(Block& b) {
+  const int n = static_cast<int>(b.fibers.size());
+  bool released = false;
+  for (int warp = 0; warp * 32 < n; ++warp) {
+    int live = 0, waiting = 0;
+    for (int i = warp * 32; i < std::min(n, warp * 32 + 32); ++i) {
+      live += b.fibers[i].state != State::kDone;
+      waiting += b.fibers[i].state == State::kWarpBarrier;
+    }
+    if (waiting == 0 || waiting != live) continue;
+    if (live != 32) {
+      Fail(cudaErrorLaunchFailure, "full-mask warp shuffle in a warp of " + std::to_string(live) +
+                                       " live lanes (" + Where(b.fibers[warp * 32]) + ")");
+    }
+    for (int i = warp * 32; i < std::min(n, warp * 32 + 32); ++i) {
+      if (b.fibers[i].state == State::kWarpBarrier) b.fibers[i].state = State::kReady;
+    }
+    released = true;
+  }
+  if (released) return true;
+  int live = 0, waiting = 0, count = 0;
+  for (const Fiber& f : b.fibers) {
+    live += f.state != State::kDone;
+    if (f.state == State::kBlockBarrier) {
+      ++waiting;
+      count += f.predicate;
+    }
+  }
+  if (waiting == 0 || waiting != live) return false;
+  for (Fiber& f : b.fibers) {
+    if (f.state != State::kBlockBarrier) continue;
+    f.result = count;
+    f.state = State::kReady;
+  }
+  return true;
+}
+
+void RunBlock(Block& b) {
+  for (Fiber& f : b.fibers) {
+#if !defined(__x86_64__)
+    // getcontext once per fiber of the launch (a system call); makecontext is not one.
+    f.context.uc_stack.ss_sp = f.stack;
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, RunThread, 0);
+#endif
+    f.started = false;
+    f.state = State::kReady;
+  }
+  const int n = static_cast<int>(b.fibers.size());
+  for (;;) {
+    bool ran = false;
+    for (int k = 0; k < n; ++k) {
+      Fiber& f = b.fibers[g_order == Order::kForward ? k : n - 1 - k];
+      if (f.state != State::kReady) continue;
+      ran = true;
+      SwitchTo(b, f);
+    }
+    if (ran) continue;
+    bool live = false;
+    for (const Fiber& f : b.fibers) live |= f.state != State::kDone;
+    if (!live) return;
+    if (!ReleaseBarriers(b)) {
+      int at_block = 0, at_warp = 0, done = 0;
+      for (const Fiber& f : b.fibers) {
+        at_block += f.state == State::kBlockBarrier;
+        at_warp += f.state == State::kWarpBarrier;
+        done += f.state == State::kDone;
+      }
+      Fail(cudaErrorLaunchFailure, "deadlock in " + Where(b.fibers[0]) + ": " +
+                                       std::to_string(at_block) + " threads at __syncthreads, " +
+                                       std::to_string(at_warp) + " at a warp shuffle, " +
+                                       std::to_string(done) + " exited");
+      return;  // the block's fibers are abandoned (their stacks are reused)
+    }
+  }
+}
+
+bool Valid(const LaunchConfig& c, std::string* why) {
+  const dim3 g = c.grid.dim, t = c.block.dim;
+  const int64_t threads = int64_t{t.x} * t.y * t.z;
+  if (c.grid.whole_x > 0x7fffffffLL || c.grid.whole_x == 0 || c.block.whole_x == 0 ||
+      c.block.whole_x > kMaxBlockThreads) {
+    *why = "grid.x " + std::to_string(c.grid.whole_x) + " or block.x " +
+           std::to_string(c.block.whole_x) + " out of range";
+    return false;
+  }
+  if (g.x == 0 || g.y == 0 || g.z == 0 || g.y > 65535 || g.z > 65535 || threads == 0 ||
+      threads > kMaxBlockThreads || t.z > 64) {
+    *why = "grid (" + std::to_string(g.x) + "," + std::to_string(g.y) + "," + std::to_string(g.z) +
+           ") block (" + std::to_string(t.x) + "," + std::to_string(t.y) + "," +
+           std::to_string(t.z) + ")";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const ThreadDims& Current() { return g_block->current->dims; }
+
+void Launch(const LaunchConfig& config, const std::function<void()>& kernel) {
+  std::string why;
+  if (!Valid(config, &why)) {
+    Fail(cudaErrorInvalidConfiguration, "invalid launch configuration: " + why);
+    return;
+  }
+  if (g_block != nullptr) {
+    Fail(cudaErrorLaunchFailure, "a kernel launched from inside a kernel");
+    return;
+  }
+  const dim3 g = config.grid.dim, t = config.block.dim;
+  Block block;
+  block.kernel = &kernel;
+  block.fibers.resize(static_cast<size_t>(t.x) * t.y * t.z);
+  block.slots.resize(block.fibers.size());
+  for (size_t i = 0; i < block.fibers.size(); ++i) {
+    Fiber& f = block.fibers[i];
+#if !defined(__x86_64__)
+    getcontext(&f.context);
+#endif
+    f.stack = Stack(static_cast<int>(i));
+    f.linear = static_cast<int>(i);
+    f.dims.thread = uint3{static_cast<unsigned>(i % t.x), static_cast<unsigned>(i / t.x % t.y),
+                          static_cast<unsigned>(i / (t.x * t.y))};
+    f.dims.block_dim = t;
+    f.dims.grid_dim = g;
+  }
+  g_block = &block;
+  for (unsigned z = 0; z < g.z; ++z) {
+    for (unsigned y = 0; y < g.y; ++y) {
+      for (unsigned x = 0; x < g.x; ++x) {
+        for (Fiber& f : block.fibers) f.dims.block = uint3{x, y, z};
+        RunBlock(block);
+      }
+    }
+  }
+  g_block = nullptr;
+}
+
+void SyncThreads() { Yield(State::kBlockBarrier); }
+
+int SyncThreadsCount(int predicate) {
+  g_block->current->predicate = predicate != 0;
+  Yield(State::kBlockBarrier);
+  return g_block->current->result;
+}
+
+uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width) {
+  Fiber& f = *g_block->current;
+  if (mask != 0xffffffffu || width != 32 || lane_mask < 0 || lane_mask >= 32) {
+    Fail(cudaErrorLaunchFailure, "only full-warp __shfl_xor_sync is emulated (" + Where(f) + ")");
+  }
+  g_block->slots[f.linear] = bits;
+  Yield(State::kWarpBarrier);
+  const int source = (f.linear & ~31) | ((f.linear & 31) ^ (lane_mask & 31));
+  const uint64_t result =
+      source < static_cast<int>(g_block->slots.size()) ? g_block->slots[source] : 0;
+  Yield(State::kWarpBarrier);  // nobody overwrites a slot before every lane has read
+  return result;
+}
+
+cudaError_t GetLastError() {
+  const cudaError_t e = g_error;
+  g_error = cudaSuccess;
+  return e;
+}
+
+std::string TakeFailures() {
+  std::string f;
+  f.swap(g_failures);
+  return f;
+}
+
+void SetOrder(Order order) { g_order = order; }
+
+}  // namespace emu

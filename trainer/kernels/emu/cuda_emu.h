@@ -1,0 +1,108 @@
+// CUDA kernels on the CPU, for tests on machines without a GPU: the .cu files are compiled as
+// C++ (cu_to_cc.py rewrites their launches) against this header, and every launch runs the
+// kernel once per CUDA thread, block after block. The threads of a block are fibers on the
+// calling thread: __syncthreads, __syncthreads_count and warp shuffles switch between them,
+// so a kernel's indexing, bounds, barriers and reductions run as written and can be checked
+// against the CPU references.
+//
+// It checks what a GPU would refuse or leave undefined: launch shapes beyond the hardware's
+// limits (cudaErrorInvalidConfiguration), a block barrier some live threads never reach, and a
+// full-mask warp shuffle in a warp with exited or missing lanes (cudaErrorLaunchFailure, with a
+// message from TakeFailures()). The threads between two barriers run one after the other, in
+// the order SetOrder picks: a test runs a kernel in both orders, so a read of shared memory
+// that lacks its barrier sees the write in one of them and not in the other.
+//
+// Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
+// GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
+#ifndef RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
+#define RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace emu {
+
+// The CUDA thread being run: its indices and its launch's shape.
+struct ThreadDims {
+  uint3 thread;
+  uint3 block;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+const ThreadDims& Current();
+
+// A grid or block size as written in a launch: a dim3, or an integer that may not fit one.
+struct LaunchSize {
+  LaunchSize(dim3 d) : dim(d) {}  // NOLINT: implicit, as in <<<...>>>
+  LaunchSize(int64_t n) : dim(static_cast<unsigned>(n)), whole_x(n) {}  // NOLINT
+  LaunchSize(int n) : LaunchSize(static_cast<int64_t>(n)) {}            // NOLINT
+  dim3 dim;
+  int64_t whole_x = -1;  // the integer given, to catch one a dim3 would truncate
+};
+
+struct LaunchConfig {
+  LaunchSize grid;
+  LaunchSize block;
+};
+inline LaunchConfig MakeConfig(LaunchSize grid, LaunchSize block, size_t /*shared_bytes*/ = 0,
+                               cudaStream_t /*stream*/ = nullptr) {
+  return LaunchConfig{grid, block};
+}
+
+// Runs `kernel` (a call of the kernel with its arguments) for every thread of the grid.
+void Launch(const LaunchConfig& config, const std::function<void()>& kernel);
+
+void SyncThreads();
+int SyncThreadsCount(int predicate);
+uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width);
+
+// Like cudaGetLastError: the first error since the last call, then cudaSuccess again.
+cudaError_t GetLastError();
+// What went wrong in the launches since the last call ("" when nothing did).
+std::string TakeFailures();
+
+// The order in which the threads of a block run between two barriers.
+enum class Order { kForward, kReverse };
+void SetOrder(Order order);
+
+}  // namespace emu
+
+#define threadIdx (::emu::Current().thread)
+#define blockIdx (::emu::Current().block)
+#define blockDim (::emu::Current().block_dim)
+#define gridDim (::emu::Current().grid_dim)
+
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __host__
+#define __host__
+#undef __forceinline__
+#define __forceinline__ inline
+#undef __shared__
+#define __shared__ static  // blocks run one at a time: a static is the block's shared memory
+
+inline void __syncthreads() { emu::SyncThreads(); }
+inline int __syncthreads_count(int predicate) { return emu::SyncThreadsCount(predicate); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "shuffles of at most 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = emu::ShuffleXor(mask, bits, lane_mask, width);
+  T result;
+  std::memcpy(&result, &bits, sizeof(T));
+  return result;
+}
+
+#define cudaGetLastError ::emu::GetLastError
+
+#endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_

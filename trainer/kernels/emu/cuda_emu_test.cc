@@ -1,0 +1,130 @@
+// The emulator itself (cuda_emu.h): thread and block indices, barriers, warp shuffles, and what
+// it must refuse or report: shapes a GPU would not launch, barriers some threads never reach,
+// shuffles over exited lanes, and a read of shared memory that lacks its barrier (caught by
+// running the threads in both orders).
+#include "trainer/kernels/emu/cuda_emu.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+__global__ void WriteIndices(int* out) {
+  const int block_threads = blockDim.x * blockDim.y;
+  const int in_block = threadIdx.y * blockDim.x + threadIdx.x;
+  const int block = blockIdx.y * gridDim.x + blockIdx.x;
+  out[block * block_threads + in_block] = block * 1000 + in_block;
+}
+
+TEST(CudaEmuTest, EveryThreadOfEveryBlockRunsOnceWithItsIndices) {
+  const dim3 grid(3, 2), block(32, 4);
+  std::vector<int> out(6 * 128, -1);
+  emu::Launch(emu::MakeConfig(grid, block), [&] { WriteIndices(out.data()); });
+  ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+  for (int b = 0; b < 6; ++b) {
+    for (int t = 0; t < 128; ++t) EXPECT_EQ(out[b * 128 + t], b * 1000 + t);
+  }
+}
+
+// Reverses each block's values through shared memory, with or without the barrier between the
+// writes and the reads.
+__global__ void ReverseInBlock(int* data, bool barrier) {
+  __shared__ int staged[256];
+  const int i = threadIdx.x;
+  staged[i] = data[blockIdx.x * blockDim.x + i];
+  if (barrier) __syncthreads();
+  data[blockIdx.x * blockDim.x + i] = staged[blockDim.x - 1 - i];
+}
+
+std::vector<int> Reversed(bool barrier, emu::Order order) {
+  std::vector<int> data(2 * 256);
+  for (int i = 0; i < 512; ++i) data[i] = i;
+  emu::SetOrder(order);
+  emu::Launch(emu::MakeConfig(2, 256), [&] { ReverseInBlock(data.data(), barrier); });
+  emu::SetOrder(emu::Order::kForward);
+  EXPECT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+  return data;
+}
+
+TEST(CudaEmuTest, AMissingBarrierShowsInOneOfTheTwoOrders) {
+  std::vector<int> want(512);
+  for (int b = 0; b < 2; ++b) {
+    for (int i = 0; i < 256; ++i) want[b * 256 + i] = b * 256 + 255 - i;
+  }
+  for (emu::Order order : {emu::Order::kForward, emu::Order::kReverse}) {
+    EXPECT_EQ(Reversed(/*barrier=*/true, order), want);
+  }
+  EXPECT_TRUE(Reversed(false, emu::Order::kForward) != want ||
+              Reversed(false, emu::Order::kReverse) != want);
+}
+
+__global__ void CountAndShuffle(int* counts, float* sums) {
+  const int n = __syncthreads_count(threadIdx.x % 3 == 0);
+  float v = static_cast<float>(threadIdx.x);
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  counts[threadIdx.x] = n;
+  sums[threadIdx.x] = v;
+}
+
+TEST(CudaEmuTest, SyncThreadsCountAndWarpShufflesSeeTheWholeBlockAndWarp) {
+  std::vector<int> counts(96);
+  std::vector<float> sums(96);
+  emu::Launch(emu::MakeConfig(1, 96), [&] { CountAndShuffle(counts.data(), sums.data()); });
+  ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+  for (int t = 0; t < 96; ++t) {
+    EXPECT_EQ(counts[t], 32);  // 0, 3, ..., 93
+    const int warp = t / 32;
+    EXPECT_EQ(sums[t], static_cast<float>(32 * 32 * warp + 31 * 32 / 2)) << t;
+  }
+}
+
+TEST(CudaEmuTest, AFullMaskShuffleInAPartialWarpIsAFailure) {
+  std::vector<int> counts(40);
+  std::vector<float> sums(40);
+  emu::Launch(emu::MakeConfig(1, 40), [&] { CountAndShuffle(counts.data(), sums.data()); });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorLaunchFailure);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("full-mask warp shuffle in a warp of 8 live lanes"));
+}
+
+// Half of warp 0 waits at the block barrier while its other half waits in a shuffle.
+__global__ void Deadlock(float* out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+  }
+}
+
+TEST(CudaEmuTest, ABarrierSomeThreadsNeverReachIsADeadlock) {
+  std::vector<float> out(32);
+  emu::Launch(emu::MakeConfig(1, 32), [&] { Deadlock(out.data()); });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorLaunchFailure);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("deadlock in block (0,0,0)"));
+  // The next launch starts clean.
+  std::vector<int> ok(32 * 1, -1);
+  emu::Launch(emu::MakeConfig(1, 32), [&] { WriteIndices(ok.data()); });
+  EXPECT_EQ(emu::GetLastError(), cudaSuccess);
+}
+
+TEST(CudaEmuTest, ShapesAGpuRefusesAreInvalidConfigurations) {
+  int unused = 0;
+  const auto kernel = [&] { ++unused; };
+  for (const emu::LaunchConfig& config :
+       {emu::MakeConfig(1, 1025), emu::MakeConfig(dim3(1, 65536), 32),
+        emu::MakeConfig(int64_t{1} << 31, 32), emu::MakeConfig(0, 32),
+        emu::MakeConfig(1, dim3(1, 1, 65))}) {
+    emu::Launch(config, kernel);
+    EXPECT_EQ(emu::GetLastError(), cudaErrorInvalidConfiguration);
+    EXPECT_THAT(emu::TakeFailures(), HasSubstr("invalid launch configuration"));
+  }
+  EXPECT_EQ(unused, 0);
+  EXPECT_EQ(emu::GetLastError(), cudaSuccess);  // read once, then cleared
+}
+
+}  // namespace
+}  // namespace ringmaster::kernels
