@@ -1,6 +1,6 @@
 """emulated_kernels: a .cu file's kernels built to run on the CPU (cuda_emu.h), for tests."""
 
-load("//third_party/cuda:defs.bzl", "cuda_only")
+load("//third_party/cuda:defs.bzl", "cuda_library", "cuda_only")
 
 def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
     """A test-only cc_library defining the same launchers as the .cu file's cuda_library.
@@ -29,4 +29,16 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         deps = deps + ["//trainer/kernels/emu:cuda_emu"],
         target_compatible_with = cuda_only(),
         testonly = True,
+    )
+
+def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
+    """A .cu file's kernels twice: `name`, built by nvcc for the GPU (cuda_library), and
+    `name`_emulated, the same source built to run on the CPU for tests (emulated_kernels)."""
+    cuda_library(name = name, srcs = [src], hdrs = hdrs, cu_hdrs = cu_hdrs, deps = deps)
+    emulated_kernels(
+        name = name + "_emulated",
+        src = src,
+        hdrs = hdrs,
+        cu_hdrs = cu_hdrs,
+        deps = deps,
     )
