@@ -48,7 +48,8 @@ struct Block {
 Block* g_block = nullptr;
 cudaError_t g_error = cudaSuccess;
 std::string g_failures;
-Order g_order = Order::kForward;
+Order g_order = Order::kAlternate;
+bool g_reverse = false;       // this launch's order
 std::vector<char*> g_stacks;  // reused across launches
 
 void Fail(cudaError_t error, const std::string& what) {
@@ -173,7 +174,7 @@ void RunBlock(Block& b) {
   for (;;) {
     bool ran = false;
     for (int k = 0; k < n; ++k) {
-      Fiber& f = b.fibers[g_order == Order::kForward ? k : n - 1 - k];
+      Fiber& f = b.fibers[g_reverse ? n - 1 - k : k];
       if (f.state != State::kReady) continue;
       ran = true;
       SwitchTo(b, f);
@@ -249,6 +250,7 @@ void Launch(const LaunchConfig& config, const std::function<void()>& kernel) {
     f.dims.grid_dim = g;
   }
   g_block = &block;
+  g_reverse = g_order == Order::kReverse || (g_order == Order::kAlternate && !g_reverse);
   for (unsigned z = 0; z < g.z; ++z) {
     for (unsigned y = 0; y < g.y; ++y) {
       for (unsigned x = 0; x < g.x; ++x) {

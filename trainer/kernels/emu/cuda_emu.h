@@ -8,9 +8,9 @@
 // It checks what a GPU would refuse or leave undefined: launch shapes beyond the hardware's
 // limits (cudaErrorInvalidConfiguration), a block barrier some live threads never reach, and a
 // full-mask warp shuffle in a warp with exited or missing lanes (cudaErrorLaunchFailure, with a
-// message from TakeFailures()). The threads between two barriers run one after the other, in
-// the order SetOrder picks: a test runs a kernel in both orders, so a read of shared memory
-// that lacks its barrier sees the write in one of them and not in the other.
+// message from TakeFailures()). The threads between two barriers run one after the other,
+// forwards in one launch and backwards in the next (SetOrder): a read of shared memory that
+// lacks its barrier sees the write in one of the two orders and not in the other.
 //
 // Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
 // GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
@@ -67,8 +67,10 @@ cudaError_t GetLastError();
 // What went wrong in the launches since the last call ("" when nothing did).
 std::string TakeFailures();
 
-// The order in which the threads of a block run between two barriers.
-enum class Order { kForward, kReverse };
+// The order in which the threads of a block run between two barriers: by default forwards and
+// backwards in turn, one launch after the other, so that a test launching a kernel several times
+// runs it both ways.
+enum class Order { kForward, kReverse, kAlternate };
 void SetOrder(Order order);
 
 }  // namespace emu

@@ -46,7 +46,7 @@ std::vector<int> Reversed(bool barrier, emu::Order order) {
   for (int i = 0; i < 512; ++i) data[i] = i;
   emu::SetOrder(order);
   emu::Launch(emu::MakeConfig(2, 256), [&] { ReverseInBlock(data.data(), barrier); });
-  emu::SetOrder(emu::Order::kForward);
+  emu::SetOrder(emu::Order::kAlternate);
   EXPECT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
   return data;
 }
@@ -61,6 +61,9 @@ TEST(CudaEmuTest, AMissingBarrierShowsInOneOfTheTwoOrders) {
   }
   EXPECT_TRUE(Reversed(false, emu::Order::kForward) != want ||
               Reversed(false, emu::Order::kReverse) != want);
+  // By default two launches in a row take the two orders.
+  EXPECT_TRUE(Reversed(false, emu::Order::kAlternate) != want ||
+              Reversed(false, emu::Order::kAlternate) != want);
 }
 
 __global__ void CountAndShuffle(int* counts, float* sums) {

@@ -3,7 +3,7 @@
 load("//third_party/cuda:defs.bzl", "cuda_library", "cuda_only")
 
 def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
-    """A test-only cc_library defining the same launchers as the .cu file's cuda_library.
+    """A cc_library defining the same launchers as the .cu file's cuda_library.
 
     The .cu source is rewritten by cu_to_cc.py (launches become emu::Launch) and compiled by the
     host compiler; link it instead of the real kernels, never beside them.
@@ -17,7 +17,6 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         cmd = "python3 $(location //trainer/kernels/emu:cu_to_cc.py) $(location " + src +
               ") > $@",
         target_compatible_with = cuda_only(),
-        testonly = True,
     )
     native.cc_library(
         name = name,
@@ -28,13 +27,25 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         copts = ["-Wno-unknown-pragmas"],
         deps = deps + ["//trainer/kernels/emu:cuda_emu"],
         target_compatible_with = cuda_only(),
-        testonly = True,
     )
 
 def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
-    """A .cu file's kernels twice: `name`, built by nvcc for the GPU (cuda_library), and
-    `name`_emulated, the same source built to run on the CPU for tests (emulated_kernels)."""
-    cuda_library(name = name, srcs = [src], hdrs = hdrs, cu_hdrs = cu_hdrs, deps = deps)
+    """A .cu file's kernels twice: `name`_nvcc, built by nvcc for the GPU (cuda_library), and
+    `name`_emulated, the same source built to run on the CPU (emulated_kernels). `name` is the
+    nvcc one, or the emulated one under --config=emu (with fake_cuda for the runtime calls)."""
+    cuda_library(name = name + "_nvcc", srcs = [src], hdrs = hdrs, cu_hdrs = cu_hdrs, deps = deps)
+    native.alias(
+        name = name,
+        actual = select({
+            "//trainer/kernels/emu:emulated": ":" + name + "_emulated_with_runtime",
+            "//conditions:default": ":" + name + "_nvcc",
+        }),
+    )
+    native.cc_library(
+        name = name + "_emulated_with_runtime",
+        deps = [":" + name + "_emulated", "//trainer/kernels/emu:fake_cuda"],
+        target_compatible_with = cuda_only(),
+    )
     emulated_kernels(
         name = name + "_emulated",
         src = src,
