@@ -157,6 +157,11 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
   // The verdict is the first "link_check" event with a step after the request's own event (one
   // check serves every request made before it runs).
   const int64_t requested = response.request_sequence();
+  if (requested <= 0) {
+    return absl::FailedPreconditionError(
+        "the coordinator did not say which event records the request (an older coordinator?): "
+        "follow it with ringctl describe job");
+  }
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     v1::GetJobRequest get;

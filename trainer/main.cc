@@ -31,6 +31,7 @@
 #include "trainer/collective_bench.h"
 #include "trainer/comm/connect_group.h"
 #include "trainer/comm/gloo_communicator.h"
+#include "trainer/cuda/accelerator.h"
 #include "trainer/model/blas_kernels.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_config.h"
@@ -167,6 +168,7 @@ absl::Status Main(absl::Time process_start) {
 
 int main(int argc, char** argv) {
   ringmaster::trainer::ReexecWithBetterOpenBlasKernels(argv);
+  ringmaster::trainer::PrepareAcceleratorEnvironment();  // before any thread starts
   const absl::Time process_start = absl::Now();
   absl::Status init = ringmaster::InitBinary(
       argc, argv,

@@ -3,6 +3,8 @@
 
 namespace ringmaster::trainer {
 
+void PrepareAcceleratorEnvironment() {}
+
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
     const std::function<std::optional<std::string>(const char* name)>&, DType) {
   return nullptr;

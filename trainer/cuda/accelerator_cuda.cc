@@ -35,6 +35,8 @@ class CudaAccelerator final : public Accelerator {
 
 }  // namespace
 
+void PrepareAcceleratorEnvironment() { ConnectNcclAtInit(); }
+
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
     const std::function<std::optional<std::string>(const char* name)>& env, DType compute_dtype) {
   ASSIGN_OR_RETURN(const std::optional<int> index, CudaDeviceFromEnvironment(env));

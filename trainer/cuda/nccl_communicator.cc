@@ -325,20 +325,12 @@ absl::Status NcclCommunicator::Run(CollectiveOp op, Tensor in, Tensor out, const
   return absl::OkStatus();
 }
 
-// Before the process's first NCCL call (NCCL reads its parameters once): communicators connect
-// every peer and algorithm at initialisation (NCCL_RUNTIME_CONNECT=0), not at their first
-// operation of each kind, unless the job's environment says otherwise. The trainer issues NCCL
-// work from two threads (the training thread's tp/pp/emb groups, the communication thread's dp
-// group); connecting lazily would set up connections inside the first step, on both threads at
-// once, while the other thread's kernels wait on peers (NCCL asks for such setup to be ordered
-// across communicators), and would count the setup in the first step's busbw. Costs start-up
-// time and the memory of algorithms a group never uses.
-void ConnectAtInit() {
+}  // namespace
+
+void ConnectNcclAtInit() {
   static std::once_flag once;
   std::call_once(once, [] { (void)setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0); });
 }
-
-}  // namespace
 
 NcclOptions NcclOptionsFor(const CudaDevice& device, absl::Duration timeout) {
   NcclOptions o;
@@ -358,7 +350,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const std::string& nam
   RETURN_IF_ERROR(
       CudaStatus(cudaSetDevice(options.device),
                  absl::StrCat("NCCL group ", name, ": cudaSetDevice(", options.device, ")")));
-  ConnectAtInit();
+  ConnectNcclAtInit();
   auto make_id = []() -> absl::StatusOr<std::string> {
     ncclUniqueId id;
     RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));

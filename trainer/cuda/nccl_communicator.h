@@ -71,6 +71,17 @@ struct NcclOptions {
 // Options for a group on `device`'s GPU, ordered after its compute stream.
 NcclOptions NcclOptionsFor(const CudaDevice& device, absl::Duration timeout);
 
+// Communicators connect every peer and algorithm at initialisation (NCCL_RUNTIME_CONNECT=0),
+// not at their first operation of each kind, unless the environment already says otherwise.
+// The trainer issues NCCL work from two threads (the training thread's tp/pp/emb groups, the
+// communication thread's dp group); connecting lazily would set up connections inside the first
+// step, on both threads at once, while the other thread's kernels wait on peers (NCCL asks for
+// such setup to be ordered across communicators), and would count the setup in the first step's
+// busbw. Costs start-up time and the memory of algorithms a group never uses. Sets the variable
+// once, before NCCL reads it; ConnectNccl calls it, and a program with other threads calls it
+// first (setenv is not safe beside a getenv on another thread).
+void ConnectNcclAtInit();
+
 // Joins group `name` as `rank` of `size`. Errors: INVALID_ARGUMENT for a rank outside
 // [0, size); UNAVAILABLE when the GPU or NCCL cannot be used or a member failed during
 // initialisation; DEADLINE_EXCEEDED when rank 0's id or a member did not arrive within the

@@ -1,9 +1,10 @@
 // Parity of the CUDA reductions with their CPU references (reduce.h), fp32 and bf16, and their
 // determinism. Skipped when no GPU is visible.
 // Tolerances:
-//  - SumSquares: both sum squares in double, in different orders: relative n * 1.2e-16 (n
-//    roundings of 2^-53; at least 1e-12). 1e-12 alone failed at n = 5,000,000 when the kernel ran
-//    emulated on the CPU (1.4e-12), in the same summation order as on a GPU.
+//  - SumSquares: both compared with an exact (long double) sum: the kernel's tree of double
+//    sums within 1e-12 relative; the CPU reference's sequential sum within n * 1.2e-16 (n
+//    roundings of 2^-53). Compared with each other at 1e-12, they failed at n = 5,000,000 when
+//    the kernel ran emulated on the CPU: the sequential reference was off by 1.4e-12.
 //  - ColumnSums: the GPU sums fp32 partials per row slice, the CPU sequentially; both are
 //    compared with an exact (double) sum, allowing fp32 rounding over `rows` additions,
 //    2e-7 * rows * mean |x| (a loose form of the worst case), plus, for bf16 output, one
@@ -44,9 +45,13 @@ TYPED_TEST(ReduceCudaTest, SumSquaresMatchesCpuAndIsDeterministic) {
     DeviceBufferOf<double> result(std::vector<double>{-1});
     ASSERT_TRUE(SumSquaresCuda(d_x.get(), n, result.get(), scratch, nullptr).ok());
     const double got = result.Download()[0];
-    const double want = SumSquaresCpu(x.data(), n);
-    // Both sum in double, in different orders: at most about n roundings of 2^-53 relative.
-    EXPECT_NEAR(got, want, std::max(1e-12, n * 1.2e-16) * want) << "n=" << n;
+    // Both against an exact sum: the kernel's tree of double sums is within 1e-12; the CPU
+    // reference sums sequentially, about n roundings of 2^-53 (1.4e-12 seen at n = 5,000,000).
+    long double exact = 0;
+    for (int64_t i = 0; i < n; ++i) exact += static_cast<long double>(x[i]) * x[i];
+    const double want = static_cast<double>(exact);
+    EXPECT_NEAR(got, want, 1e-12 * want) << "n=" << n;
+    EXPECT_NEAR(SumSquaresCpu(x.data(), n), want, std::max(1e-12, n * 1.2e-16) * want);
     ASSERT_TRUE(SumSquaresCuda(d_x.get(), n, result.get(), scratch, nullptr).ok());
     EXPECT_EQ(result.Download()[0], got) << "same input, same bits";
   }

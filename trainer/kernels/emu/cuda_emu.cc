@@ -55,6 +55,7 @@ std::vector<char*> g_stacks;  // reused across launches
 void Fail(cudaError_t error, const std::string& what) {
   if (g_error == cudaSuccess) g_error = error;
   g_failures += what + "\n";
+  std::fprintf(stderr, "cuda_emu: %s\n", what.c_str());  // also where no test asks for it
 }
 
 char* Stack(int i) {
@@ -202,14 +203,14 @@ void RunBlock(Block& b) {
 bool Valid(const LaunchConfig& c, std::string* why) {
   const dim3 g = c.grid.dim, t = c.block.dim;
   const int64_t threads = int64_t{t.x} * t.y * t.z;
-  if (c.grid.whole_x > 0x7fffffffLL || c.grid.whole_x == 0 || c.block.whole_x == 0 ||
-      c.block.whole_x > kMaxBlockThreads) {
+  if ((c.grid.integer && (c.grid.whole_x < 1 || c.grid.whole_x > 0x7fffffffLL)) ||
+      (c.block.integer && (c.block.whole_x < 1 || c.block.whole_x > kMaxBlockThreads))) {
     *why = "grid.x " + std::to_string(c.grid.whole_x) + " or block.x " +
            std::to_string(c.block.whole_x) + " out of range";
     return false;
   }
-  if (g.x == 0 || g.y == 0 || g.z == 0 || g.y > 65535 || g.z > 65535 || threads == 0 ||
-      threads > kMaxBlockThreads || t.z > 64) {
+  if (g.x == 0 || g.x > 0x7fffffffu || g.y == 0 || g.z == 0 || g.y > 65535 || g.z > 65535 ||
+      threads == 0 || threads > kMaxBlockThreads || t.z > 64) {
     *why = "grid (" + std::to_string(g.x) + "," + std::to_string(g.y) + "," + std::to_string(g.z) +
            ") block (" + std::to_string(t.x) + "," + std::to_string(t.y) + "," +
            std::to_string(t.z) + ")";
@@ -222,7 +223,7 @@ bool Valid(const LaunchConfig& c, std::string* why) {
 
 const ThreadDims& Current() { return g_block->current->dims; }
 
-void Launch(const LaunchConfig& config, const std::function<void()>& kernel) {
+void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kernel, Order order) {
   std::string why;
   if (!Valid(config, &why)) {
     Fail(cudaErrorInvalidConfiguration, "invalid launch configuration: " + why);
@@ -250,7 +251,7 @@ void Launch(const LaunchConfig& config, const std::function<void()>& kernel) {
     f.dims.grid_dim = g;
   }
   g_block = &block;
-  g_reverse = g_order == Order::kReverse || (g_order == Order::kAlternate && !g_reverse);
+  g_reverse = order == Order::kReverse;
   for (unsigned z = 0; z < g.z; ++z) {
     for (unsigned y = 0; y < g.y; ++y) {
       for (unsigned x = 0; x < g.x; ++x) {
@@ -297,5 +298,9 @@ std::string TakeFailures() {
 }
 
 void SetOrder(Order order) { g_order = order; }
+
+Order CurrentOrder() { return g_order; }
+
+void RecordError(cudaError_t error, const std::string& what) { Fail(error, what); }
 
 }  // namespace emu

@@ -37,13 +37,21 @@ struct ThreadDims {
 };
 const ThreadDims& Current();
 
+// The order in which the threads of a block run between two barriers: by default forwards and
+// backwards in turn, each launch site's launches alternating, so that a test launching a kernel
+// several times runs it both ways.
+enum class Order { kForward, kReverse, kAlternate };
+void SetOrder(Order order);
+Order CurrentOrder();
+
 // A grid or block size as written in a launch: a dim3, or an integer that may not fit one.
 struct LaunchSize {
   LaunchSize(dim3 d) : dim(d) {}  // NOLINT: implicit, as in <<<...>>>
-  LaunchSize(int64_t n) : dim(static_cast<unsigned>(n)), whole_x(n) {}  // NOLINT
+  LaunchSize(int64_t n) : dim(static_cast<unsigned>(n)), integer(true), whole_x(n) {}  // NOLINT
   LaunchSize(int n) : LaunchSize(static_cast<int64_t>(n)) {}            // NOLINT
   dim3 dim;
-  int64_t whole_x = -1;  // the integer given, to catch one a dim3 would truncate
+  bool integer = false;  // given as an integer: whole_x, to catch one a dim3 would truncate
+  int64_t whole_x = 0;
 };
 
 struct LaunchConfig {
@@ -55,8 +63,27 @@ inline LaunchConfig MakeConfig(LaunchSize grid, LaunchSize block, size_t /*share
   return LaunchConfig{grid, block};
 }
 
-// Runs `kernel` (a call of the kernel with its arguments) for every thread of the grid.
-void Launch(const LaunchConfig& config, const std::function<void()>& kernel);
+// Runs `kernel` (a call of the kernel with its arguments) for every thread of the grid, the
+// threads of each block in `order` (kAlternate is not an order here).
+void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kernel, Order order);
+
+// The order launch site `Site` takes now: SetOrder's, or under kAlternate the opposite of the
+// site's previous launch (forwards first).
+template <typename Site>
+Order NextOrder() {
+  static bool reverse = true;  // one per launch site: each lambda has its own type
+  const Order set = CurrentOrder();
+  if (set != Order::kAlternate) return set;
+  reverse = !reverse;
+  return reverse ? Order::kReverse : Order::kForward;
+}
+
+// A launch as cu_to_cc.py writes it. The order alternates per launch site, so that a launcher
+// that starts several kernels runs each of them both ways over a test's launches.
+template <typename Kernel>
+void Launch(const LaunchConfig& config, const Kernel& kernel) {
+  LaunchInOrder(config, kernel, NextOrder<Kernel>());
+}
 
 void SyncThreads();
 int SyncThreadsCount(int predicate);
@@ -67,11 +94,8 @@ cudaError_t GetLastError();
 // What went wrong in the launches since the last call ("" when nothing did).
 std::string TakeFailures();
 
-// The order in which the threads of a block run between two barriers: by default forwards and
-// backwards in turn, one launch after the other, so that a test launching a kernel several times
-// runs it both ways.
-enum class Order { kForward, kReverse, kAlternate };
-void SetOrder(Order order);
+// Records `error` as the last error (a failed runtime call, as CUDA does), with `what`.
+void RecordError(cudaError_t error, const std::string& what);
 
 }  // namespace emu
 

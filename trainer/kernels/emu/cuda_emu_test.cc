@@ -61,9 +61,15 @@ TEST(CudaEmuTest, AMissingBarrierShowsInOneOfTheTwoOrders) {
   }
   EXPECT_TRUE(Reversed(false, emu::Order::kForward) != want ||
               Reversed(false, emu::Order::kReverse) != want);
-  // By default two launches in a row take the two orders.
-  EXPECT_TRUE(Reversed(false, emu::Order::kAlternate) != want ||
-              Reversed(false, emu::Order::kAlternate) != want);
+  // By default two launches in a row from one launch site take the two orders, even with
+  // other launches between them.
+  std::vector<int> other(32);
+  bool differs = false;
+  for (int i = 0; i < 2; ++i) {
+    differs |= Reversed(false, emu::Order::kAlternate) != want;
+    emu::Launch(emu::MakeConfig(1, 32), [&] { WriteIndices(other.data()); });
+  }
+  EXPECT_TRUE(differs);
 }
 
 __global__ void CountAndShuffle(int* counts, float* sums) {
@@ -119,8 +125,8 @@ TEST(CudaEmuTest, ShapesAGpuRefusesAreInvalidConfigurations) {
   const auto kernel = [&] { ++unused; };
   for (const emu::LaunchConfig& config :
        {emu::MakeConfig(1, 1025), emu::MakeConfig(dim3(1, 65536), 32),
-        emu::MakeConfig(int64_t{1} << 31, 32), emu::MakeConfig(0, 32),
-        emu::MakeConfig(1, dim3(1, 1, 65))}) {
+        emu::MakeConfig(int64_t{1} << 31, 32), emu::MakeConfig(0, 32), emu::MakeConfig(-1, 32),
+        emu::MakeConfig(dim3(0x80000000u), 32), emu::MakeConfig(1, dim3(1, 1, 65))}) {
     emu::Launch(config, kernel);
     EXPECT_EQ(emu::GetLastError(), cudaErrorInvalidConfiguration);
     EXPECT_THAT(emu::TakeFailures(), HasSubstr("invalid launch configuration"));

@@ -20,11 +20,21 @@ namespace {
 constexpr size_t kAlignment = 256;
 constexpr size_t kMemoryBytes = size_t{80} << 30;
 
+// A failed call is also the thread's last error, as in CUDA.
+cudaError_t Failed(cudaError_t error, const char* what) {
+  emu::RecordError(error, what);
+  return error;
+}
+
+// Filled with 0xff bytes (NaN as fp32 and bf16), since device memory is not zeroed: a kernel
+// reading what nobody wrote shows.
 cudaError_t Allocate(void** p, size_t bytes) {
-  if (p == nullptr) return cudaErrorInvalidValue;
+  if (p == nullptr) return Failed(cudaErrorInvalidValue, "allocation without a pointer");
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   *p = std::aligned_alloc(kAlignment, rounded);
-  return *p == nullptr ? cudaErrorMemoryAllocation : cudaSuccess;
+  if (*p == nullptr) return Failed(cudaErrorMemoryAllocation, "out of host memory");
+  std::memset(*p, 0xff, rounded);
+  return cudaSuccess;
 }
 
 // A distinct non-null handle for streams and events.
@@ -53,13 +63,15 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
   *version = CUDART_VERSION;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : Failed(cudaErrorInvalidDevice, "cudaSetDevice: one device");
+}
 cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (device != 0) return Failed(cudaErrorInvalidDevice, "cudaGetDeviceProperties: one device");
   std::memset(prop, 0, sizeof(*prop));
   std::strncpy(prop->name, "Emulated GPU (ringmaster cuda_emu)", sizeof(prop->name) - 1);
   prop->major = 9;
