@@ -42,14 +42,13 @@ struct Block {
   ucontext_t scheduler;
   jmp_buf back;  // the scheduler, waiting for the fiber it switched to
   Fiber* current = nullptr;
-  bool failed = false;
+  bool reverse = false;  // the order of this launch's threads
 };
 
 Block* g_block = nullptr;
 cudaError_t g_error = cudaSuccess;
 std::string g_failures;
 Order g_order = Order::kAlternate;
-bool g_reverse = false;       // this launch's order
 std::vector<char*> g_stacks;  // reused across launches
 
 void Fail(cudaError_t error, const std::string& what) {
@@ -175,7 +174,7 @@ void RunBlock(Block& b) {
   for (;;) {
     bool ran = false;
     for (int k = 0; k < n; ++k) {
-      Fiber& f = b.fibers[g_reverse ? n - 1 - k : k];
+      Fiber& f = b.fibers[b.reverse ? n - 1 - k : k];
       if (f.state != State::kReady) continue;
       ran = true;
       SwitchTo(b, f);
@@ -236,6 +235,7 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
   const dim3 g = config.grid.dim, t = config.block.dim;
   Block block;
   block.kernel = &kernel;
+  block.reverse = order == Order::kReverse;
   block.fibers.resize(static_cast<size_t>(t.x) * t.y * t.z);
   block.slots.resize(block.fibers.size());
   for (size_t i = 0; i < block.fibers.size(); ++i) {
@@ -251,7 +251,6 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
     f.dims.grid_dim = g;
   }
   g_block = &block;
-  g_reverse = order == Order::kReverse;
   for (unsigned z = 0; z < g.z; ++z) {
     for (unsigned y = 0; y < g.y; ++y) {
       for (unsigned x = 0; x < g.x; ++x) {

@@ -89,7 +89,8 @@ void SyncThreads();
 int SyncThreadsCount(int predicate);
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width);
 
-// Like cudaGetLastError: the first error since the last call, then cudaSuccess again.
+// Like cudaGetLastError (fake_cuda's answers it with this): the first error since the last
+// call, then cudaSuccess again.
 cudaError_t GetLastError();
 // What went wrong in the launches since the last call ("" when nothing did).
 std::string TakeFailures();
@@ -128,7 +129,5 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   std::memcpy(&result, &bits, sizeof(T));
   return result;
 }
-
-#define cudaGetLastError ::emu::GetLastError
 
 #endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_

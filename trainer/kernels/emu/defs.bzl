@@ -6,7 +6,8 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
     """A cc_library defining the same launchers as the .cu file's cuda_library.
 
     The .cu source is rewritten by cu_to_cc.py (launches become emu::Launch) and compiled by the
-    host compiler; link it instead of the real kernels, never beside them.
+    host compiler, with fake_cuda for the CUDA runtime; link it instead of the real kernels,
+    never beside them.
     """
     generated = name + ".cc"
     native.genrule(
@@ -25,26 +26,22 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         textual_hdrs = cu_hdrs,
         # `#pragma unroll` is nvcc's.
         copts = ["-Wno-unknown-pragmas"],
-        deps = deps + ["//trainer/kernels/emu:cuda_emu"],
+        # fake_cuda answers the runtime calls the launchers make (cudaGetLastError).
+        deps = deps + ["//trainer/kernels/emu:cuda_emu", "//trainer/kernels/emu:fake_cuda"],
         target_compatible_with = cuda_only(),
     )
 
 def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
     """A .cu file's kernels twice: `name`_nvcc, built by nvcc for the GPU (cuda_library), and
     `name`_emulated, the same source built to run on the CPU (emulated_kernels). `name` is the
-    nvcc one, or the emulated one under --config=emu (with fake_cuda for the runtime calls)."""
+    nvcc one, or the emulated one under --config=emu."""
     cuda_library(name = name + "_nvcc", srcs = [src], hdrs = hdrs, cu_hdrs = cu_hdrs, deps = deps)
     native.alias(
         name = name,
         actual = select({
-            "//trainer/kernels/emu:emulated": ":" + name + "_emulated_with_runtime",
+            "//trainer/kernels/emu:emulated": ":" + name + "_emulated",
             "//conditions:default": ":" + name + "_nvcc",
         }),
-    )
-    native.cc_library(
-        name = name + "_emulated_with_runtime",
-        deps = [":" + name + "_emulated", "//trainer/kernels/emu:fake_cuda"],
-        target_compatible_with = cuda_only(),
     )
     emulated_kernels(
         name = name + "_emulated",

@@ -12,8 +12,6 @@
 
 #include "trainer/kernels/emu/cuda_emu.h"
 
-#undef cudaGetLastError  // defined here, as the runtime's function
-
 namespace {
 
 // GPU allocations are 256-byte aligned; cuBLASLt plans depend on pointer alignment.
@@ -123,9 +121,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   *stream = NewHandle<cudaStream_t>();
   return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int, int) {
-  *stream = NewHandle<cudaStream_t>();
-  return cudaSuccess;
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
+  return cudaStreamCreateWithFlags(stream, flags);
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   DeleteHandle(stream);
