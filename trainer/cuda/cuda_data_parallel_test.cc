@@ -6,8 +6,13 @@
 // must end with the same parameters. Needs two GPUs; skipped otherwise.
 // Tolerance (fp32, no TF32): 1e-5, as the CPU version of this test (gpt_data_parallel_test.cc):
 // the two-rank runs sum the same per-token gradients in another order; a lost, doubled or
-// stale bucket would be ~1e-2 off. bf16: the two ranks must hold identical parameters, and
-// stay within 2e-2 of the one-GPU run.
+// stale bucket would be ~1e-2 off. bf16: the two ranks must hold identical parameters. Against
+// the one-GPU run, bf16 gradients summed in another order flip the sign of the smallest ones,
+// and AdamW's first steps move a parameter by about the learning rate whatever its gradient's
+// size: a flipped parameter ends up to 2 * lr per step away (0.06 here; 0.027 seen under
+// emulation, where about 0.3% of the parameters differ by more than lr / 2). So the bound on
+// the largest difference is 2 * lr * steps, and the mean difference must stay below 1e-3 (seen:
+// 1.6e-4; a bf16 all-reduce that drops the other rank's gradients makes it 1.4e-2).
 #include <cmath>
 #include <vector>
 
@@ -26,6 +31,7 @@ namespace ringmaster::trainer {
 namespace {
 
 constexpr int kB = 2, kT = 16, kSteps = 3;
+constexpr float kLearningRate = 1e-2f;
 
 void Sequence(int step, int seq, int32_t* in, int32_t* tgt) {
   Rng rng(DeriveSeed(step, seq));
@@ -81,7 +87,7 @@ absl::StatusOr<std::vector<float>> Train(int rank, int ranks, int zero, DType dt
     if (!(group_loss > 0)) return absl::InternalError("the summed loss did not arrive");
     ASSIGN_OR_RETURN(double norm, dp->GradientNorm());
     const float scale = norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.0f;
-    RETURN_IF_ERROR(dp->Step(1e-2f, step + 1, scale));
+    RETURN_IF_ERROR(dp->Step(kLearningRate, step + 1, scale));
   }
   std::vector<float> params(layout.size());
   ASSIGN_OR_RETURN(DeviceBuffer wide, device->Allocate(layout.size(), DType::kF32));
@@ -118,11 +124,18 @@ TEST_P(CudaDataParallelTest, TwoGpusMatchOneGpuOnTheSameGlobalBatch) {
   });
   for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(results[0], results[1]) << "replicas diverged";
-  double worst = 0;
+  double worst = 0, sum = 0;
   for (size_t i = 0; i < solo->size(); ++i) {
-    worst = std::max(worst, double{std::fabs(results[0][i] - (*solo)[i])});
+    const double d = std::fabs(results[0][i] - (*solo)[i]);
+    worst = std::max(worst, d);
+    sum += d;
   }
-  EXPECT_LT(worst, c.dtype == DType::kF32 ? 1e-5 : 2e-2) << "largest parameter difference";
+  if (c.dtype == DType::kF32) {
+    EXPECT_LT(worst, 1e-5) << "largest parameter difference";
+  } else {
+    EXPECT_LT(worst, 2.0 * kLearningRate * kSteps) << "largest parameter difference";
+    EXPECT_LT(sum / solo->size(), 1e-3) << "mean parameter difference";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, CudaDataParallelTest,

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <vector>
 
 namespace emu {
@@ -45,11 +46,15 @@ struct Block {
   bool reverse = false;  // the order of this launch's threads
 };
 
+// One launch at a time in the process; the launch state below is the running launch's.
+std::mutex g_launch;
 Block* g_block = nullptr;
-cudaError_t g_error = cudaSuccess;
-std::string g_failures;
-Order g_order = Order::kAlternate;
 std::vector<char*> g_stacks;  // reused across launches
+std::atomic<Order> g_order{Order::kAlternate};
+// Per host thread, as CUDA's last error.
+thread_local cudaError_t g_error = cudaSuccess;
+thread_local std::string g_failures;
+thread_local bool g_launch_thread = false;  // this thread holds g_launch
 
 void Fail(cudaError_t error, const std::string& what) {
   if (g_error == cudaSuccess) g_error = error;
@@ -228,10 +233,12 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
     Fail(cudaErrorInvalidConfiguration, "invalid launch configuration: " + why);
     return;
   }
-  if (g_block != nullptr) {
+  if (g_launch_thread) {  // the lock is not recursive
     Fail(cudaErrorLaunchFailure, "a kernel launched from inside a kernel");
     return;
   }
+  std::lock_guard<std::mutex> lock(g_launch);
+  g_launch_thread = true;
   const dim3 g = config.grid.dim, t = config.block.dim;
   Block block;
   block.kernel = &kernel;
@@ -260,6 +267,7 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
     }
   }
   g_block = nullptr;
+  g_launch_thread = false;
 }
 
 void SyncThreads() { Yield(State::kBlockBarrier); }
@@ -301,5 +309,9 @@ void SetOrder(Order order) { g_order = order; }
 Order CurrentOrder() { return g_order; }
 
 void RecordError(cudaError_t error, const std::string& what) { Fail(error, what); }
+
+void SetLastError(cudaError_t error) {
+  if (g_error == cudaSuccess) g_error = error;
+}
 
 }  // namespace emu

@@ -12,6 +12,10 @@
 // forwards in one launch and backwards in the next (SetOrder): a read of shared memory that
 // lacks its barrier sees the write in one of the two orders and not in the other.
 //
+// Host threads may launch at once (the ranks of a multi-GPU test, a communication thread): their
+// launches run one at a time, under a process-wide lock (a kernel's shared memory is a static).
+// The last error and the failures are per host thread, as CUDA's last error is.
+//
 // Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
 // GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
 #ifndef RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
@@ -20,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -71,11 +76,10 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
 // site's previous launch (forwards first).
 template <typename Site>
 Order NextOrder() {
-  static bool reverse = true;  // one per launch site: each lambda has its own type
+  static std::atomic<unsigned> launches{0};  // one per launch site: each lambda has its own type
   const Order set = CurrentOrder();
   if (set != Order::kAlternate) return set;
-  reverse = !reverse;
-  return reverse ? Order::kReverse : Order::kForward;
+  return launches.fetch_add(1) % 2 == 0 ? Order::kForward : Order::kReverse;
 }
 
 // A launch as cu_to_cc.py writes it. The order alternates per launch site, so that a launcher
@@ -89,14 +93,18 @@ void SyncThreads();
 int SyncThreadsCount(int predicate);
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width);
 
-// Like cudaGetLastError (fake_cuda's answers it with this): the first error since the last
-// call, then cudaSuccess again.
+// Like cudaGetLastError (fake_cuda's answers it with this): the calling thread's first error
+// since its last call, then cudaSuccess again.
 cudaError_t GetLastError();
-// What went wrong in the launches since the last call ("" when nothing did).
+// What went wrong in the calling thread's launches since its last call ("" when nothing did).
 std::string TakeFailures();
 
-// Records `error` as the last error (a failed runtime call, as CUDA does), with `what`.
+// Records `error` as the calling thread's last error (a failed runtime call, as CUDA does), with
+// `what`, which is also printed.
 void RecordError(cudaError_t error, const std::string& what);
+// Records `error` as the last error without a message: a status, not a failure
+// (cudaErrorNotReady from a query).
+void SetLastError(cudaError_t error);
 
 }  // namespace emu
 

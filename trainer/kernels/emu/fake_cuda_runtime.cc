@@ -1,16 +1,25 @@
 // The CUDA runtime calls of the trainer's CUDA code, answered on the CPU for the emulated
-// configuration (--config=emu, cuda_emu.h): one "device" whose memory is host memory, streams
-// and events that are already complete (emulated kernels run when launched), and the launch
-// errors of the emulator. Linked into a test binary, these definitions take precedence over
-// libcudart's for every call the binary makes. Only the calls the trainer makes; the error
-// strings still come from libcudart.
+// configuration (--config=emu, cuda_emu.h): devices whose memory is host memory, the streams and
+// events of fake_streams.h, and the launch errors of the emulator. Linked into a test binary,
+// these definitions take precedence over libcudart's for every call the binary makes. Only the
+// calls the trainer makes; the error strings still come from libcudart.
+//
+// Allocations are remembered, so that cudaPointerGetAttributes tells device memory (cudaMalloc)
+// from pinned host memory (cudaMallocHost) and from any other host memory, and cudaFree refuses
+// a pointer it did not allocate (cudaErrorInvalidValue).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
 
 #include "trainer/kernels/emu/cuda_emu.h"
+#include "trainer/kernels/emu/fake_streams.h"
 
 namespace {
 
@@ -19,38 +28,78 @@ constexpr size_t kAlignment = 256;
 constexpr size_t kMemoryBytes = size_t{80} << 30;
 
 // A failed call is also the thread's last error, as in CUDA.
-cudaError_t Failed(cudaError_t error, const char* what) {
+cudaError_t Failed(cudaError_t error, const std::string& what) {
   emu::RecordError(error, what);
   return error;
 }
 
+struct Allocation {
+  size_t bytes;
+  cudaMemoryType type;  // cudaMemoryTypeDevice or cudaMemoryTypeHost (pinned)
+  int device;
+};
+
+// Every live allocation, by address.
+class Allocations {
+ public:
+  void Add(void* p, Allocation a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_address_[reinterpret_cast<uintptr_t>(p)] = a;
+  }
+  bool Remove(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return by_address_.erase(reinterpret_cast<uintptr_t>(p)) != 0;
+  }
+  // The allocation `p` points into, if any.
+  std::optional<Allocation> Find(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+    auto it = by_address_.upper_bound(address);
+    if (it == by_address_.begin()) return std::nullopt;
+    --it;
+    if (address >= it->first + std::max<size_t>(it->second.bytes, 1)) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uintptr_t, Allocation> by_address_;
+};
+
+Allocations& TheAllocations() {
+  static auto* allocations = new Allocations;  // used until exit
+  return *allocations;
+}
+
 // Filled with 0xff bytes (NaN as fp32 and bf16), since device memory is not zeroed: a kernel
 // reading what nobody wrote shows.
-cudaError_t Allocate(void** p, size_t bytes) {
+cudaError_t Allocate(void** p, size_t bytes, cudaMemoryType type) {
   if (p == nullptr) return Failed(cudaErrorInvalidValue, "allocation without a pointer");
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   *p = std::aligned_alloc(kAlignment, rounded);
   if (*p == nullptr) return Failed(cudaErrorMemoryAllocation, "out of host memory");
   std::memset(*p, 0xff, rounded);
+  TheAllocations().Add(*p, Allocation{bytes, type, emu::CurrentDevice()});
   return cudaSuccess;
 }
 
-// A distinct non-null handle for streams and events.
-template <typename Handle>
-Handle NewHandle() {
-  return reinterpret_cast<Handle>(new char);
+cudaError_t Free(void* p, const char* what) {
+  if (p == nullptr) return cudaSuccess;
+  if (!TheAllocations().Remove(p)) {
+    return Failed(cudaErrorInvalidValue, std::string(what) + " of memory it did not allocate");
+  }
+  std::free(p);
+  return cudaSuccess;
 }
-template <typename Handle>
-void DeleteHandle(Handle h) {
-  delete reinterpret_cast<char*>(h);
-}
+
+bool ValidDevice(int device) { return device >= 0 && device < emu::DeviceCount(); }
 
 }  // namespace
 
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = emu::DeviceCount();
   return cudaSuccess;
 }
 cudaError_t cudaDriverGetVersion(int* version) {
@@ -62,14 +111,16 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : Failed(cudaErrorInvalidDevice, "cudaSetDevice: one device");
+  if (!ValidDevice(device)) return Failed(cudaErrorInvalidDevice, "cudaSetDevice");
+  emu::SetCurrentDevice(device);
+  return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = emu::CurrentDevice();
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return Failed(cudaErrorInvalidDevice, "cudaGetDeviceProperties: one device");
+  if (!ValidDevice(device)) return Failed(cudaErrorInvalidDevice, "cudaGetDeviceProperties");
   std::memset(prop, 0, sizeof(*prop));
   std::strncpy(prop->name, "Emulated GPU (ringmaster cuda_emu)", sizeof(prop->name) - 1);
   prop->major = 9;
@@ -86,72 +137,68 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   *total_bytes = kMemoryBytes;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-cudaError_t cudaGetLastError() { return emu::GetLastError(); }
-
-cudaError_t cudaMalloc(void** p, size_t bytes) { return Allocate(p, bytes); }
-cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return Allocate(p, bytes); }
-cudaError_t cudaMallocHost(void** p, size_t bytes) { return Allocate(p, bytes); }
-// What cuda_runtime.h's C++ overloads of cudaMallocHost call.
-cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return Allocate(p, bytes); }
-cudaError_t cudaFree(void* p) {
-  std::free(p);
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  *least = 0;  // an H100's range
+  *greatest = -5;
   return cudaSuccess;
 }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
-cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
+cudaError_t cudaGetLastError() { return emu::GetLastError(); }
+
+cudaError_t cudaMalloc(void** p, size_t bytes) { return Allocate(p, bytes, cudaMemoryTypeDevice); }
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
+  return Allocate(p, bytes, cudaMemoryTypeDevice);
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  return Allocate(p, bytes, cudaMemoryTypeHost);
+}
+// What cuda_runtime.h's C++ overloads of cudaMallocHost call.
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  return Allocate(p, bytes, cudaMemoryTypeHost);
+}
+// cudaFree and cudaFreeHost synchronize the device first, as CUDA's do.
+cudaError_t cudaFree(void* p) {
+  emu::AwaitDevice("cudaFree");
+  return Free(p, "cudaFree");
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  const cudaError_t e = emu::AwaitStream(stream, "cudaFreeAsync");
+  if (e != cudaSuccess) return Failed(e, "cudaFreeAsync: stream");
+  return Free(p, "cudaFreeAsync");
+}
+cudaError_t cudaFreeHost(void* p) {
+  emu::AwaitDevice("cudaFreeHost");
+  return Free(p, "cudaFreeHost");
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
+  std::memset(attr, 0, sizeof(*attr));
+  const std::optional<Allocation> a = TheAllocations().Find(p);
+  attr->type = a.has_value() ? a->type : cudaMemoryTypeUnregistered;
+  attr->device = a.has_value() ? a->device : -1;
+  attr->devicePointer = a.has_value() ? const_cast<void*>(p) : nullptr;
+  attr->hostPointer =
+      !a.has_value() || a->type == cudaMemoryTypeHost ? const_cast<void*>(p) : nullptr;
+  return cudaSuccess;
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
+  const cudaError_t e = emu::AwaitStream(stream, "cudaMemcpyAsync");
+  if (e != cudaSuccess) return Failed(e, "cudaMemcpyAsync: stream");
   return cudaMemcpy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   if (bytes > 0) std::memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  const cudaError_t e = emu::AwaitStream(stream, "cudaMemsetAsync");
+  if (e != cudaSuccess) return Failed(e, "cudaMemsetAsync: stream");
   return cudaMemset(p, value, bytes);
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = NewHandle<cudaStream_t>();
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
-  return cudaStreamCreateWithFlags(stream, flags);
-}
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  DeleteHandle(stream);
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
-cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* data) {
-  fn(data);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  *event = NewHandle<cudaEvent_t>();
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-  return cudaEventCreate(event);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  DeleteHandle(event);
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
-  *ms = 0;
-  return cudaSuccess;
 }
 
 }  // extern "C"

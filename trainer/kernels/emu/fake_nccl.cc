@@ -1,0 +1,610 @@
+// The NCCL calls of the trainer, answered on the CPU for the emulated configuration
+// (--config=emu): the ranks of a communicator are threads of one test process, each on its own
+// emulated device (fake_streams.h), and an operation completes once every rank has issued it.
+// Linked into a test binary, these definitions take precedence over libnccl's.
+//
+// What it models, as NCCL does it:
+// - Rendezvous by ncclUniqueId: ncclCommInitRankConfig completes when all ranks have joined
+//   (non-blocking mode: ncclInProgress until then, through ncclCommGetAsyncError). Two ranks on
+//   one device are refused ("Duplicate GPU"), as are ranks that disagree on the size.
+// - Operations are queued on the caller's stream: the stream holds them (emu::PendingWork) until
+//   the last rank issues its part, which completes it on every rank. The inputs are read when a
+//   rank issues its part (everything issued before it on its streams has run by then), the
+//   outputs written at completion. Buffers must be device memory of the communicator's device
+//   (ncclInvalidArgument otherwise, as NCCL's argument checks).
+// - Non-blocking mode: every other call answers ncclInProgress, and ncclCommGetAsyncError
+//   answers ncclInProgress once before ncclSuccess, so that callers' waits for an enqueue run.
+// - Failure: after ncclCommAbort (or ncclCommDestroy) of one rank, its queued work completes
+//   (aborted), nothing of the communicator completes any more, and every other rank that has
+//   work queued gets ncclRemoteError from ncclCommGetAsyncError. A rank that never issues an
+//   operation leaves the others' work pending: callers must time out, as with NCCL.
+// - ncclCommFinalize: ncclInProgress until this rank's work has completed and every rank has
+//   finalized or left ("globally quiescent").
+//
+// What NCCL would not tell, it reports (ncclInvalidUsage, through every rank's
+// ncclCommGetAsyncError, with the detail in ncclGetLastError): ranks whose n-th collectives
+// differ (operation, count, type or root: a hang or garbage on GPUs), a send and its receive
+// of different sizes, an operation issued while its stream still holds unfinished NCCL work from
+// outside the current group (not emulated: it would read its input before that work wrote it).
+//
+// Sums only (ncclSum), of the integer and floating-point types but the fp8 ones, in rank order;
+// bf16 and fp16 round after each addition, as a ring's steps do. Thread-safe: one lock.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "trainer/kernels/emu/fake_streams.h"
+
+namespace {
+
+enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kAllReduce:
+      return "ncclAllReduce";
+    case Kind::kReduceScatter:
+      return "ncclReduceScatter";
+    case Kind::kAllGather:
+      return "ncclAllGather";
+    case Kind::kBroadcast:
+      return "ncclBroadcast";
+  }
+  return "?";
+}
+
+using Work = std::shared_ptr<emu::PendingWork>;
+
+// A collective as one rank issued it.
+struct Signature {
+  Kind kind;
+  size_t count;  // NCCL's count argument
+  ncclDataType_t type;
+  int root;  // broadcast only
+  bool operator==(const Signature& o) const {
+    return std::tie(kind, count, type, root) == std::tie(o.kind, o.count, o.type, o.root);
+  }
+};
+
+std::string Describe(const Signature& s) {
+  return std::string(KindName(s.kind)) + "(count " + std::to_string(s.count) + ", type " +
+         std::to_string(s.type) +
+         (s.kind == Kind::kBroadcast ? ", root " + std::to_string(s.root) : std::string()) + ")";
+}
+
+// The n-th collective of a communicator, as its ranks issue it.
+struct Collective {
+  Signature signature{};
+  int first = -1;  // the rank that issued it first
+  int issued = 0;
+  std::vector<std::vector<char>> inputs;  // per rank, read when it issued
+  std::vector<void*> outputs;             // per rank; null once the rank left
+  std::vector<Work> work;
+};
+
+// The n-th message from one rank to another.
+struct Transfer {
+  bool sent = false, received = false;
+  size_t send_bytes = 0, recv_bytes = 0;
+  std::vector<char> data;
+  void* out = nullptr;
+  Work send_work, recv_work;
+};
+
+// What the ranks of one communicator share.
+struct Clique {
+  explicit Clique(int n) : size(n), devices(n, -1), gone(n, false), quiet(n, false) {}
+  const int size;
+  int joined = 0;
+  std::vector<int> devices;  // -1: not joined
+  std::vector<bool> gone;    // aborted or destroyed
+  std::vector<bool> quiet;   // finalized or gone
+  std::map<uint64_t, Collective> collectives;
+  std::map<std::tuple<int, int, uint64_t>, Transfer> transfers;  // (from, to, n)
+  ncclResult_t misuse = ncclSuccess;                             // reported to every rank
+  std::string misuse_detail;
+  bool AnyGone() const { return std::find(gone.begin(), gone.end(), true) != gone.end(); }
+};
+
+std::mutex g_mu;
+std::map<std::string, std::shared_ptr<Clique>> g_rendezvous;  // by unique id, until all joined
+thread_local std::string t_last_error;
+thread_local int t_group_depth = 0;
+thread_local int t_group_calls = 0;
+
+size_t TypeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;  // fp8: not emulated
+  }
+}
+
+template <typename T>
+void AddAs(void* acc, const void* x, size_t n) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(x);
+  for (size_t i = 0; i < n; ++i) a[i] = static_cast<T>(a[i] + b[i]);
+}
+
+// acc += x, elementwise; the 16-bit floats rounded after the addition.
+void Add(ncclDataType_t t, void* acc, const void* x, size_t n) {
+  switch (t) {
+    case ncclInt8:
+      return AddAs<int8_t>(acc, x, n);
+    case ncclUint8:
+      return AddAs<uint8_t>(acc, x, n);
+    case ncclInt32:  // wraps, as on a GPU
+    case ncclUint32:
+      return AddAs<uint32_t>(acc, x, n);
+    case ncclInt64:
+    case ncclUint64:
+      return AddAs<uint64_t>(acc, x, n);
+    case ncclFloat32:
+      return AddAs<float>(acc, x, n);
+    case ncclFloat64:
+      return AddAs<double>(acc, x, n);
+    case ncclBfloat16: {
+      auto* a = static_cast<__nv_bfloat16*>(acc);
+      const auto* b = static_cast<const __nv_bfloat16*>(x);
+      for (size_t i = 0; i < n; ++i) {
+        a[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+      }
+      return;
+    }
+    case ncclFloat16: {
+      auto* a = static_cast<__half*>(acc);
+      const auto* b = static_cast<const __half*>(x);
+      for (size_t i = 0; i < n; ++i)
+        a[i] = __float2half_rn(__half2float(a[i]) + __half2float(b[i]));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+ncclResult_t Fail(ncclResult_t r, const std::string& detail) {
+  t_last_error = detail;
+  return r;
+}
+
+}  // namespace
+
+// The opaque communicator of nccl.h, one per rank.
+struct ncclComm {
+  std::shared_ptr<Clique> clique;
+  int rank = 0;
+  int device = 0;
+  bool blocking = true;
+  bool finalizing = false;
+  uint64_t collectives = 0;          // issued so far
+  std::map<int, uint64_t> sends;     // to each peer, so far
+  std::map<int, uint64_t> receives;  // from each peer, so far
+  std::vector<Work> work;            // queued by this rank, not known to be complete
+  unsigned calls = 0;                // non-blocking calls, for the emulated ncclInProgress
+  int in_progress = 0;               // ncclCommGetAsyncError answers ncclInProgress this often
+};
+
+namespace {
+
+bool Undone(ncclComm* c) {
+  c->work.erase(
+      std::remove_if(c->work.begin(), c->work.end(), [](const Work& w) { return w->done(); }),
+      c->work.end());
+  return !c->work.empty();
+}
+
+// The communicator's state, as ncclCommGetAsyncError answers it. Under g_mu.
+ncclResult_t State(ncclComm* c) {
+  const Clique& k = *c->clique;
+  if (k.misuse != ncclSuccess) return Fail(k.misuse, k.misuse_detail);
+  if (k.joined < k.size) return ncclInProgress;
+  const bool undone = Undone(c);
+  if (undone && k.AnyGone()) {
+    const int gone =
+        static_cast<int>(std::find(k.gone.begin(), k.gone.end(), true) - k.gone.begin());
+    return Fail(ncclRemoteError, "emulated NCCL: rank " + std::to_string(gone) +
+                                     " aborted or destroyed its communicator while rank " +
+                                     std::to_string(c->rank) + " had operations queued");
+  }
+  if (c->in_progress > 0) {
+    --c->in_progress;
+    return ncclInProgress;
+  }
+  if (c->finalizing &&
+      (undone || std::find(k.quiet.begin(), k.quiet.end(), false) != k.quiet.end())) {
+    return ncclInProgress;
+  }
+  return ncclSuccess;
+}
+
+// Blocking mode's waits: until the state is no longer ncclInProgress.
+ncclResult_t AwaitState(std::unique_lock<std::mutex>& lock, ncclComm* c) {
+  for (;;) {
+    const ncclResult_t r = State(c);
+    if (r != ncclInProgress) return r;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // NCCL's own waits poll too
+    lock.lock();
+  }
+}
+
+void Misuse(Clique& k, const std::string& detail) {
+  if (k.misuse != ncclSuccess) return;
+  k.misuse = ncclInvalidUsage;
+  k.misuse_detail = "emulated NCCL: " + detail;
+  t_last_error = k.misuse_detail;
+}
+
+// What a call that queued work answers: in non-blocking mode outside a group, every other call
+// is still "being enqueued".
+ncclResult_t Queued(ncclComm* c) {
+  if (c->blocking || t_group_depth > 0) return ncclSuccess;
+  if (c->calls++ % 2 == 1) return ncclSuccess;
+  c->in_progress = 1;
+  return ncclInProgress;
+}
+
+// Checks common to every operation; under g_mu.
+ncclResult_t CheckIssue(ncclComm* c, const char* what, cudaStream_t stream) {
+  if (c == nullptr) return Fail(ncclInvalidArgument, std::string(what) + ": null communicator");
+  Clique& k = *c->clique;
+  if (k.misuse != ncclSuccess) return Fail(k.misuse, k.misuse_detail);
+  if (k.joined < k.size) {
+    return Fail(ncclInvalidUsage, std::string(what) +
+                                      " before the communicator's initialisation "
+                                      "completed");
+  }
+  if (c->finalizing) return Fail(ncclInvalidUsage, std::string(what) + " after ncclCommFinalize");
+  const bool first_of_group = t_group_depth == 0 || t_group_calls++ == 0;
+  if (first_of_group && emu::HasPendingWork(stream)) {
+    Misuse(k, std::string(what) + " on rank " + std::to_string(c->rank) +
+                  " was issued while its stream still held unfinished NCCL work (not emulated)");
+    return k.misuse;
+  }
+  return ncclSuccess;
+}
+
+// `p` as a buffer of `bytes` NCCL may use on `c`'s device.
+ncclResult_t CheckBuffer(ncclComm* c, const void* p, size_t bytes, const char* what) {
+  if (bytes == 0) return ncclSuccess;
+  cudaPointerAttributes attr{};
+  if (p == nullptr || cudaPointerGetAttributes(&attr, p) != cudaSuccess ||
+      attr.type != cudaMemoryTypeDevice || attr.device != c->device) {
+    return Fail(ncclInvalidArgument, std::string(what) +
+                                         ": buffer is not device memory of CUDA "
+                                         "device " +
+                                         std::to_string(c->device));
+  }
+  return ncclSuccess;
+}
+
+Work Enqueue(ncclComm* c, cudaStream_t stream) {
+  auto w = std::make_shared<emu::PendingWork>();
+  if (emu::Enqueue(stream, w) != cudaSuccess) {
+    w->Complete();  // an invalid stream: nothing will wait for it
+  }
+  c->work.push_back(w);
+  return w;
+}
+
+// Runs a collective every rank has issued: writes every rank's output, completes its work.
+void Run(Collective& op, int n) {
+  const Signature& s = op.signature;
+  const size_t esize = TypeSize(s.type);
+  const size_t bytes = s.count * esize;
+  auto write = [&](int r, const void* data, size_t size) {
+    if (op.outputs[r] != nullptr && size > 0) std::memcpy(op.outputs[r], data, size);
+  };
+  switch (s.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduceScatter: {
+      std::vector<char> sum = op.inputs[0];
+      for (int r = 1; r < n; ++r) Add(s.type, sum.data(), op.inputs[r].data(), sum.size() / esize);
+      for (int r = 0; r < n; ++r) {
+        write(r, sum.data() + (s.kind == Kind::kReduceScatter ? r * bytes : 0), bytes);
+      }
+      break;
+    }
+    case Kind::kAllGather: {
+      std::vector<char> all;
+      for (int r = 0; r < n; ++r) all.insert(all.end(), op.inputs[r].begin(), op.inputs[r].end());
+      for (int r = 0; r < n; ++r) write(r, all.data(), all.size());
+      break;
+    }
+    case Kind::kBroadcast:
+      for (int r = 0; r < n; ++r) write(r, op.inputs[s.root].data(), bytes);
+      break;
+  }
+  for (const Work& w : op.work) w->Complete();
+}
+
+ncclResult_t IssueCollective(const Signature& s, const void* in, void* out, ncclComm* c,
+                             cudaStream_t stream) {
+  const char* what = KindName(s.kind);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
+  Clique& k = *c->clique;
+  const int n = k.size;
+  const size_t esize = TypeSize(s.type);
+  if (esize == 0) return Fail(ncclInvalidArgument, std::string(what) + ": type not emulated");
+  if (s.kind == Kind::kBroadcast && (s.root < 0 || s.root >= n)) {
+    return Fail(ncclInvalidArgument, std::string(what) + ": root out of range");
+  }
+  const size_t bytes = s.count * esize;
+  const size_t in_bytes = s.kind == Kind::kReduceScatter ? bytes * n : bytes;
+  const size_t out_bytes = s.kind == Kind::kAllGather ? bytes * n : bytes;
+  const bool reads = s.kind != Kind::kBroadcast || c->rank == s.root;
+  if (ncclResult_t r = CheckBuffer(c, in, reads ? in_bytes : 0, what); r != ncclSuccess) return r;
+  if (ncclResult_t r = CheckBuffer(c, out, out_bytes, what); r != ncclSuccess) return r;
+
+  const uint64_t index = c->collectives++;
+  Collective& op = k.collectives[index];
+  if (op.issued == 0) {
+    op.signature = s;
+    op.first = c->rank;
+    op.inputs.resize(n);
+    op.outputs.assign(n, nullptr);
+    op.work.resize(n);
+  } else if (!(op.signature == s)) {
+    Misuse(k, "collective #" + std::to_string(index) + " is " + Describe(s) + " on rank " +
+                  std::to_string(c->rank) + " but " + Describe(op.signature) + " on rank " +
+                  std::to_string(op.first));
+    return k.misuse;
+  }
+  if (reads) {
+    const char* p = static_cast<const char*>(in);
+    op.inputs[c->rank].assign(p, p + in_bytes);
+  }
+  op.outputs[c->rank] = out;
+  op.work[c->rank] = Enqueue(c, stream);
+  if (++op.issued == n && !k.AnyGone()) {
+    Run(op, n);
+    k.collectives.erase(index);
+  }
+  return Queued(c);
+}
+
+// Completes a transfer both sides have issued.
+void Deliver(Clique& k, const std::tuple<int, int, uint64_t>& key) {
+  Transfer& t = k.transfers[key];
+  if (!t.sent || !t.received || k.AnyGone()) return;
+  if (t.send_bytes != t.recv_bytes) {
+    Misuse(k, "message #" + std::to_string(std::get<2>(key)) + " from rank " +
+                  std::to_string(std::get<0>(key)) + " to rank " +
+                  std::to_string(std::get<1>(key)) + " is " + std::to_string(t.send_bytes) +
+                  " bytes sent, " + std::to_string(t.recv_bytes) + " received");
+    return;
+  }
+  if (t.out != nullptr && t.recv_bytes > 0) std::memcpy(t.out, t.data.data(), t.recv_bytes);
+  t.send_work->Complete();
+  t.recv_work->Complete();
+  k.transfers.erase(key);
+}
+
+ncclResult_t IssuePointToPoint(bool send, void* buffer, size_t count, ncclDataType_t type, int peer,
+                               ncclComm* c, cudaStream_t stream) {
+  const char* what = send ? "ncclSend" : "ncclRecv";
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
+  Clique& k = *c->clique;
+  const size_t esize = TypeSize(type);
+  if (esize == 0) return Fail(ncclInvalidArgument, std::string(what) + ": type not emulated");
+  if (peer < 0 || peer >= k.size) return Fail(ncclInvalidArgument, std::string(what) + ": peer");
+  const size_t bytes = count * esize;
+  if (ncclResult_t r = CheckBuffer(c, buffer, bytes, what); r != ncclSuccess) return r;
+  const auto key = send ? std::make_tuple(c->rank, peer, c->sends[peer]++)
+                        : std::make_tuple(peer, c->rank, c->receives[peer]++);
+  Transfer& t = k.transfers[key];
+  if (send) {
+    const char* p = static_cast<const char*>(buffer);
+    t.sent = true;
+    t.send_bytes = bytes;
+    t.data.assign(p, p + bytes);
+    t.send_work = Enqueue(c, stream);
+  } else {
+    t.received = true;
+    t.recv_bytes = bytes;
+    t.out = buffer;
+    t.recv_work = Enqueue(c, stream);
+  }
+  Deliver(k, key);
+  if (k.misuse != ncclSuccess) return k.misuse;
+  return Queued(c);
+}
+
+// Rank `c` leaves (abort or destroy): its queued work ends, nothing is written to its buffers.
+void Leave(ncclComm* c) {
+  Clique& k = *c->clique;
+  k.gone[c->rank] = true;
+  k.quiet[c->rank] = true;
+  for (auto& [index, op] : k.collectives) {
+    if (!op.outputs.empty()) op.outputs[c->rank] = nullptr;
+  }
+  for (auto& [key, t] : k.transfers) {
+    if (std::get<1>(key) == c->rank) t.out = nullptr;
+  }
+  for (const Work& w : c->work) w->Complete();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t) { return t_last_error.c_str(); }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  static std::atomic<uint64_t> next{0};
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::snprintf(id->internal, sizeof(id->internal), "ringmaster-emu %d %llu",
+                static_cast<int>(getpid()), static_cast<unsigned long long>(next++));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* config) {
+  if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommInitRankConfig: null comm");
+  *comm = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return Fail(ncclInvalidArgument, "ncclCommInitRankConfig: rank " + std::to_string(rank) +
+                                         " of " + std::to_string(nranks));
+  }
+  const int device = emu::CurrentDevice();
+  std::unique_lock<std::mutex> lock(g_mu);
+  const std::string key(id.internal, sizeof(id.internal));
+  std::shared_ptr<Clique>& slot = g_rendezvous[key];
+  if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
+  std::shared_ptr<Clique> k = slot;
+  if (k->size != nranks) {
+    return Fail(ncclInvalidUsage, "ncclCommInitRankConfig: rank " + std::to_string(rank) +
+                                      " says " + std::to_string(nranks) + " ranks, another said " +
+                                      std::to_string(k->size));
+  }
+  if (k->devices[rank] != -1) {
+    return Fail(ncclInvalidUsage,
+                "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
+  }
+  for (int r = 0; r < nranks; ++r) {
+    if (k->devices[r] == device) {
+      return Fail(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
+                                        " and rank " + std::to_string(r) + " both on CUDA device " +
+                                        std::to_string(device));
+    }
+  }
+  k->devices[rank] = device;
+  if (++k->joined == k->size) g_rendezvous.erase(key);
+  auto* c = new ncclComm;
+  c->clique = k;
+  c->rank = rank;
+  c->device = device;
+  c->blocking = config == nullptr || config->blocking != 0;
+  *comm = c;
+  if (c->blocking) return AwaitState(lock, c);
+  return ncclInProgress;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  if (comm == nullptr || state == nullptr) {
+    return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  *state = State(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommFinalize: null comm");
+  std::unique_lock<std::mutex> lock(g_mu);
+  comm->finalizing = true;
+  comm->clique->quiet[comm->rank] = true;
+  if (comm->blocking) return AwaitState(lock, comm);
+  return ncclInProgress;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(g_mu);
+  Leave(comm);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+
+ncclResult_t ncclGroupStart() {
+  if (t_group_depth++ == 0) t_group_calls = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (t_group_depth == 0) return Fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  --t_group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t type,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (op != ncclSum) return Fail(ncclInvalidArgument, "ncclAllReduce: emulated NCCL sums only");
+  return IssueCollective(Signature{Kind::kAllReduce, count, type, 0}, in, out, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (op != ncclSum) return Fail(ncclInvalidArgument, "ncclReduceScatter: emulated NCCL sums only");
+  return IssueCollective(Signature{Kind::kReduceScatter, count, type, 0}, in, out, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return IssueCollective(Signature{Kind::kAllGather, count, type, 0}, in, out, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return IssueCollective(Signature{Kind::kBroadcast, count, type, root}, in, out, comm, stream);
+}
+
+ncclResult_t ncclSend(const void* data, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return IssuePointToPoint(true, const_cast<void*>(data), count, type, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* data, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return IssuePointToPoint(false, data, count, type, peer, comm, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,299 @@
+// The emulated NCCL and streams themselves (fake_nccl.cc, fake_streams.h): results, stream
+// ordering of pending operations, and what they must report: ranks issuing different
+// collectives, a peer that left, two ranks on one GPU, host buffers, and finalize waiting for
+// every rank. One test thread drives every rank (each call selects the rank's device first):
+// the non-blocking calls never wait for peers.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Rank {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* buffer = nullptr;  // kCount floats of device memory
+};
+
+constexpr size_t kCount = 8;
+
+// Polls a non-blocking communicator until it is no longer in progress.
+ncclResult_t Settle(const Rank& r) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 1000 && state == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(r.comm, &state) != ncclSuccess) return ncclInternalError;
+  }
+  return state;
+}
+
+class FakeNcclTest : public ::testing::Test {
+ protected:
+  // Ranks 0..n-1 of a new communicator on devices `devices` (by default rank i on device i),
+  // all joined; appended to ranks_.
+  void Join(int n, std::vector<int> devices = {}) {
+    if (devices.empty()) {
+      for (int i = 0; i < n; ++i) devices.push_back(i);
+    }
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    const size_t base = ranks_.size();
+    ranks_.resize(base + n);
+    for (int i = 0; i < n; ++i) {
+      Rank& r = ranks_[base + i];
+      r.device = devices[i];
+      ASSERT_EQ(cudaSetDevice(r.device), cudaSuccess);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      const ncclResult_t init = ncclCommInitRankConfig(&r.comm, n, id, i, &config);
+      ASSERT_TRUE(init == ncclSuccess || init == ncclInProgress) << ncclGetLastError(nullptr);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&r.buffer, kCount * sizeof(float)), cudaSuccess);
+    }
+    for (size_t i = base; i < ranks_.size(); ++i) {
+      ASSERT_EQ(Settle(ranks_[i]), ncclSuccess) << ncclGetLastError(nullptr);
+    }
+  }
+  void TearDown() override {
+    for (Rank& r : ranks_) {
+      cudaSetDevice(r.device);
+      if (r.comm != nullptr) ncclCommAbort(r.comm);
+      cudaFree(r.buffer);
+      cudaStreamDestroy(r.stream);
+    }
+  }
+  void Fill(const Rank& r, float value) {
+    std::vector<float> v(kCount, value);
+    ASSERT_EQ(cudaSetDevice(r.device), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(r.buffer, v.data(), sizeof(float) * kCount, cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  std::vector<float> Read(const Rank& r) {
+    std::vector<float> v(kCount);
+    cudaSetDevice(r.device);
+    EXPECT_EQ(cudaMemcpy(v.data(), r.buffer, sizeof(float) * kCount, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return v;
+  }
+  ncclResult_t AllReduce(const Rank& r, size_t count = kCount) {
+    cudaSetDevice(r.device);
+    return ncclAllReduce(r.buffer, r.buffer, count, ncclFloat32, ncclSum, r.comm, r.stream);
+  }
+  std::vector<Rank> ranks_;
+};
+
+bool Queued(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
+
+TEST_F(FakeNcclTest, AnOperationCompletesWhenEveryRankHasIssuedIt) {
+  Join(3);
+  for (int i = 0; i < 3; ++i) Fill(ranks_[i], static_cast<float>(i + 1));
+  cudaEvent_t done = nullptr;
+  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
+  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
+  ASSERT_TRUE(Queued(AllReduce(ranks_[1])));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(done, ranks_[0].stream), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "completed before rank 2 issued it";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "a query's not-ready is the last error";
+  EXPECT_EQ(Read(ranks_[0]), std::vector<float>(kCount, 1.0f)) << "written before completion";
+  // A stream made to wait for the event holds the operation too.
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(other, done, 0), cudaSuccess);
+  cudaEvent_t after = nullptr;
+  ASSERT_EQ(cudaEventCreate(&after), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(after, other), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(after), cudaErrorNotReady);
+
+  ASSERT_TRUE(Queued(AllReduce(ranks_[2])));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(after), cudaSuccess);
+  for (const Rank& r : ranks_) {
+    EXPECT_EQ(Read(r), std::vector<float>(kCount, 6.0f));
+    EXPECT_EQ(Settle(r), ncclSuccess);
+  }
+  cudaEventDestroy(done);
+  cudaEventDestroy(after);
+  cudaStreamDestroy(other);
+}
+
+TEST_F(FakeNcclTest, GatherScatterBroadcastAndBf16Sums) {
+  Join(2);
+  // Reduce-scatter in place: rank r keeps the sum of chunk r.
+  for (int i = 0; i < 2; ++i) Fill(ranks_[i], static_cast<float>(10 * (i + 1)));
+  for (int i = 0; i < 2; ++i) {
+    Rank& r = ranks_[i];
+    cudaSetDevice(r.device);
+    ASSERT_TRUE(Queued(ncclReduceScatter(r.buffer, r.buffer + i * kCount / 2, kCount / 2,
+                                         ncclFloat32, ncclSum, r.comm, r.stream)));
+  }
+  EXPECT_EQ(Read(ranks_[0])[0], 30.0f);
+  EXPECT_EQ(Read(ranks_[1])[kCount - 1], 30.0f);
+  // All-gather in place of each rank's own chunk.
+  for (int i = 0; i < 2; ++i) Fill(ranks_[i], static_cast<float>(i + 1));
+  for (int i = 0; i < 2; ++i) {
+    Rank& r = ranks_[i];
+    cudaSetDevice(r.device);
+    ASSERT_TRUE(Queued(ncclAllGather(r.buffer + i * kCount / 2, r.buffer, kCount / 2, ncclFloat32,
+                                     r.comm, r.stream)));
+  }
+  const std::vector<float> gathered = {1, 1, 1, 1, 2, 2, 2, 2};
+  EXPECT_EQ(Read(ranks_[0]), gathered);
+  EXPECT_EQ(Read(ranks_[1]), gathered);
+  // Broadcast from rank 1.
+  Fill(ranks_[1], 7.0f);
+  for (int i = 0; i < 2; ++i) {
+    Rank& r = ranks_[i];
+    cudaSetDevice(r.device);
+    ASSERT_TRUE(Queued(ncclBroadcast(r.buffer, r.buffer, 1, ncclFloat32, 1, r.comm, r.stream)));
+  }
+  EXPECT_EQ(Read(ranks_[0])[0], 7.0f);
+  EXPECT_EQ(Read(ranks_[0])[1], 1.0f) << "beyond the count";
+  // bf16: 256 + 1 rounds to 256 (8 significant bits), so 256 + 1 + 1 in rank order is 256.
+  Join(3);
+  const float values[3] = {256, 1, 1};
+  for (int i = 0; i < 3; ++i) {
+    const Rank& r = ranks_[2 + i];
+    cudaSetDevice(r.device);
+    const __nv_bfloat16 h = __float2bfloat16_rn(values[i]);
+    ASSERT_EQ(cudaMemcpy(r.buffer, &h, sizeof(h), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(
+        Queued(ncclAllReduce(r.buffer, r.buffer, 1, ncclBfloat16, ncclSum, r.comm, r.stream)));
+  }
+  __nv_bfloat16 sum;
+  ASSERT_EQ(cudaMemcpy(&sum, ranks_[4].buffer, sizeof(sum), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(__bfloat162float(sum), 256.0f);
+}
+
+TEST_F(FakeNcclTest, RanksIssuingDifferentCollectivesAreReportedToEveryRank) {
+  Join(2);
+  ASSERT_TRUE(Queued(AllReduce(ranks_[0], kCount)));
+  EXPECT_EQ(AllReduce(ranks_[1], kCount / 2), ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("collective #0"));
+  for (const Rank& r : ranks_) EXPECT_EQ(Settle(r), ncclInvalidUsage);
+}
+
+TEST_F(FakeNcclTest, SendsAndReceivesMatchInOrderAndByteCount) {
+  Join(2);
+  Fill(ranks_[0], 5.0f);
+  Fill(ranks_[1], 0.0f);
+  cudaSetDevice(0);
+  ASSERT_TRUE(
+      Queued(ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream)));
+  cudaSetDevice(1);
+  ASSERT_TRUE(
+      Queued(ncclRecv(ranks_[1].buffer, 2, ncclFloat32, 0, ranks_[1].comm, ranks_[1].stream)));
+  EXPECT_EQ(Read(ranks_[1])[1], 5.0f);
+  EXPECT_EQ(Read(ranks_[1])[2], 0.0f);
+  cudaSetDevice(0);
+  ASSERT_TRUE(
+      Queued(ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream)));
+  cudaSetDevice(1);
+  EXPECT_EQ(ncclRecv(ranks_[1].buffer, 3, ncclFloat32, 0, ranks_[1].comm, ranks_[1].stream),
+            ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("8 bytes sent, 12 received"));
+}
+
+TEST_F(FakeNcclTest, APeerThatLeftIsARemoteErrorForRanksWithQueuedWork) {
+  Join(2);
+  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
+  cudaSetDevice(1);
+  ASSERT_EQ(ncclCommAbort(ranks_[1].comm), ncclSuccess);
+  ranks_[1].comm = nullptr;
+  EXPECT_EQ(Settle(ranks_[0]), ncclRemoteError);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("rank 1 aborted"));
+  // Its stream holds the operation until rank 0 aborts too, which ends it.
+  cudaSetDevice(0);
+  cudaEvent_t done = nullptr;
+  ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(done, ranks_[0].stream), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  ASSERT_EQ(ncclCommAbort(ranks_[0].comm), ncclSuccess);
+  ranks_[0].comm = nullptr;
+  EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
+  cudaEventDestroy(done);
+}
+
+TEST_F(FakeNcclTest, IssuingBehindUnfinishedWorkOnTheStreamIsReported) {
+  Join(2);
+  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
+  EXPECT_EQ(AllReduce(ranks_[0]), ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("still held unfinished NCCL work"));
+}
+
+TEST_F(FakeNcclTest, FinalizeWaitsForEveryRank) {
+  Join(2);
+  cudaSetDevice(0);
+  EXPECT_EQ(ncclCommFinalize(ranks_[0].comm), ncclInProgress);
+  EXPECT_EQ(Settle(ranks_[0]), ncclInProgress) << "rank 1 has not finalized";
+  cudaSetDevice(1);
+  EXPECT_EQ(ncclCommFinalize(ranks_[1].comm), ncclInProgress);
+  for (Rank& r : ranks_) {
+    EXPECT_EQ(Settle(r), ncclSuccess);
+    cudaSetDevice(r.device);
+    EXPECT_EQ(ncclCommDestroy(r.comm), ncclSuccess);
+    r.comm = nullptr;
+  }
+}
+
+TEST_F(FakeNcclTest, TwoRanksOnOneGpuAndHostBuffersAreRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ASSERT_TRUE(Queued(ncclCommInitRankConfig(&a, 2, id, 0, &config)));
+  EXPECT_EQ(ncclCommInitRankConfig(&b, 2, id, 1, &config), ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("Duplicate GPU"));
+  ncclCommAbort(a);
+
+  Join(2);
+  float host[kCount] = {};
+  cudaSetDevice(0);
+  EXPECT_EQ(
+      ncclAllReduce(host, host, kCount, ncclFloat32, ncclSum, ranks_[0].comm, ranks_[0].stream),
+      ncclInvalidArgument);
+  // Device memory of another GPU is refused too.
+  EXPECT_EQ(ncclAllReduce(ranks_[1].buffer, ranks_[1].buffer, kCount, ncclFloat32, ncclSum,
+                          ranks_[0].comm, ranks_[0].stream),
+            ncclInvalidArgument);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("not device memory of CUDA device 0"));
+}
+
+TEST(FakeCudaRuntimeTest, PointerKindsAndForeignFrees) {
+  cudaGetLastError();  // what earlier tests on this thread left
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  void* device = nullptr;
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, 64), cudaSuccess);
+  int pageable = 0;
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(device) + 63), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(attr.device, 1);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, pinned), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, &pageable), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
+  EXPECT_EQ(cudaFree(&pageable), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaErrorInvalidValue) << "freed twice";
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(99), cudaErrorInvalidDevice);
+  cudaGetLastError();
+  cudaSetDevice(0);
+}
+
+}  // namespace

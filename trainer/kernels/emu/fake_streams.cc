@@ -1,0 +1,310 @@
+// Streams and events of the emulated CUDA runtime (fake_streams.h), and the runtime's stream
+// and event calls.
+#include "trainer/kernels/emu/fake_streams.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trainer/kernels/emu/cuda_emu.h"
+
+namespace emu {
+
+using Clock = std::chrono::steady_clock;
+using Work = std::vector<std::shared_ptr<PendingWork>>;
+
+// The streams and events, under one lock.
+class StreamTable {
+ public:
+  struct Stream {
+    int device = 0;
+    Work pending;
+  };
+  struct Event {
+    bool recorded = false;
+    // When the record was issued, then when each piece of the pending work completed, if later.
+    Clock::time_point time;
+    Work pending;  // what the stream held at the record, not yet complete
+  };
+
+  static StreamTable& Get() {
+    static StreamTable* table = new StreamTable;  // never destroyed: used until exit
+    return *table;
+  }
+
+  cudaStream_t CreateStream() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto* s = new Stream;
+    s->device = CurrentDevice();
+    streams_.insert(s);
+    return reinterpret_cast<cudaStream_t>(s);
+  }
+  cudaError_t DestroyStream(cudaStream_t handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto* s = reinterpret_cast<Stream*>(handle);
+    if (streams_.erase(s) == 0) return cudaErrorInvalidResourceHandle;
+    delete s;  // its pending work completes all the same, as on a GPU
+    return cudaSuccess;
+  }
+  cudaEvent_t CreateEvent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto* e = new Event;
+    events_.insert(e);
+    return reinterpret_cast<cudaEvent_t>(e);
+  }
+  cudaError_t DestroyEvent(cudaEvent_t handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto* e = reinterpret_cast<Event*>(handle);
+    if (events_.erase(e) == 0) return cudaErrorInvalidResourceHandle;
+    delete e;
+    return cudaSuccess;
+  }
+
+  cudaError_t Enqueue(cudaStream_t handle, std::shared_ptr<PendingWork> work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stream* s = Find(handle);
+    if (s == nullptr) return cudaErrorInvalidResourceHandle;
+    s->pending.push_back(std::move(work));
+    return cudaSuccess;
+  }
+  bool HasPending(cudaStream_t handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stream* s = Find(handle);
+    return s != nullptr && !Prune(&s->pending).empty();
+  }
+  cudaError_t AwaitStream(cudaStream_t handle, const char* what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Stream* s = Find(handle);
+    if (s == nullptr) return cudaErrorInvalidResourceHandle;
+    const Work work = Prune(&s->pending);  // the stream may be destroyed while we wait
+    Await(lock, work, what);
+    return cudaSuccess;
+  }
+  void AwaitDevice(const char* what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int device = CurrentDevice();
+    Work work;
+    for (Stream* s : streams_) {
+      if (s->device == device) Append(&work, Prune(&s->pending));
+    }
+    if (auto it = defaults_.find(device); it != defaults_.end()) {
+      Append(&work, Prune(&it->second.pending));
+    }
+    Await(lock, work, what);
+  }
+
+  cudaError_t WaitEvent(cudaStream_t stream, cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stream* s = Find(stream);
+    Event* e = FindEvent(event);
+    if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
+    Append(&s->pending, Prune(e));
+    return cudaSuccess;
+  }
+  cudaError_t Record(cudaEvent_t event, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stream* s = Find(stream);
+    Event* e = FindEvent(event);
+    if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
+    e->recorded = true;
+    e->time = Clock::now();
+    e->pending = Prune(&s->pending);
+    return cudaSuccess;
+  }
+  cudaError_t Query(cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Event* e = FindEvent(event);
+    if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    return Prune(e).empty() ? cudaSuccess : cudaErrorNotReady;
+  }
+  cudaError_t SynchronizeEvent(cudaEvent_t event) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Event* e = FindEvent(event);
+    if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    const Work work = Prune(e);
+    Await(lock, work, "cudaEventSynchronize");
+    return cudaSuccess;
+  }
+  cudaError_t ElapsedMs(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Event* a = FindEvent(start);
+    Event* b = FindEvent(end);
+    if (a == nullptr || b == nullptr || !a->recorded || !b->recorded) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (!Prune(a).empty() || !Prune(b).empty()) return cudaErrorNotReady;
+    *ms = std::chrono::duration<float, std::milli>(b->time - a->time).count();
+    return cudaSuccess;
+  }
+
+  void Complete(PendingWork* work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (work->done_) return;
+      work->done_ = true;
+      work->completed_ = Clock::now();
+    }
+    changed_.notify_all();
+  }
+  bool Done(const PendingWork& work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return work.done_;
+  }
+
+ private:
+  // The special handles (null, cudaStreamLegacy, cudaStreamPerThread) are the current device's
+  // default stream.
+  Stream* Find(cudaStream_t handle) {
+    if (reinterpret_cast<uintptr_t>(handle) <= 2) {
+      Stream& s = defaults_[CurrentDevice()];
+      s.device = CurrentDevice();
+      return &s;
+    }
+    auto* s = reinterpret_cast<Stream*>(handle);
+    return streams_.count(s) != 0 ? s : nullptr;
+  }
+  Event* FindEvent(cudaEvent_t handle) {
+    auto* e = reinterpret_cast<Event*>(handle);
+    return events_.count(e) != 0 ? e : nullptr;
+  }
+  // Drops the completed work; returns what is left.
+  static const Work& Prune(Work* work) {
+    work->erase(std::remove_if(work->begin(), work->end(),
+                               [](const std::shared_ptr<PendingWork>& w) { return w->done_; }),
+                work->end());
+    return *work;
+  }
+  static void Append(Work* to, const Work& from) {
+    to->insert(to->end(), from.begin(), from.end());
+  }
+  // Prune for an event: its time becomes the completion of the work it drops, if later.
+  static const Work& Prune(Event* e) {
+    for (const auto& w : e->pending) {
+      if (w->done_) e->time = std::max(e->time, w->completed_);
+    }
+    return Prune(&e->pending);
+  }
+  void Await(std::unique_lock<std::mutex>& lock, const Work& work, const char* what) {
+    auto done = [&] {
+      return std::all_of(work.begin(), work.end(),
+                         [](const std::shared_ptr<PendingWork>& w) { return w->done_; });
+    };
+    if (changed_.wait_for(lock, std::chrono::seconds(10), done)) return;
+    std::fprintf(stderr,
+                 "cuda_emu: %s has waited 10 s for a stream's pending NCCL work (its peers have "
+                 "not all issued it): a hang on a GPU too\n",
+                 what);
+    changed_.wait(lock, done);
+  }
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::set<Stream*> streams_;
+  std::map<int, Stream> defaults_;  // by device
+  std::set<Event*> events_;
+};
+
+void PendingWork::Complete() { StreamTable::Get().Complete(this); }
+bool PendingWork::done() const { return StreamTable::Get().Done(*this); }
+
+cudaError_t Enqueue(cudaStream_t stream, std::shared_ptr<PendingWork> work) {
+  return StreamTable::Get().Enqueue(stream, std::move(work));
+}
+bool HasPendingWork(cudaStream_t stream) { return StreamTable::Get().HasPending(stream); }
+cudaError_t AwaitStream(cudaStream_t stream, const char* what) {
+  return StreamTable::Get().AwaitStream(stream, what);
+}
+void AwaitDevice(const char* what) { StreamTable::Get().AwaitDevice(what); }
+
+namespace {
+thread_local int t_device = 0;
+}  // namespace
+
+int DeviceCount() {
+  static const int count = [] {
+    const char* env = std::getenv("RINGMASTER_EMU_GPUS");
+    const int n = env != nullptr ? std::atoi(env) : 4;
+    return std::clamp(n, 1, 16);
+  }();
+  return count;
+}
+int CurrentDevice() { return t_device; }
+void SetCurrentDevice(int device) { t_device = device; }
+
+}  // namespace emu
+
+namespace {
+
+// A failed call is also the thread's last error, as in CUDA.
+cudaError_t Checked(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) emu::RecordError(error, what);
+  return error;
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  *stream = emu::StreamTable::Get().CreateStream();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
+  return cudaStreamCreateWithFlags(stream, flags);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  return Checked(emu::StreamTable::Get().DestroyStream(stream), "cudaStreamDestroy");
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return Checked(emu::AwaitStream(stream, "cudaStreamSynchronize"), "cudaStreamSynchronize");
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  return Checked(emu::StreamTable::Get().WaitEvent(stream, event), "cudaStreamWaitEvent");
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
+  const cudaError_t e =
+      Checked(emu::AwaitStream(stream, "cudaLaunchHostFunc"), "cudaLaunchHostFunc");
+  if (e == cudaSuccess) fn(data);
+  return e;
+}
+cudaError_t cudaDeviceSynchronize() {
+  emu::AwaitDevice("cudaDeviceSynchronize");
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = emu::StreamTable::Get().CreateEvent();
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  return cudaEventCreate(event);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  return Checked(emu::StreamTable::Get().DestroyEvent(event), "cudaEventDestroy");
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return Checked(emu::StreamTable::Get().Record(event, stream), "cudaEventRecord");
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  const cudaError_t e = emu::StreamTable::Get().Query(event);
+  // Not ready is a status, not a failure; CUDA still makes it the thread's last error.
+  if (e == cudaErrorNotReady) emu::SetLastError(e);
+  return e == cudaErrorNotReady ? e : Checked(e, "cudaEventQuery");
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return Checked(emu::StreamTable::Get().SynchronizeEvent(event), "cudaEventSynchronize");
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  const cudaError_t e = emu::StreamTable::Get().ElapsedMs(ms, start, end);
+  if (e == cudaErrorNotReady) emu::SetLastError(e);
+  return e == cudaErrorNotReady ? e : Checked(e, "cudaEventElapsedTime");
+}
+
+}  // extern "C"
