@@ -1,0 +1,115 @@
+// The trainer binary on a GPU (one process, no agent; CUDA_VISIBLE_DEVICES=0 names the GPU, as
+// the agent does): it trains on the CUDA device with NCCL groups, learns, and a run resumed from
+// a checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
+// ZeRO-sharded state) continues the uninterrupted run's trajectory exactly, losses and final
+// parameters bit for bit. Skipped without a GPU. Under --config=emu the trainer binary itself is
+// built emulated (trainer/kernels/emu), so this runs on the CPU: the trainer's whole GPU wiring
+// (accelerator, communicators, checkpoints), not only the device's kernels.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda_device_count.h"
+#include "common/testing/subprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 20;
+
+struct Case {
+  const char* precision;
+  int zero;
+};
+
+class TrainerGpuTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const absl::StatusOr<int> gpus = CudaDeviceCount();
+    ASSERT_TRUE(gpus.ok()) << gpus.status();
+    if (*gpus == 0) GTEST_SKIP() << "no CUDA device visible";
+    // The child processes inherit it (this test starts no threads of its own).
+    setenv("CUDA_VISIBLE_DEVICES", "0", /*overwrite=*/1);
+    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  std::string Spec(const std::string& checkpoints) {
+    const std::string path = dir_ + "/" + checkpoints + ".yaml";
+    std::ofstream(path) << "name: t\ntrainer:\n  builtin: gpt\n"
+                        << "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                        << "  batch: {micro_batch: 4, global_batch: 8}\n"
+                        << "  steps: " << kSteps << "\n"
+                        << "  optimizer: {lr: 2.0e-3, warmup_steps: 4, weight_decay: 0.1, "
+                           "clip_grad_norm: 1.0}\n"
+                        << "  precision: " << GetParam().precision << "\n"
+                        << "  zero_stage: " << GetParam().zero << "\n"
+                        << "checkpoint: {dir: " << dir_ << "/" << checkpoints
+                        << ", every_steps: 5, keep: 2}\n";
+    return path;
+  }
+  CommandResult Train(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"trainer/trainer", "--blas_threads=1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv, "");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : CommandResult{};
+  }
+  static double Loss(const std::string& text) {
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(text, &v)) << text;
+    return v;
+  }
+  static std::string FinalCrc(const std::string& log) {
+    const size_t at = log.find("params crc32c ");
+    return at == std::string::npos ? "" : log.substr(at + 14, 8);
+  }
+  std::string dir_;
+};
+
+TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
+  CommandResult straight = Train({"--spec=" + Spec("straight")});
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  // The CUDA accelerator's description (the CPU device has no MFU peak line of this form).
+  EXPECT_THAT(straight.output, HasSubstr("training on "));
+  EXPECT_THAT(straight.output, HasSubstr("; MFU against "));
+
+  const std::string resumed_spec = Spec("resumed");
+  CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=10"});
+  EXPECT_EQ(first.exit_code, 75) << first.output;  // retryable
+  CommandResult second = Train({"--spec=" + resumed_spec});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr("resumed from the checkpoint at step 10"));
+
+  auto a = TrainerLosses(straight.output);
+  auto b = TrainerLosses(first.output);
+  auto c = TrainerLosses(second.output);
+  ASSERT_EQ(a.size(), static_cast<size_t>(kSteps)) << straight.output;
+  ASSERT_EQ(b.size(), 10u) << first.output;
+  ASSERT_EQ(c.size(), 10u) << second.output;
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(b[i], a[i]);       // the same first 10 steps
+    EXPECT_EQ(c[i], a[10 + i]);  // and after the resume, the same last 10
+  }
+  EXPECT_EQ(FinalCrc(second.output), FinalCrc(straight.output));
+  EXPECT_FALSE(FinalCrc(straight.output).empty());
+  // From about ln(128) = 4.85 to well below it.
+  EXPECT_GT(Loss(a.front().second), 4.5);
+  EXPECT_LT(Loss(a.back().second), Loss(a.front().second) - 1.0) << straight.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,
+                         ::testing::Values(Case{"bf16", 0}, Case{"fp32", 3}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return absl::StrCat(info.param.precision, "_zero", info.param.zero);
+                         });
+
+}  // namespace
+}  // namespace ringmaster::testing
