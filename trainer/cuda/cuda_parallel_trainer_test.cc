@@ -11,8 +11,10 @@
 // within 1e-5 relative, as in the CPU version of this test (parallel_trainer_test.cc: the
 // layouts add the same terms in other orders; a missing all-reduce, a doubled gradient or a
 // stage fed the wrong microbatch moves the loss by 1e-3 or more within a step or two). bf16:
-// every rank agrees, and the curve stays within 2e-2 relative of the one-GPU bf16 curve (bf16
-// rounds each sum to 8 significant bits; the curves differ by the partial sums' order).
+// every rank agrees, and the curve stays within 2e-3 relative of the one-GPU bf16 curve: the
+// layouts round other partial sums to bf16 (8 significant bits), which the loss, a mean over
+// every token, mostly averages out (1.1e-4 seen under emulation, whose kernels round as the
+// GPU's do); a bf16 all-reduce that drops a rank moves it by 1.2e-2 or more.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -128,7 +130,7 @@ TEST_P(CudaParallelTrainerTest, MatchesOneGpu) {
     ASSERT_EQ(got[r].size(), static_cast<size_t>(kSteps)) << "rank " << r;
     EXPECT_EQ(got[r], got[0]) << "rank " << r << " reports another loss";
   }
-  const double tolerance = layout.dtype == DType::kF32 ? 1e-5 : 2e-2;
+  const double tolerance = layout.dtype == DType::kF32 ? 1e-5 : 2e-3;
   double worst = 0;
   for (int i = 0; i < kSteps; ++i) {
     const double rel = std::abs(got[0][i] - want[i]) / std::abs(want[i]);

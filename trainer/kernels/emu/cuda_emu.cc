@@ -10,6 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "trainer/kernels/emu/fake_streams.h"
+
 namespace emu {
 namespace {
 
@@ -235,6 +237,12 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
   }
   if (g_launch_thread) {  // the lock is not recursive
     Fail(cudaErrorLaunchFailure, "a kernel launched from inside a kernel");
+    return;
+  }
+  // Stream order: after the NCCL work pending on the stream; waited for before taking the lock,
+  // which the ranks completing that work may need.
+  if (const cudaError_t e = AwaitStream(config.stream, "a kernel launch"); e != cudaSuccess) {
+    Fail(e, "a kernel launched on an invalid stream");
     return;
   }
   std::lock_guard<std::mutex> lock(g_launch);

@@ -62,24 +62,28 @@ struct LaunchSize {
 struct LaunchConfig {
   LaunchSize grid;
   LaunchSize block;
+  cudaStream_t stream;
 };
 inline LaunchConfig MakeConfig(LaunchSize grid, LaunchSize block, size_t /*shared_bytes*/ = 0,
-                               cudaStream_t /*stream*/ = nullptr) {
-  return LaunchConfig{grid, block};
+                               cudaStream_t stream = nullptr) {
+  return LaunchConfig{grid, block, stream};
 }
 
 // Runs `kernel` (a call of the kernel with its arguments) for every thread of the grid, the
-// threads of each block in `order` (kAlternate is not an order here).
+// threads of each block in `order` (kAlternate is not an order here), once the work pending on
+// the launch's stream has completed (fake_streams.h).
 void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kernel, Order order);
 
 // The order launch site `Site` takes now: SetOrder's, or under kAlternate the opposite of the
-// site's previous launch (forwards first).
+// site's previous launch on this thread (forwards first).
 template <typename Site>
 Order NextOrder() {
-  static std::atomic<unsigned> launches{0};  // one per launch site: each lambda has its own type
+  // One per launch site (each lambda has its own type) and host thread: every rank of a
+  // multi-rank test runs each kernel both ways.
+  static thread_local unsigned launches = 0;
   const Order set = CurrentOrder();
   if (set != Order::kAlternate) return set;
-  return launches.fetch_add(1) % 2 == 0 ? Order::kForward : Order::kReverse;
+  return launches++ % 2 == 0 ? Order::kForward : Order::kReverse;
 }
 
 // A launch as cu_to_cc.py writes it. The order alternates per launch site, so that a launcher

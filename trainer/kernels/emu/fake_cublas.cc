@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "trainer/kernels/emu/fake_streams.h"
+
 namespace {
 
 float Read(const void* p, cudaDataType type, int64_t i) {
@@ -98,18 +100,32 @@ T Value(const void* buf, size_t size) {
   return v;
 }
 
-char g_handle;  // cuBLAS handles point here: there is no state
+// A cuBLAS handle: the stream its GEMMs are ordered on.
+struct Handle {
+  cudaStream_t stream = nullptr;
+};
+
+// GEMMs run once the work pending on their stream has completed (fake_streams.h).
+bool AwaitStream(cudaStream_t stream) {
+  return emu::AwaitStream(stream, "a cuBLAS GEMM") == cudaSuccess;
+}
 
 }  // namespace
 
 extern "C" {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
-  *handle = reinterpret_cast<cublasHandle_t>(&g_handle);
+  *handle = reinterpret_cast<cublasHandle_t>(new Handle);
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  delete reinterpret_cast<Handle*>(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  reinterpret_cast<Handle*>(handle)->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 const char* cublasGetStatusName(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_(emulated)";
@@ -118,7 +134,7 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "success" : "emulated cuBLAS refused the call";
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa,
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
                                           cublasOperation_t transb, int m, int n, int k,
                                           const void* alpha, const void* A, cudaDataType Atype,
                                           int lda, long long int strideA, const void* B,
@@ -132,6 +148,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m) {
     return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (!AwaitStream(reinterpret_cast<Handle*>(handle)->stream)) {
+    return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const size_t e = Ctype == CUDA_R_16BF ? 2 : 4;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
@@ -154,11 +173,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                                     Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1, computeType, algo);
 }
 
+// cuBLASLt handles have no state here (each matmul names its stream).
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
-  *handle = reinterpret_cast<cublasLtHandle_t>(&g_handle);
+  *handle = reinterpret_cast<cublasLtHandle_t>(new Handle);
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  delete reinterpret_cast<Handle*>(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
                                         cudaDataType_t scale) {
@@ -240,7 +263,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
                               const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
                               cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                               cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
   const Desc& d = *reinterpret_cast<const Desc*>(computeDesc);
   const Layout& a = *reinterpret_cast<const Layout*>(Adesc);
   const Layout& b = *reinterpret_cast<const Layout*>(Bdesc);
@@ -264,6 +287,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
   const bool epilogue_ok = (!needs_bias || d.epilogue.bias != nullptr) &&
                            (!needs_aux || (d.epilogue.aux != nullptr && d.epilogue.aux_ld >= m));
   if (!shapes || !epilogue_ok) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!AwaitStream(stream)) return CUBLAS_STATUS_EXECUTION_FAILED;
   Gemm(d.trans_a, d.trans_b, m, n, k, *static_cast<const float*>(alpha), A, a.type, a.ld, B, b.type,
        b.ld, *static_cast<const float*>(beta), C, c.ld, D, out.type, out.ld, d.epilogue);
   return CUBLAS_STATUS_SUCCESS;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "trainer/kernels/emu/cuda_emu.h"
+#include "trainer/kernels/emu/fake_memory.h"
 #include "trainer/kernels/emu/fake_streams.h"
 
 namespace {
@@ -34,6 +35,7 @@ cudaError_t Failed(cudaError_t error, const std::string& what) {
 }
 
 struct Allocation {
+  uintptr_t base;
   size_t bytes;
   cudaMemoryType type;  // cudaMemoryTypeDevice or cudaMemoryTypeHost (pinned)
   int device;
@@ -42,9 +44,10 @@ struct Allocation {
 // Every live allocation, by address.
 class Allocations {
  public:
-  void Add(void* p, Allocation a) {
+  void Add(void* p, size_t bytes, cudaMemoryType type, int device) {
     std::lock_guard<std::mutex> lock(mu_);
-    by_address_[reinterpret_cast<uintptr_t>(p)] = a;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    by_address_[base] = Allocation{base, bytes, type, device};
   }
   bool Remove(void* p) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,12 +82,11 @@ cudaError_t Allocate(void** p, size_t bytes, cudaMemoryType type) {
   *p = std::aligned_alloc(kAlignment, rounded);
   if (*p == nullptr) return Failed(cudaErrorMemoryAllocation, "out of host memory");
   std::memset(*p, 0xff, rounded);
-  TheAllocations().Add(*p, Allocation{bytes, type, emu::CurrentDevice()});
+  TheAllocations().Add(*p, bytes, type, emu::CurrentDevice());
   return cudaSuccess;
 }
 
 cudaError_t Free(void* p, const char* what) {
-  if (p == nullptr) return cudaSuccess;
   if (!TheAllocations().Remove(p)) {
     return Failed(cudaErrorInvalidValue, std::string(what) + " of memory it did not allocate");
   }
@@ -92,9 +94,42 @@ cudaError_t Free(void* p, const char* what) {
   return cudaSuccess;
 }
 
+// A synchronous free: waits for the work of the allocation's device first, as CUDA's does.
+cudaError_t SynchronizeAndFree(void* p, const char* what) {
+  if (p == nullptr) return cudaSuccess;
+  const std::optional<Allocation> a = TheAllocations().Find(p);
+  emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
+  return Free(p, what);
+}
+
 bool ValidDevice(int device) { return device >= 0 && device < emu::DeviceCount(); }
 
+// Copies and memsets run once the work pending on their stream has completed (fake_streams.h);
+// the synchronous ones are the legacy default stream's.
+cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  const cudaError_t e = emu::AwaitStream(stream, "a copy");
+  if (e != cudaSuccess) return Failed(e, "a copy on an invalid stream");
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t Set(void* p, int value, size_t bytes, cudaStream_t stream) {
+  const cudaError_t e = emu::AwaitStream(stream, "a memset");
+  if (e != cudaSuccess) return Failed(e, "a memset on an invalid stream");
+  if (bytes > 0) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
 }  // namespace
+
+namespace emu {
+
+bool IsDeviceRange(const void* p, size_t bytes, int device) {
+  const std::optional<Allocation> a = TheAllocations().Find(p);
+  return a.has_value() && a->type == cudaMemoryTypeDevice && a->device == device &&
+         reinterpret_cast<uintptr_t>(p) + bytes <= a->base + a->bytes;
+}
+
+}  // namespace emu
 
 extern "C" {
 
@@ -155,19 +190,20 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
   return Allocate(p, bytes, cudaMemoryTypeHost);
 }
-// cudaFree and cudaFreeHost synchronize the device first, as CUDA's do.
-cudaError_t cudaFree(void* p) {
-  emu::AwaitDevice("cudaFree");
-  return Free(p, "cudaFree");
-}
+cudaError_t cudaFree(void* p) { return SynchronizeAndFree(p, "cudaFree"); }
+cudaError_t cudaFreeHost(void* p) { return SynchronizeAndFree(p, "cudaFreeHost"); }
+// Stream-ordered: the memory goes once the work pending on the stream has completed; the host
+// does not wait.
 cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
-  const cudaError_t e = emu::AwaitStream(stream, "cudaFreeAsync");
-  if (e != cudaSuccess) return Failed(e, "cudaFreeAsync: stream");
-  return Free(p, "cudaFreeAsync");
-}
-cudaError_t cudaFreeHost(void* p) {
-  emu::AwaitDevice("cudaFreeHost");
-  return Free(p, "cudaFreeHost");
+  if (p == nullptr) return cudaSuccess;
+  const std::optional<Allocation> a = TheAllocations().Find(p);
+  if (!a.has_value() || a->base != reinterpret_cast<uintptr_t>(p)) {
+    return Failed(cudaErrorInvalidValue, "cudaFreeAsync of memory it did not allocate");
+  }
+  const cudaError_t e = emu::WhenStreamComplete(stream, [p] {
+    (void)Free(p, "cudaFreeAsync");  // known allocated above; a failure is on the last error
+  });
+  return e == cudaSuccess ? e : Failed(e, "cudaFreeAsync: stream");
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
@@ -182,23 +218,15 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p)
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-  if (bytes > 0) std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  return Copy(dst, src, bytes, nullptr);
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
-  const cudaError_t e = emu::AwaitStream(stream, "cudaMemcpyAsync");
-  if (e != cudaSuccess) return Failed(e, "cudaMemcpyAsync: stream");
-  return cudaMemcpy(dst, src, bytes, kind);
+  return Copy(dst, src, bytes, stream);
 }
-cudaError_t cudaMemset(void* p, int value, size_t bytes) {
-  if (bytes > 0) std::memset(p, value, bytes);
-  return cudaSuccess;
-}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) { return Set(p, value, bytes, nullptr); }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
-  const cudaError_t e = emu::AwaitStream(stream, "cudaMemsetAsync");
-  if (e != cudaSuccess) return Failed(e, "cudaMemsetAsync: stream");
-  return cudaMemset(p, value, bytes);
+  return Set(p, value, bytes, stream);
 }
 
 }  // extern "C"

@@ -4,28 +4,36 @@
 // Linked into a test binary, these definitions take precedence over libnccl's.
 //
 // What it models, as NCCL does it:
-// - Rendezvous by ncclUniqueId: ncclCommInitRankConfig completes when all ranks have joined
-//   (non-blocking mode: ncclInProgress until then, through ncclCommGetAsyncError). Two ranks on
-//   one device are refused ("Duplicate GPU"), as are ranks that disagree on the size.
+// - Non-blocking communicators only (config.blocking = 0, as the trainer's): a blocking one is
+//   refused (ncclInvalidArgument).
+// - Rendezvous by ncclUniqueId: ncclCommInitRankConfig answers ncclInProgress, and
+//   ncclCommGetAsyncError too until all ranks have joined. Two ranks on one device are refused
+//   ("Duplicate GPU"), as are ranks that disagree on the size.
 // - Operations are queued on the caller's stream: the stream holds them (emu::PendingWork) until
 //   the last rank issues its part, which completes it on every rank. The inputs are read when a
-//   rank issues its part (everything issued before it on its streams has run by then), the
-//   outputs written at completion. Buffers must be device memory of the communicator's device
+//   rank issues its part (the work issued before it on its stream has run by then: an operation
+//   issued behind NCCL work still pending on its stream is refused, see below), the outputs
+//   written at completion. Buffers must lie within device memory of the communicator's device
 //   (ncclInvalidArgument otherwise, as NCCL's argument checks).
-// - Non-blocking mode: every other call answers ncclInProgress, and ncclCommGetAsyncError
-//   answers ncclInProgress once before ncclSuccess, so that callers' waits for an enqueue run.
-// - Failure: after ncclCommAbort (or ncclCommDestroy) of one rank, its queued work completes
-//   (aborted), nothing of the communicator completes any more, and every other rank that has
-//   work queued gets ncclRemoteError from ncclCommGetAsyncError. A rank that never issues an
-//   operation leaves the others' work pending: callers must time out, as with NCCL.
+// - Every other operation or ncclGroupEnd answers ncclInProgress, and ncclCommGetAsyncError
+//   then answers ncclInProgress once before ncclSuccess, so that callers' waits for an enqueue
+//   run; another call on the communicator before that poll is misuse (as NCCL documents it).
+// - Failure: after ncclCommAbort of one rank, its queued work completes (aborted), nothing of
+//   the communicator completes any more, and every other rank that has work queued gets
+//   ncclRemoteError from ncclCommGetAsyncError, as when NCCL sees a peer's connection close
+//   (across nodes; within a node NCCL may instead leave the work pending until the caller's
+//   timeout). A rank that never issues an operation leaves the others' work pending: callers
+//   must time out, as with NCCL.
 // - ncclCommFinalize: ncclInProgress until this rank's work has completed and every rank has
-//   finalized or left ("globally quiescent").
+//   finalized or left ("globally quiescent"). ncclCommDestroy of a communicator not finalized
+//   finalizes it first, waiting as NCCL's does (without a time limit).
 //
 // What NCCL would not tell, it reports (ncclInvalidUsage, through every rank's
 // ncclCommGetAsyncError, with the detail in ncclGetLastError): ranks whose n-th collectives
 // differ (operation, count, type or root: a hang or garbage on GPUs), a send and its receive
 // of different sizes, an operation issued while its stream still holds unfinished NCCL work from
-// outside the current group (not emulated: it would read its input before that work wrote it).
+// outside the current group (not emulated: it would read its input before that work wrote it),
+// and a call on a communicator whose previous call is still in progress.
 //
 // Sums only (ncclSum), of the integer and floating-point types but the fp8 ones, in rank order;
 // bf16 and fp16 round after each addition, as a ring's steps do. Thread-safe: one lock.
@@ -38,6 +46,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,10 +54,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "trainer/kernels/emu/fake_memory.h"
 #include "trainer/kernels/emu/fake_streams.h"
 
 namespace {
@@ -124,9 +133,12 @@ struct Clique {
 
 std::mutex g_mu;
 std::map<std::string, std::shared_ptr<Clique>> g_rendezvous;  // by unique id, until all joined
+std::condition_variable g_changed;  // operations completed, ranks finalized or left
 thread_local std::string t_last_error;
 thread_local int t_group_depth = 0;
-thread_local int t_group_calls = 0;
+thread_local std::vector<const emu::PendingWork*> t_group_work;  // queued in the current group
+thread_local std::vector<ncclComm*> t_group_comms;
+thread_local unsigned t_group_ends = 0;
 
 size_t TypeSize(ncclDataType_t t) {
   switch (t) {
@@ -205,13 +217,12 @@ struct ncclComm {
   std::shared_ptr<Clique> clique;
   int rank = 0;
   int device = 0;
-  bool blocking = true;
   bool finalizing = false;
   uint64_t collectives = 0;          // issued so far
   std::map<int, uint64_t> sends;     // to each peer, so far
   std::map<int, uint64_t> receives;  // from each peer, so far
   std::vector<Work> work;            // queued by this rank, not known to be complete
-  unsigned calls = 0;                // non-blocking calls, for the emulated ncclInProgress
+  unsigned calls = 0;                // operations issued outside groups, for ncclInProgress
   int in_progress = 0;               // ncclCommGetAsyncError answers ncclInProgress this often
 };
 
@@ -248,31 +259,35 @@ ncclResult_t State(ncclComm* c) {
   return ncclSuccess;
 }
 
-// Blocking mode's waits: until the state is no longer ncclInProgress.
-ncclResult_t AwaitState(std::unique_lock<std::mutex>& lock, ncclComm* c) {
-  for (;;) {
-    const ncclResult_t r = State(c);
-    if (r != ncclInProgress) return r;
-    lock.unlock();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // NCCL's own waits poll too
-    lock.lock();
-  }
-}
-
 void Misuse(Clique& k, const std::string& detail) {
   if (k.misuse != ncclSuccess) return;
   k.misuse = ncclInvalidUsage;
   k.misuse_detail = "emulated NCCL: " + detail;
   t_last_error = k.misuse_detail;
+  g_changed.notify_all();
 }
 
-// What a call that queued work answers: in non-blocking mode outside a group, every other call
-// is still "being enqueued".
+// What a call that queued work answers: inside a group ncclSuccess (ncclGroupEnd answers for
+// the group), outside every other call is still "being enqueued".
 ncclResult_t Queued(ncclComm* c) {
-  if (c->blocking || t_group_depth > 0) return ncclSuccess;
+  if (t_group_depth > 0) {
+    if (std::find(t_group_comms.begin(), t_group_comms.end(), c) == t_group_comms.end()) {
+      t_group_comms.push_back(c);
+    }
+    return ncclSuccess;
+  }
   if (c->calls++ % 2 == 1) return ncclSuccess;
   c->in_progress = 1;
   return ncclInProgress;
+}
+
+// A call on `c` while its previous call is still in progress; under g_mu.
+ncclResult_t CheckNotInProgress(ncclComm* c, const char* what) {
+  if (c->in_progress == 0) return ncclSuccess;
+  Misuse(*c->clique, std::string(what) + " on rank " + std::to_string(c->rank) +
+                         " while its previous call was still in progress (poll "
+                         "ncclCommGetAsyncError until it is not)");
+  return c->clique->misuse;
 }
 
 // Checks common to every operation; under g_mu.
@@ -286,8 +301,9 @@ ncclResult_t CheckIssue(ncclComm* c, const char* what, cudaStream_t stream) {
                                       "completed");
   }
   if (c->finalizing) return Fail(ncclInvalidUsage, std::string(what) + " after ncclCommFinalize");
-  const bool first_of_group = t_group_depth == 0 || t_group_calls++ == 0;
-  if (first_of_group && emu::HasPendingWork(stream)) {
+  if (ncclResult_t r = CheckNotInProgress(c, what); r != ncclSuccess) return r;
+  // The group's own operations run together: they do not wait for each other.
+  if (emu::HasPendingWork(stream, t_group_work)) {
     Misuse(k, std::string(what) + " on rank " + std::to_string(c->rank) +
                   " was issued while its stream still held unfinished NCCL work (not emulated)");
     return k.misuse;
@@ -297,16 +313,11 @@ ncclResult_t CheckIssue(ncclComm* c, const char* what, cudaStream_t stream) {
 
 // `p` as a buffer of `bytes` NCCL may use on `c`'s device.
 ncclResult_t CheckBuffer(ncclComm* c, const void* p, size_t bytes, const char* what) {
-  if (bytes == 0) return ncclSuccess;
-  cudaPointerAttributes attr{};
-  if (p == nullptr || cudaPointerGetAttributes(&attr, p) != cudaSuccess ||
-      attr.type != cudaMemoryTypeDevice || attr.device != c->device) {
-    return Fail(ncclInvalidArgument, std::string(what) +
-                                         ": buffer is not device memory of CUDA "
-                                         "device " +
-                                         std::to_string(c->device));
-  }
-  return ncclSuccess;
+  if (bytes == 0 || emu::IsDeviceRange(p, bytes, c->device)) return ncclSuccess;
+  return Fail(ncclInvalidArgument, std::string(what) + ": the " + std::to_string(bytes) +
+                                       " bytes of the buffer are not device memory of CUDA "
+                                       "device " +
+                                       std::to_string(c->device));
 }
 
 Work Enqueue(ncclComm* c, cudaStream_t stream) {
@@ -315,6 +326,7 @@ Work Enqueue(ncclComm* c, cudaStream_t stream) {
     w->Complete();  // an invalid stream: nothing will wait for it
   }
   c->work.push_back(w);
+  if (t_group_depth > 0) t_group_work.push_back(w.get());
   return w;
 }
 
@@ -347,6 +359,7 @@ void Run(Collective& op, int n) {
       break;
   }
   for (const Work& w : op.work) w->Complete();
+  g_changed.notify_all();
 }
 
 ncclResult_t IssueCollective(const Signature& s, const void* in, void* out, ncclComm* c,
@@ -410,6 +423,7 @@ void Deliver(Clique& k, const std::tuple<int, int, uint64_t>& key) {
   t.send_work->Complete();
   t.recv_work->Complete();
   k.transfers.erase(key);
+  g_changed.notify_all();
 }
 
 ncclResult_t IssuePointToPoint(bool send, void* buffer, size_t count, ncclDataType_t type, int peer,
@@ -455,6 +469,7 @@ void Leave(ncclComm* c) {
     if (std::get<1>(key) == c->rank) t.out = nullptr;
   }
   for (const Work& w : c->work) w->Complete();
+  g_changed.notify_all();
 }
 
 }  // namespace
@@ -502,8 +517,13 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     return Fail(ncclInvalidArgument, "ncclCommInitRankConfig: rank " + std::to_string(rank) +
                                          " of " + std::to_string(nranks));
   }
+  if (config == nullptr || config->blocking != 0) {
+    return Fail(ncclInvalidArgument,
+                "emulated NCCL: blocking communicators are not emulated "
+                "(config.blocking = 0)");
+  }
   const int device = emu::CurrentDevice();
-  std::unique_lock<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_mu);
   const std::string key(id.internal, sizeof(id.internal));
   std::shared_ptr<Clique>& slot = g_rendezvous[key];
   if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
@@ -530,9 +550,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   c->clique = k;
   c->rank = rank;
   c->device = device;
-  c->blocking = config == nullptr || config->blocking != 0;
   *comm = c;
-  if (c->blocking) return AwaitState(lock, c);
+  g_changed.notify_all();
   return ncclInProgress;
 }
 
@@ -547,14 +566,31 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommFinalize: null comm");
-  std::unique_lock<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (ncclResult_t r = CheckNotInProgress(comm, "ncclCommFinalize"); r != ncclSuccess) return r;
   comm->finalizing = true;
   comm->clique->quiet[comm->rank] = true;
-  if (comm->blocking) return AwaitState(lock, comm);
+  g_changed.notify_all();
   return ncclInProgress;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (ncclResult_t r = CheckNotInProgress(comm, "ncclCommDestroy"); r != ncclSuccess) return r;
+  if (!comm->finalizing) {
+    // NCCL finalizes first, waiting until the communicator is quiescent.
+    comm->finalizing = true;
+    comm->clique->quiet[comm->rank] = true;
+    g_changed.notify_all();
+    g_changed.wait(lock, [comm] { return State(comm) != ncclInProgress; });
+  }
+  Leave(comm);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   std::lock_guard<std::mutex> lock(g_mu);
   Leave(comm);
@@ -562,17 +598,25 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
-
 ncclResult_t ncclGroupStart() {
-  if (t_group_depth++ == 0) t_group_calls = 0;
+  if (t_group_depth++ == 0) {
+    t_group_work.clear();
+    t_group_comms.clear();
+  }
   return ncclSuccess;
 }
 
+// The group's operations were queued as they were issued; every other group that queued some
+// is still "being enqueued" on each of its communicators.
 ncclResult_t ncclGroupEnd() {
   if (t_group_depth == 0) return Fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  --t_group_depth;
-  return ncclSuccess;
+  if (--t_group_depth > 0) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(g_mu);
+  const bool in_progress = !t_group_comms.empty() && t_group_ends++ % 2 == 0;
+  for (ncclComm* c : t_group_comms) c->in_progress = in_progress ? 1 : 0;
+  t_group_work.clear();
+  t_group_comms.clear();
+  return in_progress ? ncclInProgress : ncclSuccess;
 }
 
 ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t type,

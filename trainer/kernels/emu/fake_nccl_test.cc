@@ -1,8 +1,10 @@
 // The emulated NCCL and streams themselves (fake_nccl.cc, fake_streams.h): results, stream
-// ordering of pending operations, and what they must report: ranks issuing different
-// collectives, a peer that left, two ranks on one GPU, host buffers, and finalize waiting for
-// every rank. One test thread drives every rank (each call selects the rank's device first):
-// the non-blocking calls never wait for peers.
+// ordering of pending operations (events, waits, destroyed streams, cudaFreeAsync), grouped
+// sends and receives, and what they must report: ranks issuing different collectives, a peer
+// that left, two ranks on one GPU, buffers outside device memory, a call before the previous
+// one's ncclInProgress was polled, and finalize waiting for every rank. One test thread drives
+// every rank (each call selects the rank's device first): the non-blocking calls never wait for
+// peers.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -12,6 +14,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/kernels/emu/fake_memory.h"
+#include "trainer/kernels/emu/fake_streams.h"
 
 namespace {
 
@@ -92,13 +96,21 @@ class FakeNcclTest : public ::testing::Test {
 
 bool Queued(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
 
+// A call's result on rank `r`: queued, and polled until done if it was still in progress.
+#define EXPECT_ISSUED(r, call)                                                   \
+  do {                                                                           \
+    const ncclResult_t result_ = (call);                                         \
+    EXPECT_TRUE(Queued(result_)) << result_ << " " << ncclGetLastError(nullptr); \
+    if (result_ == ncclInProgress) EXPECT_EQ(Settle(r), ncclSuccess);            \
+  } while (false)
+
 TEST_F(FakeNcclTest, AnOperationCompletesWhenEveryRankHasIssuedIt) {
   Join(3);
   for (int i = 0; i < 3; ++i) Fill(ranks_[i], static_cast<float>(i + 1));
   cudaEvent_t done = nullptr;
   ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
-  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
-  ASSERT_TRUE(Queued(AllReduce(ranks_[1])));
+  EXPECT_ISSUED(ranks_[0], AllReduce(ranks_[0]));
+  EXPECT_ISSUED(ranks_[1], AllReduce(ranks_[1]));
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(done, ranks_[0].stream), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "completed before rank 2 issued it";
@@ -113,7 +125,7 @@ TEST_F(FakeNcclTest, AnOperationCompletesWhenEveryRankHasIssuedIt) {
   ASSERT_EQ(cudaEventRecord(after, other), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(after), cudaErrorNotReady);
 
-  ASSERT_TRUE(Queued(AllReduce(ranks_[2])));
+  EXPECT_ISSUED(ranks_[2], AllReduce(ranks_[2]));
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(after), cudaSuccess);
@@ -133,8 +145,8 @@ TEST_F(FakeNcclTest, GatherScatterBroadcastAndBf16Sums) {
   for (int i = 0; i < 2; ++i) {
     Rank& r = ranks_[i];
     cudaSetDevice(r.device);
-    ASSERT_TRUE(Queued(ncclReduceScatter(r.buffer, r.buffer + i * kCount / 2, kCount / 2,
-                                         ncclFloat32, ncclSum, r.comm, r.stream)));
+    EXPECT_ISSUED(r, ncclReduceScatter(r.buffer, r.buffer + i * kCount / 2, kCount / 2, ncclFloat32,
+                                       ncclSum, r.comm, r.stream));
   }
   EXPECT_EQ(Read(ranks_[0])[0], 30.0f);
   EXPECT_EQ(Read(ranks_[1])[kCount - 1], 30.0f);
@@ -143,8 +155,8 @@ TEST_F(FakeNcclTest, GatherScatterBroadcastAndBf16Sums) {
   for (int i = 0; i < 2; ++i) {
     Rank& r = ranks_[i];
     cudaSetDevice(r.device);
-    ASSERT_TRUE(Queued(ncclAllGather(r.buffer + i * kCount / 2, r.buffer, kCount / 2, ncclFloat32,
-                                     r.comm, r.stream)));
+    EXPECT_ISSUED(r, ncclAllGather(r.buffer + i * kCount / 2, r.buffer, kCount / 2, ncclFloat32,
+                                   r.comm, r.stream));
   }
   const std::vector<float> gathered = {1, 1, 1, 1, 2, 2, 2, 2};
   EXPECT_EQ(Read(ranks_[0]), gathered);
@@ -154,7 +166,7 @@ TEST_F(FakeNcclTest, GatherScatterBroadcastAndBf16Sums) {
   for (int i = 0; i < 2; ++i) {
     Rank& r = ranks_[i];
     cudaSetDevice(r.device);
-    ASSERT_TRUE(Queued(ncclBroadcast(r.buffer, r.buffer, 1, ncclFloat32, 1, r.comm, r.stream)));
+    EXPECT_ISSUED(r, ncclBroadcast(r.buffer, r.buffer, 1, ncclFloat32, 1, r.comm, r.stream));
   }
   EXPECT_EQ(Read(ranks_[0])[0], 7.0f);
   EXPECT_EQ(Read(ranks_[0])[1], 1.0f) << "beyond the count";
@@ -166,8 +178,7 @@ TEST_F(FakeNcclTest, GatherScatterBroadcastAndBf16Sums) {
     cudaSetDevice(r.device);
     const __nv_bfloat16 h = __float2bfloat16_rn(values[i]);
     ASSERT_EQ(cudaMemcpy(r.buffer, &h, sizeof(h), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_TRUE(
-        Queued(ncclAllReduce(r.buffer, r.buffer, 1, ncclBfloat16, ncclSum, r.comm, r.stream)));
+    EXPECT_ISSUED(r, ncclAllReduce(r.buffer, r.buffer, 1, ncclBfloat16, ncclSum, r.comm, r.stream));
   }
   __nv_bfloat16 sum;
   ASSERT_EQ(cudaMemcpy(&sum, ranks_[4].buffer, sizeof(sum), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -187,16 +198,16 @@ TEST_F(FakeNcclTest, SendsAndReceivesMatchInOrderAndByteCount) {
   Fill(ranks_[0], 5.0f);
   Fill(ranks_[1], 0.0f);
   cudaSetDevice(0);
-  ASSERT_TRUE(
-      Queued(ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream)));
+  EXPECT_ISSUED(ranks_[0],
+                ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream));
   cudaSetDevice(1);
-  ASSERT_TRUE(
-      Queued(ncclRecv(ranks_[1].buffer, 2, ncclFloat32, 0, ranks_[1].comm, ranks_[1].stream)));
+  EXPECT_ISSUED(ranks_[1],
+                ncclRecv(ranks_[1].buffer, 2, ncclFloat32, 0, ranks_[1].comm, ranks_[1].stream));
   EXPECT_EQ(Read(ranks_[1])[1], 5.0f);
   EXPECT_EQ(Read(ranks_[1])[2], 0.0f);
   cudaSetDevice(0);
-  ASSERT_TRUE(
-      Queued(ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream)));
+  EXPECT_ISSUED(ranks_[0],
+                ncclSend(ranks_[0].buffer, 2, ncclFloat32, 1, ranks_[0].comm, ranks_[0].stream));
   cudaSetDevice(1);
   EXPECT_EQ(ncclRecv(ranks_[1].buffer, 3, ncclFloat32, 0, ranks_[1].comm, ranks_[1].stream),
             ncclInvalidUsage);
@@ -205,7 +216,7 @@ TEST_F(FakeNcclTest, SendsAndReceivesMatchInOrderAndByteCount) {
 
 TEST_F(FakeNcclTest, APeerThatLeftIsARemoteErrorForRanksWithQueuedWork) {
   Join(2);
-  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
+  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));  // the remote error outranks the in-progress poll
   cudaSetDevice(1);
   ASSERT_EQ(ncclCommAbort(ranks_[1].comm), ncclSuccess);
   ranks_[1].comm = nullptr;
@@ -225,9 +236,73 @@ TEST_F(FakeNcclTest, APeerThatLeftIsARemoteErrorForRanksWithQueuedWork) {
 
 TEST_F(FakeNcclTest, IssuingBehindUnfinishedWorkOnTheStreamIsReported) {
   Join(2);
-  ASSERT_TRUE(Queued(AllReduce(ranks_[0])));
+  EXPECT_ISSUED(ranks_[0], AllReduce(ranks_[0]));
   EXPECT_EQ(AllReduce(ranks_[0]), ncclInvalidUsage);
   EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("still held unfinished NCCL work"));
+}
+
+TEST_F(FakeNcclTest, ACallBeforeTheInProgressPollIsMisuse) {
+  Join(2);
+  // Every other call answers ncclInProgress: one of two consecutive calls does.
+  ncclResult_t r = AllReduce(ranks_[0], 1);
+  if (r == ncclSuccess) {
+    EXPECT_ISSUED(ranks_[1], AllReduce(ranks_[1], 1));
+    r = AllReduce(ranks_[0], 1);
+  }
+  ASSERT_EQ(r, ncclInProgress);
+  cudaSetDevice(0);
+  EXPECT_EQ(ncclCommFinalize(ranks_[0].comm), ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("still in progress"));
+}
+
+TEST_F(FakeNcclTest, AGroupedExchangeCompletesWithoutOrderingItsOwnOperations) {
+  Join(2);
+  Fill(ranks_[0], 1.0f);
+  Fill(ranks_[1], 2.0f);
+  // Each rank sends its first half and receives into its second, on one stream, in one group.
+  for (int i = 0; i < 2; ++i) {
+    Rank& r = ranks_[i];
+    cudaSetDevice(r.device);
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    ASSERT_EQ(ncclSend(r.buffer, kCount / 2, ncclFloat32, 1 - i, r.comm, r.stream), ncclSuccess);
+    ASSERT_EQ(ncclRecv(r.buffer + kCount / 2, kCount / 2, ncclFloat32, 1 - i, r.comm, r.stream),
+              ncclSuccess);
+    EXPECT_ISSUED(r, ncclGroupEnd());
+  }
+  EXPECT_EQ(Read(ranks_[0]), (std::vector<float>{1, 1, 1, 1, 2, 2, 2, 2}));
+  EXPECT_EQ(Read(ranks_[1]), (std::vector<float>{2, 2, 2, 2, 1, 1, 1, 1}));
+}
+
+TEST_F(FakeNcclTest, PendingWorkHoldsDestroyedStreamsAndStreamOrderedFrees) {
+  Join(2);
+  cudaSetDevice(0);
+  void* scratch = nullptr;
+  ASSERT_EQ(cudaMalloc(&scratch, 64), cudaSuccess);
+  EXPECT_ISSUED(ranks_[0], AllReduce(ranks_[0]));
+  cudaSetDevice(0);
+  ASSERT_EQ(cudaFreeAsync(scratch, ranks_[0].stream), cudaSuccess);  // does not wait
+  EXPECT_TRUE(emu::IsDeviceRange(scratch, 64, 0)) << "freed before the stream's work completed";
+  ASSERT_EQ(cudaStreamDestroy(ranks_[0].stream), cudaSuccess);
+  ranks_[0].stream = nullptr;
+  EXPECT_TRUE(emu::DeviceHasPendingWork(0)) << "cudaFree would not wait for the destroyed stream";
+  EXPECT_ISSUED(ranks_[1], AllReduce(ranks_[1]));
+  EXPECT_FALSE(emu::DeviceHasPendingWork(0));
+  EXPECT_FALSE(emu::IsDeviceRange(scratch, 1, 0)) << "not freed once the work completed";
+}
+
+TEST(FakeStreamsTest, EventsWithoutTimingHaveNoElapsedTime) {
+  cudaEvent_t timed = nullptr, untimed = nullptr;
+  ASSERT_EQ(cudaEventCreate(&timed), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(timed, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, nullptr), cudaSuccess);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, timed, timed), cudaSuccess);
+  EXPECT_EQ(ms, 0.0f);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, timed, untimed), cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  cudaEventDestroy(timed);
+  cudaEventDestroy(untimed);
 }
 
 TEST_F(FakeNcclTest, FinalizeWaitsForEveryRank) {
@@ -245,12 +320,14 @@ TEST_F(FakeNcclTest, FinalizeWaitsForEveryRank) {
   }
 }
 
-TEST_F(FakeNcclTest, TwoRanksOnOneGpuAndHostBuffersAreRefused) {
+TEST_F(FakeNcclTest, BlockingCommunicatorsTwoRanksOnOneGpuAndStrayBuffersAreRefused) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t a = nullptr, b = nullptr;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  EXPECT_EQ(ncclCommInitRankConfig(&a, 2, id, 0, &config), ncclInvalidArgument)
+      << "blocking communicators are not emulated";
   config.blocking = 0;
   ASSERT_TRUE(Queued(ncclCommInitRankConfig(&a, 2, id, 0, &config)));
   EXPECT_EQ(ncclCommInitRankConfig(&b, 2, id, 1, &config), ncclInvalidUsage);
@@ -268,6 +345,11 @@ TEST_F(FakeNcclTest, TwoRanksOnOneGpuAndHostBuffersAreRefused) {
                           ranks_[0].comm, ranks_[0].stream),
             ncclInvalidArgument);
   EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("not device memory of CUDA device 0"));
+  // Nor may a buffer run past its allocation.
+  EXPECT_EQ(ncclAllReduce(ranks_[0].buffer, ranks_[0].buffer, kCount + 1, ncclFloat32, ncclSum,
+                          ranks_[0].comm, ranks_[0].stream),
+            ncclInvalidArgument);
+  EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("36 bytes"));
 }
 
 TEST(FakeCudaRuntimeTest, PointerKindsAndForeignFrees) {

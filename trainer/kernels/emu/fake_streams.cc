@@ -11,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "trainer/kernels/emu/cuda_emu.h"
@@ -25,9 +27,11 @@ class StreamTable {
  public:
   struct Stream {
     int device = 0;
+    bool blocking = true;  // synchronizes with the legacy default stream
     Work pending;
   };
   struct Event {
+    bool timing = true;
     bool recorded = false;
     // When the record was issued, then when each piece of the pending work completed, if later.
     Clock::time_point time;
@@ -39,10 +43,11 @@ class StreamTable {
     return *table;
   }
 
-  cudaStream_t CreateStream() {
+  cudaStream_t CreateStream(unsigned int flags) {
     std::lock_guard<std::mutex> lock(mu_);
     auto* s = new Stream;
     s->device = CurrentDevice();
+    s->blocking = (flags & cudaStreamNonBlocking) == 0;
     streams_.insert(s);
     return reinterpret_cast<cudaStream_t>(s);
   }
@@ -50,12 +55,15 @@ class StreamTable {
     std::lock_guard<std::mutex> lock(mu_);
     auto* s = reinterpret_cast<Stream*>(handle);
     if (streams_.erase(s) == 0) return cudaErrorInvalidResourceHandle;
-    delete s;  // its pending work completes all the same, as on a GPU
+    // Its pending work completes all the same, as on a GPU, and the device waits for it.
+    Append(&orphans_[s->device], Prune(&s->pending));
+    delete s;
     return cudaSuccess;
   }
-  cudaEvent_t CreateEvent() {
+  cudaEvent_t CreateEvent(unsigned int flags) {
     std::lock_guard<std::mutex> lock(mu_);
     auto* e = new Event;
+    e->timing = (flags & cudaEventDisableTiming) == 0;
     events_.insert(e);
     return reinterpret_cast<cudaEvent_t>(e);
   }
@@ -74,30 +82,42 @@ class StreamTable {
     s->pending.push_back(std::move(work));
     return cudaSuccess;
   }
-  bool HasPending(cudaStream_t handle) {
+  bool HasPending(cudaStream_t handle, const std::vector<const PendingWork*>& besides) {
     std::lock_guard<std::mutex> lock(mu_);
-    Stream* s = Find(handle);
-    return s != nullptr && !Prune(&s->pending).empty();
+    if (Find(handle) == nullptr) return false;
+    for (const auto& w : Ahead(handle)) {
+      if (std::find(besides.begin(), besides.end(), w.get()) == besides.end()) return true;
+    }
+    return false;
   }
   cudaError_t AwaitStream(cudaStream_t handle, const char* what) {
     std::unique_lock<std::mutex> lock(mu_);
-    Stream* s = Find(handle);
-    if (s == nullptr) return cudaErrorInvalidResourceHandle;
-    const Work work = Prune(&s->pending);  // the stream may be destroyed while we wait
+    if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
+    const Work work = Ahead(handle);  // the stream may be destroyed while we wait
     Await(lock, work, what);
     return cudaSuccess;
   }
-  void AwaitDevice(const char* what) {
+  cudaError_t WhenComplete(cudaStream_t handle, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
+      Work work = Ahead(handle);
+      if (!work.empty()) {
+        deferred_.emplace_back(std::move(work), std::move(fn));
+        return cudaSuccess;
+      }
+    }
+    fn();
+    return cudaSuccess;
+  }
+  void AwaitDevice(int device, const char* what) {
     std::unique_lock<std::mutex> lock(mu_);
-    const int device = CurrentDevice();
-    Work work;
-    for (Stream* s : streams_) {
-      if (s->device == device) Append(&work, Prune(&s->pending));
-    }
-    if (auto it = defaults_.find(device); it != defaults_.end()) {
-      Append(&work, Prune(&it->second.pending));
-    }
+    const Work work = OfDevice(device);
     Await(lock, work, what);
+  }
+  bool DeviceHasPending(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !OfDevice(device).empty();
   }
 
   cudaError_t WaitEvent(cudaStream_t stream, cudaEvent_t event) {
@@ -110,12 +130,11 @@ class StreamTable {
   }
   cudaError_t Record(cudaEvent_t event, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu_);
-    Stream* s = Find(stream);
     Event* e = FindEvent(event);
-    if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
+    if (Find(stream) == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
     e->recorded = true;
     e->time = Clock::now();
-    e->pending = Prune(&s->pending);
+    e->pending = Ahead(stream);
     return cudaSuccess;
   }
   cudaError_t Query(cudaEvent_t event) {
@@ -136,7 +155,7 @@ class StreamTable {
     std::lock_guard<std::mutex> lock(mu_);
     Event* a = FindEvent(start);
     Event* b = FindEvent(end);
-    if (a == nullptr || b == nullptr || !a->recorded || !b->recorded) {
+    if (a == nullptr || b == nullptr || !a->recorded || !b->recorded || !a->timing || !b->timing) {
       return cudaErrorInvalidResourceHandle;
     }
     if (!Prune(a).empty() || !Prune(b).empty()) return cudaErrorNotReady;
@@ -145,13 +164,23 @@ class StreamTable {
   }
 
   void Complete(PendingWork* work) {
+    std::vector<std::function<void()>> ready;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (work->done_) return;
       work->done_ = true;
       work->completed_ = Clock::now();
+      for (auto it = deferred_.begin(); it != deferred_.end();) {
+        if (Prune(&it->first).empty()) {
+          ready.push_back(std::move(it->second));
+          it = deferred_.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
     changed_.notify_all();
+    for (auto& fn : ready) fn();
   }
   bool Done(const PendingWork& work) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -159,20 +188,57 @@ class StreamTable {
   }
 
  private:
-  // The special handles (null, cudaStreamLegacy, cudaStreamPerThread) are the current device's
-  // default stream.
+  static bool IsLegacy(cudaStream_t handle) {
+    return handle == nullptr || handle == cudaStreamLegacy;
+  }
+  // The default streams: the legacy one of the current device (null, cudaStreamLegacy), shared
+  // by every thread, and the calling thread's own (cudaStreamPerThread).
   Stream* Find(cudaStream_t handle) {
     if (reinterpret_cast<uintptr_t>(handle) <= 2) {
-      Stream& s = defaults_[CurrentDevice()];
+      const std::thread::id owner =
+          handle == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id();
+      Stream& s = defaults_[{CurrentDevice(), owner}];
       s.device = CurrentDevice();
       return &s;
     }
     auto* s = reinterpret_cast<Stream*>(handle);
     return streams_.count(s) != 0 ? s : nullptr;
   }
+  Stream* Legacy(int device) {
+    Stream& s = defaults_[{device, std::thread::id()}];
+    s.device = device;
+    return &s;
+  }
   Event* FindEvent(cudaEvent_t handle) {
     auto* e = reinterpret_cast<Event*>(handle);
     return events_.count(e) != 0 ? e : nullptr;
+  }
+  // What work issued on `handle` now runs after (a valid handle): its own pending work, and the
+  // legacy default stream's and the blocking streams' as they synchronize with each other.
+  Work Ahead(cudaStream_t handle) {
+    Stream* s = Find(handle);
+    Work work = Prune(&s->pending);
+    if (!s->blocking && !IsLegacy(handle)) return work;
+    Stream* legacy = Legacy(s->device);
+    if (s != legacy) Append(&work, Prune(&legacy->pending));
+    if (!IsLegacy(handle)) return work;
+    for (Stream* other : streams_) {
+      if (other->device == s->device && other->blocking) Append(&work, Prune(&other->pending));
+    }
+    for (auto& [key, other] : defaults_) {
+      if (key.first == s->device && &other != s) Append(&work, Prune(&other.pending));
+    }
+    return work;
+  }
+  Work OfDevice(int device) {
+    Work work = Prune(&orphans_[device]);
+    for (Stream* s : streams_) {
+      if (s->device == device) Append(&work, Prune(&s->pending));
+    }
+    for (auto& [key, s] : defaults_) {
+      if (key.first == device) Append(&work, Prune(&s.pending));
+    }
+    return work;
   }
   // Drops the completed work; returns what is left.
   static const Work& Prune(Work* work) {
@@ -181,15 +247,15 @@ class StreamTable {
                 work->end());
     return *work;
   }
-  static void Append(Work* to, const Work& from) {
-    to->insert(to->end(), from.begin(), from.end());
-  }
   // Prune for an event: its time becomes the completion of the work it drops, if later.
   static const Work& Prune(Event* e) {
     for (const auto& w : e->pending) {
       if (w->done_) e->time = std::max(e->time, w->completed_);
     }
     return Prune(&e->pending);
+  }
+  static void Append(Work* to, const Work& from) {
+    to->insert(to->end(), from.begin(), from.end());
   }
   void Await(std::unique_lock<std::mutex>& lock, const Work& work, const char* what) {
     auto done = [&] {
@@ -207,7 +273,9 @@ class StreamTable {
   std::mutex mu_;
   std::condition_variable changed_;
   std::set<Stream*> streams_;
-  std::map<int, Stream> defaults_;  // by device
+  std::map<std::pair<int, std::thread::id>, Stream> defaults_;  // by device and owner
+  std::map<int, Work> orphans_;  // by device: the pending work of destroyed streams
+  std::vector<std::pair<Work, std::function<void()>>> deferred_;
   std::set<Event*> events_;
 };
 
@@ -217,11 +285,17 @@ bool PendingWork::done() const { return StreamTable::Get().Done(*this); }
 cudaError_t Enqueue(cudaStream_t stream, std::shared_ptr<PendingWork> work) {
   return StreamTable::Get().Enqueue(stream, std::move(work));
 }
-bool HasPendingWork(cudaStream_t stream) { return StreamTable::Get().HasPending(stream); }
+bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& besides) {
+  return StreamTable::Get().HasPending(stream, besides);
+}
 cudaError_t AwaitStream(cudaStream_t stream, const char* what) {
   return StreamTable::Get().AwaitStream(stream, what);
 }
-void AwaitDevice(const char* what) { StreamTable::Get().AwaitDevice(what); }
+cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn) {
+  return StreamTable::Get().WhenComplete(stream, std::move(fn));
+}
+void AwaitDevice(int device, const char* what) { StreamTable::Get().AwaitDevice(device, what); }
+bool DeviceHasPendingWork(int device) { return StreamTable::Get().DeviceHasPending(device); }
 
 namespace {
 thread_local int t_device = 0;
@@ -248,12 +322,19 @@ cudaError_t Checked(cudaError_t error, const char* what) {
   return error;
 }
 
+// Not ready is a status, not a failure; CUDA still makes it the thread's last error.
+cudaError_t Status(cudaError_t error, const char* what) {
+  if (error != cudaErrorNotReady) return Checked(error, what);
+  emu::SetLastError(error);
+  return error;
+}
+
 }  // namespace
 
 extern "C" {
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = emu::StreamTable::Get().CreateStream();
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  *stream = emu::StreamTable::Get().CreateStream(flags);
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
@@ -275,16 +356,16 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data)
   return e;
 }
 cudaError_t cudaDeviceSynchronize() {
-  emu::AwaitDevice("cudaDeviceSynchronize");
+  emu::AwaitDevice(emu::CurrentDevice(), "cudaDeviceSynchronize");
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  *event = emu::StreamTable::Get().CreateEvent();
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  *event = emu::StreamTable::Get().CreateEvent(flags);
   return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-  return cudaEventCreate(event);
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return Checked(emu::StreamTable::Get().DestroyEvent(event), "cudaEventDestroy");
@@ -293,18 +374,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return Checked(emu::StreamTable::Get().Record(event, stream), "cudaEventRecord");
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  const cudaError_t e = emu::StreamTable::Get().Query(event);
-  // Not ready is a status, not a failure; CUDA still makes it the thread's last error.
-  if (e == cudaErrorNotReady) emu::SetLastError(e);
-  return e == cudaErrorNotReady ? e : Checked(e, "cudaEventQuery");
+  return Status(emu::StreamTable::Get().Query(event), "cudaEventQuery");
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return Checked(emu::StreamTable::Get().SynchronizeEvent(event), "cudaEventSynchronize");
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  const cudaError_t e = emu::StreamTable::Get().ElapsedMs(ms, start, end);
-  if (e == cudaErrorNotReady) emu::SetLastError(e);
-  return e == cudaErrorNotReady ? e : Checked(e, "cudaEventElapsedTime");
+  return Status(emu::StreamTable::Get().ElapsedMs(ms, start, end), "cudaEventElapsedTime");
 }
 
 }  // extern "C"
