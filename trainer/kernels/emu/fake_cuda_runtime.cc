@@ -177,6 +177,14 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
   *greatest = -5;
   return cudaSuccess;
 }
+// Every pair of distinct emulated GPUs can reach each other (one NVLink domain).
+cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (!ValidDevice(device) || !ValidDevice(peer)) {
+    return Failed(cudaErrorInvalidDevice, "cudaDeviceCanAccessPeer");
+  }
+  *can = device != peer ? 1 : 0;
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError() { return emu::GetLastError(); }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) { return Allocate(p, bytes, cudaMemoryTypeDevice); }
