@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 
@@ -159,6 +160,16 @@ std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log) {
     losses.emplace_back(std::stoi((*it)[1].str()), (*it)[2].str());
   }
   return losses;
+}
+
+double TrainerLossValue(const std::string& printed) {
+  double v = 0;
+  return absl::SimpleAtod(printed, &v) ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string TrainerFinalCrc(const std::string& log) {
+  const size_t at = log.find("params crc32c ");
+  return at == std::string::npos ? "" : log.substr(at + 14, 8);
 }
 
 pid_t TrainerPid(const std::string& log) {

@@ -67,6 +67,13 @@ class TestCluster {
 // The losses a trainer printed ("step N/M loss X"), by step, as printed.
 std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 
+// A loss as TrainerLosses returns it, as a number (NaN when it is not one, which no comparison
+// passes).
+double TrainerLossValue(const std::string& printed);
+
+// The checksum of the parameters a trainer logged at its end ("params crc32c XXXXXXXX"), or "".
+std::string TrainerFinalCrc(const std::string& log);
+
 // The pid a trainer logged at its start ("rank R/W pid P"), or 0.
 pid_t TrainerPid(const std::string& log);
 

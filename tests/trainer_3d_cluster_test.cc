@@ -51,17 +51,6 @@ std::string Trainer(int generation_exit_step, const std::string& dir, int zero) 
       dir.empty() ? "" : absl::StrCat("checkpoint: {dir: ", dir, ", every_steps: 5, keep: 2}\n"));
 }
 
-double Parse(const std::string& s) {
-  double v = 0;
-  EXPECT_TRUE(absl::SimpleAtod(s, &v)) << s;
-  return v;
-}
-
-std::string FinalCrc(const std::string& log) {
-  const size_t at = log.find("params crc32c ");
-  return at == std::string::npos ? "" : log.substr(at + 14, 8);
-}
-
 class Trainer3dClusterTest : public ::testing::TestWithParam<int> {
  protected:
   static void SetUpTestSuite() {
@@ -126,7 +115,7 @@ TEST_P(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
   double worst = 0;
   for (int i = 0; i < kSteps; ++i) {
     EXPECT_EQ(got[i].first, i + 1);
-    const double x = Parse(got[i].second), y = Parse(want[i].second);
+    const double x = TrainerLossValue(got[i].second), y = TrainerLossValue(want[i].second);
     worst = std::max(worst, std::abs(x - y) / std::abs(y));
     EXPECT_NEAR(x, y, kTolerance * std::abs(y)) << "step " << i + 1;
   }
@@ -134,7 +123,8 @@ TEST_P(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
       "TP=2 x PP=2 x DP=2 ZeRO-%d vs one process: loss %s -> %s, largest relative difference "
       "%.2e\n",
       zero, want.front().second.c_str(), want.back().second.c_str(), worst);
-  EXPECT_LT(Parse(got.back().second), Parse(got.front().second) - 0.5);  // it learns
+  EXPECT_LT(TrainerLossValue(got.back().second),
+            TrainerLossValue(got.front().second) - 0.5);  // it learns
   // Every rank, on every stage, prints the step's loss (the last stage's, broadcast).
   for (int rank = 1; rank < kRanks; ++rank) {
     EXPECT_EQ(TrainerLosses(cluster_->RankLog(id, 1, rank)), got) << "rank " << rank;
@@ -177,9 +167,9 @@ TEST_P(Trainer3dClusterTest, ResumeUnderThreeDimensionsEqualsAnUninterruptedRun)
   }
   // Every rank ends with the same parameters as in the uninterrupted run.
   for (int rank = 0; rank < kRanks; ++rank) {
-    const std::string want = FinalCrc(cluster_->RankLog(straight, 1, rank));
+    const std::string want = TrainerFinalCrc(cluster_->RankLog(straight, 1, rank));
     EXPECT_FALSE(want.empty()) << "rank " << rank;
-    EXPECT_EQ(FinalCrc(cluster_->RankLog(id, 2, rank)), want) << "rank " << rank;
+    EXPECT_EQ(TrainerFinalCrc(cluster_->RankLog(id, 2, rank)), want) << "rank " << rank;
   }
 }
 

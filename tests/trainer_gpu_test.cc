@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda_device_count.h"
 #include "common/testing/subprocess.h"
@@ -62,15 +61,6 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }
-  static double Loss(const std::string& text) {
-    double v = 0;
-    EXPECT_TRUE(absl::SimpleAtod(text, &v)) << text;
-    return v;
-  }
-  static std::string FinalCrc(const std::string& log) {
-    const size_t at = log.find("params crc32c ");
-    return at == std::string::npos ? "" : log.substr(at + 14, 8);
-  }
   std::string dir_;
 };
 
@@ -98,11 +88,12 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
     EXPECT_EQ(b[i], a[i]);       // the same first 10 steps
     EXPECT_EQ(c[i], a[10 + i]);  // and after the resume, the same last 10
   }
-  EXPECT_EQ(FinalCrc(second.output), FinalCrc(straight.output));
-  EXPECT_FALSE(FinalCrc(straight.output).empty());
+  EXPECT_EQ(TrainerFinalCrc(second.output), TrainerFinalCrc(straight.output));
+  EXPECT_FALSE(TrainerFinalCrc(straight.output).empty());
   // From about ln(128) = 4.85 to well below it.
-  EXPECT_GT(Loss(a.front().second), 4.5);
-  EXPECT_LT(Loss(a.back().second), Loss(a.front().second) - 1.0) << straight.output;
+  EXPECT_GT(TrainerLossValue(a.front().second), 4.5);
+  EXPECT_LT(TrainerLossValue(a.back().second), TrainerLossValue(a.front().second) - 1.0)
+      << straight.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,

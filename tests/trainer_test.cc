@@ -8,7 +8,6 @@
 #include <fstream>
 #include <regex>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/testing/subprocess.h"
@@ -49,15 +48,6 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }
-  static double Loss(const std::string& text) {
-    double v = 0;
-    EXPECT_TRUE(absl::SimpleAtod(text, &v)) << text;
-    return v;
-  }
-  static std::string FinalCrc(const std::string& log) {
-    const size_t at = log.find("params crc32c ");
-    return at == std::string::npos ? "" : log.substr(at + 14, 8);
-  }
   std::string dir_;
   int specs_ = 0;
 };
@@ -69,8 +59,8 @@ TEST_F(TrainerTest, TwoLayerModelLossFallsClearlyOnTheBuiltinCorpus) {
   ASSERT_EQ(losses.size(), 80u) << r.output;
   double first = 0, last = 0;
   for (int i = 0; i < 5; ++i) {
-    first += Loss(losses[i].second) / 5;
-    last += Loss(losses[75 + i].second) / 5;
+    first += TrainerLossValue(losses[i].second) / 5;
+    last += TrainerLossValue(losses[75 + i].second) / 5;
   }
   // From about ln(128) = 4.85 (uniform over bytes) to well below it.
   EXPECT_GT(first, 4.0);
@@ -105,8 +95,8 @@ TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
     EXPECT_EQ(b[i], a[i]);       // the same first 20 steps
     EXPECT_EQ(c[i], a[20 + i]);  // and after the resume, the same last 20
   }
-  EXPECT_EQ(FinalCrc(second.output), FinalCrc(straight.output));
-  EXPECT_FALSE(FinalCrc(straight.output).empty());
+  EXPECT_EQ(TrainerFinalCrc(second.output), TrainerFinalCrc(straight.output));
+  EXPECT_FALSE(TrainerFinalCrc(straight.output).empty());
   // keep: 2 leaves the two newest checkpoints.
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/resumed/step-00000040/MANIFEST"));
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/resumed/step-00000030/MANIFEST"));

@@ -27,7 +27,7 @@
 #include "trainer/cuda/cuda_device.h"
 #include "trainer/cuda/nccl_communicator.h"
 #include "trainer/kernels/cuda_test_util.h"
-#include "trainer/model/random.h"
+#include "trainer/parallel/layout_test_data.h"
 #include "trainer/parallel/parallel_groups.h"
 #include "trainer/parallel/parallel_trainer.h"
 
@@ -37,22 +37,7 @@ namespace {
 constexpr int kSteps = 5;
 constexpr int kMicroBatch = 2;
 constexpr int kGlobalBatch = 16;
-constexpr int kVocab = 64;
-constexpr int kSeq = 16;
-
-GptConfig Model() { return *GptConfig::Create(4, 32, 4, kSeq, kVocab); }
-
-// Sample `g` of the job's one global stream: each token a function of the previous one, with
-// occasional noise, so that the loss falls.
-void Sample(int64_t g, int32_t* in, int32_t* tgt) {
-  Rng rng(DeriveSeed(99, static_cast<uint64_t>(g)));
-  int32_t tok = static_cast<int32_t>(rng.Below(kVocab));
-  for (int t = 0; t <= kSeq; ++t) {
-    if (t < kSeq) in[t] = tok;
-    if (t > 0) tgt[t - 1] = tok;
-    tok = rng.Below(8) == 0 ? static_cast<int32_t>(rng.Below(kVocab)) : (tok * 5 + 3) % kVocab;
-  }
-}
+constexpr int kSeq = testing::kLayoutTestSeq;
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1, zero = 0;
@@ -79,7 +64,7 @@ std::vector<std::vector<double>> Train(const Layout& layout) {
                                           NcclOptionsFor(*device, absl::Seconds(120)));
                      }));
     ParallelTrainerOptions o;
-    o.model = Model();
+    o.model = testing::LayoutTestModel();
     o.place = place;
     o.micro_batch = kMicroBatch;
     o.microbatches = kGlobalBatch / (kMicroBatch * layout.dp);
@@ -95,7 +80,7 @@ std::vector<std::vector<double>> Train(const Layout& layout) {
         for (int b = 0; b < kMicroBatch; ++b) {
           const int64_t g = int64_t{step} * kGlobalBatch + micro * (kMicroBatch * layout.dp) +
                             place.dp_rank * kMicroBatch + b;
-          Sample(g, in + b * kSeq, tgt + b * kSeq);
+          testing::LayoutTestSample(g, in + b * kSeq, tgt + b * kSeq);
         }
       };
       ASSIGN_OR_RETURN(StepStats stats, trainer->Step(fill, 3e-3f, step + 1));

@@ -22,7 +22,7 @@
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/comm/testing.h"
 #include "trainer/model/cpu_device.h"
-#include "trainer/model/random.h"
+#include "trainer/parallel/layout_test_data.h"
 #include "trainer/parallel/pipeline_schedule.h"
 
 namespace ringmaster::trainer {
@@ -31,23 +31,10 @@ namespace {
 constexpr int kSteps = 20;
 constexpr int kMicroBatch = 2;
 constexpr int kGlobalBatch = 16;
-constexpr int kVocab = 64;
-constexpr int kSeq = 16;
+constexpr int kSeq = testing::kLayoutTestSeq;
 constexpr double kTolerance = 1e-5;
 
-GptConfig Model() { return *GptConfig::Create(4, 32, 4, kSeq, kVocab); }
-
-// Sample `g` of the job's one global stream: a learnable sequence (each token a function of the
-// previous one, with occasional noise), so the loss falls over the 20 steps.
-void Sample(int64_t g, int32_t* in, int32_t* tgt) {
-  Rng rng(DeriveSeed(99, static_cast<uint64_t>(g)));
-  int32_t tok = static_cast<int32_t>(rng.Below(kVocab));
-  for (int t = 0; t <= kSeq; ++t) {
-    if (t < kSeq) in[t] = tok;
-    if (t > 0) tgt[t - 1] = tok;
-    tok = rng.Below(8) == 0 ? static_cast<int32_t>(rng.Below(kVocab)) : (tok * 5 + 3) % kVocab;
-  }
-}
+GptConfig Model() { return testing::LayoutTestModel(); }
 
 struct RankResult {
   RankPlace place;
@@ -95,7 +82,7 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero) {
         for (int b = 0; b < kMicroBatch; ++b) {
           const int64_t g = int64_t{step} * kGlobalBatch + micro * (kMicroBatch * dp) +
                             r.place.dp_rank * kMicroBatch + b;
-          Sample(g, in + b * kSeq, tgt + b * kSeq);
+          testing::LayoutTestSample(g, in + b * kSeq, tgt + b * kSeq);
         }
       };
       auto stats = (*trainer)->Step(fill, 3e-3f, step + 1);
