@@ -162,6 +162,12 @@ std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log) {
   return losses;
 }
 
+absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"trainer/trainer", "--blas_threads=1"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, "");
+}
+
 double TrainerLossValue(const std::string& printed) {
   double v = 0;
   return absl::SimpleAtod(printed, &v) ? v : std::numeric_limits<double>::quiet_NaN();

@@ -64,6 +64,10 @@ class TestCluster {
   std::vector<std::string> work_dirs_;
 };
 
+// Runs the trainer binary (trainer/trainer in the runfiles, one BLAS thread) standalone with
+// `args`, to completion.
+absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args);
+
 // The losses a trainer printed ("step N/M loss X"), by step, as printed.
 std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 

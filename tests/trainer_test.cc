@@ -42,9 +42,7 @@ class TrainerTest : public ::testing::Test {
     return path;
   }
   CommandResult Train(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"trainer/trainer", "--blas_threads=1"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = RunCommand(argv, "");
+    absl::StatusOr<CommandResult> r = RunTrainer(args);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : CommandResult{};
   }
