@@ -20,7 +20,11 @@ expect() {  # expect TEXT PATTERN WHAT
 
 for args in "--dtype=bf16" "--dtype=f32 --fuse=false" "--dtype=bf16 --tokens=zipf"; do
   # shellcheck disable=SC2086
-  out=$("$gpt" "${tiny[@]}" $args 2>&1)
+  if ! out=$("$gpt" "${tiny[@]}" $args 2>&1); then
+    echo "$out"
+    echo "FAILED: gpt_cuda_bench $args exited with an error"
+    exit 1
+  fi
   line=$(grep '^gpt_cuda_bench: ' <<<"$out" || true)
   expect "$line" 'padded 256' "gpt_cuda_bench $args: the padded vocabulary"
   expect "$line" '\| [0-9]+ tokens/s \| MFU [0-9.]+%' "gpt_cuda_bench $args: tokens/s and MFU"
@@ -31,7 +35,11 @@ for args in "--dtype=bf16" "--dtype=f32 --fuse=false" "--dtype=bf16 --tokens=zip
 done
 expect "$(grep '^gpt_cuda_bench: ' <<<"$out")" 'tokens zipf' "gpt_cuda_bench: the zipf token stream"
 
-out=$("$nccl" --max_bytes=16384 --warmup=1 --iters=2 2>&1)
+if ! out=$("$nccl" --max_bytes=16384 --warmup=1 --iters=2 2>&1); then
+  echo "$out"
+  echo "FAILED: nccl_collective_bench exited with an error"
+  exit 1
+fi
 for op in all_reduce all_gather reduce_scatter broadcast; do
   expect "$out" "^$op +16384 " "nccl_collective_bench: $op at 16 KiB"
 done

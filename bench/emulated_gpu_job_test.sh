@@ -17,7 +17,8 @@ log="$TEST_TMPDIR/gpu_job.log"
 # Short: the agent's Unix socket path must fit in 107 bytes, which $TEST_TMPDIR's may not.
 cluster=$(mktemp -d /tmp/rm-gpu-job.XXXXXX)
 trap 'rm -rf "$cluster"' EXIT
-if ! GPU_JOB_MODEL=small bench/gpu_job "$bin" "$cluster" gpu >"$log" 2>&1; then
+# Bounded below the test's own timeout, so that a hang still prints the log.
+if ! GPU_JOB_MODEL=small timeout 600 bench/gpu_job "$bin" "$cluster" gpu >"$log" 2>&1; then
   cat "$log"
   echo "FAILED: bench/gpu_job"
   exit 1

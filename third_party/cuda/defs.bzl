@@ -72,3 +72,13 @@ def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], copts = [], **k
         target_compatible_with = cuda_only(),
         **kwargs
     )
+
+def if_emulated(if_true):
+    """`if_true` under --config=emu (trainer/kernels/emu: the CUDA runtime emulated on the CPU)
+    where CUDA is built, [] otherwise."""
+    if not CUDA_FOUND:
+        return []
+    return select({
+        "//trainer/kernels/emu:emulated": if_true,
+        "//conditions:default": [],
+    })

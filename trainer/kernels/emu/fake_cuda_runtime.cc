@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -208,8 +209,14 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
   if (!a.has_value() || a->base != reinterpret_cast<uintptr_t>(p)) {
     return Failed(cudaErrorInvalidValue, "cudaFreeAsync of memory it did not allocate");
   }
+  // Possibly on another thread, when the work completes: the memory was allocated (checked
+  // above), so only a double cudaFreeAsync fails, reported on stderr.
   const cudaError_t e = emu::WhenStreamComplete(stream, [p] {
-    (void)Free(p, "cudaFreeAsync");  // known allocated above; a failure is on the last error
+    if (!TheAllocations().Remove(p)) {
+      std::fprintf(stderr, "cuda_emu: cudaFreeAsync of memory already freed\n");
+      return;
+    }
+    std::free(p);
   });
   return e == cudaSuccess ? e : Failed(e, "cudaFreeAsync: stream");
 }

@@ -235,15 +235,20 @@ bool Undone(ncclComm* c) {
   return !c->work.empty();
 }
 
-// The communicator's state, as ncclCommGetAsyncError answers it. Under g_mu.
+// The communicator's state, as ncclCommGetAsyncError answers it. Under g_mu. An error answers
+// for the call in progress too.
 ncclResult_t State(ncclComm* c) {
   const Clique& k = *c->clique;
-  if (k.misuse != ncclSuccess) return Fail(k.misuse, k.misuse_detail);
+  if (k.misuse != ncclSuccess) {
+    c->in_progress = 0;
+    return Fail(k.misuse, k.misuse_detail);
+  }
   if (k.joined < k.size) return ncclInProgress;
   const bool undone = Undone(c);
   if (undone && k.AnyGone()) {
     const int gone =
         static_cast<int>(std::find(k.gone.begin(), k.gone.end(), true) - k.gone.begin());
+    c->in_progress = 0;
     return Fail(ncclRemoteError, "emulated NCCL: rank " + std::to_string(gone) +
                                      " aborted or destroyed its communicator while rank " +
                                      std::to_string(c->rank) + " had operations queued");
@@ -583,7 +588,14 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     comm->finalizing = true;
     comm->clique->quiet[comm->rank] = true;
     g_changed.notify_all();
-    g_changed.wait(lock, [comm] { return State(comm) != ncclInProgress; });
+    auto settled = [comm] { return State(comm) != ncclInProgress; };
+    if (!g_changed.wait_for(lock, std::chrono::seconds(10), settled)) {
+      std::fprintf(stderr,
+                   "emulated NCCL: ncclCommDestroy of rank %d has waited 10 s for the other ranks "
+                   "to finalize: a hang on a GPU too\n",
+                   comm->rank);
+      g_changed.wait(lock, settled);
+    }
   }
   Leave(comm);
   delete comm;

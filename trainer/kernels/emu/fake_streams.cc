@@ -55,8 +55,9 @@ class StreamTable {
     std::lock_guard<std::mutex> lock(mu_);
     auto* s = reinterpret_cast<Stream*>(handle);
     if (streams_.erase(s) == 0) return cudaErrorInvalidResourceHandle;
-    // Its pending work completes all the same, as on a GPU, and the device waits for it.
-    Append(&orphans_[s->device], Prune(&s->pending));
+    // Its pending work completes all the same, as on a GPU, and the device (and, for a blocking
+    // stream, the legacy default stream) waits for it.
+    Append(&orphans_[{s->device, s->blocking}], Prune(&s->pending));
     delete s;
     return cudaSuccess;
   }
@@ -179,8 +180,9 @@ class StreamTable {
         }
       }
     }
-    changed_.notify_all();
+    // The deferred frees first: whoever wakes finds them done.
     for (auto& fn : ready) fn();
+    changed_.notify_all();
   }
   bool Done(const PendingWork& work) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -228,10 +230,12 @@ class StreamTable {
     for (auto& [key, other] : defaults_) {
       if (key.first == s->device && &other != s) Append(&work, Prune(&other.pending));
     }
+    Append(&work, Prune(&orphans_[{s->device, true}]));
     return work;
   }
   Work OfDevice(int device) {
-    Work work = Prune(&orphans_[device]);
+    Work work = Prune(&orphans_[{device, true}]);
+    Append(&work, Prune(&orphans_[{device, false}]));
     for (Stream* s : streams_) {
       if (s->device == device) Append(&work, Prune(&s->pending));
     }
@@ -274,7 +278,8 @@ class StreamTable {
   std::condition_variable changed_;
   std::set<Stream*> streams_;
   std::map<std::pair<int, std::thread::id>, Stream> defaults_;  // by device and owner
-  std::map<int, Work> orphans_;  // by device: the pending work of destroyed streams
+  // The pending work of destroyed streams, by device and whether the stream was blocking.
+  std::map<std::pair<int, bool>, Work> orphans_;
   std::vector<std::pair<Work, std::function<void()>>> deferred_;
   std::set<Event*> events_;
 };
