@@ -2,8 +2,9 @@
 """Turns a .cu file into C++ that runs its kernels on the CPU (cuda_emu.h), for tests.
 
 Each launch `Kernel<<<grid, block, shared, stream>>>(args);` becomes
-`::emu::Launch(::emu::MakeConfig(grid, block, shared, stream), [&] { Kernel(args); });`, which
-runs the kernel once per CUDA thread; cub's radix sort is replaced by a host sort
+`::emu::Launch(::emu::MakeConfig(grid, block, shared, stream), [=] { Kernel(args); });`, which
+runs the kernel once per CUDA thread, when the stream gets to it (the arguments are copied at
+the launch, as CUDA copies them); cub's radix sort is replaced by a host sort
 (cub_radix_sort.h). Everything else is left as written. Usage: cu_to_cc.py IN.cu > OUT.cc
 """
 import re
@@ -42,7 +43,7 @@ def convert(text):
             raise SystemExit(f"cu_to_cc.py: unexpected text after >>> at offset {config_end}")
         args_end = _matching(text, args_start, "(", ")")
         out.append(text[pos:m.start()])
-        out.append(f"::emu::Launch(::emu::MakeConfig({config}), [&] {{ {m.group(1)}"
+        out.append(f"::emu::Launch(::emu::MakeConfig({config}), [=] {{ {m.group(1)}"
                    f"{text[args_start:args_end]}; }})")
         pos = args_end
     return "".join(out)

@@ -53,14 +53,24 @@ std::mutex g_launch;
 Block* g_block = nullptr;
 std::vector<char*> g_stacks;  // reused across launches
 std::atomic<Order> g_order{Order::kAlternate};
-// Per host thread, as CUDA's last error.
-thread_local cudaError_t g_error = cudaSuccess;
-thread_local std::string g_failures;
+// A host thread's last error and failures, as CUDA's last error. A deferred launch that another
+// thread runs reports to the launching thread's.
+struct ErrorState {
+  std::mutex mu;
+  cudaError_t error = cudaSuccess;
+  std::string failures;
+};
+thread_local std::shared_ptr<ErrorState> t_errors = std::make_shared<ErrorState>();
+thread_local ErrorState* t_sink = nullptr;  // while running another thread's launch
 thread_local bool g_launch_thread = false;  // this thread holds g_launch
 
 void Fail(cudaError_t error, const std::string& what) {
-  if (g_error == cudaSuccess) g_error = error;
-  g_failures += what + "\n";
+  ErrorState& sink = t_sink != nullptr ? *t_sink : *t_errors;
+  {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    if (sink.error == cudaSuccess) sink.error = error;
+    sink.failures += what + "\n";
+  }
   std::fprintf(stderr, "cuda_emu: %s\n", what.c_str());  // also where no test asks for it
 }
 
@@ -225,6 +235,11 @@ bool Valid(const LaunchConfig& c, std::string* why) {
   return true;
 }
 
+// Runs a launch (LaunchInOrder's, possibly deferred) on the calling thread, reporting failures
+// to `sink`.
+void Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
+             ErrorState* sink);
+
 }  // namespace
 
 const ThreadDims& Current() { return g_block->current->dims; }
@@ -239,12 +254,20 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
     Fail(cudaErrorLaunchFailure, "a kernel launched from inside a kernel");
     return;
   }
-  // Stream order: after the NCCL work pending on the stream; waited for before taking the lock,
-  // which the ranks completing that work may need.
-  if (const cudaError_t e = AwaitStream(config.stream, "a kernel launch"); e != cudaSuccess) {
-    Fail(e, "a kernel launched on an invalid stream");
-    return;
-  }
+  // In stream order, deferred on a created stream (fake_streams.h).
+  std::shared_ptr<ErrorState> sink = t_errors;
+  const cudaError_t e = Defer(
+      config.stream, [config, kernel, order, sink] { Execute(config, kernel, order, sink.get()); },
+      "a kernel launch");
+  if (e != cudaSuccess) Fail(e, "a kernel launched on an invalid stream");
+}
+
+namespace {
+
+void Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
+             ErrorState* sink) {
+  ErrorState* const saved = t_sink;
+  t_sink = sink == t_errors.get() ? nullptr : sink;
   std::lock_guard<std::mutex> lock(g_launch);
   g_launch_thread = true;
   const dim3 g = config.grid.dim, t = config.block.dim;
@@ -276,7 +299,10 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
   }
   g_block = nullptr;
   g_launch_thread = false;
+  t_sink = saved;
 }
+
+}  // namespace
 
 void SyncThreads() { Yield(State::kBlockBarrier); }
 
@@ -301,14 +327,16 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width) {
 }
 
 cudaError_t GetLastError() {
-  const cudaError_t e = g_error;
-  g_error = cudaSuccess;
+  std::lock_guard<std::mutex> lock(t_errors->mu);
+  const cudaError_t e = t_errors->error;
+  t_errors->error = cudaSuccess;
   return e;
 }
 
 std::string TakeFailures() {
+  std::lock_guard<std::mutex> lock(t_errors->mu);
   std::string f;
-  f.swap(g_failures);
+  f.swap(t_errors->failures);
   return f;
 }
 
@@ -319,7 +347,8 @@ Order CurrentOrder() { return g_order; }
 void RecordError(cudaError_t error, const std::string& what) { Fail(error, what); }
 
 void SetLastError(cudaError_t error) {
-  if (g_error == cudaSuccess) g_error = error;
+  std::lock_guard<std::mutex> lock(t_errors->mu);
+  if (t_errors->error == cudaSuccess) t_errors->error = error;
 }
 
 }  // namespace emu

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "trainer/kernels/emu/fake_streams.h"
@@ -105,9 +106,12 @@ struct Handle {
   cudaStream_t stream = nullptr;
 };
 
-// GEMMs run once the work pending on their stream has completed (fake_streams.h).
-bool AwaitStream(cudaStream_t stream) {
-  return emu::AwaitStream(stream, "a cuBLAS GEMM") == cudaSuccess;
+// GEMMs run in stream order, deferred like kernels (fake_streams.h); the scalars are read when
+// the GEMM is issued (host pointer mode), the matrices when it runs.
+cublasStatus_t Issue(cudaStream_t stream, std::function<void()> gemm) {
+  return emu::Defer(stream, std::move(gemm), "a cuBLAS GEMM") == cudaSuccess
+             ? CUBLAS_STATUS_SUCCESS
+             : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // namespace
@@ -149,18 +153,16 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (!AwaitStream(reinterpret_cast<Handle*>(handle)->stream)) {
-    return CUBLAS_STATUS_EXECUTION_FAILED;
-  }
   const size_t e = Ctype == CUDA_R_16BF ? 2 : 4;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  for (int i = 0; i < batchCount; ++i) {
-    Gemm(ta, tb, m, n, k, a, static_cast<const char*>(A) + i * strideA * e, Atype, lda,
-         static_cast<const char*>(B) + i * strideB * e, Btype, ldb, b,
-         static_cast<char*>(C) + i * strideC * e, ldc, static_cast<char*>(C) + i * strideC * e,
-         Ctype, ldc, Epilogue{});
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  return Issue(reinterpret_cast<Handle*>(handle)->stream, [=] {
+    for (int i = 0; i < batchCount; ++i) {
+      Gemm(ta, tb, m, n, k, a, static_cast<const char*>(A) + i * strideA * e, Atype, lda,
+           static_cast<const char*>(B) + i * strideB * e, Btype, ldb, b,
+           static_cast<char*>(C) + i * strideC * e, ldc, static_cast<char*>(C) + i * strideC * e,
+           Ctype, ldc, Epilogue{});
+    }
+  });
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -264,11 +266,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
                               cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
                               cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
                               const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
-  const Desc& d = *reinterpret_cast<const Desc*>(computeDesc);
-  const Layout& a = *reinterpret_cast<const Layout*>(Adesc);
-  const Layout& b = *reinterpret_cast<const Layout*>(Bdesc);
-  const Layout& c = *reinterpret_cast<const Layout*>(Cdesc);
-  const Layout& out = *reinterpret_cast<const Layout*>(Ddesc);
+  // Copies: the descriptors may be destroyed before the GEMM runs.
+  const Desc d = *reinterpret_cast<const Desc*>(computeDesc);
+  const Layout a = *reinterpret_cast<const Layout*>(Adesc);
+  const Layout b = *reinterpret_cast<const Layout*>(Bdesc);
+  const Layout c = *reinterpret_cast<const Layout*>(Cdesc);
+  const Layout out = *reinterpret_cast<const Layout*>(Ddesc);
   const int64_t m = out.rows, n = out.cols;
   const int64_t k = d.trans_a ? a.rows : a.cols;
   const bool shapes = (d.trans_a ? a.cols : a.rows) == static_cast<uint64_t>(m) &&
@@ -287,10 +290,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
   const bool epilogue_ok = (!needs_bias || d.epilogue.bias != nullptr) &&
                            (!needs_aux || (d.epilogue.aux != nullptr && d.epilogue.aux_ld >= m));
   if (!shapes || !epilogue_ok) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!AwaitStream(stream)) return CUBLAS_STATUS_EXECUTION_FAILED;
-  Gemm(d.trans_a, d.trans_b, m, n, k, *static_cast<const float*>(alpha), A, a.type, a.ld, B, b.type,
-       b.ld, *static_cast<const float*>(beta), C, c.ld, D, out.type, out.ld, d.epilogue);
-  return CUBLAS_STATUS_SUCCESS;
+  const float alpha_value = *static_cast<const float*>(alpha);
+  const float beta_value = *static_cast<const float*>(beta);
+  return Issue(stream, [=] {
+    Gemm(d.trans_a, d.trans_b, m, n, k, alpha_value, A, a.type, a.ld, B, b.type, b.ld, beta_value,
+         C, c.ld, D, out.type, out.ld, d.epilogue);
+  });
 }
 
 }  // extern "C"

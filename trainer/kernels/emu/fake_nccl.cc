@@ -11,8 +11,9 @@
 //   ("Duplicate GPU"), as are ranks that disagree on the size.
 // - Operations are queued on the caller's stream: the stream holds them (emu::PendingWork) until
 //   the last rank issues its part, which completes it on every rank. The inputs are read when a
-//   rank issues its part (the work issued before it on its stream has run by then: an operation
-//   issued behind NCCL work still pending on its stream is refused, see below), the outputs
+//   rank issues its part (the kernels its stream deferred, and those of the streams it waits
+//   for, run first; an operation issued behind NCCL work still pending on its stream is refused,
+//   see below), the outputs
 //   written at completion. Buffers must lie within device memory of the communicator's device
 //   (ncclInvalidArgument otherwise, as NCCL's argument checks).
 // - Every other operation or ncclGroupEnd answers ncclInProgress, and ncclCommGetAsyncError
@@ -370,6 +371,8 @@ void Run(Collective& op, int n) {
 ncclResult_t IssueCollective(const Signature& s, const void* in, void* out, ncclComm* c,
                              cudaStream_t stream) {
   const char* what = KindName(s.kind);
+  // The work its stream deferred, and what that waits for, writes the input first.
+  (void)emu::RunDeferred(stream);  // an invalid stream has nothing deferred
   std::lock_guard<std::mutex> lock(g_mu);
   if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
   Clique& k = *c->clique;
@@ -434,6 +437,7 @@ void Deliver(Clique& k, const std::tuple<int, int, uint64_t>& key) {
 ncclResult_t IssuePointToPoint(bool send, void* buffer, size_t count, ncclDataType_t type, int peer,
                                ncclComm* c, cudaStream_t stream) {
   const char* what = send ? "ncclSend" : "ncclRecv";
+  (void)emu::RunDeferred(stream);  // what writes the input first
   std::lock_guard<std::mutex> lock(g_mu);
   if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
   Clique& k = *c->clique;

@@ -1,5 +1,6 @@
 // The emulated NCCL and streams themselves (fake_nccl.cc, fake_streams.h): results, stream
-// ordering of pending operations (events, waits, destroyed streams, cudaFreeAsync), grouped
+// ordering of deferred and pending operations (events, waits, destroyed streams, the legacy
+// default stream, cudaFreeAsync), grouped
 // sends and receives, and what they must report: ranks issuing different collectives, a peer
 // that left, two ranks on one GPU, buffers outside device memory, a call before the previous
 // one's ncclInProgress was polled, and finalize waiting for every rank. One test thread drives
@@ -376,6 +377,63 @@ TEST(FakeCudaRuntimeTest, PointerKindsAndForeignFrees) {
   EXPECT_EQ(cudaSetDevice(99), cudaErrorInvalidDevice);
   cudaGetLastError();
   cudaSetDevice(0);
+}
+
+// Deferred work on created streams runs only when something orders itself after it.
+TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t producer = nullptr, consumer = nullptr, blocking = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
+  float* data = nullptr;
+  ASSERT_EQ(cudaMalloc(&data, sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(data, 0, sizeof(float)), cudaSuccess);
+  // A "kernel" on the producer: not run by a copy on the legacy default stream, with which a
+  // non-blocking stream does not synchronize.
+  ASSERT_EQ(emu::Defer(
+                producer, [data] { *data = 1.0f; }, "a test kernel"),
+            cudaSuccess);
+  float seen = -1;
+  ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(seen, 0.0f) << "a copy not ordered after the kernel saw its write";
+  // Ordered through an event: the consumer's copy runs after it.
+  cudaEvent_t written = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(written, producer), cudaSuccess);
+  ASSERT_EQ(emu::Defer(
+                producer, [data] { *data = 2.0f; }, "a later test kernel"),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(consumer, written, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(&seen, data, sizeof(float), cudaMemcpyDeviceToHost, consumer),
+            cudaSuccess);
+  EXPECT_EQ(seen, 1.0f) << "the copy ran before the kernel it waits for, or after a later one";
+  ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(seen, 2.0f);
+  // A blocking stream's deferred work runs before the legacy default stream's copy.
+  ASSERT_EQ(emu::Defer(
+                blocking, [data] { *data = 3.0f; }, "a test kernel"),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(seen, 3.0f);
+  // Destroying a stream runs what it deferred; cudaFree runs the device's.
+  ASSERT_EQ(emu::Defer(
+                producer, [data] { *data = 4.0f; }, "a test kernel"),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(producer), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(seen, 4.0f);
+  ASSERT_EQ(emu::Defer(
+                consumer, [data] { *data = 5.0f; }, "a test kernel"),
+            cudaSuccess);
+  EXPECT_TRUE(emu::DeviceHasPendingWork(0));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_FALSE(emu::DeviceHasPendingWork(0));
+  EXPECT_EQ(cudaFree(data), cudaSuccess);
+  cudaEventDestroy(written);
+  cudaStreamDestroy(consumer);
+  cudaStreamDestroy(blocking);
 }
 
 }  // namespace

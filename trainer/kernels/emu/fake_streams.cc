@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -22,20 +23,43 @@ namespace emu {
 using Clock = std::chrono::steady_clock;
 using Work = std::vector<std::shared_ptr<PendingWork>>;
 
-// The streams and events, under one lock.
+// The streams and events, under one lock (mu_); deferred work runs outside it, one item of a
+// stream at a time (Stream::exec).
 class StreamTable {
  public:
+  // A deferred item's completion, read by the events recorded after it.
+  struct ItemState {
+    bool done = false;
+    Clock::time_point time;  // when it ran
+  };
+  struct Deferred {
+    std::function<void()> run;
+    std::shared_ptr<ItemState> state;
+  };
+  struct Stream;
+  using StreamPtr = std::shared_ptr<Stream>;
+  // Work issued on a stream after a cudaStreamWaitEvent runs after the event's deferred item.
+  struct Dependency {
+    StreamPtr stream;
+    std::shared_ptr<ItemState> item;
+  };
   struct Stream {
     int device = 0;
     bool blocking = true;  // synchronizes with the legacy default stream
-    Work pending;
+    bool defers = false;   // created streams defer kernels and GEMMs; default streams do not
+    Work pending;          // NCCL work not yet complete
+    std::deque<Deferred> queue;
+    std::shared_ptr<ItemState> last;  // of the latest deferred item
+    std::vector<Dependency> waits;
+    std::mutex exec;  // held while running this stream's deferred items, in order
   };
   struct Event {
     bool timing = true;
     bool recorded = false;
-    // When the record was issued, then when each piece of the pending work completed, if later.
+    // When the record was issued, then when the work it waits for completed, if later.
     Clock::time_point time;
-    Work pending;  // what the stream held at the record, not yet complete
+    Work pending;         // the NCCL work the stream held at the record, not yet complete
+    Dependency deferred;  // the stream's latest deferred item at the record
   };
 
   static StreamTable& Get() {
@@ -45,20 +69,27 @@ class StreamTable {
 
   cudaStream_t CreateStream(unsigned int flags) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto* s = new Stream;
+    auto s = std::make_shared<Stream>();
     s->device = CurrentDevice();
     s->blocking = (flags & cudaStreamNonBlocking) == 0;
-    streams_.insert(s);
-    return reinterpret_cast<cudaStream_t>(s);
+    s->defers = true;
+    streams_[s.get()] = s;
+    return reinterpret_cast<cudaStream_t>(s.get());
   }
   cudaError_t DestroyStream(cudaStream_t handle) {
+    StreamPtr s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = streams_.find(reinterpret_cast<Stream*>(handle));
+      if (it == streams_.end()) return cudaErrorInvalidResourceHandle;
+      s = it->second;
+      streams_.erase(it);
+    }
+    Run(s, nullptr);  // what it deferred runs now rather than never
     std::lock_guard<std::mutex> lock(mu_);
-    auto* s = reinterpret_cast<Stream*>(handle);
-    if (streams_.erase(s) == 0) return cudaErrorInvalidResourceHandle;
-    // Its pending work completes all the same, as on a GPU, and the device (and, for a blocking
-    // stream, the legacy default stream) waits for it.
+    // Its pending NCCL work completes all the same, as on a GPU, and the device (and, for a
+    // blocking stream, the legacy default stream) waits for it.
     Append(&orphans_[{s->device, s->blocking}], Prune(&s->pending));
-    delete s;
     return cudaSuccess;
   }
   cudaEvent_t CreateEvent(unsigned int flags) {
@@ -78,9 +109,42 @@ class StreamTable {
 
   cudaError_t Enqueue(cudaStream_t handle, std::shared_ptr<PendingWork> work) {
     std::lock_guard<std::mutex> lock(mu_);
-    Stream* s = Find(handle);
+    Stream* s = Find(handle).get();
     if (s == nullptr) return cudaErrorInvalidResourceHandle;
     s->pending.push_back(std::move(work));
+    return cudaSuccess;
+  }
+  cudaError_t Defer(cudaStream_t handle, std::function<void()> fn, const char* what) {
+    StreamPtr s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = Find(handle);
+      if (s == nullptr) return cudaErrorInvalidResourceHandle;
+    }
+    if (!s->defers) {
+      const cudaError_t e = AwaitStream(handle, what);
+      if (e == cudaSuccess) fn();
+      return e;
+    }
+    // Behind NCCL work pending on the stream: the host waits for it here (it may need the
+    // launch lock of the ranks completing it, which the deferred item would hold).
+    std::unique_lock<std::mutex> lock(mu_);
+    const Work pending = Prune(&s->pending);
+    Await(lock, pending, what);
+    auto state = std::make_shared<ItemState>();
+    s->last = state;
+    s->queue.push_back(Deferred{std::move(fn), std::move(state)});
+    return cudaSuccess;
+  }
+  // Runs what `handle` deferred, and what it waits for on other streams.
+  cudaError_t RunDeferred(cudaStream_t handle) {
+    std::vector<StreamPtr> streams;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
+      streams = Synchronized(handle);
+    }
+    for (const StreamPtr& s : streams) Run(s, nullptr);
     return cudaSuccess;
   }
   bool HasPending(cudaStream_t handle, const std::vector<const PendingWork*>& besides) {
@@ -92,6 +156,7 @@ class StreamTable {
     return false;
   }
   cudaError_t AwaitStream(cudaStream_t handle, const char* what) {
+    if (const cudaError_t e = RunDeferred(handle); e != cudaSuccess) return e;
     std::unique_lock<std::mutex> lock(mu_);
     if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
     const Work work = Ahead(handle);  // the stream may be destroyed while we wait
@@ -99,12 +164,13 @@ class StreamTable {
     return cudaSuccess;
   }
   cudaError_t WhenComplete(cudaStream_t handle, std::function<void()> fn) {
+    if (const cudaError_t e = RunDeferred(handle); e != cudaSuccess) return e;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
       Work work = Ahead(handle);
       if (!work.empty()) {
-        deferred_.emplace_back(std::move(work), std::move(fn));
+        deferred_frees_.emplace_back(std::move(work), std::move(fn));
         return cudaSuccess;
       }
     }
@@ -112,50 +178,62 @@ class StreamTable {
     return cudaSuccess;
   }
   void AwaitDevice(int device, const char* what) {
+    for (const StreamPtr& s : OfDevice(device)) Run(s, nullptr);
     std::unique_lock<std::mutex> lock(mu_);
-    const Work work = OfDevice(device);
+    const Work work = PendingOfDevice(device);
     Await(lock, work, what);
   }
   bool DeviceHasPending(int device) {
+    std::vector<StreamPtr> streams = OfDevice(device);
     std::lock_guard<std::mutex> lock(mu_);
-    return !OfDevice(device).empty();
+    for (const StreamPtr& s : streams) {
+      if (!s->queue.empty()) return true;
+    }
+    return !PendingOfDevice(device).empty();
   }
 
   cudaError_t WaitEvent(cudaStream_t stream, cudaEvent_t event) {
     std::lock_guard<std::mutex> lock(mu_);
-    Stream* s = Find(stream);
+    StreamPtr s = Find(stream);
     Event* e = FindEvent(event);
     if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
     Append(&s->pending, Prune(e));
+    if (e->deferred.item != nullptr && !e->deferred.item->done) s->waits.push_back(e->deferred);
     return cudaSuccess;
   }
   cudaError_t Record(cudaEvent_t event, cudaStream_t stream) {
+    // The legacy default stream runs what the blocking streams deferred first.
+    if (IsLegacy(stream)) {
+      if (const cudaError_t e = RunDeferred(stream); e != cudaSuccess) return e;
+    }
     std::lock_guard<std::mutex> lock(mu_);
+    StreamPtr s = Find(stream);
     Event* e = FindEvent(event);
-    if (Find(stream) == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
+    if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
     e->recorded = true;
     e->time = Clock::now();
     e->pending = Ahead(stream);
+    e->deferred = Dependency{s, s->last != nullptr && !s->last->done ? s->last : nullptr};
     return cudaSuccess;
   }
   cudaError_t Query(cudaEvent_t event) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Event* e = FindEvent(event);
+    Event* e = Reach(event);
     if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    std::lock_guard<std::mutex> lock(mu_);
     return Prune(e).empty() ? cudaSuccess : cudaErrorNotReady;
   }
   cudaError_t SynchronizeEvent(cudaEvent_t event) {
-    std::unique_lock<std::mutex> lock(mu_);
-    Event* e = FindEvent(event);
+    Event* e = Reach(event);
     if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    std::unique_lock<std::mutex> lock(mu_);
     const Work work = Prune(e);
     Await(lock, work, "cudaEventSynchronize");
     return cudaSuccess;
   }
   cudaError_t ElapsedMs(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    Event* a = Reach(start);
+    Event* b = Reach(end);
     std::lock_guard<std::mutex> lock(mu_);
-    Event* a = FindEvent(start);
-    Event* b = FindEvent(end);
     if (a == nullptr || b == nullptr || !a->recorded || !b->recorded || !a->timing || !b->timing) {
       return cudaErrorInvalidResourceHandle;
     }
@@ -171,10 +249,10 @@ class StreamTable {
       if (work->done_) return;
       work->done_ = true;
       work->completed_ = Clock::now();
-      for (auto it = deferred_.begin(); it != deferred_.end();) {
+      for (auto it = deferred_frees_.begin(); it != deferred_frees_.end();) {
         if (Prune(&it->first).empty()) {
           ready.push_back(std::move(it->second));
-          it = deferred_.erase(it);
+          it = deferred_frees_.erase(it);
         } else {
           ++it;
         }
@@ -194,53 +272,118 @@ class StreamTable {
     return handle == nullptr || handle == cudaStreamLegacy;
   }
   // The default streams: the legacy one of the current device (null, cudaStreamLegacy), shared
-  // by every thread, and the calling thread's own (cudaStreamPerThread).
-  Stream* Find(cudaStream_t handle) {
+  // by every thread, and the calling thread's own (cudaStreamPerThread). Under mu_.
+  StreamPtr Find(cudaStream_t handle) {
     if (reinterpret_cast<uintptr_t>(handle) <= 2) {
       const std::thread::id owner =
           handle == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id();
-      Stream& s = defaults_[{CurrentDevice(), owner}];
-      s.device = CurrentDevice();
-      return &s;
+      return Default(CurrentDevice(), owner);
     }
-    auto* s = reinterpret_cast<Stream*>(handle);
-    return streams_.count(s) != 0 ? s : nullptr;
+    auto it = streams_.find(reinterpret_cast<Stream*>(handle));
+    return it != streams_.end() ? it->second : nullptr;
   }
-  Stream* Legacy(int device) {
-    Stream& s = defaults_[{device, std::thread::id()}];
-    s.device = device;
-    return &s;
+  StreamPtr Default(int device, std::thread::id owner) {
+    StreamPtr& s = defaults_[{device, owner}];
+    if (s == nullptr) {
+      s = std::make_shared<Stream>();
+      s->device = device;
+    }
+    return s;
   }
   Event* FindEvent(cudaEvent_t handle) {
     auto* e = reinterpret_cast<Event*>(handle);
     return events_.count(e) != 0 ? e : nullptr;
   }
-  // What work issued on `handle` now runs after (a valid handle): its own pending work, and the
+  // The streams whose deferred work runs before work issued on `handle` (valid; under mu_): the
+  // stream itself, and for the legacy default stream the device's blocking streams.
+  std::vector<StreamPtr> Synchronized(cudaStream_t handle) {
+    StreamPtr s = Find(handle);
+    std::vector<StreamPtr> out = {s};
+    if (!IsLegacy(handle)) return out;
+    for (auto& [raw, other] : streams_) {
+      if (other->device == s->device && other->blocking) out.push_back(other);
+    }
+    return out;
+  }
+  // Runs `s`'s deferred items up to `until` (null: all of them), after what they wait for.
+  void Run(const StreamPtr& s, const std::shared_ptr<ItemState>& until) {
+    std::vector<Dependency> waits;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (until != nullptr && until->done) return;
+      waits = s->waits;
+    }
+    for (const Dependency& d : waits) Run(d.stream, d.item);
+    std::lock_guard<std::mutex> exec(s->exec);
+    for (;;) {
+      Deferred item;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        s->waits.erase(std::remove_if(s->waits.begin(), s->waits.end(),
+                                      [](const Dependency& d) { return d.item->done; }),
+                       s->waits.end());
+        if (s->queue.empty() || (until != nullptr && until->done)) return;
+        item = std::move(s->queue.front());
+        s->queue.pop_front();
+      }
+      item.run();
+      std::lock_guard<std::mutex> lock(mu_);
+      item.state->done = true;
+      item.state->time = Clock::now();
+    }
+  }
+  // Runs what an event waits for of the deferred work; the event, or null if unknown.
+  Event* Reach(cudaEvent_t handle) {
+    Dependency d;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Event* e = FindEvent(handle);
+      if (e == nullptr) return nullptr;
+      d = e->deferred;
+    }
+    if (d.item != nullptr) Run(d.stream, d.item);
+    std::lock_guard<std::mutex> lock(mu_);
+    Event* e = FindEvent(handle);
+    if (e != nullptr && d.item != nullptr) e->time = std::max(e->time, d.item->time);
+    return e;
+  }
+  // NCCL work that work issued on `handle` (valid; under mu_) runs after: its own, and the
   // legacy default stream's and the blocking streams' as they synchronize with each other.
   Work Ahead(cudaStream_t handle) {
-    Stream* s = Find(handle);
+    StreamPtr s = Find(handle);
     Work work = Prune(&s->pending);
     if (!s->blocking && !IsLegacy(handle)) return work;
-    Stream* legacy = Legacy(s->device);
+    StreamPtr legacy = Default(s->device, std::thread::id());
     if (s != legacy) Append(&work, Prune(&legacy->pending));
     if (!IsLegacy(handle)) return work;
-    for (Stream* other : streams_) {
+    for (auto& [raw, other] : streams_) {
       if (other->device == s->device && other->blocking) Append(&work, Prune(&other->pending));
     }
     for (auto& [key, other] : defaults_) {
-      if (key.first == s->device && &other != s) Append(&work, Prune(&other.pending));
+      if (key.first == s->device && other != s) Append(&work, Prune(&other->pending));
     }
     Append(&work, Prune(&orphans_[{s->device, true}]));
     return work;
   }
-  Work OfDevice(int device) {
+  std::vector<StreamPtr> OfDevice(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<StreamPtr> out;
+    for (auto& [raw, s] : streams_) {
+      if (s->device == device) out.push_back(s);
+    }
+    for (auto& [key, s] : defaults_) {
+      if (key.first == device) out.push_back(s);
+    }
+    return out;
+  }
+  Work PendingOfDevice(int device) {
     Work work = Prune(&orphans_[{device, true}]);
     Append(&work, Prune(&orphans_[{device, false}]));
-    for (Stream* s : streams_) {
+    for (auto& [raw, s] : streams_) {
       if (s->device == device) Append(&work, Prune(&s->pending));
     }
     for (auto& [key, s] : defaults_) {
-      if (key.first == device) Append(&work, Prune(&s.pending));
+      if (key.first == device) Append(&work, Prune(&s->pending));
     }
     return work;
   }
@@ -276,11 +419,11 @@ class StreamTable {
 
   std::mutex mu_;
   std::condition_variable changed_;
-  std::set<Stream*> streams_;
-  std::map<std::pair<int, std::thread::id>, Stream> defaults_;  // by device and owner
+  std::map<Stream*, StreamPtr> streams_;
+  std::map<std::pair<int, std::thread::id>, StreamPtr> defaults_;  // by device and owner
   // The pending work of destroyed streams, by device and whether the stream was blocking.
   std::map<std::pair<int, bool>, Work> orphans_;
-  std::vector<std::pair<Work, std::function<void()>>> deferred_;
+  std::vector<std::pair<Work, std::function<void()>>> deferred_frees_;
   std::set<Event*> events_;
 };
 
@@ -296,6 +439,10 @@ bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& 
 cudaError_t AwaitStream(cudaStream_t stream, const char* what) {
   return StreamTable::Get().AwaitStream(stream, what);
 }
+cudaError_t Defer(cudaStream_t stream, std::function<void()> work, const char* what) {
+  return StreamTable::Get().Defer(stream, std::move(work), what);
+}
+cudaError_t RunDeferred(cudaStream_t stream) { return StreamTable::Get().RunDeferred(stream); }
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn) {
   return StreamTable::Get().WhenComplete(stream, std::move(fn));
 }

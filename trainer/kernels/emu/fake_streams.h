@@ -1,24 +1,33 @@
-// Streams and events of the emulated CUDA runtime (--config=emu), and the work that can stay
-// pending on a stream: an emulated NCCL operation (fake_nccl.cc) waiting for its peers.
+// Streams and events of the emulated CUDA runtime (--config=emu), the kernels and GEMMs they
+// defer, and the work that can stay pending on a stream: an emulated NCCL operation
+// (fake_nccl.cc) waiting for its peers.
 //
-// Everything else the emulated runtime does (kernels, GEMMs, copies, memsets, host functions)
-// runs when it is issued, on the issuing thread, so a stream is complete unless it holds pending
-// work. Pending work is ordered as on a GPU, except that the host waits where a GPU's host would
-// go on:
-// - an event recorded on a stream completes when the work the stream held then completes; a
-//   stream made to wait for an event holds that work too;
-// - a kernel, GEMM, copy, memset or host function issued on a stream runs once the stream's
-//   pending work is complete: the issuing thread waits for it (AwaitStream);
+// Kernels and GEMMs issued on a created stream are deferred: they run, in stream order, only
+// when something needs them: a synchronize, an event query or synchronize (up to the event), a
+// copy, memset or host function on the same stream, work on a stream made to wait for an event
+// recorded after them (and an NCCL operation is such work), cudaFree, or the stream's
+// destruction. So a reader that does not order itself after them (a copy on another stream or on
+// the legacy default stream from a non-blocking stream, a collective whose stream did not wait
+// for the producer's event) reads the memory before they wrote it, as it could on a GPU, where
+// a test shows it. On the default streams they run when issued. Everything else (copies,
+// memsets, host functions) runs when issued, after the stream's deferred work, on the issuing
+// thread.
+//
+// NCCL work is ordered as on a GPU, except that the host waits where a GPU's host would go on:
+// - an event recorded on a stream completes when the NCCL work the stream held then completes;
+//   a stream made to wait for an event holds that work too;
+// - a kernel, GEMM, copy, memset or host function issued on a stream waits for the stream's
+//   pending NCCL work (the issuing thread waits for it: AwaitStream);
 // - cudaFreeAsync behind pending work frees the memory once the work completes, without waiting;
 // - the legacy default stream (null, cudaStreamLegacy; synchronous cudaMemcpy and cudaMemset)
-//   waits for the pending work of the device's blocking streams (created without
+//   waits for the work of the device's blocking streams (created without
 //   cudaStreamNonBlocking), and they for its; cudaStreamPerThread is the calling thread's own;
 // - cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize and cudaFree wait as on a
 //   GPU, without a time limit (the work of a stream destroyed while it was pending included); a
 //   wait of more than 10 s is reported on stderr, as the likely hang it is.
 //
-// Events carry time: an event's time is when it was recorded or, if its stream held pending work,
-// when that work completed; cudaEventElapsedTime is the difference (cudaErrorNotReady before,
+// Events carry time: an event's time is when it was recorded or, if its stream held work, when
+// that work ran or completed; cudaEventElapsedTime is the difference (cudaErrorNotReady before,
 // cudaErrorInvalidResourceHandle for an event made with cudaEventDisableTiming, as CUDA).
 //
 // Devices: RINGMASTER_EMU_GPUS of them (1 to 16, default 4), so that multi-GPU tests run, one
@@ -58,13 +67,20 @@ cudaError_t Enqueue(cudaStream_t stream, std::shared_ptr<PendingWork> work);
 // True when `stream` holds work not yet complete other than `besides`; false for an invalid
 // handle.
 bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& besides = {});
-// Waits until the work `stream` holds has completed (before a kernel, GEMM, copy, memset or host
-// function on it; `what` names it in the report of a long wait). cudaErrorInvalidResourceHandle
-// for an unknown stream.
+// Runs the stream's deferred work and waits until its NCCL work has completed (before a copy,
+// memset or host function on it; `what` names it in the report of a long wait).
+// cudaErrorInvalidResourceHandle for an unknown stream.
 cudaError_t AwaitStream(cudaStream_t stream, const char* what);
+// Issues `work` (a kernel, a GEMM) on `stream`: deferred on a created stream, run at once on a
+// default one; either way after the stream's pending NCCL work, which the caller waits for.
+cudaError_t Defer(cudaStream_t stream, std::function<void()> work, const char* what);
+// Runs the deferred work of `stream` (for the legacy default stream, of the device's blocking
+// streams too) and what it waits for, on the calling thread.
+cudaError_t RunDeferred(cudaStream_t stream);
 // Runs `fn` once the work `stream` holds now has completed: at once if there is none.
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn);
-// Waits until every stream of `device` is complete; whether one is not.
+// Runs every deferred item of `device` and waits until its NCCL work is complete; whether any
+// deferred or NCCL work is left.
 void AwaitDevice(int device, const char* what);
 bool DeviceHasPendingWork(int device);
 
