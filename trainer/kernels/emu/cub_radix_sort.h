@@ -43,6 +43,7 @@ struct DeviceRadixSort {
           }
           std::copy(keys.begin(), keys.end(), keys_out);
           std::copy(values.begin(), values.end(), values_out);
+          return cudaSuccess;
         },
         "cub::DeviceRadixSort::SortPairs");
   }

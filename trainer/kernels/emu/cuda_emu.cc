@@ -63,6 +63,7 @@ struct ErrorState {
 thread_local std::shared_ptr<ErrorState> t_errors = std::make_shared<ErrorState>();
 thread_local ErrorState* t_sink = nullptr;  // while running another thread's launch
 thread_local bool g_launch_thread = false;  // this thread holds g_launch
+thread_local cudaError_t t_launch_error = cudaSuccess;  // the running launch's first failure
 
 void Fail(cudaError_t error, const std::string& what) {
   ErrorState& sink = t_sink != nullptr ? *t_sink : *t_errors;
@@ -71,6 +72,7 @@ void Fail(cudaError_t error, const std::string& what) {
     if (sink.error == cudaSuccess) sink.error = error;
     sink.failures += what + "\n";
   }
+  if (g_launch_thread && t_launch_error == cudaSuccess) t_launch_error = error;
   std::fprintf(stderr, "cuda_emu: %s\n", what.c_str());  // also where no test asks for it
 }
 
@@ -236,9 +238,9 @@ bool Valid(const LaunchConfig& c, std::string* why) {
 }
 
 // Runs a launch (LaunchInOrder's, possibly deferred) on the calling thread, reporting failures
-// to `sink`.
-void Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
-             ErrorState* sink);
+// to `sink`; the first of them, or cudaSuccess.
+cudaError_t Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
+                    ErrorState* sink);
 
 }  // namespace
 
@@ -257,16 +259,18 @@ void LaunchInOrder(const LaunchConfig& config, const std::function<void()>& kern
   // In stream order, deferred on a created stream (fake_streams.h).
   std::shared_ptr<ErrorState> sink = t_errors;
   const cudaError_t e = Defer(
-      config.stream, [config, kernel, order, sink] { Execute(config, kernel, order, sink.get()); },
+      config.stream,
+      [config, kernel, order, sink] { return Execute(config, kernel, order, sink.get()); },
       "a kernel launch");
   if (e != cudaSuccess) Fail(e, "a kernel launched on an invalid stream");
 }
 
 namespace {
 
-void Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
-             ErrorState* sink) {
+cudaError_t Execute(const LaunchConfig& config, const std::function<void()>& kernel, Order order,
+                    ErrorState* sink) {
   ErrorState* const saved = t_sink;
+  t_launch_error = cudaSuccess;
   t_sink = sink == t_errors.get() ? nullptr : sink;
   std::lock_guard<std::mutex> lock(g_launch);
   g_launch_thread = true;
@@ -300,6 +304,7 @@ void Execute(const LaunchConfig& config, const std::function<void()>& kernel, Or
   g_block = nullptr;
   g_launch_thread = false;
   t_sink = saved;
+  return t_launch_error;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/kernels/emu/fake_streams.h"
 
 namespace ringmaster::kernels {
 namespace {
@@ -118,6 +119,24 @@ TEST(CudaEmuTest, ABarrierSomeThreadsNeverReachIsADeadlock) {
   std::vector<int> ok(32 * 1, -1);
   emu::Launch(emu::MakeConfig(1, 32), [&] { WriteIndices(ok.data()); });
   EXPECT_EQ(emu::GetLastError(), cudaSuccess);
+}
+
+// On a created stream the launch is deferred: its failure shows when the stream runs it, as a
+// sticky error of the device (on a device of its own here, which stays failed).
+TEST(CudaEmuTest, ADeferredKernelsFailureIsTheDevicesStickyError) {
+  emu::SetCurrentDevice(emu::DeviceCount() - 1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<float> out(32);
+  float* data = out.data();
+  emu::Launch(emu::MakeConfig(1, 32, 0, stream), [=] { Deadlock(data); });
+  EXPECT_EQ(emu::GetLastError(), cudaSuccess) << "a launch error, not the kernel's";
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("deadlock in block (0,0,0)"));
+  emu::GetLastError();
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure) << "not sticky";
+  emu::GetLastError();
+  emu::SetCurrentDevice(0);
 }
 
 TEST(CudaEmuTest, ShapesAGpuRefusesAreInvalidConfigurations) {

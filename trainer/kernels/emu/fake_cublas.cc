@@ -109,7 +109,11 @@ struct Handle {
 // GEMMs run in stream order, deferred like kernels (fake_streams.h); the scalars are read when
 // the GEMM is issued (host pointer mode), the matrices when it runs.
 cublasStatus_t Issue(cudaStream_t stream, std::function<void()> gemm) {
-  return emu::Defer(stream, std::move(gemm), "a cuBLAS GEMM") == cudaSuccess
+  auto run = [gemm = std::move(gemm)] {
+    gemm();
+    return cudaSuccess;
+  };
+  return emu::Defer(stream, std::move(run), "a cuBLAS GEMM") == cudaSuccess
              ? CUBLAS_STATUS_SUCCESS
              : CUBLAS_STATUS_EXECUTION_FAILED;
 }

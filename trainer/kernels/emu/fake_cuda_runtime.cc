@@ -99,8 +99,10 @@ cudaError_t Free(void* p, const char* what) {
 cudaError_t SynchronizeAndFree(void* p, const char* what) {
   if (p == nullptr) return cudaSuccess;
   const std::optional<Allocation> a = TheAllocations().Find(p);
-  emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
-  return Free(p, what);
+  // A failed kernel's sticky error is answered, as CUDA's cudaFree does; the memory goes anyway.
+  const cudaError_t e = emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
+  const cudaError_t freed = Free(p, what);
+  return e != cudaSuccess ? Failed(e, what) : freed;
 }
 
 bool ValidDevice(int device) { return device >= 0 && device < emu::DeviceCount(); }
@@ -109,13 +111,13 @@ bool ValidDevice(int device) { return device >= 0 && device < emu::DeviceCount()
 // the synchronous ones are the legacy default stream's.
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   const cudaError_t e = emu::AwaitStream(stream, "a copy");
-  if (e != cudaSuccess) return Failed(e, "a copy on an invalid stream");
+  if (e != cudaSuccess) return Failed(e, "a copy: an invalid stream or an earlier kernel failed");
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 cudaError_t Set(void* p, int value, size_t bytes, cudaStream_t stream) {
   const cudaError_t e = emu::AwaitStream(stream, "a memset");
-  if (e != cudaSuccess) return Failed(e, "a memset on an invalid stream");
+  if (e != cudaSuccess) return Failed(e, "a memset: an invalid stream or an earlier kernel failed");
   if (bytes > 0) std::memset(p, value, bytes);
   return cudaSuccess;
 }

@@ -392,7 +392,12 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   // A "kernel" on the producer: not run by a copy on the legacy default stream, with which a
   // non-blocking stream does not synchronize.
   ASSERT_EQ(emu::Defer(
-                producer, [data] { *data = 1.0f; }, "a test kernel"),
+                producer,
+                [data] {
+                  *data = 1.0f;
+                  return cudaSuccess;
+                },
+                "a test kernel"),
             cudaSuccess);
   float seen = -1;
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -402,7 +407,12 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(written, producer), cudaSuccess);
   ASSERT_EQ(emu::Defer(
-                producer, [data] { *data = 2.0f; }, "a later test kernel"),
+                producer,
+                [data] {
+                  *data = 2.0f;
+                  return cudaSuccess;
+                },
+                "a later test kernel"),
             cudaSuccess);
   ASSERT_EQ(cudaStreamWaitEvent(consumer, written, 0), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(&seen, data, sizeof(float), cudaMemcpyDeviceToHost, consumer),
@@ -413,19 +423,34 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   EXPECT_EQ(seen, 2.0f);
   // A blocking stream's deferred work runs before the legacy default stream's copy.
   ASSERT_EQ(emu::Defer(
-                blocking, [data] { *data = 3.0f; }, "a test kernel"),
+                blocking,
+                [data] {
+                  *data = 3.0f;
+                  return cudaSuccess;
+                },
+                "a test kernel"),
             cudaSuccess);
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 3.0f);
   // Destroying a stream runs what it deferred; cudaFree runs the device's.
   ASSERT_EQ(emu::Defer(
-                producer, [data] { *data = 4.0f; }, "a test kernel"),
+                producer,
+                [data] {
+                  *data = 4.0f;
+                  return cudaSuccess;
+                },
+                "a test kernel"),
             cudaSuccess);
   ASSERT_EQ(cudaStreamDestroy(producer), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 4.0f);
   ASSERT_EQ(emu::Defer(
-                consumer, [data] { *data = 5.0f; }, "a test kernel"),
+                consumer,
+                [data] {
+                  *data = 5.0f;
+                  return cudaSuccess;
+                },
+                "a test kernel"),
             cudaSuccess);
   EXPECT_TRUE(emu::DeviceHasPendingWork(0));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -434,6 +459,44 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   cudaEventDestroy(written);
   cudaStreamDestroy(consumer);
   cudaStreamDestroy(blocking);
+}
+
+// Streams waiting on each other's events, on their own, and an event recorded right after a
+// wait: each runs what it must, in order, without recursing forever.
+TEST(FakeStreamsTest, WaitsOnEachOtherAndOnThemselves) {
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<int> order;
+  auto step = [&order](int id) {
+    return [&order, id] {
+      order.push_back(id);
+      return cudaSuccess;
+    };
+  };
+  cudaEvent_t ea = nullptr, eb = nullptr, after_wait = nullptr;
+  for (cudaEvent_t* e : {&ea, &eb, &after_wait}) ASSERT_EQ(cudaEventCreate(e), cudaSuccess);
+  ASSERT_EQ(emu::Defer(a, step(1), "a1"), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(ea, a), cudaSuccess);
+  ASSERT_EQ(emu::Defer(b, step(2), "b1"), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(eb, b), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(a, eb, 0), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, ea, 0), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(a, ea, 0), cudaSuccess);  // itself: already ordered
+  ASSERT_EQ(cudaEventRecord(after_wait, a), cudaSuccess);
+  ASSERT_EQ(emu::Defer(a, step(3), "a2"), cudaSuccess);
+  ASSERT_EQ(emu::Defer(b, step(4), "b2"), cudaSuccess);
+  EXPECT_TRUE(order.empty());
+  // Recorded right after A's wait for b1: it runs b1 too, and nothing queued after it.
+  ASSERT_EQ(cudaEventSynchronize(after_wait), cudaSuccess);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
+  for (cudaEvent_t e : {ea, eb, after_wait}) cudaEventDestroy(e);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
 }
 
 }  // namespace

@@ -32,16 +32,19 @@ class StreamTable {
     bool done = false;
     Clock::time_point time;  // when it ran
   };
-  struct Deferred {
-    std::function<void()> run;
-    std::shared_ptr<ItemState> state;
-  };
   struct Stream;
   using StreamPtr = std::shared_ptr<Stream>;
-  // Work issued on a stream after a cudaStreamWaitEvent runs after the event's deferred item.
+  // A deferred item of another stream (what a cudaStreamWaitEvent waits for).
   struct Dependency {
     StreamPtr stream;
     std::shared_ptr<ItemState> item;
+  };
+  // A queued item: work to run, or a wait (cudaStreamWaitEvent) for another stream's item,
+  // done once that item is.
+  struct Deferred {
+    std::function<cudaError_t()> run;
+    Dependency wait;
+    std::shared_ptr<ItemState> state;
   };
   struct Stream {
     int device = 0;
@@ -49,9 +52,8 @@ class StreamTable {
     bool defers = false;   // created streams defer kernels and GEMMs; default streams do not
     Work pending;          // NCCL work not yet complete
     std::deque<Deferred> queue;
-    std::shared_ptr<ItemState> last;  // of the latest deferred item
-    std::vector<Dependency> waits;
-    std::mutex exec;  // held while running this stream's deferred items, in order
+    std::shared_ptr<ItemState> last;  // of the latest queued item
+    std::mutex exec;                  // held while running this stream's items, in order
   };
   struct Event {
     bool timing = true;
@@ -83,10 +85,10 @@ class StreamTable {
       auto it = streams_.find(reinterpret_cast<Stream*>(handle));
       if (it == streams_.end()) return cudaErrorInvalidResourceHandle;
       s = it->second;
-      streams_.erase(it);
     }
-    Run(s, nullptr);  // what it deferred runs now rather than never
+    Run(s, nullptr);  // what it deferred runs now rather than never, while cudaFree sees it
     std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(s.get());
     // Its pending NCCL work completes all the same, as on a GPU, and the device (and, for a
     // blocking stream, the legacy default stream) waits for it.
     Append(&orphans_[{s->device, s->blocking}], Prune(&s->pending));
@@ -114,7 +116,7 @@ class StreamTable {
     s->pending.push_back(std::move(work));
     return cudaSuccess;
   }
-  cudaError_t Defer(cudaStream_t handle, std::function<void()> fn, const char* what) {
+  cudaError_t Defer(cudaStream_t handle, std::function<cudaError_t()> fn, const char* what) {
     StreamPtr s;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -123,18 +125,15 @@ class StreamTable {
     }
     if (!s->defers) {
       const cudaError_t e = AwaitStream(handle, what);
-      if (e == cudaSuccess) fn();
-      return e;
+      return e == cudaSuccess ? fn() : e;
     }
     // Behind NCCL work pending on the stream: the host waits for it here (it may need the
     // launch lock of the ranks completing it, which the deferred item would hold).
     std::unique_lock<std::mutex> lock(mu_);
-    const Work pending = Prune(&s->pending);
+    const Work pending = Ahead(handle);
     Await(lock, pending, what);
-    auto state = std::make_shared<ItemState>();
-    s->last = state;
-    s->queue.push_back(Deferred{std::move(fn), std::move(state)});
-    return cudaSuccess;
+    Push(s.get(), Deferred{std::move(fn), Dependency{}, nullptr});
+    return Sticky(s->device);
   }
   // Runs what `handle` deferred, and what it waits for on other streams.
   cudaError_t RunDeferred(cudaStream_t handle) {
@@ -145,7 +144,8 @@ class StreamTable {
       streams = Synchronized(handle);
     }
     for (const StreamPtr& s : streams) Run(s, nullptr);
-    return cudaSuccess;
+    std::lock_guard<std::mutex> lock(mu_);
+    return Sticky(streams.front()->device);
   }
   bool HasPending(cudaStream_t handle, const std::vector<const PendingWork*>& besides) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -161,7 +161,7 @@ class StreamTable {
     if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
     const Work work = Ahead(handle);  // the stream may be destroyed while we wait
     Await(lock, work, what);
-    return cudaSuccess;
+    return Sticky(CurrentDevice());
   }
   cudaError_t WhenComplete(cudaStream_t handle, std::function<void()> fn) {
     if (const cudaError_t e = RunDeferred(handle); e != cudaSuccess) return e;
@@ -177,11 +177,12 @@ class StreamTable {
     fn();
     return cudaSuccess;
   }
-  void AwaitDevice(int device, const char* what) {
+  cudaError_t AwaitDevice(int device, const char* what) {
     for (const StreamPtr& s : OfDevice(device)) Run(s, nullptr);
     std::unique_lock<std::mutex> lock(mu_);
     const Work work = PendingOfDevice(device);
     Await(lock, work, what);
+    return Sticky(device);
   }
   bool DeviceHasPending(int device) {
     std::vector<StreamPtr> streams = OfDevice(device);
@@ -192,13 +193,24 @@ class StreamTable {
     return !PendingOfDevice(device).empty();
   }
 
+  // A created stream queues the wait in its order; a default stream, whose work runs when
+  // issued, runs what it waits for now.
   cudaError_t WaitEvent(cudaStream_t stream, cudaEvent_t event) {
-    std::lock_guard<std::mutex> lock(mu_);
-    StreamPtr s = Find(stream);
-    Event* e = FindEvent(event);
-    if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
-    Append(&s->pending, Prune(e));
-    if (e->deferred.item != nullptr && !e->deferred.item->done) s->waits.push_back(e->deferred);
+    Dependency now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      StreamPtr s = Find(stream);
+      Event* e = FindEvent(event);
+      if (s == nullptr || e == nullptr) return cudaErrorInvalidResourceHandle;
+      Append(&s->pending, Prune(e));
+      if (e->deferred.item == nullptr || e->deferred.item->done) return cudaSuccess;
+      if (s->defers) {
+        Push(s.get(), Deferred{nullptr, e->deferred, nullptr});
+        return cudaSuccess;
+      }
+      now = e->deferred;
+    }
+    Run(now.stream, now.item);
     return cudaSuccess;
   }
   cudaError_t Record(cudaEvent_t event, cudaStream_t stream) {
@@ -217,23 +229,28 @@ class StreamTable {
     return cudaSuccess;
   }
   cudaError_t Query(cudaEvent_t event) {
-    Event* e = Reach(event);
-    if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    Reach(event);
     std::lock_guard<std::mutex> lock(mu_);
+    Event* e = FindEvent(event);
+    if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    if (const cudaError_t sticky = Sticky(CurrentDevice()); sticky != cudaSuccess) return sticky;
     return Prune(e).empty() ? cudaSuccess : cudaErrorNotReady;
   }
   cudaError_t SynchronizeEvent(cudaEvent_t event) {
-    Event* e = Reach(event);
-    if (e == nullptr) return cudaErrorInvalidResourceHandle;
+    Reach(event);
     std::unique_lock<std::mutex> lock(mu_);
+    Event* e = FindEvent(event);
+    if (e == nullptr) return cudaErrorInvalidResourceHandle;
     const Work work = Prune(e);
     Await(lock, work, "cudaEventSynchronize");
-    return cudaSuccess;
+    return Sticky(CurrentDevice());
   }
   cudaError_t ElapsedMs(float* ms, cudaEvent_t start, cudaEvent_t end) {
-    Event* a = Reach(start);
-    Event* b = Reach(end);
+    Reach(start);
+    Reach(end);
     std::lock_guard<std::mutex> lock(mu_);
+    Event* a = FindEvent(start);
+    Event* b = FindEvent(end);
     if (a == nullptr || b == nullptr || !a->recorded || !b->recorded || !a->timing || !b->timing) {
       return cudaErrorInvalidResourceHandle;
     }
@@ -305,47 +322,63 @@ class StreamTable {
     }
     return out;
   }
-  // Runs `s`'s deferred items up to `until` (null: all of them), after what they wait for.
+  // Queues `item` on `s` (under mu_): the item events recorded from now on wait for.
+  static void Push(Stream* s, Deferred item) {
+    item.state = std::make_shared<ItemState>();
+    s->last = item.state;
+    s->queue.push_back(std::move(item));
+  }
+  // The first failure of a deferred kernel on `device` (under mu_): sticky, as CUDA's
+  // asynchronous errors are.
+  cudaError_t Sticky(int device) {
+    auto it = sticky_.find(device);
+    return it == sticky_.end() ? cudaSuccess : it->second;
+  }
+  // Runs `s`'s queued items up to `until` (null: all of them) in order; a wait at the head runs
+  // what it waits for first, without holding `s`'s order (two streams may wait on each other).
   void Run(const StreamPtr& s, const std::shared_ptr<ItemState>& until) {
-    std::vector<Dependency> waits;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (until != nullptr && until->done) return;
-      waits = s->waits;
-    }
-    for (const Dependency& d : waits) Run(d.stream, d.item);
-    std::lock_guard<std::mutex> exec(s->exec);
     for (;;) {
-      Deferred item;
+      Dependency wait;
       {
-        std::lock_guard<std::mutex> lock(mu_);
-        s->waits.erase(std::remove_if(s->waits.begin(), s->waits.end(),
-                                      [](const Dependency& d) { return d.item->done; }),
-                       s->waits.end());
-        if (s->queue.empty() || (until != nullptr && until->done)) return;
-        item = std::move(s->queue.front());
-        s->queue.pop_front();
+        std::lock_guard<std::mutex> exec(s->exec);
+        for (;;) {
+          Deferred item;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (s->queue.empty() || (until != nullptr && until->done)) return;
+            Deferred& head = s->queue.front();
+            if (head.run == nullptr && !head.wait.item->done) {
+              wait = head.wait;
+              break;
+            }
+            item = std::move(head);
+            s->queue.pop_front();
+          }
+          const cudaError_t e = item.run != nullptr ? item.run() : cudaSuccess;
+          std::lock_guard<std::mutex> lock(mu_);
+          if (e != cudaSuccess) sticky_.emplace(s->device, e);
+          item.state->done = true;
+          item.state->time = item.run != nullptr ? Clock::now() : item.wait.item->time;
+        }
       }
-      item.run();
-      std::lock_guard<std::mutex> lock(mu_);
-      item.state->done = true;
-      item.state->time = Clock::now();
+      Run(wait.stream, wait.item);
     }
   }
-  // Runs what an event waits for of the deferred work; the event, or null if unknown.
-  Event* Reach(cudaEvent_t handle) {
+  // Runs the queued work an event waits for, and moves its time to when that ran.
+  void Reach(cudaEvent_t handle) {
     Dependency d;
     {
       std::lock_guard<std::mutex> lock(mu_);
       Event* e = FindEvent(handle);
-      if (e == nullptr) return nullptr;
+      if (e == nullptr) return;
       d = e->deferred;
     }
-    if (d.item != nullptr) Run(d.stream, d.item);
+    if (d.item == nullptr) return;
+    Run(d.stream, d.item);
     std::lock_guard<std::mutex> lock(mu_);
-    Event* e = FindEvent(handle);
-    if (e != nullptr && d.item != nullptr) e->time = std::max(e->time, d.item->time);
-    return e;
+    if (Event* e = FindEvent(handle); e != nullptr && e->deferred.item == d.item) {
+      e->time = std::max(e->time, d.item->time);
+    }
   }
   // NCCL work that work issued on `handle` (valid; under mu_) runs after: its own, and the
   // legacy default stream's and the blocking streams' as they synchronize with each other.
@@ -424,6 +457,7 @@ class StreamTable {
   // The pending work of destroyed streams, by device and whether the stream was blocking.
   std::map<std::pair<int, bool>, Work> orphans_;
   std::vector<std::pair<Work, std::function<void()>>> deferred_frees_;
+  std::map<int, cudaError_t> sticky_;  // by device
   std::set<Event*> events_;
 };
 
@@ -439,14 +473,16 @@ bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& 
 cudaError_t AwaitStream(cudaStream_t stream, const char* what) {
   return StreamTable::Get().AwaitStream(stream, what);
 }
-cudaError_t Defer(cudaStream_t stream, std::function<void()> work, const char* what) {
+cudaError_t Defer(cudaStream_t stream, std::function<cudaError_t()> work, const char* what) {
   return StreamTable::Get().Defer(stream, std::move(work), what);
 }
 cudaError_t RunDeferred(cudaStream_t stream) { return StreamTable::Get().RunDeferred(stream); }
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn) {
   return StreamTable::Get().WhenComplete(stream, std::move(fn));
 }
-void AwaitDevice(int device, const char* what) { StreamTable::Get().AwaitDevice(device, what); }
+cudaError_t AwaitDevice(int device, const char* what) {
+  return StreamTable::Get().AwaitDevice(device, what);
+}
 bool DeviceHasPendingWork(int device) { return StreamTable::Get().DeviceHasPending(device); }
 
 namespace {
@@ -508,8 +544,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data)
   return e;
 }
 cudaError_t cudaDeviceSynchronize() {
-  emu::AwaitDevice(emu::CurrentDevice(), "cudaDeviceSynchronize");
-  return cudaSuccess;
+  return Checked(emu::AwaitDevice(emu::CurrentDevice(), "cudaDeviceSynchronize"),
+                 "cudaDeviceSynchronize");
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {

@@ -27,15 +27,17 @@
 //   wait of more than 10 s is reported on stderr, as the likely hang it is.
 //
 // Events carry time: an event's time is when it was recorded or, if its stream held work, when
-// that work ran or completed; cudaEventElapsedTime is the difference (cudaErrorNotReady before,
-// cudaErrorInvalidResourceHandle for an event made with cudaEventDisableTiming, as CUDA).
+// that work ran (lazily: when something needed it) or completed; cudaEventElapsedTime is the
+// difference (cudaErrorNotReady before, cudaErrorInvalidResourceHandle for an event made with
+// cudaEventDisableTiming, as CUDA).
 //
 // Devices: RINGMASTER_EMU_GPUS of them (1 to 16, default 4), so that multi-GPU tests run, one
 // thread per rank; cudaSetDevice is per host thread, as in CUDA. A stream belongs to the device
 // current when it was created, a default stream to the current device. A stream or event handle
 // that was never created, or was destroyed, is cudaErrorInvalidResourceHandle.
 //
-// Thread-safe: one lock for every stream and event.
+// Thread-safe: one lock for every stream and event, and one per stream that orders the running
+// of its deferred work (held while it runs, never while waiting for another stream's).
 #ifndef RINGMASTER_TRAINER_KERNELS_EMU_FAKE_STREAMS_H_
 #define RINGMASTER_TRAINER_KERNELS_EMU_FAKE_STREAMS_H_
 
@@ -73,7 +75,9 @@ bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& 
 cudaError_t AwaitStream(cudaStream_t stream, const char* what);
 // Issues `work` (a kernel, a GEMM) on `stream`: deferred on a created stream, run at once on a
 // default one; either way after the stream's pending NCCL work, which the caller waits for.
-cudaError_t Defer(cudaStream_t stream, std::function<void()> work, const char* what);
+// `work` answers its failure (an emulated kernel's): the device's sticky error from then on, as
+// CUDA's asynchronous errors are, answered by the calls that run or wait for deferred work.
+cudaError_t Defer(cudaStream_t stream, std::function<cudaError_t()> work, const char* what);
 // Runs the deferred work of `stream` (for the legacy default stream, of the device's blocking
 // streams too) and what it waits for, on the calling thread.
 cudaError_t RunDeferred(cudaStream_t stream);
@@ -81,7 +85,7 @@ cudaError_t RunDeferred(cudaStream_t stream);
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn);
 // Runs every deferred item of `device` and waits until its NCCL work is complete; whether any
 // deferred or NCCL work is left.
-void AwaitDevice(int device, const char* what);
+cudaError_t AwaitDevice(int device, const char* what);
 bool DeviceHasPendingWork(int device);
 
 // The number of emulated devices, and the calling thread's current one (cudaSetDevice's).
