@@ -379,6 +379,17 @@ TEST(FakeCudaRuntimeTest, PointerKindsAndForeignFrees) {
   cudaSetDevice(0);
 }
 
+// A "kernel" on `stream` that writes `value` to `*data`, deferred as kernels are.
+cudaError_t WriteLater(cudaStream_t stream, float* data, float value) {
+  return emu::Defer(
+      stream,
+      [data, value] {
+        *data = value;
+        return cudaSuccess;
+      },
+      "a test kernel");
+}
+
 // Deferred work on created streams runs only when something orders itself after it.
 TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -391,14 +402,7 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   ASSERT_EQ(cudaMemset(data, 0, sizeof(float)), cudaSuccess);
   // A "kernel" on the producer: not run by a copy on the legacy default stream, with which a
   // non-blocking stream does not synchronize.
-  ASSERT_EQ(emu::Defer(
-                producer,
-                [data] {
-                  *data = 1.0f;
-                  return cudaSuccess;
-                },
-                "a test kernel"),
-            cudaSuccess);
+  ASSERT_EQ(WriteLater(producer, data, 1.0f), cudaSuccess);
   float seen = -1;
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 0.0f) << "a copy not ordered after the kernel saw its write";
@@ -406,14 +410,7 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   cudaEvent_t written = nullptr;
   ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(written, producer), cudaSuccess);
-  ASSERT_EQ(emu::Defer(
-                producer,
-                [data] {
-                  *data = 2.0f;
-                  return cudaSuccess;
-                },
-                "a later test kernel"),
-            cudaSuccess);
+  ASSERT_EQ(WriteLater(producer, data, 2.0f), cudaSuccess);
   ASSERT_EQ(cudaStreamWaitEvent(consumer, written, 0), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(&seen, data, sizeof(float), cudaMemcpyDeviceToHost, consumer),
             cudaSuccess);
@@ -422,36 +419,15 @@ TEST(FakeStreamsTest, DeferredWorkRunsOnlyForWhatIsOrderedAfterIt) {
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 2.0f);
   // A blocking stream's deferred work runs before the legacy default stream's copy.
-  ASSERT_EQ(emu::Defer(
-                blocking,
-                [data] {
-                  *data = 3.0f;
-                  return cudaSuccess;
-                },
-                "a test kernel"),
-            cudaSuccess);
+  ASSERT_EQ(WriteLater(blocking, data, 3.0f), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 3.0f);
   // Destroying a stream runs what it deferred; cudaFree runs the device's.
-  ASSERT_EQ(emu::Defer(
-                producer,
-                [data] {
-                  *data = 4.0f;
-                  return cudaSuccess;
-                },
-                "a test kernel"),
-            cudaSuccess);
+  ASSERT_EQ(WriteLater(producer, data, 4.0f), cudaSuccess);
   ASSERT_EQ(cudaStreamDestroy(producer), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(&seen, data, sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(seen, 4.0f);
-  ASSERT_EQ(emu::Defer(
-                consumer,
-                [data] {
-                  *data = 5.0f;
-                  return cudaSuccess;
-                },
-                "a test kernel"),
-            cudaSuccess);
+  ASSERT_EQ(WriteLater(consumer, data, 5.0f), cudaSuccess);
   EXPECT_TRUE(emu::DeviceHasPendingWork(0));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_FALSE(emu::DeviceHasPendingWork(0));
