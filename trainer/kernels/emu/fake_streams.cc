@@ -185,9 +185,8 @@ class StreamTable {
     return Sticky(device);
   }
   bool DeviceHasPending(int device) {
-    std::vector<StreamPtr> streams = OfDevice(device);
     std::lock_guard<std::mutex> lock(mu_);
-    for (const StreamPtr& s : streams) {
+    for (const StreamPtr& s : StreamsOf(device)) {
       if (!s->queue.empty()) return true;
     }
     return !PendingOfDevice(device).empty();
@@ -311,14 +310,29 @@ class StreamTable {
     auto* e = reinterpret_cast<Event*>(handle);
     return events_.count(e) != 0 ? e : nullptr;
   }
-  // The streams whose deferred work runs before work issued on `handle` (valid; under mu_): the
-  // stream itself, and for the legacy default stream the device's blocking streams.
+  // The streams whose work runs before work issued on `handle` (valid; under mu_), the stream
+  // itself first: a blocking stream's after the legacy default stream's, the legacy default
+  // stream's after the device's blocking and per-thread streams'.
   std::vector<StreamPtr> Synchronized(cudaStream_t handle) {
     StreamPtr s = Find(handle);
     std::vector<StreamPtr> out = {s};
+    if (!s->blocking && !IsLegacy(handle)) return out;
+    StreamPtr legacy = Default(s->device, std::thread::id());
+    if (s != legacy) out.push_back(legacy);
     if (!IsLegacy(handle)) return out;
-    for (auto& [raw, other] : streams_) {
-      if (other->device == s->device && other->blocking) out.push_back(other);
+    for (const StreamPtr& other : StreamsOf(s->device)) {
+      if (other != s && other->blocking) out.push_back(other);
+    }
+    return out;
+  }
+  // The device's streams, created and default (under mu_).
+  std::vector<StreamPtr> StreamsOf(int device) {
+    std::vector<StreamPtr> out;
+    for (auto& [raw, s] : streams_) {
+      if (s->device == device) out.push_back(s);
+    }
+    for (auto& [key, s] : defaults_) {
+      if (key.first == device) out.push_back(s);
     }
     return out;
   }
@@ -380,44 +394,23 @@ class StreamTable {
       e->time = std::max(e->time, d.item->time);
     }
   }
-  // NCCL work that work issued on `handle` (valid; under mu_) runs after: its own, and the
-  // legacy default stream's and the blocking streams' as they synchronize with each other.
+  // NCCL work that work issued on `handle` (valid; under mu_) runs after: that of the streams it
+  // synchronizes with, and for the legacy default stream that of destroyed blocking streams.
   Work Ahead(cudaStream_t handle) {
-    StreamPtr s = Find(handle);
-    Work work = Prune(&s->pending);
-    if (!s->blocking && !IsLegacy(handle)) return work;
-    StreamPtr legacy = Default(s->device, std::thread::id());
-    if (s != legacy) Append(&work, Prune(&legacy->pending));
-    if (!IsLegacy(handle)) return work;
-    for (auto& [raw, other] : streams_) {
-      if (other->device == s->device && other->blocking) Append(&work, Prune(&other->pending));
-    }
-    for (auto& [key, other] : defaults_) {
-      if (key.first == s->device && other != s) Append(&work, Prune(&other->pending));
-    }
-    Append(&work, Prune(&orphans_[{s->device, true}]));
+    Work work;
+    for (const StreamPtr& s : Synchronized(handle)) Append(&work, Prune(&s->pending));
+    if (IsLegacy(handle)) Append(&work, Prune(&orphans_[{CurrentDevice(), true}]));
     return work;
   }
   std::vector<StreamPtr> OfDevice(int device) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<StreamPtr> out;
-    for (auto& [raw, s] : streams_) {
-      if (s->device == device) out.push_back(s);
-    }
-    for (auto& [key, s] : defaults_) {
-      if (key.first == device) out.push_back(s);
-    }
-    return out;
+    return StreamsOf(device);
   }
+  // The NCCL work of every stream of `device`, destroyed ones included (under mu_).
   Work PendingOfDevice(int device) {
     Work work = Prune(&orphans_[{device, true}]);
     Append(&work, Prune(&orphans_[{device, false}]));
-    for (auto& [raw, s] : streams_) {
-      if (s->device == device) Append(&work, Prune(&s->pending));
-    }
-    for (auto& [key, s] : defaults_) {
-      if (key.first == device) Append(&work, Prune(&s->pending));
-    }
+    for (const StreamPtr& s : StreamsOf(device)) Append(&work, Prune(&s->pending));
     return work;
   }
   // Drops the completed work; returns what is left.
