@@ -46,10 +46,16 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
   for (int i = 0; i < options.agents; ++i) {
     const std::string work = absl::StrCat(dir, "/agent-", i);
     std::vector<std::string> argv = {
-        "agent/agent", "--insecure", "--coordinator=" + c->coordinator_->address(),
-        absl::StrCat("--node_name=agent-", i), absl::StrCat("--devices=cpu:", options.slots),
-        "--work_dir=" + work, absl::StrCat("--worker_socket=", c->socket_dir_, "/a", i, ".sock"),
-        "--metrics_listen=127.0.0.1:0", "--stop_grace=2",
+        "agent/agent",
+        "--insecure",
+        "--coordinator=" + c->coordinator_->address(),
+        absl::StrCat("--node_name=agent-", i),
+        "--devices=" +
+            (options.devices.empty() ? absl::StrCat("cpu:", options.slots) : options.devices),
+        "--work_dir=" + work,
+        absl::StrCat("--worker_socket=", c->socket_dir_, "/a", i, ".sock"),
+        "--metrics_listen=127.0.0.1:0",
+        "--stop_grace=2",
         "--trainer_binary=" + Runfile("trainer/trainer")};
     argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
     auto agent = Subprocess::Start(argv, work + ".log");

@@ -1,4 +1,4 @@
-// A whole local cluster for integration tests: a coordinator and N agents with CPU slots, real
+// A whole local cluster for integration tests: a coordinator and N agents with CPU slots (or GPUs),
 // processes on loopback, the builtin trainer as the agents' --trainer_binary. Binaries come from
 // the test's runfiles (declare //coordinator, //agent, //ctl:ringctl and //trainer in `data`).
 #ifndef RINGMASTER_TESTS_TEST_CLUSTER_H_
@@ -17,7 +17,8 @@ namespace ringmaster::testing {
 
 struct TestClusterOptions {
   int agents = 2;
-  int slots = 2;  // --devices=cpu:N per agent
+  int slots = 2;        // --devices=cpu:N per agent
+  std::string devices;  // --devices instead (e.g. "gpu"), when set
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> agent_flags;
 };

@@ -138,7 +138,7 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = emu::DeviceCount();
-  return cudaSuccess;
+  return *count > 0 ? cudaSuccess : Failed(cudaErrorNoDevice, "cudaGetDeviceCount");
 }
 cudaError_t cudaDriverGetVersion(int* version) {
   *version = CUDART_VERSION;

@@ -1,7 +1,17 @@
 // The NCCL calls of the trainer, answered on the CPU for the emulated configuration
-// (--config=emu): the ranks of a communicator are threads of one test process, each on its own
-// emulated device (fake_streams.h), and an operation completes once every rank has issued it.
-// Linked into a test binary, these definitions take precedence over libnccl's.
+// (--config=emu): the ranks of a communicator are threads of one process, or processes (an
+// agent's workers), each on its own emulated device (fake_streams.h), and an operation completes
+// once every rank has issued it. Linked into a binary, these definitions take precedence over
+// libnccl's.
+//
+// Processes: the process that made the ncclUniqueId hosts the communicator (the clique,
+// fake_nccl_clique.h): its ranks' operations are matched and run there. A rank in another
+// process joins it through a Unix socket the id names (fake_nccl_process.cc), sending its
+// inputs there and receiving its outputs; the host's own ranks, if any, are threads beside it.
+// A rank whose process dies (its connection closes) has left, as after ncclCommAbort; when the
+// host's process dies, the other ranks see the communicator quiet with a rank gone. Two ranks on
+// one GPU of the machine (CUDA_VISIBLE_DEVICES mapped, see fake_streams.h) are refused, across
+// processes too.
 //
 // What it models, as NCCL does it:
 // - Non-blocking communicators only (config.blocking = 0, as the trainer's): a blocking one is
@@ -42,10 +52,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -59,38 +67,12 @@
 #include <vector>
 
 #include "trainer/kernels/emu/fake_memory.h"
+#include "trainer/kernels/emu/fake_nccl_clique.h"
 #include "trainer/kernels/emu/fake_streams.h"
 
+namespace emu::nccl {
+
 namespace {
-
-enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
-
-const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kAllReduce:
-      return "ncclAllReduce";
-    case Kind::kReduceScatter:
-      return "ncclReduceScatter";
-    case Kind::kAllGather:
-      return "ncclAllGather";
-    case Kind::kBroadcast:
-      return "ncclBroadcast";
-  }
-  return "?";
-}
-
-using Work = std::shared_ptr<emu::PendingWork>;
-
-// A collective as one rank issued it.
-struct Signature {
-  Kind kind;
-  size_t count;  // NCCL's count argument
-  ncclDataType_t type;
-  int root;  // broadcast only
-  bool operator==(const Signature& o) const {
-    return std::tie(kind, count, type, root) == std::tie(o.kind, o.count, o.type, o.root);
-  }
-};
 
 std::string Describe(const Signature& s) {
   return std::string(KindName(s.kind)) + "(count " + std::to_string(s.count) + ", type " +
@@ -116,51 +98,6 @@ struct Transfer {
   void* out = nullptr;
   Work send_work, recv_work;
 };
-
-// What the ranks of one communicator share.
-struct Clique {
-  explicit Clique(int n) : size(n), devices(n, -1), gone(n, false), quiet(n, false) {}
-  const int size;
-  int joined = 0;
-  std::vector<int> devices;  // -1: not joined
-  std::vector<bool> gone;    // aborted or destroyed
-  std::vector<bool> quiet;   // finalized or gone
-  std::map<uint64_t, Collective> collectives;
-  std::map<std::tuple<int, int, uint64_t>, Transfer> transfers;  // (from, to, n)
-  ncclResult_t misuse = ncclSuccess;                             // reported to every rank
-  std::string misuse_detail;
-  bool AnyGone() const { return std::find(gone.begin(), gone.end(), true) != gone.end(); }
-};
-
-std::mutex g_mu;
-std::map<std::string, std::shared_ptr<Clique>> g_rendezvous;  // by unique id, until all joined
-std::condition_variable g_changed;  // operations completed, ranks finalized or left
-thread_local std::string t_last_error;
-thread_local int t_group_depth = 0;
-thread_local std::vector<const emu::PendingWork*> t_group_work;  // queued in the current group
-thread_local std::vector<ncclComm*> t_group_comms;
-thread_local unsigned t_group_ends = 0;
-
-size_t TypeSize(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;  // fp8: not emulated
-  }
-}
 
 template <typename T>
 void AddAs(void* acc, const void* x, size_t n) {
@@ -206,28 +143,96 @@ void Add(ncclDataType_t t, void* acc, const void* x, size_t n) {
   }
 }
 
+thread_local std::string t_last_error;
+
+}  // namespace
+
+// What the ranks of one communicator share.
+struct Clique {
+  explicit Clique(int n) : size(n), devices(n, -1), gone(n, false), quiet(n, false) {}
+  const int size;
+  int joined = 0;
+  std::vector<int> devices;  // the machine's GPU of each rank; -1: not joined
+  std::vector<bool> gone;    // aborted or destroyed
+  std::vector<bool> quiet;   // finalized or gone
+  std::map<uint64_t, Collective> collectives;
+  std::map<std::tuple<int, int, uint64_t>, Transfer> transfers;  // (from, to, n)
+  ncclResult_t misuse = ncclSuccess;                             // reported to every rank
+  std::string misuse_detail;
+  bool AnyGone() const { return std::find(gone.begin(), gone.end(), true) != gone.end(); }
+};
+
+std::mutex& Mu() {
+  static auto* mu = new std::mutex;  // never destroyed: connection threads outlive main
+  return *mu;
+}
+std::condition_variable& Changed() {
+  static auto* changed = new std::condition_variable;
+  return *changed;
+}
+
 ncclResult_t Fail(ncclResult_t r, const std::string& detail) {
   t_last_error = detail;
   return r;
 }
 
-}  // namespace
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kAllReduce:
+      return "ncclAllReduce";
+    case Kind::kReduceScatter:
+      return "ncclReduceScatter";
+    case Kind::kAllGather:
+      return "ncclAllGather";
+    case Kind::kBroadcast:
+      return "ncclBroadcast";
+  }
+  return "?";
+}
 
-// The opaque communicator of nccl.h, one per rank.
-struct ncclComm {
-  std::shared_ptr<Clique> clique;
-  int rank = 0;
-  int device = 0;
-  bool finalizing = false;
-  uint64_t collectives = 0;          // issued so far
-  std::map<int, uint64_t> sends;     // to each peer, so far
-  std::map<int, uint64_t> receives;  // from each peer, so far
-  std::vector<Work> work;            // queued by this rank, not known to be complete
-  unsigned calls = 0;                // operations issued outside groups, for ncclInProgress
-  int in_progress = 0;               // ncclCommGetAsyncError answers ncclInProgress this often
-};
+size_t TypeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;  // fp8: not emulated
+  }
+}
+
+size_t InputBytes(const Signature& s, int rank, int size) {
+  const size_t bytes = s.count * TypeSize(s.type);
+  if (s.kind == Kind::kBroadcast) return rank == s.root ? bytes : 0;
+  return s.kind == Kind::kReduceScatter ? bytes * size : bytes;
+}
+
+size_t OutputBytes(const Signature& s, int size) {
+  const size_t bytes = s.count * TypeSize(s.type);
+  return s.kind == Kind::kAllGather ? bytes * size : bytes;
+}
 
 namespace {
+
+std::map<std::string, std::shared_ptr<Clique>>& Rendezvous() {  // by unique id, until all joined
+  static auto* rendezvous = new std::map<std::string, std::shared_ptr<Clique>>;
+  return *rendezvous;
+}
+
+thread_local int t_group_depth = 0;
+thread_local std::vector<const emu::PendingWork*> t_group_work;  // queued in the current group
+thread_local std::vector<ncclComm*> t_group_comms;
+thread_local unsigned t_group_ends = 0;
 
 bool Undone(ncclComm* c) {
   c->work.erase(
@@ -236,41 +241,42 @@ bool Undone(ncclComm* c) {
   return !c->work.empty();
 }
 
-// The communicator's state, as ncclCommGetAsyncError answers it. Under g_mu. An error answers
+View ViewFor(const ncclComm* c) { return c->remote ? RemoteView(c) : ViewOf(*c->clique); }
+
+// The communicator's state, as ncclCommGetAsyncError answers it. Under Mu(). An error answers
 // for the call in progress too.
 ncclResult_t State(ncclComm* c) {
-  const Clique& k = *c->clique;
-  if (k.misuse != ncclSuccess) {
+  const View v = ViewFor(c);
+  if (v.misuse != ncclSuccess) {
     c->in_progress = 0;
-    return Fail(k.misuse, k.misuse_detail);
+    return Fail(v.misuse, v.misuse_detail);
   }
-  if (k.joined < k.size) return ncclInProgress;
+  if (!v.joined) return ncclInProgress;
   const bool undone = Undone(c);
-  if (undone && k.AnyGone()) {
-    const int gone =
-        static_cast<int>(std::find(k.gone.begin(), k.gone.end(), true) - k.gone.begin());
+  if (undone && v.gone >= 0) {
     c->in_progress = 0;
-    return Fail(ncclRemoteError, "emulated NCCL: rank " + std::to_string(gone) +
-                                     " aborted or destroyed its communicator while rank " +
-                                     std::to_string(c->rank) + " had operations queued");
+    return Fail(ncclRemoteError, !v.gone_detail.empty()
+                                     ? v.gone_detail
+                                     : "emulated NCCL: rank " + std::to_string(v.gone) +
+                                           " aborted or destroyed its communicator while rank " +
+                                           std::to_string(c->rank) + " had operations queued");
   }
   if (c->in_progress > 0) {
     --c->in_progress;
     return ncclInProgress;
   }
-  if (c->finalizing &&
-      (undone || std::find(k.quiet.begin(), k.quiet.end(), false) != k.quiet.end())) {
-    return ncclInProgress;
-  }
+  if (c->finalizing && (undone || !v.quiet)) return ncclInProgress;
   return ncclSuccess;
 }
 
-void Misuse(Clique& k, const std::string& detail) {
-  if (k.misuse != ncclSuccess) return;
-  k.misuse = ncclInvalidUsage;
-  k.misuse_detail = "emulated NCCL: " + detail;
-  t_last_error = k.misuse_detail;
-  g_changed.notify_all();
+// Misuse seen by this rank: every rank's (through its host, for a remote one).
+ncclResult_t Misused(ncclComm* c, const std::string& detail) {
+  if (c->remote) {
+    SendMisuse(c, detail);
+  } else {
+    Misuse(c, detail);
+  }
+  return ViewFor(c).misuse;
 }
 
 // What a call that queued work answers: inside a group ncclSuccess (ncclGroupEnd answers for
@@ -287,21 +293,20 @@ ncclResult_t Queued(ncclComm* c) {
   return ncclInProgress;
 }
 
-// A call on `c` while its previous call is still in progress; under g_mu.
+// A call on `c` while its previous call is still in progress; under Mu().
 ncclResult_t CheckNotInProgress(ncclComm* c, const char* what) {
   if (c->in_progress == 0) return ncclSuccess;
-  Misuse(*c->clique, std::string(what) + " on rank " + std::to_string(c->rank) +
-                         " while its previous call was still in progress (poll "
-                         "ncclCommGetAsyncError until it is not)");
-  return c->clique->misuse;
+  return Misused(c, std::string(what) + " on rank " + std::to_string(c->rank) +
+                        " while its previous call was still in progress (poll "
+                        "ncclCommGetAsyncError until it is not)");
 }
 
-// Checks common to every operation; under g_mu.
+// Checks common to every operation; under Mu().
 ncclResult_t CheckIssue(ncclComm* c, const char* what, cudaStream_t stream) {
   if (c == nullptr) return Fail(ncclInvalidArgument, std::string(what) + ": null communicator");
-  Clique& k = *c->clique;
-  if (k.misuse != ncclSuccess) return Fail(k.misuse, k.misuse_detail);
-  if (k.joined < k.size) {
+  const View v = ViewFor(c);
+  if (v.misuse != ncclSuccess) return Fail(v.misuse, v.misuse_detail);
+  if (!v.joined) {
     return Fail(ncclInvalidUsage, std::string(what) +
                                       " before the communicator's initialisation "
                                       "completed");
@@ -310,9 +315,9 @@ ncclResult_t CheckIssue(ncclComm* c, const char* what, cudaStream_t stream) {
   if (ncclResult_t r = CheckNotInProgress(c, what); r != ncclSuccess) return r;
   // The group's own operations run together: they do not wait for each other.
   if (emu::HasPendingWork(stream, t_group_work)) {
-    Misuse(k, std::string(what) + " on rank " + std::to_string(c->rank) +
-                  " was issued while its stream still held unfinished NCCL work (not emulated)");
-    return k.misuse;
+    return Misused(c, std::string(what) + " on rank " + std::to_string(c->rank) +
+                          " was issued while its stream still held unfinished NCCL work (not "
+                          "emulated)");
   }
   return ncclSuccess;
 }
@@ -365,7 +370,7 @@ void Run(Collective& op, int n) {
       break;
   }
   for (const Work& w : op.work) w->Complete();
-  g_changed.notify_all();
+  Changed().notify_all();
 }
 
 ncclResult_t IssueCollective(const Signature& s, const void* in, void* out, ncclComm* c,
@@ -373,55 +378,34 @@ ncclResult_t IssueCollective(const Signature& s, const void* in, void* out, nccl
   const char* what = KindName(s.kind);
   // The work its stream deferred, and what that waits for, writes the input first.
   (void)emu::RunDeferred(stream);  // an invalid stream has nothing deferred
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(Mu());
   if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
-  Clique& k = *c->clique;
-  const int n = k.size;
-  const size_t esize = TypeSize(s.type);
-  if (esize == 0) return Fail(ncclInvalidArgument, std::string(what) + ": type not emulated");
+  const int n = c->size;
+  if (TypeSize(s.type) == 0) {
+    return Fail(ncclInvalidArgument, std::string(what) + ": type not emulated");
+  }
   if (s.kind == Kind::kBroadcast && (s.root < 0 || s.root >= n)) {
     return Fail(ncclInvalidArgument, std::string(what) + ": root out of range");
   }
-  const size_t bytes = s.count * esize;
-  const size_t in_bytes = s.kind == Kind::kReduceScatter ? bytes * n : bytes;
-  const size_t out_bytes = s.kind == Kind::kAllGather ? bytes * n : bytes;
-  const bool reads = s.kind != Kind::kBroadcast || c->rank == s.root;
-  if (ncclResult_t r = CheckBuffer(c, in, reads ? in_bytes : 0, what); r != ncclSuccess) return r;
-  if (ncclResult_t r = CheckBuffer(c, out, out_bytes, what); r != ncclSuccess) return r;
-
-  const uint64_t index = c->collectives++;
-  Collective& op = k.collectives[index];
-  if (op.issued == 0) {
-    op.signature = s;
-    op.first = c->rank;
-    op.inputs.resize(n);
-    op.outputs.assign(n, nullptr);
-    op.work.resize(n);
-  } else if (!(op.signature == s)) {
-    Misuse(k, "collective #" + std::to_string(index) + " is " + Describe(s) + " on rank " +
-                  std::to_string(c->rank) + " but " + Describe(op.signature) + " on rank " +
-                  std::to_string(op.first));
-    return k.misuse;
+  if (ncclResult_t r = CheckBuffer(c, in, InputBytes(s, c->rank, n), what); r != ncclSuccess) {
+    return r;
   }
-  if (reads) {
-    const char* p = static_cast<const char*>(in);
-    op.inputs[c->rank].assign(p, p + in_bytes);
-  }
-  op.outputs[c->rank] = out;
-  op.work[c->rank] = Enqueue(c, stream);
-  if (++op.issued == n && !k.AnyGone()) {
-    Run(op, n);
-    k.collectives.erase(index);
+  if (ncclResult_t r = CheckBuffer(c, out, OutputBytes(s, n), what); r != ncclSuccess) return r;
+  Work w = Enqueue(c, stream);
+  if (c->remote) {
+    SendCollective(c, s, in, out, std::move(w));
+  } else if (ncclResult_t r = AddCollective(c, s, in, out, std::move(w)); r != ncclSuccess) {
+    return r;
   }
   return Queued(c);
 }
 
 // Completes a transfer both sides have issued.
-void Deliver(Clique& k, const std::tuple<int, int, uint64_t>& key) {
+void Deliver(Clique& k, ncclComm* c, const std::tuple<int, int, uint64_t>& key) {
   Transfer& t = k.transfers[key];
   if (!t.sent || !t.received || k.AnyGone()) return;
   if (t.send_bytes != t.recv_bytes) {
-    Misuse(k, "message #" + std::to_string(std::get<2>(key)) + " from rank " +
+    Misuse(c, "message #" + std::to_string(std::get<2>(key)) + " from rank " +
                   std::to_string(std::get<0>(key)) + " to rank " +
                   std::to_string(std::get<1>(key)) + " is " + std::to_string(t.send_bytes) +
                   " bytes sent, " + std::to_string(t.recv_bytes) + " received");
@@ -431,21 +415,118 @@ void Deliver(Clique& k, const std::tuple<int, int, uint64_t>& key) {
   t.send_work->Complete();
   t.recv_work->Complete();
   k.transfers.erase(key);
-  g_changed.notify_all();
+  Changed().notify_all();
 }
 
 ncclResult_t IssuePointToPoint(bool send, void* buffer, size_t count, ncclDataType_t type, int peer,
                                ncclComm* c, cudaStream_t stream) {
   const char* what = send ? "ncclSend" : "ncclRecv";
   (void)emu::RunDeferred(stream);  // what writes the input first
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(Mu());
   if (ncclResult_t r = CheckIssue(c, what, stream); r != ncclSuccess) return r;
-  Clique& k = *c->clique;
   const size_t esize = TypeSize(type);
   if (esize == 0) return Fail(ncclInvalidArgument, std::string(what) + ": type not emulated");
-  if (peer < 0 || peer >= k.size) return Fail(ncclInvalidArgument, std::string(what) + ": peer");
+  if (peer < 0 || peer >= c->size) {
+    return Fail(ncclInvalidArgument, std::string(what) + ": peer");
+  }
   const size_t bytes = count * esize;
   if (ncclResult_t r = CheckBuffer(c, buffer, bytes, what); r != ncclSuccess) return r;
+  Work w = Enqueue(c, stream);
+  if (c->remote) {
+    SendTransfer(c, send, buffer, bytes, peer, std::move(w));
+  } else if (ncclResult_t r = AddTransfer(c, send, buffer, bytes, peer, std::move(w));
+             r != ncclSuccess) {
+    return r;
+  }
+  return Queued(c);
+}
+
+// Ends `c`: leaves its clique, and frees it. Under `lock` (of Mu()), which a remote rank's
+// closing releases for a while.
+void End(ncclComm* c, std::unique_lock<std::mutex>& lock) {
+  if (c->remote) {
+    lock.unlock();
+    CloseRemote(c);
+    lock.lock();
+  } else {
+    Leave(c);
+  }
+  delete c;
+}
+
+}  // namespace
+
+ncclResult_t JoinClique(const std::string& key, int nranks, int rank, int machine_device,
+                        std::shared_ptr<Clique>* clique) {
+  std::shared_ptr<Clique>& slot = Rendezvous()[key];
+  if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
+  std::shared_ptr<Clique> k = slot;
+  if (k->size != nranks) {
+    return Fail(ncclInvalidUsage, "ncclCommInitRankConfig: rank " + std::to_string(rank) +
+                                      " says " + std::to_string(nranks) + " ranks, another said " +
+                                      std::to_string(k->size));
+  }
+  if (k->devices[rank] != -1) {
+    return Fail(ncclInvalidUsage,
+                "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
+  }
+  for (int r = 0; r < nranks; ++r) {
+    if (k->devices[r] == machine_device) {
+      return Fail(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
+                                        " and rank " + std::to_string(r) +
+                                        " both on the machine's GPU " +
+                                        std::to_string(machine_device));
+    }
+  }
+  k->devices[rank] = machine_device;
+  if (++k->joined == k->size) Rendezvous().erase(key);
+  *clique = k;
+  Changed().notify_all();
+  return ncclSuccess;
+}
+
+View ViewOf(const Clique& k) {
+  View v;
+  v.misuse = k.misuse;
+  v.misuse_detail = k.misuse_detail;
+  v.joined = k.joined == k.size;
+  v.quiet = std::find(k.quiet.begin(), k.quiet.end(), false) == k.quiet.end();
+  const auto gone = std::find(k.gone.begin(), k.gone.end(), true);
+  v.gone = gone == k.gone.end() ? -1 : static_cast<int>(gone - k.gone.begin());
+  return v;
+}
+
+ncclResult_t AddCollective(ncclComm* c, const Signature& s, const void* in, void* out, Work w) {
+  Clique& k = *c->clique;
+  const int n = k.size;
+  const uint64_t index = c->collectives++;
+  Collective& op = k.collectives[index];
+  if (op.issued == 0) {
+    op.signature = s;
+    op.first = c->rank;
+    op.inputs.resize(n);
+    op.outputs.assign(n, nullptr);
+    op.work.resize(n);
+  } else if (!(op.signature == s)) {
+    Misuse(c, "collective #" + std::to_string(index) + " is " + Describe(s) + " on rank " +
+                  std::to_string(c->rank) + " but " + Describe(op.signature) + " on rank " +
+                  std::to_string(op.first));
+    w->Complete();  // nothing will complete it now
+    return k.misuse;
+  }
+  const char* p = static_cast<const char*>(in);
+  op.inputs[c->rank].assign(p, p + InputBytes(s, c->rank, n));
+  op.outputs[c->rank] = out;
+  op.work[c->rank] = std::move(w);
+  if (++op.issued == n && !k.AnyGone()) {
+    Run(op, n);
+    k.collectives.erase(index);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t AddTransfer(ncclComm* c, bool send, void* buffer, size_t bytes, int peer, Work w) {
+  Clique& k = *c->clique;
   const auto key = send ? std::make_tuple(c->rank, peer, c->sends[peer]++)
                         : std::make_tuple(peer, c->rank, c->receives[peer]++);
   Transfer& t = k.transfers[key];
@@ -454,19 +535,32 @@ ncclResult_t IssuePointToPoint(bool send, void* buffer, size_t count, ncclDataTy
     t.sent = true;
     t.send_bytes = bytes;
     t.data.assign(p, p + bytes);
-    t.send_work = Enqueue(c, stream);
+    t.send_work = std::move(w);
   } else {
     t.received = true;
     t.recv_bytes = bytes;
     t.out = buffer;
-    t.recv_work = Enqueue(c, stream);
+    t.recv_work = std::move(w);
   }
-  Deliver(k, key);
-  if (k.misuse != ncclSuccess) return k.misuse;
-  return Queued(c);
+  Deliver(k, c, key);
+  return k.misuse;
 }
 
-// Rank `c` leaves (abort or destroy): its queued work ends, nothing is written to its buffers.
+void Misuse(ncclComm* c, const std::string& detail) {
+  Clique& k = *c->clique;
+  if (k.misuse != ncclSuccess) return;
+  k.misuse = ncclInvalidUsage;
+  k.misuse_detail = "emulated NCCL: " + detail;
+  t_last_error = k.misuse_detail;
+  Changed().notify_all();
+}
+
+void Finalized(ncclComm* c) {
+  c->finalizing = true;
+  c->clique->quiet[c->rank] = true;
+  Changed().notify_all();
+}
+
 void Leave(ncclComm* c) {
   Clique& k = *c->clique;
   k.gone[c->rank] = true;
@@ -478,10 +572,15 @@ void Leave(ncclComm* c) {
     if (std::get<1>(key) == c->rank) t.out = nullptr;
   }
   for (const Work& w : c->work) w->Complete();
-  g_changed.notify_all();
+  Changed().notify_all();
 }
 
-}  // namespace
+}  // namespace emu::nccl
+
+using emu::nccl::Fail;
+using emu::nccl::Kind;
+using emu::nccl::Mu;
+using emu::nccl::Signature;
 
 extern "C" {
 
@@ -508,14 +607,11 @@ const char* ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-const char* ncclGetLastError(ncclComm_t) { return t_last_error.c_str(); }
+const char* ncclGetLastError(ncclComm_t) { return emu::nccl::t_last_error.c_str(); }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  static std::atomic<uint64_t> next{0};
-  std::memset(id->internal, 0, sizeof(id->internal));
-  std::snprintf(id->internal, sizeof(id->internal), "ringmaster-emu %d %llu",
-                static_cast<int>(getpid()), static_cast<unsigned long long>(next++));
-  return ncclSuccess;
+  if (id == nullptr) return Fail(ncclInvalidArgument, "ncclGetUniqueId: null id");
+  return emu::nccl::MakeUniqueId(id);
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
@@ -531,36 +627,28 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
                 "emulated NCCL: blocking communicators are not emulated "
                 "(config.blocking = 0)");
   }
-  const int device = emu::CurrentDevice();
-  std::lock_guard<std::mutex> lock(g_mu);
-  const std::string key(id.internal, sizeof(id.internal));
-  std::shared_ptr<Clique>& slot = g_rendezvous[key];
-  if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
-  std::shared_ptr<Clique> k = slot;
-  if (k->size != nranks) {
-    return Fail(ncclInvalidUsage, "ncclCommInitRankConfig: rank " + std::to_string(rank) +
-                                      " says " + std::to_string(nranks) + " ranks, another said " +
-                                      std::to_string(k->size));
+  auto c = std::make_unique<ncclComm>();
+  c->rank = rank;
+  c->size = nranks;
+  c->device = emu::CurrentDevice();
+  const int machine_device = emu::MachineDevice(c->device);
+  if (machine_device < 0) {
+    return Fail(ncclInvalidUsage, "ncclCommInitRankConfig: no CUDA device is current");
   }
-  if (k->devices[rank] != -1) {
-    return Fail(ncclInvalidUsage,
-                "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
-  }
-  for (int r = 0; r < nranks; ++r) {
-    if (k->devices[r] == device) {
-      return Fail(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
-                                        " and rank " + std::to_string(r) + " both on CUDA device " +
-                                        std::to_string(device));
+  if (!emu::nccl::HostedHere(id)) {
+    if (ncclResult_t r = emu::nccl::JoinRemote(c.get(), id, nranks, machine_device);
+        r != ncclSuccess) {
+      return r;
+    }
+  } else {
+    std::lock_guard<std::mutex> lock(Mu());
+    const std::string key(id.internal, sizeof(id.internal));
+    if (ncclResult_t r = emu::nccl::JoinClique(key, nranks, rank, machine_device, &c->clique);
+        r != ncclSuccess) {
+      return r;
     }
   }
-  k->devices[rank] = device;
-  if (++k->joined == k->size) g_rendezvous.erase(key);
-  auto* c = new ncclComm;
-  c->clique = k;
-  c->rank = rank;
-  c->device = device;
-  *comm = c;
-  g_changed.notify_all();
+  *comm = c.release();
   return ncclInProgress;
 }
 
@@ -568,56 +656,67 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (comm == nullptr || state == nullptr) {
     return Fail(ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
   }
-  std::lock_guard<std::mutex> lock(g_mu);
-  *state = State(comm);
+  std::lock_guard<std::mutex> lock(Mu());
+  *state = emu::nccl::State(comm);
   return ncclSuccess;
 }
 
+namespace {
+
+void Finalize(ncclComm_t comm) {
+  if (comm->remote) {
+    comm->finalizing = true;
+    emu::nccl::SendFinalized(comm);
+  } else {
+    emu::nccl::Finalized(comm);
+  }
+}
+
+}  // namespace
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, "ncclCommFinalize: null comm");
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (ncclResult_t r = CheckNotInProgress(comm, "ncclCommFinalize"); r != ncclSuccess) return r;
-  comm->finalizing = true;
-  comm->clique->quiet[comm->rank] = true;
-  g_changed.notify_all();
+  std::lock_guard<std::mutex> lock(Mu());
+  if (ncclResult_t r = emu::nccl::CheckNotInProgress(comm, "ncclCommFinalize"); r != ncclSuccess) {
+    return r;
+  }
+  Finalize(comm);
   return ncclInProgress;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  std::unique_lock<std::mutex> lock(g_mu);
-  if (ncclResult_t r = CheckNotInProgress(comm, "ncclCommDestroy"); r != ncclSuccess) return r;
+  std::unique_lock<std::mutex> lock(Mu());
+  if (ncclResult_t r = emu::nccl::CheckNotInProgress(comm, "ncclCommDestroy"); r != ncclSuccess) {
+    return r;
+  }
   if (!comm->finalizing) {
     // NCCL finalizes first, waiting until the communicator is quiescent.
-    comm->finalizing = true;
-    comm->clique->quiet[comm->rank] = true;
-    g_changed.notify_all();
-    auto settled = [comm] { return State(comm) != ncclInProgress; };
-    if (!g_changed.wait_for(lock, std::chrono::seconds(10), settled)) {
+    Finalize(comm);
+    auto settled = [comm] { return emu::nccl::State(comm) != ncclInProgress; };
+    if (!emu::nccl::Changed().wait_for(lock, std::chrono::seconds(10), settled)) {
       std::fprintf(stderr,
                    "emulated NCCL: ncclCommDestroy of rank %d has waited 10 s for the other ranks "
                    "to finalize: a hang on a GPU too\n",
                    comm->rank);
-      g_changed.wait(lock, settled);
+      emu::nccl::Changed().wait(lock, settled);
     }
   }
-  Leave(comm);
-  delete comm;
+  emu::nccl::End(comm, lock);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(g_mu);
-  Leave(comm);
-  delete comm;
+  std::unique_lock<std::mutex> lock(Mu());
+  emu::nccl::End(comm, lock);
   return ncclSuccess;
 }
 
 ncclResult_t ncclGroupStart() {
-  if (t_group_depth++ == 0) {
-    t_group_work.clear();
-    t_group_comms.clear();
+  if (emu::nccl::t_group_depth++ == 0) {
+    emu::nccl::t_group_work.clear();
+    emu::nccl::t_group_comms.clear();
   }
   return ncclSuccess;
 }
@@ -625,12 +724,15 @@ ncclResult_t ncclGroupStart() {
 // The group's operations were queued as they were issued; every other group that queued some
 // is still "being enqueued" on each of its communicators.
 ncclResult_t ncclGroupEnd() {
-  if (t_group_depth == 0) return Fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  if (--t_group_depth > 0) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(g_mu);
-  const bool in_progress = !t_group_comms.empty() && t_group_ends++ % 2 == 0;
+  using emu::nccl::t_group_comms;
+  if (emu::nccl::t_group_depth == 0) {
+    return Fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  }
+  if (--emu::nccl::t_group_depth > 0) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(Mu());
+  const bool in_progress = !t_group_comms.empty() && emu::nccl::t_group_ends++ % 2 == 0;
   for (ncclComm* c : t_group_comms) c->in_progress = in_progress ? 1 : 0;
-  t_group_work.clear();
+  emu::nccl::t_group_work.clear();
   t_group_comms.clear();
   return in_progress ? ncclInProgress : ncclSuccess;
 }
@@ -638,33 +740,38 @@ ncclResult_t ncclGroupEnd() {
 ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) return Fail(ncclInvalidArgument, "ncclAllReduce: emulated NCCL sums only");
-  return IssueCollective(Signature{Kind::kAllReduce, count, type, 0}, in, out, comm, stream);
+  return emu::nccl::IssueCollective(Signature{Kind::kAllReduce, count, type, 0}, in, out, comm,
+                                    stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t type,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) return Fail(ncclInvalidArgument, "ncclReduceScatter: emulated NCCL sums only");
-  return IssueCollective(Signature{Kind::kReduceScatter, count, type, 0}, in, out, comm, stream);
+  return emu::nccl::IssueCollective(Signature{Kind::kReduceScatter, count, type, 0}, in, out, comm,
+                                    stream);
 }
 
 ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
-  return IssueCollective(Signature{Kind::kAllGather, count, type, 0}, in, out, comm, stream);
+  return emu::nccl::IssueCollective(Signature{Kind::kAllGather, count, type, 0}, in, out, comm,
+                                    stream);
 }
 
 ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  return IssueCollective(Signature{Kind::kBroadcast, count, type, root}, in, out, comm, stream);
+  return emu::nccl::IssueCollective(Signature{Kind::kBroadcast, count, type, root}, in, out, comm,
+                                    stream);
 }
 
 ncclResult_t ncclSend(const void* data, size_t count, ncclDataType_t type, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return IssuePointToPoint(true, const_cast<void*>(data), count, type, peer, comm, stream);
+  return emu::nccl::IssuePointToPoint(true, const_cast<void*>(data), count, type, peer, comm,
+                                      stream);
 }
 
 ncclResult_t ncclRecv(void* data, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  return IssuePointToPoint(false, data, count, type, peer, comm, stream);
+  return emu::nccl::IssuePointToPoint(false, data, count, type, peer, comm, stream);
 }
 
 }  // extern "C"

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -482,13 +483,41 @@ namespace {
 thread_local int t_device = 0;
 }  // namespace
 
-int DeviceCount() {
-  static const int count = [] {
+namespace {
+
+// The machine's GPUs this process sees, by ordinal: CUDA_VISIBLE_DEVICES's indices up to the
+// first that is not one of the machine's or repeats one (CUDA's rule; "" and "-1" show none);
+// every GPU when it is unset.
+const std::vector<int>& Visible() {
+  static const std::vector<int>* visible = [] {
     const char* env = std::getenv("RINGMASTER_EMU_GPUS");
-    const int n = env != nullptr ? std::atoi(env) : 4;
-    return std::clamp(n, 1, 16);
+    const int machine = std::clamp(env != nullptr ? std::atoi(env) : 4, 1, 16);
+    auto* v = new std::vector<int>;
+    const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (list == nullptr) {
+      for (int i = 0; i < machine; ++i) v->push_back(i);
+      return v;
+    }
+    std::stringstream entries(list);
+    for (std::string entry; std::getline(entries, entry, ',');) {
+      char* end = nullptr;
+      const long i = std::strtol(entry.c_str(), &end, 10);
+      if (entry.empty() || *end != '\0' || i < 0 || i >= machine ||
+          std::find(v->begin(), v->end(), i) != v->end()) {
+        break;
+      }
+      v->push_back(static_cast<int>(i));
+    }
+    return v;
   }();
-  return count;
+  return *visible;
+}
+
+}  // namespace
+
+int DeviceCount() { return static_cast<int>(Visible().size()); }
+int MachineDevice(int ordinal) {
+  return ordinal >= 0 && ordinal < DeviceCount() ? Visible()[ordinal] : -1;
 }
 int CurrentDevice() { return t_device; }
 void SetCurrentDevice(int device) { t_device = device; }

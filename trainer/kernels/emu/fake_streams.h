@@ -31,8 +31,10 @@
 // difference (cudaErrorNotReady before, cudaErrorInvalidResourceHandle for an event made with
 // cudaEventDisableTiming, as CUDA).
 //
-// Devices: RINGMASTER_EMU_GPUS of them (1 to 16, default 4), so that multi-GPU tests run, one
-// thread per rank; cudaSetDevice is per host thread, as in CUDA. A stream belongs to the device
+// Devices: the machine has RINGMASTER_EMU_GPUS of them (1 to 16, default 4), so that multi-GPU
+// tests run, one thread or one process per rank; a process sees those CUDA_VISIBLE_DEVICES names,
+// by CUDA's rules (an agent's workers each see their own GPU as device 0). cudaSetDevice is per
+// host thread, as in CUDA. A stream belongs to the device
 // current when it was created, a default stream to the current device. A stream or event handle
 // that was never created, or was destroyed, is cudaErrorInvalidResourceHandle.
 //
@@ -88,8 +90,10 @@ cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn);
 cudaError_t AwaitDevice(int device, const char* what);
 bool DeviceHasPendingWork(int device);
 
-// The number of emulated devices, and the calling thread's current one (cudaSetDevice's).
+// The number of emulated devices this process sees, the machine's index of one of them (-1 for
+// an ordinal out of range), and the calling thread's current one (cudaSetDevice's).
 int DeviceCount();
+int MachineDevice(int ordinal);
 int CurrentDevice();
 void SetCurrentDevice(int device);
 
