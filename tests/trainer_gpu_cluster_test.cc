@@ -184,6 +184,9 @@ TEST_F(TrainerGpuClusterTest, ARankKilledAfterACheckpointResumesAndRepeatsTheRun
     EXPECT_TRUE(
         std::regex_search(log, m, std::regex("trainer failed \\(exit 75, retryable\\)[^\n]*")))
         << log;
+    // An NCCL group's failure (ncclRemoteError's text), not the Gloo world group's.
+    EXPECT_THAT(m.empty() ? "" : m[0].str(),
+                HasSubstr("remote process exited or there was a network error"));
     std::printf("generation 1 rank %d: %s\n", rank, m.empty() ? "?" : m[0].str().c_str());
   }
   cluster_->coordinator().process.Signal(SIGCONT);

@@ -15,9 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trainer/kernels/emu/cuda_emu.h"
 #include "trainer/kernels/emu/fake_memory.h"
@@ -95,31 +97,73 @@ cudaError_t Free(void* p, const char* what) {
   return cudaSuccess;
 }
 
-// A synchronous free: waits for the work of the allocation's device first, as CUDA's does.
+// A synchronous free: waits for the work of the allocation's device first, as CUDA's does (for
+// pinned host memory, of every device: any stream may still copy to or from it).
 cudaError_t SynchronizeAndFree(void* p, const char* what) {
   if (p == nullptr) return cudaSuccess;
   const std::optional<Allocation> a = TheAllocations().Find(p);
   // A failed kernel's sticky error is answered, as CUDA's cudaFree does; the memory goes anyway.
-  const cudaError_t e = emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
+  cudaError_t e = cudaSuccess;
+  if (a.has_value() && a->type == cudaMemoryTypeHost) {
+    for (int d = 0; d < emu::DeviceCount(); ++d) {
+      const cudaError_t device = emu::AwaitDevice(d, what);
+      if (e == cudaSuccess) e = device;
+    }
+  } else {
+    e = emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
+  }
   const cudaError_t freed = Free(p, what);
   return e != cudaSuccess ? Failed(e, what) : freed;
 }
 
 bool ValidDevice(int device) { return device >= 0 && device < emu::DeviceCount(); }
 
-// Copies and memsets run once the work pending on their stream has completed (fake_streams.h);
-// the synchronous ones are the legacy default stream's.
+// Memory neither cudaMalloc nor cudaMallocHost gave.
+bool Pageable(const void* p) { return !TheAllocations().Find(p).has_value(); }
+
+// Copies, memsets and host functions are stream work (fake_streams.h): on a created stream
+// deferred, in stream order, like kernels; on a default stream (the synchronous calls are the
+// legacy one's) run at once. As CUDA does with pageable host memory, a copy from it reads it when
+// issued (the caller may reuse it at once) and a copy into it has completed when the call
+// returns.
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-  const cudaError_t e = emu::AwaitStream(stream, "a copy");
-  if (e != cudaSuccess) return Failed(e, "a copy: an invalid stream or an earlier kernel failed");
-  if (bytes > 0) std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  cudaError_t e = cudaSuccess;
+  if (bytes == 0) {
+    e = emu::AwaitStream(stream, "a copy");
+  } else if (Pageable(dst)) {
+    e = emu::AwaitStream(stream, "a copy");
+    if (e == cudaSuccess) std::memmove(dst, src, bytes);
+  } else if (Pageable(src)) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    e = emu::Defer(
+        stream,
+        [dst, staged] {
+          std::memcpy(dst, staged->data(), staged->size());
+          return cudaSuccess;
+        },
+        "a copy");
+  } else {
+    e = emu::Defer(
+        stream,
+        [dst, src, bytes] {
+          std::memmove(dst, src, bytes);
+          return cudaSuccess;
+        },
+        "a copy");
+  }
+  return e == cudaSuccess ? e : Failed(e, "a copy: an invalid stream or an earlier kernel failed");
 }
 cudaError_t Set(void* p, int value, size_t bytes, cudaStream_t stream) {
-  const cudaError_t e = emu::AwaitStream(stream, "a memset");
-  if (e != cudaSuccess) return Failed(e, "a memset: an invalid stream or an earlier kernel failed");
-  if (bytes > 0) std::memset(p, value, bytes);
-  return cudaSuccess;
+  const cudaError_t e = emu::Defer(
+      stream,
+      [p, value, bytes] {
+        if (bytes > 0) std::memset(p, value, bytes);
+        return cudaSuccess;
+      },
+      "a memset");
+  return e == cudaSuccess ? e
+                          : Failed(e, "a memset: an invalid stream or an earlier kernel failed");
 }
 
 }  // namespace

@@ -512,6 +512,7 @@ ncclResult_t AddCollective(ncclComm* c, const Signature& s, const void* in, void
                   std::to_string(c->rank) + " but " + Describe(op.signature) + " on rank " +
                   std::to_string(op.first));
     w->Complete();  // nothing will complete it now
+    Changed().notify_all();
     return k.misuse;
   }
   const char* p = static_cast<const char*>(in);

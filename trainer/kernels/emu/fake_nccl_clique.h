@@ -118,7 +118,8 @@ ncclResult_t MakeUniqueId(ncclUniqueId* id);
 // Whether this process made `id`.
 bool HostedHere(const ncclUniqueId& id);
 // Joins `c` (rank, device set) to the clique `id` names in another process, through a
-// connection of its own; waits for that process's answer. Not under Mu().
+// connection of its own: ncclSystemError when that process cannot be reached; its refusal (a
+// duplicate GPU...) comes later, as RemoteView's misuse. Not under Mu(); does not wait.
 ncclResult_t JoinRemote(ncclComm* c, const ncclUniqueId& id, int nranks, int machine_device);
 // What `c`'s host last said of the communicator; once the connection is lost, a communicator
 // that is quiet and has a rank gone.
@@ -129,8 +130,9 @@ void SendCollective(ncclComm* c, const Signature& s, const void* in, void* out, 
 void SendTransfer(ncclComm* c, bool send, void* buffer, size_t bytes, int peer, Work w);
 void SendFinalized(ncclComm* c);
 void SendMisuse(ncclComm* c, const std::string& detail);
-// Leaves the clique and closes the connection: `c`'s queued work ends, nothing more is written
-// to its buffers. Not under Mu() (it waits for the connection's reader).
+// Leaves the clique and closes the connection at once (requests not sent yet are dropped):
+// `c`'s queued work ends, nothing more is written to its buffers. Not under Mu() (it joins the
+// connection's threads).
 void CloseRemote(ncclComm* c);
 
 }  // namespace emu::nccl

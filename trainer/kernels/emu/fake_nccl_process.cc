@@ -5,15 +5,19 @@
 // process connects there and asks to join; a thread of the host (Serve) answers for it from then
 // on as its stand-in ncclComm (a proxy): it issues the rank's operations in the clique with the
 // inputs the rank sent, and a second thread (Answer) sends back each output once the operation
-// completed, and the communicator's View whenever it changes, completions first (so a rank never
-// sees a peer gone before its own completed work). The remote rank's side has a writer thread
-// (its requests, in order, never written under Mu(): two processes can each host a communicator
-// the other is a rank of) and a reader thread (outputs into the rank's buffers, completing its
-// work; the views).
+// completed, and the communicator's View whenever it changes: completions before a rank gone (a
+// rank never sees a peer gone before its own completed work), misuse before the completions (a
+// refused operation answers with no output, after its misuse). The remote rank's side has a
+// writer thread (its join, then its requests, in order, never written under Mu(): two processes
+// can each host a communicator the other is a rank of) and a reader thread (the join's answer,
+// outputs into the rank's buffers, completing its work; the views).
 //
 // A closed connection is the end of a rank: the host's proxy leaves the clique (as
-// ncclCommAbort), and a remote rank whose host is gone sees the communicator quiet with a rank
-// gone (its queued work fails with ncclRemoteError; a finalize completes).
+// ncclCommAbort; a rank's abort or destroy closes it at once, without flushing), and a remote
+// rank whose host is gone sees the communicator quiet with a rank gone (its queued work fails
+// with ncclRemoteError; a finalize completes). Not modelled: a host that exits right after its
+// own finalize may not have sent a remote rank's last outputs, which that rank then sees fail
+// (the trainer, like NCCL's users, waits for its operations before finalizing).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -46,7 +50,6 @@ enum class Type : uint32_t {
   kTransfer,    // a: peer, b: 1 send / 0 receive, c: bytes; payload: a send's data
   kFinalized,
   kMisuse,  // payload: what
-  kLeave,
   // To a remote rank.
   kJoinResult,  // a: ncclResult_t; payload: the error's detail
   kDone,        // b: the operation's number, in the order sent; payload: its output
@@ -174,8 +177,10 @@ void Handle(Proxy& p, const Message& m) {
       return Misuse(c, "a malformed collective from rank " + std::to_string(c->rank));
     }
     op.out.resize(OutputBytes(s, c->size));
-    (void)AddCollective(c, s, m.payload.data(), op.out.empty() ? nullptr : op.out.data(),
-                        op.work);  // misuse reaches every rank through the view
+    if (AddCollective(c, s, m.payload.data(), op.out.empty() ? nullptr : op.out.data(), op.work) !=
+        ncclSuccess) {
+      op.out.clear();  // refused: nothing to write (the misuse reaches every rank in the view)
+    }
   } else if (h.type == Type::kTransfer) {
     const bool send = h.b != 0;
     const size_t bytes = static_cast<size_t>(h.c);
@@ -210,7 +215,9 @@ void Answer(std::shared_ptr<Proxy> p) {
     if (!p->view_sent || !(v == p->sent)) {
       Message m = Make(Type::kView, v.misuse, (v.joined ? 1 : 0) | (v.quiet ? 2 : 0), v.gone);
       m.payload.assign(v.misuse_detail.begin(), v.misuse_detail.end());
-      out.push_back(std::move(m));
+      // Misuse before the completions it refused (the rank must not see them succeed), a rank
+      // gone after the completions that came before it.
+      out.insert(v.misuse != ncclSuccess ? out.begin() : out.end(), std::move(m));
       p->view_sent = true;
       p->sent = v;
     }
@@ -262,7 +269,7 @@ void Serve(int fd) {
     return;
   }
   std::thread answer(Answer, p);
-  while (Receive(fd, &m) && m.header.type != Type::kLeave) {
+  while (Receive(fd, &m)) {  // until the rank closes the connection: it has left
     std::lock_guard<std::mutex> lock(Mu());
     Handle(*p, m);
   }
@@ -282,27 +289,34 @@ void AcceptLoop(int listener) {
     if (fd >= 0) {
       std::thread(Serve, fd).detach();
     } else if (errno != EINTR && errno != ECONNABORTED) {
-      std::fprintf(stderr, "emulated NCCL: accept failed: %s\n", std::strerror(errno));
+      std::fprintf(stderr,
+                   "emulated NCCL: accept failed (%s): ranks of other processes cannot join "
+                   "communicators of this one any more\n",
+                   std::strerror(errno));
+      ::close(listener);  // their connections are refused rather than left waiting
       return;
     }
   }
 }
 
-// Starts this process's listener once; its error, if it could not.
-const std::string& StartListener() {
-  static const std::string* error = [] {
+// Starts this process's listener, once. Without it (reported on stderr) the ranks of this
+// process still form communicators; those of other processes cannot join them (refused).
+void StartListener() {
+  static const bool started = [] {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     socklen_t length = 0;
     const sockaddr_un a = Address(OwnNonce(), &length);
     if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0 ||
         ::listen(fd, SOMAXCONN) != 0) {
-      return new std::string(std::string("emulated NCCL: cannot listen for other processes: ") +
-                             std::strerror(errno));
+      std::fprintf(stderr, "emulated NCCL: cannot listen for ranks of other processes: %s\n",
+                   std::strerror(errno));
+      if (fd >= 0) ::close(fd);
+      return false;
     }
     std::thread(AcceptLoop, fd).detach();  // for the life of the process
-    return new std::string;
+    return true;
   }();
-  return *error;
+  (void)started;
 }
 
 }  // namespace
@@ -363,6 +377,9 @@ void Read(Remote* r) {
         std::memcpy(op.out, m.payload.data(), std::min(op.bytes, m.payload.size()));
       op.work->Complete();
       r->ops.erase(it);
+    } else if (h.type == Type::kJoinResult && h.a != ncclSuccess) {
+      r->view.misuse = static_cast<ncclResult_t>(h.a);
+      r->view.misuse_detail.assign(m.payload.begin(), m.payload.end());
     } else if (h.type == Type::kView) {
       if (r->view.misuse == ncclSuccess) {  // this rank's own misuse may not have reached it yet
         r->view.misuse = static_cast<ncclResult_t>(h.a);
@@ -389,9 +406,7 @@ void Request(ncclComm* c, Message m, void* out, size_t bytes, Work w) {
 }  // namespace
 
 ncclResult_t MakeUniqueId(ncclUniqueId* id) {
-  if (const std::string& error = StartListener(); !error.empty()) {
-    return Fail(ncclSystemError, error);
-  }
+  StartListener();
   static std::atomic<uint64_t> next{0};
   std::memset(id->internal, 0, sizeof(id->internal));
   std::snprintf(id->internal, sizeof(id->internal), "ringmaster-emu %016" PRIx64 " %" PRIu64,
@@ -420,22 +435,12 @@ ncclResult_t JoinRemote(ncclComm* c, const ncclUniqueId& id, int nranks, int mac
     return Fail(ncclSystemError, who + " cannot reach the process that made its unique id (" +
                                      error + "): has it exited?");
   }
-  Message m;
-  if (!Send(fd, Make(Type::kJoin, c->rank, nranks, machine_device).header, id.internal,
-            sizeof(id.internal)) ||
-      !Receive(fd, &m) || m.header.type != Type::kJoinResult) {
-    ::close(fd);
-    return Fail(ncclSystemError, who +
-                                     ": the process that made its unique id closed the "
-                                     "connection");
-  }
-  if (m.header.a != ncclSuccess) {
-    ::close(fd);
-    return Fail(static_cast<ncclResult_t>(m.header.a),
-                std::string(m.payload.begin(), m.payload.end()));
-  }
+  // The join is the first request; its answer comes to the reader, as the view's does.
+  Message join = Make(Type::kJoin, c->rank, nranks, machine_device);
+  join.payload.assign(id.internal, id.internal + sizeof(id.internal));
   auto r = std::make_shared<Remote>();
   r->fd = fd;
+  r->outgoing.push_back(std::move(join));
   r->reader = std::thread(Read, r.get());
   r->writer = std::thread(Write, r.get());
   c->remote = std::move(r);
@@ -496,11 +501,13 @@ void CloseRemote(ncclComm* c) {
   Remote& r = *c->remote;
   {
     std::lock_guard<std::mutex> lock(Mu());
-    r.Queue(Make(Type::kLeave));
     r.closing = true;
+    Changed().notify_all();
   }
-  r.writer.join();
+  // At once, without flushing what is queued (a host that stopped reading must not hold an
+  // abort): the host sees the connection end, which is the rank leaving.
   ::shutdown(r.fd, SHUT_RDWR);
+  r.writer.join();
   r.reader.join();
   ::close(r.fd);
   std::lock_guard<std::mutex> lock(Mu());

@@ -1,26 +1,27 @@
 // The emulated NCCL across processes (fake_nccl_process.cc): ranks in three processes (this test
 // and two children, each child seeing one GPU through CUDA_VISIBLE_DEVICES, as an agent's
 // workers) reduce, exchange messages and broadcast as ranks in one process do; two processes on
-// one GPU of the machine are refused; a rank SIGKILLed mid-run is a remote error for its peer,
-// and so is the death (SIGKILL) of the process hosting the communicator. The children are this
-// binary, run again with RINGMASTER_FAKE_NCCL_ROLE set: they play their part before main and exit.
+// one GPU of the machine are refused; a collective the processes issue differently is refused on
+// both sides, the refused rank's buffer untouched; a rank SIGKILLed mid-run is a remote error for
+// its peer, and so is the death (SIGKILL) of the process hosting the communicator. The children are
+// this binary, run again with RINGMASTER_FAKE_NCCL_ROLE set: they play their part before main and
+// exit.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,29 +31,26 @@ using ::ringmaster::testing::Subprocess;
 using ::testing::HasSubstr;
 
 constexpr size_t kCount = 8;
-constexpr auto kDeadline = std::chrono::seconds(60);
+constexpr absl::Duration kDeadline = absl::Seconds(60);
 
-// The communicator's state once it is no longer in progress (ncclInProgress after the deadline).
-ncclResult_t Await(ncclComm_t comm) {
+// The communicator's state once `done` says so (whatever it is after the deadline).
+ncclResult_t AwaitState(ncclComm_t comm, bool (*done)(ncclResult_t)) {
   ncclResult_t state = ncclInProgress;
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-    if (state == ncclInProgress) std::this_thread::yield();
-  }
+  ::ringmaster::testing::WaitFor(
+      [&] {
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+        return done(state);
+      },
+      kDeadline);
   return state;
 }
-
-// The state a failure leaves, once it reaches the communicator (ncclSuccess after the deadline).
+// Once it is no longer in progress.
+ncclResult_t Await(ncclComm_t comm) {
+  return AwaitState(comm, [](ncclResult_t s) { return s != ncclInProgress; });
+}
+// Once a failure has reached it.
 ncclResult_t AwaitFailure(ncclComm_t comm) {
-  ncclResult_t state = ncclSuccess;
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-    if (state != ncclSuccess && state != ncclInProgress) return state;
-    std::this_thread::yield();
-  }
-  return ncclSuccess;
+  return AwaitState(comm, [](ncclResult_t s) { return s != ncclInProgress && s != ncclSuccess; });
 }
 
 std::string IdText(const ncclUniqueId& id) {
@@ -141,6 +139,8 @@ struct Member {
 // A child's part (RINGMASTER_FAKE_NCCL_ROLE, with the unique id in RINGMASTER_FAKE_NCCL_ID): its
 // exit status says how it went.
 //   member RANK SIZE: Exchange and Finish (exit 0), or exit 3 when it cannot join;
+//   mismatches RANK SIZE: an all-reduce of half the count: refused, its buffer untouched
+//   (exit 0);
 //   idles RANK SIZE: one all-reduce, then waits to be killed;
 //   hosts SIZE: makes the id and prints it, joins as rank 0, one all-reduce, then waits to be
 //   killed.
@@ -164,6 +164,17 @@ int PlayRole(const std::string& role, std::istringstream& args, const char* id_t
   if (role == "member") {
     m.Exchange();
     m.Finish();
+  } else if (role == "mismatches") {
+    m.Fill(5.0f);
+    const ncclResult_t issued =
+        ncclAllReduce(m.buffer, m.buffer, kCount / 2, ncclFloat32, ncclSum, m.comm, m.stream);
+    m.Check(issued == ncclSuccess || issued == ncclInProgress, "the mismatched all-reduce");
+    m.Check(AwaitFailure(m.comm) == ncclInvalidUsage, "the mismatch reported");
+    // Not synchronized: the rank that issued collective #0 first keeps it pending, as a
+    // mismatch hangs on GPUs.
+    float v = 0;
+    m.Check(cudaMemcpy(&v, m.buffer, sizeof(v), cudaMemcpyDeviceToHost) == cudaSuccess, "read");
+    m.Check(v == 5.0f, "the refused all-reduce's buffer untouched");
   } else {
     m.Fill(1.0f);
     m.Check(m.AllReduce() == ncclSuccess, "all-reduce");
@@ -187,21 +198,19 @@ int PlayRole(const std::string& role, std::istringstream& args, const char* id_t
 class FakeNcclProcessTest : public ::testing::Test {
  protected:
   // This binary as a child seeing only the machine's GPU `gpu`, playing `role`.
-  Subprocess Child(int gpu, const std::string& role, const std::string& args,
-                   const ncclUniqueId* id = nullptr) {
+  absl::StatusOr<Subprocess> Child(int gpu, const std::string& role, const std::string& args,
+                                   const ncclUniqueId* id = nullptr) {
     char self[4096] = {};
     EXPECT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
     const std::string log = absl::StrCat(
         ::ringmaster::testing::TestTempDir(), "/",
         ::testing::UnitTest::GetInstance()->current_test_info()->name(), "-", children_++, ".log");
     std::remove(log.c_str());
-    absl::StatusOr<Subprocess> p =
-        Subprocess::Start({"env", absl::StrCat("CUDA_VISIBLE_DEVICES=", gpu),
-                           "RINGMASTER_FAKE_NCCL_ROLE=" + role, "RINGMASTER_FAKE_NCCL_ARGS=" + args,
-                           "RINGMASTER_FAKE_NCCL_ID=" + (id != nullptr ? IdText(*id) : ""), self},
-                          log);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return std::move(*p);
+    return Subprocess::Start(
+        {"env", absl::StrCat("CUDA_VISIBLE_DEVICES=", gpu), "RINGMASTER_FAKE_NCCL_ROLE=" + role,
+         "RINGMASTER_FAKE_NCCL_ARGS=" + args,
+         "RINGMASTER_FAKE_NCCL_ID=" + (id != nullptr ? IdText(*id) : ""), self},
+        log);
   }
   static int ExitCode(Subprocess& p) {
     absl::StatusOr<int> status = p.Wait(absl::Seconds(60));
@@ -223,15 +232,17 @@ class FakeNcclProcessTest : public ::testing::Test {
 TEST_F(FakeNcclProcessTest, RanksInThreeProcessesExchangeAsRanksInOneDo) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  Subprocess one = Child(1, "member", "1 3", &id);
-  Subprocess two = Child(2, "member", "2 3", &id);
+  absl::StatusOr<Subprocess> one = Child(1, "member", "1 3", &id);
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<Subprocess> two = Child(2, "member", "2 3", &id);
+  ASSERT_TRUE(two.ok()) << two.status();
   Member m;
   Join(m, id, 0, 0, 3);
   m.Exchange();
   m.Finish();
   EXPECT_EQ(m.error, "");
-  EXPECT_EQ(ExitCode(one), 0) << one.Log();
-  EXPECT_EQ(ExitCode(two), 0) << two.Log();
+  EXPECT_EQ(ExitCode(*one), 0) << one->Log();
+  EXPECT_EQ(ExitCode(*two), 0) << two->Log();
 }
 
 TEST_F(FakeNcclProcessTest, TwoProcessesOnOneGpuOfTheMachineAreRefused) {
@@ -243,27 +254,46 @@ TEST_F(FakeNcclProcessTest, TwoProcessesOnOneGpuOfTheMachineAreRefused) {
   config.blocking = 0;
   ASSERT_EQ(ncclCommInitRankConfig(&m.comm, 2, id, 0, &config), ncclInProgress);
   // The child's device 0 is the machine's GPU 2.
-  Subprocess child = Child(2, "member", "1 2", &id);
-  EXPECT_EQ(ExitCode(child), 3) << child.Log();
-  EXPECT_THAT(child.Log(), HasSubstr("Duplicate GPU detected: rank 1 and rank 0 both on the "
-                                     "machine's GPU 2"));
+  absl::StatusOr<Subprocess> child = Child(2, "member", "1 2", &id);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(ExitCode(*child), 3) << child->Log();
+  EXPECT_THAT(child->Log(), HasSubstr("Duplicate GPU detected: rank 1 and rank 0 both on the "
+                                      "machine's GPU 2"));
   ncclResult_t state = ncclSuccess;
   EXPECT_EQ(ncclCommGetAsyncError(m.comm, &state), ncclSuccess);
   EXPECT_EQ(state, ncclInProgress) << "rank 1 never joined";
   EXPECT_EQ(ncclCommAbort(m.comm), ncclSuccess);
 }
 
+TEST_F(FakeNcclProcessTest, ACollectiveMismatchedAcrossProcessesIsRefusedOnBothSides) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  absl::StatusOr<Subprocess> child = Child(1, "mismatches", "1 2", &id);
+  ASSERT_TRUE(child.ok()) << child.status();
+  Member m;
+  Join(m, id, 0, 0, 2);
+  m.Fill(3.0f);
+  const ncclResult_t issued =
+      ncclAllReduce(m.buffer, m.buffer, kCount, ncclFloat32, ncclSum, m.comm, m.stream);
+  EXPECT_TRUE(issued == ncclSuccess || issued == ncclInProgress || issued == ncclInvalidUsage);
+  EXPECT_EQ(AwaitFailure(m.comm), ncclInvalidUsage);
+  EXPECT_THAT(ncclGetLastError(m.comm), HasSubstr("collective #0"));
+  EXPECT_EQ(ExitCode(*child), 0) << child->Log();
+  EXPECT_EQ(ncclCommAbort(m.comm), ncclSuccess);
+}
+
 TEST_F(FakeNcclProcessTest, ARankKilledMidRunIsARemoteErrorForItsPeer) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  Subprocess child = Child(1, "idles", "1 2", &id);
+  absl::StatusOr<Subprocess> child = Child(1, "idles", "1 2", &id);
+  ASSERT_TRUE(child.ok()) << child.status();
   Member m;
   Join(m, id, 0, 0, 2);
   m.Fill(1.0f);
   ASSERT_EQ(m.AllReduce(), ncclSuccess);
   EXPECT_EQ(m.Read(), 2.0f);
-  child.Signal(SIGKILL);
-  ASSERT_TRUE(Killed(child)) << child.Log();
+  child->Signal(SIGKILL);
+  ASSERT_TRUE(Killed(*child)) << child->Log();
   // The next collective can never complete: its peer's connection closed.
   m.Fill(1.0f);
   (void)m.AllReduce();  // queued; its failure comes through ncclCommGetAsyncError
@@ -273,25 +303,27 @@ TEST_F(FakeNcclProcessTest, ARankKilledMidRunIsARemoteErrorForItsPeer) {
 }
 
 TEST_F(FakeNcclProcessTest, TheDeathOfTheProcessHostingTheCommunicatorIsARemoteError) {
-  Subprocess host = Child(0, "hosts", "2");
+  absl::StatusOr<Subprocess> host = Child(0, "hosts", "2");
+  ASSERT_TRUE(host.ok()) << host.status();
   // The host prints its id first.
   std::string id_line;
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (id_line.empty() && std::chrono::steady_clock::now() < deadline && host.Running()) {
-    std::istringstream log(host.Log());
-    for (std::string line; std::getline(log, line);) {
-      if (line.rfind("id=", 0) == 0) id_line = line.substr(3);
-    }
-    if (id_line.empty()) std::this_thread::yield();
-  }
-  ASSERT_FALSE(id_line.empty()) << host.Log();
+  ::ringmaster::testing::WaitFor(
+      [&] {
+        std::istringstream log(host->Log());
+        for (std::string line; std::getline(log, line);) {
+          if (line.rfind("id=", 0) == 0) id_line = line.substr(3);
+        }
+        return !id_line.empty() || !host->Running();
+      },
+      kDeadline);
+  ASSERT_FALSE(id_line.empty()) << host->Log();
   Member m;
   Join(m, IdFrom(id_line), 1, 1, 2);
   m.Fill(1.0f);
   ASSERT_EQ(m.AllReduce(), ncclSuccess);
   EXPECT_EQ(m.Read(), 2.0f);
-  host.Signal(SIGKILL);
-  ASSERT_TRUE(Killed(host)) << host.Log();
+  host->Signal(SIGKILL);
+  ASSERT_TRUE(Killed(*host)) << host->Log();
   m.Fill(1.0f);
   (void)m.AllReduce();  // queued; its failure comes through ncclCommGetAsyncError
   EXPECT_EQ(AwaitFailure(m.comm), ncclRemoteError);

@@ -164,18 +164,28 @@ class StreamTable {
     Await(lock, work, what);
     return Sticky(CurrentDevice());
   }
+  // Behind the deferred items of a created stream, `fn` is one more of them (the host does not
+  // wait for them); otherwise it runs once the NCCL work pending ahead of it has completed.
   cudaError_t WhenComplete(cudaStream_t handle, std::function<void()> fn) {
-    if (const cudaError_t e = RunDeferred(handle); e != cudaSuccess) return e;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
-      Work work = Ahead(handle);
-      if (!work.empty()) {
-        deferred_frees_.emplace_back(std::move(work), std::move(fn));
+      StreamPtr s = Find(handle);
+      if (s == nullptr) return cudaErrorInvalidResourceHandle;
+      if (s->defers && s->last != nullptr && !s->last->done) {
+        Push(s.get(), Deferred{[this, work = Ahead(handle), fn = std::move(fn)]() mutable {
+                                 AfterWork(std::move(work), std::move(fn));
+                                 return cudaSuccess;
+                               },
+                               Dependency{}, nullptr});
         return cudaSuccess;
       }
     }
-    fn();
+    if (const cudaError_t e = RunDeferred(handle); e != cudaSuccess) return e;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (Find(handle) == nullptr) return cudaErrorInvalidResourceHandle;
+    Work work = Ahead(handle);
+    lock.unlock();
+    AfterWork(std::move(work), std::move(fn));
     return cudaSuccess;
   }
   cudaError_t AwaitDevice(int device, const char* what) {
@@ -278,6 +288,17 @@ class StreamTable {
     // The deferred frees first: whoever wakes finds them done.
     for (auto& fn : ready) fn();
     changed_.notify_all();
+  }
+  // Runs `fn` now if `work` has completed, else when it does (Complete).
+  void AfterWork(Work work, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!Prune(&work).empty()) {
+        deferred_frees_.emplace_back(std::move(work), std::move(fn));
+        return;
+      }
+    }
+    fn();
   }
   bool Done(const PendingWork& work) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -560,10 +581,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return Checked(emu::StreamTable::Get().WaitEvent(stream, event), "cudaStreamWaitEvent");
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
-  const cudaError_t e =
-      Checked(emu::AwaitStream(stream, "cudaLaunchHostFunc"), "cudaLaunchHostFunc");
-  if (e == cudaSuccess) fn(data);
-  return e;
+  return Checked(emu::Defer(
+                     stream,
+                     [fn, data] {
+                       fn(data);
+                       return cudaSuccess;
+                     },
+                     "cudaLaunchHostFunc"),
+                 "cudaLaunchHostFunc");
 }
 cudaError_t cudaDeviceSynchronize() {
   return Checked(emu::AwaitDevice(emu::CurrentDevice(), "cudaDeviceSynchronize"),

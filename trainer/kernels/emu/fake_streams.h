@@ -2,16 +2,18 @@
 // defer, and the work that can stay pending on a stream: an emulated NCCL operation
 // (fake_nccl.cc) waiting for its peers.
 //
-// Kernels and GEMMs issued on a created stream are deferred: they run, in stream order, only
-// when something needs them: a synchronize, an event query or synchronize (up to the event), a
-// copy, memset or host function on the same stream, work on a stream made to wait for an event
+// Kernels, GEMMs, copies, memsets and host functions issued on a created stream are deferred:
+// they run, in stream order, only when something needs them: a synchronize, an event query or
+// synchronize (up to the event), a copy into pageable host memory on the same stream (it has
+// completed when the call returns, as in CUDA), work on a stream made to wait for an event
 // recorded after them (and an NCCL operation is such work), cudaFree, or the stream's
 // destruction. So a reader that does not order itself after them (a copy on another stream or on
 // the legacy default stream from a non-blocking stream, a collective whose stream did not wait
-// for the producer's event) reads the memory before they wrote it, as it could on a GPU, where
-// a test shows it. On the default streams they run when issued. Everything else (copies,
-// memsets, host functions) runs when issued, after the stream's deferred work, on the issuing
-// thread.
+// for the producer's event, a host reading pinned memory a copy has not filled yet) reads the
+// memory before they wrote it, as it could on a GPU, where a test shows it. On the default
+// streams they run when issued. A host function therefore runs only when something waits for
+// its stream, not when a GPU's stream would reach it: a host that waits for a host function's
+// effect without synchronizing waits forever here.
 //
 // NCCL work is ordered as on a GPU, except that the host waits where a GPU's host would go on:
 // - an event recorded on a stream completes when the NCCL work the stream held then completes;
@@ -83,7 +85,8 @@ cudaError_t Defer(cudaStream_t stream, std::function<cudaError_t()> work, const 
 // Runs the deferred work of `stream` (for the legacy default stream, of the device's blocking
 // streams too) and what it waits for, on the calling thread.
 cudaError_t RunDeferred(cudaStream_t stream);
-// Runs `fn` once the work `stream` holds now has completed: at once if there is none.
+// Runs `fn` once the work `stream` holds now has completed: at once if there is none; behind a
+// created stream's deferred items, as one more of them (the caller does not wait for them).
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn);
 // Runs every deferred item of `device` and waits until its NCCL work is complete; whether any
 // deferred or NCCL work is left.
