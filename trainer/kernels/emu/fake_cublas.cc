@@ -123,6 +123,7 @@ cublasStatus_t Issue(cudaStream_t stream, std::function<void()> gemm) {
 extern "C" {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *handle = reinterpret_cast<cublasHandle_t>(new Handle);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -131,6 +132,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   reinterpret_cast<Handle*>(handle)->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -150,6 +152,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           const void* beta, void* C, cudaDataType Ctype, int ldc,
                                           long long int strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!Supported(Atype) || Atype != Btype || Atype != Ctype || computeType != CUBLAS_COMPUTE_32F) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -181,6 +184,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
 
 // cuBLASLt handles have no state here (each matmul names its stream).
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *handle = reinterpret_cast<cublasLtHandle_t>(new Handle);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -265,11 +269,17 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc, const void* alpha,
-                              const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
-                              cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
-                              cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc,
+                              const void* alpha, const void* A, cublasLtMatrixLayout_t Adesc,
+                              const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
+                              const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t*, void*,
+                              size_t, cudaStream_t stream) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (computeDesc == nullptr || Adesc == nullptr || Bdesc == nullptr || Cdesc == nullptr ||
+      Ddesc == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
   // Copies: the descriptors may be destroyed before the GEMM runs.
   const Desc d = *reinterpret_cast<const Desc*>(computeDesc);
   const Layout a = *reinterpret_cast<const Layout*>(Adesc);

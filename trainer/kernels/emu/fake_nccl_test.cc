@@ -3,9 +3,12 @@
 // default stream, cudaFreeAsync), grouped
 // sends and receives, and what they must report: ranks issuing different collectives, a peer
 // that left, two ranks on one GPU, buffers outside device memory, a call before the previous
-// one's ncclInProgress was polled, and finalize waiting for every rank. One test thread drives
+// one's ncclInProgress was polled, and finalize waiting for every rank; the fake cuBLAS's answer
+// to null handles. One test thread drives
 // every rank (each call selects the rank's device first): the non-blocking calls never wait for
 // peers.
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -351,6 +354,21 @@ TEST_F(FakeNcclTest, BlockingCommunicatorsTwoRanksOnOneGpuAndStrayBuffersAreRefu
                           ranks_[0].comm, ranks_[0].stream),
             ncclInvalidArgument);
   EXPECT_THAT(ncclGetLastError(nullptr), HasSubstr("36 bytes"));
+}
+
+TEST(FakeCublasTest, NullHandlesAreNotInitialized) {
+  const float one = 1;
+  float* x = nullptr;
+  ASSERT_EQ(cudaMalloc(&x, sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cublasSetStream(nullptr, nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(
+      cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, x, CUDA_R_32F, 1, x,
+                   CUDA_R_32F, 1, &one, x, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasLtMatmul(nullptr, nullptr, &one, x, nullptr, x, nullptr, &one, x, nullptr, x,
+                           nullptr, nullptr, nullptr, 0, nullptr),
+            CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cudaFree(x), cudaSuccess);
 }
 
 TEST(FakeCudaRuntimeTest, PointerKindsAndForeignFrees) {
