@@ -15,12 +15,7 @@ namespace fs = std::filesystem;
 
 class PruneLogsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = testing::TestTempDir() + "/logs-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = testing::FreshTestCaseDir("logs-"); }
 
   // Writes `bytes` into JOB/GEN/rank-0.log, last written `age_minutes` ago.
   void Write(const std::string& job, const std::string& gen, int bytes, int age_minutes) {

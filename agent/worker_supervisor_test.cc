@@ -47,7 +47,7 @@ void PrintTo(const ExitInfo& info, std::ostream* os) {
 
 namespace {
 
-using ::ringmaster::testing::TestTempDir;
+using ::ringmaster::testing::FreshTestCaseDir;
 using ::ringmaster::testing::WaitFor;
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -106,9 +106,7 @@ ExitInfo Killed(int signal) { return ExitInfo{-1, signal}; }
 class WorkerSupervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestCaseDir();
     worker_ = std::filesystem::absolute("agent/testing/test_worker").string();
     supervisor_ = std::make_unique<WorkerSupervisor>([this](pid_t pid, ExitInfo info) {
       absl::MutexLock lock(&mu_);

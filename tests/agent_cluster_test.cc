@@ -36,8 +36,7 @@ std::string ReadFile(const std::string& path) {
 class AgentClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestCaseDir();
     auto c = StartCoordinator({"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2"});
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));

@@ -89,8 +89,7 @@ class FaultToleranceTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(baseline_, nullptr);
     ASSERT_THAT(*baseline_, HasSubstr("training done: 200 steps"));
-    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
+    dir_ = FreshTestCaseDir();
     auto cluster = TestCluster::Start(dir_, {});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);

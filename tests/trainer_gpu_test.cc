@@ -8,7 +8,6 @@
 // runfiles, so the GPU machines' archive (bench/gpu_bundle) does not carry it: there
 // bench/gpu_job runs the trainer binary on the GPU instead.
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -38,9 +37,7 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
     if (*gpus == 0) GTEST_SKIP() << "no CUDA device visible";
     // The child processes inherit it (this test starts no threads of its own).
     setenv("CUDA_VISIBLE_DEVICES", "0", /*overwrite=*/1);
-    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = FreshTestCaseDir();
   }
   std::string Spec(const std::string& checkpoints) {
     const std::string path = dir_ + "/" + checkpoints + ".yaml";

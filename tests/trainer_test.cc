@@ -23,11 +23,7 @@ using ::testing::HasSubstr;
 
 class TrainerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = TestTempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = FreshTestCaseDir(); }
   // A job file for a small model on the built-in corpus.
   std::string Spec(const std::string& extra, int steps = 40, int vocab = 128) {
     const std::string path = dir_ + "/job" + std::to_string(specs_++) + ".yaml";

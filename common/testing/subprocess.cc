@@ -10,12 +10,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
+#include "gtest/gtest.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -162,6 +164,15 @@ std::string TestTempDir() {
     return std::string(d == nullptr ? "/tmp" : d);
   }();
   return made;
+}
+
+std::string FreshTestCaseDir(const std::string& prefix) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir =
+      absl::StrCat(TestTempDir(), "/", prefix, test != nullptr ? test->name() : "no-test");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 absl::StatusOr<int> PickUnusedPort() {

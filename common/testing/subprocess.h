@@ -56,6 +56,10 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
 // A directory for the test's files: $TEST_TMPDIR (Bazel) or a fresh mkdtemp directory.
 std::string TestTempDir();
 
+// An empty directory for the running test case (googletest's): TestTempDir()/PREFIX<test name>,
+// whatever an earlier run left there removed.
+std::string FreshTestCaseDir(const std::string& prefix = "");
+
 // A TCP port on 127.0.0.1 that was free a moment ago, for servers (like Prometheus) that cannot
 // report the port they bound to. Callers must retry on a bind failure.
 absl::StatusOr<int> PickUnusedPort();
