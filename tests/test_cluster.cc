@@ -1,5 +1,7 @@
 #include "tests/test_cluster.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/wait.h"
+#include "gtest/gtest.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -177,6 +180,19 @@ absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args) {
 double TrainerLossValue(const std::string& printed) {
   double v = 0;
   return absl::SimpleAtod(printed, &v) ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
+double ExpectLossesFollow(const std::vector<std::pair<int, std::string>>& got,
+                          const std::vector<std::pair<int, std::string>>& want, double tolerance) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    EXPECT_EQ(got[i].first, static_cast<int>(i) + 1);
+    const double x = TrainerLossValue(got[i].second), y = TrainerLossValue(want[i].second);
+    worst = std::max(worst, std::abs(x - y) / std::abs(y));
+    EXPECT_NEAR(x, y, tolerance * std::abs(y)) << "step " << i + 1;
+  }
+  return worst;
 }
 
 std::string TrainerFinalCrc(const std::string& log) {

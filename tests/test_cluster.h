@@ -76,6 +76,11 @@ std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 // passes).
 double TrainerLossValue(const std::string& printed);
 
+// Expects the losses `got` to be those of steps 1, 2, ... and each within `tolerance` (relative)
+// of `want`'s (as many); returns the largest relative difference.
+double ExpectLossesFollow(const std::vector<std::pair<int, std::string>>& got,
+                          const std::vector<std::pair<int, std::string>>& want, double tolerance);
+
 // The checksum of the parameters a trainer logged at its end ("params crc32c XXXXXXXX"), or "".
 std::string TrainerFinalCrc(const std::string& log);
 

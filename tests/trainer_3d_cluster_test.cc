@@ -112,13 +112,7 @@ TEST_P(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
   const std::string& id = Straight(zero);
   const auto got = TrainerLosses(cluster_->RankLog(id, 1, 0));
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << cluster_->RankLog(id, 1, 0);
-  double worst = 0;
-  for (int i = 0; i < kSteps; ++i) {
-    EXPECT_EQ(got[i].first, i + 1);
-    const double x = TrainerLossValue(got[i].second), y = TrainerLossValue(want[i].second);
-    worst = std::max(worst, std::abs(x - y) / std::abs(y));
-    EXPECT_NEAR(x, y, kTolerance * std::abs(y)) << "step " << i + 1;
-  }
+  const double worst = ExpectLossesFollow(got, want, kTolerance);
   std::printf(
       "TP=2 x PP=2 x DP=2 ZeRO-%d vs one process: loss %s -> %s, largest relative difference "
       "%.2e\n",
