@@ -128,6 +128,7 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   delete reinterpret_cast<Handle*>(handle);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -136,7 +137,9 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   reinterpret_cast<Handle*>(handle)->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t) {
+  return handle == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_SUCCESS;
+}
 const char* cublasGetStatusName(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_(emulated)";
 }
@@ -161,6 +164,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   const size_t e = Ctype == CUDA_R_16BF ? 2 : 4;
+  if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
   return Issue(reinterpret_cast<Handle*>(handle)->stream, [=] {
     for (int i = 0; i < batchCount; ++i) {
@@ -189,6 +193,7 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   delete reinterpret_cast<Handle*>(handle);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -206,6 +211,7 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                               cublasLtMatmulDescAttributes_t attr, const void* buf,
                                               size_t size) {
+  if (desc == nullptr || buf == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   Desc& d = *reinterpret_cast<Desc*>(desc);
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_TRANSA:
@@ -277,7 +283,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
                               size_t, cudaStream_t stream) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (computeDesc == nullptr || Adesc == nullptr || Bdesc == nullptr || Cdesc == nullptr ||
-      Ddesc == nullptr) {
+      Ddesc == nullptr || alpha == nullptr || beta == nullptr) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   // Copies: the descriptors may be destroyed before the GEMM runs.

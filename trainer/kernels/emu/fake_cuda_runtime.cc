@@ -98,20 +98,18 @@ cudaError_t Free(void* p, const char* what) {
 }
 
 // A synchronous free: waits for the work of the allocation's device first, as CUDA's does (for
-// pinned host memory, of every device: any stream may still copy to or from it).
+// pinned host memory, the other devices' deferred copies from or into it run first too).
 cudaError_t SynchronizeAndFree(void* p, const char* what) {
   if (p == nullptr) return cudaSuccess;
   const std::optional<Allocation> a = TheAllocations().Find(p);
-  // A failed kernel's sticky error is answered, as CUDA's cudaFree does; the memory goes anyway.
-  cudaError_t e = cudaSuccess;
+  const int device = a.has_value() ? a->device : emu::CurrentDevice();
   if (a.has_value() && a->type == cudaMemoryTypeHost) {
     for (int d = 0; d < emu::DeviceCount(); ++d) {
-      const cudaError_t device = emu::AwaitDevice(d, what);
-      if (e == cudaSuccess) e = device;
+      if (d != device) emu::RunDeviceDeferred(d);
     }
-  } else {
-    e = emu::AwaitDevice(a.has_value() ? a->device : emu::CurrentDevice(), what);
   }
+  // A failed kernel's sticky error is answered, as CUDA's cudaFree does; the memory goes anyway.
+  const cudaError_t e = emu::AwaitDevice(device, what);
   const cudaError_t freed = Free(p, what);
   return e != cudaSuccess ? Failed(e, what) : freed;
 }

@@ -21,8 +21,8 @@
 //   ("Duplicate GPU"), as are ranks that disagree on the size.
 // - Operations are queued on the caller's stream: the stream holds them (emu::PendingWork) until
 //   the last rank issues its part, which completes it on every rank. The inputs are read when a
-//   rank issues its part (the kernels its stream deferred, and those of the streams it waits
-//   for, run first; an operation issued behind NCCL work still pending on its stream is refused,
+//   rank issues its part (the work its stream deferred, and that of the streams it waits
+//   for, runs first; an operation issued behind NCCL work still pending on its stream is refused,
 //   see below), the outputs
 //   written at completion. Buffers must lie within device memory of the communicator's device
 //   (ncclInvalidArgument otherwise, as NCCL's argument checks).

@@ -433,7 +433,9 @@ ncclResult_t JoinRemote(ncclComm* c, const ncclUniqueId& id, int nranks, int mac
     const std::string error = std::strerror(errno);
     if (fd >= 0) ::close(fd);
     return Fail(ncclSystemError, who + " cannot reach the process that made its unique id (" +
-                                     error + "): has it exited?");
+                                     error +
+                                     "): has it exited, or could it not listen (its "
+                                     "stderr says)?");
   }
   // The join is the first request; its answer comes to the reader, as the view's does.
   Message join = Make(Type::kJoin, c->rank, nranks, machine_device);

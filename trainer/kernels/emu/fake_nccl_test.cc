@@ -361,6 +361,10 @@ TEST(FakeCublasTest, NullHandlesAreNotInitialized) {
   float* x = nullptr;
   ASSERT_EQ(cudaMalloc(&x, sizeof(float)), cudaSuccess);
   EXPECT_EQ(cublasSetStream(nullptr, nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasSetMathMode(nullptr, CUBLAS_DEFAULT_MATH), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasDestroy(nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(nullptr, CUBLASLT_MATMUL_DESC_TRANSA, &one, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(
       cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, x, CUDA_R_32F, 1, x,
                    CUDA_R_32F, 1, &one, x, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

@@ -50,7 +50,7 @@ class StreamTable {
   struct Stream {
     int device = 0;
     bool blocking = true;  // synchronizes with the legacy default stream
-    bool defers = false;   // created streams defer kernels and GEMMs; default streams do not
+    bool defers = false;   // created streams defer their work; default streams do not
     Work pending;          // NCCL work not yet complete
     std::deque<Deferred> queue;
     std::shared_ptr<ItemState> last;  // of the latest queued item
@@ -188,8 +188,11 @@ class StreamTable {
     AfterWork(std::move(work), std::move(fn));
     return cudaSuccess;
   }
-  cudaError_t AwaitDevice(int device, const char* what) {
+  void RunDeviceDeferred(int device) {
     for (const StreamPtr& s : OfDevice(device)) Run(s, nullptr);
+  }
+  cudaError_t AwaitDevice(int device, const char* what) {
+    RunDeviceDeferred(device);
     std::unique_lock<std::mutex> lock(mu_);
     const Work work = PendingOfDevice(device);
     Await(lock, work, what);
@@ -498,6 +501,7 @@ cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn) {
 cudaError_t AwaitDevice(int device, const char* what) {
   return StreamTable::Get().AwaitDevice(device, what);
 }
+void RunDeviceDeferred(int device) { StreamTable::Get().RunDeviceDeferred(device); }
 bool DeviceHasPendingWork(int device) { return StreamTable::Get().DeviceHasPending(device); }
 
 namespace {

@@ -1,6 +1,6 @@
-// Streams and events of the emulated CUDA runtime (--config=emu), the kernels and GEMMs they
-// defer, and the work that can stay pending on a stream: an emulated NCCL operation
-// (fake_nccl.cc) waiting for its peers.
+// Streams and events of the emulated CUDA runtime (--config=emu), the work they defer (kernels,
+// GEMMs, copies, memsets, host functions), and the work that can stay pending on a stream: an
+// emulated NCCL operation (fake_nccl.cc) waiting for its peers.
 //
 // Kernels, GEMMs, copies, memsets and host functions issued on a created stream are deferred:
 // they run, in stream order, only when something needs them: a synchronize, an event query or
@@ -73,14 +73,15 @@ cudaError_t Enqueue(cudaStream_t stream, std::shared_ptr<PendingWork> work);
 // True when `stream` holds work not yet complete other than `besides`; false for an invalid
 // handle.
 bool HasPendingWork(cudaStream_t stream, const std::vector<const PendingWork*>& besides = {});
-// Runs the stream's deferred work and waits until its NCCL work has completed (before a copy,
-// memset or host function on it; `what` names it in the report of a long wait).
+// Runs the stream's deferred work and waits until its NCCL work has completed (a synchronize, a
+// copy into pageable memory; `what` names it in the report of a long wait).
 // cudaErrorInvalidResourceHandle for an unknown stream.
 cudaError_t AwaitStream(cudaStream_t stream, const char* what);
-// Issues `work` (a kernel, a GEMM) on `stream`: deferred on a created stream, run at once on a
-// default one; either way after the stream's pending NCCL work, which the caller waits for.
-// `work` answers its failure (an emulated kernel's): the device's sticky error from then on, as
-// CUDA's asynchronous errors are, answered by the calls that run or wait for deferred work.
+// Issues `work` (a kernel, a GEMM, a copy, a memset, a host function) on `stream`: deferred on a
+// created stream, run at once on a default one; either way after the stream's pending NCCL work,
+// which the caller waits for. `work` answers its failure (an emulated kernel's): the device's
+// sticky error from then on, as CUDA's asynchronous errors are, answered by the calls that run or
+// wait for deferred work.
 cudaError_t Defer(cudaStream_t stream, std::function<cudaError_t()> work, const char* what);
 // Runs the deferred work of `stream` (for the legacy default stream, of the device's blocking
 // streams too) and what it waits for, on the calling thread.
@@ -89,8 +90,10 @@ cudaError_t RunDeferred(cudaStream_t stream);
 // created stream's deferred items, as one more of them (the caller does not wait for them).
 cudaError_t WhenStreamComplete(cudaStream_t stream, std::function<void()> fn);
 // Runs every deferred item of `device` and waits until its NCCL work is complete; whether any
-// deferred or NCCL work is left.
+// deferred or NCCL work is left. RunDeviceDeferred only runs the deferred items (no waiting for
+// NCCL work, no error).
 cudaError_t AwaitDevice(int device, const char* what);
+void RunDeviceDeferred(int device);
 bool DeviceHasPendingWork(int device);
 
 // The number of emulated devices this process sees, the machine's index of one of them (-1 for
