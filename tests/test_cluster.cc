@@ -179,7 +179,9 @@ absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args) {
 
 double TrainerLossValue(const std::string& printed) {
   double v = 0;
-  return absl::SimpleAtod(printed, &v) ? v : std::numeric_limits<double>::quiet_NaN();
+  if (absl::SimpleAtod(printed, &v)) return v;
+  ADD_FAILURE() << "not a loss: \"" << printed << "\"";
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 double ExpectLossesFollow(const std::vector<std::pair<int, std::string>>& got,

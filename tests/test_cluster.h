@@ -72,8 +72,8 @@ absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args);
 // The losses a trainer printed ("step N/M loss X"), by step, as printed.
 std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 
-// A loss as TrainerLosses returns it, as a number (NaN when it is not one, which no comparison
-// passes).
+// A loss as TrainerLosses returns it, as a number; a test failure naming the text when it is not
+// one (and NaN, which no comparison passes).
 double TrainerLossValue(const std::string& printed);
 
 // Expects the losses `got` to be those of steps 1, 2, ... and each within `tolerance` (relative)
