@@ -373,8 +373,9 @@ void Read(Remote* r) {
       auto it = r->ops.find(static_cast<uint64_t>(h.b));
       if (it == r->ops.end()) continue;
       const Remote::Op& op = it->second;
-      if (op.out != nullptr)
+      if (op.out != nullptr && !m.payload.empty()) {  // a refused operation answers with none
         std::memcpy(op.out, m.payload.data(), std::min(op.bytes, m.payload.size()));
+      }
       op.work->Complete();
       r->ops.erase(it);
     } else if (h.type == Type::kJoinResult && h.a != ncclSuccess) {
