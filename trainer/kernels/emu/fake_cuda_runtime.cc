@@ -126,25 +126,19 @@ bool Pageable(const void* p) { return !TheAllocations().Find(p).has_value(); }
 // returns.
 cudaError_t Copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
-  if (bytes == 0) {
+  if (bytes == 0 || Pageable(dst)) {
     e = emu::AwaitStream(stream, "a copy");
-  } else if (Pageable(dst)) {
-    e = emu::AwaitStream(stream, "a copy");
-    if (e == cudaSuccess) std::memmove(dst, src, bytes);
-  } else if (Pageable(src)) {
-    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
-                                                      static_cast<const char*>(src) + bytes);
-    e = emu::Defer(
-        stream,
-        [dst, staged] {
-          std::memcpy(dst, staged->data(), staged->size());
-          return cudaSuccess;
-        },
-        "a copy");
+    if (e == cudaSuccess && bytes > 0) std::memmove(dst, src, bytes);
   } else {
+    std::shared_ptr<std::vector<char>> staged;  // what a pageable source held when issued
+    if (Pageable(src)) {
+      staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                   static_cast<const char*>(src) + bytes);
+      src = staged->data();
+    }
     e = emu::Defer(
         stream,
-        [dst, src, bytes] {
+        [dst, src, bytes, staged] {
           std::memmove(dst, src, bytes);
           return cudaSuccess;
         },
