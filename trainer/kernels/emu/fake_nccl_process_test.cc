@@ -221,6 +221,21 @@ class FakeNcclProcessTest : public ::testing::Test {
     absl::StatusOr<int> status = p.Wait(absl::Seconds(60));
     return status.ok() && WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL;
   }
+  // One all-reduce of `m` (one of two ranks) with `peer`'s process, then SIGKILL `peer`: the
+  // next all-reduce can never complete, and `m`'s communicator reports ncclRemoteError, its
+  // detail saying `why`.
+  static void KillAndExpectRemoteError(Member& m, Subprocess& peer, const std::string& why) {
+    m.Fill(1.0f);
+    ASSERT_EQ(m.AllReduce(), ncclSuccess);
+    EXPECT_EQ(m.Read(), 2.0f);
+    peer.Signal(SIGKILL);
+    ASSERT_TRUE(Killed(peer)) << peer.Log();
+    m.Fill(1.0f);
+    (void)m.AllReduce();  // queued; its failure comes through ncclCommGetAsyncError
+    EXPECT_EQ(AwaitFailure(m.comm), ncclRemoteError);
+    EXPECT_THAT(ncclGetLastError(m.comm), HasSubstr(why));
+    EXPECT_EQ(ncclCommAbort(m.comm), ncclSuccess);
+  }
   // This process as rank `rank` of `size` on its GPU `gpu`.
   void Join(Member& m, const ncclUniqueId& id, int gpu, int rank, int size) {
     ASSERT_EQ(cudaSetDevice(gpu), cudaSuccess);
@@ -289,17 +304,7 @@ TEST_F(FakeNcclProcessTest, ARankKilledMidRunIsARemoteErrorForItsPeer) {
   ASSERT_TRUE(child.ok()) << child.status();
   Member m;
   Join(m, id, 0, 0, 2);
-  m.Fill(1.0f);
-  ASSERT_EQ(m.AllReduce(), ncclSuccess);
-  EXPECT_EQ(m.Read(), 2.0f);
-  child->Signal(SIGKILL);
-  ASSERT_TRUE(Killed(*child)) << child->Log();
-  // The next collective can never complete: its peer's connection closed.
-  m.Fill(1.0f);
-  (void)m.AllReduce();  // queued; its failure comes through ncclCommGetAsyncError
-  EXPECT_EQ(AwaitFailure(m.comm), ncclRemoteError);
-  EXPECT_THAT(ncclGetLastError(m.comm), HasSubstr("rank 1 aborted or destroyed"));
-  EXPECT_EQ(ncclCommAbort(m.comm), ncclSuccess);
+  KillAndExpectRemoteError(m, *child, "rank 1 aborted or destroyed");
 }
 
 TEST_F(FakeNcclProcessTest, TheDeathOfTheProcessHostingTheCommunicatorIsARemoteError) {
@@ -319,16 +324,7 @@ TEST_F(FakeNcclProcessTest, TheDeathOfTheProcessHostingTheCommunicatorIsARemoteE
   ASSERT_FALSE(id_line.empty()) << host->Log();
   Member m;
   Join(m, IdFrom(id_line), 1, 1, 2);
-  m.Fill(1.0f);
-  ASSERT_EQ(m.AllReduce(), ncclSuccess);
-  EXPECT_EQ(m.Read(), 2.0f);
-  host->Signal(SIGKILL);
-  ASSERT_TRUE(Killed(*host)) << host->Log();
-  m.Fill(1.0f);
-  (void)m.AllReduce();  // queued; its failure comes through ncclCommGetAsyncError
-  EXPECT_EQ(AwaitFailure(m.comm), ncclRemoteError);
-  EXPECT_THAT(ncclGetLastError(m.comm), HasSubstr("lost its connection"));
-  EXPECT_EQ(ncclCommAbort(m.comm), ncclSuccess);
+  KillAndExpectRemoteError(m, *host, "lost its connection");
 }
 
 }  // namespace
