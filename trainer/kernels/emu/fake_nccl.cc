@@ -36,8 +36,9 @@
 //   timeout). A rank that never issues an operation leaves the others' work pending: callers
 //   must time out, as with NCCL.
 // - ncclCommFinalize: ncclInProgress until this rank's work has completed and every rank has
-//   finalized or left ("globally quiescent"). ncclCommDestroy of a communicator not finalized
-//   finalizes it first, waiting as NCCL's does (without a time limit).
+//   finalized or left ("globally quiescent"); in the hosting process, also until the outputs of
+//   the other processes' ranks have been sent to them. ncclCommDestroy of a communicator not
+//   finalized finalizes it first, waiting as NCCL's does (without a time limit).
 //
 // What NCCL would not tell, it reports (ncclInvalidUsage, through every rank's
 // ncclCommGetAsyncError, with the detail in ncclGetLastError): ranks whose n-th collectives
@@ -265,7 +266,9 @@ ncclResult_t State(ncclComm* c) {
     --c->in_progress;
     return ncclInProgress;
   }
-  if (c->finalizing && (undone || !v.quiet)) return ncclInProgress;
+  if (c->finalizing && (undone || !v.quiet || (c->clique && OwesAnswers(*c->clique)))) {
+    return ncclInProgress;
+  }
   return ncclSuccess;
 }
 

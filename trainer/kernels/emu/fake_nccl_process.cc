@@ -15,9 +15,10 @@
 // A closed connection is the end of a rank: the host's proxy leaves the clique (as
 // ncclCommAbort; a rank's abort or destroy closes it at once, without flushing), and a remote
 // rank whose host is gone sees the communicator quiet with a rank gone (its queued work fails
-// with ncclRemoteError; a finalize completes). Not modelled: a host that exits right after its
-// own finalize may not have sent a remote rank's last outputs, which that rank then sees fail
-// (the trainer, like NCCL's users, waits for its operations before finalizing).
+// with ncclRemoteError; a finalize completes). A finalize of one of the host's own ranks
+// completes only once its proxies have sent every completed operation's output (OwesAnswers),
+// so that a host exiting right after it does not take a remote rank's last outputs with it (on
+// GPUs, they are in that rank's memory by then).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -157,9 +159,16 @@ struct Proxy {
     std::vector<char> out;
   };
   std::map<uint64_t, Op> ops;  // not answered yet
+  bool sending = false;        // Answer is sending some (without Mu())
   bool view_sent = false;
   View sent;
 };
+
+// The proxies serving their ranks now (under Mu()).
+std::set<const Proxy*>& Proxies() {
+  static auto* proxies = new std::set<const Proxy*>;  // never destroyed: used until exit
+  return *proxies;
+}
 
 // A request of the remote rank; under Mu(). A malformed one is misuse.
 void Handle(Proxy& p, const Message& m) {
@@ -228,11 +237,17 @@ void Answer(std::shared_ptr<Proxy> p) {
     auto& work = p->comm.work;
     work.erase(std::remove_if(work.begin(), work.end(), [](const Work& w) { return w->done(); }),
                work.end());
+    p->sending = true;
     lock.unlock();
     bool sent = true;
     for (const Message& m : out) sent = sent && Send(p->fd, m);
     lock.lock();
-    if (!sent) return;  // the connection is gone: Serve sees it end too
+    p->sending = false;
+    Changed().notify_all();  // a finalize of the host's may wait for these (OwesAnswers)
+    if (!sent) {
+      p->closed = true;  // the connection is gone: owes nothing more; Serve sees it end too
+      return;
+    }
   }
 }
 
@@ -268,6 +283,10 @@ void Serve(int fd) {
     }
     return;
   }
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    Proxies().insert(p.get());
+  }
   std::thread answer(Answer, p);
   while (Receive(fd, &m)) {  // until the rank closes the connection: it has left
     std::lock_guard<std::mutex> lock(Mu());
@@ -280,6 +299,10 @@ void Serve(int fd) {
     Changed().notify_all();
   }
   answer.join();
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    Proxies().erase(p.get());
+  }
   ::close(fd);
 }
 
@@ -413,6 +436,17 @@ ncclResult_t MakeUniqueId(ncclUniqueId* id) {
   std::snprintf(id->internal, sizeof(id->internal), "ringmaster-emu %016" PRIx64 " %" PRIu64,
                 OwnNonce(), next++);
   return ncclSuccess;
+}
+
+bool OwesAnswers(const Clique& k) {
+  for (const Proxy* p : Proxies()) {
+    if (p->comm.clique.get() != &k || p->closed) continue;
+    if (p->sending) return true;
+    for (const auto& [number, op] : p->ops) {
+      if (op.work->done()) return true;
+    }
+  }
+  return false;
 }
 
 bool HostedHere(const ncclUniqueId& id) {

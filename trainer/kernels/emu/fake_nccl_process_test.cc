@@ -3,7 +3,8 @@
 // workers) reduce, exchange messages and broadcast as ranks in one process do; two processes on
 // one GPU of the machine are refused; a collective the processes issue differently is refused on
 // both sides, the refused rank's buffer untouched; a rank SIGKILLed mid-run is a remote error for
-// its peer, and so is the death (SIGKILL) of the process hosting the communicator. The children are
+// its peer, and so is the death (SIGKILL) of the process hosting the communicator; a host that
+// exits right after its finalize has sent a remote rank's last output first. The children are
 // this binary, run again with RINGMASTER_FAKE_NCCL_ROLE set: they play their part before main and
 // exit.
 #include <cuda_runtime_api.h>
@@ -31,6 +32,8 @@ using ::ringmaster::testing::Subprocess;
 using ::testing::HasSubstr;
 
 constexpr size_t kCount = 8;
+// Floats of the all-reduce a host finishes with (64 MiB: its output takes a while to send).
+constexpr size_t kLastCount = size_t{16} << 20;
 constexpr absl::Duration kDeadline = absl::Seconds(60);
 
 // The communicator's state once `done` says so (whatever it is after the deadline).
@@ -136,6 +139,33 @@ struct Member {
   }
 };
 
+// An all-reduce of kLastCount floats (rank + 1 each) into `*sum`, then finalize without
+// synchronizing first (NCCL's finalize flushes what was issued) and destroy: the communicator's
+// state after the finalize.
+ncclResult_t LastAllReduce(Member& m, std::vector<float>* sum = nullptr) {
+  float* data = nullptr;
+  if (!m.Check(cudaMalloc(&data, kLastCount * sizeof(float)) == cudaSuccess, "malloc")) {
+    return ncclInternalError;
+  }
+  std::vector<float> host(kLastCount, static_cast<float>(m.rank + 1));
+  m.Check(cudaMemcpy(data, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) ==
+              cudaSuccess,
+          "fill");
+  m.Check(m.Issue(ncclAllReduce(data, data, kLastCount, ncclFloat32, ncclSum, m.comm, m.stream)) ==
+              ncclSuccess,
+          "the last all-reduce");
+  m.Check(ncclCommFinalize(m.comm) == ncclInProgress, "finalize");
+  const ncclResult_t finalized = Await(m.comm);
+  if (sum != nullptr && finalized == ncclSuccess) {
+    sum->resize(kLastCount);
+    m.Check(cudaMemcpy(sum->data(), data, kLastCount * sizeof(float), cudaMemcpyDeviceToHost) ==
+                cudaSuccess,
+            "read");
+  }
+  m.Check(ncclCommDestroy(m.comm) == ncclSuccess, "destroy");
+  return finalized;
+}
+
 // A child's part (RINGMASTER_FAKE_NCCL_ROLE, with the unique id in RINGMASTER_FAKE_NCCL_ID): its
 // exit status says how it went.
 //   member RANK SIZE: Exchange and Finish (exit 0), or exit 3 when it cannot join;
@@ -143,12 +173,14 @@ struct Member {
 //   (exit 0);
 //   idles RANK SIZE: one all-reduce, then waits to be killed;
 //   hosts SIZE: makes the id and prints it, joins as rank 0, one all-reduce, then waits to be
-//   killed.
+//   killed;
+//   hosts-and-exits SIZE: makes the id and prints it, joins as rank 0, then LastAllReduce and
+//   exits at once.
 int PlayRole(const std::string& role, std::istringstream& args, const char* id_text) {
   Member m;
   ncclUniqueId id;
   int rank = 0, size = 0;
-  if (role == "hosts") {
+  if (role == "hosts" || role == "hosts-and-exits") {
     args >> size;
     if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
     std::printf("id=%s\n", IdText(id).c_str());
@@ -175,6 +207,8 @@ int PlayRole(const std::string& role, std::istringstream& args, const char* id_t
     float v = 0;
     m.Check(cudaMemcpy(&v, m.buffer, sizeof(v), cudaMemcpyDeviceToHost) == cudaSuccess, "read");
     m.Check(v == 5.0f, "the refused all-reduce's buffer untouched");
+  } else if (role == "hosts-and-exits") {
+    m.Check(LastAllReduce(m) == ncclSuccess, "the last all-reduce");
   } else {
     m.Fill(1.0f);
     m.Check(m.AllReduce() == ncclSuccess, "all-reduce");
@@ -240,6 +274,21 @@ class FakeNcclProcessTest : public ::testing::Test {
   void Join(Member& m, const ncclUniqueId& id, int gpu, int rank, int size) {
     ASSERT_EQ(cudaSetDevice(gpu), cudaSuccess);
     ASSERT_TRUE(m.Join(id, rank, size)) << m.error;
+  }
+  // Join, to the communicator of the id `host` (a hosting child) prints first.
+  void JoinHostedBy(Member& m, Subprocess& host, int gpu, int rank, int size) {
+    std::string id_line;
+    ::ringmaster::testing::WaitFor(
+        [&] {
+          std::istringstream log(host.Log());
+          for (std::string line; std::getline(log, line);) {
+            if (line.rfind("id=", 0) == 0) id_line = line.substr(3);
+          }
+          return !id_line.empty() || !host.Running();
+        },
+        kDeadline);
+    ASSERT_FALSE(id_line.empty()) << host.Log();
+    Join(m, IdFrom(id_line), gpu, rank, size);
   }
   int children_ = 0;
 };
@@ -310,21 +359,23 @@ TEST_F(FakeNcclProcessTest, ARankKilledMidRunIsARemoteErrorForItsPeer) {
 TEST_F(FakeNcclProcessTest, TheDeathOfTheProcessHostingTheCommunicatorIsARemoteError) {
   absl::StatusOr<Subprocess> host = Child(0, "hosts", "2");
   ASSERT_TRUE(host.ok()) << host.status();
-  // The host prints its id first.
-  std::string id_line;
-  ::ringmaster::testing::WaitFor(
-      [&] {
-        std::istringstream log(host->Log());
-        for (std::string line; std::getline(log, line);) {
-          if (line.rfind("id=", 0) == 0) id_line = line.substr(3);
-        }
-        return !id_line.empty() || !host->Running();
-      },
-      kDeadline);
-  ASSERT_FALSE(id_line.empty()) << host->Log();
   Member m;
-  Join(m, IdFrom(id_line), 1, 1, 2);
+  JoinHostedBy(m, *host, 1, 1, 2);
   KillAndExpectRemoteError(m, *host, "lost its connection");
+}
+
+TEST_F(FakeNcclProcessTest, AHostExitingRightAfterItsFinalizeHasSentTheLastOutputs) {
+  absl::StatusOr<Subprocess> host = Child(0, "hosts-and-exits", "2");
+  ASSERT_TRUE(host.ok()) << host.status();
+  Member m;
+  JoinHostedBy(m, *host, 1, 1, 2);
+  std::vector<float> sum;
+  EXPECT_EQ(LastAllReduce(m, &sum), ncclSuccess) << ncclGetLastError(m.comm);
+  EXPECT_EQ(m.error, "");
+  ASSERT_EQ(sum.size(), kLastCount);
+  EXPECT_EQ(sum.front(), 3.0f);
+  EXPECT_EQ(sum.back(), 3.0f);
+  EXPECT_EQ(ExitCode(*host), 0) << host->Log();
 }
 
 }  // namespace
