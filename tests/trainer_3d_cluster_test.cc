@@ -112,7 +112,10 @@ TEST_P(Trainer3dClusterTest, ThreeDimensionalJobMatchesOneProcess) {
   const std::string& id = Straight(zero);
   const auto got = TrainerLosses(cluster_->RankLog(id, 1, 0));
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps)) << cluster_->RankLog(id, 1, 0);
-  const double worst = ExpectLossesFollow(got, want, kTolerance);
+  const double worst = [&] {  // ExpectLossesFollow's failures name its own lines
+    SCOPED_TRACE("TP=2 x PP=2 x DP=2 vs one process");
+    return ExpectLossesFollow(got, want, kTolerance);
+  }();
   std::printf(
       "TP=2 x PP=2 x DP=2 ZeRO-%d vs one process: loss %s -> %s, largest relative difference "
       "%.2e\n",
