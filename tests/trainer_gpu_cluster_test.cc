@@ -9,6 +9,9 @@
 //    them and exits 75 (retryable) by itself; the coordinator, thawed, restarts the job (new
 //    communicators, new ids), every rank resumes from the last complete checkpoint, and the run
 //    repeats the uninterrupted one exactly: the same losses, the same parameters on every rank.
+//  - A rank stopped (SIGSTOP) after a checkpoint: its peers wait in their NCCL operations, alive;
+//    the watchdog reports a hang naming the stopped rank, the agent kills it, and the job
+//    restarts and repeats the uninterrupted run exactly.
 // Skipped with fewer than four GPUs. Under --config=emu the agent and the trainer are built
 // emulated (trainer/kernels/emu): four emulated GPUs, the ranks' NCCL across processes.
 #include <signal.h>
@@ -103,6 +106,36 @@ class TrainerGpuClusterTest : public ::testing::Test {
         << cluster_->RankLog(id, 2, 0);
   }
 
+  static void WaitForCheckpointAtStep10(const std::string& id) {
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return cluster_->RankLog(id, 1, 0).find("checkpoint at step 10 committed") !=
+                 std::string::npos;
+        },
+        absl::Seconds(300)))
+        << cluster_->RankLog(id, 1, 0);
+  }
+  // Every rank of job `id`'s second generation resumed from a checkpoint at step 10 or later
+  // and repeated the uninterrupted run `straight` from there: the same losses, the same
+  // parameters.
+  static void ExpectGenerationTwoRepeats(const std::string& id, const std::string& straight) {
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string log = cluster_->RankLog(id, 2, rank);
+      const std::string want_log = cluster_->RankLog(straight, 1, rank);
+      const int resumed = ResumedStep(log);
+      EXPECT_GE(resumed, 10) << log;
+      const auto want = TrainerLosses(want_log);
+      const auto got = TrainerLosses(log);
+      ASSERT_EQ(want.size(), static_cast<size_t>(kSteps)) << want_log;
+      ASSERT_EQ(got.size(), static_cast<size_t>(kSteps - resumed)) << log;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], want[resumed + i]) << "rank " << rank;
+      }
+      EXPECT_EQ(TrainerFinalCrc(log), TrainerFinalCrc(want_log)) << "rank " << rank;
+      EXPECT_FALSE(TrainerFinalCrc(log).empty()) << log;
+    }
+  }
+
   // The uninterrupted run, shared by the tests.
   static const std::string& Straight() {
     static auto* id = new std::string;
@@ -156,13 +189,7 @@ TEST_F(TrainerGpuClusterTest, ARankKilledAfterACheckpointResumesAndRepeatsTheRun
   const std::string& straight = Straight();
   const std::string id = Submit("killed");
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster_->RankLog(id, 1, 0).find("checkpoint at step 10 committed") !=
-               std::string::npos;
-      },
-      absl::Seconds(300)))
-      << cluster_->RankLog(id, 1, 0);
+  WaitForCheckpointAtStep10(id);
   const pid_t victim = TrainerPid(cluster_->RankLog(id, 1, 1));
   ASSERT_GT(victim, 0);
   // With the coordinator frozen, nothing stops the survivors: each must see for itself that a
@@ -188,20 +215,33 @@ TEST_F(TrainerGpuClusterTest, ARankKilledAfterACheckpointResumesAndRepeatsTheRun
   }
   cluster_->coordinator().process.Signal(SIGCONT);
   ExpectSucceeded(id);
+  ExpectGenerationTwoRepeats(id, straight);
+}
 
-  for (int rank = 0; rank < kRanks; ++rank) {
-    const std::string log = cluster_->RankLog(id, 2, rank);
-    const std::string want_log = cluster_->RankLog(straight, 1, rank);
-    const int resumed = ResumedStep(log);
-    EXPECT_GE(resumed, 10) << log;
-    const auto want = TrainerLosses(want_log);
-    const auto got = TrainerLosses(log);
-    ASSERT_EQ(want.size(), static_cast<size_t>(kSteps)) << want_log;
-    ASSERT_EQ(got.size(), static_cast<size_t>(kSteps - resumed)) << log;
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[resumed + i]) << "rank " << rank;
-    EXPECT_EQ(TrainerFinalCrc(log), TrainerFinalCrc(want_log)) << "rank " << rank;
-    EXPECT_FALSE(TrainerFinalCrc(log).empty()) << log;
+TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExactly) {
+  const std::string& straight = Straight();
+  const std::string id = Submit("stopped");
+  ASSERT_FALSE(id.empty());
+  WaitForCheckpointAtStep10(id);
+  const pid_t victim = TrainerPid(cluster_->RankLog(id, 1, 1));
+  ASSERT_GT(victim, 0);
+  // Its peers wait in their NCCL operations, alive and reporting; only the watchdog can tell.
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  ExpectSucceeded(id);
+  const std::string json = cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      json, m, std::regex("\"kind\": \"hang\",[^}]*\"ranks\": \\[\\s*(\\d+)\\s*\\]")))
+      << json;
+  EXPECT_EQ(m[1].str(), "1") << json;
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  std::smatch event;
+  if (std::regex_search(described, event, std::regex("[^\n]*  hang  [^\n]*"))) {
+    std::printf("%s\n", event[0].str().c_str());
   }
+  // The agent killed the stopped process (a SIGTERM cannot end it).
+  EXPECT_TRUE(WaitFor([&] { return kill(victim, 0) != 0; }, absl::Seconds(60)));
+  ExpectGenerationTwoRepeats(id, straight);
 }
 
 }  // namespace
