@@ -11,6 +11,7 @@
 #include "agent/devices.h"
 #include "common/checkpoint_grace.h"
 #include "common/logging.h"
+#include "common/one_line.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -36,6 +37,7 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
 
 // Exits remembered for Register: a node's ranks of its recent jobs' latest generations.
 constexpr size_t kRememberedExits = 1024;
+constexpr size_t kExitReasonBytes = 512;  // WorkerState.exit_reason's bound
 
 }  // namespace
 
@@ -388,7 +390,8 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     RM_LOG(WARNING) << "not launching " << job.job_id() << " generation " << job.generation()
                     << ": this node is leaving";
     for (const v1::RankAssignment& a : launch.assignments()) {
-      ReportExit(job, a.rank(), 0, ExitInfo{kExitRetryable, 0});
+      ReportExit(job, a.rank(), 0, ExitInfo{kExitRetryable, 0},
+                 "not launched: the node is leaving");
     }
     return;
   }
@@ -431,7 +434,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       RM_LOG(ERROR) << "cannot launch rank " << a.rank() << " of " << job.job_id() << ": "
                     << pid.status();
       ExitInfo info{absl::IsUnavailable(pid.status()) ? kExitRetryable : kExitFatal, 0};
-      ReportExit(job, a.rank(), 0, info);
+      ReportExit(job, a.rank(), 0, info, "cannot launch: " + pid.status().ToString());
       continue;
     }
     RM_LOG(INFO) << "launched rank " << a.rank() << " of " << job.job_id() << " generation "
@@ -516,13 +519,36 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
                << ") exited: code " << info.exit_code << ", signal " << info.signal;
-  ReportExit(worker.job, worker.rank, pid, info);
+  std::string reason;
+  if (info.exit_code == 0 && info.signal == 0) {
+    // Done: nothing to explain.
+  } else if (worker.announced && info.signal == 0 && info.exit_code == worker.announced_code) {
+    reason = worker.announced_reason;
+  } else if (!info.last_line.empty()) {
+    reason = "last output: " + info.last_line;
+  }
+  ReportExit(worker.job, worker.rank, pid, info, reason);
 }
 
-void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info) {
+void NodeAgent::NoteExitAnnounced(const std::string& job_id, int64_t generation, int rank,
+                                  int exit_code, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [pid, w] : workers_) {
+    if (!w.exited && w.job.job_id() == job_id && w.job.generation() == generation &&
+        w.rank == rank) {
+      w.announced = true;
+      w.announced_code = exit_code;
+      w.announced_reason = reason;
+    }
+  }
+}
+
+void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info,
+                           const std::string& reason) {
   v1::AgentMessage message = WorkerStateMessage(job, rank, pid, v1::WORKER_PHASE_EXITED);
   message.mutable_worker_state()->set_exit_code(info.exit_code);
   message.mutable_worker_state()->set_signal(info.signal);
+  message.mutable_worker_state()->set_exit_reason(OneLine(reason, kExitReasonBytes));
   {
     absl::MutexLock lock(&mu_);
     exits_.push_back(message.worker_state());

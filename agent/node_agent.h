@@ -81,6 +81,13 @@ class NodeAgent {
   // UNAVAILABLE if the coordinator cannot be reached by then.
   absl::StatusOr<std::string> Rendezvous(v1::RendezvousRequest request, absl::Time deadline);
 
+  // A running worker's announcement that it is about to exit with `exit_code` because of
+  // `reason` (the worker API's ReportExit): if it then exits with that code, the reason goes with
+  // its exit report (WorkerState.exit_reason) instead of its last line of output. No effect for
+  // a worker not running here.
+  void NoteExitAnnounced(const std::string& job_id, int64_t generation, int rank, int exit_code,
+                         const std::string& reason);
+
   // Forwards a worker's link check to the coordinator (queued while disconnected, like exits).
   void ForwardLinkReport(const v1::LinkReport& report);
   // Whether a link check was requested through this worker (a CheckLinks command) since the last
@@ -109,6 +116,10 @@ class NodeAgent {
     pid_t pid = 0;
     bool exited = false;
     int device = -1;  // RankAssignment.local_device
+    // What the worker said of its exit through the worker API (NoteExitAnnounced), if it did.
+    bool announced = false;
+    int announced_code = 0;
+    std::string announced_reason;
   };
 
   void Launch(const v1::LaunchWorkers& launch);
@@ -144,7 +155,10 @@ class NodeAgent {
   // Joins the stop threads that have ended (every one when `all`), waiting for them if needed.
   void JoinStops(bool all) ABSL_LOCKS_EXCLUDED(mu_);
   void OnExit(pid_t pid, ExitInfo info);
-  void ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info);
+  // Reports an exit (and remembers it for Register), with `reason` as WorkerState.exit_reason
+  // (made one line of at most 512 bytes).
+  void ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info,
+                  const std::string& reason);
   absl::StatusOr<LaunchSpec> MakeLaunchSpec(const v1::LaunchWorkers& launch,
                                             const v1::RankAssignment& a) const;
 

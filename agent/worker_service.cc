@@ -104,6 +104,8 @@ grpc::Status WorkerService::ReportExit(grpc::ServerContext* context,
   if (!ok.ok()) return ToGrpcStatus(ok);
   RM_LOG(INFO) << "rank " << request->worker().rank() << " of " << request->worker().job_id()
                << " is exiting with code " << request->exit_code() << ": " << request->reason();
+  agent_->NoteExitAnnounced(request->worker().job_id(), request->worker().generation(),
+                            request->worker().rank(), request->exit_code(), request->reason());
   return grpc::Status::OK;
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/output_tail.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -150,6 +151,7 @@ struct WorkerSupervisor::Worker {
   bool exit_reported = false;
   bool stop_in_progress = false;
   std::unique_ptr<LogPump> pump;
+  std::shared_ptr<OutputTail> tail;  // fed by the pump, read when the exit is reported
 };
 
 // Copies a worker's pipe into its log file on a thread of its own, rotating the file at
@@ -158,7 +160,8 @@ struct WorkerSupervisor::Worker {
 class WorkerSupervisor::LogPump {
  public:
   static absl::StatusOr<std::unique_ptr<LogPump>> Start(UniqueFd pipe, const std::string& path,
-                                                        int64_t max_bytes) {
+                                                        int64_t max_bytes,
+                                                        std::shared_ptr<OutputTail> tail) {
     UniqueFd file(open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     if (!file.valid()) return ErrnoError(errno, absl::StrCat("open ", path));
     struct stat st = {};
@@ -166,8 +169,8 @@ class WorkerSupervisor::LogPump {
     UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake.valid()) return ErrnoError(errno, "eventfd");
     if (fcntl(pipe.get(), F_SETFL, O_NONBLOCK) != 0) return ErrnoError(errno, "fcntl O_NONBLOCK");
-    auto pump = std::unique_ptr<LogPump>(
-        new LogPump(std::move(pipe), std::move(wake), std::move(file), path, max_bytes));
+    auto pump = std::unique_ptr<LogPump>(new LogPump(
+        std::move(pipe), std::move(wake), std::move(file), path, max_bytes, std::move(tail)));
     pump->size_ = st.st_size;
     pump->thread_ = std::thread([p = pump.get()] { p->Run(); });
     return pump;
@@ -186,12 +189,14 @@ class WorkerSupervisor::LogPump {
   }
 
  private:
-  LogPump(UniqueFd pipe, UniqueFd wake, UniqueFd file, std::string path, int64_t max_bytes)
+  LogPump(UniqueFd pipe, UniqueFd wake, UniqueFd file, std::string path, int64_t max_bytes,
+          std::shared_ptr<OutputTail> tail)
       : pipe_(std::move(pipe)),
         wake_(std::move(wake)),
         file_(std::move(file)),
         path_(std::move(path)),
-        max_bytes_(max_bytes) {}
+        max_bytes_(max_bytes),
+        tail_(std::move(tail)) {}
 
   void Run() {
     pollfd fds[2] = {{pipe_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -228,6 +233,7 @@ class WorkerSupervisor::LogPump {
   }
 
   void Append(const char* data, size_t size) {
+    tail_->Add(absl::string_view(data, size));
     while (size > 0) {
       if (size_ > 0 && size_ + static_cast<int64_t>(size) > max_bytes_) Rotate();
       size_t take = std::min<size_t>(size, static_cast<size_t>(max_bytes_ - size_));
@@ -262,6 +268,7 @@ class WorkerSupervisor::LogPump {
   UniqueFd file_;
   const std::string path_;
   const int64_t max_bytes_;
+  const std::shared_ptr<OutputTail> tail_;
   int64_t size_ = 0;
   bool write_failed_ = false;
   std::thread thread_;
@@ -327,8 +334,9 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
   if (!dev_null.valid()) return ErrnoError(errno, "open /dev/null");
   plan.stdin_fd = dev_null.get();
   plan.output_fd = write_end.get();
+  auto tail = std::make_shared<OutputTail>();
   ASSIGN_OR_RETURN(std::unique_ptr<LogPump> pump,
-                   LogPump::Start(std::move(read_end), spec.log_path, spec.max_log_bytes));
+                   LogPump::Start(std::move(read_end), spec.log_path, spec.max_log_bytes, tail));
 
   std::unique_ptr<LogPump> replaced;  // Finished after the lock is released.
   pid_t pid;
@@ -355,6 +363,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
     if (slot != nullptr) replaced = std::move(slot->pump);
     slot = std::make_shared<Worker>();
     slot->pump = std::move(pump);
+    slot->tail = std::move(tail);
   }
   return pid;
 }
@@ -475,8 +484,9 @@ void WorkerSupervisor::ReapLoop() {
 }
 
 void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
-  const ExitInfo info = ExitInfoFromWaitStatus(wait_status);
+  ExitInfo info = ExitInfoFromWaitStatus(wait_status);
   std::shared_ptr<Worker> worker;
+  std::shared_ptr<OutputTail> tail;
   std::vector<std::unique_ptr<LogPump>> gone;
   {
     absl::MutexLock lock(&mu_);
@@ -486,12 +496,14 @@ void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
     if (it != workers_.end() && !it->second->leader_reaped) {
       worker = it->second;
       worker->leader_reaped = true;
+      tail = worker->tail;
     }
     gone = TakeGoneLocked();
   }
   // Logs first, so that a worker that left nothing behind has its whole log when reported.
   for (auto& pump : gone) pump->Finish();
   if (worker == nullptr) return;  // A re-parented descendant, or the shutdown wake-up child.
+  info.last_line = tail->LastLine();
   on_exit_(pid, info);
   absl::MutexLock lock(&mu_);
   worker->exit_reported = true;

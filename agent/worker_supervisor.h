@@ -11,9 +11,9 @@
 // blocks SIGTERM and gRPC ignores SIGPIPE; a worker inherits neither).
 //
 // Exits are reported through the callback as soon as they are reaped (a dedicated reaper thread
-// waits on children), with the exit code or the terminating signal. When the worker left no
-// process behind in its group, its log holds everything it wrote by the time the exit is
-// reported.
+// waits on children), with the exit code or the terminating signal and the last line the worker
+// printed. When the worker left no process behind in its group, its log holds everything it wrote
+// by the time the exit is reported.
 //
 // The reaper waits for every child of the process (waitpid(-1)), re-parented descendants
 // included. So a process may hold one WorkerSupervisor at a time, and no other code in it may
@@ -68,6 +68,9 @@ struct LaunchSpec {
 struct ExitInfo {
   int exit_code = -1;  // -1 when killed by a signal.
   int signal = 0;      // 0 when it exited normally.
+  // The last line the worker printed that was not blank (OutputTail::LastLine: one line, at most
+  // 512 bytes, valid UTF-8), or "". Complete when the worker left no process behind.
+  std::string last_line;
 };
 
 class WorkerSupervisor {

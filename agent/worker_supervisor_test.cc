@@ -169,11 +169,13 @@ TEST_F(WorkerSupervisorTest, ReportsExitCodeAndCapturesOutput) {
   EXPECT_THAT(supervisor_->Running(), Not(Contains(pid)));
   EXPECT_TRUE(absl::IsNotFound(supervisor_->Stop(pid, absl::Seconds(1))));
   EXPECT_THAT(Exits(pid), ElementsAre(Exited(3)));  // Once only.
+  EXPECT_EQ(Exits(pid)[0].last_line, "test_worker: exiting with 3");
 }
 
 TEST_F(WorkerSupervisorTest, ReportsTerminatingSignal) {
   pid_t pid = Launch(Worker({"--steps=1", "--crash"}));
   EXPECT_EQ(WaitForExit(pid), Killed(SIGSEGV));
+  EXPECT_EQ(Exits(pid)[0].last_line, "test_worker: crashing");
 }
 
 TEST_F(WorkerSupervisorTest, ExecFailureExits127WithReasonInLog) {

@@ -13,6 +13,7 @@
 #include "common/format_double.h"
 #include "common/job_state.h"
 #include "common/logging.h"
+#include "common/one_line.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
 #include "coordinator/link_analysis.h"
@@ -40,6 +41,8 @@ constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
 // How long ringmaster_hang_suspect outlives the recovery: a recovery takes well under a scrape
 // interval, and a series that is gone by the next scrape names nobody in Prometheus.
 constexpr absl::Duration kHangSuspectLinger = absl::Minutes(5);
+// The most of a worker's exit reason an event or a job's reason quotes.
+constexpr size_t kExitReasonBytes = 512;
 
 Layout LayoutOf(const v1::JobStatus& status) {
   const v1::JobSpec& spec = status.spec();
@@ -908,6 +911,11 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
                                                         " was killed by signal ", state.signal())
                                          : absl::StrCat("rank ", state.rank(), " on ", node,
                                                         " exited with code ", state.exit_code());
+  // Why, as its agent tells it: the worker's own reason or its last output (bounded again here:
+  // an agent's text is input).
+  if (const std::string why = OneLine(state.exit_reason(), kExitReasonBytes); !why.empty()) {
+    absl::StrAppend(&what, ": ", why);
+  }
   v1::JobEvent& event = AddEvent(job, "worker_exit", what);
   event.add_ranks(state.rank());
   const absl::Time failed_at =

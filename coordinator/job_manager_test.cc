@@ -348,6 +348,42 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
   EXPECT_TRUE(named_rank);
 }
 
+// Why a rank failed, as its agent tells it, is in the worker_exit event and in the job's failure:
+// on one line and bounded, whatever the agent sent.
+TEST_F(JobManagerTest, AFailedRanksReasonIsInItsEventAndInTheJobsFailure) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::WorkerState exit = Exit(Current(job->job_id()), 1, 75);
+  exit.set_exit_reason("UNAVAILABLE: all_reduce on tp0: remote process exited");
+  jobs_->OnWorkerState("n1", exit);
+  v1::JobStatus restarted = Current(job->job_id());
+  EXPECT_EQ(restarted.generation(), 2);
+
+  exit = Exit(restarted, 0, -1, /*signal=*/6);
+  exit.set_exit_reason("last output: terminate called\nafter throwing " + std::string(5000, 'x'));
+  jobs_->OnWorkerState("n1", exit);
+  auto failed = jobs_->Get(job->job_id());
+  ASSERT_EQ(failed->job().state(), v1::JOB_STATE_FAILED);
+  std::vector<std::string> messages;
+  for (const auto& e : failed->events()) {
+    if (e.kind() == "worker_exit") messages.push_back(e.message());
+  }
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0],
+            "rank 1 on n1 exited with code 75: UNAVAILABLE: all_reduce on tp0: remote process "
+            "exited");
+  const std::string prefix =
+      "rank 0 on n1 was killed by signal 6: last output: terminate called after throwing xxx";
+  EXPECT_EQ(messages[1].rfind(prefix, 0), 0u) << messages[1];
+  // And the transition to FAILED says it too.
+  const v1::JobEvent& last = failed->events(failed->events_size() - 1);
+  EXPECT_EQ(last.message().rfind(prefix, 0), 0u) << last.message();
+  EXPECT_EQ(messages[1].find('\n'), std::string::npos);
+  EXPECT_LE(messages[1].size(), std::string("rank 0 on n1 was killed by signal 6: ").size() + 512);
+  EXPECT_EQ(messages[1].substr(messages[1].size() - 3), "...");
+}
+
 // The per-job counters exist from submission at 0 (so increase() in an alert counts the first
 // restart) and are removed with the job's other series when it ends (bounded cardinality).
 TEST_F(JobManagerTest, JobCountersStartAtZeroAndAreRemovedWhenTheJobEnds) {

@@ -183,6 +183,9 @@ TEST_F(AgentClusterTest, CrashLoopBacksOffThenFailsWhenRestartsRunOut) {
   CommandResult run = Ctl({"submit", "-f", JobFile("loop", "\"--exit_code=1\"", 3), "--wait"});
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("restart 1 of 3\n"), std::string::npos) << run.output;
+  // The reason each worker gave through the worker API before exiting says why.
+  EXPECT_NE(run.output.find("exited with code 1: asked to fail; restart 1 of 3"), std::string::npos)
+      << run.output;
   EXPECT_NE(run.output.find("restart 2 of 3 in 1s (crash loop: 2 generations in a row failed "
                             "before their first step)"),
             std::string::npos)
@@ -251,7 +254,9 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
       << Ctl({"describe", "job", id}).output;
   std::string described = Ctl({"describe", "job", id}).output;
   EXPECT_NE(described.find("rank 2 on agent-"), std::string::npos) << described;
-  EXPECT_NE(described.find("killed by signal 9"), std::string::npos) << described;
+  // With what it printed last ("ready", or a step), as it gave no reason of its own.
+  EXPECT_NE(described.find("killed by signal 9: last output: test_worker: "), std::string::npos)
+      << described;
   EXPECT_NE(described.find("RESTARTING"), std::string::npos) << described;
   EXPECT_NE(described.find("(generation 2)"), std::string::npos) << described;
 

@@ -1,7 +1,8 @@
 // The builtin trainer under a real coordinator and two real agents (CPU slots) on loopback:
 // data parallelism over two Gloo processes (plain, ZeRO-1, ZeRO-2) follows the single-process
 // run of the same global batch; the collective bench checks its data across four ranks on two
-// nodes; the trainers' step reports reach the agents' /metrics with nccl-tests bandwidth.
+// nodes; the trainers' step reports reach the agents' /metrics with nccl-tests bandwidth; a
+// trainer that cannot start fails the job with its reason in the job's events.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,22 @@ TEST_F(TrainerClusterTest, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   ExpectClose(two, gloo, "ZeRO-1 over Gloo vs plain DP over shared memory");
   // The loss went down over the 12 steps.
   EXPECT_LT(Parse(two.back().second), Parse(two.front().second) - 0.3);
+}
+
+// The trainer's own reason for failing (here: bf16 asked of a CPU slot, a fatal exit 78) reaches
+// the job's events through the worker API, the agent and the coordinator: no log to open.
+TEST_F(TrainerClusterTest, ATrainerThatCannotStartFailsTheJobSayingWhy) {
+  const std::string id =
+      cluster_->Submit("bf16", absl::StrCat("name: bf16\nnodes: 1\ndevices_per_node: 1\ntrainer:\n",
+                                            "  builtin: gpt\n  precision: bf16\n", kModel));
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "FAILED") << cluster_->RankLog(id, 1, 0);
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  // Its reason as it announced it (not its last line of output, which says the same after
+  // "trainer failed ...").
+  EXPECT_THAT(described, HasSubstr("rank 0 on agent-0 exited with code 78: INVALID_ARGUMENT: "
+                                   "trainer.precision: bf16 needs a GPU"));
+  EXPECT_THAT(described, HasSubstr("the CPU trainer computes in fp32 (fatal: no restart)"));
 }
 
 TEST_F(TrainerClusterTest, CollectiveBenchChecksItsDataAcrossTwoNodes) {

@@ -1,0 +1,20 @@
+// Text from a process's output or a report, made fit for one line of an event, a job's reason or
+// a protobuf string (which must be valid UTF-8): line breaks and tabs become spaces, other
+// control bytes and bytes that are not valid UTF-8 become '?', spaces at either end are dropped,
+// and text longer than `max_bytes` is cut at a character boundary and ends in "...".
+#ifndef RINGMASTER_COMMON_ONE_LINE_H_
+#define RINGMASTER_COMMON_ONE_LINE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace ringmaster {
+
+// `max_bytes` >= 3. The result is at most `max_bytes` bytes.
+std::string OneLine(absl::string_view text, size_t max_bytes);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COMMON_ONE_LINE_H_
