@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/devices.h"
+#include "agent/exit_reason.h"
 #include "common/checkpoint_grace.h"
 #include "common/logging.h"
 #include "common/one_line.h"
@@ -37,7 +38,6 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
 
 // Exits remembered for Register: a node's ranks of its recent jobs' latest generations.
 constexpr size_t kRememberedExits = 1024;
-constexpr size_t kExitReasonBytes = 512;  // WorkerState.exit_reason's bound
 
 }  // namespace
 
@@ -519,15 +519,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
                << ") exited: code " << info.exit_code << ", signal " << info.signal;
-  std::string reason;
-  if (info.exit_code == 0 && info.signal == 0) {
-    // Done: nothing to explain.
-  } else if (worker.announced && info.signal == 0 && info.exit_code == worker.announced_code) {
-    reason = worker.announced_reason;
-  } else if (!info.last_line.empty()) {
-    reason = "last output: " + info.last_line;
-  }
-  ReportExit(worker.job, worker.rank, pid, info, reason);
+  ReportExit(worker.job, worker.rank, pid, info, ExitReason(info, worker.announced));
 }
 
 void NodeAgent::NoteExitAnnounced(const std::string& job_id, int64_t generation, int rank,
@@ -536,9 +528,7 @@ void NodeAgent::NoteExitAnnounced(const std::string& job_id, int64_t generation,
   for (auto& [pid, w] : workers_) {
     if (!w.exited && w.job.job_id() == job_id && w.job.generation() == generation &&
         w.rank == rank) {
-      w.announced = true;
-      w.announced_code = exit_code;
-      w.announced_reason = reason;
+      w.announced = ExitAnnouncement{exit_code, reason};
     }
   }
 }

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/coordinator_link.h"
+#include "agent/exit_reason.h"
 #include "agent/local_watchdog.h"
 #include "agent/log_retention.h"
 #include "agent/rank_metrics.h"
@@ -82,9 +83,8 @@ class NodeAgent {
   absl::StatusOr<std::string> Rendezvous(v1::RendezvousRequest request, absl::Time deadline);
 
   // A running worker's announcement that it is about to exit with `exit_code` because of
-  // `reason` (the worker API's ReportExit): if it then exits with that code, the reason goes with
-  // its exit report (WorkerState.exit_reason) instead of its last line of output. No effect for
-  // a worker not running here.
+  // `reason` (the worker API's ReportExit): its exit report quotes it (WorkerState.exit_reason,
+  // exit_reason.h) instead of its last line of output. No effect for a worker not running here.
   void NoteExitAnnounced(const std::string& job_id, int64_t generation, int rank, int exit_code,
                          const std::string& reason);
 
@@ -117,9 +117,7 @@ class NodeAgent {
     bool exited = false;
     int device = -1;  // RankAssignment.local_device
     // What the worker said of its exit through the worker API (NoteExitAnnounced), if it did.
-    bool announced = false;
-    int announced_code = 0;
-    std::string announced_reason;
+    std::optional<ExitAnnouncement> announced;
   };
 
   void Launch(const v1::LaunchWorkers& launch);
@@ -156,7 +154,7 @@ class NodeAgent {
   void JoinStops(bool all) ABSL_LOCKS_EXCLUDED(mu_);
   void OnExit(pid_t pid, ExitInfo info);
   // Reports an exit (and remembers it for Register), with `reason` as WorkerState.exit_reason
-  // (made one line of at most 512 bytes).
+  // (made one line of at most kExitReasonBytes).
   void ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info,
                   const std::string& reason);
   absl::StatusOr<LaunchSpec> MakeLaunchSpec(const v1::LaunchWorkers& launch,

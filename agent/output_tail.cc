@@ -1,19 +1,10 @@
 #include "agent/output_tail.h"
 
-#include <algorithm>
+#include <utility>
 
-#include "absl/strings/ascii.h"
 #include "common/one_line.h"
 
 namespace ringmaster::agent {
-namespace {
-
-bool Blank(absl::string_view line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); });
-}
-
-}  // namespace
 
 void OutputTail::Add(absl::string_view data) {
   absl::MutexLock lock(&mu_);
@@ -25,7 +16,8 @@ void OutputTail::Add(absl::string_view data) {
     if (c == '\r') {
       carriage_ = true;
     } else if (c == '\n') {
-      if (!Blank(current_)) last_.swap(current_);
+      // Made one line now: a line of colour codes only is as blank as one of spaces.
+      if (std::string line = OneLine(current_, kMaxBytes); !line.empty()) last_ = std::move(line);
       current_.clear();
     } else if (current_.size() < kLineBytes) {
       current_.push_back(c);
@@ -35,7 +27,8 @@ void OutputTail::Add(absl::string_view data) {
 
 std::string OutputTail::LastLine() const {
   absl::MutexLock lock(&mu_);
-  return OneLine(Blank(current_) ? last_ : current_, kMaxBytes);
+  std::string unfinished = OneLine(current_, kMaxBytes);
+  return unfinished.empty() ? last_ : unfinished;
 }
 
 }  // namespace ringmaster::agent

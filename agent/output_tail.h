@@ -3,7 +3,8 @@
 // traceback's last line, a CUDA error, an NCCL warning.
 //
 // Lines end at '\n'; a '\r' not followed by '\n' starts its line again (a progress bar redrawn
-// in place). Lines of spaces only do not count. Of each line the first kLineBytes are kept.
+// in place). Lines that OneLine (common/one_line.h) makes empty (spaces, colour codes) do not
+// count. Of each line the first kLineBytes are kept.
 //
 // Thread-safe: one thread adds while another reads.
 #ifndef RINGMASTER_AGENT_OUTPUT_TAIL_H_

@@ -43,6 +43,8 @@ TEST(OutputTailTest, KeepsTheStartOfALongLineAndAnswersOneLineOfValidUtf8) {
   EXPECT_EQ(got.size(), OutputTail::kMaxBytes);
   EXPECT_EQ(got.rfind("cudaErrorMemoryAllocation: xxx", 0), 0u) << got;
   EXPECT_EQ(LastLineOf({"bad \xff byte\tand tab\n"}), "bad ? byte and tab");
+  // Colour codes are dropped; a line of them alone is blank.
+  EXPECT_EQ(LastLineOf({"\x1b[31mFATAL\x1b[0m: out of memory\n\x1b[0m\n"}), "FATAL: out of memory");
 }
 
 }  // namespace

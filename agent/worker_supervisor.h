@@ -69,7 +69,8 @@ struct ExitInfo {
   int exit_code = -1;  // -1 when killed by a signal.
   int signal = 0;      // 0 when it exited normally.
   // The last line the worker printed that was not blank (OutputTail::LastLine: one line, at most
-  // 512 bytes, valid UTF-8), or "". Complete when the worker left no process behind.
+  // 512 bytes, valid UTF-8), or "". As of the exit's report: everything the worker wrote when it
+  // left no process behind and was not being stopped (Stop() drains the log after the report).
   std::string last_line;
 };
 

@@ -5,12 +5,15 @@
 namespace ringmaster {
 namespace {
 
-// The length of the valid UTF-8 sequence at `s[i]`, or 0 if none starts there (overlong forms,
-// surrogates and code points above U+10FFFF are not valid).
-size_t Utf8Length(absl::string_view s, size_t i) {
+// The length of the valid UTF-8 sequence at `s[i]` and its code point, or 0 if none starts there
+// (overlong forms, surrogates and code points above U+10FFFF are not valid).
+size_t DecodeUtf8(absl::string_view s, size_t i, unsigned int* code_point) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char b = byte(i);
-  if (b < 0x80) return 1;
+  if (b < 0x80) {
+    *code_point = b;
+    return 1;
+  }
   size_t n = 0;
   unsigned int min = 0, cp = 0;
   if ((b & 0xE0) == 0xC0) {
@@ -28,7 +31,19 @@ size_t Utf8Length(absl::string_view s, size_t i) {
     cp = (cp << 6) | (byte(i + k) & 0x3F);
   }
   if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  *code_point = cp;
   return n;
+}
+
+// The length of the ANSI escape sequence at `s[i]` (an ESC): a CSI sequence ("ESC [", parameter
+// and intermediate bytes, one final byte in 0x40-0x7E) or ESC and one more byte; at most the
+// rest of `s`.
+size_t EscapeLength(absl::string_view s, size_t i) {
+  if (i + 1 >= s.size()) return 1;
+  if (s[i + 1] != '[') return 2;
+  size_t k = i + 2;
+  while (k < s.size() && (s[k] < 0x40 || s[k] > 0x7E) && s[k] >= 0x20) ++k;
+  return (k < s.size() && s[k] >= 0x40 ? k + 1 : k) - i;
 }
 
 }  // namespace
@@ -39,17 +54,23 @@ std::string OneLine(absl::string_view text, size_t max_bytes) {
   bool more = false;         // a character other than a space did not fit in `out`
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
+    if (c == '\x1b') {  // colours and cursor movement: dropped
+      i += EscapeLength(text, i);
+      continue;
+    }
     absl::string_view piece;
-    size_t n = 1;
-    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
-      piece = " ";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-      piece = "?";
-    } else if (n = Utf8Length(text, i); n > 0) {
-      piece = text.substr(i, n);
-    } else {
-      piece = "?";
+    unsigned int cp = 0;
+    size_t n = DecodeUtf8(text, i, &cp);
+    if (n == 0) {
+      piece = "?";  // not UTF-8
       n = 1;
+    } else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == ' ' || cp == 0x2028 ||
+               cp == 0x2029) {
+      piece = " ";  // line and paragraph separators too
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      piece = "?";  // C0 and C1 controls
+    } else {
+      piece = text.substr(i, n);
     }
     i += n;
     if (piece == " " && out.empty()) continue;  // leading spaces
@@ -65,14 +86,17 @@ std::string OneLine(absl::string_view text, size_t max_bytes) {
     ends.pop_back();
   }
   if (!more && out.size() <= max_bytes) return out;
+  // Cut at a character boundary, leaving room for "..." when there is any.
+  const bool dots = max_bytes >= 3;
+  const size_t room = dots ? max_bytes - 3 : max_bytes;
   size_t cut = 0;
   for (size_t end : ends) {
-    if (end > max_bytes - 3) break;
+    if (end > room) break;
     cut = end;
   }
   out.resize(cut);
   while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out + "...";
+  return dots ? out + "..." : out;
 }
 
 }  // namespace ringmaster

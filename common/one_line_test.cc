@@ -17,9 +17,28 @@ TEST(OneLineTest, KeepsPlainTextAndDropsSpacesAtTheEnds) {
 
 TEST(OneLineTest, LineBreaksAndTabsBecomeSpacesOtherControlBytesQuestionMarks) {
   EXPECT_EQ(OneLine("Traceback:\n  File x\tline 3", 100), "Traceback:   File x line 3");
-  EXPECT_EQ(OneLine("\x1b[31mred\x1b[0m", 100), "?[31mred?[0m");
+  EXPECT_EQ(OneLine("\xc2\x85nel \xc2\x9b"
+                    "1m",
+                    100),
+            "?nel ?1m");  // C1 controls
+  EXPECT_EQ(OneLine("a\xe2\x80\xa8"
+                    "b\xe2\x80\xa9"
+                    "c",
+                    100),
+            "a b c");  // U+2028, U+2029
   EXPECT_EQ(OneLine(std::string("nul\0byte", 8), 100), "nul?byte");
   EXPECT_EQ(OneLine("del\x7f", 100), "del?");
+}
+
+TEST(OneLineTest, DropsAnsiEscapeSequences) {
+  EXPECT_EQ(OneLine("\x1b[1;31mERROR\x1b[0m: disk full", 100), "ERROR: disk full");
+  EXPECT_EQ(OneLine("\x1b[0m", 100), "");
+  EXPECT_EQ(OneLine("a\x1b"
+                    "7b",
+                    100),
+            "ab");  // ESC and one byte
+  EXPECT_EQ(OneLine("cut short \x1b[31", 100), "cut short");
+  EXPECT_EQ(OneLine("ends in \x1b", 100), "ends in");
 }
 
 TEST(OneLineTest, KeepsValidUtf8AndReplacesInvalidBytes) {
@@ -38,6 +57,9 @@ TEST(OneLineTest, LongTextIsCutAtACharacterBoundaryWithinTheLimit) {
   EXPECT_EQ(OneLine("ééééééé", 10), "ééé...");
   EXPECT_EQ(OneLine("abc     defghijkl", 10), "abc...");     // no space before the dots
   EXPECT_EQ(OneLine("abcdefghij      ", 10), "abcdefghij");  // trailing spaces do not count
+  EXPECT_EQ(OneLine("abcdef", 2), "ab");                     // no room for dots
+  EXPECT_EQ(OneLine("abcdef", 0), "");
+  EXPECT_EQ(OneLine("abcdef", 3), "...");
   const std::string huge(1 << 20, 'x');
   const std::string cut = OneLine(huge, 512);
   EXPECT_EQ(cut.size(), 512u);

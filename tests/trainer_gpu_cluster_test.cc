@@ -10,8 +10,8 @@
 //    communicators, new ids), every rank resumes from the last complete checkpoint, and the run
 //    repeats the uninterrupted one exactly: the same losses, the same parameters on every rank.
 //  - A rank stopped (SIGSTOP) after a checkpoint: its peers wait in their NCCL operations, alive;
-//    the watchdog reports a hang naming the stopped rank, the agent kills it, and the job
-//    restarts and repeats the uninterrupted run exactly.
+//    the watchdog reports a hang naming the stopped rank, the restart stops every worker (the
+//    stopped one too), and the job repeats the uninterrupted run exactly.
 // Skipped with fewer than four GPUs. Under --config=emu the agent and the trainer are built
 // emulated (trainer/kernels/emu): four emulated GPUs, the ranks' NCCL across processes.
 #include <signal.h>
@@ -239,7 +239,8 @@ TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExac
   if (std::regex_search(described, event, std::regex("[^\n]*  hang  [^\n]*"))) {
     std::printf("%s\n", event[0].str().c_str());
   }
-  // The agent killed the stopped process (a SIGTERM cannot end it).
+  // The restart stopped every worker of generation 1, the stopped one included (SIGCONT and
+  // SIGTERM, then SIGKILL): none is left behind, frozen.
   EXPECT_TRUE(WaitFor([&] { return kill(victim, 0) != 0; }, absl::Seconds(60)));
   ExpectGenerationTwoRepeats(id, straight);
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_client.h"
+#include "common/one_line.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
@@ -79,7 +80,9 @@ absl::Status AgentClient::ReportExit(int exit_code, const std::string& reason) {
   v1::ReportExitRequest request;
   *request.mutable_worker() = identity_;
   request.set_exit_code(exit_code);
-  request.set_reason(reason);
+  // A proto string must be valid UTF-8 (a Status message may quote anything): the agent would
+  // refuse the call, and the reason would be lost.
+  request.set_reason(OneLine(reason, kMaxExitReasonBytes));
   v1::ReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kRpcTimeout);

@@ -37,8 +37,10 @@
 //   must time out, as with NCCL.
 // - ncclCommFinalize: ncclInProgress until this rank's work has completed and every rank has
 //   finalized or left ("globally quiescent"); in the hosting process, also until the outputs of
-//   the other processes' ranks have been sent to them. ncclCommDestroy of a communicator not
-//   finalized finalizes it first, waiting as NCCL's does (without a time limit).
+//   the other processes' ranks have been sent to them (so a remote rank's process that is
+//   stopped while an output is sent holds it until resumed or killed). ncclCommDestroy of a
+//   communicator not finalized finalizes it first, waiting as NCCL's does (without a time
+//   limit).
 //
 // What NCCL would not tell, it reports (ncclInvalidUsage, through every rank's
 // ncclCommGetAsyncError, with the detail in ncclGetLastError): ranks whose n-th collectives

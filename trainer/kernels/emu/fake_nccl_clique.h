@@ -118,7 +118,7 @@ ncclResult_t MakeUniqueId(ncclUniqueId* id);
 // Whether this process made `id`.
 bool HostedHere(const ncclUniqueId& id);
 // Whether a proxy of `k` (hosted here) has yet to send the outputs of operations that have
-// completed: a finalize of the host's own ranks waits for them.
+// completed: a finalize of the host's own ranks waits for them. Under Mu().
 bool OwesAnswers(const Clique& k);
 // Joins `c` (rank, device set) to the clique `id` names in another process, through a
 // connection of its own: ncclSystemError when that process cannot be reached; its refusal (a

@@ -1,0 +1,22 @@
+#include "agent/exit_reason.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/one_line.h"
+
+namespace ringmaster::agent {
+
+std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced) {
+  if (info.exit_code == 0 && info.signal == 0) return "";
+  std::string reason;
+  if (announced.has_value()) {
+    reason =
+        info.signal == 0 && info.exit_code == announced->exit_code
+            ? announced->reason
+            : absl::StrCat("after announcing exit ", announced->exit_code, ": ", announced->reason);
+  } else if (!info.last_line.empty()) {
+    reason = "last output: " + info.last_line;
+  }
+  return OneLine(reason, kExitReasonBytes);
+}
+
+}  // namespace ringmaster::agent

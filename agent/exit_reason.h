@@ -1,0 +1,34 @@
+// What an agent says of why a worker ended (WorkerState.exit_reason), from how it ended and what
+// the worker announced before (the worker API's ReportExit). Pure logic.
+#ifndef RINGMASTER_AGENT_EXIT_REASON_H_
+#define RINGMASTER_AGENT_EXIT_REASON_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "agent/worker_supervisor.h"
+
+namespace ringmaster::agent {
+
+// WorkerState.exit_reason's bound, in bytes.
+inline constexpr size_t kExitReasonBytes = 512;
+
+// A worker's word on its coming exit.
+struct ExitAnnouncement {
+  int exit_code = 0;
+  std::string reason;
+};
+
+// For an exit with code 0: "". Otherwise, made one line of at most kExitReasonBytes
+// (common/one_line.h):
+// - announced, and it exited with the code it announced: the announced reason;
+// - announced, and it ended otherwise (another code, a signal: it failed or was killed while
+//   exiting): "after announcing exit C: " and the reason, the root cause;
+// - not announced: "last output: " and its last line (ExitInfo::last_line), or "" if it printed
+//   nothing.
+std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced);
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_EXIT_REASON_H_

@@ -1,0 +1,55 @@
+#include "agent/exit_reason.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+ExitInfo Exited(int code, std::string last_line = "") {
+  return ExitInfo{code, 0, std::move(last_line)};
+}
+ExitInfo Killed(int signal, std::string last_line = "") {
+  return ExitInfo{-1, signal, std::move(last_line)};
+}
+
+TEST(ExitReasonTest, ASuccessNeedsNone) {
+  EXPECT_EQ(ExitReason(Exited(0, "training done"), ExitAnnouncement{0, "done"}), "");
+  EXPECT_EQ(ExitReason(Exited(0, "training done"), std::nullopt), "");
+}
+
+TEST(ExitReasonTest, TheAnnouncedReasonWhenTheExitIsTheAnnouncedOne) {
+  EXPECT_EQ(ExitReason(Exited(75, "E1125 trainer failed ..."),
+                       ExitAnnouncement{75, "UNAVAILABLE: all_reduce on tp0: peer lost"}),
+            "UNAVAILABLE: all_reduce on tp0: peer lost");
+}
+
+TEST(ExitReasonTest, AnAnnouncedReasonStaysTheRootCauseWhenTheWorkerEndsOtherwise) {
+  const ExitAnnouncement announced{75, "UNAVAILABLE: all_reduce timed out"};
+  EXPECT_EQ(ExitReason(Killed(9, "step 12"), announced),
+            "after announcing exit 75: UNAVAILABLE: all_reduce timed out");
+  EXPECT_EQ(ExitReason(Exited(1, "terminate called"), announced),
+            "after announcing exit 75: UNAVAILABLE: all_reduce timed out");
+  // A worker that announced success and then failed.
+  EXPECT_EQ(ExitReason(Killed(6), ExitAnnouncement{0, "done"}), "after announcing exit 0: done");
+}
+
+TEST(ExitReasonTest, WithoutAnAnnouncementTheLastLineOfOutput) {
+  EXPECT_EQ(ExitReason(Killed(9, "step 12/30 loss 4.1"), std::nullopt),
+            "last output: step 12/30 loss 4.1");
+  EXPECT_EQ(ExitReason(Exited(1, "RuntimeError: NCCL error"), std::nullopt),
+            "last output: RuntimeError: NCCL error");
+  EXPECT_EQ(ExitReason(Exited(1), std::nullopt), "");
+}
+
+TEST(ExitReasonTest, OneBoundedLine) {
+  const std::string got =
+      ExitReason(Exited(78), ExitAnnouncement{78, "INVALID_ARGUMENT:\n" + std::string(2000, 'x')});
+  EXPECT_EQ(got.size(), kExitReasonBytes);
+  EXPECT_EQ(got.rfind("INVALID_ARGUMENT: xxx", 0), 0u) << got;
+  EXPECT_EQ(got.substr(got.size() - 3), "...");
+}
+
+}  // namespace
+}  // namespace ringmaster::agent
