@@ -202,6 +202,16 @@ std::string TrainerFinalCrc(const std::string& log) {
   return at == std::string::npos ? "" : log.substr(at + 14, 8);
 }
 
+int HangBlamedRank(const std::string& job_json) {
+  std::smatch m;
+  int rank = -1;
+  if (std::regex_search(job_json, m,
+                        std::regex("\"kind\": \"hang\",[^}]*\"ranks\": \\[\\s*(\\d+)\\s*\\]"))) {
+    (void)absl::SimpleAtoi(m[1].str(), &rank);  // the regex guarantees digits
+  }
+  return rank;
+}
+
 pid_t TrainerPid(const std::string& log) {
   std::smatch m;
   int pid = 0;

@@ -84,6 +84,10 @@ double ExpectLossesFollow(const std::vector<std::pair<int, std::string>>& got,
 // The checksum of the parameters a trainer logged at its end ("params crc32c XXXXXXXX"), or "".
 std::string TrainerFinalCrc(const std::string& log);
 
+// The one rank the first "hang" event of `job_json` (`ringctl get job ID -o json`) blames, or -1
+// when there is no such event or it names several ranks.
+int HangBlamedRank(const std::string& job_json);
+
 // The pid a trainer logged at its start ("rank R/W pid P"), or 0.
 pid_t TrainerPid(const std::string& log);
 
