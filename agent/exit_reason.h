@@ -3,16 +3,13 @@
 #ifndef RINGMASTER_AGENT_EXIT_REASON_H_
 #define RINGMASTER_AGENT_EXIT_REASON_H_
 
-#include <cstddef>
 #include <optional>
 #include <string>
 
 #include "agent/worker_supervisor.h"
+#include "common/one_line.h"
 
 namespace ringmaster::agent {
-
-// WorkerState.exit_reason's bound, in bytes.
-inline constexpr size_t kExitReasonBytes = 512;
 
 // A worker's word on its coming exit.
 struct ExitAnnouncement {

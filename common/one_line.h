@@ -17,6 +17,10 @@ namespace ringmaster {
 // The result is at most `max_bytes` bytes.
 std::string OneLine(absl::string_view text, size_t max_bytes);
 
+// The bound of a worker's exit reason as its trainer sends it (ReportExitRequest.reason), its
+// agent reports it (WorkerState.exit_reason) and the coordinator quotes it.
+inline constexpr size_t kExitReasonBytes = 512;
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_COMMON_ONE_LINE_H_

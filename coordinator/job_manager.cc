@@ -41,8 +41,6 @@ constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
 // How long ringmaster_hang_suspect outlives the recovery: a recovery takes well under a scrape
 // interval, and a series that is gone by the next scrape names nobody in Prometheus.
 constexpr absl::Duration kHangSuspectLinger = absl::Minutes(5);
-// The most of a worker's exit reason an event or a job's reason quotes.
-constexpr size_t kExitReasonBytes = 512;
 
 Layout LayoutOf(const v1::JobStatus& status) {
   const v1::JobSpec& spec = status.spec();

@@ -82,7 +82,7 @@ absl::Status AgentClient::ReportExit(int exit_code, const std::string& reason) {
   request.set_exit_code(exit_code);
   // A proto string must be valid UTF-8 (a Status message may quote anything): the agent would
   // refuse the call, and the reason would be lost.
-  request.set_reason(OneLine(reason, kMaxExitReasonBytes));
+  request.set_reason(OneLine(reason, kExitReasonBytes));
   v1::ReportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kRpcTimeout);
