@@ -163,6 +163,7 @@ ncclResult_t LastAllReduce(Member& m, std::vector<float>* sum = nullptr) {
             "read");
   }
   m.Check(ncclCommDestroy(m.comm) == ncclSuccess, "destroy");
+  m.Check(cudaFree(data) == cudaSuccess, "free");
   return finalized;
 }
 
@@ -301,7 +302,7 @@ TEST_F(FakeNcclProcessTest, RanksInThreeProcessesExchangeAsRanksInOneDo) {
   absl::StatusOr<Subprocess> two = Child(2, "member", "2 3", &id);
   ASSERT_TRUE(two.ok()) << two.status();
   Member m;
-  Join(m, id, 0, 0, 3);
+  ASSERT_NO_FATAL_FAILURE(Join(m, id, 0, 0, 3));
   m.Exchange();
   m.Finish();
   EXPECT_EQ(m.error, "");
@@ -335,7 +336,7 @@ TEST_F(FakeNcclProcessTest, ACollectiveMismatchedAcrossProcessesIsRefusedOnBothS
   absl::StatusOr<Subprocess> child = Child(1, "mismatches", "1 2", &id);
   ASSERT_TRUE(child.ok()) << child.status();
   Member m;
-  Join(m, id, 0, 0, 2);
+  ASSERT_NO_FATAL_FAILURE(Join(m, id, 0, 0, 2));
   m.Fill(3.0f);
   const ncclResult_t issued =
       ncclAllReduce(m.buffer, m.buffer, kCount, ncclFloat32, ncclSum, m.comm, m.stream);
@@ -352,7 +353,7 @@ TEST_F(FakeNcclProcessTest, ARankKilledMidRunIsARemoteErrorForItsPeer) {
   absl::StatusOr<Subprocess> child = Child(1, "idles", "1 2", &id);
   ASSERT_TRUE(child.ok()) << child.status();
   Member m;
-  Join(m, id, 0, 0, 2);
+  ASSERT_NO_FATAL_FAILURE(Join(m, id, 0, 0, 2));
   KillAndExpectRemoteError(m, *child, "rank 1 aborted or destroyed");
 }
 
@@ -360,7 +361,7 @@ TEST_F(FakeNcclProcessTest, TheDeathOfTheProcessHostingTheCommunicatorIsARemoteE
   absl::StatusOr<Subprocess> host = Child(0, "hosts", "2");
   ASSERT_TRUE(host.ok()) << host.status();
   Member m;
-  JoinHostedBy(m, *host, 1, 1, 2);
+  ASSERT_NO_FATAL_FAILURE(JoinHostedBy(m, *host, 1, 1, 2));
   KillAndExpectRemoteError(m, *host, "lost its connection");
 }
 
@@ -368,7 +369,7 @@ TEST_F(FakeNcclProcessTest, AHostExitingRightAfterItsFinalizeHasSentTheLastOutpu
   absl::StatusOr<Subprocess> host = Child(0, "hosts-and-exits", "2");
   ASSERT_TRUE(host.ok()) << host.status();
   Member m;
-  JoinHostedBy(m, *host, 1, 1, 2);
+  ASSERT_NO_FATAL_FAILURE(JoinHostedBy(m, *host, 1, 1, 2));
   std::vector<float> sum;
   EXPECT_EQ(LastAllReduce(m, &sum), ncclSuccess) << ncclGetLastError(m.comm);
   EXPECT_EQ(m.error, "");
