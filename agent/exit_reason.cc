@@ -8,7 +8,7 @@ namespace ringmaster::agent {
 std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced) {
   if (info.exit_code == 0 && info.signal == 0) return "";
   std::string reason;
-  if (announced.has_value()) {
+  if (announced.has_value() && !OneLine(announced->reason, kExitReasonBytes).empty()) {
     reason =
         info.signal == 0 && info.exit_code == announced->exit_code
             ? announced->reason

@@ -22,8 +22,8 @@ struct ExitAnnouncement {
 // - announced, and it exited with the code it announced: the announced reason;
 // - announced, and it ended otherwise (another code, a signal: it failed or was killed while
 //   exiting): "after announcing exit C: " and the reason, the root cause;
-// - not announced: "last output: " and its last line (ExitInfo::last_line), or "" if it printed
-//   nothing.
+// - not announced (or with an empty reason): "last output: " and its last line
+//   (ExitInfo::last_line), or "" if it printed nothing.
 std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced);
 
 }  // namespace ringmaster::agent

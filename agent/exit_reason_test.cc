@@ -41,6 +41,9 @@ TEST(ExitReasonTest, WithoutAnAnnouncementTheLastLineOfOutput) {
   EXPECT_EQ(ExitReason(Exited(1, "RuntimeError: NCCL error"), std::nullopt),
             "last output: RuntimeError: NCCL error");
   EXPECT_EQ(ExitReason(Exited(1), std::nullopt), "");
+  // An announcement that says nothing is none.
+  EXPECT_EQ(ExitReason(Exited(1, "Traceback"), ExitAnnouncement{1, " \n"}),
+            "last output: Traceback");
 }
 
 TEST(ExitReasonTest, OneBoundedLine) {

@@ -1,9 +1,9 @@
 // Text from a process's output or a report, made fit for one line of an event, a job's reason or
-// a protobuf string (which must be valid UTF-8): ANSI escape sequences (colours) are dropped; line
-// breaks, tabs and the Unicode line and paragraph separators become spaces; other control
-// characters (C0 and C1) and bytes that are not valid UTF-8 become '?'; spaces at either end are
-// dropped; and text longer than `max_bytes` is cut at a character boundary and ends in "..." (no
-// dots below 3 bytes).
+// a protobuf string (which must be valid UTF-8): ANSI escape sequences (colours) are dropped; '\n',
+// '\r', '\t' and the Unicode line and paragraph separators (U+2028, U+2029) become spaces; other
+// control characters (C0, DEL, C1) and bytes that are not valid UTF-8 become '?'; spaces at either
+// end are dropped; and text longer than `max_bytes` is cut at a character boundary and ends in
+// "..." (no dots below 3 bytes).
 #ifndef RINGMASTER_COMMON_ONE_LINE_H_
 #define RINGMASTER_COMMON_ONE_LINE_H_
 

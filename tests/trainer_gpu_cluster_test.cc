@@ -231,10 +231,11 @@ TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExac
   const std::string json = cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  // Blamed on the evidence that rank 1 alone went silent (not on its place in a collective).
   std::smatch event;
-  if (std::regex_search(described, event, std::regex("[^\n]*  hang  [^\n]*"))) {
-    std::printf("%s\n", event[0].str().c_str());
-  }
+  ASSERT_TRUE(std::regex_search(described, event, std::regex("[^\n]*  hang  [^\n]*"))) << described;
+  std::printf("%s\n", event[0].str().c_str());
+  EXPECT_THAT(event[0].str(), HasSubstr("rank 1's process stopped reporting"));
   // The restart stopped every worker of generation 1, the stopped one included (SIGCONT and
   // SIGTERM, then SIGKILL): none is left behind, frozen.
   EXPECT_TRUE(WaitFor([&] { return kill(victim, 0) != 0; }, absl::Seconds(60)));

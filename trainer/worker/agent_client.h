@@ -37,7 +37,7 @@ class AgentClient final : public KeyValueStore {
   absl::Status ReportPhase(v1::ReportPhaseRequest request);
   absl::Status ReportStep(v1::ReportStepRequest request);
   // The exit this process is about to make and why; the reason is sent as one line of at most
-  // kExitReasonBytes (common/one_line.h), which the job's events quote.
+  // kExitReasonBytes (common/one_line.h). For a failure, the job's events quote it.
   absl::Status ReportExit(int exit_code, const std::string& reason);
   absl::Status ReportCollectives(v1::ReportCollectivesRequest request);
   absl::Status ReportLinks(v1::ReportLinksRequest request);

@@ -38,7 +38,8 @@
 // - ncclCommFinalize: ncclInProgress until this rank's work has completed and every rank has
 //   finalized or left ("globally quiescent"); in the hosting process, also until the outputs of
 //   the other processes' ranks have been sent to them (so a remote rank's process that is
-//   stopped while an output is sent holds it until resumed or killed). ncclCommDestroy of a
+//   stopped while an output too large for the socket's buffer is sent holds it until resumed or
+//   killed). ncclCommDestroy of a
 //   communicator not finalized finalizes it first, waiting as NCCL's does (without a time
 //   limit).
 //
