@@ -1,7 +1,5 @@
 #include "agent/output_tail.h"
 
-#include <utility>
-
 #include "common/one_line.h"
 
 namespace ringmaster::agent {
@@ -16,8 +14,8 @@ void OutputTail::Add(absl::string_view data) {
     if (c == '\r') {
       carriage_ = true;
     } else if (c == '\n') {
-      // Made one line now: a line of colour codes only is as blank as one of spaces.
-      if (std::string line = OneLine(current_, kMaxBytes); !line.empty()) last_ = std::move(line);
+      // A line of colour codes only is as blank as one of spaces.
+      if (HasVisibleText(current_)) last_.swap(current_);
       current_.clear();
     } else if (current_.size() < kLineBytes) {
       current_.push_back(c);
@@ -27,8 +25,7 @@ void OutputTail::Add(absl::string_view data) {
 
 std::string OutputTail::LastLine() const {
   absl::MutexLock lock(&mu_);
-  std::string unfinished = OneLine(current_, kMaxBytes);
-  return unfinished.empty() ? last_ : unfinished;
+  return OneLine(HasVisibleText(current_) ? current_ : last_, kMaxBytes);
 }
 
 }  // namespace ringmaster::agent

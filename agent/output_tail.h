@@ -34,7 +34,7 @@ class OutputTail {
 
  private:
   mutable absl::Mutex mu_;
-  std::string last_ ABSL_GUARDED_BY(mu_);       // the last finished line not blank, OneLine'd
+  std::string last_ ABSL_GUARDED_BY(mu_);       // the last finished line not blank, as written
   std::string current_ ABSL_GUARDED_BY(mu_);    // the line being written
   bool carriage_ ABSL_GUARDED_BY(mu_) = false;  // the byte before was '\r'
 };

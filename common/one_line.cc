@@ -46,33 +46,48 @@ size_t EscapeLength(absl::string_view s, size_t i) {
   return (k < s.size() && s[k] >= 0x40 ? k + 1 : k) - i;
 }
 
+// What the text at `text[i]` becomes (its first character, or an escape sequence: ""), and how
+// many bytes of `text` that takes.
+size_t NextPiece(absl::string_view text, size_t i, absl::string_view* piece) {
+  if (text[i] == '\x1b') {  // colours and cursor movement: dropped
+    *piece = "";
+    return EscapeLength(text, i);
+  }
+  unsigned int cp = 0;
+  const size_t n = DecodeUtf8(text, i, &cp);
+  if (n == 0) {
+    *piece = "?";  // not UTF-8
+    return 1;
+  }
+  if (cp == '\n' || cp == '\r' || cp == '\t' || cp == ' ' || cp == 0x2028 || cp == 0x2029) {
+    *piece = " ";  // line and paragraph separators too
+  } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+    *piece = "?";  // C0 and C1 controls
+  } else {
+    *piece = text.substr(i, n);
+  }
+  return n;
+}
+
 }  // namespace
+
+bool HasVisibleText(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    absl::string_view piece;
+    i += NextPiece(text, i, &piece);
+    if (!piece.empty() && piece != " ") return true;
+  }
+  return false;
+}
 
 std::string OneLine(absl::string_view text, size_t max_bytes) {
   std::string out;           // the first characters, up to a little over max_bytes
   std::vector<size_t> ends;  // where each character of `out` ends
   bool more = false;         // a character other than a space did not fit in `out`
   for (size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    if (c == '\x1b') {  // colours and cursor movement: dropped
-      i += EscapeLength(text, i);
-      continue;
-    }
     absl::string_view piece;
-    unsigned int cp = 0;
-    size_t n = DecodeUtf8(text, i, &cp);
-    if (n == 0) {
-      piece = "?";  // not UTF-8
-      n = 1;
-    } else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == ' ' || cp == 0x2028 ||
-               cp == 0x2029) {
-      piece = " ";  // line and paragraph separators too
-    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
-      piece = "?";  // C0 and C1 controls
-    } else {
-      piece = text.substr(i, n);
-    }
-    i += n;
+    i += NextPiece(text, i, &piece);
+    if (piece.empty()) continue;
     if (piece == " " && out.empty()) continue;  // leading spaces
     if (out.size() > max_bytes) {
       more = more || piece != " ";

@@ -17,6 +17,10 @@ namespace ringmaster {
 // The result is at most `max_bytes` bytes.
 std::string OneLine(absl::string_view text, size_t max_bytes);
 
+// Whether OneLine(text, n) is not empty (for any n >= 3): `text` holds a character that is
+// neither a space nor part of an escape sequence. Stops at the first one, allocates nothing.
+bool HasVisibleText(absl::string_view text);
+
 // The bound of a worker's exit reason as its trainer sends it (ReportExitRequest.reason), its
 // agent reports it (WorkerState.exit_reason) and the coordinator quotes it.
 inline constexpr size_t kExitReasonBytes = 512;

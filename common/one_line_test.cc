@@ -41,6 +41,15 @@ TEST(OneLineTest, DropsAnsiEscapeSequences) {
   EXPECT_EQ(OneLine("ends in \x1b", 100), "ends in");
 }
 
+TEST(OneLineTest, HasVisibleTextExactlyWhenOneLineIsNotEmpty) {
+  for (const char* text : {"", " \n\t ", "\x1b[0m", " \x1b[31m \x1b[0m ", "\x1b", "x", " \x1b[1mx",
+                           "\x01", "\xff", "\xe2\x80\xa8"}) {
+    EXPECT_EQ(HasVisibleText(text), !OneLine(text, 100).empty()) << text;
+  }
+  EXPECT_FALSE(HasVisibleText("\x1b[31m  \x1b[0m"));
+  EXPECT_TRUE(HasVisibleText("  \x1b[31mE"));
+}
+
 TEST(OneLineTest, KeepsValidUtf8AndReplacesInvalidBytes) {
   EXPECT_EQ(OneLine("μ-batch ✓ 🚀", 100), "μ-batch ✓ 🚀");
   EXPECT_EQ(OneLine("bad \xff\xfe end", 100), "bad ?? end");
