@@ -14,7 +14,8 @@ std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncemen
             ? announced->reason
             : absl::StrCat("after announcing exit ", announced->exit_code, ": ", announced->reason);
   } else if (!info.last_line.empty()) {
-    reason = "last output: " + info.last_line;
+    reason = absl::StrCat(info.stopped ? "last output before the stop: " : "last output: ",
+                          info.last_line);
   }
   return OneLine(reason, kExitReasonBytes);
 }

@@ -23,7 +23,8 @@ struct ExitAnnouncement {
 // - announced, and it ended otherwise (another code, a signal: it failed or was killed while
 //   exiting): "after announcing exit C: " and the reason, the root cause;
 // - not announced (or with an empty reason): "last output: " and its last line
-//   (ExitInfo::last_line), or "" if it printed nothing.
+//   (ExitInfo::last_line), "last output before the stop: " for a worker the agent stopped (its
+//   line from before the first signal), or "" if it printed nothing.
 std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced);
 
 }  // namespace ringmaster::agent

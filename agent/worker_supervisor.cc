@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +153,8 @@ struct WorkerSupervisor::Worker {
   bool stop_in_progress = false;
   std::unique_ptr<LogPump> pump;
   std::shared_ptr<OutputTail> tail;  // fed by the pump, read when the exit is reported
+  // Taken by the first Stop() before its first signal: the last line of a worker it ends.
+  std::optional<std::string> line_before_stop;
 };
 
 // Copies a worker's pipe into its log file on a thread of its own, rotating the file at
@@ -390,6 +393,10 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
       workers_.erase(pid);
     } else {
       worker->stop_in_progress = true;
+      // Before any signal: a hung worker's last line, not its reaction to the stop.
+      if (!worker->leader_reaped && !worker->line_before_stop.has_value()) {
+        worker->line_before_stop = worker->tail->LastLine();
+      }
     }
   }
   if (gone_pump != nullptr) {
@@ -497,13 +504,17 @@ void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
       worker = it->second;
       worker->leader_reaped = true;
       tail = worker->tail;
+      if (worker->stop_in_progress && worker->line_before_stop.has_value()) {
+        info.stopped = true;
+        info.last_line = *worker->line_before_stop;
+      }
     }
     gone = TakeGoneLocked();
   }
   // Logs first, so that a worker that left nothing behind has its whole log when reported.
   for (auto& pump : gone) pump->Finish();
   if (worker == nullptr) return;  // A re-parented descendant, or the shutdown wake-up child.
-  info.last_line = tail->LastLine();
+  if (!info.stopped) info.last_line = tail->LastLine();
   on_exit_(pid, info);
   absl::MutexLock lock(&mu_);
   worker->exit_reported = true;

@@ -26,7 +26,8 @@
 // left (a group whose leader exited but whose children linger is killed too). A worker that
 // ignores SIGTERM, is stopped, or forked children is therefore removed completely. A descendant
 // that leaves the group (setsid, setpgid) escapes Stop(); it is still reaped when it exits, but
-// its output after the worker's group is gone is dropped.
+// its output after the worker's group is gone is dropped. The exit of a worker Stop() ends says
+// so (ExitInfo::stopped), with the last line it printed before the first signal.
 //
 // Thread-safe. The exit callback runs on the reaper thread, never with a supervisor lock held;
 // it must not block for long, and must not call Stop() (Stop waits for the reaper).
@@ -69,9 +70,12 @@ struct ExitInfo {
   int exit_code = -1;  // -1 when killed by a signal.
   int signal = 0;      // 0 when it exited normally.
   // The last line the worker printed that was not blank (OutputTail::LastLine: one line, at most
-  // 512 bytes, valid UTF-8), or "". As of the exit's report: everything the worker wrote when it
-  // left no process behind and was not being stopped (Stop() drains the log after the report).
+  // 512 bytes, valid UTF-8), or "". For a worker that ended by itself, as of the exit's report:
+  // everything it wrote when it left no process behind. For a stopped one, the last line before
+  // Stop() signalled it (what it was doing, not how it reacted to the stop).
   std::string last_line;
+  // Stop() was at work on the worker when its process ended: the agent ended it.
+  bool stopped = false;
 };
 
 class WorkerSupervisor {

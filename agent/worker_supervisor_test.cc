@@ -307,6 +307,24 @@ TEST_F(WorkerSupervisorTest, StopRemovesAStoppedWorker) {
   EXPECT_TRUE(GroupGone(pid));
 }
 
+// What a stopped worker was doing is the line it printed before the stop, not its reaction to it.
+TEST_F(WorkerSupervisorTest, AStoppedWorkersLastLineIsTheOneBeforeTheStop) {
+  LaunchSpec spec = Worker({"--say_on_sigterm", "--hang"});
+  pid_t pid = Launch(spec);
+  // The pump gives the tail a chunk before it writes it to the file.
+  ASSERT_TRUE(WaitForLog(spec.log_path, "test_worker: hanging"));
+  ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(20)).ok());
+  ASSERT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
+  EXPECT_TRUE(Exits(pid)[0].stopped);
+  EXPECT_EQ(Exits(pid)[0].last_line, "test_worker: hanging");
+  // The worker did react: its log has it.
+  EXPECT_TRUE(WaitForLog(spec.log_path, "test_worker: got SIGTERM")) << ReadFile(spec.log_path);
+  // A worker that ends by itself is not "stopped".
+  pid = Launch(Worker({"--steps=1", "--crash"}, "crashes"));
+  EXPECT_EQ(WaitForExit(pid), Killed(SIGSEGV));
+  EXPECT_FALSE(Exits(pid)[0].stopped);
+}
+
 TEST_F(WorkerSupervisorTest, ACheckpointGraceSendsSigusr1AndSigtermOnlyIfTheWorkerStays) {
   // A worker that honours the request exits on its own, with its own code: no SIGTERM.
   LaunchSpec honours = Worker({"--sigusr1_exit_code=75", "--hang"}, "honours");

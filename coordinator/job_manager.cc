@@ -87,6 +87,19 @@ void AddRanksOn(const v1::JobStatus& status, const std::string& node, v1::JobEve
   }
 }
 
+// "rank R on N was killed by signal S" or "... exited with code C", and why, as its agent tells
+// it: the worker's own reason or its last output (bounded again here: an agent's text is input).
+std::string DescribeExit(const std::string& node, const v1::WorkerState& state) {
+  std::string what = state.signal() != 0 ? absl::StrCat("rank ", state.rank(), " on ", node,
+                                                        " was killed by signal ", state.signal())
+                                         : absl::StrCat("rank ", state.rank(), " on ", node,
+                                                        " exited with code ", state.exit_code());
+  if (const std::string why = OneLine(state.exit_reason(), kExitReasonBytes); !why.empty()) {
+    absl::StrAppend(&what, ": ", why);
+  }
+  return what;
+}
+
 }  // namespace
 
 struct JobManager::Job {
@@ -126,6 +139,10 @@ struct JobManager::Job {
     absl::Time decide_by;  // blame whoever the evidence names by then
   };
   std::optional<PendingHang> pending_hang;
+  // The ranks the last declared hang blamed and the generation that hung: their exits (the
+  // agents stop them) get a "suspect_exit" event with why they ended, so their last output.
+  int64_t hang_generation = 0;
+  std::set<int> suspects_to_quote;
   bool recovery_series = false;  // ringmaster_recovery_seconds exported
   bool resumed = false;          // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
@@ -866,6 +883,7 @@ void JobManager::OnWorkerState(const std::string& node, const v1::WorkerState& s
 
 void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state) {
   Job* job = Find(state.job().job_id());
+  if (job != nullptr) QuoteSuspectExit(job, node, state);
   if (job != nullptr && !job->status.stopping_ranks().empty() &&
       state.phase() == v1::WORKER_PHASE_EXITED &&
       state.job().generation() == job->status.generation()) {
@@ -905,15 +923,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     }
     return;
   }
-  std::string what = state.signal() != 0 ? absl::StrCat("rank ", state.rank(), " on ", node,
-                                                        " was killed by signal ", state.signal())
-                                         : absl::StrCat("rank ", state.rank(), " on ", node,
-                                                        " exited with code ", state.exit_code());
-  // Why, as its agent tells it: the worker's own reason or its last output (bounded again here:
-  // an agent's text is input).
-  if (const std::string why = OneLine(state.exit_reason(), kExitReasonBytes); !why.empty()) {
-    absl::StrAppend(&what, ": ", why);
-  }
+  const std::string what = DescribeExit(node, state);
   v1::JobEvent& event = AddEvent(job, "worker_exit", what);
   event.add_ranks(state.rank());
   const absl::Time failed_at =
@@ -921,6 +931,19 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
   Fail(job, what, /*fatal=*/state.signal() == 0 && state.exit_code() == kExitFatal, failed_at,
        node);
   ScheduleLocked();
+}
+
+void JobManager::QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state) {
+  if (state.phase() != v1::WORKER_PHASE_EXITED ||
+      state.job().generation() != job->hang_generation ||
+      job->suspects_to_quote.erase(state.rank()) == 0) {
+    return;
+  }
+  v1::JobEvent& event = AddEvent(job, "suspect_exit",
+                                 absl::StrCat("blamed for the hang: ", DescribeExit(node, state)));
+  event.set_generation(state.job().generation());
+  event.add_ranks(state.rank());
+  Persist(job);
 }
 
 void JobManager::OnStepSummary(const v1::StepSummary& summary) {
@@ -1091,6 +1114,8 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   if (!why.empty()) absl::StrAppend(&what, "; ", why);
   v1::JobEvent& event = AddEvent(job, "hang", what);
   for (int r : suspects) event.add_ranks(r);
+  job->hang_generation = job->status.generation();
+  job->suspects_to_quote = std::set<int>(suspects.begin(), suspects.end());
   if (hangs_ != nullptr) hangs_->WithLabels({job->status.job_id()})->Increment();
   if (hang_suspects_ != nullptr) {
     ClearHangSuspects(job);

@@ -24,7 +24,9 @@
 //  - hangs: an agent reports a rank silent beyond its phase's allowance; the rank(s) to blame
 //    are those whose process stopped reporting while their peers report, else those that never
 //    entered the collective their group waits in (hang_analysis.h, from the last collective
-//    sequence numbers); the "hang" event and ringmaster_hang_suspect{rank} name them;
+//    sequence numbers); the "hang" event and ringmaster_hang_suspect{rank} name them; as the
+//    agents stop them, a "suspect_exit" event each says why they ended (for a stopped worker that
+//    announced nothing: the last line it printed before the stop, what it was doing);
 //  - stragglers: straggler_detector.h per data-parallel group, with the job's
 //    watchdog.straggler_threshold; "straggler" events (flagged and cleared) and
 //    ringmaster_straggler{rank}; no restart;
@@ -237,6 +239,11 @@ class JobManager {
   // ringmaster_hang_suspect).
   void DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
                    absl::Time began) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A hang's suspect's exit from the generation that hung (the agents stop it): a "suspect_exit"
+  // event with why it ended, once per suspect. Any job state: the job may have relaunched or
+  // ended since.
+  void QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's ringmaster_hang_suspect series (only created when the family exists).
   void ClearHangSuspects(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs

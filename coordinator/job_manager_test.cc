@@ -436,6 +436,45 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
       std::string::npos);
 }
 
+// The agents stop the hung generation; the blamed rank's exit says what it was doing.
+TEST_F(JobManagerTest, TheBlamedRanksExitIsQuotedOnceAfterTheHang) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus gen1 = Current(job->job_id());
+  jobs_->OnWorkerState("n1", HangReport(gen1, 1, 12.5));
+  ASSERT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").empty());
+
+  // Rank 0 was not blamed: its exit says nothing.
+  v1::WorkerState peer = Exit(gen1, 0, -1, 15);
+  peer.set_exit_reason("last output before the stop: step 4 loss 3.2");
+  jobs_->OnWorkerState("n1", peer);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").empty());
+  v1::WorkerState blamed = Exit(gen1, 1, -1, 15);
+  blamed.set_exit_reason("last output before the stop: waiting for shard 7\n");
+  jobs_->OnWorkerState("n1", blamed);
+  jobs_->OnWorkerState("n1", blamed);  // a replay (the agent's registration) changes nothing
+
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> quoted = EventsOf(*after, "suspect_exit");
+  ASSERT_EQ(quoted.size(), 1u);
+  EXPECT_EQ(quoted[0].message(),
+            "blamed for the hang: rank 1 on n1 was killed by signal 15: last output before the "
+            "stop: waiting for shard 7");
+  EXPECT_EQ(quoted[0].generation(), 1);
+  ASSERT_EQ(quoted[0].ranks_size(), 1);
+  EXPECT_EQ(quoted[0].ranks(0), 1);
+  // The relaunched generation runs on, untouched by its predecessor's exits.
+  EXPECT_EQ(after->job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after->job().generation(), 2);
+  EXPECT_EQ(after->job().restarts(), 1);
+  // An exit of the new generation's rank 1 is a failure of its own, not a quote.
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 1, 1));
+  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").size(), 1u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->job().state(), v1::JOB_STATE_FAILED);
+}
+
 TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWaitsIn) {
   AddNode("n1", 4);
   auto job = jobs_->Submit(Spec(1, 4), "", alice_);

@@ -212,6 +212,14 @@ int HangBlamedRank(const std::string& job_json) {
   return rank;
 }
 
+std::string LastOutputBeforeTheStop(const std::string& job_json, int rank) {
+  std::smatch m;
+  const std::regex quote(
+      absl::StrCat("blamed for the hang: rank ", rank,
+                   " on [^ ]+ [^:\"]+: last output before the stop: ([^\"]+)\""));
+  return std::regex_search(job_json, m, quote) ? m[1].str() : "";
+}
+
 pid_t TrainerPid(const std::string& log) {
   std::smatch m;
   int pid = 0;

@@ -88,6 +88,10 @@ std::string TrainerFinalCrc(const std::string& log);
 // when there is no such event or it names several ranks.
 int HangBlamedRank(const std::string& job_json);
 
+// The line a "suspect_exit" event of `job_json` quotes for `rank` stopped after a hang ("...
+// last output before the stop: LINE"), or "" when there is none yet.
+std::string LastOutputBeforeTheStop(const std::string& job_json, int rank);
+
 // The pid a trainer logged at its start ("rank R/W pid P"), or 0.
 pid_t TrainerPid(const std::string& log);
 

@@ -1,10 +1,10 @@
 // A small worker program for agent tests. In order, as its flags ask, it: prints
-// "test_worker: started pid=<pid>"; ignores SIGTERM; exits with a code on SIGUSR1 or ignores it;
-// forks children that block forever (they print "test_worker: child pid=<pid>"); prints
-// "test_worker: ready"; prints its environment, working directory, stdin, open descriptors and
-// signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and runs --steps
-// steps of --step_seconds each, reported through the worker API; prints --print_bytes bytes of
-// filler; then crashes (SIGSEGV), hangs, or exits with --exit_code. If its rank is among
+// "test_worker: started pid=<pid>"; ignores SIGTERM or says so when it comes; exits with a code on
+// SIGUSR1 or ignores it; forks children that block forever (they print "test_worker: child
+// pid=<pid>"); prints "test_worker: ready"; prints its environment, working directory, stdin, open
+// descriptors and signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and
+// runs --steps steps of --step_seconds each, reported through the worker API; prints --print_bytes
+// bytes of filler; then crashes (SIGSEGV), hangs, or exits with --exit_code. If its rank is among
 // --hold_ranks, it waits for --hold_until_file to exist before it exits (or before the
 // rendezvous, with --hold_before_rendezvous).
 //
@@ -44,6 +44,8 @@ ABSL_FLAG(int, exit_code, 0, "Exit code after the steps.");
 ABSL_FLAG(bool, crash, false, "Die of SIGSEGV after the steps.");
 ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
 ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
+ABSL_FLAG(bool, say_on_sigterm, false,
+          "On SIGTERM, print \"test_worker: got SIGTERM\" and die of it.");
 ABSL_FLAG(int, sigusr1_exit_code, -1,
           "On SIGUSR1 (the agent's request to checkpoint and exit), exit with this code; -1: "
           "SIGUSR1's default action.");
@@ -196,6 +198,14 @@ void Hold() {
   for (;;) pause();
 }
 
+// Async-signal-safe: write(2), then the default action.
+void SayAndDieOfSigterm(int) {
+  constexpr char kLine[] = "test_worker: got SIGTERM\n";
+  (void)!write(STDOUT_FILENO, kLine, sizeof(kLine) - 1);
+  signal(SIGTERM, SIG_DFL);
+  raise(SIGTERM);
+}
+
 int sigusr1_exit_code = -1;  // for the handler
 
 void ExitOnSigusr1(int) { _exit(sigusr1_exit_code); }
@@ -203,6 +213,7 @@ void ExitOnSigusr1(int) { _exit(sigusr1_exit_code); }
 // Returns the exit code.
 absl::StatusOr<int> Run() {
   if (absl::GetFlag(FLAGS_ignore_sigterm)) signal(SIGTERM, SIG_IGN);
+  if (absl::GetFlag(FLAGS_say_on_sigterm)) signal(SIGTERM, SayAndDieOfSigterm);
   sigusr1_exit_code = absl::GetFlag(FLAGS_sigusr1_exit_code);
   if (sigusr1_exit_code >= 0) signal(SIGUSR1, ExitOnSigusr1);
   if (absl::GetFlag(FLAGS_ignore_sigusr1)) signal(SIGUSR1, SIG_IGN);
