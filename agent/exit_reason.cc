@@ -5,7 +5,8 @@
 
 namespace ringmaster::agent {
 
-std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced) {
+std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced,
+                       const std::string& oom) {
   if (info.exit_code == 0 && info.signal == 0) return "";
   std::string reason;
   if (announced.has_value() && !OneLine(announced->reason, kExitReasonBytes).empty()) {
@@ -17,6 +18,7 @@ std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncemen
     reason = absl::StrCat(info.stopped ? "last output before the stop: " : "last output: ",
                           info.last_line);
   }
+  if (!oom.empty()) reason = reason.empty() ? oom : absl::StrCat(oom, ": ", reason);
   return OneLine(reason, kExitReasonBytes);
 }
 

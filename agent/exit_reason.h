@@ -25,7 +25,10 @@ struct ExitAnnouncement {
 // - not announced (or with an empty reason): "last output: " and its last line
 //   (ExitInfo::last_line), "last output before the stop: " for a worker the agent stopped (its
 //   line from before the first signal), or "" if it printed nothing.
-std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced);
+// - `oom` (OomKillWatch::RecentKills, for a failure the agent did not cause), if not empty,
+//   goes first: "likely out of memory (...)" and ": " and the rest, if any.
+std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced,
+                       const std::string& oom = "");
 
 }  // namespace ringmaster::agent
 

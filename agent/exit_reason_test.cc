@@ -49,6 +49,17 @@ TEST(ExitReasonTest, WithoutAnAnnouncementTheLastLineOfOutput) {
             "last output: Traceback");
 }
 
+TEST(ExitReasonTest, ALikelyOutOfMemoryGoesFirst) {
+  const std::string oom =
+      "likely out of memory (the kernel's OOM killer killed 1 process on this node in the 10.0 "
+      "s before)";
+  EXPECT_EQ(ExitReason(Killed(9, "step 12"), std::nullopt, oom), oom + ": last output: step 12");
+  EXPECT_EQ(ExitReason(Killed(9), std::nullopt, oom), oom);
+  // A program whose child the killer took fails its own way.
+  EXPECT_EQ(ExitReason(Exited(1), ExitAnnouncement{1, "DataLoader worker killed"}, oom),
+            oom + ": DataLoader worker killed");
+}
+
 TEST(ExitReasonTest, OneBoundedLine) {
   const std::string got =
       ExitReason(Exited(78), ExitAnnouncement{78, "INVALID_ARGUMENT:\n" + std::string(2000, 'x')});

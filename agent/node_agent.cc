@@ -519,7 +519,10 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
                << ") exited: code " << info.exit_code << ", signal " << info.signal;
-  ReportExit(worker.job, worker.rank, pid, info, ExitReason(info, worker.announced));
+  // A worker the agent stopped ended for that; any other failure may be the OOM killer's.
+  const bool failed = info.exit_code != 0 || info.signal != 0;
+  const std::string oom = failed && !info.stopped ? oom_kills_.RecentKills() : "";
+  ReportExit(worker.job, worker.rank, pid, info, ExitReason(info, worker.announced, oom));
 }
 
 void NodeAgent::NoteExitAnnounced(const std::string& job_id, int64_t generation, int rank,
@@ -611,6 +614,7 @@ void NodeAgent::ForwardLinkReport(const v1::LinkReport& report) {
 }
 
 void NodeAgent::Tick() {
+  oom_kills_.Sample();
   metrics_->Refresh();
   if (link_ == nullptr) return;
   for (v1::StepSummary& summary : metrics_->TakeSummaries()) {

@@ -35,6 +35,7 @@
 #include "agent/exit_reason.h"
 #include "agent/local_watchdog.h"
 #include "agent/log_retention.h"
+#include "agent/oom_kills.h"
 #include "agent/rank_metrics.h"
 #include "agent/rendezvous_replay.h"
 #include "agent/worker_supervisor.h"
@@ -163,6 +164,8 @@ class NodeAgent {
   const NodeAgentOptions options_;
   RankMetrics* const metrics_;
   LocalWatchdog* const watchdog_;
+  // The kernel's OOM kills, sampled every Tick(): a failing exit soon after one says so.
+  OomKillWatch oom_kills_{"/", Clock::Real()};
   std::unique_ptr<CoordinatorLink> link_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
 

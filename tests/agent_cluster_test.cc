@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/testing/memory_cgroup.h"
 #include "common/grpc_client.h"
 #include "common/http_client.h"
 #include "common/testing/wait.h"
@@ -434,6 +435,29 @@ TEST_F(AgentClusterTest, HungWorkerIsNamedAndTheJobRestarts) {
   EXPECT_NE(run.output.find("in phase step: hung"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("(generation 2)"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("FAILED"), std::string::npos) << run.output;
+}
+
+// The kernel's OOM killer ends a worker: its exit says it was likely out of memory, not only
+// "killed by signal 9". The agents (so the workers they launch) are moved into a memory cgroup
+// limited to 256 MiB; skipped where this process cannot make one. The agent compares the cgroup's
+// count when it has sampled it before the kill, else the node's.
+TEST_F(AgentClusterTest, AWorkerTheOomKillerEndsWasLikelyOutOfMemory) {
+  auto cgroup = agent::MemoryCgroup::Make("ringmaster-agents", 256 << 20);
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.status();
+  for (const Subprocess& agent : agents_) ASSERT_TRUE((*cgroup)->Join(agent.pid()).ok());
+  const std::string path = dir_ + "/oom.yaml";
+  std::ofstream(path) << "name: oom\nnodes: 1\ndevices_per_node: 1\n"
+                      << "trainer:\n  command: [\"" << worker_
+                      << "\", \"--steps=1\", \"--eat_memory_mb=4096\"]\n  steps: 1\n"
+                      << "restart: {max_restarts: 0}\n";
+  CommandResult run = Ctl({"submit", "-f", path, "--wait"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex("rank 0 on agent-\\d was killed by signal 9: likely out of memory "
+                             "\\(the kernel's OOM killer killed \\d+ process(es)? (in the "
+                             "workers' memory cgroup|on this node) in the \\d+\\.\\d s "
+                             "before\\): last output: test_worker: eating 4096 MiB")))
+      << run.output;
 }
 
 // Skipped where Debian's python3-torch is not installed (tools/setup does not install it: it is

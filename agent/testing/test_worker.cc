@@ -4,7 +4,8 @@
 // pid=<pid>"); prints "test_worker: ready"; prints its environment, working directory, stdin, open
 // descriptors and signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and
 // runs --steps steps of --step_seconds each, reported through the worker API; prints --print_bytes
-// bytes of filler; then crashes (SIGSEGV), hangs, or exits with --exit_code. If its rank is among
+// bytes of filler; then crashes (SIGSEGV), touches --eat_memory_mb MiB and blocks, hangs, or exits
+// with --exit_code. If its rank is among
 // --hold_ranks, it waits for --hold_until_file to exist before it exits (or before the
 // rendezvous, with --hold_before_rendezvous).
 //
@@ -12,6 +13,7 @@
 // RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -43,6 +46,8 @@ ABSL_FLAG(double, step_seconds, 0, "Seconds each step takes.");
 ABSL_FLAG(int, exit_code, 0, "Exit code after the steps.");
 ABSL_FLAG(bool, crash, false, "Die of SIGSEGV after the steps.");
 ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
+ABSL_FLAG(int, eat_memory_mb, 0,
+          "After the steps, touch this many MiB of memory in 8 MiB pieces, then block forever.");
 ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
 ABSL_FLAG(bool, say_on_sigterm, false,
           "On SIGTERM, print \"test_worker: got SIGTERM\" and die of it.");
@@ -193,6 +198,19 @@ void Hold() {
   abort();  // Not reached.
 }
 
+// For the OOM killer (tests run it in a memory cgroup with a lower limit).
+[[noreturn]] void EatMemory(int mb) {
+  Say(absl::StrCat("eating ", mb, " MiB"));
+  constexpr size_t kPiece = 8 << 20;
+  for (int eaten = 0; eaten < mb; eaten += 8) {
+    void* p = mmap(nullptr, kPiece, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) break;
+    memset(p, 1, kPiece);
+  }
+  Say("ate it all");
+  for (;;) pause();
+}
+
 [[noreturn]] void Hang() {
   Say("hanging");
   for (;;) pause();
@@ -234,6 +252,7 @@ absl::StatusOr<int> Run() {
   if (absl::GetFlag(FLAGS_print_bytes) > 0) PrintFiller(absl::GetFlag(FLAGS_print_bytes));
   if (!hold_first) Hold();
   if (absl::GetFlag(FLAGS_crash)) Crash();
+  if (absl::GetFlag(FLAGS_eat_memory_mb) > 0) EatMemory(absl::GetFlag(FLAGS_eat_memory_mb));
   if (absl::GetFlag(FLAGS_hang)) Hang();
 
   int code = absl::GetFlag(FLAGS_exit_code);

@@ -1,0 +1,70 @@
+// Whether the kernel's OOM killer ended a worker. The exit cannot tell (its SIGKILL is any
+// SIGKILL, and a program whose child it killed fails its own way), but the kernel counts its OOM
+// kills: in the memory cgroup the workers run in (the agent's, which they inherit) and on the
+// whole node. A failing exit that comes soon after either count rose is likely out of memory.
+//
+// The counts, each absent where the kernel or the setup has none (then nothing is claimed):
+// - cgroup v1: ROOT/sys/fs/cgroup/memory/PATH/memory.oom_control, its "oom_kill N" line (Linux
+//   4.13+), PATH being the "memory" controller's in ROOT/proc/self/cgroup;
+// - cgroup v2: ROOT/sys/fs/cgroup/PATH/memory.events, "oom_kill N" (its descendants' included),
+//   PATH being that of the "0::" line, where no v1 memory controller is listed;
+// - the node: ROOT/proc/vmstat, "oom_kill N" (Linux 4.13+).
+#ifndef RINGMASTER_AGENT_OOM_KILLS_H_
+#define RINGMASTER_AGENT_OOM_KILLS_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace ringmaster::agent {
+
+struct OomKillCounts {
+  std::string cgroup_file;  // where `cgroup` was read ("" for none)
+  std::optional<int64_t> cgroup;
+  std::optional<int64_t> node;
+};
+
+// The file that counts OOM kills in the memory cgroup of process `pid` (a number, or "self"),
+// under `root` ("/" on a real system); "" if none is found.
+std::string OomKillCounterFile(const std::string& root, const std::string& pid);
+
+// The counts now: the cgroup's from `cgroup_file` ("" for none), the node's from ROOT/proc/vmstat.
+OomKillCounts ReadOomKillCounts(const std::string& root, const std::string& cgroup_file);
+
+// Samples the counts (the agent's tick calls Sample) and says, at an exit, whether they rose in
+// the last `window` or so (between `window` and `window` plus a sampling interval). The agent's
+// cgroup is looked up at every sample (it may be moved); its count is compared with the oldest
+// sample kept of the same cgroup. Thread-safe.
+class OomKillWatch {
+ public:
+  // Takes a first sample, of the agent's own counts under `root`.
+  OomKillWatch(std::string root, Clock* clock, absl::Duration window = absl::Seconds(10));
+
+  void Sample();
+
+  // For a failing exit now: "" if neither count rose since the oldest sample kept; else
+  // "likely out of memory (the kernel's OOM killer killed N process(es) in the workers' memory
+  // cgroup [on this node] in the S s before)", the cgroup preferred when it rose.
+  std::string RecentKills();
+
+ private:
+  OomKillCounts Read() const;
+
+  const std::string root_;
+  Clock* const clock_;
+  const absl::Duration window_;
+  absl::Mutex mu_;
+  // Oldest first; the oldest is the only one older than the window.
+  std::deque<std::pair<absl::Time, OomKillCounts>> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_OOM_KILLS_H_
