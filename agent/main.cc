@@ -131,6 +131,12 @@ absl::Status Run() {
   }
   const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
+  options.oom_kills = registry
+                          .AddCounter("ringmaster_agent_worker_oom_kills_total",
+                                      "Failing worker exits on this node that came right after "
+                                      "the kernel's OOM killer acted where the workers run "
+                                      "(their exit reason says \"likely out of memory\").")
+                          .WithLabels({});
   // /readyz: ready once registered with the coordinator (the agent is made after the server,
   // which must know its port first).
   std::atomic<const NodeAgent*> ready_agent{nullptr};

@@ -522,6 +522,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   // A worker the agent stopped ended for that; any other failure may be the OOM killer's.
   const bool failed = info.exit_code != 0 || info.signal != 0;
   const std::string oom = failed && !info.stopped ? oom_kills_.RecentKills() : "";
+  if (!oom.empty() && options_.oom_kills != nullptr) options_.oom_kills->Increment();
   ReportExit(worker.job, worker.rank, pid, info, ExitReason(info, worker.announced, oom));
 }
 

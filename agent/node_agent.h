@@ -39,6 +39,7 @@
 #include "agent/rank_metrics.h"
 #include "agent/rendezvous_replay.h"
 #include "agent/worker_supervisor.h"
+#include "common/metrics/metric.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 
 namespace ringmaster::agent {
@@ -53,6 +54,8 @@ struct NodeAgentOptions {
   std::string trainer_binary;  // Program for builtin jobs ("gpt"); empty: builtin jobs fail.
   int64_t max_log_bytes = 64 << 20;
   int64_t log_budget_bytes = 0;  // All workers' logs on this node (log_retention.h); 0: no limit.
+  // Counts the failing exits said to be likely out of memory (oom_kills.h); null: not counted.
+  std::shared_ptr<metrics::Counter> oom_kills;
 };
 
 class NodeAgent {

@@ -458,6 +458,16 @@ TEST_F(AgentClusterTest, AWorkerTheOomKillerEndsWasLikelyOutOfMemory) {
                              "workers' memory cgroup|on this node) in the \\d+\\.\\d s "
                              "before\\): last output: test_worker: eating 4096 MiB")))
       << run.output;
+  // Counted on the agent that ran it.
+  std::smatch node;
+  ASSERT_TRUE(std::regex_search(run.output, node, std::regex("rank 0 on agent-(\\d)")));
+  const int port = MetricsPort(agents_[node[1].str() == "0" ? 0 : 1]);
+  auto page = HttpGet("127.0.0.1", port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->body, HasSubstr("\nringmaster_agent_worker_oom_kills_total 1\n"));
+  page = HttpGet("127.0.0.1", MetricsPort(agents_[node[1].str() == "0" ? 1 : 0]), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->body, HasSubstr("\nringmaster_agent_worker_oom_kills_total 0\n"));
 }
 
 // Skipped where Debian's python3-torch is not installed (tools/setup does not install it: it is

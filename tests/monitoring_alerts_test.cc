@@ -5,11 +5,13 @@
 // checked by monitoring_panels_test.
 #include <signal.h>
 
+#include <regex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "agent/testing/memory_cgroup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/monitoring_stack.h"
@@ -176,6 +178,39 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
                                  "job=\"ringmaster-coordinator\",node=\"agent-1\"",
                                  absl::Seconds(60))
                   .ok());
+}
+
+// A worker the kernel's OOM killer ends (the test worker touching 4 GiB in a 256 MiB memory cgroup
+// the agents are moved into): RingmasterWorkerOutOfMemory goes pending for its node, and not for
+// the other. Skipped where this process cannot make a memory cgroup.
+TEST_F(MonitoringAlertsTest, OomKilledWorkerRaisesWorkerOutOfMemoryForItsNode) {
+  auto cgroup = agent::MemoryCgroup::Make("ringmaster-monitoring", 256 << 20);
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.status();
+  EXPECT_THAT(stack_->Alerts("RingmasterWorkerOutOfMemory", ""), IsEmpty());
+  for (int i = 0; i < cluster().agent_count(); ++i) {
+    ASSERT_TRUE((*cgroup)->Join(cluster().agent(i).pid()).ok());
+  }
+  const std::string id = cluster().Submit(
+      "oom",
+      absl::StrCat("name: oom\nnodes: 1\ndevices_per_node: 1\ntrainer:\n  command: [\"",
+                   TestCluster::Runfile("agent/testing/test_worker"),
+                   "\", \"--eat_memory_mb=4096\"]\n  steps: 1\n", "restart: {max_restarts: 0}\n"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(cluster().WaitForEnd(id, absl::Seconds(60)), "FAILED") << Describe(id);
+  const std::string described = Describe(id);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      described, m,
+      std::regex("rank 0 on (agent-\\d) was killed by signal 9: likely out of memory")))
+      << described;
+  const std::string node = m[1].str();
+  auto alert = stack_->WaitForAlert("RingmasterWorkerOutOfMemory",
+                                    absl::StrCat("node=\"", node, "\""), absl::Seconds(60));
+  ASSERT_TRUE(alert.ok()) << alert.status() << described;
+  EXPECT_EQ(Label(*alert, "severity"), "warning");
+  const std::string other = node == "agent-0" ? "agent-1" : "agent-0";
+  EXPECT_THAT(stack_->Alerts("RingmasterWorkerOutOfMemory", absl::StrCat("node=\"", other, "\"")),
+              IsEmpty());
 }
 
 // A job that crashes after its second checkpoint in every generation: it restarts again and
