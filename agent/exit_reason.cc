@@ -7,7 +7,9 @@ namespace ringmaster::agent {
 
 std::string ExitReason(const ExitInfo& info, const std::optional<ExitAnnouncement>& announced,
                        const std::string& oom) {
-  if (info.exit_code == 0 && info.signal == 0) return "";
+  // A stopped worker's clean exit still says what it was doing (a hang's suspect may catch
+  // SIGTERM and exit 0).
+  if (info.exit_code == 0 && info.signal == 0 && !info.stopped) return "";
   std::string reason;
   if (announced.has_value() && !OneLine(announced->reason, kExitReasonBytes).empty()) {
     reason =

@@ -17,7 +17,8 @@ struct ExitAnnouncement {
   std::string reason;
 };
 
-// For an exit with code 0: "". Otherwise, made one line of at most kExitReasonBytes
+// For an exit with code 0: "", unless the agent stopped the worker. Otherwise, made one line of
+// at most kExitReasonBytes
 // (common/one_line.h):
 // - announced, and it exited with the code it announced: the announced reason;
 // - announced, and it ended otherwise (another code, a signal: it failed or was killed while

@@ -41,8 +41,10 @@ TEST(ExitReasonTest, WithoutAnAnnouncementTheLastLineOfOutput) {
   EXPECT_EQ(ExitReason(Exited(1, "RuntimeError: NCCL error"), std::nullopt),
             "last output: RuntimeError: NCCL error");
   EXPECT_EQ(ExitReason(Exited(1), std::nullopt), "");
-  // A worker the agent stopped: its line from before the stop.
+  // A worker the agent stopped: its line from before the stop, also when it exits cleanly.
   EXPECT_EQ(ExitReason(ExitInfo{-1, 15, "waiting for shard 7", /*stopped=*/true}, std::nullopt),
+            "last output before the stop: waiting for shard 7");
+  EXPECT_EQ(ExitReason(ExitInfo{0, 0, "waiting for shard 7", /*stopped=*/true}, std::nullopt),
             "last output before the stop: waiting for shard 7");
   // An announcement that says nothing is none.
   EXPECT_EQ(ExitReason(Exited(1, "Traceback"), ExitAnnouncement{1, " \n"}),

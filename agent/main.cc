@@ -133,9 +133,10 @@ absl::Status Run() {
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
   options.oom_kills = registry
                           .AddCounter("ringmaster_agent_worker_oom_kills_total",
-                                      "Failing worker exits on this node that came right after "
-                                      "the kernel's OOM killer acted where the workers run "
-                                      "(their exit reason says \"likely out of memory\").")
+                                      "Worker failures on this node told of an OOM kill: the "
+                                      "first after the kernel's OOM killer acted where the "
+                                      "workers run, one per kill (their exit reason says "
+                                      "\"likely out of memory\").")
                           .WithLabels({});
   // /readyz: ready once registered with the coordinator (the agent is made after the server,
   // which must know its port first).

@@ -42,7 +42,10 @@ constexpr size_t kRememberedExits = 1024;
 }  // namespace
 
 NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog)
-    : options_(std::move(options)), metrics_(metrics), watchdog_(watchdog) {
+    : options_(std::move(options)),
+      metrics_(metrics),
+      watchdog_(watchdog),
+      oom_watch_(options_.system_root, Clock::Real()) {
   supervisor_ =
       std::make_unique<WorkerSupervisor>([this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
   executor_ = std::thread([this] { ExecutorLoop(); });
@@ -416,6 +419,8 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   older.mutable_job()->set_generation(job.generation() - 1);
   older.set_grace_seconds(5);
   StopJob(older, StopTargets(older));
+  // A baseline of the OOM kill counts from before these workers exist, whatever the last tick saw.
+  oom_watch_.Sample();
   for (const v1::RankAssignment& a : launch.assignments()) {
     absl::StatusOr<LaunchSpec> spec = MakeLaunchSpec(launch, a);
     absl::StatusOr<pid_t> pid = absl::UnknownError("not launched");
@@ -521,7 +526,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
                << ") exited: code " << info.exit_code << ", signal " << info.signal;
   // A worker the agent stopped ended for that; any other failure may be the OOM killer's.
   const bool failed = info.exit_code != 0 || info.signal != 0;
-  const std::string oom = failed && !info.stopped ? oom_kills_.RecentKills() : "";
+  const std::string oom = failed && !info.stopped ? oom_watch_.RecentKills() : "";
   if (!oom.empty() && options_.oom_kills != nullptr) options_.oom_kills->Increment();
   ReportExit(worker.job, worker.rank, pid, info, ExitReason(info, worker.announced, oom));
 }
@@ -615,7 +620,7 @@ void NodeAgent::ForwardLinkReport(const v1::LinkReport& report) {
 }
 
 void NodeAgent::Tick() {
-  oom_kills_.Sample();
+  oom_watch_.Sample();
   metrics_->Refresh();
   if (link_ == nullptr) return;
   for (v1::StepSummary& summary : metrics_->TakeSummaries()) {

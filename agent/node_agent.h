@@ -56,6 +56,8 @@ struct NodeAgentOptions {
   int64_t log_budget_bytes = 0;  // All workers' logs on this node (log_retention.h); 0: no limit.
   // Counts the failing exits said to be likely out of memory (oom_kills.h); null: not counted.
   std::shared_ptr<metrics::Counter> oom_kills;
+  // Where the kernel's OOM kill counts are read (oom_kills.h: ROOT/proc, ROOT/sys/fs/cgroup).
+  std::string system_root = "/";
 };
 
 class NodeAgent {
@@ -168,7 +170,7 @@ class NodeAgent {
   RankMetrics* const metrics_;
   LocalWatchdog* const watchdog_;
   // The kernel's OOM kills, sampled every Tick(): a failing exit soon after one says so.
-  OomKillWatch oom_kills_{"/", Clock::Real()};
+  OomKillWatch oom_watch_;
   std::unique_ptr<CoordinatorLink> link_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
 

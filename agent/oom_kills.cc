@@ -1,5 +1,6 @@
 #include "agent/oom_kills.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -95,36 +96,40 @@ void OomKillWatch::Sample() {
 
 std::string OomKillWatch::RecentKills() {
   const OomKillCounts now = Read();
-  // The oldest sample kept, and the oldest of the cgroup read now (the agent may have moved).
-  std::pair<absl::Time, OomKillCounts> node_base, cgroup_base;
-  {
-    absl::MutexLock lock(&mu_);
-    node_base = samples_.front();  // the constructor took one
-    cgroup_base = node_base;
-    for (const auto& sample : samples_) {
-      if (sample.second.cgroup_file == now.cgroup_file) {
-        cgroup_base = sample;
-        break;
-      }
+  absl::MutexLock lock(&mu_);
+  // The cgroup's count when it can be compared: the oldest sample kept of the cgroup read now
+  // (the agent may have moved). The kernel counts every OOM kill of a process in its cgroup, a
+  // node-wide one too, so the node's count is for when the cgroup's is not there.
+  const std::pair<absl::Time, OomKillCounts>* base = nullptr;
+  for (const auto& sample : samples_) {
+    if (sample.second.cgroup_file == now.cgroup_file && sample.second.cgroup.has_value()) {
+      base = &sample;
+      break;
     }
   }
-  auto rise = [](const std::optional<int64_t>& before, const std::optional<int64_t>& after) {
-    return before.has_value() && after.has_value() ? *after - *before : 0;
-  };
   std::string where = "in the workers' memory cgroup";
-  absl::Time since = cgroup_base.first;
-  int64_t killed = cgroup_base.second.cgroup_file == now.cgroup_file
-                       ? rise(cgroup_base.second.cgroup, now.cgroup)
-                       : 0;
-  if (killed <= 0) {
+  std::pair<std::string, int64_t>* claimed = &cgroup_claimed_;
+  std::string counter = now.cgroup_file;
+  std::optional<int64_t> before = base != nullptr ? base->second.cgroup : std::nullopt;
+  std::optional<int64_t> after = now.cgroup;
+  if (base == nullptr || !after.has_value()) {
+    base = &samples_.front();  // the constructor took one
     where = "on this node";
-    since = node_base.first;
-    killed = rise(node_base.second.node, now.node);
+    claimed = &node_claimed_;
+    counter = "/proc/vmstat";
+    before = base->second.node;
+    after = now.node;
   }
+  if (!before.has_value() || !after.has_value()) return "";
+  // Kills an earlier exit was told of are not told again: one kill, one exit (the first).
+  int64_t from = *before;
+  if (claimed->first == counter) from = std::max(from, claimed->second);
+  const int64_t killed = *after - from;
   if (killed <= 0) return "";
+  *claimed = {counter, from + 1};
   return absl::StrFormat(
       "likely out of memory (the kernel's OOM killer killed %d process%s %s in the %.1f s before)",
-      killed, killed == 1 ? "" : "es", where, absl::ToDoubleSeconds(clock_->Now() - since));
+      killed, killed == 1 ? "" : "es", where, absl::ToDoubleSeconds(clock_->Now() - base->first));
 }
 
 }  // namespace ringmaster::agent

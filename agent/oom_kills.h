@@ -5,7 +5,9 @@
 //
 // The counts, each absent where the kernel or the setup has none (then nothing is claimed):
 // - cgroup v1: ROOT/sys/fs/cgroup/memory/PATH/memory.oom_control, its "oom_kill N" line (Linux
-//   4.13+), PATH being the "memory" controller's in ROOT/proc/self/cgroup;
+//   4.13+; that cgroup's own processes only), PATH being the "memory" controller's in
+//   ROOT/proc/self/cgroup (a v1 container without a cgroup namespace, whose path is not under
+//   its mount, has none: the node's count is used);
 // - cgroup v2: ROOT/sys/fs/cgroup/PATH/memory.events, "oom_kill N" (its descendants' included),
 //   PATH being that of the "0::" line, where no v1 memory controller is listed;
 // - the node: ROOT/proc/vmstat, "oom_kill N" (Linux 4.13+).
@@ -38,10 +40,15 @@ std::string OomKillCounterFile(const std::string& root, const std::string& pid);
 // The counts now: the cgroup's from `cgroup_file` ("" for none), the node's from ROOT/proc/vmstat.
 OomKillCounts ReadOomKillCounts(const std::string& root, const std::string& cgroup_file);
 
-// Samples the counts (the agent's tick calls Sample) and says, at an exit, whether they rose in
-// the last `window` or so (between `window` and `window` plus a sampling interval). The agent's
-// cgroup is looked up at every sample (it may be moved); its count is compared with the oldest
-// sample kept of the same cgroup. Thread-safe.
+// Samples the counts (the agent's tick calls Sample, and a launch before its workers start) and
+// says, at an exit, whether they rose in the last `window` or so: since the newest sample at least
+// `window` old, so up to `window` plus two sampling intervals (more if a tick is late). The
+// cgroup's count is used where it can be compared: the agent's cgroup is looked up at every sample
+// (it may be moved) and compared with the oldest sample kept of that cgroup. The kernel counts
+// every OOM kill of a process in its cgroup (a node-wide one too), so the node's count is only for
+// when there is no such sample: a node-wide rise with the cgroup's count flat killed something
+// else. Each kill is told to one exit, the first after it (the victim; its peers fail after it): an
+// exit is told of the kills not told yet, and claims one of them. Thread-safe.
 class OomKillWatch {
  public:
   // Takes a first sample, of the agent's own counts under `root`.
@@ -49,9 +56,9 @@ class OomKillWatch {
 
   void Sample();
 
-  // For a failing exit now: "" if neither count rose since the oldest sample kept; else
-  // "likely out of memory (the kernel's OOM killer killed N process(es) in the workers' memory
-  // cgroup [on this node] in the S s before)", the cgroup preferred when it rose.
+  // For a failing exit now: "" if the count rose by no kill not told yet; else "likely out of
+  // memory (the kernel's OOM killer killed N process(es) in the workers' memory cgroup [on this
+  // node] in the S s before)", N the kills not told yet, and one of them counts as told.
   std::string RecentKills();
 
  private:
@@ -63,6 +70,9 @@ class OomKillWatch {
   absl::Mutex mu_;
   // Oldest first; the oldest is the only one older than the window.
   std::deque<std::pair<absl::Time, OomKillCounts>> samples_ ABSL_GUARDED_BY(mu_);
+  // The counter (file) and its value up to which kills were told to exits.
+  std::pair<std::string, int64_t> cgroup_claimed_ ABSL_GUARDED_BY(mu_);
+  std::pair<std::string, int64_t> node_claimed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::agent

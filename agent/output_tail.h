@@ -6,7 +6,8 @@
 // in place). Lines that OneLine (common/one_line.h) makes empty (spaces, colour codes) do not
 // count. Of each line the first kLineBytes are kept.
 //
-// Thread-safe: one thread adds while another reads.
+// Thread-safe: one thread adds while another reads. Its lock is a leaf (WorkerSupervisor reads
+// the last line under its own lock; nothing here calls out).
 #ifndef RINGMASTER_AGENT_OUTPUT_TAIL_H_
 #define RINGMASTER_AGENT_OUTPUT_TAIL_H_
 

@@ -504,7 +504,9 @@ void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
       worker = it->second;
       worker->leader_reaped = true;
       tail = worker->tail;
-      if (worker->stop_in_progress && worker->line_before_stop.has_value()) {
+      // Set only by a Stop() that began before this reap (a leader is reaped once), whether or
+      // not that Stop() has seen the group empty yet.
+      if (worker->line_before_stop.has_value()) {
         info.stopped = true;
         info.last_line = *worker->line_before_stop;
       }

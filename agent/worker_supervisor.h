@@ -74,7 +74,8 @@ struct ExitInfo {
   // everything it wrote when it left no process behind. For a stopped one, the last line before
   // Stop() signalled it (what it was doing, not how it reacted to the stop).
   std::string last_line;
-  // Stop() was at work on the worker when its process ended: the agent ended it.
+  // A Stop() had begun (taken its last line) before the process ended: the agent ended it, or
+  // it ended on its own meanwhile.
   bool stopped = false;
 };
 

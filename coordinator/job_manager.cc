@@ -141,6 +141,7 @@ struct JobManager::Job {
   std::optional<PendingHang> pending_hang;
   // The ranks the last declared hang blamed and the generation that hung: their exits (the
   // agents stop them) get a "suspect_exit" event with why they ended, so their last output.
+  // Replaced by the next hang's.
   int64_t hang_generation = 0;
   std::set<int> suspects_to_quote;
   bool recovery_series = false;  // ringmaster_recovery_seconds exported

@@ -238,7 +238,7 @@ TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExac
   EXPECT_THAT(event[0].str(), HasSubstr("rank 1's process stopped reporting"));
   // What rank 1 was doing, as its agent stopped it: its last line before the stop.
   std::string line;
-  EXPECT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitFor(
       [&] {
         line = LastOutputBeforeTheStop(cluster_->Ctl({"get", "job", id, "-o", "json"}).output, 1);
         return !line.empty();

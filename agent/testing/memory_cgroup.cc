@@ -1,12 +1,17 @@
 #include "agent/testing/memory_cgroup.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -23,6 +28,20 @@ bool WriteControl(const std::string& path, const std::string& text) {
   return out.good();
 }
 
+// Removes the empty NAME-PID cgroups under `parent` whose PID is no longer alive.
+void RemoveStale(const std::string& parent, const std::string& name) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string base = entry.path().filename().string();
+    int pid = 0;
+    if (absl::StartsWith(base, name + "-") &&
+        absl::SimpleAtoi(base.substr(name.size() + 1), &pid) && pid > 0 && kill(pid, 0) != 0 &&
+        errno == ESRCH) {
+      rmdir(entry.path().c_str());  // fails, harmlessly, while processes are left in it
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemoryCgroup>> MemoryCgroup::Make(const std::string& name,
@@ -33,16 +52,34 @@ absl::StatusOr<std::unique_ptr<MemoryCgroup>> MemoryCgroup::Make(const std::stri
   }
   const std::string parent = own.parent_path().string();
   const std::string counter = own.filename().string();
+  RemoveStale(parent, name);
   const std::string dir = absl::StrCat(parent, "/", name, "-", getpid());
   std::error_code ec;
   if (!std::filesystem::create_directory(dir, ec) || ec) {
     return absl::FailedPreconditionError(absl::StrCat("cannot make ", dir, ": ", ec.message()));
   }
   auto cgroup = std::unique_ptr<MemoryCgroup>(new MemoryCgroup(parent, dir, counter));
-  const std::string limit =
-      counter == "memory.oom_control" ? "memory.limit_in_bytes" : "memory.max";
-  if (!WriteControl(absl::StrCat(dir, "/", limit), absl::StrCat(limit_bytes))) {
+  const bool v1 = counter == "memory.oom_control";
+  if (!WriteControl(absl::StrCat(dir, v1 ? "/memory.limit_in_bytes" : "/memory.max"),
+                    absl::StrCat(limit_bytes))) {
     return absl::FailedPreconditionError(absl::StrCat("cannot limit ", dir, "'s memory"));
+  }
+  // Without swap, or the limit would only move memory to swap. v1 keeps memory plus swap under
+  // its own limit (the file exists only with swap accounting); v2 has a swap limit of its own.
+  const std::string swap =
+      absl::StrCat(dir, v1 ? "/memory.memsw.limit_in_bytes" : "/memory.swap.max");
+  const bool has_swap_limit = std::filesystem::exists(swap);
+  if (has_swap_limit && !WriteControl(swap, v1 ? absl::StrCat(limit_bytes) : "0")) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot limit ", dir, "'s swap"));
+  }
+  if (!has_swap_limit) {
+    std::ifstream swaps("/proc/swaps");
+    std::string header, device;
+    std::getline(swaps, header);
+    if (swaps >> device) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("swap is on and ", dir, " has no swap limit (", swap, ")"));
+    }
   }
   return cgroup;
 }
@@ -61,7 +98,10 @@ MemoryCgroup::~MemoryCgroup() {
   for (absl::string_view line : absl::StrSplit(procs.str(), '\n', absl::SkipEmpty())) {
     WriteControl(parent_ + "/cgroup.procs", std::string(line));
   }
-  rmdir(dir_.c_str());
+  if (rmdir(dir_.c_str()) != 0) {
+    std::fprintf(stderr, "memory_cgroup: cannot remove %s: %s\n", dir_.c_str(),
+                 std::strerror(errno));
+  }
 }
 
 }  // namespace ringmaster::agent

@@ -1,7 +1,10 @@
-// A memory cgroup of its own for a test, beside this process's (cgroup v1 or v2), with a memory
-// limit, so that the kernel's OOM killer can be made to act on processes moved into it. Made only
-// where this process may (root, a v1 memory controller or a delegated v2 one); tests skip
-// otherwise.
+// A memory cgroup for a test, made as a child of this process's memory cgroup, with a memory limit
+// and no swap, so that the kernel's OOM killer can be made to act on processes moved into it.
+//
+// Made only where this process may: root with a cgroup v1 memory controller (the usual case on
+// these machines), or cgroup v2 where the memory controller is enabled for the children of this
+// process's cgroup (rare: v2 allows that only for a cgroup without processes of its own, so tests
+// skip on most v2 hosts). Not thread-safe.
 #ifndef RINGMASTER_AGENT_TESTING_MEMORY_CGROUP_H_
 #define RINGMASTER_AGENT_TESTING_MEMORY_CGROUP_H_
 
@@ -18,10 +21,13 @@ namespace ringmaster::agent {
 
 class MemoryCgroup {
  public:
-  // FAILED_PRECONDITION, saying why, where no such cgroup can be made.
+  // "NAME-PID" under this process's memory cgroup (stale ones of dead test processes are removed
+  // first). FAILED_PRECONDITION, saying why, where no such cgroup can be made, limited and kept
+  // out of swap.
   static absl::StatusOr<std::unique_ptr<MemoryCgroup>> Make(const std::string& name,
                                                             int64_t limit_bytes);
-  // Moves whatever is left in it back to the parent, then removes it.
+  // Moves whatever is left in it back to the parent, then removes it (a failure is printed to
+  // stderr; the next Make of the same name removes it once empty).
   ~MemoryCgroup();
 
   // Moves process `pid` in (its children to come start in it).

@@ -4,8 +4,8 @@
 // pid=<pid>"); prints "test_worker: ready"; prints its environment, working directory, stdin, open
 // descriptors and signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and
 // runs --steps steps of --step_seconds each, reported through the worker API; prints --print_bytes
-// bytes of filler; then crashes (SIGSEGV), touches --eat_memory_mb MiB and blocks, hangs, or exits
-// with --exit_code. If its rank is among
+// bytes of filler; then crashes (SIGSEGV), touches --eat_memory_mb MiB (and exits 1), hangs, or
+// exits with --exit_code. If its rank is among
 // --hold_ranks, it waits for --hold_until_file to exist before it exits (or before the
 // rendezvous, with --hold_before_rendezvous).
 //
@@ -47,7 +47,8 @@ ABSL_FLAG(int, exit_code, 0, "Exit code after the steps.");
 ABSL_FLAG(bool, crash, false, "Die of SIGSEGV after the steps.");
 ABSL_FLAG(bool, hang, false, "Block forever after the steps.");
 ABSL_FLAG(int, eat_memory_mb, 0,
-          "After the steps, touch this many MiB of memory in 8 MiB pieces, then block forever.");
+          "After the steps, touch this many MiB of memory in 8 MiB pieces, then exit 1 (a "
+          "test runs it where the OOM killer ends it first).");
 ABSL_FLAG(bool, ignore_sigterm, false, "Ignore SIGTERM (forked children too).");
 ABSL_FLAG(bool, say_on_sigterm, false,
           "On SIGTERM, print \"test_worker: got SIGTERM\" and die of it.");
@@ -207,8 +208,9 @@ void Hold() {
     if (p == MAP_FAILED) break;
     memset(p, 1, kPiece);
   }
-  Say("ate it all");
-  for (;;) pause();
+  // Not killed: the limit it was meant to meet is not there. Fail rather than hold the memory.
+  Say("ate it all without being killed");
+  std::exit(1);
 }
 
 [[noreturn]] void Hang() {
