@@ -40,6 +40,29 @@ bool IsFile(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
+// Where cgroup `path` (as /proc/PID/cgroup names it) is under ROOT: through the cgroup file
+// system's mount in /proc/PID/mountinfo (v1: type "cgroup" with the "memory" option; v2:
+// "cgroup2"), whose mount root may be a prefix of the path (a container without a cgroup
+// namespace sees its own cgroup as its mount's root); without mountinfo, the usual mount point.
+std::string CgroupDir(const std::string& base, const std::string& pid, bool v1,
+                      const std::string& path) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadAll(absl::StrCat(base, "/proc/", pid, "/mountinfo")), '\n')) {
+    // "ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER_OPTIONS"
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    auto dash = std::find(fields.begin(), fields.end(), "-");
+    if (fields.size() < 5 || fields.end() - dash < 4) continue;
+    const absl::string_view type = dash[1];
+    bool memory = false;
+    for (absl::string_view option : absl::StrSplit(dash[3], ',')) memory |= option == "memory";
+    if (v1 ? type != "cgroup" || !memory : type != "cgroup2") continue;
+    const std::string mount_root = fields[3] == "/" ? "" : std::string(fields[3]);
+    if (path != mount_root && !absl::StartsWith(path, mount_root + "/")) continue;
+    return absl::StrCat(base, fields[4], path.substr(mount_root.size()));
+  }
+  return absl::StrCat(base, v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup", path);
+}
+
 }  // namespace
 
 std::string OomKillCounterFile(const std::string& root, const std::string& pid) {
@@ -56,16 +79,11 @@ std::string OomKillCounterFile(const std::string& root, const std::string& pid) 
       if (controller == "memory") v1 = path;
     }
   }
-  if (v1.has_value()) {
-    const std::string file =
-        absl::StrCat(base, "/sys/fs/cgroup/memory", *v1, "/memory.oom_control");
-    return IsFile(file) ? file : "";
-  }
-  if (v2.has_value()) {
-    const std::string file = absl::StrCat(base, "/sys/fs/cgroup", *v2, "/memory.events");
-    return IsFile(file) ? file : "";
-  }
-  return "";
+  if (!v1.has_value() && !v2.has_value()) return "";
+  const std::string file =
+      v1.has_value() ? absl::StrCat(CgroupDir(base, pid, true, *v1), "/memory.oom_control")
+                     : absl::StrCat(CgroupDir(base, pid, false, *v2), "/memory.events");
+  return IsFile(file) ? file : "";
 }
 
 OomKillCounts ReadOomKillCounts(const std::string& root, const std::string& cgroup_file) {

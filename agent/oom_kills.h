@@ -4,12 +4,15 @@
 // whole node. A failing exit that comes soon after either count rose is likely out of memory.
 //
 // The counts, each absent where the kernel or the setup has none (then nothing is claimed):
-// - cgroup v1: ROOT/sys/fs/cgroup/memory/PATH/memory.oom_control, its "oom_kill N" line (Linux
-//   4.13+; that cgroup's own processes only), PATH being the "memory" controller's in
-//   ROOT/proc/self/cgroup (a v1 container without a cgroup namespace, whose path is not under
-//   its mount, has none: the node's count is used);
-// - cgroup v2: ROOT/sys/fs/cgroup/PATH/memory.events, "oom_kill N" (its descendants' included),
-//   PATH being that of the "0::" line, where no v1 memory controller is listed;
+// - cgroup v1: DIR/memory.oom_control, its "oom_kill N" line (Linux 4.13+; that cgroup's own
+//   processes only), DIR being where the "memory" controller's path in ROOT/proc/self/cgroup is
+//   mounted;
+// - cgroup v2: DIR/memory.events, "oom_kill N" (its descendants' included), for the path of the
+//   "0::" line, where no v1 memory controller is listed.
+// DIR comes from the cgroup file system's mount in ROOT/proc/self/mountinfo: its mount point
+// plus the path less the mount's root (a container without a cgroup namespace sees its own
+// cgroup as the root of its mount); without mountinfo, ROOT/sys/fs/cgroup/memory (v1) or
+// ROOT/sys/fs/cgroup (v2) plus the path.
 // - the node: ROOT/proc/vmstat, "oom_kill N" (Linux 4.13+).
 #ifndef RINGMASTER_AGENT_OOM_KILLS_H_
 #define RINGMASTER_AGENT_OOM_KILLS_H_

@@ -48,6 +48,36 @@ TEST(OomKillCounterFileTest, TheV1MemoryControllersCgroupFirst) {
   EXPECT_EQ(OomKillCounterFile(root + "/", "self"), v1);
 }
 
+// A container without a cgroup namespace: /proc/self/cgroup names the host's path, and its
+// cgroup file systems are mounted with that path as their root.
+TEST(OomKillCounterFileTest, ThePathUnderItsMountsRoot) {
+  const std::string root = FreshTestCaseDir();
+  Write(root + "/proc/self/cgroup", "11:cpu:/docker/abc\n4:memory:/docker/abc\n");
+  Write(root + "/proc/self/mountinfo",
+        "30 25 0:26 / /sys/fs/cgroup ro - tmpfs tmpfs ro,mode=755\n"
+        "31 30 0:27 /docker/abc /sys/fs/cgroup/cpu ro,nosuid master:9 - cgroup cgroup rw,cpu\n"
+        "32 30 0:28 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n");
+  Write(root + "/sys/fs/cgroup/memory/memory.oom_control", OomControl(0));
+  EXPECT_EQ(OomKillCounterFile(root, "self"), root + "/sys/fs/cgroup/memory/memory.oom_control");
+  // A process in a child of the container's cgroup.
+  Write(root + "/proc/9/cgroup", "4:memory:/docker/abc/job7\n");
+  Write(root + "/proc/9/mountinfo",
+        "32 30 0:28 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n");
+  Write(root + "/sys/fs/cgroup/memory/job7/memory.oom_control", OomControl(0));
+  EXPECT_EQ(OomKillCounterFile(root, "9"), root + "/sys/fs/cgroup/memory/job7/memory.oom_control");
+  // v2, mounted elsewhere, the namespace's root.
+  Write(root + "/proc/10/cgroup", "0::/kubepods/pod1\n");
+  Write(root + "/proc/10/mountinfo",
+        "40 30 0:40 /kubepods/pod1 /run/cg2 rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n");
+  Write(root + "/run/cg2/memory.events", MemoryEvents(0));
+  EXPECT_EQ(OomKillCounterFile(root, "10"), root + "/run/cg2/memory.events");
+  // A path outside every mount's root (and not at the usual place either) has no counter.
+  Write(root + "/proc/11/cgroup", "4:memory:/elsewhere\n");
+  Write(root + "/proc/11/mountinfo",
+        "32 30 0:28 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n");
+  EXPECT_EQ(OomKillCounterFile(root, "11"), "");
+}
+
 TEST(OomKillCounterFileTest, TheV2CgroupWithoutAV1MemoryController) {
   const std::string root = FreshTestCaseDir();
   Write(root + "/proc/42/cgroup", "0::/kubepods/pod7/worker\n");
