@@ -99,8 +99,18 @@ OomKillWatch::OomKillWatch(std::string root, Clock* clock, absl::Duration window
   Sample();
 }
 
-OomKillCounts OomKillWatch::Read() const {
-  return ReadOomKillCounts(root_, OomKillCounterFile(root_, "self"));
+OomKillCounts OomKillWatch::Read() {
+  const std::string lines = ReadAll(absl::StrCat(Base(root_), "/proc/self/cgroup"));
+  std::string file;
+  {
+    absl::MutexLock lock(&locate_mu_);
+    if (lines != located_for_ || counter_file_.empty()) {
+      counter_file_ = OomKillCounterFile(root_, "self");
+      located_for_ = lines;
+    }
+    file = counter_file_;
+  }
+  return ReadOomKillCounts(root_, file);
 }
 
 void OomKillWatch::Sample() {

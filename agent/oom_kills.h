@@ -47,11 +47,11 @@ OomKillCounts ReadOomKillCounts(const std::string& root, const std::string& cgro
 // says, at an exit, whether they rose in the last `window` or so: since the newest sample at least
 // `window` old, so up to `window` plus two sampling intervals (more if a tick is late). The
 // cgroup's count is used where it can be compared: the agent's cgroup is looked up at every sample
-// (it may be moved) and compared with the oldest sample kept of that cgroup. The kernel counts
-// every OOM kill of a process in its cgroup (a node-wide one too), so the node's count is only for
-// when there is no such sample: a node-wide rise with the cgroup's count flat killed something
-// else. Each kill is told to one exit, the first after it (the victim; its peers fail after it): an
-// exit is told of the kills not told yet, and claims one of them. Thread-safe.
+// (it may be moved; Read()) and compared with the oldest sample kept of that cgroup. The kernel
+// counts every OOM kill of a process in its cgroup (a node-wide one too), so the node's count is
+// only for when there is no such sample: a node-wide rise with the cgroup's count flat killed
+// something else. Each kill is told to one exit, the first after it (the victim; its peers fail
+// after it): an exit is told of the kills not told yet, and claims one of them. Thread-safe.
 class OomKillWatch {
  public:
   // Takes a first sample, of the agent's own counts under `root`.
@@ -65,11 +65,16 @@ class OomKillWatch {
   std::string RecentKills();
 
  private:
-  OomKillCounts Read() const;
+  // The counts now. The cgroup's counter is located again (OomKillCounterFile, which reads
+  // mountinfo: long on a big node) only when /proc/self/cgroup changed or none was found.
+  OomKillCounts Read();
 
   const std::string root_;
   Clock* const clock_;
   const absl::Duration window_;
+  absl::Mutex locate_mu_;
+  std::string located_for_ ABSL_GUARDED_BY(locate_mu_);   // /proc/self/cgroup as last located
+  std::string counter_file_ ABSL_GUARDED_BY(locate_mu_);  // the cgroup's counter found then
   absl::Mutex mu_;
   // Oldest first; the oldest is the only one older than the window.
   std::deque<std::pair<absl::Time, OomKillCounts>> samples_ ABSL_GUARDED_BY(mu_);
