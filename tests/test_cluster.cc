@@ -212,12 +212,23 @@ int HangBlamedRank(const std::string& job_json) {
   return rank;
 }
 
-std::string LastOutputBeforeTheStop(const std::string& job_json, int rank) {
-  std::smatch m;
+void ExpectLastOutputBeforeTheStopFromItsLog(TestCluster& cluster, const std::string& job,
+                                             int generation, int rank) {
   const std::regex quote(
       absl::StrCat("blamed for the hang: rank ", rank,
                    " on [^ ]+ [^:\"]+: last output before the stop: ([^\"]+)\""));
-  return std::regex_search(job_json, m, quote) ? m[1].str() : "";
+  std::string json, line;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json = cluster.Ctl({"get", "job", job, "-o", "json"}).output;
+        std::smatch m;
+        line = std::regex_search(json, m, quote) ? m[1].str() : "";
+        return !line.empty();
+      },
+      absl::Seconds(30)))
+      << json;
+  EXPECT_NE(cluster.RankLog(job, generation, rank).find("\n" + line + "\n"), std::string::npos)
+      << line;
 }
 
 pid_t TrainerPid(const std::string& log) {

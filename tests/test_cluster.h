@@ -88,9 +88,12 @@ std::string TrainerFinalCrc(const std::string& log);
 // when there is no such event or it names several ranks.
 int HangBlamedRank(const std::string& job_json);
 
-// The line a "suspect_exit" event of `job_json` quotes for `rank` stopped after a hang ("...
-// last output before the stop: LINE"), or "" when there is none yet.
-std::string LastOutputBeforeTheStop(const std::string& job_json, int rank);
+// After a hang in `generation` of `job` blamed `rank`: waits (30 s) until a "suspect_exit" event
+// quotes the rank's last output before the agent stopped it ("... last output before the stop:
+// LINE"), and expects LINE to be a whole line of the rank's log in that generation. A fatal
+// failure if no such event comes.
+void ExpectLastOutputBeforeTheStopFromItsLog(TestCluster& cluster, const std::string& job,
+                                             int generation, int rank);
 
 // The pid a trainer logged at its start ("rank R/W pid P"), or 0.
 pid_t TrainerPid(const std::string& log);

@@ -237,14 +237,7 @@ TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExac
   std::printf("%s\n", event[0].str().c_str());
   EXPECT_THAT(event[0].str(), HasSubstr("rank 1's process stopped reporting"));
   // What rank 1 was doing, as its agent stopped it: its last line before the stop.
-  std::string line;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        line = LastOutputBeforeTheStop(cluster_->Ctl({"get", "job", id, "-o", "json"}).output, 1);
-        return !line.empty();
-      },
-      absl::Seconds(30)));
-  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("\n" + line + "\n"));
+  ASSERT_NO_FATAL_FAILURE(ExpectLastOutputBeforeTheStopFromItsLog(*cluster_, id, 1, 1));
   // The restart stopped every worker of generation 1, the stopped one included (SIGCONT and
   // SIGTERM, then SIGKILL): none is left behind, frozen.
   EXPECT_TRUE(WaitFor([&] { return kill(victim, 0) != 0; }, absl::Seconds(60)));
