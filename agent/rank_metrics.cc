@@ -63,6 +63,8 @@ struct RankMetrics::Rank {
   std::map<std::pair<std::string, std::string>, Collective> collectives;  // By (op, group).
   std::shared_ptr<metrics::Gauge> mfu;
   std::shared_ptr<metrics::Gauge> state_bytes;
+  // Created on the first step report that carries a gradient norm.
+  std::shared_ptr<metrics::Gauge> grad_norm;
   // Created on the first step report that carries pipeline figures.
   std::shared_ptr<metrics::Gauge> stage_compute_seconds;
   std::shared_ptr<metrics::Gauge> bubble_ratio;
@@ -122,6 +124,11 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
       state_bytes_(&registry->AddGauge(
           "ringmaster_state_bytes",
           "Bytes of parameters, gradients and optimizer state the rank holds.", kRankLabels)),
+      grad_norm_(&registry->AddGauge(
+          "ringmaster_grad_norm",
+          "Global gradient norm of the rank's last step, before clipping (a rise precedes a "
+          "divergence).",
+          kRankLabels)),
       stage_compute_seconds_(&registry->AddGauge(
           "ringmaster_stage_compute_seconds",
           "Pipeline parallelism: seconds the rank's stage computed in its last step.",
@@ -200,6 +207,10 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   }
   rank->mfu->Set(report.mfu());
   rank->state_bytes->Set(static_cast<double>(report.state_bytes()));
+  if (report.has_grad_norm()) {
+    if (rank->grad_norm == nullptr) rank->grad_norm = grad_norm_->WithLabels(rank->labels);
+    rank->grad_norm->Set(report.grad_norm());
+  }
   if (report.stage_compute_seconds() > 0) {
     if (rank->stage_compute_seconds == nullptr) {
       rank->stage_compute_seconds = stage_compute_seconds_->WithLabels(rank->labels);
@@ -381,6 +392,7 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   last_report_age_->Remove(rank.labels);
   mfu_->Remove(rank.labels);
   state_bytes_->Remove(rank.labels);
+  grad_norm_->Remove(rank.labels);
   stage_compute_seconds_->Remove(rank.labels);
   bubble_ratio_->Remove(rank.labels);
   checkpoint_step_->Remove(rank.labels);

@@ -5,6 +5,8 @@
 //   ringmaster_step_seconds             histogram of step wall time
 //   ringmaster_step                     gauge, last completed step
 //   ringmaster_loss                     gauge
+//   ringmaster_grad_norm                gauge, the step's global gradient norm before clipping
+//                                       (only for workers that report one)
 //   ringmaster_tokens_per_second        gauge, this rank's tokens / step seconds
 //   ringmaster_compute_seconds          gauge, compute seconds of the last step
 //   ringmaster_communication_seconds    gauge, communication seconds of the last step
@@ -127,6 +129,7 @@ class RankMetrics {
   metrics::GaugeFamily* const last_report_age_;
   metrics::GaugeFamily* const mfu_;
   metrics::GaugeFamily* const state_bytes_;
+  metrics::GaugeFamily* const grad_norm_;
   metrics::GaugeFamily* const stage_compute_seconds_;
   metrics::GaugeFamily* const bubble_ratio_;
   metrics::GaugeFamily* const checkpoint_step_;

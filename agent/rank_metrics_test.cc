@@ -1,6 +1,7 @@
 #include "agent/rank_metrics.h"
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <string>
 #include <thread>
@@ -125,6 +126,9 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# TYPE ringmaster_compute_seconds gauge\n"
       "ringmaster_compute_seconds",
       l, "} 0.375\n",
+      "# HELP ringmaster_grad_norm Global gradient norm of the rank's last step, before "
+      "clipping (a rise precedes a divergence).\n"
+      "# TYPE ringmaster_grad_norm gauge\n"
       "# HELP ringmaster_last_report_age_seconds Seconds since the rank's last report of any kind, "
       "as of the agent's last refresh.\n"
       "# TYPE ringmaster_last_report_age_seconds gauge\n"
@@ -576,6 +580,25 @@ TEST_F(RankMetricsTest, PipelineFiguresAreExportedWhenReported) {
               Contains("ringmaster_stage_compute_seconds{job_id=\"gpt-1\",rank=\"0\"} 0.25"));
   metrics_.ForgetJob("gpt-1");
   EXPECT_EQ(registry_.RenderText().find("ringmaster_bubble_ratio{"), std::string::npos);
+}
+
+// Only a worker that reports a gradient norm has the series (a command job need not), and it
+// shows a diverged run's NaN as it is.
+TEST_F(RankMetricsTest, GradientNormIsExportedWhenReported) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_grad_norm{"), std::string::npos);
+  v1::ReportStepRequest r = Step("gpt-1", 1, 0, 2);
+  r.set_grad_norm(0.75);
+  metrics_.OnStep(r);
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_grad_norm{job_id=\"gpt-1\",rank=\"0\"} 0.75"));
+  r = Step("gpt-1", 1, 0, 3);
+  r.set_grad_norm(std::nan(""));
+  metrics_.OnStep(r);
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_grad_norm{job_id=\"gpt-1\",rank=\"0\"} NaN"));
+  metrics_.ForgetJob("gpt-1");
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_grad_norm{"), std::string::npos);
 }
 
 TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {

@@ -87,6 +87,10 @@ absl::Status ValidateStepReport(const v1::ReportStepRequest& report) {
   RETURN_IF_ERROR(NonNegative("mfu", report.mfu()));
   RETURN_IF_ERROR(NonNegative("rendezvous_seconds", report.rendezvous_seconds()));
   RETURN_IF_ERROR(NonNegative("restore_seconds", report.restore_seconds()));
+  // Like the loss, a NaN or infinite norm is reported (a diverged run), not refused.
+  if (report.has_grad_norm() && report.grad_norm() < 0) {
+    return FieldError("grad_norm", absl::StrFormat("must be >= 0, got %g", report.grad_norm()));
+  }
   if (!(report.bubble_fraction() >= 0 && report.bubble_fraction() <= 1)) {
     return FieldError("bubble_fraction",
                       absl::StrFormat("must be in [0, 1], got %g", report.bubble_fraction()));

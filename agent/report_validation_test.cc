@@ -46,6 +46,11 @@ TEST(ValidateStepReportTest, TheBuiltinTrainersReportIsValid) {
   v1::ReportStepRequest nan_loss = GoodStep();
   nan_loss.set_loss(std::nan(""));  // a diverged run is reported, not refused
   EXPECT_TRUE(ValidateStepReport(nan_loss).ok());
+  v1::ReportStepRequest diverged = GoodStep();
+  diverged.set_grad_norm(std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(ValidateStepReport(diverged).ok());
+  diverged.set_grad_norm(std::nan(""));
+  EXPECT_TRUE(ValidateStepReport(diverged).ok());
 }
 
 TEST(ValidateStepReportTest, FiguresOutOfRangeNameTheField) {
@@ -55,6 +60,9 @@ TEST(ValidateStepReportTest, FiguresOutOfRangeNameTheField) {
   r = GoodStep();
   r.set_step_seconds(-1);
   EXPECT_EQ(Message(ValidateStepReport(r)), "step_seconds: must be finite and >= 0, got -1");
+  r = GoodStep();
+  r.set_grad_norm(-0.5);
+  EXPECT_EQ(Message(ValidateStepReport(r)), "grad_norm: must be >= 0, got -0.5");
   r = GoodStep();
   r.set_mfu(std::numeric_limits<double>::infinity());
   EXPECT_EQ(Message(ValidateStepReport(r)), "mfu: must be finite and >= 0, got inf");

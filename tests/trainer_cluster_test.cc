@@ -2,10 +2,12 @@
 // data parallelism over two Gloo processes (plain, ZeRO-1, ZeRO-2) follows the single-process
 // run of the same global batch; the collective bench checks its data across four ranks on two
 // nodes; the trainers' step reports reach the agents' /metrics with nccl-tests bandwidth; a
-// trainer that cannot start fails the job with its reason in the job's events.
+// trainer that cannot start, or a step whose gradients are not finite, fails the job with its
+// reason in the job's events.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -120,6 +122,38 @@ TEST_F(TrainerClusterTest, ATrainerThatCannotStartFailsTheJobSayingWhy) {
   EXPECT_THAT(described, HasSubstr("the CPU trainer computes in fp32 (fatal: no restart)"));
 }
 
+// A step whose gradients are NaN (injected into rank 1's loss gradient; the data-parallel
+// reduction carries it to rank 0 on the other node) fails the job without a restart, which
+// would only repeat it, and says why in the job's events. No rank applied that update, so the
+// newest checkpoint is the last good step's and nothing was written after it.
+TEST_F(TrainerClusterTest, ANonFiniteStepFailsTheJobWithoutARestartSayingWhy) {
+  const std::string checkpoints = TestTempDir() + "/trainer_cluster_nan";
+  const std::string id = cluster_->Submit(
+      "nan", absl::StrCat("name: nan\nnodes: 2\ndevices_per_node: 1\n",
+                          "parallelism: {tensor: 1, pipeline: 1, data: 2}\ntrainer:\n",
+                          "  command: [\"", TestCluster::Runfile("trainer/trainer"),
+                          "\", \"--nan_gradients_at_step=5\", \"--nan_gradients_rank=1\"]\n",
+                          kModel, "checkpoint: {dir: ", checkpoints,
+                          ", every_steps: 2, keep: 2}\nrestart: {max_restarts: 2}\n"));
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(120)), "FAILED") << cluster_->RankLog(id, 1, 0);
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("rank [01] on agent-[01] exited with code 78: OUT_OF_RANGE: step 5: "
+                            "the gradient norm is nan \\(loss [0-9.]+\\): the update was not "
+                            "applied, the parameters are those of step 4")))
+      << described;
+  EXPECT_THAT(described, HasSubstr("(fatal: no restart)"));
+  // Both ranks stopped there: four steps each, in the one generation.
+  for (int rank : {0, 1}) {
+    const std::string log = cluster_->RankLog(id, 1, rank);
+    EXPECT_EQ(TrainerLosses(log).size(), 4u) << log;
+    EXPECT_THAT(log, HasSubstr("step 5: the gradient norm is nan")) << log;
+  }
+  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/step-00000004/MANIFEST"));
+  EXPECT_FALSE(std::filesystem::exists(checkpoints + "/step-00000006"));
+}
+
 TEST_F(TrainerClusterTest, CollectiveBenchChecksItsDataAcrossTwoNodes) {
   const std::string id = cluster_->Submit(
       "bench", absl::StrCat("name: bench\nnodes: 2\ndevices_per_node: 2\n",
@@ -172,6 +206,9 @@ TEST_F(TrainerClusterTest, StepReportsReachTheAgentsMetricsWithBusBandwidth) {
   const size_t start = at + busbw.size() + 1;
   EXPECT_TRUE(absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &value));
   EXPECT_GT(value, 0);
+  // The step's gradient norm, next to its loss.
+  EXPECT_THAT(body,
+              HasSubstr(absl::StrCat("ringmaster_grad_norm{job_id=\"", id, "\",rank=\"0\"} ")));
   ExpectPromtoolClean(body);
   EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");

@@ -2,11 +2,13 @@
 // the agent does): it trains on the CUDA device with NCCL groups, learns, and a run resumed from
 // a checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
 // ZeRO-sharded state) continues the uninterrupted run's trajectory exactly, losses and final
-// parameters bit for bit. Skipped without a GPU. Under --config=emu the trainer binary itself is
+// parameters bit for bit; a step with NaN gradients is fatal before its update. Skipped without
+// a GPU. Under --config=emu the trainer binary itself is
 // built emulated (trainer/kernels/emu), so this runs on the CPU: the trainer's whole GPU wiring
 // (accelerator, communicators, checkpoints), not only the device's kernels. It needs Bazel's
 // runfiles, so the GPU machines' archive (bench/gpu_bundle) does not carry it: there
 // bench/gpu_job runs the trainer binary on the GPU instead.
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -91,6 +93,23 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
   EXPECT_GT(TrainerLossValue(a.front().second), 4.5);
   EXPECT_LT(TrainerLossValue(a.back().second), TrainerLossValue(a.front().second) - 1.0)
       << straight.output;
+}
+
+// NaN gradients (injected into the loss gradient of step 7) pass through the device's kernels
+// and reductions to the norm: the run ends with the fatal exit 78 before that update, the newest
+// checkpoint is step 5's, and a run resumed from it without the fault trains to the end.
+TEST_P(TrainerGpuTest, ANonFiniteStepIsFatalBeforeItsUpdate) {
+  const std::string spec = Spec("nan");
+  CommandResult failed = Train({"--spec=" + spec, "--nan_gradients_at_step=7"});
+  EXPECT_EQ(failed.exit_code, 78) << failed.output;
+  EXPECT_THAT(failed.output, HasSubstr("step 7: the gradient norm is nan"));
+  EXPECT_EQ(TrainerLosses(failed.output).size(), 6u) << failed.output;
+  CommandResult resumed = Train({"--spec=" + spec});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("resumed from the checkpoint at step 5"));
+  auto losses = TrainerLosses(resumed.output);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps - 5)) << resumed.output;
+  EXPECT_TRUE(std::isfinite(TrainerLossValue(losses.back().second))) << resumed.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,

@@ -1,6 +1,7 @@
 // The trainer binary run standalone (one process, no agent): it learns, a resumed run continues
-// exactly the same trajectory (also after a SIGUSR1 stop request), and configuration errors are
-// fatal exit codes naming the field.
+// exactly the same trajectory (also after a SIGUSR1 stop request), a step whose gradients are
+// not finite is fatal before its update, and configuration errors are fatal exit codes naming
+// the field.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -147,6 +148,32 @@ TEST_F(TrainerTest, Sigusr1StopsAfterACheckpointAndTheResumeLosesNothing) {
   ASSERT_EQ(c.size(), 10u);
   for (int i = 0; i < at; ++i) EXPECT_EQ(b[i], a[i]);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(c[i], a[at + i]);
+}
+
+// A step whose gradients are NaN ends the run with the fatal exit 78 before its update, so the
+// newest checkpoint is the last good step's; resumed from it without the fault, the run follows
+// the uninterrupted one to the same parameters.
+TEST_F(TrainerTest, ANonFiniteStepIsFatalAndTheLastGoodCheckpointResumes) {
+  const std::string straight_spec =
+      Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 5, keep: 2}\n", 20);
+  CommandResult straight = Train({"--spec=" + straight_spec});
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  const std::string spec =
+      Spec("checkpoint: {dir: " + dir_ + "/nan, every_steps: 5, keep: 2}\n", 20);
+  CommandResult failed = Train({"--spec=" + spec, "--nan_gradients_at_step=8"});
+  EXPECT_EQ(failed.exit_code, 78) << failed.output;  // fatal: a restart would repeat it
+  EXPECT_THAT(failed.output, HasSubstr("step 8: the gradient norm is nan"));
+  EXPECT_THAT(failed.output, HasSubstr("the parameters are those of step 7"));
+  EXPECT_EQ(TrainerLosses(failed.output).size(), 7u) << failed.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/nan/step-00000005/MANIFEST"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/nan/step-00000010"));
+
+  CommandResult resumed = Train({"--spec=" + spec});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr("resumed from the checkpoint at step 5"));
+  EXPECT_EQ(TrainerFinalCrc(resumed.output), TrainerFinalCrc(straight.output));
+  EXPECT_FALSE(TrainerFinalCrc(straight.output).empty());
 }
 
 TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {

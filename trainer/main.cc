@@ -7,7 +7,8 @@
 //   Standalone:      trainer --spec=job.yaml   (one rank, no agent; the whole global batch by
 //   gradient accumulation).
 //   --mode=collective-bench: an nccl-tests-style sweep of the communication layer instead of
-//   training (under an agent, as a command job: command: [".../trainer", "--mode=collective-bench"]).
+//   training (under an agent, as a command job: command: [".../trainer",
+//   "--mode=collective-bench"]).
 //
 // Exit codes (common/status.h; the agent reports them and the coordinator acts on them):
 //   0   done;
@@ -15,7 +16,8 @@
 //       DEADLINE_EXCEEDED, ABORTED, RESOURCE_EXHAUSTED, INTERNAL) — the job restarts from its
 //       newest checkpoint;
 //   78  fatal: a configuration error a restart cannot fix (bad spec, data or layout; a
-//       checkpoint of another layout) — the job fails without restarting.
+//       checkpoint of another layout), or a step whose gradient norm or loss is not finite
+//       (a restart would repeat it) — the job fails without restarting.
 #include <cstdio>
 #include <string>
 
@@ -56,6 +58,13 @@ ABSL_FLAG(std::string, corrupt_link, "",
           "with one element changed, as over a link that corrupts data (empty: none).");
 ABSL_FLAG(int64_t, exit_after_step, 0,
           "Fault injection: after this step (and its checkpoint) exit 75 as if a peer failed.");
+ABSL_FLAG(int64_t, nan_gradients_at_step, 0,
+          "Fault injection: in this step the loss gradient of --nan_gradients_rank is NaN, as a "
+          "corrupted activation would make it (0: never). The step fails (exit 78) before its "
+          "update.");
+ABSL_FLAG(int, nan_gradients_rank, -1,
+          "Fault injection: the global rank of --nan_gradients_at_step, on the last pipeline "
+          "stage (-1: every rank there).");
 ABSL_FLAG(bool, shared_memory, true,
           "Collectives of groups whose ranks are all on this machine go through shared memory "
           "instead of Gloo over TCP (about 2x the bus bandwidth on the development machine; see "
@@ -149,6 +158,8 @@ absl::Status Main(absl::Time process_start) {
     flags.slow_link_delay = absl::GetFlag(FLAGS_slow_link_delay);
     flags.report_metrics = absl::GetFlag(FLAGS_report_metrics);
     flags.exit_after_step = absl::GetFlag(FLAGS_exit_after_step);
+    flags.nan_gradients_at_step = absl::GetFlag(FLAGS_nan_gradients_at_step);
+    flags.nan_gradients_rank = absl::GetFlag(FLAGS_nan_gradients_rank);
     flags.shared_memory = absl::GetFlag(FLAGS_shared_memory);
     flags.exit_in_generation = absl::GetFlag(FLAGS_exit_in_generation);
     ASSIGN_OR_RETURN(TrainerConfig config, LoadTrainerConfig(env, flags));

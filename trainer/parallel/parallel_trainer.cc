@@ -1,8 +1,11 @@
 #include "trainer/parallel/parallel_trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "trainer/model/pipeline_partition.h"
 #include "trainer/parallel/pipeline_schedule.h"
@@ -88,12 +91,13 @@ Tensor ParallelTrainer::held_parameters() const {
   return options_.zero_stage == 3 ? dp_->source()->shard() : model_->params();
 }
 
-absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, StepStats* stats) {
+absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, int64_t t, StepStats* stats) {
   const RankPlace& p = options_.place;
   const int m = options_.microbatches;
   const int slots = model_->slots();
   const bool head = model_->layout().shard().has_head;
-  const float dloss = 1.0f / static_cast<float>(m * p.dp);
+  const float dloss = t == nan_gradients_step_ ? std::numeric_limits<float>::quiet_NaN()
+                                               : 1.0f / static_cast<float>(m * p.dp);
   Communicator* pp = groups_->pp.get();
   const int prev = p.pp_rank - 1, next = p.pp_rank + 1;
   double loss_sum = 0;
@@ -153,39 +157,52 @@ absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, StepStats* s
 }
 
 absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float lr, int64_t t) {
-  const RankPlace& p = options_.place;
   StepStats stats;
   model_->ZeroGradients();
   dp_->BeginStep();
   group_loss_ = 0;
-  RETURN_IF_ERROR(RunSchedule(fill, &stats));
+  RETURN_IF_ERROR(RunSchedule(fill, t, &stats));
 
   auto start = Clock::now();
   RETURN_IF_ERROR(dp_->FinishReduction());
   ASSIGN_OR_RETURN(stats.grad_norm, dp_->GradientNorm());
   stats.reduce_seconds = Since(start);
+  RETURN_IF_ERROR(ShareLossAndStageTimes(&stats));
+  if (!std::isfinite(stats.grad_norm) || !std::isfinite(stats.loss)) {
+    // AdamW would spread the NaN into every parameter and moment, and the next checkpoint would
+    // hold them: stop before the update, with the newest checkpoint still a good one.
+    return absl::OutOfRangeError(absl::StrFormat(
+        "step %d: the gradient norm is %g (loss %.9g): the update was not applied, the "
+        "parameters are those of step %d; a restart would repeat it (lower trainer.optimizer.lr, "
+        "set trainer.optimizer.clip_grad_norm, or check the data)",
+        t, stats.grad_norm, stats.loss, t - 1));
+  }
   const double clip = options_.clip_grad_norm;
   const float scale =
       clip > 0 && stats.grad_norm > clip ? static_cast<float>(clip / stats.grad_norm) : 1.0f;
   start = Clock::now();
   RETURN_IF_ERROR(dp_->Step(lr, t, scale));
   stats.optimizer_seconds = Since(start);
+  return stats;
+}
 
+absl::Status ParallelTrainer::ShareLossAndStageTimes(StepStats* stats) {
+  const RankPlace& p = options_.place;
   float loss = group_loss_;
   if (p.pp > 1) {
     // Only the last stage computed it.
     Communicator* pp = groups_->pp.get();
     RETURN_IF_ERROR(pp->Broadcast(Tensor{&loss, 1, DType::kF32}, p.pp - 1));
     std::vector<float> times(p.pp);
-    float mine = static_cast<float>(stats.compute_seconds);
+    float mine = static_cast<float>(stats->compute_seconds);
     RETURN_IF_ERROR(
         pp->AllGather(Tensor{&mine, 1, DType::kF32}, Tensor{times.data(), p.pp, DType::kF32}));
-    stats.stage_compute_seconds.assign(times.begin(), times.end());
+    stats->stage_compute_seconds.assign(times.begin(), times.end());
   } else {
-    stats.stage_compute_seconds = {stats.compute_seconds};
+    stats->stage_compute_seconds = {stats->compute_seconds};
   }
-  stats.loss = loss;
-  return stats;
+  stats->loss = loss;
+  return absl::OkStatus();
 }
 
 }  // namespace ringmaster::trainer

@@ -70,8 +70,15 @@ class ParallelTrainer {
   // The GPT-2 initialisation of `seed` (the same model in every layout).
   absl::Status InitParameters(uint64_t seed);
   // One optimizer step at learning rate `lr`, step number t (1-based). Errors are the
-  // communicators' (retryable) or the model's.
+  // communicators' (retryable) or the model's. OUT_OF_RANGE (not retryable: a restart from the
+  // checkpoint would repeat it) when the step's gradient norm or loss is not finite: the update
+  // is not applied, so the parameters and optimizer state stay those of step t - 1. Every rank
+  // sees the same norm and loss (both are summed or broadcast over all groups), so all of them
+  // return it together.
   absl::StatusOr<StepStats> Step(const MicrobatchFn& fill, float lr, int64_t t);
+  // Fault injection (trainer --nan_gradients_at_step): in step t this rank's loss gradient is
+  // NaN, as a corrupted activation would make it. Only a last pipeline stage's rank has one.
+  void InjectNanGradientsAtStep(int64_t t) { nan_gradients_step_ = t; }
   // After restoring owned optimizer state (data_parallel().optimizer().LoadState): rebuilds
   // every copy of the parameters (ZeRO gathers, tied embedding).
   absl::Status AfterLoad() { return dp_->GatherParameters(); }
@@ -92,7 +99,9 @@ class ParallelTrainer {
                   const ParallelGroups* groups)
       : device_(device), options_(options), groups_(groups) {}
   // This stage's 1F1B actions for one step; fills `stats` (compute, waits, in-flight).
-  absl::Status RunSchedule(const MicrobatchFn& fill, StepStats* stats);
+  absl::Status RunSchedule(const MicrobatchFn& fill, int64_t t, StepStats* stats);
+  // The step's loss on every rank (the last stage computed it) and every stage's compute time.
+  absl::Status ShareLossAndStageTimes(StepStats* stats);
 
   Device* const device_;
   const ParallelTrainerOptions options_;
@@ -100,6 +109,7 @@ class ParallelTrainer {
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<DataParallel> dp_;
   float group_loss_ = 0;  // summed over the data-parallel group on its communication thread
+  int64_t nan_gradients_step_ = 0;  // fault injection; 0: never
   std::vector<int32_t> inputs_, targets_;
 };
 

@@ -18,6 +18,8 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/comm/testing.h"
@@ -38,6 +40,7 @@ GptConfig Model() { return testing::LayoutTestModel(); }
 
 struct RankResult {
   RankPlace place;
+  absl::Status failure;  // the step that failed (Train stops there), if any
   std::vector<double> losses;
   std::vector<float> params;                          // held_parameters() after the last step
   std::map<std::string, std::vector<float>> tensors;  // the flat buffer by tensor (ZeRO 0-2)
@@ -49,9 +52,16 @@ struct RankResult {
   int layers = 0;
 };
 
-// Trains kSteps steps as every rank of a tp x pp x dp job (threads) and returns each rank's
-// result, by rank.
-std::vector<RankResult> Train(int tp, int pp, int dp, int zero) {
+// Fault injection: rank `rank`'s loss gradient is NaN in step `step` (0: never).
+struct NanGradients {
+  int rank = -1;
+  int64_t step = 0;
+};
+
+// Trains `steps` steps as every rank of a tp x pp x dp job (threads) and returns each rank's
+// result, by rank; a rank whose step fails stops there and records the failure.
+std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSteps,
+                              NanGradients nan = {}) {
   const int world = tp * pp * dp;
   InMemoryStore store;
   std::vector<RankResult> results(world);
@@ -77,7 +87,8 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero) {
     auto trainer = ParallelTrainer::Create(device.get(), o, &*groups);
     if (!trainer.ok()) return trainer.status();
     if (auto s = (*trainer)->InitParameters(7); !s.ok()) return s;
-    for (int step = 0; step < kSteps; ++step) {
+    if (rank == nan.rank) (*trainer)->InjectNanGradientsAtStep(nan.step);
+    for (int step = 0; step < steps; ++step) {
       auto fill = [&](int micro, int32_t* in, int32_t* tgt) {
         for (int b = 0; b < kMicroBatch; ++b) {
           const int64_t g = int64_t{step} * kGlobalBatch + micro * (kMicroBatch * dp) +
@@ -86,7 +97,10 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero) {
         }
       };
       auto stats = (*trainer)->Step(fill, 3e-3f, step + 1);
-      if (!stats.ok()) return stats.status();
+      if (!stats.ok()) {
+        r.failure = stats.status();
+        break;
+      }
       r.losses.push_back(stats->loss);
       r.max_in_flight = std::max(r.max_in_flight, stats->max_in_flight);
       r.stages_reported = stats->stage_compute_seconds.size();
@@ -125,6 +139,7 @@ void ExpectCurve(const std::vector<RankResult>& results, const std::vector<doubl
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   double worst = 0;
   for (const RankResult& r : results) {
+    EXPECT_TRUE(r.failure.ok()) << what << " rank " << r.place.rank << ": " << r.failure;
     ASSERT_EQ(r.losses.size(), static_cast<size_t>(kSteps)) << what << " rank " << r.place.rank;
     EXPECT_EQ(r.losses, results[0].losses) << what << ": rank " << r.place.rank << " differs";
   }
@@ -229,6 +244,57 @@ TEST_P(Zero3Test, MatchesPlainDataParallelWithFewerBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorParallel, Zero3Test, ::testing::Values(1, 2));
+
+// A NaN gradient on one rank (the last stage's, in the last data-parallel replica) stops every
+// rank in that step, before the update: each fails with the same OUT_OF_RANGE naming the step,
+// and holds the parameters of the step before, bit for bit those of a run that stopped there.
+// The NaN reaches the others through the data-parallel reduction (or the ZeRO norm), the
+// pipeline's backward transfers and the tensor-parallel all-reduces.
+struct Layout {
+  int tp, pp, dp, zero;
+};
+
+class NonFiniteStepTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(NonFiniteStepTest, StopsEveryRankBeforeTheUpdate) {
+  const auto [tp, pp, dp, zero] = GetParam();
+  const int world = tp * pp * dp;
+  int nan_rank = -1;
+  for (int rank = 0; rank < world; ++rank) {
+    const RankPlace place = RankPlace::Of(rank, tp, pp, dp);
+    if (place.pp_rank == pp - 1 && place.dp_rank == dp - 1 && nan_rank < 0) nan_rank = rank;
+  }
+  ASSERT_GE(nan_rank, 0);
+  const std::vector<RankResult> stopped = Train(tp, pp, dp, zero, /*steps=*/2);
+  const std::vector<RankResult> failed =
+      Train(tp, pp, dp, zero, /*steps=*/4, NanGradients{nan_rank, /*step=*/3});
+  ASSERT_EQ(failed.size(), static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    const RankResult& r = failed[rank];
+    EXPECT_EQ(r.failure.code(), absl::StatusCode::kOutOfRange)
+        << "rank " << rank << ": " << r.failure;
+    EXPECT_THAT(std::string(r.failure.message()),
+                ::testing::StartsWith("step 3: the gradient norm is nan (loss "))
+        << "rank " << rank;
+    EXPECT_THAT(std::string(r.failure.message()),
+                ::testing::HasSubstr("the update was not applied, the parameters are those of "
+                                     "step 2"))
+        << "rank " << rank;
+    EXPECT_EQ(r.losses, stopped[rank].losses) << "rank " << rank;
+    EXPECT_EQ(r.params, stopped[rank].params) << "rank " << rank << ": the update was applied";
+    for (float v : r.params) ASSERT_TRUE(std::isfinite(v)) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, NonFiniteStepTest,
+                         ::testing::Values(Layout{1, 1, 2, 0}, Layout{1, 1, 2, 1},
+                                           Layout{1, 1, 2, 3}, Layout{2, 2, 1, 0},
+                                           Layout{2, 2, 2, 2}),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           const Layout& l = info.param;
+                           return absl::StrCat("TP", l.tp, "xPP", l.pp, "xDP", l.dp, "Zero",
+                                               l.zero);
+                         });
 
 }  // namespace
 }  // namespace ringmaster::trainer
