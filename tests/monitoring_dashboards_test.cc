@@ -71,10 +71,11 @@ TEST(DashboardsTest, JobViewHasEveryPanelTheIssueAsksFor) {
   EXPECT_THAT(d->VariableNames(), Contains("job_id"));
   EXPECT_THAT(d->VariableNames(), Contains("node"));
   const std::set<std::string> titles = PanelTitles(*d);
-  for (const char* t : {"Step time p50 / p99 across ranks", "Step time per rank",
-                        "Tokens per second", "MFU", "Loss", "Bus bandwidth by op and group",
-                        "Compute vs communication share", "Checkpoint duration",
-                        "Recovery phases (latest recovery)", "Goodput", "Stragglers and hangs"}) {
+  for (const char* t :
+       {"Step time p50 / p99 across ranks", "Step time per rank", "Tokens per second", "MFU",
+        "Loss and gradient norm", "Bus bandwidth by op and group", "Compute vs communication share",
+        "Checkpoint duration", "Recovery phases (latest recovery)", "Goodput",
+        "Stragglers and hangs"}) {
     EXPECT_THAT(titles, Contains(t));
   }
   // The per-rank step time is a heatmap with one row per rank.
