@@ -202,6 +202,17 @@ std::string TrainerFinalCrc(const std::string& log) {
   return at == std::string::npos ? "" : log.substr(at + 14, 8);
 }
 
+std::vector<std::string> CheckpointDirs(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 int HangBlamedRank(const std::string& job_json) {
   std::smatch m;
   int rank = -1;

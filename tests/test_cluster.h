@@ -84,6 +84,10 @@ double ExpectLossesFollow(const std::vector<std::pair<int, std::string>>& got,
 // The checksum of the parameters a trainer logged at its end ("params crc32c XXXXXXXX"), or "".
 std::string TrainerFinalCrc(const std::string& log);
 
+// The checkpoint directories ("step-NNNNNNNN", committed or not) in `dir`, sorted; none if `dir`
+// does not exist.
+std::vector<std::string> CheckpointDirs(const std::string& dir);
+
 // The one rank the first "hang" event of `job_json` (`ringctl get job ID -o json`) blames, or -1
 // when there is no such event or it names several ranks.
 int HangBlamedRank(const std::string& job_json);

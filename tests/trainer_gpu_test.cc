@@ -97,19 +97,25 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
 
 // NaN gradients (injected into the loss gradient of step 7) pass through the device's kernels
 // and reductions to the norm: the run ends with the fatal exit 78 before that update, the newest
-// checkpoint is step 5's, and a run resumed from it without the fault trains to the end.
+// checkpoint is step 5's, and a run resumed from it without the fault ends with the parameters of
+// the uninterrupted run.
 TEST_P(TrainerGpuTest, ANonFiniteStepIsFatalBeforeItsUpdate) {
+  CommandResult straight = Train({"--spec=" + Spec("straight")});
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
   const std::string spec = Spec("nan");
   CommandResult failed = Train({"--spec=" + spec, "--nan_gradients_at_step=7"});
   EXPECT_EQ(failed.exit_code, 78) << failed.output;
   EXPECT_THAT(failed.output, HasSubstr("step 7: the gradient norm is nan"));
   EXPECT_EQ(TrainerLosses(failed.output).size(), 6u) << failed.output;
+  EXPECT_EQ(CheckpointDirs(dir_ + "/nan"), std::vector<std::string>{"step-00000005"});
   CommandResult resumed = Train({"--spec=" + spec});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_THAT(resumed.output, HasSubstr("resumed from the checkpoint at step 5"));
   auto losses = TrainerLosses(resumed.output);
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps - 5)) << resumed.output;
   EXPECT_TRUE(std::isfinite(TrainerLossValue(losses.back().second))) << resumed.output;
+  EXPECT_EQ(TrainerFinalCrc(resumed.output), TrainerFinalCrc(straight.output));
+  EXPECT_FALSE(TrainerFinalCrc(straight.output).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,

@@ -71,6 +71,23 @@ absl::StatusOr<RankPlace> ReadPlace(const EnvLookup& env) {
   return p;
 }
 
+// Every rank checks the fault injection's rank, so a bad one fails them all at once.
+absl::Status CheckNanGradientsRank(const TrainerFlags& flags, const RankPlace& place) {
+  const int rank = flags.nan_gradients_rank;
+  if (flags.nan_gradients_at_step <= 0 || rank < 0) return absl::OkStatus();
+  if (rank >= place.world) {
+    return FieldError("--nan_gradients_rank",
+                      absl::StrCat("must be < WORLD_SIZE = ", place.world, ", got ", rank));
+  }
+  const RankPlace chosen = RankPlace::Of(rank, place.tp, place.pp, place.dp);
+  if (!chosen.last_stage()) {
+    return FieldError("--nan_gradients_rank",
+                      absl::StrCat("rank ", rank, " is on pipeline stage ", chosen.pp_rank, " of ",
+                                   place.pp, "; only the last stage has a loss gradient"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const TrainerFlags& flags) {
@@ -104,6 +121,7 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   // The layout must split this model: every rank's shard (the partition is the same on all).
   RETURN_IF_ERROR(
       MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank, c.place.pp).status());
+  RETURN_IF_ERROR(CheckNanGradientsRank(flags, c.place));
   c.micro_batch = t.batch().micro_batch();
   const int64_t per_step = int64_t{c.micro_batch} * c.place.dp;
   if (t.batch().global_batch() % per_step != 0) {

@@ -37,10 +37,12 @@ struct TrainerFlags {
   int corrupt_link_to = -1;        // arrives at this one with an element changed (-1: none)
   bool report_metrics = true;      // step reports to the agent (off: only for the overhead bench)
   int64_t exit_after_step = 0;     // fault injection: fail (retryable) after this step; 0: never
-  int64_t nan_gradients_at_step = 0;  // fault injection: a NaN loss gradient in this step
-  int nan_gradients_rank = -1;        // ... on this global rank (-1: every last-stage rank)
   bool shared_memory = true;       // groups on one machine communicate through shared memory
   int64_t exit_in_generation = 0;  // ... only in this job generation; 0: in every generation
+  // Fault injection: in this step (0: never) the loss gradient of this global rank (-1: of every
+  // rank on the last pipeline stage) is NaN.
+  int64_t nan_gradients_at_step = 0;
+  int nan_gradients_rank = -1;
 };
 
 struct TrainerConfig {

@@ -120,6 +120,26 @@ TEST(TrainerConfigTest, TensorPipelineAndDataLayoutsAreAccepted) {
   EXPECT_EQ(c->generation, 3);
 }
 
+// Every rank refuses a --nan_gradients_rank that does not compute a loss, not only that rank.
+TEST(TrainerConfigTest, NanGradientsRankMustBeOnTheLastStage) {
+  v1::JobSpec spec = Spec();
+  spec.set_devices_per_node(4);
+  spec.mutable_parallelism()->set_pipeline(2);
+  TrainerFlags flags;
+  flags.nan_gradients_at_step = 5;
+  flags.nan_gradients_rank = 0;  // the first stage of the first replica
+  auto c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
+  EXPECT_EQ(c.status().message(),
+            "--nan_gradients_rank: rank 0 is on pipeline stage 0 of 2; only the last stage has a "
+            "loss gradient");
+  flags.nan_gradients_rank = 4;
+  c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
+  EXPECT_EQ(c.status().message(), "--nan_gradients_rank: must be < WORLD_SIZE = 4, got 4");
+  flags.nan_gradients_rank = 3;  // the last stage of the second replica
+  c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
 TEST(TrainerConfigTest, LayoutsTheModelCannotBeSplitIntoAreFatalAndNameTheField) {
   // No layout in the spec (the coordinator planned one): the trainer checks the environment's.
   v1::JobSpec spec = Spec();

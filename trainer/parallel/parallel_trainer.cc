@@ -96,8 +96,8 @@ absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, int64_t t, S
   const int m = options_.microbatches;
   const int slots = model_->slots();
   const bool head = model_->layout().shard().has_head;
-  const float dloss = t == nan_gradients_step_ ? std::numeric_limits<float>::quiet_NaN()
-                                               : 1.0f / static_cast<float>(m * p.dp);
+  const float dloss = t == options_.nan_gradients_at_step ? std::numeric_limits<float>::quiet_NaN()
+                                                          : 1.0f / static_cast<float>(m * p.dp);
   Communicator* pp = groups_->pp.get();
   const int prev = p.pp_rank - 1, next = p.pp_rank + 1;
   double loss_sum = 0;
@@ -168,13 +168,13 @@ absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float 
   ASSIGN_OR_RETURN(stats.grad_norm, dp_->GradientNorm());
   stats.reduce_seconds = Since(start);
   RETURN_IF_ERROR(ShareLossAndStageTimes(&stats));
-  if (!std::isfinite(stats.grad_norm) || !std::isfinite(stats.loss)) {
+  if (!(stats.grad_norm <= kLargestGradNorm) || !std::isfinite(stats.loss)) {
     // AdamW would spread the NaN into every parameter and moment, and the next checkpoint would
     // hold them: stop before the update, with the newest checkpoint still a good one.
     return absl::OutOfRangeError(absl::StrFormat(
         "step %d: the gradient norm is %g (loss %.9g): the update was not applied, the "
-        "parameters are those of step %d; a restart would repeat it (lower trainer.optimizer.lr, "
-        "set trainer.optimizer.clip_grad_norm, or check the data)",
+        "parameters are those of step %d; a restart would repeat it (lower "
+        "trainer.optimizer.lr or check the data)",
         t, stats.grad_norm, stats.loss, t - 1));
   }
   const double clip = options_.clip_grad_norm;

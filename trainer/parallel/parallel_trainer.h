@@ -33,6 +33,11 @@
 
 namespace ringmaster::trainer {
 
+// The largest gradient norm a step may have: its square must fit a float, in which the sharded
+// layouts sum it over their groups (a larger one would read as NaN there). Any layout stops at
+// a larger one, so they all behave alike.
+inline constexpr double kLargestGradNorm = 1.8e19;  // just below sqrt(FLT_MAX)
+
 struct ParallelTrainerOptions {
   GptConfig model;
   RankPlace place;
@@ -42,6 +47,10 @@ struct ParallelTrainerOptions {
   int64_t bucket_bytes = 4 << 20;
   AdamWConfig adamw;
   double clip_grad_norm = 0;  // 0: no clipping
+  // Fault injection (trainer --nan_gradients_at_step): in this step this rank's loss gradient is
+  // NaN, as a corrupted activation would make it; 0: never. Only a last pipeline stage's rank
+  // has a loss gradient.
+  int64_t nan_gradients_at_step = 0;
 };
 
 // Writes microbatch `micro` (0..m-1) of the current step for this rank's data-parallel replica:
@@ -71,14 +80,13 @@ class ParallelTrainer {
   absl::Status InitParameters(uint64_t seed);
   // One optimizer step at learning rate `lr`, step number t (1-based). Errors are the
   // communicators' (retryable) or the model's. OUT_OF_RANGE (not retryable: a restart from the
-  // checkpoint would repeat it) when the step's gradient norm or loss is not finite: the update
-  // is not applied, so the parameters and optimizer state stay those of step t - 1. Every rank
-  // sees the same norm and loss (both are summed or broadcast over all groups), so all of them
-  // return it together.
+  // checkpoint would repeat it) when the step's gradient norm or loss is not finite (a norm
+  // above kLargestGradNorm counts as not finite): the update is not applied, so the parameters
+  // and optimizer state stay those of step t - 1. Every rank returns it in the same step: the
+  // loss is summed over the data-parallel group and broadcast over the pipeline, the norm summed
+  // over the groups that split the gradients, and without ZeRO every data-parallel rank takes
+  // its norm from the same all-reduced gradients, so a NaN anywhere reaches every rank's norm.
   absl::StatusOr<StepStats> Step(const MicrobatchFn& fill, float lr, int64_t t);
-  // Fault injection (trainer --nan_gradients_at_step): in step t this rank's loss gradient is
-  // NaN, as a corrupted activation would make it. Only a last pipeline stage's rank has one.
-  void InjectNanGradientsAtStep(int64_t t) { nan_gradients_step_ = t; }
   // After restoring owned optimizer state (data_parallel().optimizer().LoadState): rebuilds
   // every copy of the parameters (ZeRO gathers, tied embedding).
   absl::Status AfterLoad() { return dp_->GatherParameters(); }
@@ -109,7 +117,6 @@ class ParallelTrainer {
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<DataParallel> dp_;
   float group_loss_ = 0;  // summed over the data-parallel group on its communication thread
-  int64_t nan_gradients_step_ = 0;  // fault injection; 0: never
   std::vector<int32_t> inputs_, targets_;
 };
 

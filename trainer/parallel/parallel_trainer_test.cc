@@ -84,10 +84,10 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
     o.bucket_bytes = 8192;  // several buckets, so bucketing and the tied embedding interleave
     o.adamw = AdamWConfig{0.9, 0.95, 1e-8, 0.1};
     o.clip_grad_norm = 1.0;
+    if (rank == nan.rank) o.nan_gradients_at_step = nan.step;
     auto trainer = ParallelTrainer::Create(device.get(), o, &*groups);
     if (!trainer.ok()) return trainer.status();
     if (auto s = (*trainer)->InitParameters(7); !s.ok()) return s;
-    if (rank == nan.rank) (*trainer)->InjectNanGradientsAtStep(nan.step);
     for (int step = 0; step < steps; ++step) {
       auto fill = [&](int micro, int32_t* in, int32_t* tgt) {
         for (int b = 0; b < kMicroBatch; ++b) {
