@@ -223,6 +223,22 @@ int HangBlamedRank(const std::string& job_json) {
   return rank;
 }
 
+void ExpectNoRankFinishedTheNanStep(const TestCluster& cluster, const std::string& job, int ranks,
+                                    int step) {
+  int failed_by_itself = 0;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string log = cluster.RankLog(job, 1, rank);
+    EXPECT_EQ(TrainerLosses(log).size(), static_cast<size_t>(step - 1)) << log;
+    if (log.find("trainer failed") == std::string::npos) continue;
+    ++failed_by_itself;
+    EXPECT_NE(log.find(absl::StrCat("trainer failed (exit 78, fatal): OUT_OF_RANGE: step ", step,
+                                    ": the gradient norm is nan")),
+              std::string::npos)
+        << log;
+  }
+  EXPECT_GE(failed_by_itself, 1);  // the one the job's reason names, at least
+}
+
 void ExpectLastOutputBeforeTheStopFromItsLog(TestCluster& cluster, const std::string& job,
                                              int generation, int rank) {
   const std::regex quote(

@@ -99,6 +99,13 @@ int HangBlamedRank(const std::string& job_json);
 void ExpectLastOutputBeforeTheStopFromItsLog(TestCluster& cluster, const std::string& job,
                                              int generation, int rank);
 
+// After job `job` failed on NaN gradients injected into `step` (trainer --nan_gradients_at_step):
+// none of its `ranks` ranks logged that step in generation 1, and every rank that failed by
+// itself (rather than being stopped once the first one had) failed with exit 78 naming the step
+// and the NaN norm; at least one did.
+void ExpectNoRankFinishedTheNanStep(const TestCluster& cluster, const std::string& job, int ranks,
+                                    int step);
+
 // The pid a trainer logged at its start ("rank R/W pid P"), or 0.
 pid_t TrainerPid(const std::string& log);
 

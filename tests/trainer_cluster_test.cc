@@ -144,12 +144,8 @@ TEST_F(TrainerClusterTest, ANonFiniteStepFailsTheJobWithoutARestartSayingWhy) {
                             "applied, the parameters are those of step 4")))
       << described;
   EXPECT_THAT(described, HasSubstr("(fatal: no restart)"));
-  // Both ranks stopped there: four steps each, in the one generation.
-  for (int rank : {0, 1}) {
-    const std::string log = cluster_->RankLog(id, 1, rank);
-    EXPECT_EQ(TrainerLosses(log).size(), 4u) << log;
-    EXPECT_THAT(log, HasSubstr("step 5: the gradient norm is nan")) << log;
-  }
+  // The other rank may have been stopped before it printed its own failure.
+  ExpectNoRankFinishedTheNanStep(*cluster_, id, 2, 5);
   EXPECT_EQ(CheckpointDirs(checkpoints),
             (std::vector<std::string>{"step-00000002", "step-00000004"}));
   EXPECT_TRUE(std::filesystem::exists(checkpoints + "/step-00000004/MANIFEST"));

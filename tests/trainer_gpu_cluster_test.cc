@@ -12,6 +12,8 @@
 //  - A rank stopped (SIGSTOP) after a checkpoint: its peers wait in their NCCL operations, alive;
 //    the watchdog reports a hang naming the stopped rank, the restart stops every worker (the
 //    stopped one too), and the job repeats the uninterrupted run exactly.
+//  - NaN gradients on one rank fail the job in that step, before its update (exit 78, no
+//    restart).
 // Skipped with fewer than four GPUs. Under --config=emu the agent and the trainer are built
 // emulated (trainer/kernels/emu): four emulated GPUs, the ranks' NCCL across processes.
 #include <signal.h>
@@ -242,6 +244,36 @@ TEST_F(TrainerGpuClusterTest, AStoppedRankIsAHangThatNamesItAndTheRunRepeatsExac
   // SIGTERM, then SIGKILL): none is left behind, frozen.
   EXPECT_TRUE(WaitFor([&] { return kill(victim, 0) != 0; }, absl::Seconds(60)));
   ExpectGenerationTwoRepeats(id, straight);
+}
+
+// NaN gradients on rank 3 (TP rank 1 of the second data-parallel replica) reach the other ranks
+// through the NCCL groups (the TP all-reduces of its backward pass, the ZeRO-1 reduce-scatter,
+// the norm's sums): the first rank to fail says why (exit 78, "step 7: the gradient norm is
+// nan"), the job fails without a restart, and the agent stops the others, which may not have
+// printed their own failure yet; a rank that did failed the same way. No rank finished step 7,
+// and the newest checkpoint is the last good one. (trainer/parallel's NonFiniteStepTest shows
+// in one process that every rank fails in that step.)
+TEST_F(TrainerGpuClusterTest, NanGradientsOnOneRankFailTheJobBeforeTheUpdate) {
+  std::string trainer = Trainer(absl::StrCat(*dir_, "/ckpt-nan"));
+  const std::string builtin = "builtin: gpt";
+  trainer.replace(trainer.find(builtin), builtin.size(),
+                  absl::StrCat("command: [\"", TestCluster::Runfile("trainer/trainer"),
+                               "\", \"--nan_gradients_at_step=7\", \"--nan_gradients_rank=3\"]"));
+  const std::string id =
+      cluster_->Submit("nan", absl::StrCat("name: nan\nnodes: 1\ndevices_per_node: ", kRanks, "\n",
+                                           "parallelism: {tensor: 2, pipeline: 1, data: 2}\n",
+                                           "restart: {max_restarts: 1}\n", trainer));
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(600)), "FAILED") << cluster_->RankLog(id, 1, 0);
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("FAILED: rank \\d on agent-0 exited with code 78: OUT_OF_RANGE: "
+                            "step 7: the gradient norm is nan \\(loss [0-9.]+\\): the update "
+                            "was not applied[^\n]*\\(fatal: no restart\\)")))
+      << described;
+  ExpectNoRankFinishedTheNanStep(*cluster_, id, kRanks, 7);
+  EXPECT_EQ(CheckpointDirs(absl::StrCat(*dir_, "/ckpt-nan")),
+            std::vector<std::string>{"step-00000005"});
 }
 
 }  // namespace
