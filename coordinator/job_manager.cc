@@ -164,6 +164,8 @@ struct JobManager::Job {
   std::unique_ptr<LinkCheckCollector> link_check;
   std::map<int, double> start_link_check_seconds;
   std::vector<std::vector<std::string>> slow_link_series, link_bandwidth_series;
+  // While its ringmaster_job_failed_timestamp_seconds is exported: until when.
+  absl::Time failed_series_until = absl::InfinitePast();
 };
 
 JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* rendezvous,
@@ -227,6 +229,11 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
         "ringmaster_job_last_checkpoint_timestamp_seconds",
         "When the coordinator learnt of the job's newest complete checkpoint (Unix seconds).",
         {"job_id"});
+    job_failed_ = &registry->AddGauge(
+        "ringmaster_job_failed_timestamp_seconds",
+        "When the job failed for good (Unix seconds): a fatal error, or its restarts ran out. "
+        "Exported for an hour after the failure.",
+        {"job_id"});
   }
 }
 
@@ -265,6 +272,7 @@ absl::Status JobManager::Recover() {
     }
     order_.push_back(id);
     if (!IsTerminal(job->status.state())) StartSeries(job.get());
+    if (job->status.state() == v1::JOB_STATE_FAILED) ExportFailure(job.get());
     jobs_[id] = std::move(job);
   }
   UpdateStateGauges();
@@ -836,6 +844,16 @@ void JobManager::Finish(Job* job, v1::JobState state, const std::string& message
   job->status.set_reason("");
   job->status.set_backoff_until_unix_nanos(0);
   Transition(job, state, message);
+  if (state == v1::JOB_STATE_FAILED) ExportFailure(job);
+}
+
+void JobManager::ExportFailure(Job* job) {
+  if (job_failed_ == nullptr) return;
+  const absl::Time failed = absl::FromUnixNanos(job->status.end_time_unix_nanos());
+  job->failed_series_until = failed + options_.failed_series_retention;
+  if (clock_->Now() >= job->failed_series_until) return;
+  job_failed_->WithLabels({job->status.job_id()})
+      ->Set(absl::ToDoubleSeconds(failed - absl::UnixEpoch()));
 }
 
 void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
@@ -1406,6 +1424,10 @@ void JobManager::Tick() {
   bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
   for (const std::string& id : order_) {
     Job* job = Find(id);
+    if (job->failed_series_until != absl::InfinitePast() && now >= job->failed_series_until) {
+      job_failed_->Remove({id});
+      job->failed_series_until = absl::InfinitePast();
+    }
     if (job->status.state() == v1::JOB_STATE_RESTARTING &&
         job->launch_not_before != absl::InfinitePast() && now >= job->launch_not_before) {
       job->launch_not_before = absl::InfinitePast();

@@ -84,6 +84,9 @@ struct JobManagerOptions {
   // Crash-loop backoff (see above); zero turns it off.
   absl::Duration restart_backoff = absl::Seconds(1);
   absl::Duration restart_backoff_max = absl::Seconds(60);
+  // How long a failed job's ringmaster_job_failed_timestamp_seconds stays (RingmasterJobFailed
+  // fires while it does).
+  absl::Duration failed_series_retention = absl::Hours(1);
 };
 
 class JobManager {
@@ -251,6 +254,9 @@ class JobManager {
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's job-level series, its counters included.
   void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exports ringmaster_job_failed_timestamp_seconds for a job that failed at its end time, until
+  // failed_series_retention after it (no series if that is past already).
+  void ExportFailure(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The link check of the job's generation is complete: events and series (OnLinkReport).
   void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
@@ -283,6 +289,7 @@ class JobManager {
   metrics::GaugeFamily* job_checkpoint_time_ = nullptr;
   metrics::GaugeFamily* slow_links_ = nullptr;
   metrics::GaugeFamily* link_bandwidth_ = nullptr;
+  metrics::GaugeFamily* job_failed_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   absl::Time started_;
 

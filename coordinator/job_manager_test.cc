@@ -1,5 +1,6 @@
 #include "coordinator/job_manager.h"
 
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Records what would go to agents.
 class RecordingSink : public AgentCommandSink {
@@ -1134,6 +1136,34 @@ TEST_F(JobManagerTest, FatalExitCodeFailsWithoutRestart) {
   v1::JobStatus failed = Current(job->job_id());
   EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.restarts(), 0);
+}
+
+// A job that failed for good is exported with its failure time for an hour
+// (RingmasterJobFailed fires on it), across a coordinator restart too; a cancelled one is not.
+TEST_F(JobManagerTest, AFailedJobIsExportedForAnHourAfterItFailed) {
+  AddNode("n1", 4);
+  auto failed = jobs_->Submit(Spec(), "", alice_);
+  auto cancelled = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(failed.ok() && cancelled.ok());
+  const std::string series =
+      absl::StrCat("ringmaster_job_failed_timestamp_seconds{job_id=\"", failed->job_id(), "\"}");
+  EXPECT_TRUE(std::isnan(SeriesValue(registry_.RenderText(), series)));
+  jobs_->OnWorkerState("n1", Exit(Current(failed->job_id()), 0, kExitFatal));
+  ASSERT_EQ(Current(failed->job_id()).state(), v1::JOB_STATE_FAILED);
+  const double failed_at = absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch());
+  EXPECT_EQ(SeriesValue(registry_.RenderText(), series), failed_at);
+  ASSERT_TRUE(jobs_->Cancel(cancelled->job_id(), "", alice_).ok());
+  EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(cancelled->job_id())));
+
+  clock_.Advance(absl::Minutes(59));
+  MakeManager();  // a coordinator restart: the new manager exports it again, and ends it
+  jobs_->Tick();
+  EXPECT_EQ(SeriesValue(registry_.RenderText(), series), failed_at);
+  clock_.Advance(absl::Minutes(1));
+  jobs_->Tick();
+  EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(failed->job_id())));
+  MakeManager();  // past the hour: not exported again
+  EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(failed->job_id())));
 }
 
 TEST_F(JobManagerTest, LostNodeRestartsTheJobElsewhere) {

@@ -213,6 +213,24 @@ TEST_F(MonitoringAlertsTest, OomKilledWorkerRaisesWorkerOutOfMemoryForItsNode) {
               IsEmpty());
 }
 
+// A job whose step 5 has NaN gradients fails for good (exit 78, no restart despite its
+// max_restarts): RingmasterJobFailed fires for it, naming it. No alert of the kind before.
+TEST_F(MonitoringAlertsTest, NonFiniteStepRaisesJobFailed) {
+  EXPECT_THAT(stack_->Alerts("RingmasterJobFailed", ""), IsEmpty());
+  const std::string id =
+      cluster().Submit("nan", FourRankJob("nan", TrainerCommand({"--nan_gradients_at_step=5"}),
+                                          "restart: {max_restarts: 3}\n"));
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(cluster().WaitForEnd(id, absl::Seconds(120)), "FAILED") << Describe(id);
+  EXPECT_THAT(Describe(id), HasSubstr("step 5: the gradient norm is nan"));
+  EXPECT_THAT(Describe(id), HasSubstr("(fatal: no restart)"));
+  auto alert = stack_->WaitForAlert("RingmasterJobFailed", absl::StrCat("job_id=\"", id, "\""),
+                                    absl::Seconds(60));
+  ASSERT_TRUE(alert.ok()) << alert.status() << Describe(id);
+  EXPECT_EQ(Label(*alert, "severity"), "critical");
+  EXPECT_EQ(Label(*alert, "alertstate"), "firing");  // no `for:`
+}
+
 // A job that crashes after its second checkpoint in every generation: it restarts again and
 // again from the same checkpoint, so RingmasterRestartLoop goes pending, and its newest
 // checkpoint ages past three of its intervals, so RingmasterCheckpointStale does too. (Rank 0
