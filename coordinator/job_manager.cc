@@ -850,8 +850,9 @@ void JobManager::Finish(Job* job, v1::JobState state, const std::string& message
 void JobManager::ExportFailure(Job* job) {
   if (job_failed_ == nullptr) return;
   const absl::Time failed = absl::FromUnixNanos(job->status.end_time_unix_nanos());
-  job->failed_series_until = failed + options_.failed_series_retention;
-  if (clock_->Now() >= job->failed_series_until) return;
+  const absl::Time until = failed + options_.failed_series_retention;
+  if (clock_->Now() >= until) return;
+  job->failed_series_until = until;
   job_failed_->WithLabels({job->status.job_id()})
       ->Set(absl::ToDoubleSeconds(failed - absl::UnixEpoch()));
 }

@@ -32,7 +32,10 @@
 //    ringmaster_straggler{rank}; no restart;
 //  - recoveries: recovery_tracker.h; a "recovered" event and ringmaster_recovery_seconds{phase}
 //    once every rank of the new generation has stepped; ringmaster_goodput_ratio.
-// Job-level series are removed when the job ends (bounded cardinality).
+// Job-level series are removed when the job ends (bounded cardinality), but for a job that failed
+// for good, whose ringmaster_job_failed_timestamp_seconds a failure starts (RingmasterJobFailed):
+// it goes `failed_series_retention` (an hour) after the failure, and a restarted coordinator
+// exports it again for what is left of that time.
 //
 // Durability: jobs, events, generations and assignments go to the JobStore on every transition;
 // progress (step, loss) is in memory only. Recover() reloads everything after a restart; running
@@ -99,7 +102,8 @@ class JobManager {
              JobManagerOptions options);
   ~JobManager();
 
-  // Loads every stored job. Call once, before serving.
+  // Loads every stored job (and exports the failure of a job that failed less than
+  // failed_series_retention ago). Call once, before serving.
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT listing every problem), plans, stores the job PENDING and tries
@@ -176,8 +180,9 @@ class JobManager {
 
   // Periodic work: push progress to watchers (at most once per second per job), fail recovered
   // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), place
-  // restarting jobs whose crash-loop backoff or drain wait has passed, and free the devices of
-  // a job that ended during a drain's wait once its deadline has passed.
+  // restarting jobs whose crash-loop backoff or drain wait has passed, free the devices of a job
+  // that ended during a drain's wait once its deadline has passed, and remove a failed job's
+  // failure series once failed_series_retention has passed.
   void Tick();
 
  private:

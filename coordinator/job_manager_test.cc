@@ -1156,7 +1156,11 @@ TEST_F(JobManagerTest, AFailedJobIsExportedForAnHourAfterItFailed) {
   EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(cancelled->job_id())));
 
   clock_.Advance(absl::Minutes(59));
-  MakeManager();  // a coordinator restart: the new manager exports it again, and ends it
+  // A coordinator restart: a new process starts with no series (this test's managers share one
+  // registry), and the new manager exports it again, and ends it.
+  registry_.AddGauge("ringmaster_job_failed_timestamp_seconds", "", {"job_id"})
+      .Remove({failed->job_id()});
+  MakeManager();
   jobs_->Tick();
   EXPECT_EQ(SeriesValue(registry_.RenderText(), series), failed_at);
   clock_.Advance(absl::Minutes(1));

@@ -1,14 +1,13 @@
 // The Grafana dashboards against a live cluster: a real coordinator, two agents and the builtin
 // trainer, scraped by a real Prometheus running deploy/prometheus/prometheus.yml and its rules
-// (tests/monitoring_stack.h). One 4-rank job goes through a slow rank (flagged as a straggler,
-// which must raise RingmasterStragglerPersisting for that rank and no other), a slow link (named
-// by the link check, which must raise RingmasterSlowLink for that link and no other), a
-// checkpoint and a stopped worker (a hang the watchdog detects and recovers from), and a node is
-// cordoned. Then
-// every panel query of every dashboards/*.json file, read from the JSON with its variables
-// substituted, must parse and return data; so must the dashboards' variable queries. Every live
-// /metrics page passes `promtool check metrics` cleanly, every metric Prometheus saw is documented
-// in docs/metrics.md, and every rule evaluates without error.
+// (tests/monitoring_stack.h). A 1-rank job fails for good; then one 4-rank job goes through a slow
+// rank (flagged as a straggler, which must raise RingmasterStragglerPersisting for that rank and no
+// other), a slow link (named by the link check, which must raise RingmasterSlowLink for that link
+// and no other), a checkpoint and a stopped worker (a hang the watchdog detects and recovers from),
+// and a node is cordoned. Then every panel query of every dashboards/*.json file, read from the
+// JSON with its variables substituted, must parse and return data; so must the dashboards' variable
+// queries. Every live /metrics page passes `promtool check metrics` cleanly, every metric
+// Prometheus saw is documented in docs/metrics.md, and every rule evaluates without error.
 #include <signal.h>
 
 #include <algorithm>
@@ -61,6 +60,18 @@ class MonitoringPanelsTest : public ::testing::Test {
 
 TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerAndAHang) {
   TestCluster& c = stack_->cluster();
+  // First a job that fails for good (NaN gradients in its first step: exit 78), so that the
+  // coordinator exports its failure (ringmaster_job_failed_timestamp_seconds) for the metrics
+  // check below.
+  const std::string failed =
+      c.Submit("failed", absl::StrCat("name: failed\nnodes: 1\ndevices_per_node: 1\ntrainer:\n  ",
+                                      TrainerCommand({"--nan_gradients_at_step=1"}),
+                                      "\n  model: {layers: 1, d_model: 32, heads: 2, seq_len: 16, "
+                                      "vocab: 128}\n  batch: {micro_batch: 1, global_batch: 1}\n"
+                                      "  optimizer: {lr: 1.0e-3}\n  steps: 10\n"));
+  ASSERT_FALSE(failed.empty());
+  ASSERT_EQ(c.WaitForEnd(failed, absl::Seconds(120)), "FAILED")
+      << c.Ctl({"describe", "job", failed}).output;
   auto id = stack_->SubmitAndWaitForSteps(
       "panels",
       FourRankJob("panels",

@@ -272,8 +272,11 @@ TEST_F(TrainerGpuClusterTest, NanGradientsOnOneRankFailTheJobBeforeTheUpdate) {
                             "was not applied[^\n]*\\(fatal: no restart\\)")))
       << described;
   ExpectNoRankFinishedTheNanStep(*cluster_, id, kRanks, 7);
-  EXPECT_EQ(CheckpointDirs(absl::StrCat(*dir_, "/ckpt-nan")),
-            std::vector<std::string>{"step-00000005"});
+  // Nothing after step 5 (its own may still have been in writing when the agent stopped the
+  // ranks).
+  const std::vector<std::string> checkpoints = CheckpointDirs(absl::StrCat(*dir_, "/ckpt-nan"));
+  EXPECT_THAT(checkpoints, ::testing::Not(::testing::IsEmpty()));
+  for (const std::string& dir : checkpoints) EXPECT_LE(dir, "step-00000005");
 }
 
 }  // namespace

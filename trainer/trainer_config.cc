@@ -74,10 +74,11 @@ absl::StatusOr<RankPlace> ReadPlace(const EnvLookup& env) {
 // Every rank checks the fault injection's rank, so a bad one fails them all at once.
 absl::Status CheckNanGradientsRank(const TrainerFlags& flags, const RankPlace& place) {
   const int rank = flags.nan_gradients_rank;
-  if (flags.nan_gradients_at_step <= 0 || rank < 0) return absl::OkStatus();
-  if (rank >= place.world) {
+  if (flags.nan_gradients_at_step <= 0 || rank == -1) return absl::OkStatus();
+  if (rank < -1 || rank >= place.world) {
     return FieldError("--nan_gradients_rank",
-                      absl::StrCat("must be < WORLD_SIZE = ", place.world, ", got ", rank));
+                      absl::StrCat("must be -1 (every last-stage rank) or a rank < WORLD_SIZE = ",
+                                   place.world, ", got ", rank));
   }
   const RankPlace chosen = RankPlace::Of(rank, place.tp, place.pp, place.dp);
   if (!chosen.last_stage()) {

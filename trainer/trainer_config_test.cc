@@ -132,9 +132,14 @@ TEST(TrainerConfigTest, NanGradientsRankMustBeOnTheLastStage) {
   EXPECT_EQ(c.status().message(),
             "--nan_gradients_rank: rank 0 is on pipeline stage 0 of 2; only the last stage has a "
             "loss gradient");
-  flags.nan_gradients_rank = 4;
-  c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
-  EXPECT_EQ(c.status().message(), "--nan_gradients_rank: must be < WORLD_SIZE = 4, got 4");
+  for (int bad : {4, -2}) {
+    flags.nan_gradients_rank = bad;
+    c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
+    EXPECT_EQ(c.status().message(),
+              absl::StrCat("--nan_gradients_rank: must be -1 (every last-stage rank) or a rank < "
+                           "WORLD_SIZE = 4, got ",
+                           bad));
+  }
   flags.nan_gradients_rank = 3;  // the last stage of the second replica
   c = LoadTrainerConfig(Lookup(LayoutEnv(spec, 2, 1, 2, 2)), flags);
   EXPECT_TRUE(c.ok()) << c.status();
