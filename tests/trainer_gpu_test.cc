@@ -1,13 +1,13 @@
-// The trainer binary on a GPU (one process, no agent; CUDA_VISIBLE_DEVICES=0 names the GPU, as
-// the agent does): it trains on the CUDA device with NCCL groups, learns, and a run resumed from
-// a checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
+// The trainer binary on a GPU (one process, no agent; CUDA_VISIBLE_DEVICES=0 names the GPU, as the
+// agent does): it trains on the CUDA device with NCCL groups, learns, and a run resumed from a
+// checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
 // ZeRO-sharded state) continues the uninterrupted run's trajectory exactly, losses and final
-// parameters bit for bit; a step with NaN gradients is fatal before its update. Skipped without
-// a GPU. Under --config=emu the trainer binary itself is
-// built emulated (trainer/kernels/emu), so this runs on the CPU: the trainer's whole GPU wiring
-// (accelerator, communicators, checkpoints), not only the device's kernels. It needs Bazel's
-// runfiles, so the GPU machines' archive (bench/gpu_bundle) does not carry it: there
-// bench/gpu_job runs the trainer binary on the GPU instead.
+// parameters bit for bit; a step with NaN gradients is fatal before its update. Skipped without a
+// GPU. Under --config=emu the trainer binary itself is built emulated (trainer/kernels/emu), so
+// this runs on the CPU: the trainer's whole GPU wiring (accelerator, communicators, checkpoints),
+// not only the device's kernels. It needs Bazel's runfiles, so the GPU machines' archive
+// (bench/gpu_bundle) does not carry it: there bench/gpu_job runs the trainer binary on the GPU
+// instead.
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
