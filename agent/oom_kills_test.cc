@@ -1,17 +1,16 @@
 #include "agent/oom_kills.h"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "agent/testing/memory_cgroup.h"
+#include "agent/testing/touch_memory.h"
 #include "common/testing/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,11 +224,7 @@ TEST(OomKillsOnThisKernelTest, AnOomKillIsCounted) {
     close(go[1]);
     char byte;
     if (read(go[0], &byte, 1) != 1) _exit(3);
-    for (int i = 0; i < 256; ++i) {
-      void* p = mmap(nullptr, 8 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) _exit(4);
-      memset(p, 1, 8 << 20);
-    }
+    if (!TouchMemory(2048)) _exit(4);
     _exit(0);  // 2 GiB in 64 MiB: not reached
   }
   close(go[0]);

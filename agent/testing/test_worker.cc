@@ -13,7 +13,6 @@
 // RINGMASTER_AGENT_SOCKET (a path, or "unix:<path>"). Without a socket steps are only printed.
 #include <dirent.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -36,6 +34,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/testing/touch_memory.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "proto/ringmaster/v1/worker.grpc.pb.h"
@@ -202,12 +201,7 @@ void Hold() {
 // For the OOM killer (tests run it in a memory cgroup with a lower limit).
 [[noreturn]] void EatMemory(int mb) {
   Say(absl::StrCat("eating ", mb, " MiB"));
-  constexpr size_t kPiece = 8 << 20;
-  for (int eaten = 0; eaten < mb; eaten += 8) {
-    void* p = mmap(nullptr, kPiece, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) break;
-    memset(p, 1, kPiece);
-  }
+  (void)agent::TouchMemory(mb);  // all of it, or until a mapping fails
   // Not killed: the limit it was meant to meet is not there. Fail rather than hold the memory.
   Say("ate it all without being killed");
   std::exit(1);
