@@ -18,8 +18,7 @@ struct ExitAnnouncement {
 };
 
 // For an exit with code 0: "", unless the agent stopped the worker. Otherwise, made one line of
-// at most kExitReasonBytes
-// (common/one_line.h):
+// at most kExitReasonBytes (common/one_line.h):
 // - announced, and it exited with the code it announced: the announced reason;
 // - announced, and it ended otherwise (another code, a signal: it failed or was killed while
 //   exiting): "after announcing exit C: " and the reason, the root cause;

@@ -90,10 +90,10 @@ void AddRanksOn(const v1::JobStatus& status, const std::string& node, v1::JobEve
 // "rank R on N was killed by signal S" or "... exited with code C", and why, as its agent tells
 // it: the worker's own reason or its last output (bounded again here: an agent's text is input).
 std::string DescribeExit(const std::string& node, const v1::WorkerState& state) {
-  std::string what = state.signal() != 0 ? absl::StrCat("rank ", state.rank(), " on ", node,
-                                                        " was killed by signal ", state.signal())
-                                         : absl::StrCat("rank ", state.rank(), " on ", node,
-                                                        " exited with code ", state.exit_code());
+  std::string what =
+      absl::StrCat("rank ", state.rank(), " on ", node,
+                   state.signal() != 0 ? absl::StrCat(" was killed by signal ", state.signal())
+                                       : absl::StrCat(" exited with code ", state.exit_code()));
   if (const std::string why = OneLine(state.exit_reason(), kExitReasonBytes); !why.empty()) {
     absl::StrAppend(&what, ": ", why);
   }
