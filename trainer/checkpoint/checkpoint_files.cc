@@ -6,13 +6,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/file_contents.h"
 #include "common/status.h"
 #include "trainer/checkpoint/crc32c.h"
 
@@ -120,14 +119,6 @@ absl::Status WriteDurably(const std::string& path,
   return FsyncDirectoryOf(path);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 std::string CheckpointLayout::ToString() const {
@@ -173,7 +164,7 @@ absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
 }
 
 absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string data, ReadFileContents(path));
   ManifestFile f;
   f.name = std::filesystem::path(path).filename().string();
   f.bytes = static_cast<int64_t>(data.size());
@@ -183,7 +174,7 @@ absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
 
 absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFile& expected,
                                        const CheckpointLayout& layout, int64_t step) {
-  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string data, ReadFileContents(path));
   if (static_cast<int64_t>(data.size()) != expected.bytes) {
     return absl::DataLossError(absl::StrCat(path, " has ", data.size(), " bytes, the manifest says ",
                                             expected.bytes));

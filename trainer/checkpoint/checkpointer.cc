@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_contents.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -62,10 +61,8 @@ std::vector<int64_t> Checkpointer::CommittedSteps() const {
 
 absl::StatusOr<Manifest> Checkpointer::Verify(int64_t step) const {
   const std::string dir = StepDir(step);
-  std::ifstream in(dir + "/MANIFEST");
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text.str()));
+  ASSIGN_OR_RETURN(std::string text, ReadFileContents(dir + "/MANIFEST"));
+  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text));
   if (manifest.step != step) {
     return absl::DataLossError(absl::StrCat(dir, "/MANIFEST names step ", manifest.step));
   }
@@ -112,10 +109,8 @@ absl::StatusOr<int64_t> Checkpointer::FindResumeStep() {
 
 absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
   const std::string dir = StepDir(step);
-  std::ifstream in(dir + "/MANIFEST");
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text.str()));
+  ASSIGN_OR_RETURN(std::string text, ReadFileContents(dir + "/MANIFEST"));
+  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text));
   if (source_rank < 0 || source_rank >= static_cast<int>(manifest.files.size())) {
     return absl::InternalError(absl::StrCat("no rank ", source_rank, " in ", dir));
   }

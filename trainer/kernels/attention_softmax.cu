@@ -6,7 +6,10 @@ namespace ringmaster::kernels {
 namespace {
 
 using device::Load;
+using device::LoadPack;
+using device::Pack16;
 using device::Store;
+using device::StorePack;
 
 constexpr int kWarpsPerBlock = 8;
 
@@ -42,12 +45,116 @@ __global__ void SoftmaxBackwardKernel(T* datt, const T* att, int64_t rows, int T
   }
 }
 
+// The vectorized kernels: the same, with the row in registers (lane l holds 16-byte vectors l,
+// l + 32, ...: Pack16, kChunks of them), each element read from memory once and only the causal
+// part read at all. Taken when the rows are whole aligned vectors and fit (WarpRowChunks).
+template <typename T, int kChunks>
+__global__ void SoftmaxVecKernel(T* att, int64_t rows, int T_) {
+  constexpr int kV = Pack16<T>::kSize;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int t = static_cast<int>(row % T_);
+  T* x = att + row * T_;
+  Pack16<T> p[kChunks];
+  float max = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s > t) continue;
+    p[k] = LoadPack(x + s);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      if (s + i <= t) max = fmaxf(max, p[k].Get(i));
+    }
+  }
+  max = device::WarpMax(max);
+  float sum = 0;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s > t) continue;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      if (s + i <= t) sum += expf(p[k].Get(i) - max);
+    }
+  }
+  const float inv = 1.0f / device::WarpSum(sum);
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s >= T_) continue;
+    Pack16<T> o;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.Set(i, s + i <= t ? expf(p[k].Get(i) - max) * inv : 0.0f);
+    StorePack(x + s, o);
+  }
+}
+
+template <typename T, int kChunks>
+__global__ void SoftmaxBackwardVecKernel(T* datt, const T* att, int64_t rows, int T_) {
+  constexpr int kV = Pack16<T>::kSize;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int t = static_cast<int>(row % T_);
+  T* d = datt + row * T_;
+  const T* a = att + row * T_;
+  Pack16<T> pa[kChunks], pd[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s > t) continue;
+    pa[k] = LoadPack(a + s);
+    pd[k] = LoadPack(d + s);
+  }
+  float dot = 0;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s > t) continue;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      if (s + i <= t) dot += pa[k].Get(i) * pd[k].Get(i);
+    }
+  }
+  dot = device::WarpSum(dot);
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int s = (k * 32 + lane) * kV;
+    if (s >= T_) continue;
+    Pack16<T> o;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      o.Set(i, s + i <= t ? pa[k].Get(i) * (pd[k].Get(i) - dot) : 0.0f);
+    }
+    StorePack(d + s, o);
+  }
+}
+
+int64_t Blocks(int64_t rows) { return WarpPerRowBlocks(rows, kWarpsPerBlock); }
+constexpr int kThreads = kWarpsPerBlock * 32;
+
 template <typename T>
 cudaError_t Softmax(T* att, int64_t rows, int T_, cudaStream_t stream) {
   ClearStaleError();
   if (rows == 0) return cudaSuccess;
-  SoftmaxKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      att, rows, T_);
+  switch (RowsVectorizable(T_, sizeof(T), {att}) ? WarpRowChunks(T_, sizeof(T)) : 0) {
+    case 1:
+      SoftmaxVecKernel<T, 1><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+      break;
+    case 2:
+      SoftmaxVecKernel<T, 2><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+      break;
+    case 4:
+      SoftmaxVecKernel<T, 4><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+      break;
+    case 8:
+      SoftmaxVecKernel<T, 8><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+      break;
+    default:
+      SoftmaxKernel<<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+  }
   return cudaGetLastError();
 }
 
@@ -55,8 +162,22 @@ template <typename T>
 cudaError_t SoftmaxBackward(T* datt, const T* att, int64_t rows, int T_, cudaStream_t stream) {
   ClearStaleError();
   if (rows == 0) return cudaSuccess;
-  SoftmaxBackwardKernel<<<WarpPerRowBlocks(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      datt, att, rows, T_);
+  switch (RowsVectorizable(T_, sizeof(T), {datt, att}) ? WarpRowChunks(T_, sizeof(T)) : 0) {
+    case 1:
+      SoftmaxBackwardVecKernel<T, 1><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+      break;
+    case 2:
+      SoftmaxBackwardVecKernel<T, 2><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+      break;
+    case 4:
+      SoftmaxBackwardVecKernel<T, 4><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+      break;
+    case 8:
+      SoftmaxBackwardVecKernel<T, 8><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+      break;
+    default:
+      SoftmaxBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+  }
   return cudaGetLastError();
 }
 

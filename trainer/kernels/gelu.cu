@@ -6,7 +6,10 @@ namespace ringmaster::kernels {
 namespace {
 
 using device::Load;
+using device::LoadPack;
+using device::Pack16;
 using device::Store;
+using device::StorePack;
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
@@ -22,18 +25,39 @@ __global__ void GeluForwardKernel(T* out, const T* in, int64_t n) {
 }
 
 // Each element is read and written by the same thread, so din may alias dout.
+__device__ __forceinline__ float GeluGrad(float x) {
+  const float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
+  const float t = tanhf(inner);
+  const float sech2 = 1.0f - t * t;
+  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+}
+
 template <typename T>
 __global__ void GeluBackwardKernel(T* din, const T* in, const T* dout, int64_t n, bool accumulate) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = Load(in + i);
-    const float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
-    const float t = tanhf(inner);
-    const float sech2 = 1.0f - t * t;
-    const float grad =
-        0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    const float g = grad * Load(dout + i);
+    const float g = GeluGrad(Load(in + i)) * Load(dout + i);
     Store(din + i, accumulate ? Load(din + i) + g : g);
+  }
+}
+
+// The same over 16-byte vectors (Pack16), when every pointer is aligned and n a whole number of
+// them: one vector a thread per iteration.
+template <typename T>
+__global__ void GeluBackwardVecKernel(T* din, const T* in, const T* dout, int64_t n,
+                                      bool accumulate) {
+  constexpr int kV = Pack16<T>::kSize;
+  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kV; i < n;
+       i += int64_t{gridDim.x} * blockDim.x * kV) {
+    const Pack16<T> x = LoadPack(in + i), dy = LoadPack(dout + i);
+    Pack16<T> d;
+    if (accumulate) d = LoadPack(din + i);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      const float g = GeluGrad(x.Get(e)) * dy.Get(e);
+      d.Set(e, accumulate ? d.Get(e) + g : g);
+    }
+    StorePack(din + i, d);
   }
 }
 
@@ -52,7 +76,12 @@ cudaError_t Backward(T* din, const T* in, const T* dout, int64_t n, bool accumul
                      cudaStream_t stream) {
   ClearStaleError();
   if (n == 0) return cudaSuccess;
-  GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n, accumulate);
+  if (RowsVectorizable(n, sizeof(T), {din, in, dout})) {
+    GeluBackwardVecKernel<<<Blocks(n / Pack16<T>::kSize), kElementwiseThreads, 0, stream>>>(
+        din, in, dout, n, accumulate);
+  } else {
+    GeluBackwardKernel<<<Blocks(n), kElementwiseThreads, 0, stream>>>(din, in, dout, n, accumulate);
+  }
   return cudaGetLastError();
 }
 

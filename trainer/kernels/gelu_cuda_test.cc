@@ -41,8 +41,9 @@ class GeluCudaTest : public GpuTypedTest<T> {};
 TYPED_TEST_SUITE(GeluCudaTest, ElementTypes);
 
 // 0 (no launch), below/at/above one block, and more than the grid cap (65535 blocks x 256
-// threads) so the grid-stride loop runs more than once.
-const int64_t kSizes[] = {0, 1, 255, 256, 257, 100003, 65535LL * 256 + 4097};
+// threads) so the grid-stride loop runs more than once. Sizes that are whole 16-byte vectors (256,
+// 4096, and 5000 below) take the vectorized backward kernel, the others the scalar one.
+const int64_t kSizes[] = {0, 1, 255, 256, 257, 4096, 100003, 65535LL * 256 + 4097};
 
 TYPED_TEST(GeluCudaTest, ForwardAndBackwardMatchCpu) {
   using T = TypeParam;

@@ -8,12 +8,60 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 namespace ringmaster::kernels::device {
 
 __device__ __forceinline__ float Load(const float* p) { return *p; }
 __device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void Store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Sixteen bytes of T (8 bf16 or 4 floats), moved between registers and memory in one 16-byte
+// access: the vectorized kernels' unit. The address must be 16-byte aligned; the launchers check
+// (launch_shape.h's RowsVectorizable) and fall back to the scalar kernels otherwise.
+template <typename T>
+struct Pack16 {
+  static constexpr int kSize = 16 / sizeof(T);
+  alignas(16) T e[kSize];
+  __device__ __forceinline__ float Get(int i) const { return Load(e + i); }
+  __device__ __forceinline__ void Set(int i, float v) { Store(e + i, v); }
+};
+
+#ifndef __CUDA_ARCH__
+// Emulated on the CPU (trainer/kernels/emu): a GPU faults on a misaligned vector access, so the
+// emulation stops the test too.
+inline void CheckPackAligned(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return;
+  fprintf(stderr, "misaligned 16-byte access at %p\n", p);
+  abort();
+}
+#endif
+
+template <typename T>
+__device__ __forceinline__ Pack16<T> LoadPack(const T* p) {
+  Pack16<T> r;
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<uint4*>(r.e) = *reinterpret_cast<const uint4*>(p);
+#else
+  CheckPackAligned(p);
+  memcpy(r.e, p, 16);
+#endif
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ void StorePack(T* p, const Pack16<T>& v) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(v.e);
+#else
+  CheckPackAligned(p);
+  memcpy(p, v.e, 16);
+#endif
+}
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

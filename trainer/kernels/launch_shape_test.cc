@@ -23,6 +23,30 @@ TEST(LaunchShapeTest, WarpPerRowBlocksCoverEveryRow) {
   EXPECT_EQ(WarpPerRowBlocks(0, 8), 1);
 }
 
+TEST(LaunchShapeTest, RowsVectorizableNeedsAlignedPointersAndWholeVectorRows) {
+  alignas(16) static char buffer[64];
+  EXPECT_TRUE(RowsVectorizable(8, 2, {buffer, buffer + 16}));  // 8 bf16 = one vector
+  EXPECT_TRUE(RowsVectorizable(768, 2, {buffer, nullptr}));    // null pointers are not used
+  EXPECT_TRUE(RowsVectorizable(4, 4, {}));
+  EXPECT_FALSE(RowsVectorizable(12, 2, {buffer}));  // 24 bytes: the second row starts unaligned
+  EXPECT_FALSE(RowsVectorizable(6, 4, {buffer}));
+  EXPECT_FALSE(RowsVectorizable(8, 2, {buffer, buffer + 2}));
+  EXPECT_FALSE(RowsVectorizable(8, 2, {buffer + 8}));
+}
+
+TEST(LaunchShapeTest, WarpRowChunksRoundUpToACompiledVariant) {
+  // bf16: 256 elements per chunk (32 lanes x 8); fp32: 128.
+  EXPECT_EQ(WarpRowChunks(1, 2), 1);
+  EXPECT_EQ(WarpRowChunks(256, 2), 1);
+  EXPECT_EQ(WarpRowChunks(257, 2), 2);
+  EXPECT_EQ(WarpRowChunks(768, 2), 4);   // GPT-2's width: 3 chunks, the 4-chunk variant
+  EXPECT_EQ(WarpRowChunks(1024, 2), 4);  // T = 1024 in attention
+  EXPECT_EQ(WarpRowChunks(768, 4), 8);
+  EXPECT_EQ(WarpRowChunks(2048, 2), kMaxWarpRowChunks);
+  EXPECT_EQ(WarpRowChunks(2049, 2), 0);
+  EXPECT_EQ(WarpRowChunks(1025, 4), 0);
+}
+
 TEST(LaunchShapeTest, ColumnReduceSplits) {
   EXPECT_EQ(ColumnReduceSplits(1), 1);
   EXPECT_EQ(ColumnReduceSplits(256), 1);

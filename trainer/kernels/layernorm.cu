@@ -7,7 +7,10 @@ namespace ringmaster::kernels {
 namespace {
 
 using device::Load;
+using device::LoadPack;
+using device::Pack16;
 using device::Store;
+using device::StorePack;
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kColumns = 32;
@@ -74,6 +77,119 @@ __global__ void BackwardInputKernel(T* dinp, const T* dout, const T* inp, const 
   }
 }
 
+// The vectorized kernels: one warp per row as above, the row in registers (lane l holds
+// vectors l, l + 32, ... of 16 bytes: Pack16, kChunks of them), read from memory once. Taken when
+// every row is a whole number of aligned vectors and fits (launch_shape.h's WarpRowChunks).
+template <typename T, int kChunks>
+__global__ void ForwardVecKernel(T* out, float* mean, float* rstd, const T* inp,
+                                 const T* residual_b, T* residual, const T* weight, const T* bias,
+                                 int N, int C) {
+  constexpr int kV = Pack16<T>::kSize;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  Pack16<T> x[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = (k * 32 + lane) * kV;
+    if (c < C) x[k] = LoadPack(inp + row * C + c);
+  }
+  if (residual_b != nullptr) {
+    // The residual sum is rounded to T once, stored, and normalised as stored.
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const int c = (k * 32 + lane) * kV;
+      if (c >= C) continue;
+      const Pack16<T> b = LoadPack(residual_b + row * C + c);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) x[k].Set(i, x[k].Get(i) + b.Get(i));
+      StorePack(residual + row * C + c, x[k]);
+    }
+  }
+  float sum = 0;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    if ((k * 32 + lane) * kV >= C) continue;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) sum += x[k].Get(i);
+  }
+  const float m = device::WarpSum(sum) / C;
+  float var = 0;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    if ((k * 32 + lane) * kV >= C) continue;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      const float d = x[k].Get(i) - m;
+      var += d * d;
+    }
+  }
+  const float s = 1.0f / sqrtf(device::WarpSum(var) / C + kLayerNormEpsilon);
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = (k * 32 + lane) * kV;
+    if (c >= C) continue;
+    const Pack16<T> w = LoadPack(weight + c), b = LoadPack(bias + c);
+    Pack16<T> o;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.Set(i, (x[k].Get(i) - m) * s * w.Get(i) + b.Get(i));
+    StorePack(out + row * C + c, o);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+template <typename T, int kChunks>
+__global__ void BackwardInputVecKernel(T* dinp, const T* dout, const T* inp, const T* weight,
+                                       const float* mean, const float* rstd, int N, int C) {
+  constexpr int kV = Pack16<T>::kSize;
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  // Every load first, so that they are all in flight at once.
+  Pack16<T> x[kChunks], dy[kChunks], dx[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = (k * 32 + lane) * kV;
+    if (c >= C) continue;
+    x[k] = LoadPack(inp + row * C + c);
+    dy[k] = LoadPack(dout + row * C + c);
+    dx[k] = LoadPack(dinp + row * C + c);
+  }
+  const float m = mean[row];
+  const float s = rstd[row];
+  float dnorm_mean = 0, dnorm_norm_mean = 0;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = (k * 32 + lane) * kV;
+    if (c >= C) continue;
+    const Pack16<T> w = LoadPack(weight + c);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      const float dnorm = w.Get(i) * dy[k].Get(i);
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * ((x[k].Get(i) - m) * s);
+    }
+  }
+  dnorm_mean = device::WarpSum(dnorm_mean) / C;
+  dnorm_norm_mean = device::WarpSum(dnorm_norm_mean) / C;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int c = (k * 32 + lane) * kV;
+    if (c >= C) continue;
+    const Pack16<T> w = LoadPack(weight + c);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      const float xhat = (x[k].Get(i) - m) * s;
+      const float dnorm = w.Get(i) * dy[k].Get(i);
+      dx[k].Set(i, dx[k].Get(i) + (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * s);
+    }
+    StorePack(dinp + row * C + c, dx[k]);
+  }
+}
+
 // Partial sums of dweight = sum xhat * dy and dbias = sum dy over one slice of the rows (see
 // reduce.cu's column sums for the slicing).
 template <typename T>
@@ -121,15 +237,48 @@ __global__ void ParamFinishKernel(T* dweight, T* dbias, const float* dweight_par
   }
 }
 
+template <typename T, int kChunks>
+void ForwardVec(T* out, float* mean, float* rstd, const T* inp, const T* residual_b, T* residual,
+                const T* weight, const T* bias, int N, int C, cudaStream_t stream) {
+  ForwardVecKernel<T, kChunks>
+      <<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+          out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
+}
+
 template <typename T>
 cudaError_t Forward(T* out, float* mean, float* rstd, const T* inp, const T* residual_b,
                     T* residual, const T* weight, const T* bias, int N, int C,
                     cudaStream_t stream) {
   ClearStaleError();
   if (N == 0) return cudaSuccess;
-  ForwardKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
+  const bool vectors =
+      RowsVectorizable(C, sizeof(T), {out, inp, residual_b, residual, weight, bias});
+  switch (vectors ? WarpRowChunks(C, sizeof(T)) : 0) {
+    case 1:
+      ForwardVec<T, 1>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
+      break;
+    case 2:
+      ForwardVec<T, 2>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
+      break;
+    case 4:
+      ForwardVec<T, 4>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
+      break;
+    case 8:
+      ForwardVec<T, 8>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
+      break;
+    default:
+      ForwardKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+          out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
+  }
   return cudaGetLastError();
+}
+
+template <typename T, int kChunks>
+void BackwardInputVec(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
+                      const float* rstd, int N, int C, cudaStream_t stream) {
+  BackwardInputVecKernel<T, kChunks>
+      <<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+          dinp, dout, inp, weight, mean, rstd, N, C);
 }
 
 template <typename T>
@@ -138,8 +287,24 @@ cudaError_t Backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
                      cudaStream_t stream) {
   ClearStaleError();
   if (N == 0 || C == 0) return cudaSuccess;
-  BackwardInputKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      dinp, dout, inp, weight, mean, rstd, N, C);
+  const bool vectors = RowsVectorizable(C, sizeof(T), {dinp, dout, inp, weight});
+  switch (vectors ? WarpRowChunks(C, sizeof(T)) : 0) {
+    case 1:
+      BackwardInputVec<T, 1>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
+      break;
+    case 2:
+      BackwardInputVec<T, 2>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
+      break;
+    case 4:
+      BackwardInputVec<T, 4>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
+      break;
+    case 8:
+      BackwardInputVec<T, 8>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
+      break;
+    default:
+      BackwardInputKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+          dinp, dout, inp, weight, mean, rstd, N, C);
+  }
   const int splits = ColumnReduceSplits(N);
   float* dweight_partials = scratch;
   float* dbias_partials = scratch + ColumnReduceScratch(C, splits);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns a .cu file into C++ that runs its kernels on the CPU (cuda_emu.h), for tests.
 
-Each launch `Kernel<<<grid, block, shared, stream>>>(args);` becomes
+Each launch `Kernel<<<grid, block, shared, stream>>>(args);` (or `Kernel<T, 4><<<...`) becomes
 `::emu::Launch(::emu::MakeConfig(grid, block, shared, stream), [=] { Kernel(args); });`, which
 runs the kernel once per CUDA thread, when the stream gets to it (the arguments are copied at
 the launch, as CUDA copies them); cub's radix sort is replaced by a host sort
@@ -11,7 +11,8 @@ import re
 import sys
 
 _CUB = re.compile(r"#include\s*<cub/device/device_radix_sort\.cuh>")
-_LAUNCH = re.compile(r"([A-Za-z_][A-Za-z_0-9:]*)\s*<<<")
+# A kernel's name, with its template arguments if the launch names them (`Kernel<T, 4><<<`).
+_LAUNCH = re.compile(r"([A-Za-z_][A-Za-z_0-9:]*(?:<[^<>;{}()]*>)?)\s*<<<")
 
 
 def _matching(text, start, opening, closing):

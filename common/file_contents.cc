@@ -1,0 +1,47 @@
+#include "common/file_contents.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringmaster {
+namespace {
+
+absl::Status Failed(int error, const std::string& what, const std::string& path) {
+  return absl::ErrnoToStatus(error, absl::StrCat("cannot ", what, " ", path));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Failed(errno, "open", path);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Failed(errno, "stat", path);
+  if (S_ISDIR(st.st_mode)) return Failed(EISDIR, "read", path);
+  // Files whose size stat does not know (/proc) are read in pieces until their end.
+  std::string data(S_ISREG(st.st_mode) && st.st_size > 0 ? st.st_size : 4096, '\0');
+  size_t size = 0;
+  for (;;) {
+    if (size == data.size()) data.resize(data.size() * 2);
+    const ssize_t n = read(fd, data.data() + size, data.size() - size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Failed(errno, "read", path);
+    if (n == 0) break;
+    size += n;
+  }
+  data.resize(size);
+  return data;
+}
+
+}  // namespace ringmaster

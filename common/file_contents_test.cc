@@ -1,0 +1,57 @@
+#include "common/file_contents.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ringmaster {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return std::string(getenv("TEST_TMPDIR")) + "/" + name;
+}
+
+void Write(const std::string& path, const std::string& contents) {
+  std::ofstream(path, std::ios::binary) << contents;
+}
+
+TEST(FileContentsTest, ReadsEveryByte) {
+  // Empty, small, with NULs, and larger than the first guess for unsized files.
+  std::string big(3 * 1024 * 1024 + 7, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + i / 7);
+  for (const std::string& contents :
+       {std::string(), std::string("one line\n"), std::string("a\0b", 3), big}) {
+    const std::string path = TempPath("file");
+    Write(path, contents);
+    absl::StatusOr<std::string> read = ReadFileContents(path);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(*read, contents);
+  }
+}
+
+TEST(FileContentsTest, ReadsFilesOfUnknownSize) {
+  // /proc files report size 0: they are read to their end all the same.
+  absl::StatusOr<std::string> read = ReadFileContents("/proc/self/status");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_NE(read->find("Name:"), std::string::npos);
+}
+
+TEST(FileContentsTest, ErrorsNameThePathAndTheReason) {
+  const std::string missing = TempPath("missing");
+  absl::StatusOr<std::string> read = ReadFileContents(missing);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(read.status().message().find("cannot open " + missing), std::string::npos);
+
+  const std::string dir = TempPath("dir");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  read = ReadFileContents(dir);
+  EXPECT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("cannot read " + dir), std::string::npos);
+  EXPECT_NE(read.status().message().find("directory"), std::string::npos) << read.status();
+}
+
+}  // namespace
+}  // namespace ringmaster
