@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -286,20 +287,21 @@ absl::Status Run::Resume() {
 }
 
 absl::Status Run::Restore() {
-  int64_t step = -1;
+  std::optional<RankState> loaded;
   if (!c_.checkpoint.dir.empty()) {
-    ASSIGN_OR_RETURN(step, checkpointer_->FindResumeStep());
+    const RankPlace& p = c_.place;
+    // Plain DP: the model state is in data-parallel rank 0's file of this (tp, pp) position;
+    // ZeRO: in this rank's own file.
+    const int source = c_.zero_stage > 0 ? p.rank : p.pp_rank * p.tp + p.tp_rank;
+    ASSIGN_OR_RETURN(loaded, checkpointer_->Resume(source));
   }
-  if (step < 0) {
+  if (!loaded.has_value()) {
     RETURN_IF_ERROR(trainer_->InitParameters(c_.data_seed));
     RM_LOG(INFO) << "no checkpoint to resume from: starting at step 0";
     return absl::OkStatus();
   }
-  const RankPlace& p = c_.place;
-  // Plain DP: the model state is in data-parallel rank 0's file of this (tp, pp) position; ZeRO:
-  // in this rank's own file.
-  const int source = c_.zero_stage > 0 ? p.rank : p.pp_rank * p.tp + p.tp_rank;
-  ASSIGN_OR_RETURN(RankState state, checkpointer_->Load(step, source));
+  const RankState& state = *loaded;
+  const int64_t step = state.step;
   if (state.data_seed != c_.data_seed) {
     return FieldError("trainer.data.seed",
                       absl::StrCat("is ", c_.data_seed, " but the checkpoint at step ", step,

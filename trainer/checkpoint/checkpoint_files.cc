@@ -1,17 +1,20 @@
 #include "trainer/checkpoint/checkpoint_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/file_contents.h"
 #include "common/status.h"
 #include "trainer/checkpoint/crc32c.h"
 
@@ -59,14 +62,26 @@ class ChecksummedWriter {
   uint32_t crc_ = 0;
 };
 
-// Reads from an in-memory file image; any overrun is DATA_LOSS.
-class Reader {
+// Reads a file front to back, straight into the caller's memory, tracking the bytes read and
+// their CRC-32C (computed a piece at a time, while each piece is still in the CPU's caches).
+// Reading past the end is DATA_LOSS.
+class ChecksummedReader {
  public:
-  Reader(const std::string& data, std::string path) : data_(data), path_(std::move(path)) {}
+  ChecksummedReader(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   absl::Status Read(void* out, size_t n) {
-    if (pos_ + n > data_.size()) return absl::DataLossError(absl::StrCat(path_, ": truncated"));
-    std::memcpy(out, data_.data() + pos_, n);
-    pos_ += n;
+    char* p = static_cast<char*>(out);
+    while (n > 0) {
+      const ssize_t r = ::read(fd_, p, std::min(n, kPiece));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(errno, absl::StrCat("read ", path_));
+      }
+      if (r == 0) return absl::DataLossError(absl::StrCat(path_, ": truncated"));
+      crc_ = Crc32c(crc_, p, static_cast<size_t>(r));
+      bytes_ += r;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
     return absl::OkStatus();
   }
   template <typename T>
@@ -82,12 +97,96 @@ class Reader {
     RETURN_IF_ERROR(Read(s.data(), n));
     return s;
   }
+  int64_t bytes() const { return bytes_; }
+  uint32_t crc() const { return crc_; }
 
  private:
-  const std::string& data_;
+  static constexpr size_t kPiece = size_t{4} << 20;
+  const int fd_;
   const std::string path_;
-  size_t pos_ = 0;
+  int64_t bytes_ = 0;
+  uint32_t crc_ = 0;
 };
+
+// An open file descriptor, closed when it goes.
+class OpenFile {
+ public:
+  static absl::StatusOr<OpenFile> ForReading(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
+    return OpenFile(fd);
+  }
+  OpenFile(OpenFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  ~OpenFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int fd() const { return fd_; }
+  absl::StatusOr<int64_t> Size(const std::string& path) const {
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
+    return static_cast<int64_t>(st.st_size);
+  }
+
+ private:
+  explicit OpenFile(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// The header and sections of a rank file, as ReadRankFile checks them; `file_bytes` bounds the
+// section sizes.
+absl::StatusOr<RankState> ParseRankFile(ChecksummedReader& r, const std::string& path,
+                                        int64_t file_bytes, int expected_rank,
+                                        const CheckpointLayout& layout, int64_t step) {
+  char magic[8];
+  RETURN_IF_ERROR(r.Read(magic, sizeof(magic)));
+  if (std::memcmp(magic, kMagic, sizeof(magic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": not a Ringmaster checkpoint file"));
+  }
+  RankState state;
+  ASSIGN_OR_RETURN(state.step, r.Get<int64_t>());
+  ASSIGN_OR_RETURN(int32_t rank, r.Get<int32_t>());
+  ASSIGN_OR_RETURN(std::string layout_text, r.String(4096));
+  if (state.step != step || rank != expected_rank || layout_text != layout.ToString()) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": holds step ", state.step, " rank ", rank, " layout ", layout_text,
+        ", expected step ", step, " rank ", expected_rank, " layout ", layout.ToString()));
+  }
+  for (;;) {
+    ASSIGN_OR_RETURN(std::string name, r.String(64));
+    ASSIGN_OR_RETURN(uint64_t bytes, r.Get<uint64_t>());
+    if (bytes > static_cast<uint64_t>(file_bytes)) {
+      return absl::DataLossError(absl::StrCat(path, ": bad section size"));
+    }
+    if (name == "end") break;
+    if (name == "meta") {
+      int64_t meta[3];
+      if (bytes != sizeof(meta)) return absl::DataLossError(absl::StrCat(path, ": bad meta"));
+      RETURN_IF_ERROR(r.Read(meta, sizeof(meta)));
+      state.data_position = meta[0];
+      state.data_seed = static_cast<uint64_t>(meta[1]);
+      continue;
+    }
+    std::vector<float>* target = name == "master" ? &state.master
+                                 : name == "m"    ? &state.m
+                                 : name == "v"    ? &state.v
+                                                  : nullptr;
+    if (target == nullptr || bytes % 4 != 0) {
+      return absl::DataLossError(absl::StrCat(path, ": unexpected section \"", name, "\""));
+    }
+    target->resize(bytes / 4);
+    RETURN_IF_ERROR(r.Read(target->data(), bytes));
+  }
+  if (state.m.size() != state.master.size() || state.v.size() != state.master.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": optimizer sections differ in size"));
+  }
+  if (r.bytes() != file_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", file_bytes - r.bytes(), " bytes after the end section"));
+  }
+  return state;
+}
 
 absl::Status FsyncDirectoryOf(const std::string& path) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
@@ -164,67 +263,42 @@ absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
 }
 
 absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string data, ReadFileContents(path));
+  ASSIGN_OR_RETURN(OpenFile file, OpenFile::ForReading(path));
   ManifestFile f;
   f.name = std::filesystem::path(path).filename().string();
-  f.bytes = static_cast<int64_t>(data.size());
-  f.crc32c = Crc32c(0, data.data(), data.size());
+  std::vector<char> piece(size_t{4} << 20);
+  for (;;) {
+    const ssize_t n = ::read(file.fd(), piece.data(), piece.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, absl::StrCat("read ", path));
+    if (n == 0) break;
+    f.crc32c = Crc32c(f.crc32c, piece.data(), static_cast<size_t>(n));
+    f.bytes += n;
+  }
   return f;
 }
 
 absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFile& expected,
                                        const CheckpointLayout& layout, int64_t step) {
-  ASSIGN_OR_RETURN(std::string data, ReadFileContents(path));
-  if (static_cast<int64_t>(data.size()) != expected.bytes) {
-    return absl::DataLossError(absl::StrCat(path, " has ", data.size(), " bytes, the manifest says ",
-                                            expected.bytes));
+  ASSIGN_OR_RETURN(OpenFile file, OpenFile::ForReading(path));
+  ASSIGN_OR_RETURN(const int64_t size, file.Size(path));
+  if (size != expected.bytes) {
+    return absl::DataLossError(
+        absl::StrCat(path, " has ", size, " bytes, the manifest says ", expected.bytes));
   }
-  const uint32_t crc = Crc32c(0, data.data(), data.size());
+  // One pass: the sections go straight into the state while their CRC-32C is summed.
+  ChecksummedReader r(file.fd(), path);
+  absl::StatusOr<RankState> state = ParseRankFile(r, path, size, expected.rank, layout, step);
+  uint32_t crc = r.crc();
+  if (!state.ok()) {
+    // A damaged file is reported as such, whatever part of it the parse tripped on.
+    ASSIGN_OR_RETURN(ManifestFile actual, ChecksumFile(path));
+    if (actual.crc32c == expected.crc32c) return state.status();
+    crc = actual.crc32c;
+  }
   if (crc != expected.crc32c) {
     return absl::DataLossError(absl::StrFormat("%s: CRC-32C %08x, the manifest says %08x", path,
                                                crc, expected.crc32c));
-  }
-  Reader r(data, path);
-  char magic[8];
-  RETURN_IF_ERROR(r.Read(magic, sizeof(magic)));
-  if (std::memcmp(magic, kMagic, sizeof(magic)) != 0) {
-    return absl::DataLossError(absl::StrCat(path, ": not a Ringmaster checkpoint file"));
-  }
-  RankState state;
-  ASSIGN_OR_RETURN(state.step, r.Get<int64_t>());
-  ASSIGN_OR_RETURN(int32_t rank, r.Get<int32_t>());
-  ASSIGN_OR_RETURN(std::string layout_text, r.String(4096));
-  if (state.step != step || rank != expected.rank || layout_text != layout.ToString()) {
-    return absl::DataLossError(absl::StrCat(path, ": holds step ", state.step, " rank ", rank,
-                                            " layout ", layout_text, ", expected step ", step,
-                                            " rank ", expected.rank, " layout ",
-                                            layout.ToString()));
-  }
-  for (;;) {
-    ASSIGN_OR_RETURN(std::string name, r.String(64));
-    ASSIGN_OR_RETURN(uint64_t bytes, r.Get<uint64_t>());
-    if (bytes > data.size()) return absl::DataLossError(absl::StrCat(path, ": bad section size"));
-    if (name == "end") break;
-    if (name == "meta") {
-      int64_t meta[3];
-      if (bytes != sizeof(meta)) return absl::DataLossError(absl::StrCat(path, ": bad meta"));
-      RETURN_IF_ERROR(r.Read(meta, sizeof(meta)));
-      state.data_position = meta[0];
-      state.data_seed = static_cast<uint64_t>(meta[1]);
-      continue;
-    }
-    std::vector<float>* target = name == "master" ? &state.master
-                                 : name == "m"    ? &state.m
-                                 : name == "v"    ? &state.v
-                                                  : nullptr;
-    if (target == nullptr || bytes % 4 != 0) {
-      return absl::DataLossError(absl::StrCat(path, ": unexpected section \"", name, "\""));
-    }
-    target->resize(bytes / 4);
-    RETURN_IF_ERROR(r.Read(target->data(), bytes));
-  }
-  if (state.m.size() != state.master.size() || state.v.size() != state.master.size()) {
-    return absl::DataLossError(absl::StrCat(path, ": optimizer sections differ in size"));
   }
   return state;
 }

@@ -122,18 +122,14 @@ class CheckpointerTest : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << s;
     }
   }
-  // The step both ranks agree to resume from, and rank 1's loaded state.
+  // The step both ranks resume from (-1: none), each reading its own file, and rank 1's state.
   int64_t Resume(RankState* loaded = nullptr) {
     std::vector<int64_t> found(2, -2);
-    for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer& c, int rank) -> absl::Status {
-           auto step = c.FindResumeStep();
-           if (!step.ok()) return step.status();
-           found[rank] = *step;
-           if (rank == 1 && loaded != nullptr && *step >= 0) {
-             auto state = c.Load(*step, 1);
-             if (!state.ok()) return state.status();
-             *loaded = *state;
-           }
+    for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer&c, int rank) -> absl::Status {
+           auto state = c.Resume(rank);
+           if (!state.ok()) return state.status();
+           found[rank] = state->has_value() ? (*state)->step : -1;
+           if (rank == 1 && loaded != nullptr && state->has_value()) *loaded = **state;
            return absl::OkStatus();
          })) {
       EXPECT_TRUE(s.ok()) << s;
@@ -156,6 +152,8 @@ TEST_F(CheckpointerTest, KeepsTheNewestAndResumesFromIt) {
 }
 
 TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
+  // Rank 1 finds its own file damaged (same size, wrong CRC-32C) and rank 0 reads its own
+  // intact: both move on to step 10 together.
   SaveSteps({10, 20});
   {
     std::fstream f(dir_ + "/step-00000020/rank-00001.bin",
@@ -164,6 +162,28 @@ TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
     f.put('x');
   }
   EXPECT_EQ(Resume(), 10);
+}
+
+TEST_F(CheckpointerTest, OnlyTheFilesTheRanksNeedAreRead) {
+  // As in plain data parallelism, both ranks resume from rank 0's file: rank 1's (same size,
+  // damaged) is read by no one, so the newest checkpoint stands.
+  SaveSteps({10, 20});
+  {
+    std::fstream f(dir_ + "/step-00000020/rank-00001.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('x');
+  }
+  std::vector<int64_t> found(2, -2);
+  for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer&c, int rank) -> absl::Status {
+         auto state = c.Resume(0);
+         if (!state.ok()) return state.status();
+         found[rank] = state->has_value() ? (*state)->step : -1;
+         return absl::OkStatus();
+       })) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(found, (std::vector<int64_t>{20, 20}));
 }
 
 TEST_F(CheckpointerTest, ATruncatedNewestCheckpointFallsBackToThePreviousOne) {
@@ -182,9 +202,8 @@ TEST_F(CheckpointerTest, AnotherLayoutIsAFatalErrorNotASilentFreshStart) {
   SaveSteps({10});
   CheckpointLayout other = Layout();
   other.zero = 0;
-  for (const absl::Status& s : Ranks(other, [&](Checkpointer& c, int) -> absl::Status {
-         return c.FindResumeStep().status();
-       })) {
+  for (const absl::Status& s :
+       Ranks(other, [&](Checkpointer&c, int) -> absl::Status { return c.Resume(0).status(); })) {
     EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
     EXPECT_THAT(s.message(), HasSubstr("same layout"));
   }

@@ -59,63 +59,84 @@ std::vector<int64_t> Checkpointer::CommittedSteps() const {
   return steps;
 }
 
-absl::StatusOr<Manifest> Checkpointer::Verify(int64_t step) const {
+absl::StatusOr<Manifest> Checkpointer::ReadManifest(int64_t step) const {
   const std::string dir = StepDir(step);
   ASSIGN_OR_RETURN(std::string text, ReadFileContents(dir + "/MANIFEST"));
   ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text));
   if (manifest.step != step) {
     return absl::DataLossError(absl::StrCat(dir, "/MANIFEST names step ", manifest.step));
   }
+  return manifest;
+}
+
+absl::StatusOr<Manifest> Checkpointer::CheckSizes(int64_t step) const {
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(step));
+  const std::string dir = StepDir(step);
   for (const ManifestFile& f : manifest.files) {
-    absl::StatusOr<ManifestFile> actual = ChecksumFile(dir + "/" + f.name);
-    if (!actual.ok()) return absl::DataLossError(actual.status().message());
-    if (actual->bytes != f.bytes || actual->crc32c != f.crc32c) {
-      return absl::DataLossError(absl::StrCat(dir, "/", f.name, " has ", actual->bytes,
-                                              " bytes and a different checksum than its MANIFEST "
-                                              "entry (", f.bytes, " bytes): torn or corrupt"));
+    std::error_code ec;
+    const uintmax_t bytes = fs::file_size(dir + "/" + f.name, ec);
+    if (ec) return absl::DataLossError(absl::StrCat(dir, "/", f.name, ": ", ec.message()));
+    if (static_cast<int64_t>(bytes) != f.bytes) {
+      return absl::DataLossError(absl::StrCat(dir, "/", f.name, " has ", bytes,
+                                              " bytes, its MANIFEST entry ", f.bytes,
+                                              ": torn or corrupt"));
     }
   }
   return manifest;
 }
 
-absl::StatusOr<int64_t> Checkpointer::FindResumeStep() {
-  // Rank 0 decides; the others learn its answer: {step, layout matches}.
-  int64_t answer[2] = {-1, 1};
-  std::string mismatch;
-  if (ctl_->rank() == 0 && !options_.dir.empty()) {
-    for (int64_t step : CommittedSteps()) {
-      absl::StatusOr<Manifest> m = Verify(step);
+absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
+  std::vector<int64_t> steps;  // rank 0's candidates, newest first
+  if (ctl_->rank() == 0 && !options_.dir.empty()) steps = CommittedSteps();
+  size_t next = 0;
+  for (;;) {
+    // Rank 0 proposes, the others learn its proposal: {step or -1, layout matches}.
+    int64_t proposal[2] = {-1, 1};
+    std::string mismatch;
+    while (ctl_->rank() == 0 && next < steps.size()) {
+      const int64_t step = steps[next++];
+      absl::StatusOr<Manifest> m = CheckSizes(step);
       if (!m.ok()) {
         RM_LOG(WARNING) << "skipping checkpoint at step " << step << ": " << m.status().message();
         continue;
       }
-      answer[0] = step;
+      proposal[0] = step;
       if (!(m->layout == layout_)) {
-        answer[1] = 0;
+        proposal[1] = 0;
         mismatch = m->layout.ToString();
       }
       break;
     }
+    RETURN_IF_ERROR(ctl_->Broadcast(I32View(proposal, 4), 0));
+    if (proposal[1] == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the newest complete checkpoint (step ", proposal[0], ") was written with layout ",
+          mismatch.empty() ? "(see rank 0's log)" : mismatch, "; this run has ", layout_.ToString(),
+          ": resume with the same layout or use another checkpoint.dir"));
+    }
+    if (proposal[0] < 0) return std::nullopt;
+    // Every rank reads and verifies the one file it needs, all at once; then they agree.
+    absl::StatusOr<RankState> state = Load(proposal[0], source_rank);
+    bool failed[1] = {!state.ok()};
+    RETURN_IF_ERROR(ctl_->AnyOf(absl::MakeSpan(failed)));
+    if (!failed[0]) return std::optional<RankState>(std::move(*state));
+    if (!state.ok()) {
+      RM_LOG(WARNING) << "skipping checkpoint at step " << proposal[0] << ": "
+                      << state.status().message();
+    } else if (ctl_->rank() == 0) {
+      RM_LOG(WARNING) << "skipping checkpoint at step " << proposal[0]
+                      << ": a rank could not read its file (its log says why)";
+    }
   }
-  RETURN_IF_ERROR(ctl_->Broadcast(I32View(answer, 4), 0));
-  if (answer[1] == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the newest complete checkpoint (step ", answer[0], ") was written with layout ",
-        mismatch.empty() ? "(see rank 0's log)" : mismatch, "; this run has ",
-        layout_.ToString(), ": resume with the same layout or use another checkpoint.dir"));
-  }
-  return answer[0];
 }
 
 absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
-  const std::string dir = StepDir(step);
-  ASSIGN_OR_RETURN(std::string text, ReadFileContents(dir + "/MANIFEST"));
-  ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(text));
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(step));
   if (source_rank < 0 || source_rank >= static_cast<int>(manifest.files.size())) {
-    return absl::InternalError(absl::StrCat("no rank ", source_rank, " in ", dir));
+    return absl::InternalError(absl::StrCat("no rank ", source_rank, " in ", StepDir(step)));
   }
   const ManifestFile& f = manifest.files[source_rank];
-  return ReadRankFile(dir + "/" + f.name, f, layout_, step);
+  return ReadRankFile(StepDir(step) + "/" + f.name, f, layout_, step);
 }
 
 absl::Status Checkpointer::Save(RankState state) {

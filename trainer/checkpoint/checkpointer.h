@@ -1,6 +1,7 @@
 // Checkpoints of a training job: every rank writes its own file in the background while training
 // goes on; rank 0 commits the checkpoint with a MANIFEST once every rank's file is durable
-// (checkpoint_files.h); a resume starts from the newest checkpoint whose files all verify.
+// (checkpoint_files.h); a resume starts from the newest checkpoint whose files the ranks that
+// need them read and verify (Resume()).
 //
 // Save() takes a snapshot the caller has already copied out of the model (so the training step is
 // blocked only for that copy) and returns at once; the write, the gathering of every rank's
@@ -9,8 +10,8 @@
 // written first waits for it.
 //
 // Threading: one training thread calls the methods. The communicator passed in is used by
-// FindResumeStep() on the calling thread (before any Save) and afterwards only by the writer
-// thread; nothing else may use it. Every rank of the job calls FindResumeStep() and Save() at the
+// Resume() on the calling thread (before any Save) and afterwards only by the writer
+// thread; nothing else may use it. Every rank of the job calls Resume() and Save() at the
 // same points, in the same order.
 #ifndef RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINTER_H_
 #define RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINTER_H_
@@ -54,16 +55,16 @@ class Checkpointer {
     return options_.every_steps > 0 && step % options_.every_steps == 0;
   }
 
-  // The step of the newest checkpoint rank 0 verified completely (MANIFEST present and every
-  // listed file of the right size and CRC-32C), the same on every rank; -1 when there is none.
-  // Newer checkpoints that fail verification are skipped and logged. FAILED_PRECONDITION when
-  // the newest complete checkpoint was written under a different layout (a restart cannot fix
-  // that); UNAVAILABLE when the communicator fails.
-  absl::StatusOr<int64_t> FindResumeStep();
-
-  // Reads rank `source_rank`'s file of checkpoint `step`, verifying it against the MANIFEST.
-  absl::StatusOr<RankState> Load(int64_t step, int source_rank);
-
+  // Loads the newest checkpoint that every rank can read, the same step on every rank, each rank
+  // the file of `source_rank` (its own under ZeRO; its data-parallel rank 0's in plain data
+  // parallelism); nullopt when there is none. Rank 0 proposes the committed steps, newest
+  // first, whose MANIFEST parses and whose files all have their listed sizes; every rank then
+  // reads and verifies (size, CRC-32C, header) the one file it needs, all at once; if any rank's
+  // read fails, every rank moves on to the next older step. Each skip is logged. So a resume
+  // reads each file once, by the ranks that need it, in parallel: not every file by rank 0
+  // first. FAILED_PRECONDITION when the checkpoint proposed was written under a different
+  // layout (a restart cannot fix that); UNAVAILABLE when the communicator fails.
+  absl::StatusOr<std::optional<RankState>> Resume(int source_rank);
   // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
   // previous checkpoint's collective work, if it failed (the job must restart).
   absl::Status Save(RankState state);
@@ -80,8 +81,12 @@ class Checkpointer {
   absl::Status Prune();
   // Steps with a MANIFEST, newest first.
   std::vector<int64_t> CommittedSteps() const;
-  // Rank 0: verifies checkpoint `step` completely.
-  absl::StatusOr<Manifest> Verify(int64_t step) const;
+  // Checkpoint `step`'s MANIFEST, which must name that step.
+  absl::StatusOr<Manifest> ReadManifest(int64_t step) const;
+  // Rank 0: the MANIFEST, if every file it lists has its listed size (not yet its CRC-32C).
+  absl::StatusOr<Manifest> CheckSizes(int64_t step) const;
+  // Reads rank `source_rank`'s file of checkpoint `step`, verifying it against the MANIFEST.
+  absl::StatusOr<RankState> Load(int64_t step, int source_rank);
   std::string StepDir(int64_t step) const;
 
   const CheckpointOptions options_;
