@@ -69,14 +69,16 @@ __global__ void SoftmaxVecKernel(T* att, int64_t rows, int T_) {
     }
   }
   max = device::WarpMax(max);
+  // The exponentials, kept for the write (zero above the diagonal).
+  float e[kChunks][kV];
   float sum = 0;
 #pragma unroll
   for (int k = 0; k < kChunks; ++k) {
     const int s = (k * 32 + lane) * kV;
-    if (s > t) continue;
 #pragma unroll
     for (int i = 0; i < kV; ++i) {
-      if (s + i <= t) sum += expf(p[k].Get(i) - max);
+      e[k][i] = s + i <= t ? expf(p[k].Get(i) - max) : 0.0f;
+      sum += e[k][i];
     }
   }
   const float inv = 1.0f / device::WarpSum(sum);
@@ -86,7 +88,7 @@ __global__ void SoftmaxVecKernel(T* att, int64_t rows, int T_) {
     if (s >= T_) continue;
     Pack16<T> o;
 #pragma unroll
-    for (int i = 0; i < kV; ++i) o.Set(i, s + i <= t ? expf(p[k].Get(i) - max) * inv : 0.0f);
+    for (int i = 0; i < kV; ++i) o.Set(i, e[k][i] * inv);
     StorePack(x + s, o);
   }
 }
