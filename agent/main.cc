@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "agent/devices.h"
 #include "agent/local_watchdog.h"
 #include "agent/node_agent.h"
+#include "agent/oom_score.h"
 #include "agent/rank_metrics.h"
 #include "agent/worker_service.h"
 #include "common/build_info.h"
@@ -60,11 +62,39 @@ ABSL_FLAG(double, hang_step_factor, 5, "Multiple of the p99 step time a worker m
 ABSL_FLAG(double, log_budget_mb, 20480,
           "Disk space, in MiB, for the logs of all workers run on this node: past it, the "
           "generations least recently written and no longer running are removed (0: no limit).");
+ABSL_FLAG(int, oom_score_adj, -900,
+          "The agent's own oom_score_adj (-1000 to 1000), set at start so that the kernel's OOM "
+          "killer chooses a worker before the agent, whose death takes every worker on the node "
+          "with it. Workers get the value the agent started with. Lowering it needs "
+          "CAP_SYS_RESOURCE; without it the agent warns and keeps its own.");
 ABSL_FLAG(double, summary_interval, 1,
           "Seconds between step summaries of one rank to the coordinator (at most).");
 
 namespace ringmaster::agent {
 namespace {
+
+// Sets the agent's oom_score_adj to `value` (the flag) and returns the workers' value: the one
+// the agent started with, or nullopt (inherit) when the agent's was left as it was.
+absl::StatusOr<std::optional<int>> ProtectFromOomKiller(int value) {
+  if (value < kMinOomScoreAdj || value > kMaxOomScoreAdj) {
+    return FieldError("--oom_score_adj", absl::StrCat("must be in [", kMinOomScoreAdj, ", ",
+                                                      kMaxOomScoreAdj, "], got ", value));
+  }
+  absl::StatusOr<int> started_with = ReadOomScoreAdj();
+  if (!started_with.ok()) {
+    RM_LOG(WARNING) << "--oom_score_adj not applied: " << started_with.status().message();
+    return std::nullopt;
+  }
+  if (*started_with == value) return std::nullopt;
+  if (absl::Status s = SetOomScoreAdj(value); !s.ok()) {
+    RM_LOG(WARNING) << "--oom_score_adj=" << value << " not applied (" << s.message()
+                    << "): the kernel's OOM killer may choose this agent, and every worker on "
+                       "the node dies with it; run it with CAP_SYS_RESOURCE";
+    return std::nullopt;
+  }
+  RM_LOG(INFO) << "oom_score_adj " << value << " (workers: " << *started_with << ")";
+  return *started_with;
+}
 
 absl::Status Run() {
   std::string node = absl::GetFlag(FLAGS_node_name);
@@ -131,6 +161,8 @@ absl::Status Run() {
   }
   const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
+  ASSIGN_OR_RETURN(options.worker_oom_score_adj,
+                   ProtectFromOomKiller(absl::GetFlag(FLAGS_oom_score_adj)));
   options.oom_kills = registry
                           .AddCounter("ringmaster_agent_worker_oom_kills_total",
                                       "Worker failures on this node told of an OOM kill: the "

@@ -293,6 +293,7 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
                                                      const v1::RankAssignment& a) const {
   const v1::JobSpec& spec = launch.spec();
   LaunchSpec ls;
+  ls.oom_score_adj = options_.worker_oom_score_adj;
   if (spec.trainer().has_command()) {
     ls.argv.assign(spec.trainer().command().argv().begin(), spec.trainer().command().argv().end());
   } else if (spec.trainer().builtin() == "gpt" && !options_.trainer_binary.empty()) {

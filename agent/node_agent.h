@@ -54,6 +54,8 @@ struct NodeAgentOptions {
   std::string trainer_binary;  // Program for builtin jobs ("gpt"); empty: builtin jobs fail.
   int64_t max_log_bytes = 64 << 20;
   int64_t log_budget_bytes = 0;  // All workers' logs on this node (log_retention.h); 0: no limit.
+  // The workers' oom_score_adj (oom_score.h); unset: the agent's own, inherited.
+  std::optional<int> worker_oom_score_adj;
   // Counts the failing exits said to be likely out of memory (oom_kills.h); null: not counted.
   std::shared_ptr<metrics::Counter> oom_kills;
   // Where the kernel's OOM kill counts are read (oom_kills.h: ROOT/proc, ROOT/sys/fs/cgroup).

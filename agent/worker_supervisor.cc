@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/oom_score.h"
 #include "agent/output_tail.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -90,6 +91,7 @@ struct ChildPlan {
   int stdin_fd = -1;
   int output_fd = -1;
   pid_t agent = 0;  // getpid() of the agent, taken before fork.
+  std::string oom_score_adj;  // written to /proc/self/oom_score_adj; empty: keep the agent's
 };
 
 // Writes "worker_supervisor: <what> \"<arg>\": <reason>\n" with async-signal-safe calls only.
@@ -134,6 +136,13 @@ void ChildError(const char* what, const char* arg, int errnum) {
   // Descriptors opened elsewhere in the agent without O_CLOEXEC must not leak into workers
   // either. Older kernels lack close_range; then close-on-exec has to do.
   close_range(3, ~0U, 0);
+  if (!plan.oom_score_adj.empty()) {
+    const int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, plan.oom_score_adj.data(), plan.oom_score_adj.size()) < 0) {
+      ChildError("cannot set oom_score_adj to", plan.oom_score_adj.c_str(), errno);
+    }
+    if (fd >= 0) close(fd);
+  }
   if (plan.cwd != nullptr && chdir(plan.cwd) != 0) {
     ChildError("cannot chdir to", plan.cwd, errno);
     _exit(127);
@@ -320,6 +329,12 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_log_bytes must be at least 1, got ", spec.max_log_bytes));
   }
+  if (spec.oom_score_adj.has_value() &&
+      (*spec.oom_score_adj < kMinOomScoreAdj || *spec.oom_score_adj > kMaxOomScoreAdj)) {
+    return absl::InvalidArgumentError(absl::StrCat("oom_score_adj must be in [", kMinOomScoreAdj,
+                                                   ", ", kMaxOomScoreAdj, "], got ",
+                                                   *spec.oom_score_adj));
+  }
   ChildPlan plan;
   for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
   plan.argv.push_back(nullptr);
@@ -328,6 +343,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
   plan.envp.push_back(nullptr);
   if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
   plan.agent = getpid();
+  if (spec.oom_score_adj.has_value()) plan.oom_score_adj = absl::StrCat(*spec.oom_score_adj);
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");

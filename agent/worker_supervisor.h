@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,9 @@ struct LaunchSpec {
   // 2 * max_log_bytes are kept per worker.
   std::string log_path;
   int64_t max_log_bytes = 64 << 20;
+  // Written to the worker's /proc/self/oom_score_adj before exec (oom_score.h); unset: the
+  // agent's own, inherited. A value the worker may not set is reported in its log and skipped.
+  std::optional<int> oom_score_adj;
 };
 
 struct ExitInfo {

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/oom_score.h"
 #include "common/grpc_server.h"
 #include "common/testing/subprocess.h"
 #include "common/testing/wait.h"
@@ -51,6 +52,7 @@ using ::ringmaster::testing::FreshTestCaseDir;
 using ::ringmaster::testing::WaitFor;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
@@ -206,7 +208,31 @@ TEST_F(WorkerSupervisorTest, RejectsInvalidSpecs) {
   spec = Worker({});
   spec.log_path = dir_ + "/no-such-dir/worker.log";
   EXPECT_TRUE(absl::IsNotFound(supervisor_->Launch(spec).status()));
+  spec = Worker({});
+  spec.oom_score_adj = 1001;
+  absl::Status bad_score = supervisor_->Launch(spec).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_score)) << bad_score;
+  EXPECT_THAT(bad_score.message(), HasSubstr("oom_score_adj must be in [-1000, 1000], got 1001"));
   EXPECT_THAT(supervisor_->Running(), IsEmpty());
+}
+
+TEST_F(WorkerSupervisorTest, SetsTheWorkersOomScoreAdjBeforeExec) {
+  // Raising the value needs no privilege, so the test asks for one above its own.
+  absl::StatusOr<int> own = ReadOomScoreAdj();
+  ASSERT_TRUE(own.ok()) << own.status();
+  if (*own == kMaxOomScoreAdj) GTEST_SKIP() << "this process's oom_score_adj is the maximum";
+  LaunchSpec raised = Worker({"--hang"}, "raised");
+  raised.oom_score_adj = *own + 1;
+  const LaunchSpec inherited = Worker({"--hang"}, "inherited");
+  const pid_t raised_pid = Launch(raised);
+  const pid_t inherited_pid = Launch(inherited);
+  ASSERT_TRUE(WaitForLog(raised.log_path, "test_worker: hanging"));
+  ASSERT_TRUE(WaitForLog(inherited.log_path, "test_worker: hanging"));
+  EXPECT_EQ(ReadOomScoreAdj(raised_pid).value_or(-2000), *own + 1);
+  EXPECT_EQ(ReadOomScoreAdj(inherited_pid).value_or(-2000), *own);
+  EXPECT_EQ(ReadFile(raised.log_path).find("cannot set oom_score_adj"), std::string::npos);
+  EXPECT_TRUE(supervisor_->Stop(raised_pid, absl::ZeroDuration()).ok());
+  EXPECT_TRUE(supervisor_->Stop(inherited_pid, absl::ZeroDuration()).ok());
 }
 
 TEST_F(WorkerSupervisorTest, PassesExactlyTheGivenEnvironmentDirectoryAndDescriptors) {

@@ -9,12 +9,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace ringmaster {
 namespace {
 
 absl::Status Failed(int error, const std::string& what, const std::string& path) {
-  return absl::ErrnoToStatus(error, absl::StrCat("cannot ", what, " ", path));
+  return ErrnoError(error, absl::StrCat("cannot ", what, " ", path));
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // worker across both nodes: success, a SIGKILLed worker that makes the job restart with a new
 // generation, stale-generation fencing on the worker API, and cancellation that leaves no
 // worker behind. The agents' /metrics pages pass promtool.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/oom_score.h"
 #include "agent/testing/memory_cgroup.h"
 #include "common/grpc_client.h"
 #include "common/http_client.h"
@@ -48,11 +51,17 @@ class AgentClusterTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       std::string work = absl::StrCat(dir_, "/agent-", i);
       sockets_.push_back(absl::StrCat(socket_dir_, "/agent-", i, ".sock"));
-      auto agent = Subprocess::Start(
-          {"agent/agent", "--insecure", "--coordinator=" + coordinator_->address(),
-           absl::StrCat("--node_name=agent-", i), "--devices=cpu:2", "--work_dir=" + work,
-           "--worker_socket=" + sockets_.back(), "--metrics_listen=127.0.0.1:0", "--stop_grace=2"},
-          work + ".log");
+      std::vector<std::string> argv = {"agent/agent",
+                                       "--insecure",
+                                       "--coordinator=" + coordinator_->address(),
+                                       absl::StrCat("--node_name=agent-", i),
+                                       "--devices=cpu:2",
+                                       "--work_dir=" + work,
+                                       "--worker_socket=" + sockets_.back(),
+                                       "--metrics_listen=127.0.0.1:0",
+                                       "--stop_grace=2"};
+      for (const std::string& flag : ExtraAgentFlags()) argv.push_back(flag);
+      auto agent = Subprocess::Start(argv, work + ".log");
       ASSERT_TRUE(agent.ok()) << agent.status();
       agents_.push_back(std::move(*agent));
       work_dirs_.push_back(work);
@@ -67,6 +76,8 @@ class AgentClusterTest : public ::testing::Test {
         << agents_[0].Log();
     worker_ = std::filesystem::absolute("agent/testing/test_worker").string();
   }
+
+  virtual std::vector<std::string> ExtraAgentFlags() const { return {}; }
 
   CommandResult Ctl(std::vector<std::string> args) {
     std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_->address()};
@@ -441,6 +452,71 @@ TEST_F(AgentClusterTest, HungWorkerIsNamedAndTheJobRestarts) {
 // "killed by signal 9". The agents (so the workers they launch) are moved into a memory cgroup
 // limited to 256 MiB; skipped where this process cannot make one. The agent samples the counts
 // as it launches, so the kill is counted in the cgroup it was moved to.
+// Whether this process may lower its oom_score_adj (CAP_SYS_RESOURCE in the initial user
+// namespace), tried in a child: the agents can where the test can.
+bool CanLowerOomScoreAdj() {
+  const pid_t child = fork();
+  if (child == 0) {
+    const int fd = open("/proc/self/oom_score_adj", O_WRONLY);
+    _exit(fd >= 0 && write(fd, "-1000", 5) == 5 ? 0 : 1);
+  }
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+TEST_F(AgentClusterTest, AgentsShieldThemselvesFromTheOomKillerButNotTheirWorkers) {
+  // The agents run with the default --oom_score_adj=-900, which needs CAP_SYS_RESOURCE; their
+  // workers keep the value the agents started with, this test's.
+  const absl::StatusOr<int> own = agent::ReadOomScoreAdj();
+  ASSERT_TRUE(own.ok()) << own.status();
+  const bool can_lower = CanLowerOomScoreAdj();
+  const std::string id = Submit(JobFile("long", "\"--steps=100000\", \"--step_seconds=0.05\"", 0));
+  pid_t worker = 0;
+  ASSERT_TRUE(WaitFor([&] { return (worker = WorkerPid(id, 1, 0)) > 0; }, absl::Seconds(30)));
+  EXPECT_EQ(agent::ReadOomScoreAdj(worker).value_or(-2000), *own);
+  for (const Subprocess& a : agents_) {
+    if (can_lower) {
+      EXPECT_EQ(agent::ReadOomScoreAdj(a.pid()).value_or(-2000), -900) << a.Log();
+    } else {
+      // Without the privilege the agent says so and runs on.
+      EXPECT_EQ(agent::ReadOomScoreAdj(a.pid()).value_or(-2000), *own) << a.Log();
+      EXPECT_THAT(a.Log(), HasSubstr("--oom_score_adj=-900 not applied"));
+    }
+  }
+  EXPECT_EQ(Ctl({"cancel", id}).exit_code, 0);
+}
+
+// The same without the privilege: the agents start at 300 (this test raises its own value, which
+// needs none, before starting them) and lower themselves to 100, which is allowed down to the
+// value last set with the privilege (0 on a fresh system); the workers get 300 back.
+class AgentOomScoreTest : public AgentClusterTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(agent::SetOomScoreAdj(300).ok());
+    AgentClusterTest::SetUp();
+  }
+  void TearDown() override {
+    AgentClusterTest::TearDown();
+    (void)agent::SetOomScoreAdj(0);  // raising needed no privilege; this is back down to it
+  }
+  std::vector<std::string> ExtraAgentFlags() const override { return {"--oom_score_adj=100"}; }
+};
+
+TEST_F(AgentOomScoreTest, AgentsLowerTheirOwnValueAndGiveTheirWorkersTheOneTheyStartedWith) {
+  const std::string id = Submit(JobFile("long", "\"--steps=100000\", \"--step_seconds=0.05\"", 0));
+  for (int rank = 0; rank < 4; ++rank) {
+    pid_t worker = 0;
+    ASSERT_TRUE(WaitFor([&] { return (worker = WorkerPid(id, 1, rank)) > 0; }, absl::Seconds(30)));
+    EXPECT_EQ(agent::ReadOomScoreAdj(worker).value_or(-2000), 300) << "rank " << rank;
+  }
+  for (const Subprocess& a : agents_) {
+    EXPECT_EQ(agent::ReadOomScoreAdj(a.pid()).value_or(-2000), 100) << a.Log();
+    EXPECT_THAT(a.Log(), HasSubstr("oom_score_adj 100 (workers: 300)"));
+  }
+  EXPECT_EQ(Ctl({"cancel", id}).exit_code, 0);
+}
+
 TEST_F(AgentClusterTest, AWorkerTheOomKillerEndsWasLikelyOutOfMemory) {
   auto cgroup = agent::MemoryCgroup::Make("ringmaster-agents", 256 << 20);
   if (!cgroup.ok()) GTEST_SKIP() << cgroup.status();
