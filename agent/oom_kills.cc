@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -12,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_contents.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -19,12 +18,8 @@ namespace {
 // `root` with no trailing '/', so that "/" joins as "".
 std::string Base(const std::string& root) { return std::string(absl::StripSuffix(root, "/")); }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+// "" when it cannot be read (a counter that is not there).
+std::string ReadAll(const std::string& path) { return ReadFileContents(path).value_or(""); }
 
 // The value of the "oom_kill N" line of a counters file, if it has one.
 std::optional<int64_t> OomKillLine(const std::string& path) {

@@ -1,12 +1,11 @@
 #include "coordinator/auth.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_contents.h"
+#include "common/status.h"
 
 namespace ringmaster::coordinator {
 
@@ -37,11 +36,9 @@ absl::StatusOr<TokenAuthenticator> TokenAuthenticator::FromText(const std::strin
 }
 
 absl::StatusOr<TokenAuthenticator> TokenAuthenticator::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--tokens: cannot read \"", path, "\""));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return FromText(ss.str());
+  absl::StatusOr<std::string> text = ReadFileContents(path);
+  if (!text.ok()) return FieldError("--tokens", text.status().message());
+  return FromText(*text);
 }
 
 absl::StatusOr<Caller> TokenAuthenticator::Authenticate(const std::string& authorization) const {

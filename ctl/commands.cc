@@ -1,11 +1,9 @@
 #include "ctl/commands.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/file_contents.h"
 #include "common/job_state.h"
 #include "common/status.h"
 #include "ctl/format.h"
@@ -20,11 +18,9 @@ constexpr char kInputErrorPayload[] = "ringmaster.ctl/input-error";
 
 absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   if (file.empty()) return InputError(FieldError("-f", "a job file is required"));
-  std::ifstream in(file);
-  if (!in) return InputError(FieldError("-f", absl::StrCat("cannot read \"", file, "\"")));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(ss.str(), file);
+  absl::StatusOr<std::string> text = ReadFileContents(file);
+  if (!text.ok()) return InputError(FieldError("-f", text.status().message()));
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(*text, file);
   if (!spec.ok()) return InputError(spec.status());
   return spec;
 }

@@ -106,7 +106,13 @@ TEST_F(CoordinatorJobsTest, BadSpecsAndFilesAreRefusedClearly) {
 
   CommandResult missing = Ctl(kAliceToken, {"submit", "-f", "/nonexistent.yaml"});
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
-  EXPECT_NE(missing.output.find("cannot read"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("-f: cannot open /nonexistent.yaml: No such file or directory"),
+            std::string::npos)
+      << missing.output;
+  CommandResult directory = Ctl(kAliceToken, {"submit", "-f", "/"});
+  EXPECT_EQ(directory.exit_code, 2) << directory.output;
+  EXPECT_NE(directory.output.find("-f: cannot read /: Is a directory"), std::string::npos)
+      << directory.output;
 
   CommandResult none = Ctl(kAliceToken, {"get", "jobs"});
   EXPECT_EQ(none.output.find("gpt-bad"), std::string::npos) << none.output;

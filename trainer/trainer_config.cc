@@ -1,10 +1,8 @@
 #include "trainer/trainer_config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_contents.h"
 #include "common/status.h"
 #include "coordinator/spec_validation.h"
 #include "ctl/job_yaml.h"
@@ -28,11 +26,9 @@ absl::StatusOr<v1::JobSpec> ReadSpec(const EnvLookup& env, const TrainerFlags& f
     return FieldError("--spec", "is required when RINGMASTER_JOB_SPEC_JSON is not set (run under "
                                 "an agent, or pass a job file)");
   }
-  std::ifstream in(flags.spec_file);
-  if (!in) return FieldError("--spec", absl::StrCat("cannot read ", flags.spec_file));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ctl::ParseJobYaml(text.str(), flags.spec_file);
+  absl::StatusOr<std::string> text = ReadFileContents(flags.spec_file);
+  if (!text.ok()) return FieldError("--spec", text.status().message());
+  return ctl::ParseJobYaml(*text, flags.spec_file);
 }
 
 absl::StatusOr<int> IntEnv(const EnvLookup& env, const char* name, int fallback) {
