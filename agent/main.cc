@@ -73,19 +73,23 @@ ABSL_FLAG(double, summary_interval, 1,
 namespace ringmaster::agent {
 namespace {
 
-// Sets the agent's oom_score_adj to `value` (the flag) and returns the workers' value: the one
-// the agent started with, or nullopt (inherit) when the agent's was left as it was.
+// Lowers the agent's oom_score_adj to `value` (the flag) and returns the workers' value: the one
+// the agent started with, or nullopt (inherit) when the agent's was left as it was. Never raises
+// it: an agent started lower (a Guaranteed pod, a systemd OOMScoreAdjust) is already shielded.
 absl::StatusOr<std::optional<int>> ProtectFromOomKiller(int value) {
-  if (value < kMinOomScoreAdj || value > kMaxOomScoreAdj) {
-    return FieldError("--oom_score_adj", absl::StrCat("must be in [", kMinOomScoreAdj, ", ",
-                                                      kMaxOomScoreAdj, "], got ", value));
+  if (absl::Status s = CheckOomScoreAdj(value); !s.ok()) {
+    return FieldError("--oom_score_adj", s.message());
   }
   absl::StatusOr<int> started_with = ReadOomScoreAdj();
   if (!started_with.ok()) {
     RM_LOG(WARNING) << "--oom_score_adj not applied: " << started_with.status().message();
     return std::nullopt;
   }
-  if (*started_with == value) return std::nullopt;
+  if (*started_with <= value) {
+    RM_LOG(INFO) << "oom_score_adj " << *started_with
+                 << " kept (at or below --oom_score_adj=" << value << ")";
+    return std::nullopt;
+  }
   if (absl::Status s = SetOomScoreAdj(value); !s.ok()) {
     RM_LOG(WARNING) << "--oom_score_adj=" << value << " not applied (" << s.message()
                     << "): the kernel's OOM killer may choose this agent, and every worker on "

@@ -25,11 +25,14 @@ absl::StatusOr<int> ReadOomScoreAdj(pid_t pid) {
   return value;
 }
 
+absl::Status CheckOomScoreAdj(int value) {
+  if (value >= kMinOomScoreAdj && value <= kMaxOomScoreAdj) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("oom_score_adj must be in [", kMinOomScoreAdj,
+                                                 ", ", kMaxOomScoreAdj, "], got ", value));
+}
+
 absl::Status SetOomScoreAdj(int value) {
-  if (value < kMinOomScoreAdj || value > kMaxOomScoreAdj) {
-    return absl::InvalidArgumentError(absl::StrCat("oom_score_adj must be in [", kMinOomScoreAdj,
-                                                   ", ", kMaxOomScoreAdj, "], got ", value));
-  }
+  RETURN_IF_ERROR(CheckOomScoreAdj(value));
   const int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open /proc/self/oom_score_adj");
   const std::string text = absl::StrCat(value, "\n");

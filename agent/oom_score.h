@@ -16,11 +16,15 @@ namespace ringmaster::agent {
 constexpr int kMinOomScoreAdj = -1000;
 constexpr int kMaxOomScoreAdj = 1000;
 
+// OK for a value in [-1000, 1000]; else INVALID_ARGUMENT "oom_score_adj must be in ...".
+absl::Status CheckOomScoreAdj(int value);
+
 // The oom_score_adj of process `pid` (0: this process).
 absl::StatusOr<int> ReadOomScoreAdj(pid_t pid = 0);
 
-// Sets this process's oom_score_adj. Lowering it needs CAP_SYS_RESOURCE (PERMISSION_DENIED
-// without it); raising it does not. INVALID_ARGUMENT outside [-1000, 1000].
+// Sets this process's oom_score_adj. Lowering it below the value last set with CAP_SYS_RESOURCE
+// (0 for a process no privileged one ever set) needs that capability (PERMISSION_DENIED without
+// it); raising it does not. INVALID_ARGUMENT outside [-1000, 1000].
 absl::Status SetOomScoreAdj(int value);
 
 }  // namespace ringmaster::agent

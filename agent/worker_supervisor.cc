@@ -329,12 +329,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_log_bytes must be at least 1, got ", spec.max_log_bytes));
   }
-  if (spec.oom_score_adj.has_value() &&
-      (*spec.oom_score_adj < kMinOomScoreAdj || *spec.oom_score_adj > kMaxOomScoreAdj)) {
-    return absl::InvalidArgumentError(absl::StrCat("oom_score_adj must be in [", kMinOomScoreAdj,
-                                                   ", ", kMaxOomScoreAdj, "], got ",
-                                                   *spec.oom_score_adj));
-  }
+  if (spec.oom_score_adj.has_value()) RETURN_IF_ERROR(CheckOomScoreAdj(*spec.oom_score_adj));
   ChildPlan plan;
   for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
   plan.argv.push_back(nullptr);

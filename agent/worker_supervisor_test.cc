@@ -233,6 +233,21 @@ TEST_F(WorkerSupervisorTest, SetsTheWorkersOomScoreAdjBeforeExec) {
   EXPECT_EQ(ReadFile(raised.log_path).find("cannot set oom_score_adj"), std::string::npos);
   EXPECT_TRUE(supervisor_->Stop(raised_pid, absl::ZeroDuration()).ok());
   EXPECT_TRUE(supervisor_->Stop(inherited_pid, absl::ZeroDuration()).ok());
+
+  // A value the worker may not take (below this process's floor, without CAP_SYS_RESOURCE) is
+  // said in its log, and the worker runs with the inherited one.
+  if (SetOomScoreAdj(*own - 1).ok()) {
+    (void)SetOomScoreAdj(*own);
+    GTEST_SKIP() << "privileged: every value is allowed";
+  }
+  LaunchSpec lowered = Worker({"--hang"}, "lowered");
+  lowered.oom_score_adj = *own - 1;
+  const pid_t lowered_pid = Launch(lowered);
+  ASSERT_TRUE(WaitForLog(lowered.log_path, "test_worker: hanging"));
+  EXPECT_THAT(ReadFile(lowered.log_path),
+              HasSubstr(absl::StrCat("cannot set oom_score_adj to \"", *own - 1, "\"")));
+  EXPECT_EQ(ReadOomScoreAdj(lowered_pid).value_or(-2000), *own);
+  EXPECT_TRUE(supervisor_->Stop(lowered_pid, absl::ZeroDuration()).ok());
 }
 
 TEST_F(WorkerSupervisorTest, PassesExactlyTheGivenEnvironmentDirectoryAndDescriptors) {

@@ -30,11 +30,25 @@ absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
   struct stat st;
   if (fstat(fd, &st) != 0) return Failed(errno, "stat", path);
   if (S_ISDIR(st.st_mode)) return Failed(EISDIR, "read", path);
-  // Files whose size stat does not know (/proc) are read in pieces until their end.
-  std::string data(S_ISREG(st.st_mode) && st.st_size > 0 ? st.st_size : 4096, '\0');
+  // A regular file is read into a string of its size; files whose size stat does not know
+  // (/proc) into one that doubles as they go. Either way reading stops at the end of the file,
+  // which a file that grew meanwhile reaches later.
+  const bool sized = S_ISREG(st.st_mode) && st.st_size > 0;
+  std::string data(sized ? st.st_size : 4096, '\0');
   size_t size = 0;
   for (;;) {
-    if (size == data.size()) data.resize(data.size() * 2);
+    if (size == data.size()) {
+      // Full: at the end of the file, or more to come? Ask with a small read before growing.
+      char probe[4096];
+      const ssize_t n = read(fd, probe, sizeof(probe));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Failed(errno, "read", path);
+      if (n == 0) break;
+      data.resize(data.size() * 2);
+      std::memcpy(data.data() + size, probe, n);
+      size += n;
+      continue;
+    }
     const ssize_t n = read(fd, data.data() + size, data.size() - size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Failed(errno, "read", path);

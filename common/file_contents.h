@@ -1,6 +1,8 @@
-// Reading a whole file into memory: its size first, then one read into a string of that size.
-// (The `std::stringstream << ifstream.rdbuf()` idiom grows and copies its buffer as it goes:
-// about 5 s for a 1.5 GB checkpoint file on the development machine, against under 1 s this way.)
+// Reading a whole file into memory: its size first, then reads into a string of that size, and
+// errors that give the system's reason (the `std::stringstream << ifstream.rdbuf()` idiom grows
+// and copies its buffer as it goes, about 5 s for 1.5 GB on the development machine, and reads a
+// directory as an empty file). For small files: configuration, keys, /proc; checkpoints stream
+// into their state instead (trainer/checkpoint/checkpoint_files.h).
 #ifndef RINGMASTER_COMMON_FILE_CONTENTS_H_
 #define RINGMASTER_COMMON_FILE_CONTENTS_H_
 

@@ -33,10 +33,18 @@ TEST(FileContentsTest, ReadsEveryByte) {
 }
 
 TEST(FileContentsTest, ReadsFilesOfUnknownSize) {
-  // /proc files report size 0: they are read to their end all the same.
-  absl::StatusOr<std::string> read = ReadFileContents("/proc/self/status");
-  ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_NE(read->find("Name:"), std::string::npos);
+  // /proc files report size 0: they are read to their end all the same, a small one and one
+  // beyond the first 4096-byte guess (smaps: a few hundred bytes per mapping).
+  absl::StatusOr<std::string> status = ReadFileContents("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_NE(status->find("Name:"), std::string::npos);
+  absl::StatusOr<std::string> smaps = ReadFileContents("/proc/self/smaps");
+  ASSERT_TRUE(smaps.ok()) << smaps.status();
+  ASSERT_GT(smaps->size(), 4096u);
+  // Whole: it ends with a complete line, after the last mapping's last field.
+  EXPECT_EQ(smaps->back(), '\n');
+  EXPECT_NE(smaps->rfind("VmFlags:"), std::string::npos);
+  EXPECT_GT(smaps->rfind("VmFlags:"), smaps->size() - 200);
 }
 
 TEST(FileContentsTest, ErrorsNameThePathAndTheReason) {

@@ -68,21 +68,27 @@ class ChecksummedWriter {
 class ChecksummedReader {
  public:
   ChecksummedReader(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  // Exactly n bytes.
   absl::Status Read(void* out, size_t n) {
     char* p = static_cast<char*>(out);
     while (n > 0) {
-      const ssize_t r = ::read(fd_, p, std::min(n, kPiece));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(errno, absl::StrCat("read ", path_));
-      }
-      if (r == 0) return absl::DataLossError(absl::StrCat(path_, ": truncated"));
-      crc_ = Crc32c(crc_, p, static_cast<size_t>(r));
-      bytes_ += r;
-      p += r;
-      n -= static_cast<size_t>(r);
+      ASSIGN_OR_RETURN(const size_t got, ReadSome(p, n));
+      if (got == 0) return absl::DataLossError(absl::StrCat(path_, ": truncated"));
+      p += got;
+      n -= got;
     }
     return absl::OkStatus();
+  }
+  // Up to n bytes (at most one piece); 0 at the end of the file.
+  absl::StatusOr<size_t> ReadSome(void* out, size_t n) {
+    for (;;) {
+      const ssize_t r = ::read(fd_, out, std::min(n, kPiece));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return ErrnoError(errno, absl::StrCat("read ", path_));
+      crc_ = Crc32c(crc_, out, static_cast<size_t>(r));
+      bytes_ += r;
+      return static_cast<size_t>(r);
+    }
   }
   template <typename T>
   absl::StatusOr<T> Get() {
@@ -149,15 +155,19 @@ absl::StatusOr<RankState> ParseRankFile(ChecksummedReader& r, const std::string&
   ASSIGN_OR_RETURN(int32_t rank, r.Get<int32_t>());
   ASSIGN_OR_RETURN(std::string layout_text, r.String(4096));
   if (state.step != step || rank != expected_rank || layout_text != layout.ToString()) {
-    return absl::DataLossError(absl::StrCat(
+    // Intact (ReadRankFile tells a damaged file by its CRC-32C) but not this run's: a restart
+    // cannot fix that.
+    return absl::FailedPreconditionError(absl::StrCat(
         path, ": holds step ", state.step, " rank ", rank, " layout ", layout_text,
-        ", expected step ", step, " rank ", expected_rank, " layout ", layout.ToString()));
+        ", this run expects step ", step, " rank ", expected_rank, " layout ", layout.ToString(),
+        ": resume with the same layout or use another checkpoint.dir"));
   }
   for (;;) {
     ASSIGN_OR_RETURN(std::string name, r.String(64));
     ASSIGN_OR_RETURN(uint64_t bytes, r.Get<uint64_t>());
     if (bytes > static_cast<uint64_t>(file_bytes)) {
-      return absl::DataLossError(absl::StrCat(path, ": bad section size"));
+      return absl::DataLossError(absl::StrCat(path, ": section \"", name, "\" claims ", bytes,
+                                              " bytes, more than the file's ", file_bytes));
     }
     if (name == "end") break;
     if (name == "meta") {
@@ -172,8 +182,12 @@ absl::StatusOr<RankState> ParseRankFile(ChecksummedReader& r, const std::string&
                                  : name == "m"    ? &state.m
                                  : name == "v"    ? &state.v
                                                   : nullptr;
-    if (target == nullptr || bytes % 4 != 0) {
+    if (target == nullptr) {
       return absl::DataLossError(absl::StrCat(path, ": unexpected section \"", name, "\""));
+    }
+    if (bytes % 4 != 0) {
+      return absl::DataLossError(absl::StrCat(path, ": section \"", name, "\" has ", bytes,
+                                              " bytes, not a whole number of floats"));
     }
     target->resize(bytes / 4);
     RETURN_IF_ERROR(r.Read(target->data(), bytes));
@@ -264,17 +278,16 @@ absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
 
 absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
   ASSIGN_OR_RETURN(OpenFile file, OpenFile::ForReading(path));
-  ManifestFile f;
-  f.name = std::filesystem::path(path).filename().string();
+  ChecksummedReader r(file.fd(), path);
   std::vector<char> piece(size_t{4} << 20);
   for (;;) {
-    const ssize_t n = ::read(file.fd(), piece.data(), piece.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError(errno, absl::StrCat("read ", path));
-    if (n == 0) break;
-    f.crc32c = Crc32c(f.crc32c, piece.data(), static_cast<size_t>(n));
-    f.bytes += n;
+    ASSIGN_OR_RETURN(const size_t got, r.ReadSome(piece.data(), piece.size()));
+    if (got == 0) break;
   }
+  ManifestFile f;
+  f.name = std::filesystem::path(path).filename().string();
+  f.bytes = r.bytes();
+  f.crc32c = r.crc();
   return f;
 }
 
@@ -291,7 +304,8 @@ absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFi
   absl::StatusOr<RankState> state = ParseRankFile(r, path, size, expected.rank, layout, step);
   uint32_t crc = r.crc();
   if (!state.ok()) {
-    // A damaged file is reported as such, whatever part of it the parse tripped on.
+    // A damaged file is reported as such (DATA_LOSS), whatever part of it the parse tripped on;
+    // an intact one keeps the parse's own error.
     ASSIGN_OR_RETURN(ManifestFile actual, ChecksumFile(path));
     if (actual.crc32c == expected.crc32c) return state.status();
     crc = actual.crc32c;

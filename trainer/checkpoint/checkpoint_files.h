@@ -70,8 +70,9 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
 // Writes rank `rank`'s state to `path` durably; returns its size and CRC-32C.
 absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
                                            const CheckpointLayout& layout, const RankState& state);
-// Reads a rank file, checking its size and CRC-32C against `expected`, and its header against
-// `layout` and `step`. DATA_LOSS for a corrupt file.
+// Reads a rank file in one pass, checking its size and CRC-32C against `expected`, and its header
+// against `layout` and `step`. DATA_LOSS for a damaged file; FAILED_PRECONDITION for an intact
+// one written for another step, rank or layout.
 absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFile& expected,
                                        const CheckpointLayout& layout, int64_t step);
 // Size and CRC-32C of a file as it is on disk.

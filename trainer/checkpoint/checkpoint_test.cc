@@ -1,6 +1,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "common/testing/subprocess.h"
 #include "gmock/gmock.h"
@@ -59,15 +60,25 @@ TEST(CheckpointFilesTest, RankFileRoundTripsAndDetectsCorruption) {
   EXPECT_EQ(state->master, State(7, 1).master);
   EXPECT_EQ(state->v, State(7, 1).v);
   EXPECT_EQ(state->data_position, 56);
-  EXPECT_TRUE(absl::IsDataLoss(ReadRankFile(path, *file, Layout(), 8).status()));
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(100);
-    f.put('\x7f');
+  // Intact but written for another step or layout: not damage, and a restart cannot fix it.
+  absl::Status other_step = ReadRankFile(path, *file, Layout(), 8).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(other_step)) << other_step;
+  EXPECT_THAT(other_step.message(), HasSubstr("this run expects step 8 rank 1"));
+  CheckpointLayout other_layout = Layout();
+  other_layout.zero = 2;
+  EXPECT_TRUE(absl::IsFailedPrecondition(ReadRankFile(path, *file, other_layout, 7).status()));
+  // Damage is told by the CRC-32C wherever it is: in the data, or in the header (byte 9, the
+  // step), where the parse trips first.
+  for (int offset : {100, 9}) {
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(offset);
+      f.put('\x7f');
+    }
+    auto corrupt = ReadRankFile(path, *file, Layout(), 7);
+    EXPECT_TRUE(absl::IsDataLoss(corrupt.status())) << offset << ": " << corrupt.status();
+    EXPECT_THAT(corrupt.status().message(), HasSubstr("CRC-32C"));
   }
-  auto corrupt = ReadRankFile(path, *file, Layout(), 7);
-  EXPECT_TRUE(absl::IsDataLoss(corrupt.status()));
-  EXPECT_THAT(corrupt.status().message(), HasSubstr("CRC-32C"));
   EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(getpid())));
 }
 
@@ -184,6 +195,44 @@ TEST_F(CheckpointerTest, OnlyTheFilesTheRanksNeedAreRead) {
     EXPECT_TRUE(s.ok()) << s;
   }
   EXPECT_EQ(found, (std::vector<int64_t>{20, 20}));
+}
+
+TEST_F(CheckpointerTest, DamageOnDifferentRanksAtEveryStepLeavesNothingToResume) {
+  // Rank 1's newest file and rank 0's older one are damaged: rank 0 proposes both in turn (their
+  // sizes are right), and both ranks give up together.
+  SaveSteps({10, 20});
+  for (const char* file : {"/step-00000020/rank-00001.bin", "/step-00000010/rank-00000.bin"}) {
+    std::fstream f(dir_ + file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('x');
+  }
+  EXPECT_EQ(Resume(), -1);
+}
+
+TEST_F(CheckpointerTest, AnIntactFileOfAnotherStepEndsTheResumeOnEveryRank) {
+  // Step 20's MANIFEST lists, for rank 1, step 10's file (same size, its own CRC-32C): rank 1
+  // finds it intact but not this step's. No older checkpoint would fix that, and a fresh start
+  // would lose the run: every rank fails.
+  SaveSteps({10, 20});
+  const std::string step20 = dir_ + "/step-00000020";
+  fs::copy_file(dir_ + "/step-00000010/rank-00001.bin", step20 + "/rank-00001.bin",
+                fs::copy_options::overwrite_existing);
+  std::ifstream in(step20 + "/MANIFEST");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<Manifest> manifest = ParseManifest(text.str());
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  absl::StatusOr<ManifestFile> copied = ChecksumFile(step20 + "/rank-00001.bin");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  manifest->files[1].crc32c = copied->crc32c;
+  ASSERT_TRUE(WriteFileDurably(step20 + "/MANIFEST", FormatManifest(*manifest)).ok());
+
+  std::vector<absl::Status> status =
+      Ranks(Layout(), [&](Checkpointer& c, int rank) { return c.Resume(rank).status(); });
+  EXPECT_TRUE(absl::IsAborted(status[0])) << status[0];
+  EXPECT_THAT(status[0].message(), HasSubstr("another rank could not read its file"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(status[1])) << status[1];
+  EXPECT_THAT(status[1].message(), HasSubstr("holds step 10"));
 }
 
 TEST_F(CheckpointerTest, ATruncatedNewestCheckpointFallsBackToThePreviousOne) {

@@ -115,17 +115,27 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
           ": resume with the same layout or use another checkpoint.dir"));
     }
     if (proposal[0] < 0) return std::nullopt;
-    // Every rank reads and verifies the one file it needs, all at once; then they agree.
+    // Every rank reads and verifies the one file it needs, all at once; then they agree: a
+    // damaged file (DATA_LOSS) anywhere means the next older checkpoint for all, any other
+    // failure (a file this run cannot use, an I/O or permission error) ends the resume on all,
+    // since an older checkpoint would not fix it and a fresh start would lose the run.
     absl::StatusOr<RankState> state = Load(proposal[0], source_rank);
-    bool failed[1] = {!state.ok()};
-    RETURN_IF_ERROR(ctl_->AnyOf(absl::MakeSpan(failed)));
-    if (!failed[0]) return std::optional<RankState>(std::move(*state));
+    bool votes[2] = {absl::IsDataLoss(state.status()),
+                     !state.ok() && !absl::IsDataLoss(state.status())};
+    RETURN_IF_ERROR(ctl_->AnyOf(absl::MakeSpan(votes)));
+    if (votes[1]) {
+      if (!state.ok()) return state.status();
+      return absl::AbortedError(absl::StrCat("checkpoint at step ", proposal[0],
+                                             ": another rank could not read its file (its log "
+                                             "says why)"));
+    }
+    if (!votes[0]) return std::optional<RankState>(std::move(*state));
     if (!state.ok()) {
       RM_LOG(WARNING) << "skipping checkpoint at step " << proposal[0] << ": "
                       << state.status().message();
     } else if (ctl_->rank() == 0) {
       RM_LOG(WARNING) << "skipping checkpoint at step " << proposal[0]
-                      << ": a rank could not read its file (its log says why)";
+                      << ": another rank's file is damaged (its log says which)";
     }
   }
 }
@@ -133,7 +143,8 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
 absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
   ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(step));
   if (source_rank < 0 || source_rank >= static_cast<int>(manifest.files.size())) {
-    return absl::InternalError(absl::StrCat("no rank ", source_rank, " in ", StepDir(step)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no rank ", source_rank, "'s file in ", StepDir(step)));
   }
   const ManifestFile& f = manifest.files[source_rank];
   return ReadRankFile(StepDir(step) + "/" + f.name, f, layout_, step);

@@ -59,12 +59,15 @@ class Checkpointer {
   // the file of `source_rank` (its own under ZeRO; its data-parallel rank 0's in plain data
   // parallelism); nullopt when there is none. Rank 0 proposes the committed steps, newest
   // first, whose MANIFEST parses and whose files all have their listed sizes; every rank then
-  // reads and verifies (size, CRC-32C, header) the one file it needs, all at once; if any rank's
-  // read fails, every rank moves on to the next older step. Each skip is logged. So a resume
-  // reads each file once, by the ranks that need it, in parallel: not every file by rank 0
-  // first. FAILED_PRECONDITION when the checkpoint proposed was written under a different
-  // layout (a restart cannot fix that); UNAVAILABLE when the communicator fails.
+  // reads and verifies (size, CRC-32C, header) the one file it needs, all at once. If any rank
+  // finds its file damaged (DATA_LOSS), every rank moves on to the next older step, each skip
+  // logged. So a resume reads each file once, by the ranks that need it, in parallel: not every
+  // file by rank 0 first. Errors end it on every rank: FAILED_PRECONDITION when the checkpoint
+  // was written under a different layout (rank 0 finds it in the MANIFEST, any rank in its
+  // file's header: a restart cannot fix that); a rank's other read error (I/O, permission) on
+  // that rank, ABORTED on the others; UNAVAILABLE when the communicator fails.
   absl::StatusOr<std::optional<RankState>> Resume(int source_rank);
+
   // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
   // previous checkpoint's collective work, if it failed (the job must restart).
   absl::Status Save(RankState state);

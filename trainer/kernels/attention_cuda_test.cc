@@ -56,9 +56,13 @@ TYPED_TEST(AttentionCudaTest, ForwardAndBackwardMatchCpu) {
                               {2, 64, 64, 4},
                               {3, 100, 96, 2},
                               {1, 256, 128, 2},
-                              // The longest rows of the vectorized softmax (4 vectors a lane in
-                              // bf16, 8 in fp32), as in GPT-2's T = 1024.
-                              {1, 1024, 16, 1}}) {
+                              // Every variant of the vectorized softmax (vectors a lane: T / 256
+                              // in bf16, T / 128 in fp32, rounded up to 1, 2, 4 or 8): T = 64
+                              // and 256 (1 and 1 / 2), 512 (2 / 4), GPT-2's 1024 (4 / 8), 2048 (8
+                              // in bf16; too long for fp32's registers: the scalar kernels).
+                              {1, 512, 16, 1},
+                              {1, 1024, 16, 1},
+                              {1, 2048, 16, 1}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " NH=" << NH);
     const int64_t nqkv = int64_t{B} * Tn * 3 * C, natt = int64_t{B} * NH * Tn * Tn;
     const int64_t nout = int64_t{B} * Tn * C;

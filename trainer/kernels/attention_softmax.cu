@@ -46,8 +46,9 @@ __global__ void SoftmaxBackwardKernel(T* datt, const T* att, int64_t rows, int T
 }
 
 // The vectorized kernels: the same, with the row in registers (lane l holds 16-byte vectors l,
-// l + 32, ...: Pack16, kChunks of them), each element read from memory once and only the causal
-// part read at all. Taken when the rows are whole aligned vectors and fit (WarpRowChunks).
+// l + 32, ...: Pack16, kChunks of them), each element read from memory once, and above the
+// diagonal only the vector that holds it read (its other elements masked). Taken when the rows
+// are whole aligned vectors and fit (WarpRowChunks).
 template <typename T, int kChunks>
 __global__ void SoftmaxVecKernel(T* att, int64_t rows, int T_) {
   constexpr int kV = Pack16<T>::kSize;
@@ -141,21 +142,12 @@ template <typename T>
 cudaError_t Softmax(T* att, int64_t rows, int T_, cudaStream_t stream) {
   ClearStaleError();
   if (rows == 0) return cudaSuccess;
-  switch (RowsVectorizable(T_, sizeof(T), {att}) ? WarpRowChunks(T_, sizeof(T)) : 0) {
-    case 1:
-      SoftmaxVecKernel<T, 1><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
-      break;
-    case 2:
-      SoftmaxVecKernel<T, 2><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
-      break;
-    case 4:
-      SoftmaxVecKernel<T, 4><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
-      break;
-    case 8:
-      SoftmaxVecKernel<T, 8><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
-      break;
-    default:
-      SoftmaxKernel<<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+  const int chunks = RowsVectorizable(T_, sizeof(T), {att}) ? WarpRowChunks(T_, sizeof(T)) : 0;
+  if (!LaunchWarpRowVariant(chunks, [&](auto c) {
+        constexpr int kChunks = decltype(c)::value;
+        SoftmaxVecKernel<T, kChunks><<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
+      })) {
+    SoftmaxKernel<<<Blocks(rows), kThreads, 0, stream>>>(att, rows, T_);
   }
   return cudaGetLastError();
 }
@@ -164,21 +156,14 @@ template <typename T>
 cudaError_t SoftmaxBackward(T* datt, const T* att, int64_t rows, int T_, cudaStream_t stream) {
   ClearStaleError();
   if (rows == 0) return cudaSuccess;
-  switch (RowsVectorizable(T_, sizeof(T), {datt, att}) ? WarpRowChunks(T_, sizeof(T)) : 0) {
-    case 1:
-      SoftmaxBackwardVecKernel<T, 1><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
-      break;
-    case 2:
-      SoftmaxBackwardVecKernel<T, 2><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
-      break;
-    case 4:
-      SoftmaxBackwardVecKernel<T, 4><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
-      break;
-    case 8:
-      SoftmaxBackwardVecKernel<T, 8><<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
-      break;
-    default:
-      SoftmaxBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
+  const int chunks =
+      RowsVectorizable(T_, sizeof(T), {datt, att}) ? WarpRowChunks(T_, sizeof(T)) : 0;
+  if (!LaunchWarpRowVariant(chunks, [&](auto c) {
+        constexpr int kChunks = decltype(c)::value;
+        SoftmaxBackwardVecKernel<T, kChunks><<<Blocks(rows), kThreads, 0, stream>>>(datt, att,
+                                                                                   rows, T_);
+      })) {
+    SoftmaxBackwardKernel<<<Blocks(rows), kThreads, 0, stream>>>(datt, att, rows, T_);
   }
   return cudaGetLastError();
 }

@@ -26,15 +26,16 @@ __device__ SoftmaxState WarpMerge(SoftmaxState s) {
   return s;
 }
 
+// The block's merge of its threads' states into the row's (max, sum), which every thread gets,
+// and the row's loss, written by thread 0 (which reads the target's logit before any thread can
+// overwrite the row: the caller writes gradients only after this returns). Contains
+// __syncthreads(): every thread of the block must call it.
 template <typename T>
-__global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
-                                   float dloss) {
+__device__ SoftmaxState RowSoftmaxAndLoss(SoftmaxState s, const T* z, const int32_t* targets,
+                                          float* losses) {
   // Plain floats: a __shared__ variable cannot have SoftmaxState's initialising constructor.
   __shared__ float warp_max[kThreads / 32], warp_sum[kThreads / 32];
   __shared__ float row_max, row_sum;
-  T* z = logits + int64_t{blockIdx.x} * Vp;
-  SoftmaxState s;
-  for (int j = threadIdx.x; j < V; j += kThreads) s = SoftmaxAdd(s, Load(z + j));
   s = WarpMerge(s);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) {
@@ -52,16 +53,28 @@ __global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targ
     if (lane == 0) {
       row_max = s.max;
       row_sum = s.sum;
-      // Read the target's logit before any thread overwrites the row.
       const int target = targets[blockIdx.x];
       losses[blockIdx.x] = logf(s.sum) - (Load(z + target) - s.max);
     }
   }
   __syncthreads();
+  SoftmaxState row;
+  row.max = row_max;
+  row.sum = row_sum;
+  return row;
+}
+
+template <typename T>
+__global__ void CrossEntropyKernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
+                                   float dloss) {
+  T* z = logits + int64_t{blockIdx.x} * Vp;
+  SoftmaxState s;
+  for (int j = threadIdx.x; j < V; j += kThreads) s = SoftmaxAdd(s, Load(z + j));
+  const SoftmaxState row = RowSoftmaxAndLoss(s, z, targets, losses);
   if (dloss == 0.0f) return;
-  const float max = row_max;
+  const float max = row.max;
   const int target = targets[blockIdx.x];
-  const float inv = 1.0f / row_sum;
+  const float inv = 1.0f / row.sum;
   for (int j = threadIdx.x; j < Vp; j += kThreads) {
     float g = 0.0f;
     if (j < V) {
@@ -79,8 +92,6 @@ template <typename T>
 __global__ void CrossEntropyVecKernel(T* logits, float* losses, const int32_t* targets, int V,
                                       int Vp, float dloss) {
   constexpr int kV = Pack16<T>::kSize;
-  __shared__ float warp_max[kThreads / 32], warp_sum[kThreads / 32];
-  __shared__ float row_max, row_sum;
   T* z = logits + int64_t{blockIdx.x} * Vp;
   SoftmaxState s;
   for (int j = threadIdx.x * kV; j < V; j += kThreads * kV) {
@@ -96,33 +107,11 @@ __global__ void CrossEntropyVecKernel(T* logits, float* losses, const int32_t* t
     }
     s = SoftmaxMerge(s, v);
   }
-  s = WarpMerge(s);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) {
-    warp_max[warp] = s.max;
-    warp_sum[warp] = s.sum;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    s = SoftmaxState{};
-    if (lane < kThreads / 32) {
-      s.max = warp_max[lane];
-      s.sum = warp_sum[lane];
-    }
-    s = WarpMerge(s);
-    if (lane == 0) {
-      row_max = s.max;
-      row_sum = s.sum;
-      // Read the target's logit before any thread overwrites the row.
-      const int target = targets[blockIdx.x];
-      losses[blockIdx.x] = logf(s.sum) - (Load(z + target) - s.max);
-    }
-  }
-  __syncthreads();
+  const SoftmaxState row = RowSoftmaxAndLoss(s, z, targets, losses);
   if (dloss == 0.0f) return;
-  const float max = row_max;
+  const float max = row.max;
   const int target = targets[blockIdx.x];
-  const float inv = 1.0f / row_sum;
+  const float inv = 1.0f / row.sum;
   for (int j = threadIdx.x * kV; j < Vp; j += kThreads * kV) {
     const Pack16<T> p = LoadPack(z + j);
     Pack16<T> g;

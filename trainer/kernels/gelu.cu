@@ -24,7 +24,6 @@ __global__ void GeluForwardKernel(T* out, const T* in, int64_t n) {
   }
 }
 
-// Each element is read and written by the same thread, so din may alias dout.
 __device__ __forceinline__ float GeluGrad(float x) {
   const float inner = kSqrt2OverPi * (x + kCubic * x * x * x);
   const float t = tanhf(inner);
@@ -32,6 +31,7 @@ __device__ __forceinline__ float GeluGrad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
 }
 
+// Each element is read and written by the same thread, so din may alias dout (both kernels).
 template <typename T>
 __global__ void GeluBackwardKernel(T* din, const T* in, const T* dout, int64_t n, bool accumulate) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;

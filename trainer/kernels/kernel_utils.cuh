@@ -12,6 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
+
+#include "trainer/kernels/launch_shape.h"
 
 namespace ringmaster::kernels::device {
 
@@ -97,6 +100,31 @@ __device__ __forceinline__ double BlockSumDouble(double v, double* shared) {
 }  // namespace ringmaster::kernels::device
 
 namespace ringmaster::kernels {
+
+// Calls launch(std::integral_constant<int, N>{}) for the compiled variant N (1, 2, 4 or 8
+// vectors a lane) of a vectorized one-warp-per-row kernel that `chunks` names (launch_shape.h's
+// WarpRowChunks, or 0 when the rows are not vectorizable); returns false, having called nothing,
+// for 0: the scalar kernel's rows.
+template <typename Launch>
+bool LaunchWarpRowVariant(int chunks, Launch&& launch) {
+  static_assert(kMaxWarpRowChunks == 8, "a compiled variant per power of two up to the maximum");
+  switch (chunks) {
+    case 1:
+      launch(std::integral_constant<int, 1>{});
+      return true;
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      return true;
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      return true;
+    case 8:
+      launch(std::integral_constant<int, 8>{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 // The runtime's per-thread "last error" is also set by failed calls whose callers handled them
 // (cudaErrorNotReady from an event query while polling NCCL, a cudaMalloc that did not fit) and

@@ -237,14 +237,6 @@ __global__ void ParamFinishKernel(T* dweight, T* dbias, const float* dweight_par
   }
 }
 
-template <typename T, int kChunks>
-void ForwardVec(T* out, float* mean, float* rstd, const T* inp, const T* residual_b, T* residual,
-                const T* weight, const T* bias, int N, int C, cudaStream_t stream) {
-  ForwardVecKernel<T, kChunks>
-      <<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-          out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
-}
-
 template <typename T>
 cudaError_t Forward(T* out, float* mean, float* rstd, const T* inp, const T* residual_b,
                     T* residual, const T* weight, const T* bias, int N, int C,
@@ -253,32 +245,16 @@ cudaError_t Forward(T* out, float* mean, float* rstd, const T* inp, const T* res
   if (N == 0) return cudaSuccess;
   const bool vectors =
       RowsVectorizable(C, sizeof(T), {out, inp, residual_b, residual, weight, bias});
-  switch (vectors ? WarpRowChunks(C, sizeof(T)) : 0) {
-    case 1:
-      ForwardVec<T, 1>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
-      break;
-    case 2:
-      ForwardVec<T, 2>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
-      break;
-    case 4:
-      ForwardVec<T, 4>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
-      break;
-    case 8:
-      ForwardVec<T, 8>(out, mean, rstd, inp, residual_b, residual, weight, bias, N, C, stream);
-      break;
-    default:
-      ForwardKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-          out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
+  const auto blocks = WarpPerRowBlocks(N, kWarpsPerBlock);
+  if (!LaunchWarpRowVariant(vectors ? WarpRowChunks(C, sizeof(T)) : 0, [&](auto chunks) {
+        constexpr int kChunks = decltype(chunks)::value;
+        ForwardVecKernel<T, kChunks><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
+            out, mean, rstd, inp, residual_b, residual, weight, bias, N, C);
+      })) {
+    ForwardKernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp, residual_b,
+                                                              residual, weight, bias, N, C);
   }
   return cudaGetLastError();
-}
-
-template <typename T, int kChunks>
-void BackwardInputVec(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
-                      const float* rstd, int N, int C, cudaStream_t stream) {
-  BackwardInputVecKernel<T, kChunks>
-      <<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-          dinp, dout, inp, weight, mean, rstd, N, C);
 }
 
 template <typename T>
@@ -288,22 +264,14 @@ cudaError_t Backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   ClearStaleError();
   if (N == 0 || C == 0) return cudaSuccess;
   const bool vectors = RowsVectorizable(C, sizeof(T), {dinp, dout, inp, weight});
-  switch (vectors ? WarpRowChunks(C, sizeof(T)) : 0) {
-    case 1:
-      BackwardInputVec<T, 1>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
-      break;
-    case 2:
-      BackwardInputVec<T, 2>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
-      break;
-    case 4:
-      BackwardInputVec<T, 4>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
-      break;
-    case 8:
-      BackwardInputVec<T, 8>(dinp, dout, inp, weight, mean, rstd, N, C, stream);
-      break;
-    default:
-      BackwardInputKernel<<<WarpPerRowBlocks(N, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-          dinp, dout, inp, weight, mean, rstd, N, C);
+  const auto blocks = WarpPerRowBlocks(N, kWarpsPerBlock);
+  if (!LaunchWarpRowVariant(vectors ? WarpRowChunks(C, sizeof(T)) : 0, [&](auto chunks) {
+        constexpr int kChunks = decltype(chunks)::value;
+        BackwardInputVecKernel<T, kChunks><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
+            dinp, dout, inp, weight, mean, rstd, N, C);
+      })) {
+    BackwardInputKernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dinp, dout, inp, weight, mean,
+                                                                    rstd, N, C);
   }
   const int splits = ColumnReduceSplits(N);
   float* dweight_partials = scratch;

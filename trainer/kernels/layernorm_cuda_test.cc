@@ -43,11 +43,12 @@ TYPED_TEST_SUITE(LayerNormCudaTest, ElementTypes);
 
 // (N, C): one row; channels below, at and above a warp; GPT-2's width; more rows than one
 // column-reduction slice. The vectorized kernels (rows of whole 16-byte vectors) in each of their
-// variants, 1, 2, 4 and 8 vectors a lane: bf16 C = 32, 512, 768, 2048; fp32 C = 32 and 100, 512,
-// 768. The scalar kernels: C not a whole number of vectors, and rows too long for the registers
-// (bf16 C = 2304, fp32 C = 2048 and 2304).
-const std::pair<int, int> kShapes[] = {{1, 1},     {3, 31},  {5, 32},   {8, 33},  {64, 768},
-                                       {300, 100}, {9, 512}, {4, 2048}, {3, 2304}};
+// variants, 1, 2, 4 and 8 vectors a lane (256 bf16 or 128 fp32 elements per vector a lane):
+// bf16 C = 32 and 256, 512, 768, 2048; fp32 C = 32 and 100, 256, 512, 768. The scalar kernels:
+// C not a whole number of vectors, and rows too long for the registers (bf16 C = 2304, fp32
+// C = 2048 and 2304).
+const std::pair<int, int> kShapes[] = {{1, 1},     {3, 31},  {5, 32},  {8, 33},   {64, 768},
+                                       {300, 100}, {6, 256}, {9, 512}, {4, 2048}, {3, 2304}};
 
 enum class Residual { kNone, kSeparate, kInPlace };
 
