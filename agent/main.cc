@@ -63,10 +63,11 @@ ABSL_FLAG(double, log_budget_mb, 20480,
           "Disk space, in MiB, for the logs of all workers run on this node: past it, the "
           "generations least recently written and no longer running are removed (0: no limit).");
 ABSL_FLAG(int, oom_score_adj, -900,
-          "The agent's own oom_score_adj (-1000 to 1000), set at start so that the kernel's OOM "
-          "killer chooses a worker before the agent, whose death takes every worker on the node "
-          "with it. Workers get the value the agent started with. Lowering it needs "
-          "CAP_SYS_RESOURCE; without it the agent warns and keeps its own.");
+          "The agent's own oom_score_adj (-1000 to 1000), lowered to this at start (never "
+          "raised) so that the kernel's OOM killer chooses a worker before the agent, whose "
+          "death takes every worker on the node with it. Workers get the value the agent "
+          "started with. Lowering needs CAP_SYS_RESOURCE; without it the agent warns and keeps "
+          "its own.");
 ABSL_FLAG(double, summary_interval, 1,
           "Seconds between step summaries of one rank to the coordinator (at most).");
 
