@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -44,7 +45,7 @@ absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return Failed(errno, "read", path);
       if (n == 0) break;
-      data.resize(data.size() * 2);
+      data.resize(std::max(data.size() * 2, size + n));  // a small file may have grown
       std::memcpy(data.data() + size, probe, n);
       size += n;
       continue;
