@@ -49,14 +49,19 @@ int64_t CoordinatorLink::connections() const {
 }
 
 bool CoordinatorLink::Write(const v1::AgentMessage& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!connected_) return false;  // not waiting behind a registration for nothing
+  }
+  // The stream is looked up again under write_mu_: the connection loop destroys it only while
+  // holding write_mu_, so it cannot be destroyed between the lookup and the write.
+  absl::MutexLock write_lock(&write_mu_);
   Stream* stream;
   {
     absl::MutexLock lock(&mu_);
     if (!connected_ || stream_ == nullptr) return false;
     stream = stream_.get();
   }
-  // The stream object lives until the connection loop has seen it break and taken write_mu_.
-  absl::MutexLock write_lock(&write_mu_);
   return stream->Write(message);
 }
 

@@ -65,7 +65,7 @@ class CoordinatorLink {
   // The stream of the connection being made or up; only the connection thread replaces it.
   Stream* CurrentStream() ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop();
-  // Writes under the write lock; false if the stream is broken.
+  // Writes under the write lock; false if not connected or the stream is broken.
   bool Write(const v1::AgentMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::unique_ptr<v1::AgentService::Stub> stub_;
@@ -82,7 +82,9 @@ class CoordinatorLink {
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // Held while writing to the stream, and by the connection thread while it registers and while
+  // it destroys a stream; taken before mu_.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::thread connection_thread_;
   std::thread heartbeat_thread_;
 };
