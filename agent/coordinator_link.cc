@@ -49,12 +49,8 @@ int64_t CoordinatorLink::connections() const {
 }
 
 bool CoordinatorLink::Write(const v1::AgentMessage& message) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!connected_) return false;  // not waiting behind a registration for nothing
-  }
-  // The stream is looked up again under write_mu_: the connection loop destroys it only while
-  // holding write_mu_, so it cannot be destroyed between the lookup and the write.
+  // The stream is looked up under write_mu_: the connection loop destroys it only while holding
+  // write_mu_, so it cannot be destroyed between the lookup and the write.
   absl::MutexLock write_lock(&write_mu_);
   Stream* stream;
   {
@@ -62,7 +58,36 @@ bool CoordinatorLink::Write(const v1::AgentMessage& message) {
     if (!connected_ || stream_ == nullptr) return false;
     stream = stream_.get();
   }
-  return stream->Write(message);
+  return WritePendingLocked(stream) && stream->Write(message);
+}
+
+bool CoordinatorLink::WritePendingLocked(Stream* stream) {
+  for (;;) {
+    std::deque<v1::AgentMessage> backlog;
+    std::set<int64_t> resent;
+    {
+      absl::MutexLock lock(&mu_);
+      if (pending_.empty()) return true;
+      backlog.swap(pending_);
+      resent = resent_;
+    }
+    for (; !backlog.empty(); backlog.pop_front()) {
+      const v1::AgentMessage& m = backlog.front();
+      if (m.has_rendezvous() && resent.count(m.rendezvous().request_id()) > 0) continue;
+      if (!stream->Write(m)) {
+        // The stream broke: what is left goes first on the next one (it may have arrived).
+        absl::MutexLock lock(&mu_);
+        pending_.insert(pending_.begin(), backlog.begin(), backlog.end());
+        while (pending_.size() > kMaxPending) pending_.pop_front();
+        return false;
+      }
+    }
+  }
+}
+
+void CoordinatorLink::QueueLocked(const v1::AgentMessage& message) {
+  if (pending_.size() >= kMaxPending) pending_.pop_front();
+  pending_.push_back(message);
 }
 
 CoordinatorLink::Stream* CoordinatorLink::CurrentStream() {
@@ -71,11 +96,23 @@ CoordinatorLink::Stream* CoordinatorLink::CurrentStream() {
 }
 
 bool CoordinatorLink::Send(const v1::AgentMessage& message) {
+  const bool droppable = message.has_step_summary() || message.has_heartbeat();
+  {
+    // Queued in the same critical section that finds the link down: the connection loop, which
+    // sets connected_ under this lock too, then writes it before anything sent later.
+    absl::MutexLock lock(&mu_);
+    if (!connected_) {
+      if (droppable) return false;
+      QueueLocked(message);
+      return true;
+    }
+  }
   if (Write(message)) return true;
-  if (message.has_step_summary() || message.has_heartbeat()) return false;
+  if (droppable) return false;
+  // The stream broke meanwhile. Should the link be up again already, the next write (a heartbeat
+  // at the latest) sends the queue first.
   absl::MutexLock lock(&mu_);
-  if (pending_.size() >= kMaxPending) pending_.pop_front();
-  pending_.push_back(message);
+  QueueLocked(message);
   return true;
 }
 
@@ -118,21 +155,24 @@ void CoordinatorLink::ConnectionLoop() {
       }
     }
     if (registered) {
-      std::deque<v1::AgentMessage> backlog;
+      backoff = absl::Milliseconds(100);
+      // From connected_ on, senders write (after the queue, which is written first, here) instead
+      // of queueing: the queue cannot grow while this holds write_mu_.
+      absl::MutexLock write_lock(&write_mu_);
+      Stream* stream;
       {
         absl::MutexLock lock(&mu_);
-        connected_ = true;
-        ++connections_;
         heartbeat_interval_ =
             absl::Seconds(std::max(0.05, message.register_ack().heartbeat_interval_seconds()));
-        backlog.swap(pending_);
+        resent_ = std::move(resent);
+        connected_ = true;
+        ++connections_;
+        stream = stream_.get();
       }
+      registered = WritePendingLocked(stream);
+    }
+    if (registered) {
       RM_LOG(INFO) << "connected to the coordinator";
-      backoff = absl::Milliseconds(100);
-      for (const auto& m : backlog) {
-        if (m.has_rendezvous() && resent.count(m.rendezvous().request_id()) > 0) continue;
-        Send(m);
-      }
       Stream* stream = CurrentStream();
       while (stream->Read(&message)) on_command_(message);
     }

@@ -10,7 +10,8 @@
 //
 // While disconnected, Send() keeps worker states, link reports and rendezvous requests in a
 // bounded queue (oldest dropped past 10,000) and delivers them after the next RegisterAck and
-// what `resend` returned; step summaries are dropped (the next summary supersedes them). A queued
+// what `resend` returned, before anything sent later (each sender's messages keep their order);
+// step summaries are dropped (the next summary supersedes them). A queued
 // rendezvous request that `resend` returned too (same request id; rendezvous_replay.h re-sends
 // every one still unanswered) is not sent twice; one made after `resend` ran is still delivered.
 // Workers keep running meanwhile.
@@ -22,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,8 +67,14 @@ class CoordinatorLink {
   // The stream of the connection being made or up; only the connection thread replaces it.
   Stream* CurrentStream() ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop();
-  // Writes under the write lock; false if not connected or the stream is broken.
-  bool Write(const v1::AgentMessage& message) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes under the write lock, after whatever is queued; false if not connected or the stream
+  // is broken.
+  bool Write(const v1::AgentMessage& message) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // Writes the queue to `stream`, oldest first, skipping rendezvous requests in resent_. False if
+  // the stream broke; the unwritten rest is queued again, first.
+  bool WritePendingLocked(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void QueueLocked(const v1::AgentMessage& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<v1::AgentService::Stub> stub_;
   const RegisterFactory make_register_;
@@ -79,6 +87,8 @@ class CoordinatorLink {
   int64_t connections_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::deque<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);
+  // The rendezvous request ids `resend` returned on the current stream: queued copies are skipped.
+  std::set<int64_t> resent_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
 

@@ -4,10 +4,12 @@
 #include "agent/coordinator_link.h"
 
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_server.h"
 #include "common/testing/wait.h"
 #include "grpcpp/create_channel.h"
@@ -21,10 +23,12 @@ namespace {
 using ::ringmaster::testing::WaitFor;
 
 // Acknowledges each Register, then reads until the agent goes or, with `close_after` > 0, ends
-// the stream after that many more messages (as a coordinator that restarts does).
+// the stream after that many more messages (as a coordinator that restarts does). It records the
+// worker states it reads, by rank. With `hold_ack`, the first acknowledgement waits for it.
 class FakeCoordinator final : public v1::AgentService::Service {
  public:
-  explicit FakeCoordinator(int close_after) : close_after_(close_after) {}
+  explicit FakeCoordinator(int close_after, absl::Notification* hold_ack = nullptr)
+      : close_after_(close_after), hold_ack_(hold_ack) {}
 
   grpc::Status Connect(
       grpc::ServerContext* context,
@@ -33,6 +37,7 @@ class FakeCoordinator final : public v1::AgentService::Service {
     if (!stream->Read(&message) || !message.has_register_()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Register must come first");
     }
+    if (hold_ack_ != nullptr) hold_ack_->WaitForNotification();
     v1::CoordinatorMessage ack;
     ack.mutable_register_ack()->set_heartbeat_interval_seconds(0.05);
     if (!stream->Write(ack)) return grpc::Status::OK;
@@ -42,7 +47,10 @@ class FakeCoordinator final : public v1::AgentService::Service {
     }
     for (int n = 0; stream->Read(&message);) {
       absl::MutexLock lock(&mu_);
-      if (message.has_worker_state()) ++worker_states_;
+      if (message.has_worker_state()) {
+        ++worker_states_;
+        received_[message.worker_state().rank()].push_back(message.worker_state().pid());
+      }
       if (close_after_ > 0 && ++n >= close_after_) break;
     }
     return grpc::Status::OK;
@@ -56,18 +64,26 @@ class FakeCoordinator final : public v1::AgentService::Service {
     absl::MutexLock lock(&mu_);
     return worker_states_;
   }
+  // The pids of the worker states read from `rank`, in the order they came.
+  std::vector<int> Received(int rank) const {
+    absl::MutexLock lock(&mu_);
+    auto it = received_.find(rank);
+    return it == received_.end() ? std::vector<int>{} : it->second;
+  }
 
  private:
   const int close_after_;
+  absl::Notification* const hold_ack_;
   mutable absl::Mutex mu_;
+  std::map<int, std::vector<int>> received_ ABSL_GUARDED_BY(mu_);
   int registers_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t worker_states_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class CoordinatorLinkTest : public ::testing::Test {
  protected:
-  void Serve(int close_after) {
-    coordinator_ = std::make_unique<FakeCoordinator>(close_after);
+  void Serve(int close_after, absl::Notification* hold_ack = nullptr) {
+    coordinator_ = std::make_unique<FakeCoordinator>(close_after, hold_ack);
     GrpcServerOptions options;
     options.address = "127.0.0.1:0";
     options.credentials = grpc::InsecureServerCredentials();
@@ -135,6 +151,46 @@ TEST_F(CoordinatorLinkTest, AStreamTheCoordinatorEndsIsReplacedWhileThreadsSend)
         << coordinator_->registers() << " registrations";
   }
   EXPECT_GE(link->connections(), 10);
+  link->Stop();
+}
+
+// Messages sent while the link registers are queued, and those sent once it is up are written
+// at once: each sender's messages still arrive, all of them, in the order it sent them (the queue
+// is written first, and one queued while it is written is not left behind).
+TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) {
+  absl::Notification ack;
+  Serve(/*close_after=*/0, &ack);
+  std::unique_ptr<CoordinatorLink> link = Link();
+  link->Start();
+  constexpr int kThreads = 4, kMaxQueued = 2000, kAfterConnected = 200;
+  std::vector<int> sent(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      v1::AgentMessage message;
+      message.mutable_worker_state()->set_rank(t);
+      auto send = [&] {
+        message.mutable_worker_state()->set_pid(sent[t]++);
+        link->Send(message);
+      };
+      // While registering (within the queue's bound), then once connected.
+      while (!link->connected() && sent[t] < kMaxQueued) send();
+      if (!WaitFor([&] { return link->connected(); }, absl::Seconds(60))) return;
+      for (int i = 0; i < kAfterConnected; ++i) send();
+    });
+  }
+  ack.Notify();  // the senders are sending: the registration completes among their messages
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(link->connected());
+  int64_t total = 0;
+  for (int n : sent) total += n;
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->worker_states() >= total; }, absl::Seconds(60)))
+      << coordinator_->worker_states() << " of " << total;
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<int> expected(sent[t]);
+    for (int i = 0; i < sent[t]; ++i) expected[i] = i;
+    EXPECT_EQ(coordinator_->Received(t), expected) << "sender " << t;
+  }
   link->Stop();
 }
 

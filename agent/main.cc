@@ -186,8 +186,9 @@ absl::Status Run() {
         absl::StrCat("not registered with the coordinator at ", coordinator,
                      a == nullptr ? " yet (starting)" : " (connecting; it retries with backoff)"));
   };
-  ASSIGN_OR_RETURN(auto http,
-                   StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry, ready));
+  auto started_http = StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry, ready);
+  if (!started_http.ok()) return Annotate(started_http.status(), "--metrics_listen");
+  std::unique_ptr<HttpServer> http = *std::move(started_http);
   std::string metrics_host;
   int unused;
   RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),

@@ -58,7 +58,8 @@ class StreamOutbox {
       return;
     }
     writing_ = false;
-    if (ok && finishing_ && !finished_) DoFinish(finish_status_);
+    // Also after a failed write: a server stream must be finished for OnDone to come.
+    if (finishing_ && !finished_) DoFinish(finish_status_);
   }
 
   // Finishes the stream once, after the writes already queued. A no-op when a message pushed

@@ -52,7 +52,7 @@ class AgentService::Stream
     if (!node_.empty()) {
       service_->Detach(node_, outbox_.get());
       service_->FailLogReads(node_);
-      if (service_->nodes_->Disconnected(node_, session_)) {
+      if (!service_->shutting_down_.load() && service_->nodes_->Disconnected(node_, session_)) {
         RM_LOG(WARNING) << "agent " << node_ << " disconnected: node lost";
         if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLost(node_);
       }

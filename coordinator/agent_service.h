@@ -48,6 +48,11 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
 
   bool Send(const std::string& node, const v1::CoordinatorMessage& message) override;
 
+  // Call when the coordinator begins to shut down, before its server cancels the streams: a stream
+  // that ends from then on is the coordinator's doing, so its node is not lost and its jobs are
+  // not restarted (the next coordinator adopts their workers when the agents reconnect).
+  void BeginShutdown() { shutting_down_.store(true); }
+
   // Asks `node`'s agent for a chunk of a rank's log (request.request_id is assigned here) and
   // calls `done` with its answer, or with LogData.error set if the node has no stream or its
   // stream ends first. `done` runs on a gRPC thread and must not block.
@@ -84,6 +89,7 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   int64_t next_log_read_ ABSL_GUARDED_BY(mu_) = 1;
   // Owner ids of the streams' rendezvous waits (RendezvousManager::CancelOwner).
   std::atomic<uint64_t> next_stream_id_{1};
+  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace ringmaster::coordinator

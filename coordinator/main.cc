@@ -129,8 +129,19 @@ absl::Status Run() {
   options.services = {&job_service, &agent_service};
   ASSIGN_OR_RETURN(auto grpc_server, GrpcServer::Start(options));
 
+  auto started_http = StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry);
+  if (!started_http.ok()) return Annotate(started_http.status(), "--metrics_listen");
+  std::unique_ptr<HttpServer> http_server = *std::move(started_http);
+  std::string host;
+  int unused_port;
+  RETURN_IF_ERROR(ParseHostPort("--listen", absl::GetFlag(FLAGS_listen), &host, &unused_port));
+  std::string metrics_host;
+  RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
+                                &metrics_host, &unused_port));
+
   // The ticker: rendezvous deadlines, node liveness, progress pushes. 10 Hz keeps loss detection
-  // within lost_after + 0.1 s.
+  // within lost_after + 0.1 s. Started after the last step that can fail (a joinable thread must
+  // not be destroyed by an early return).
   absl::Notification stopping;
   std::thread ticker([&] {
     while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
@@ -142,24 +153,18 @@ absl::Status Run() {
       jobs.Tick();
     }
   });
-  ASSIGN_OR_RETURN(auto http_server,
-                   StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry));
-
-  std::string host;
-  int unused_port;
-  RETURN_IF_ERROR(ParseHostPort("--listen", absl::GetFlag(FLAGS_listen), &host, &unused_port));
-  std::string metrics_host;
-  RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
-                                &metrics_host, &unused_port));
   // Tests and tools/demo read these two lines to learn the chosen ports.
   RM_LOG(INFO) << "coordinator gRPC listening on " << host << ":" << grpc_server->port();
   RM_LOG(INFO) << "coordinator metrics listening on " << metrics_host << ":" << http_server->port();
 
   int sig = WaitForTerminationSignal();
   RM_LOG(INFO) << "signal " << sig << ": shutting down";
-  grpc_server->Shutdown();
+  // Neither the streams the server cancels nor the silence that follows are node losses: the
+  // jobs keep running, and the next coordinator adopts them.
+  agent_service.BeginShutdown();
   stopping.Notify();
   ticker.join();
+  grpc_server->Shutdown();
   return absl::OkStatus();
 }
 

@@ -153,11 +153,15 @@ class AgentClusterTest : public ::testing::Test {
     return Ctl({"describe", "job", id}).output;
   }
 
-  // SIGKILLs the coordinator, starts its successor on the same address and state, and waits
-  // until both agents are registered with it again.
-  void RestartCoordinator() {
-    coordinator_->process.Signal(SIGKILL);
-    ASSERT_TRUE(coordinator_->process.Wait(absl::Seconds(30)).ok());
+  // Stops the coordinator with `signal` (SIGTERM: it must exit cleanly), starts its successor on
+  // the same address and state, and waits until both agents are registered with it again.
+  void RestartCoordinator(int signal = SIGKILL) {
+    coordinator_->process.Signal(signal);
+    absl::StatusOr<int> exit = coordinator_->process.Wait(absl::Seconds(30));
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    if (signal == SIGTERM) {
+      EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << *exit;
+    }
     StartSuccessor();
   }
 
@@ -603,6 +607,26 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
       << Ctl({"describe", "job", id}).output;
   std::string described = Ctl({"describe", "job", id}).output;
   EXPECT_EQ(described.find("RESTARTING"), std::string::npos) << described;
+  EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
+}
+
+// A coordinator stopped the ordinary way (SIGTERM: a rollout, a pod moved) ends its agents'
+// streams, but that is not a loss of their nodes: the job, held running meanwhile, is not
+// restarted, and the successor adopts its workers.
+TEST_F(AgentClusterTest, ACoordinatorStoppedWithSigtermLeavesItsJobsRunning) {
+  const std::string release = dir_ + "/release";
+  const std::string file =
+      JobFile("sigterm", absl::StrCat("\"--steps=2\", \"--hold_until_file=", release, "\""), 0);
+  std::ofstream(file, std::ios::app) << "watchdog: {hang_timeout: 600}\n";
+  std::string id = Submit(file);
+  ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 1, 3) > 0; }, absl::Seconds(30)));
+  const pid_t rank0 = WorkerPid(id, 1, 0);
+  ASSERT_NO_FATAL_FAILURE(RestartCoordinator(SIGTERM));
+  EXPECT_EQ(kill(rank0, 0), 0);  // still running
+  std::ofstream(release) << "go\n";
+  const std::string described = WaitUntilDoneOrRestarting(id);
+  EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
+  EXPECT_EQ(described.find("lost"), std::string::npos) << described;
   EXPECT_EQ(WorkerPid(id, 2, 0), 0);  // No second generation was launched.
 }
 

@@ -1,10 +1,15 @@
 // The coordinator and ringctl as real processes on loopback.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
 
@@ -53,6 +58,31 @@ TEST(CoordinatorProcessTest, BadDurationFlagsAreRefusedNamingTheFlag) {
     EXPECT_NE(coordinator.status().message().find(message), std::string::npos)
         << coordinator.status();
   }
+}
+
+// A metrics port already taken is an error that names the flag and the reason, and a clean exit:
+// nothing that runs in the background has started yet.
+TEST(CoordinatorProcessTest, ABusyMetricsPortIsAnErrorNotACrash) {
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string busy = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  auto result =
+      RunCommand({"coordinator/coordinator", "--insecure", "--listen=127.0.0.1:0",
+                  "--state=" + TestTempDir() + "/busy_metrics.db", "--metrics_listen=" + busy},
+                 "");
+  close(taken);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->exit_code, 75) << result->output;  // retryable; -1 had it died of SIGABRT
+  EXPECT_NE(result->output.find("--metrics_listen: cannot listen on " + busy), std::string::npos)
+      << result->output;
+  EXPECT_EQ(result->output.find("terminate called"), std::string::npos) << result->output;
 }
 
 TEST(CoordinatorProcessTest, RingctlUsageErrors) {

@@ -51,18 +51,23 @@ std::set<std::string> PlacedOn(TestCluster& c, const std::string& job) {
 // after committing a checkpoint of exactly that step, having trained every step before it.
 // Returns the step, or -1 (with a failure) if generation 2 never resumed.
 int ResumedAtTheStepGenerationOneStopped(TestCluster& c, const std::string& id) {
-  std::smatch m;
+  int step = -1;
   if (!WaitFor(
           [&] {
+            // The match is read here: it points into `log`, which ends with this call.
             const std::string log = c.RankLog(id, 2, 0);
-            return std::regex_search(log, m,
-                                     std::regex("resumed from the checkpoint at step (\\d+)"));
+            std::smatch m;
+            if (!std::regex_search(log, m,
+                                   std::regex("resumed from the checkpoint at step (\\d+)"))) {
+              return false;
+            }
+            step = std::stoi(m[1].str());
+            return true;
           },
           absl::Seconds(120))) {
     ADD_FAILURE() << "generation 2 did not resume: " << c.Ctl({"describe", "job", id}).output;
     return -1;
   }
-  const int step = std::stoi(m[1].str());
   for (int rank = 0; rank < 2; ++rank) {
     const std::string log = c.RankLog(id, 1, rank);
     EXPECT_THAT(log, HasSubstr(absl::StrCat("stopped on request (SIGUSR1) after step ", step,
