@@ -429,7 +429,9 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       pid = spec.status();
     } else {
       absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
-      pid = supervisor_->Launch(*spec);
+      // Shutdown() took its list of workers to stop: one started now would die without a grace.
+      pid = stopping_workers_ ? absl::UnavailableError("the agent is stopping")
+                              : supervisor_->Launch(*spec);
       if (pid.ok()) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         watchdog_->Track(job.job_id(), job.generation(), a.rank(),

@@ -51,7 +51,7 @@ class AgentService::Stream
     service_->rendezvous_->CancelOwner(id_);
     if (!node_.empty()) {
       service_->Detach(node_, outbox_.get());
-      service_->FailLogReads(node_);
+      service_->FailLogReads(node_, outbox_.get());
       if (!service_->shutting_down_.load() && service_->nodes_->Disconnected(node_, session_)) {
         RM_LOG(WARNING) << "agent " << node_ << " disconnected: node lost";
         if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLost(node_);
@@ -208,14 +208,14 @@ void AgentService::Detach(const std::string& node, const Outbox* outbox) {
 }
 
 bool AgentService::Send(const std::string& node, const v1::CoordinatorMessage& message) {
-  std::shared_ptr<Outbox> outbox;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = streams_.find(node);
-    if (it == streams_.end()) return false;
-    outbox = it->second;
-  }
-  return outbox->Push(message);
+  std::shared_ptr<Outbox> outbox = StreamOf(node);
+  return outbox != nullptr && outbox->Push(message);
+}
+
+std::shared_ptr<AgentService::Outbox> AgentService::StreamOf(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(node);
+  return it == streams_.end() ? nullptr : it->second;
 }
 
 }  // namespace ringmaster::coordinator
@@ -224,16 +224,19 @@ namespace ringmaster::coordinator {
 
 void AgentService::ReadLog(const std::string& node, v1::ReadLog request,
                            std::function<void(const v1::LogData&)> done) {
+  // The read is recorded with its stream before it is sent: an answer cannot come first, and
+  // if that stream ends, FailLogReads finds it.
+  std::shared_ptr<Outbox> outbox = StreamOf(node);
   int64_t id;
   {
     absl::MutexLock lock(&mu_);
     id = next_log_read_++;
-    log_reads_[id] = PendingLogRead{node, done};
+    log_reads_[id] = PendingLogRead{outbox.get(), done};
   }
   request.set_request_id(id);
   v1::CoordinatorMessage message;
   *message.mutable_read_log() = request;
-  if (Send(node, message)) return;
+  if (outbox != nullptr && outbox->Push(message)) return;
   {
     absl::MutexLock lock(&mu_);
     log_reads_.erase(id);
@@ -256,13 +259,13 @@ void AgentService::OnLogData(const v1::LogData& data) {
   done(data);
 }
 
-void AgentService::FailLogReads(const std::string& node) {
+void AgentService::FailLogReads(const std::string& node, const Outbox* outbox) {
   std::vector<std::pair<int64_t, std::function<void(const v1::LogData&)>>> failed;
   {
     absl::MutexLock lock(&mu_);
     for (auto it = log_reads_.begin(); it != log_reads_.end();) {
       auto next = std::next(it);
-      if (it->second.node == node) {
+      if (it->second.outbox == outbox) {
         failed.emplace_back(it->first, std::move(it->second.done));
         log_reads_.erase(it);
       }

@@ -64,13 +64,16 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   friend class Stream;
 
   void Attach(const std::string& node, std::shared_ptr<Outbox> outbox);
+  // `node`'s current stream, or null.
+  std::shared_ptr<Outbox> StreamOf(const std::string& node);
   void Detach(const std::string& node, const Outbox* outbox);
   void OnLogData(const v1::LogData& data);
-  // Fails every log read pending on `node` (its stream ended).
-  void FailLogReads(const std::string& node);
+  // Fails every log read sent on `outbox`, `node`'s stream that ended (not those of a newer
+  // stream of the same node, which can be attached before the older one's end is seen).
+  void FailLogReads(const std::string& node, const Outbox* outbox);
 
   struct PendingLogRead {
-    std::string node;
+    const Outbox* outbox;  // identifies the stream it was sent on
     std::function<void(const v1::LogData&)> done;
   };
 
