@@ -520,7 +520,7 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   // Per-rank series of a job that has nothing left on this node are dropped, so the agent's
   // /metrics stays bounded by the ranks it runs.
   if (last_of_job) {
-    metrics_->ForgetJob(worker.job.job_id());
+    metrics_->ForgetJob(worker.job.job_id(), worker.job.generation());
     absl::MutexLock lock(&mu_);
     rendezvous_replay_.ForgetThrough(worker.job.job_id(), worker.job.generation());
   }

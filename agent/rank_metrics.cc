@@ -12,6 +12,9 @@
 namespace ringmaster::agent {
 namespace {
 
+// Jobs whose late reports are refused after ForgetJob: more than ever end on one node in a while.
+constexpr size_t kMaxForgottenJobs = 4096;
+
 const std::vector<std::string> kRankLabels = {"job_id", "rank"};
 const std::vector<std::string> kCollectiveLabels = {"job_id", "rank", "op", "group"};
 const std::vector<std::string> kSequenceLabels = {"job_id", "rank", "group", "kind"};
@@ -159,6 +162,11 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
 RankMetrics::~RankMetrics() = default;
 
 RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool alive) {
+  auto gone = forgotten_.find(worker.job_id());
+  if (gone != forgotten_.end()) {
+    if (worker.generation() <= gone->second) return nullptr;
+    forgotten_.erase(gone);  // a newer generation runs here
+  }
   auto [it, created] = ranks_.try_emplace(RankKey(worker.job_id(), worker.rank()));
   if (created) {
     it->second = std::make_unique<Rank>();
@@ -413,12 +421,18 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   }
 }
 
-void RankMetrics::ForgetJob(const std::string& job_id) {
+void RankMetrics::ForgetJob(const std::string& job_id, int64_t generation) {
   absl::MutexLock lock(&mu_);
   auto it = ranks_.lower_bound(RankKey(job_id, std::numeric_limits<int>::min()));
   while (it != ranks_.end() && it->first.first == job_id) {
     RemoveSeries(*it->second);
     it = ranks_.erase(it);
+  }
+  int64_t& forgotten = forgotten_.try_emplace(job_id, generation).first->second;
+  forgotten = std::max(forgotten, generation);
+  if (forgotten_.size() > kMaxForgottenJobs) {
+    forgotten_.erase(forgotten_.begin()->first == job_id ? std::next(forgotten_.begin())
+                                                         : forgotten_.begin());
   }
 }
 

@@ -93,8 +93,10 @@ class RankMetrics {
   // Seconds since the rank's last report of any kind; -1 if the rank never reported.
   double LastReportAgeSeconds(const std::string& job_id, int rank) const;
 
-  // Drops every series and summary state of the job.
-  void ForgetJob(const std::string& job_id);
+  // Drops every series and summary state of the job, whose workers of `generation` and older are
+  // all gone: their later reports (one that raced with the last exit) are ignored, so they cannot
+  // bring the series back.
+  void ForgetJob(const std::string& job_id, int64_t generation);
 
  private:
   struct Rank;
@@ -139,6 +141,9 @@ class RankMetrics {
 
   mutable absl::Mutex mu_;
   std::map<RankKey, std::unique_ptr<Rank>> ranks_ ABSL_GUARDED_BY(mu_);
+  // The newest generation forgotten, by job, until a newer one reports. Bounded: past the bound
+  // an arbitrary entry goes, which only lets that job's late reports through again.
+  std::map<std::string, int64_t> forgotten_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster::agent

@@ -264,7 +264,7 @@ TEST_F(RankMetricsTest, WorkerPhaseFollowsTheReportsWithOneSeriesPerRank) {
   metrics_.OnStep(Step("gpt-1", 1, 0, 2));
   EXPECT_THAT(Samples(registry_), Contains(series + "\"step\"} 1"));
   EXPECT_THAT(Samples(registry_), Not(Contains(series + "\"checkpoint\"} 1")));
-  metrics_.ForgetJob("gpt-1");
+  metrics_.ForgetJob("gpt-1", 1);
   for (const std::string& s : Samples(registry_)) {
     EXPECT_NE(s.rfind("ringmaster_worker_phase", 0), 0u) << s;
   }
@@ -434,7 +434,7 @@ TEST_F(RankMetricsTest, ForgetJobRemovesEverySeriesOfTheJob) {
   metrics_.OnPhase(Phase("gone", 1, 2, v1::WORKER_PHASE_INIT));
   metrics_.OnStep(Step("kept", 1, 0, 6));
   metrics_.OnStep(Step("gone", 1, 0, 6));  // Pending summary.
-  metrics_.ForgetJob("gone");
+  metrics_.ForgetJob("gone", 1);
 
   std::vector<std::string> samples = Samples(registry_);
   EXPECT_THAT(samples, Not(Contains(::testing::HasSubstr("\"gone\""))));
@@ -449,9 +449,19 @@ TEST_F(RankMetricsTest, ForgetJobRemovesEverySeriesOfTheJob) {
   // The families stay on the page (HELP and TYPE), only the job's series go.
   EXPECT_TRUE(absl::StrContains(registry_.RenderText(), "# TYPE ringmaster_step gauge"));
 
+  // A report of a forgotten generation (one that raced with its worker's exit) brings nothing
+  // back; the job's next generation starts over.
+  metrics_.OnStep(Step("gone", 1, 0, 7));
+  metrics_.OnPhase(Phase("gone", 1, 1, v1::WORKER_PHASE_STEP));
+  EXPECT_THAT(Samples(registry_), Not(Contains(::testing::HasSubstr("\"gone\""))));
+  EXPECT_TRUE(metrics_.TakeSummaries().empty());
+  metrics_.OnStep(Step("gone", 2, 0, 1));
+  EXPECT_THAT(Samples(registry_), Contains("ringmaster_step{job_id=\"gone\",rank=\"0\"} 1"));
+  metrics_.ForgetJob("gone", 2);
+
   // A job whose id is a prefix of another's is a different job.
   metrics_.OnStep(Step("kept-2", 1, 0, 1));
-  metrics_.ForgetJob("kept");
+  metrics_.ForgetJob("kept", 1);
   EXPECT_THAT(Samples(registry_), Contains("ringmaster_step{job_id=\"kept-2\",rank=\"0\"} 1"));
   EXPECT_THAT(Samples(registry_), Not(Contains(::testing::HasSubstr("\"kept\""))));
 }
@@ -499,8 +509,8 @@ TEST(RankMetricsConcurrencyTest, ConcurrentReportsAreAllRecorded) {
   std::thread churn([&] {
     // Another job comes and goes meanwhile.
     for (int i = 0; i < kSteps; ++i) {
-      metrics.OnStep(Step("other", 1, 0, 1));
-      metrics.ForgetJob("other");
+      metrics.OnStep(Step("other", i + 1, 0, 1));
+      metrics.ForgetJob("other", i + 1);
     }
   });
   std::vector<std::thread> workers;
@@ -578,7 +588,7 @@ TEST_F(RankMetricsTest, PipelineFiguresAreExportedWhenReported) {
   EXPECT_THAT(Samples(registry_), Contains("ringmaster_bubble_ratio{job_id=\"gpt-1\",rank=\"0\"} 0.2"));
   EXPECT_THAT(Samples(registry_),
               Contains("ringmaster_stage_compute_seconds{job_id=\"gpt-1\",rank=\"0\"} 0.25"));
-  metrics_.ForgetJob("gpt-1");
+  metrics_.ForgetJob("gpt-1", 1);
   EXPECT_EQ(registry_.RenderText().find("ringmaster_bubble_ratio{"), std::string::npos);
 }
 
@@ -597,7 +607,7 @@ TEST_F(RankMetricsTest, GradientNormIsExportedWhenReported) {
   metrics_.OnStep(r);
   EXPECT_THAT(Samples(registry_),
               Contains("ringmaster_grad_norm{job_id=\"gpt-1\",rank=\"0\"} NaN"));
-  metrics_.ForgetJob("gpt-1");
+  metrics_.ForgetJob("gpt-1", 1);
   EXPECT_EQ(registry_.RenderText().find("ringmaster_grad_norm{"), std::string::npos);
 }
 
