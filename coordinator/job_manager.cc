@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/checkpoint_grace.h"
 #include "common/format_double.h"
 #include "common/job_state.h"
@@ -78,6 +79,19 @@ std::set<std::string> NodesOf(const v1::JobStatus& status) {
 // A running job with ranks on `node`.
 bool RunsOn(const v1::JobStatus& status, const std::string& node) {
   return status.state() == v1::JOB_STATE_RUNNING && NodesOf(status).count(node) > 0;
+}
+
+// Whether `rank` is one of the job's ranks and placed on `node`: what an agent's report about a
+// rank must be to count (a report about another node's rank, or none, is malformed).
+bool RankIsOn(const v1::JobStatus& status, int rank, const std::string& node) {
+  return rank >= 0 && rank < status.assignments_size() && status.assignments(rank).node() == node;
+}
+
+// A phase's name as events show it ("step"); a phase this coordinator does not know (from a newer
+// agent) by its number.
+std::string PhaseName(v1::WorkerPhase phase) {
+  if (!v1::WorkerPhase_IsValid(phase)) return absl::StrCat("unknown (", phase, ")");
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::WorkerPhase_Name(phase), "WORKER_PHASE_"));
 }
 
 // Names in `event` the job's ranks on `node`.
@@ -909,6 +923,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
       state.job().generation() == job->status.generation()) {
     // A drained generation's rank, after its checkpoint; or done: the drain came at the end.
     // (Its job is RESTARTING, or ended during the wait.)
+    if (!RankIsOn(job->status, state.rank(), node)) return;
     if (state.exit_code() == 0 && state.signal() == 0) job->finished_ranks.insert(state.rank());
     OnStoppingRankGone(job, state.rank());
     ScheduleLocked();
@@ -919,7 +934,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     return;  // Unknown, finished, or a stale generation: fenced.
   }
   const int world = job->status.assignments_size();
-  if (state.rank() < 0 || state.rank() >= world) return;
+  if (!RankIsOn(job->status, state.rank(), node)) return;
   if (state.phase() != v1::WORKER_PHASE_EXITED) {
     if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.
@@ -1129,8 +1144,7 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   if (suspects.empty()) suspects.push_back(state.rank());
   std::string what =
       absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
-                      node, state.last_report_age_seconds(),
-                      absl::AsciiStrToLower(v1::WorkerPhase_Name(state.phase()).substr(13)));
+                      node, state.last_report_age_seconds(), PhaseName(state.phase()));
   if (!why.empty()) absl::StrAppend(&what, "; ", why);
   v1::JobEvent& event = AddEvent(job, "hang", what);
   for (int r : suspects) event.add_ranks(r);

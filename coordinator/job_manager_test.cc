@@ -438,6 +438,45 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
       std::string::npos);
 }
 
+// A hang report in a phase this coordinator does not know (a newer agent's) is still a hang,
+// named by the phase's number.
+TEST_F(JobManagerTest, AHangInAPhaseThisCoordinatorDoesNotKnowIsNamedByNumber) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::WorkerState hung = HangReport(Current(job->job_id()), 1, 12.5);
+  hung.set_phase(static_cast<v1::WorkerPhase>(42));
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().generation(), 2);
+  std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].message(),
+            "rank 1 on n1 made no progress for 12.5 s in phase unknown (42): hung");
+}
+
+// An agent's report about a rank the job does not have, or one placed on another node, changes
+// nothing: not an exit, not a finished rank, not a hang.
+TEST_F(JobManagerTest, ReportsAboutRanksThatAreNotTheReportingNodesAreIgnored) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus gen1 = Current(job->job_id());
+  const std::string node = gen1.assignments(0).node(), other = node == "n1" ? "n2" : "n1";
+  jobs_->OnWorkerState(node, Exit(gen1, 2, 1));   // no rank 2
+  jobs_->OnWorkerState(node, Exit(gen1, -1, 1));  // nor -1
+  jobs_->OnWorkerState(other, Exit(gen1, 0, 1));  // rank 0 is not on `other`
+  jobs_->OnWorkerState(other, HangReport(gen1, 1, 30));
+  jobs_->OnWorkerState(node, Exit(gen1, 7, 0));  // a "finished" rank that does not exist
+  jobs_->OnWorkerState(node, Exit(gen1, 0, 0));
+  v1::JobStatus now = Current(job->job_id());
+  EXPECT_EQ(now.state(), v1::JOB_STATE_RUNNING);  // rank 1 has not finished
+  EXPECT_EQ(now.generation(), 1);
+  jobs_->OnWorkerState(node, Exit(gen1, 1, 0));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
 // The agents stop the hung generation; the blamed rank's exit says what it was doing.
 TEST_F(JobManagerTest, TheBlamedRanksExitIsQuotedOnceAfterTheHang) {
   AddNode("n1", 2);
@@ -1496,6 +1535,10 @@ TEST_F(JobManagerTest, AJobThatFinishesWhileItsDrainWaitsSucceeds) {
   // Rank 0 finished its last step just before the drain; rank 1 finishes while asked to stop.
   jobs_->OnWorkerState(two_.from, Exit(two_.first, 0, 0));
   ASSERT_TRUE(jobs_->UpdateNode(NodeUpdate(two_.from, v1::NODE_ACTION_DRAIN), Caller{}).ok());
+  EXPECT_EQ(Current(two_.id).state(), v1::JOB_STATE_RESTARTING);
+  // A rank the job does not have, or the other node's word about rank 1, finishes nothing.
+  jobs_->OnWorkerState(two_.from, Exit(two_.first, 5, 0));
+  jobs_->OnWorkerState(two_.to, Exit(two_.first, 1, 0));
   EXPECT_EQ(Current(two_.id).state(), v1::JOB_STATE_RESTARTING);
   jobs_->OnWorkerState(two_.from, Exit(two_.first, 1, 0));
   const v1::JobStatus done = Current(two_.id);
