@@ -824,13 +824,17 @@ bool JobManager::TryPlace(Job* job) {
     launch->set_master_addr(master_addr);
     launch->set_master_port(master_port);
     launch->set_restart_count(status.restarts());
+  }
+  // Stored before any agent hears of it: a coordinator that dies in between comes back knowing
+  // the generation whose workers the agents may already run, and adopts them.
+  Transition(job, v1::JOB_STATE_RUNNING,
+             absl::StrCat("placed ", world, " ranks on ", launches.size(), " nodes (generation ",
+                          status.generation(), ")"));
+  for (const auto& [node, message] : launches) {
     if (!agents_->Send(node, message)) {
       RM_LOG(WARNING) << "no stream to " << node << " for launching " << id;
     }
   }
-  Transition(job, v1::JOB_STATE_RUNNING,
-             absl::StrCat("placed ", world, " ranks on ", launches.size(), " nodes (generation ",
-                          status.generation(), ")"));
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -22,9 +23,12 @@ using ::testing::Not;
 class RecordingSink : public AgentCommandSink {
  public:
   bool Send(const std::string& node, const v1::CoordinatorMessage& message) override {
+    if (on_send) on_send(node, message);
     sent.emplace_back(node, message);
     return true;
   }
+  // Called at each Send (under the job manager's lock), when set.
+  std::function<void(const std::string&, const v1::CoordinatorMessage&)> on_send;
   std::vector<v1::LaunchWorkers> Launches() const {
     std::vector<v1::LaunchWorkers> out;
     for (const auto& [node, m] : sent) {
@@ -436,6 +440,28 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   EXPECT_NE(
       registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
       std::string::npos);
+}
+
+// A generation is in the store before any agent is told to launch it: a coordinator that died
+// right after the launch comes back knowing it, and adopts its workers instead of stopping them.
+TEST_F(JobManagerTest, AGenerationIsStoredBeforeItsLaunchIsSent) {
+  AddNode("n1", 2);
+  std::vector<std::pair<int64_t, int64_t>> stored_at_launch;  // (launched, stored) generation
+  sink_.on_send = [&](const std::string&, const v1::CoordinatorMessage& m) {
+    if (!m.has_launch()) return;
+    auto stored = store_->LoadAll();
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    for (const StoredJob& j : *stored) {
+      if (j.status.job_id() != m.launch().job().job_id()) continue;
+      EXPECT_EQ(j.status.state(), v1::JOB_STATE_RUNNING);
+      stored_at_launch.emplace_back(m.launch().job().generation(), j.status.generation());
+    }
+  };
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));  // restart: generation 2
+  sink_.on_send = nullptr;
+  EXPECT_EQ(stored_at_launch, (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 2}}));
 }
 
 // A hang report in a phase this coordinator does not know (a newer agent's) is still a hang,
