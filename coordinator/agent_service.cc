@@ -102,18 +102,27 @@ class AgentService::Stream
     if (!node_.empty()) {
       return absl::FailedPreconditionError("Register sent twice on one stream");
     }
-    ASSIGN_OR_RETURN(session_, service_->nodes_->Register(registration));
-    node_ = registration.node();
-    service_->Attach(node_, outbox_);
-    v1::CoordinatorMessage ack;
-    ack.mutable_register_ack()->set_heartbeat_interval_seconds(
-        absl::ToDoubleSeconds(service_->heartbeat_interval_));
-    ack.mutable_register_ack()->set_lost_after_seconds(
-        absl::ToDoubleSeconds(service_->lost_after_));
-    outbox_->Push(std::move(ack));
+    // The stream is attached and acknowledged before reconciling sends it any command.
+    auto registered = [&](uint64_t session) {
+      session_ = session;
+      node_ = registration.node();
+      service_->Attach(node_, outbox_);
+      v1::CoordinatorMessage ack;
+      ack.mutable_register_ack()->set_heartbeat_interval_seconds(
+          absl::ToDoubleSeconds(service_->heartbeat_interval_));
+      ack.mutable_register_ack()->set_lost_after_seconds(
+          absl::ToDoubleSeconds(service_->lost_after_));
+      outbox_->Push(std::move(ack));
+    };
+    if (service_->jobs_ != nullptr) {
+      // Registered and reconciled at once: nothing is placed on the node in between.
+      RETURN_IF_ERROR(service_->jobs_->RegisterNode(registration, registered).status());
+    } else {
+      ASSIGN_OR_RETURN(const uint64_t session, service_->nodes_->Register(registration));
+      registered(session);
+    }
     RM_LOG(INFO) << "agent " << node_ << " registered with " << registration.devices_size()
                  << " devices";
-    if (service_->jobs_ != nullptr) service_->jobs_->ReconcileNode(registration);
     return absl::OkStatus();
   }
 

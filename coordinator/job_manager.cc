@@ -1366,8 +1366,21 @@ void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leavi
   ScheduleLocked();
 }
 
+absl::StatusOr<uint64_t> JobManager::RegisterNode(
+    const v1::Register& registration, const std::function<void(uint64_t session)>& registered) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const uint64_t session, nodes_->Register(registration));
+  if (registered) registered(session);
+  ReconcileNodeLocked(registration);
+  return session;
+}
+
 void JobManager::ReconcileNode(const v1::Register& registration) {
   absl::MutexLock lock(&mu_);
+  ReconcileNodeLocked(registration);
+}
+
+void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   const std::string& node = registration.node();
   // (job, rank) of the jobs' current generations that run here or whose exit the node reported.
   std::set<std::pair<std::string, int>> accounted;

@@ -177,6 +177,13 @@ class JobManager {
   // recovered running job whose ranks on the node neither run nor exited there is failed once
   // `reconcile_timeout` has passed.
   void ReconcileNode(const v1::Register& registration);
+  // Registers the node with the node manager (its error if the registration is invalid), calls
+  // `registered` with the new session (to attach and acknowledge the stream: the commands
+  // reconciling sends go after it), then reconciles: all under the job manager's lock, so that no
+  // placement runs in between and takes the devices of the workers about to be adopted (a
+  // restarted coordinator's nodes come back with nothing held).
+  absl::StatusOr<uint64_t> RegisterNode(const v1::Register& registration,
+                                        const std::function<void(uint64_t session)>& registered);
 
   // Periodic work: push progress to watchers (at most once per second per job), fail recovered
   // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), place
@@ -231,6 +238,7 @@ class JobManager {
   // A rank the drain asked to checkpoint and exit has exited (or its node was lost): its device is
   // freed; once none is left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReconcileNodeLocked(const v1::Register& registration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,

@@ -219,10 +219,23 @@ class JobManagerTest : public ::testing::Test {
     return out;
   }
 
-  // A node's agent connects again: the node manager registers it, the job manager reconciles.
+  // A node's agent connects again: registered and reconciled as the agent service does it
+  // (RegisterNode). Nothing is sent to the node before its stream is acknowledged.
   void Reconnect(const v1::Register& registration) {
-    ASSERT_TRUE(nodes_->Register(registration).ok());
-    jobs_->ReconcileNode(registration);
+    const std::string& node = registration.node();
+    auto sent_to_node = [&] {
+      return std::count_if(sink_.sent.begin(), sink_.sent.end(),
+                           [&](const auto& s) { return s.first == node; });
+    };
+    const auto before = sent_to_node();
+    bool acknowledged = false;
+    auto session = jobs_->RegisterNode(registration, [&](uint64_t) {
+      acknowledged = true;
+      EXPECT_EQ(sent_to_node(), before) << "a command to " << node << " before its ack";
+    });
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_TRUE(acknowledged);
+    EXPECT_TRUE(nodes_->Heartbeat(node, *session).ok());  // the node's current session
   }
 
   // Nodes a and b with 2 devices each and a running 2-rank job on one of them (`from`), the other
@@ -1403,6 +1416,28 @@ TEST_F(JobManagerTest, AHangReportedAgainAfterARestartBlamesTheRankThatStaysSile
   const std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_THAT(hangs[0].ranks(), ::testing::ElementsAre(1)) << hangs[0].message();
+}
+
+// A job submitted while a restarted coordinator waits for its nodes does not get the devices of
+// a recovered job's workers when their node registers: they are adopted first.
+TEST_F(JobManagerTest, ANodeThatRegistersAgainKeepsItsRecoveredWorkersDevices) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  MakeManager();
+  auto waiting = jobs_->Submit(Spec(), "", alice_);  // no node yet: pending
+  ASSERT_TRUE(waiting.ok());
+  sink_.sent.clear();
+  Reconnect(Returning("n1", 2, running, {0, 1}));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(job->job_id()).generation(), running.generation());
+  EXPECT_EQ(Current(waiting->job_id()).state(), v1::JOB_STATE_PENDING);
+  EXPECT_TRUE(sink_.Stops().empty());
+  EXPECT_TRUE(sink_.Launches().empty());
+  // An invalid registration is refused, naming the field, and reconciles nothing.
+  auto refused = jobs_->RegisterNode(Node("", 2), [](uint64_t) { ADD_FAILURE() << "registered"; });
+  EXPECT_THAT(refused.status().message(), HasSubstr("register.node"));
 }
 
 TEST_F(JobManagerTest, ARecoveredNodeMissingOneOfItsRanksFailsTheJobAfterTheReconcileTimeout) {
