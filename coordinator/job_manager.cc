@@ -17,6 +17,7 @@
 #include "common/one_line.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
+#include "coordinator/job_id.h"
 #include "coordinator/link_analysis.h"
 #include "coordinator/node_update.h"
 #include "coordinator/planner.h"
@@ -377,11 +378,14 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
     }
   }
   auto job = std::make_unique<Job>();
-  std::string id;
-  do {
-    uint64_t h = absl::HashOf(spec.name(), UnixNanos(clock_->Now()), ++id_counter_);
-    id = absl::StrFormat("%s-%04x", spec.name(), h & 0xffff);
-  } while (jobs_.count(id) > 0);
+  const std::string id = NewJobId(
+      spec.name(),
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return static_cast<uint64_t>(
+            absl::HashOf(spec.name(), UnixNanos(clock_->Now()), ++id_counter_));
+      },
+      [&](const std::string& candidate)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS { return jobs_.count(candidate) > 0; });
   v1::JobStatus& status = job->status;
   status.set_job_id(id);
   *status.mutable_spec() = spec;
