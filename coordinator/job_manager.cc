@@ -28,6 +28,9 @@
 namespace ringmaster::coordinator {
 namespace {
 
+// How soon Tick writes a job again after its store write failed.
+constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
+
 int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 
 // A worker process's side thread reports every 0.5 s and its agent forwards at most one summary
@@ -121,6 +124,9 @@ struct JobManager::Job {
   v1::JobStatus status;
   std::vector<v1::JobEvent> events;
   size_t stored_events = 0;
+  // The last store write failed: Tick writes the job again (not before `retry_persist_at`).
+  bool unsaved = false;
+  absl::Time retry_persist_at = absl::InfinitePast();
   // The current generation's runtime state (reset at every launch).
   std::set<int> finished_ranks;
   std::vector<int64_t> rank_step;
@@ -201,6 +207,12 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                                    "Ranks of a job reported hung by their agent.", {"job_id"});
     submitted_ =
         registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.").WithLabels({});
+    store_errors_ = registry
+                        ->AddCounter("ringmaster_store_write_errors_total",
+                                     "Writes of a job's state to the coordinator's store that "
+                                     "failed (retried each second until one succeeds; meanwhile "
+                                     "a coordinator restart would lose the change).")
+                        .WithLabels({});
     stragglers_ = &registry->AddGauge(
         "ringmaster_straggler",
         "1 while the rank is flagged as a straggler (compute time above its data-parallel "
@@ -315,10 +327,15 @@ void JobManager::Persist(Job* job) {
   std::vector<v1::JobEvent> fresh(job->events.begin() + job->stored_events, job->events.end());
   absl::Status status = store_->PutJobWithEvents(job->status, fresh);
   if (!status.ok()) {
-    // The in-memory state stays authoritative; the next transition retries the write.
+    // The in-memory state stays authoritative; Tick writes it again in a second (a job that
+    // ended has no next transition to do it).
     RM_LOG(ERROR) << "persisting job " << job->status.job_id() << ": " << status;
+    if (store_errors_ != nullptr) store_errors_->Increment();
+    job->unsaved = true;
+    job->retry_persist_at = clock_->Now() + kPersistRetryInterval;
     return;
   }
+  job->unsaved = false;
   job->stored_events = job->events.size();
   for (const v1::JobEvent& event : fresh) {
     v1::WatchJobResponse update;
@@ -1460,6 +1477,7 @@ void JobManager::Tick() {
   bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
   for (const std::string& id : order_) {
     Job* job = Find(id);
+    if (job->unsaved && now >= job->retry_persist_at) Persist(job);
     if (job->failed_series_until != absl::InfinitePast() && now >= job->failed_series_until) {
       job_failed_->Remove({id});
       job->failed_series_until = absl::InfinitePast();

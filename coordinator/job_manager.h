@@ -304,6 +304,7 @@ class JobManager {
   metrics::GaugeFamily* link_bandwidth_ = nullptr;
   metrics::GaugeFamily* job_failed_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
+  std::shared_ptr<metrics::Counter> store_errors_;
   absl::Time started_;
 
   mutable absl::Mutex mu_;

@@ -1,5 +1,7 @@
 #include "coordinator/job_manager.h"
 
+#include <sqlite3.h>
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -453,6 +455,29 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   EXPECT_NE(
       registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
       std::string::npos);
+}
+
+// A write the store refuses (another process holds it locked past the busy timeout) is written
+// again by Tick once the store takes writes: a job cancelled meanwhile is not brought back by a
+// coordinator restart.
+TEST_F(JobManagerTest, AFailedStoreWriteIsRetriedUntilItLands) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());  // its write fails (busy)
+  EXPECT_THAT(registry_.RenderText(), HasSubstr("ringmaster_store_write_errors_total 1"));
+  jobs_->Tick();  // too soon to retry: the store is still locked, nothing more fails
+  EXPECT_THAT(registry_.RenderText(), HasSubstr("ringmaster_store_write_errors_total 1"));
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  clock_.Advance(absl::Seconds(1));
+  jobs_->Tick();
+  MakeManager();  // the coordinator restarts: what it finds is what was stored
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "state").back().state(), v1::JOB_STATE_CANCELLED);
 }
 
 // A generation is in the store before any agent is told to launch it: a coordinator that died
