@@ -30,6 +30,8 @@ namespace {
 
 // How soon Tick writes a job again after its store write failed.
 constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
+// How often Tick looks for ended jobs past their retention.
+constexpr absl::Duration kPruneInterval = absl::Minutes(1);
 
 int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 
@@ -1471,9 +1473,50 @@ void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   ScheduleLocked();
 }
 
+void JobManager::PruneEndedJobsLocked(absl::Time now) {
+  if (options_.ended_job_retention <= absl::ZeroDuration() || now < next_prune_) return;
+  next_prune_ = now + kPruneInterval;
+  std::vector<std::string> gone;
+  for (const std::string& id : order_) {
+    const Job* job = Find(id);
+    // A drain's ranks still checkpointing hold devices: kept until they are gone.
+    if (!IsTerminal(job->status.state()) || job->unsaved || !job->status.stopping_ranks().empty() ||
+        absl::FromUnixNanos(job->status.end_time_unix_nanos()) + options_.ended_job_retention >
+            now) {
+      continue;
+    }
+    gone.push_back(id);
+  }
+  if (gone.empty()) return;
+  if (absl::Status deleted = store_->DeleteJobs(gone); !deleted.ok()) {
+    RM_LOG(ERROR) << "deleting " << gone.size() << " ended jobs from the store: " << deleted;
+    if (store_errors_ != nullptr) store_errors_->Increment();
+    return;  // the next pass tries again
+  }
+  const std::set<std::string> ids(gone.begin(), gone.end());
+  order_.erase(std::remove_if(order_.begin(), order_.end(),
+                              [&](const std::string& id) { return ids.count(id) > 0; }),
+               order_.end());
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    auto next = std::next(it);
+    if (ids.count(it->second) > 0) requests_.erase(it);
+    it = next;
+  }
+  for (const std::string& id : gone) {
+    if (job_failed_ != nullptr && Find(id)->failed_series_until != absl::InfinitePast()) {
+      job_failed_->Remove({id});
+    }
+    jobs_.erase(id);
+  }
+  RM_LOG(INFO) << "deleted " << gone.size() << " job(s) that ended more than "
+               << absl::FormatDuration(options_.ended_job_retention) << " ago";
+  UpdateStateGauges();
+}
+
 void JobManager::Tick() {
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
+  PruneEndedJobsLocked(now);
   bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
   for (const std::string& id : order_) {
     Job* job = Find(id);

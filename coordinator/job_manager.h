@@ -90,6 +90,11 @@ struct JobManagerOptions {
   // How long a failed job's ringmaster_job_failed_timestamp_seconds stays (RingmasterJobFailed
   // fires while it does).
   absl::Duration failed_series_retention = absl::Hours(1);
+  // How long an ended job (SUCCEEDED, FAILED, CANCELLED) is kept, with its events and request id,
+  // after it ended; then Tick deletes it from memory and the store (checked once a minute). Zero
+  // keeps every job forever (memory, the store and each tick's work then grow with every job
+  // ever submitted).
+  absl::Duration ended_job_retention = absl::Hours(24 * 7);
 };
 
 class JobManager {
@@ -239,6 +244,8 @@ class JobManager {
   // freed; once none is left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReconcileNodeLocked(const v1::Register& registration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the jobs that ended more than ended_job_retention ago (at most once a minute).
+  void PruneEndedJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
@@ -310,6 +317,7 @@ class JobManager {
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Job ids in submission order.
+  absl::Time next_prune_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;

@@ -175,6 +175,7 @@ class JobManagerTest : public ::testing::Test {
     options.reconcile_timeout = absl::Seconds(10);
     options.restart_backoff = restart_backoff_;  // off unless a test turns it on
     options.restart_backoff_max = absl::Seconds(4);
+    options.ended_job_retention = ended_job_retention_;
     jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
                                          &clock_, &registry_, options);
     ASSERT_TRUE(jobs_->Recover().ok());
@@ -262,6 +263,7 @@ class JobManagerTest : public ::testing::Test {
 
   std::string path_;
   absl::Duration restart_backoff_ = absl::ZeroDuration();
+  absl::Duration ended_job_retention_ = absl::ZeroDuration();  // keep ended jobs unless set
   FakeClock clock_;
   metrics::Registry registry_;
   RecordingSink sink_;
@@ -455,6 +457,43 @@ TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   EXPECT_NE(
       registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
       std::string::npos);
+}
+
+// Ended jobs are kept for ended_job_retention after they ended, then deleted from memory and the
+// store with their request ids; running jobs and recently ended ones stay.
+TEST_F(JobManagerTest, EndedJobsAreDeletedOnceTheirRetentionHasPassed) {
+  ended_job_retention_ = absl::Hours(2);
+  MakeManager();
+  AddNode("n1", 4);
+  auto old_job = jobs_->Submit(Spec(), "req-old", alice_);
+  auto running = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(old_job.ok() && running.ok());
+  ASSERT_TRUE(jobs_->Cancel(old_job->job_id(), "", alice_).ok());
+  clock_.Advance(absl::Hours(1));
+  auto recent = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(recent.ok());
+  ASSERT_TRUE(jobs_->Cancel(recent->job_id(), "", alice_).ok());
+  jobs_->Tick();  // the old job ended an hour ago: kept
+  EXPECT_TRUE(jobs_->Get(old_job->job_id()).ok());
+  clock_.Advance(absl::Hours(1) + absl::Seconds(1));
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->Get(old_job->job_id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(jobs_->Get(recent->job_id()).ok());
+  EXPECT_TRUE(jobs_->Get(running->job_id()).ok());
+  EXPECT_THAT(registry_.RenderText(), HasSubstr("ringmaster_jobs{state=\"cancelled\"} 1"));
+  // Gone from the store too: a restarted coordinator does not bring it back.
+  MakeManager();
+  EXPECT_EQ(jobs_->Get(old_job->job_id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(jobs_->Get(recent->job_id()).ok());
+  // Its request id is free again: the same request makes a new job.
+  auto again = jobs_->Submit(Spec(), "req-old", alice_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->job_id(), old_job->job_id());
+  // The recent job, past its retention now, goes at a later pass.
+  clock_.Advance(absl::Hours(2));
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->Get(recent->job_id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(jobs_->Get(running->job_id()).ok());
 }
 
 // A write the store refuses (another process holds it locked past the busy timeout) is written

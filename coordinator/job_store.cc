@@ -514,6 +514,27 @@ absl::Status JobStore::CreateJob(const v1::JobStatus& status,
   return Annotate(result, "JobStore::CreateJob");
 }
 
+absl::Status JobStore::DeleteJobs(const std::vector<std::string>& job_ids) {
+  absl::MutexLock lock(&mu_);
+  sqlite3* db = db_;
+  return Annotate(InTransaction(db, "BEGIN IMMEDIATE",
+                                [&]() -> absl::Status {
+                                  // Rows that refer to the job go first (REFERENCES jobs).
+                                  for (const char* sql : {"DELETE FROM events WHERE job_id = ?1",
+                                                          "DELETE FROM requests WHERE job_id = ?1",
+                                                          "DELETE FROM jobs WHERE job_id = ?1"}) {
+                                    ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql));
+                                    for (const std::string& id : job_ids) {
+                                      stmt.Reset();
+                                      RETURN_IF_ERROR(stmt.BindText(1, id));
+                                      RETURN_IF_ERROR(stmt.Run());
+                                    }
+                                  }
+                                  return absl::OkStatus();
+                                }),
+                  "JobStore::DeleteJobs");
+}
+
 absl::Status JobStore::PutCordon(const std::string& node,
                                  const std::optional<v1::NodeCordon>& cordon) {
   if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");

@@ -70,6 +70,10 @@ class JobStore {
   absl::Status CreateJob(const v1::JobStatus& status, const std::vector<v1::JobEvent>& events,
                          const std::string& request_id);
 
+  // Deletes the jobs with their events and request ids, in one transaction (a job not stored is
+  // skipped). On error nothing is deleted.
+  absl::Status DeleteJobs(const std::vector<std::string>& job_ids);
+
   // Stores (or replaces) the cordon of `node`, or removes it (nullopt; a no-op if there is none).
   // INVALID_ARGUMENT for an empty node name.
   absl::Status PutCordon(const std::string& node, const std::optional<v1::NodeCordon>& cordon);

@@ -294,6 +294,31 @@ TEST_F(JobStoreTest, CreateJobIsIdempotentPerRequestId) {
   ASSERT_EQ((*jobs)[0].events.size(), 1);
 }
 
+TEST_F(JobStoreTest, DeleteJobsRemovesThemWithTheirEventsAndRequestIdsOnly) {
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(FullStatus("gone", 1), {Event(1), Event(2)}, "req-gone").ok());
+  ASSERT_TRUE(store->CreateJob(FullStatus("kept", 2), {Event(1)}, "req-kept").ok());
+  ASSERT_TRUE(store->CreateJob(FullStatus("gone-too", 3), {Event(1)}, "").ok());
+  ASSERT_TRUE(store->DeleteJobs({"gone", "never-stored", "gone-too"}).ok());
+  store.reset();
+  store = OpenStore();  // what is on disk
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<StoredJob>> jobs = store->LoadAll();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(JobIds(*jobs), std::vector<std::string>{"kept"});
+  EXPECT_EQ((*jobs)[0].events.size(), 1);
+  EXPECT_EQ(*store->FindRequest("req-gone"), std::nullopt);
+  EXPECT_EQ(*store->FindRequest("req-kept"), std::optional<std::string>("kept"));
+  // The id can be used again.
+  EXPECT_TRUE(store->CreateJob(FullStatus("gone", 4), {Event(1)}, "req-gone").ok());
+  // Events of a deleted job do not linger under its id.
+  jobs = store->LoadAll();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2);
+  EXPECT_EQ((*jobs)[1].events.size(), 1);
+}
+
 TEST_F(JobStoreTest, CreateJobWithoutRequestIdAndWithATakenJobId) {
   std::unique_ptr<JobStore> store = OpenStore();
   ASSERT_NE(store, nullptr);

@@ -56,6 +56,9 @@ ABSL_FLAG(double, restart_backoff, 1,
           "Crash loops: seconds before relaunching a job whose generations failed twice in a row "
           "before their first step, doubling per further such failure (0: never wait).");
 ABSL_FLAG(double, restart_backoff_max, 60, "The longest crash-loop wait, in seconds.");
+ABSL_FLAG(double, ended_job_retention, 7 * 24 * 3600,
+          "Seconds an ended job (succeeded, failed or cancelled) is kept, with its events, after "
+          "it ended; then it is deleted from the coordinator and its store (0: keep every job).");
 
 namespace ringmaster {
 namespace {
@@ -116,6 +119,10 @@ absl::Status Run() {
   }
   if (job_options.restart_backoff_max < job_options.restart_backoff) {
     return FieldError("--restart_backoff_max", "must be >= --restart_backoff");
+  }
+  job_options.ended_job_retention = absl::Seconds(absl::GetFlag(FLAGS_ended_job_retention));
+  if (job_options.ended_job_retention < absl::ZeroDuration()) {
+    return FieldError("--ended_job_retention", "must be >= 0");
   }
   coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock, &registry,
                                job_options);

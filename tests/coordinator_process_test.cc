@@ -51,6 +51,7 @@ TEST(CoordinatorProcessTest, BadDurationFlagsAreRefusedNamingTheFlag) {
       {"--forget_lost_node_after=-1", "--forget_lost_node_after: must be >= 0"},
       {"--lost_after=0.5", "--lost_after: must be longer than --heartbeat_interval"},
       {"--restart_backoff=-1", "--restart_backoff: must be >= 0"},
+      {"--ended_job_retention=-1", "--ended_job_retention: must be >= 0"},
   };
   for (const auto& [flag, message] : cases) {
     auto coordinator = StartCoordinator({"--insecure", flag});
