@@ -1047,6 +1047,7 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   if (summary.checkpoint_step() > job->newest_checkpoint_step) {
     job->newest_checkpoint_step = summary.checkpoint_step();
     job->last_checkpoint_time = clock_->Now();
+    job->recovery.OnCheckpoint(summary.checkpoint_step());
   }
   job->progress_dirty = true;
   Watch(job, summary);

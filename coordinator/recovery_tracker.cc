@@ -69,10 +69,31 @@ void RecoveryTracker::OnStep(int64_t step, absl::Time end, double first_step_sec
 void RecoveryTracker::OnResume(int64_t start_step) {
   // Work past the checkpoint was lost: take it back.
   auto kept = productive_at_step_.upper_bound(start_step);
-  productive_seconds_ = kept == productive_at_step_.begin() ? 0 : std::prev(kept)->second;
+  if (kept != productive_at_step_.begin()) {
+    productive_seconds_ = std::prev(kept)->second;
+  } else if (kept != productive_at_step_.end() && kept->first > 0) {
+    // Older than the history (OnCheckpoint dropped it): pro rata of its oldest step.
+    productive_seconds_ = kept->second * static_cast<double>(std::max<int64_t>(0, start_step)) /
+                          static_cast<double>(kept->first);
+  } else {
+    productive_seconds_ = 0;
+  }
   productive_at_step_.erase(kept, productive_at_step_.end());
   last_step_ = start_step;
   last_end_.reset();
+}
+
+void RecoveryTracker::OnCheckpoint(int64_t step) {
+  constexpr size_t kCheckpointsKept = 3;
+  if (!checkpoints_.empty() && step <= checkpoints_.back()) return;
+  checkpoints_.push_back(step);
+  if (checkpoints_.size() > kCheckpointsKept) checkpoints_.pop_front();
+  if (checkpoints_.size() < kCheckpointsKept) return;
+  // A resume at the oldest kept checkpoint or later reads the newest entry at or before it: keep
+  // that one, drop what is older.
+  auto floor = productive_at_step_.upper_bound(checkpoints_.front());
+  if (floor == productive_at_step_.begin()) return;
+  productive_at_step_.erase(productive_at_step_.begin(), std::prev(floor));
 }
 
 double RecoveryTracker::Goodput(absl::Time now) const {

@@ -23,6 +23,7 @@
 #define RINGMASTER_COORDINATOR_RECOVERY_TRACKER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -63,6 +64,12 @@ class RecoveryTracker {
   void OnStep(int64_t step, absl::Time end, double first_step_seconds);
   // The current generation resumed from `start_step` (the checkpoint's step, or 0).
   void OnResume(int64_t start_step);
+  // A checkpoint of `step` committed. The per-step history OnResume needs is kept back to the
+  // third newest checkpoint (a resume goes to the newest intact one), so it stays bounded however
+  // long the job runs; a resume from further back is estimated pro rata of the oldest step kept.
+  void OnCheckpoint(int64_t step);
+  // Steps in that history (for tests).
+  size_t HistorySize() const { return productive_at_step_.size(); }
   // Kept step time over wall time since the first launch, in [0, 1]; 0 before the first launch.
   double Goodput(absl::Time now) const;
 
@@ -77,6 +84,7 @@ class RecoveryTracker {
   int64_t last_step_ = 0;
   std::optional<absl::Time> last_end_;
   std::map<int64_t, double> productive_at_step_;
+  std::deque<int64_t> checkpoints_;  // the newest few, ascending
 };
 
 }  // namespace ringmaster::coordinator

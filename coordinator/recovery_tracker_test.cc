@@ -50,5 +50,28 @@ TEST(RecoveryTrackerTest, GoodputTakesBackWorkLostToARestart) {
   EXPECT_NEAR(t.Goodput(At(14)), 8.0 / 14.0, 1e-9);
 }
 
+// A job that runs long keeps only the history back to its third newest checkpoint, and a
+// resume at any of those three checkpoints still takes back exactly the work lost; one from
+// further back (9700: three damaged checkpoints) is estimated pro rata, exact at a steady pace.
+TEST(RecoveryTrackerTest, TheStepHistoryStaysBoundedAndResumesAtRecentCheckpointsStayExact) {
+  for (int64_t resume_at : {9700, 9800, 9900, 9950}) {
+    RecoveryTracker t;
+    t.OnLaunch(1, At(0));
+    t.OnResume(0);
+    for (int step = 1; step <= 10000; ++step) {
+      t.OnStep(step, At(step), 1.0);
+      if (step % 100 == 0) t.OnCheckpoint(step);
+    }
+    EXPECT_LE(t.HistorySize(), 301u);  // steps 9800..10000, and the one kept before them
+    t.OnCheckpoint(10000);             // a repeat changes nothing
+    EXPECT_LE(t.HistorySize(), 301u);
+    t.OnFailure(At(10000), At(10000));
+    t.OnLaunch(1, At(10000));
+    t.OnResume(resume_at);  // the newest intact checkpoint, or a step between checkpoints
+    // Kept: steps 1..resume_at, 1 s each, of 10000 s.
+    EXPECT_NEAR(t.Goodput(At(10000)), resume_at / 10000.0, 1e-9) << resume_at;
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator
