@@ -404,7 +404,8 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     auto it = generations_.find(job.job_id());
     if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
     generations_[job.job_id()] = job.generation();
-    launching_.insert({job.job_id(), job.generation()});
+    std::vector<int>& ranks = launching_[{job.job_id(), job.generation()}];
+    for (const v1::RankAssignment& a : launch.assignments()) ranks.push_back(a.rank());
     // The older generations' exits and rendezvous keys concern the coordinator no more.
     rendezvous_replay_.NewGeneration(job.job_id(), job.generation());
     exits_.erase(std::remove_if(exits_.begin(), exits_.end(),
@@ -464,7 +465,9 @@ LogPruneResult NodeAgent::PruneLogs() {
     for (const auto& [pid, w] : workers_) {
       live.insert({w.job.job_id(), absl::StrCat(w.job.generation())});
     }
-    for (const auto& [id, generation] : launching_) live.insert({id, absl::StrCat(generation)});
+    for (const auto& [launch, ranks] : launching_) {
+      live.insert({launch.first, absl::StrCat(launch.second)});
+    }
   }
   return agent::PruneLogs(options_.work_dir + "/logs", options_.log_budget_bytes, live);
 }
@@ -657,6 +660,7 @@ v1::Register NodeAgent::MakeRegister() const {
   r.set_metrics_address(options_.metrics_address);
   r.set_version("0.1.0");
   absl::MutexLock lock(&mu_);
+  std::set<std::tuple<std::string, int64_t, int>> listed;
   for (const auto& [pid, w] : workers_) {
     if (w.exited) continue;
     v1::WorkerState* s = r.add_running_workers();
@@ -664,6 +668,28 @@ v1::Register NodeAgent::MakeRegister() const {
     s->set_rank(w.rank);
     s->set_pid(pid);
     s->set_phase(v1::WORKER_PHASE_STEP);
+    listed.insert({w.job.job_id(), w.job.generation(), w.rank});
+  }
+  // Ranks whose launch is queued or under way count as running (STARTING, no pid yet): the
+  // coordinator takes a rank this node lists neither way for gone.
+  auto add_starting = [&](const v1::JobGeneration& job, int rank) {
+    if (!listed.insert({job.job_id(), job.generation(), rank}).second) return;
+    v1::WorkerState* s = r.add_running_workers();
+    *s->mutable_job() = job;
+    s->set_rank(rank);
+    s->set_phase(v1::WORKER_PHASE_STARTING);
+  };
+  for (const auto& [launch, ranks] : launching_) {
+    v1::JobGeneration job;
+    job.set_job_id(launch.first);
+    job.set_generation(launch.second);
+    for (int rank : ranks) add_starting(job, rank);
+  }
+  for (const v1::CoordinatorMessage& command : commands_) {
+    if (!command.has_launch()) continue;
+    for (const v1::RankAssignment& a : command.launch().assignments()) {
+      add_starting(command.launch().job(), a.rank());
+    }
   }
   for (const v1::WorkerState& exit : exits_) *r.add_exited_workers() = exit;
   return r;

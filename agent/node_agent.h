@@ -109,8 +109,8 @@ class NodeAgent {
   // also done after every launch. Called periodically by main; calls run one at a time.
   LogPruneResult PruneLogs();
 
-  // The Register message for (re)connection: devices, the workers still running and the exits
-  // reported.
+  // The Register message for (re)connection: devices, the workers still running (and the ranks
+  // whose launch is queued or under way) and the exits reported.
   v1::Register MakeRegister() const;
 
   // Whether the coordinator stream is up, and how many workers run here.
@@ -186,8 +186,9 @@ class NodeAgent {
   // Link checks requested through a worker here (CheckLinks), not handed out yet: (job,
   // generation, rank). Forgotten with the worker.
   std::set<std::tuple<std::string, int64_t, int>> link_check_requests_ ABSL_GUARDED_BY(mu_);
-  // Generations being launched (their log directories are being created): never pruned.
-  std::set<std::pair<std::string, int64_t>> launching_ ABSL_GUARDED_BY(mu_);
+  // Generations being launched, with their ranks: their logs are never pruned, and Register
+  // lists the ranks.
+  std::map<std::pair<std::string, int64_t>, std::vector<int>> launching_ ABSL_GUARDED_BY(mu_);
   absl::Mutex prune_mu_;  // one PruneLogs() at a time
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);

@@ -1461,6 +1461,28 @@ void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   }
   for (const std::string& id : order_) {
     Job* job = Find(id);
+    if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    // A running job's rank placed here that the node lists neither as running (or starting) nor
+    // as exited, and that had not finished, is gone: the agent restarted (its workers died with
+    // it) or never got the launch. Waiting would wait for ever on a job all of whose ranks are
+    // here; elsewhere, for its peers' collectives to time out.
+    std::vector<int> gone;
+    for (const v1::RankAssignment& a : job->status.assignments()) {
+      if (a.node() == node && !accounted.count({id, a.rank()}) &&
+          !job->finished_ranks.count(a.rank())) {
+        gone.push_back(a.rank());
+      }
+    }
+    if (gone.empty()) continue;
+    job->awaiting.erase(node);
+    Fail(job,
+         absl::StrCat("node ", node, " registered without rank(s) ", absl::StrJoin(gone, ", "),
+                      " of generation ", job->status.generation(),
+                      " (its agent restarted, or the launch never reached it)"),
+         /*fatal=*/false, clock_->Now(), node);
+  }
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
     // Ranks still awaited after a drain that were placed here but neither run here nor reported
     // an exit have gone (their agent restarted, say).
     const std::vector<int> stopping(job->status.stopping_ranks().begin(),
