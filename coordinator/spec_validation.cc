@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,6 +44,11 @@ constexpr int64_t kMaxSteps = 1000000000;
 constexpr double kMaxLr = 10.0;
 constexpr int64_t kMaxZeroStage = 3;
 constexpr int64_t kMaxRestarts = 1000;
+// Workers get the whole spec in one environment variable, which Linux caps at 128 KiB.
+constexpr size_t kMaxSpecBytes = 64 * 1024;
+constexpr int kMaxEnvEntries = 256;
+// Longest value quoted back in an error.
+constexpr size_t kMaxQuotedBytes = 64;
 
 // The shortest decimal form that reads back as `v` ("0.0003", not "0.00029999999999999997"),
 // without an exponent for whole numbers below 1e17 ("30", not "3e+01").
@@ -51,7 +58,12 @@ std::string FormatDouble(double v) {
   return FormatFiniteDouble(v);
 }
 
-std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
+// `s` escaped and quoted for an error; a long one cut to its first 64 bytes and its length.
+std::string Quote(absl::string_view s) {
+  if (s.size() <= kMaxQuotedBytes) return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+  return absl::StrCat("\"", absl::CHexEscape(s.substr(0, kMaxQuotedBytes)), "\"... (", s.size(),
+                      " bytes)");
+}
 
 // a*b*c, or nullopt when it does not fit in int64 (the operands are all >= 1).
 std::optional<int64_t> Product(int64_t a, int64_t b, int64_t c) {
@@ -114,6 +126,80 @@ bool LayoutGiven(const v1::ParallelismSpec& p) {
 }
 
 // Checks the trainer's program: exactly one of builtin and command, each well formed.
+// The names the agent sets for every worker (MakeLaunchSpec), which the spec's env may not
+// change: a job could otherwise claim another rank, group or device.
+bool ReservedEnvName(absl::string_view name) {
+  static const char* const kReserved[] = {"RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE",
+                                          "GROUP_RANK",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
+                                          "TORCHELASTIC_RESTART_COUNT",
+                                          "CUDA_VISIBLE_DEVICES",
+                                          "CUDA_DEVICE_ORDER"};
+  for (const char* r : kReserved) {
+    if (name == r) return true;
+  }
+  return absl::StartsWith(name, "RINGMASTER_");
+}
+
+bool ValidEnvName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+}
+
+// What the agent passes to exec: names a shell could set, no reserved name, no NUL byte (exec
+// would cut the string there), and the whole spec small enough for one environment variable.
+void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
+  const size_t bytes = spec.ByteSizeLong();
+  if (bytes > kMaxSpecBytes) {
+    problems->Add("spec", absl::StrCat("must be at most ", kMaxSpecBytes,
+                                       " bytes serialized (workers get it in one environment "
+                                       "variable), got ",
+                                       bytes,
+                                       " (trainer.env and trainer.command are the usual "
+                                       "cause)"));
+  }
+  const v1::TrainerSpec& trainer = spec.trainer();
+  if (trainer.env_size() > kMaxEnvEntries) {
+    problems->Add("trainer.env", absl::StrCat("must have at most ", kMaxEnvEntries,
+                                              " variables, got ", trainer.env_size()));
+  }
+  for (const auto& [name, value] : trainer.env()) {
+    if (!ValidEnvName(name)) {
+      problems->Add("trainer.env",
+                    absl::StrCat("names must be [A-Za-z_][A-Za-z0-9_]*, got ", Quote(name)));
+    } else if (ReservedEnvName(name)) {
+      problems->Add(absl::StrCat("trainer.env.", name),
+                    absl::StrCat("is set by the agent for every worker (rank, world, master, "
+                                 "devices, RINGMASTER_*) and cannot be changed, got ",
+                                 Quote(value)));
+    } else if (value.find('\0') != std::string::npos) {
+      problems->Add(absl::StrCat("trainer.env.", name),
+                    absl::StrCat("must not contain a NUL byte, got ", Quote(value)));
+    }
+  }
+  if (trainer.has_command()) {
+    for (int i = 0; i < trainer.command().argv_size(); ++i) {
+      if (trainer.command().argv(i).find('\0') != std::string::npos) {
+        problems->Add(
+            absl::StrCat("trainer.command[", i, "]"),
+            absl::StrCat("must not contain a NUL byte, got ", Quote(trainer.command().argv(i))));
+      }
+    }
+  }
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string&>{"checkpoint.dir", spec.checkpoint().dir()},
+        {"trainer.data.path", trainer.data().path()}}) {
+    if (value.find('\0') != std::string::npos) {
+      problems->Add(field, absl::StrCat("must not contain a NUL byte, got ", Quote(value)));
+    }
+  }
+}
+
 void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
   switch (trainer.program_case()) {
     case v1::TrainerSpec::kBuiltin:
@@ -297,6 +383,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 
   const v1::TrainerSpec& trainer = spec.trainer();
   CheckProgram(trainer, &problems);
+  CheckForExec(spec, &problems);
   if (trainer.program_case() == v1::TrainerSpec::kBuiltin && trainer.builtin() == "gpt") {
     CheckGpt(trainer, layout_given ? &p : nullptr, &problems);
   }

@@ -24,6 +24,11 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - parallelism: all three zero, or all three >= 1 with tensor*pipeline*data ==
 //    nodes*devices_per_node; tensor divides devices_per_node;
 //  - trainer: exactly one of builtin ("gpt") and command (non-empty argv, no empty argv[0]);
+//  - what the agent passes to exec: at most 256 trainer.env variables, named
+//    [A-Za-z_][A-Za-z0-9_]* and none of those the agent sets (RANK, WORLD_SIZE, LOCAL_RANK,
+//    LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+//    CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, RINGMASTER_*); no NUL byte in env values, argv,
+//    checkpoint.dir or data.path; the whole spec at most 64 KiB serialized;
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
 //    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
 //    heads; layers >= pipeline; heads divisible by tensor) and batch (micro_batch >= 1,
@@ -38,7 +43,8 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
 //  - precision: any enum value defined in job.proto.
-// NaN or infinite doubles are refused for every field.
+// NaN or infinite doubles are refused for every field. A long value is quoted back cut to its
+// first 64 bytes.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
 }  // namespace ringmaster::coordinator

@@ -100,6 +100,12 @@ TEST(SpecValidationTest, CommandTrainerNeedsNoModelBatchOrLearningRate) {
   spec.mutable_trainer()->mutable_optimizer()->set_lr(-1);
   EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
               HasSubstr("trainer.optimizer.lr: must be in (0, 10]"));
+  spec.mutable_trainer()->mutable_optimizer()->set_lr(0);
+  // exec would cut an argument at a NUL byte.
+  spec.mutable_trainer()->mutable_command()->set_argv(1, std::string("train.py\0--x", 12));
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
+              HasSubstr("trainer.command[1]: must not contain a NUL byte, got "
+                        "\"train.py\\x00--x\""));
 }
 
 struct RuleCase {
@@ -145,6 +151,45 @@ INSTANTIATE_TEST_SUITE_P(
         {"NameNewlineEscaped", [](v1::JobSpec* s) { s->set_name("a\nb"); }, "got \"a\\nb\""},
         {"NameTooLong", [](v1::JobSpec* s) { s->set_name("a" + std::string(63, 'b')); },
          "name: must be 1-63 characters"},
+        {"NameHugeIsQuotedCut", [](v1::JobSpec* s) { s->set_name(std::string(100000, 'x')); },
+         // The spec's size limit breaks too.
+         "got \"" + std::string(64, 'x') + "\"... (100000 bytes)", 2},
+        // what the agent passes to exec
+        {"EnvReservedName",
+         [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())["RANK"] = "0"; },
+         "trainer.env.RANK: is set by the agent for every worker"},
+        {"EnvReservedPrefix",
+         [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())["RINGMASTER_JOB"] = "x"; },
+         "trainer.env.RINGMASTER_JOB: is set by the agent"},
+        {"EnvDevices",
+         [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())["CUDA_VISIBLE_DEVICES"] = "0"; },
+         "trainer.env.CUDA_VISIBLE_DEVICES: is set by the agent"},
+        {"EnvNameWithEquals",
+         [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())["A=B"] = "x"; },
+         "trainer.env: names must be [A-Za-z_][A-Za-z0-9_]*, got \"A=B\""},
+        {"EnvNameEmpty", [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())[""] = "x"; },
+         "trainer.env: names must be [A-Za-z_][A-Za-z0-9_]*, got \"\""},
+        {"EnvValueNul",
+         [](v1::JobSpec* s) {
+           (*s->mutable_trainer()->mutable_env())["NCCL_DEBUG"] = std::string("IN\0FO", 5);
+         },
+         "trainer.env.NCCL_DEBUG: must not contain a NUL byte, got \"IN\\x00\\x46O\""},
+        {"EnvTooMany",
+         [](v1::JobSpec* s) {
+           for (int i = 0; i < 257; ++i) {
+             (*s->mutable_trainer()->mutable_env())[absl::StrCat("V", i)] = "1";
+           }
+         },
+         "trainer.env: must have at most 256 variables, got 257"},
+        {"SpecTooBig",
+         [](v1::JobSpec* s) {
+           (*s->mutable_trainer()->mutable_env())["BIG"] = std::string(140 * 1024, 'x');
+         },
+         "spec: must be at most 65536 bytes serialized (workers get it in one environment "
+         "variable), got 1"},
+        {"CheckpointDirNul",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir(std::string("/a\0b", 4)); },
+         "checkpoint.dir: must not contain a NUL byte, got \"/a\\x00\\x62\""},
         // nodes, devices_per_node
         {"NodesZero", [](v1::JobSpec* s) { s->set_nodes(0); },
          "nodes: must be in [1, 100000], got 0"},
