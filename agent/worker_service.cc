@@ -1,5 +1,7 @@
 #include "agent/worker_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "agent/report_validation.h"
 #include "common/grpc_status.h"
@@ -9,6 +11,8 @@ namespace ringmaster::agent {
 namespace {
 
 constexpr absl::Duration kDefaultRendezvousTimeout = absl::Seconds(60);
+// The longest wait a worker may ask for: each one holds one of the worker API's threads.
+constexpr absl::Duration kMaxRendezvousTimeout = absl::Hours(1);
 
 absl::Time Deadline(const grpc::ServerContext* context, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
@@ -65,9 +69,10 @@ grpc::Status WorkerService::RendezvousWait(grpc::ServerContext* context,
   v1::RendezvousRequest r;
   r.set_key(request->key());
   r.set_wait(true);
-  absl::Duration timeout = request->timeout_seconds() > 0
-                               ? absl::Seconds(request->timeout_seconds())
-                               : kDefaultRendezvousTimeout;
+  absl::Duration timeout =
+      request->timeout_seconds() > 0
+          ? std::min(absl::Seconds(request->timeout_seconds()), kMaxRendezvousTimeout)
+          : kDefaultRendezvousTimeout;
   auto value = Proxy(request->worker(), r, Deadline(context, timeout));
   if (value.ok()) response->set_value(*value);
   return ToGrpcStatus(value.status());

@@ -89,42 +89,61 @@ absl::Status RendezvousManager::CheckGeneration(const std::string& job_id, int64
   return absl::OkStatus();
 }
 
+absl::Status RendezvousManager::CheckKey(const std::string& key) {
+  if (!key.empty() && key.size() <= kMaxKeyBytes) return absl::OkStatus();
+  return FieldError("key", absl::StrCat("must be 1-", kMaxKeyBytes, " bytes, got ", key.size()));
+}
+
 absl::Status RendezvousManager::Set(const std::string& job_id, int64_t generation,
                                     const std::string& key, std::string value) {
   Fired fired;
-  absl::Status status = absl::OkStatus();
-  if (key.empty() || key.size() > kMaxKeyBytes) {
-    status = FieldError("key", absl::StrCat("must be 1-", kMaxKeyBytes, " bytes"));
-  } else if (value.size() > kMaxValueBytes) {
+  absl::Status status = CheckKey(key);
+  if (status.ok() && value.size() > kMaxValueBytes) {
     status = FieldError(
         "value", absl::StrCat("must be at most ", kMaxValueBytes, " bytes, got ", value.size()));
-  } else {
+  }
+  if (status.ok()) {
     absl::MutexLock lock(&mu_);
     Store* store = nullptr;
     status = CheckGeneration(job_id, generation, &store);
-    if (status.ok() && store->values.size() >= kMaxKeysPerGeneration &&
-        !store->values.contains(key)) {
-      status = absl::ResourceExhaustedError(
-          absl::StrCat("job ", job_id, " already has ", kMaxKeysPerGeneration, " keys"));
-    }
-    if (status.ok()) {
-      auto waiting = store->waiters_by_key.find(key);
-      if (waiting != store->waiters_by_key.end()) {
-        for (uint64_t id : waiting->second) Fire(id, value, &fired);
-        store->waiters_by_key.erase(waiting);
-      }
-      store->values[key] = std::move(value);
-    }
+    if (status.ok()) status = Put(job_id, store, key, std::move(value), &fired);
   }
   Count("set", status);
   Run(std::move(fired));
   return status;
 }
 
+absl::Status RendezvousManager::Put(const std::string& job_id, Store* store, const std::string& key,
+                                    std::string value, Fired* fired) {
+  auto old = store->values.find(key);
+  const bool fresh = old == store->values.end();
+  if (fresh && store->values.size() >= kMaxKeysPerGeneration) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", job_id, " already has ", kMaxKeysPerGeneration, " keys"));
+  }
+  const size_t bytes = store->bytes + key.size() + value.size() -
+                       (fresh ? 0 : old->first.size() + old->second.size());
+  if (bytes > kMaxBytesPerGeneration) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", job_id, "'s rendezvous keys and values would take ", bytes,
+                     " bytes, more than ", kMaxBytesPerGeneration));
+  }
+  auto waiting = store->waiters_by_key.find(key);
+  if (waiting != store->waiters_by_key.end()) {
+    for (uint64_t id : waiting->second) Fire(id, value, fired);
+    store->waiters_by_key.erase(waiting);
+  }
+  store->values[key] = std::move(value);
+  store->bytes = bytes;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> RendezvousManager::Get(const std::string& job_id, int64_t generation,
                                                    const std::string& key) {
   absl::StatusOr<std::string> result;
-  {
+  if (absl::Status bad = CheckKey(key); !bad.ok()) {
+    result = bad;
+  } else {
     absl::MutexLock lock(&mu_);
     Store* store = nullptr;
     absl::Status status = CheckGeneration(job_id, generation, &store);
@@ -145,7 +164,9 @@ absl::StatusOr<std::string> RendezvousManager::Get(const std::string& job_id, in
 void RendezvousManager::Wait(const std::string& job_id, int64_t generation, const std::string& key,
                              absl::Time deadline, WaitCallback done, uint64_t owner) {
   absl::StatusOr<std::string> immediate;
-  {
+  if (absl::Status bad = CheckKey(key); !bad.ok()) {
+    immediate = bad;
+  } else {
     absl::MutexLock lock(&mu_);
     Store* store = nullptr;
     absl::Status status = CheckGeneration(job_id, generation, &store);

@@ -40,6 +40,9 @@ class RendezvousManager {
   static constexpr size_t kMaxKeyBytes = 512;
   static constexpr size_t kMaxValueBytes = 1 << 20;
   static constexpr size_t kMaxKeysPerGeneration = 1 << 20;
+  // Keys and values of one generation together (a worker looping over new keys would otherwise
+  // grow the coordinator's memory without bound).
+  static constexpr size_t kMaxBytesPerGeneration = 64 << 20;
 
   // `clock` must outlive the manager. `registry` (may be null) receives
   // ringmaster_rendezvous_wait_seconds, ringmaster_rendezvous_requests_total{op,code} and
@@ -56,11 +59,12 @@ class RendezvousManager {
 
   // Stores `value` under `key` (overwrites) and wakes the key's waiters.
   // INVALID_ARGUMENT for an empty/oversized key or oversized value; FAILED_PRECONDITION for an
-  // unknown job or a stale generation; RESOURCE_EXHAUSTED past kMaxKeysPerGeneration.
+  // unknown job or a stale generation; RESOURCE_EXHAUSTED past kMaxKeysPerGeneration or
+  // kMaxBytesPerGeneration.
   absl::Status Set(const std::string& job_id, int64_t generation, const std::string& key,
                    std::string value);
 
-  // The value under `key`; NOT_FOUND if unset; errors as for Set.
+  // The value under `key`; NOT_FOUND if unset; errors as for Set (for the key).
   absl::StatusOr<std::string> Get(const std::string& job_id, int64_t generation,
                                   const std::string& key);
 
@@ -91,6 +95,7 @@ class RendezvousManager {
   struct Store {
     int64_t generation = 0;
     absl::flat_hash_map<std::string, std::string> values;
+    size_t bytes = 0;  // of the keys and values
     // Waiter ids by key. Ids of waiters that already expired are skipped (and dropped) lazily.
     absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_by_key;
   };
@@ -98,6 +103,10 @@ class RendezvousManager {
 
   absl::Status CheckGeneration(const std::string& job_id, int64_t generation, Store** store)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Status CheckKey(const std::string& key);
+  // Stores `value` under `key` within the generation's limits, waking the key's waiters.
+  absl::Status Put(const std::string& job_id, Store* store, const std::string& key,
+                   std::string value, Fired* fired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves every waiter of `store` into `fired` with `status`.
   void FailAll(Store* store, const absl::Status& status, Fired* fired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -3,6 +3,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
@@ -110,6 +111,40 @@ TEST_F(RendezvousManagerTest, LimitsOnKeysAndValues) {
       manager_.Set("j", 1, "k", std::string(RendezvousManager::kMaxValueBytes + 1, 'v'));
   EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(big.message().find("value:"), std::string::npos) << big;
+}
+
+// A generation's keys and values together stay within kMaxBytesPerGeneration: a worker that sets
+// key after key cannot grow the coordinator's memory without bound. Replacing a value counts
+// only the difference; a new generation starts empty.
+TEST_F(RendezvousManagerTest, AGenerationsKeysAndValuesHaveAByteBudget) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  const std::string mib(RendezvousManager::kMaxValueBytes, 'v');
+  const size_t fits = RendezvousManager::kMaxBytesPerGeneration / (mib.size() + 8);
+  for (size_t i = 0; i < fits; ++i) {
+    ASSERT_TRUE(manager_.Set("j", 1, absl::StrFormat("key%05d", i), mib).ok()) << i;
+  }
+  absl::Status over = manager_.Set("j", 1, "key-over", mib);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
+  EXPECT_NE(over.message().find("more than 67108864"), std::string::npos) << over;
+  EXPECT_TRUE(manager_.Set("j", 1, "key00000", mib).ok());  // a replacement: same size
+  EXPECT_TRUE(manager_.Set("j", 1, "key00001", "small").ok());
+  EXPECT_TRUE(manager_.Set("j", 1, "key-over", mib).ok());  // room was freed
+  ASSERT_TRUE(manager_.OpenGeneration("j", 2).ok());
+  EXPECT_TRUE(manager_.Set("j", 2, "key-over", mib).ok());
+}
+
+// Get and Wait refuse a key Set would refuse, naming it.
+TEST_F(RendezvousManagerTest, GetAndWaitCheckTheKey) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  auto got = manager_.Get("j", 1, std::string(RendezvousManager::kMaxKeyBytes + 1, 'k'));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("key: must be 1-512 bytes, got 513"), std::string::npos)
+      << got.status();
+  std::optional<absl::StatusOr<std::string>> waited;
+  WaitInto("j", 1, "", absl::Minutes(1), &waited);
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(waited->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_.PendingWaiters(), 0);
 }
 
 TEST_F(RendezvousManagerTest, ExportsWaitLatencyAndRequestCounts) {
