@@ -3,14 +3,17 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/metrics/text_format.h"
@@ -21,7 +24,8 @@ namespace {
 
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kMaxQueuedConnections = 64;
-constexpr int kIoTimeoutSeconds = 5;
+constexpr int kIoTimeoutSeconds = 5;  // each send (a reader that stops reading the answer)
+constexpr absl::Duration kAcceptRetryPause = absl::Milliseconds(100);
 
 const char* Reason(int status) {
   switch (status) {
@@ -33,6 +37,8 @@ const char* Reason(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
     case 503:
       return "Service Unavailable";
     default:
@@ -69,7 +75,8 @@ HttpResponse Plain(int status, std::string body) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const std::string& address, std::map<std::string, HttpHandler> handlers, int worker_threads) {
+    const std::string& address, std::map<std::string, HttpHandler> handlers, int worker_threads,
+    absl::Duration request_timeout) {
   std::string host;
   int port = 0;
   RETURN_IF_ERROR(ParseHostPort("http address", address, &host, &port));
@@ -105,7 +112,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   int bound_port = bound.ss_family == AF_INET6
                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                        : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  std::unique_ptr<HttpServer> server(new HttpServer(fd, bound_port, std::move(handlers)));
+  std::unique_ptr<HttpServer> server(
+      new HttpServer(fd, bound_port, std::move(handlers), request_timeout));
   for (int i = 0; i < std::max(1, worker_threads); ++i) {
     server->workers_.emplace_back([s = server.get()] { s->WorkerLoop(); });
   }
@@ -113,13 +121,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return server;
 }
 
-HttpServer::HttpServer(int listen_fd, int port, std::map<std::string, HttpHandler> handlers)
-    : listen_fd_(listen_fd), port_(port), handlers_(std::move(handlers)) {}
+HttpServer::HttpServer(int listen_fd, int port, std::map<std::string, HttpHandler> handlers,
+                       absl::Duration request_timeout)
+    : listen_fd_(listen_fd),
+      port_(port),
+      handlers_(std::move(handlers)),
+      request_timeout_(request_timeout) {}
 
 HttpServer::~HttpServer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    // Their workers see the connection end at once (a worker closes its fd only after taking it
+    // out of serving_, under the lock).
+    for (int fd : serving_) shutdown(fd, SHUT_RDWR);
   }
   shutdown(listen_fd_, SHUT_RDWR);  // Wakes accept().
   if (acceptor_.joinable()) acceptor_.join();
@@ -129,16 +144,24 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::AcceptLoop() {
+  int last_accept_error = 0;
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
+      const int err = errno;  // before anything else can change it
+      if (err == EINTR || err == ECONNABORTED) continue;
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
-      if (errno == EMFILE || errno == ENFILE) continue;  // Transient; retry.
-      RM_LOG(ERROR) << "http accept failed: " << std::strerror(errno);
-      return;
+      // Out of descriptors or memory, or something else: the endpoints must come back when it
+      // passes, without spinning meanwhile (accept fails at once while it lasts).
+      if (err != last_accept_error) {
+        RM_LOG(ERROR) << "http accept failed: " << std::strerror(err) << "; retrying";
+        last_accept_error = err;
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kAcceptRetryPause);
+      continue;
     }
+    last_accept_error = 0;
     timeval tv{kIoTimeoutSeconds, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -166,27 +189,45 @@ void HttpServer::WorkerLoop() {
       if (pending_.empty()) return;  // Stopping and drained.
       fd = pending_.front();
       pending_.pop_front();
+      serving_.insert(fd);
     }
     Serve(fd);
+    {
+      absl::MutexLock lock(&mu_);
+      serving_.erase(fd);
+    }
     close(fd);
   }
 }
 
 void HttpServer::Serve(int fd) const {
+  const absl::Time deadline = absl::Now() + request_timeout_;
   std::string request;
   char buf[4096];
-  while (request.find("\r\n\r\n") == std::string::npos) {
+  // The headers end with an empty line (CRLF, or bare LF from lenient clients).
+  while (request.find("\r\n\r\n") == std::string::npos &&
+         request.find("\n\n") == std::string::npos) {
     if (request.size() > kMaxHeaderBytes) {
       Respond(fd, Plain(400, "request headers too large\n"), false);
       return;
     }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      Respond(fd, Plain(408, "the request did not arrive in time\n"), false);
+      return;
+    }
+    pollfd readable{fd, POLLIN, 0};
+    const int ready =
+        poll(&readable, 1, static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(left))));
+    if (ready < 0 && errno != EINTR) return;
+    if (ready <= 0) continue;  // interrupted, or the deadline: checked above
     ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // Closed or timed out before a full request: drop it.
+    if (n <= 0) return;  // Closed (or cut by the destructor) before a full request: drop it.
     request.append(buf, static_cast<size_t>(n));
   }
   std::vector<std::string> parts =
-      absl::StrSplit(request.substr(0, request.find("\r\n")), ' ', absl::SkipEmpty());
+      absl::StrSplit(request.substr(0, request.find_first_of("\r\n")), ' ', absl::SkipEmpty());
   if (parts.size() != 3 || parts[2].rfind("HTTP/1.", 0) != 0) {
     Respond(fd, Plain(400, "malformed request line\n"), false);
     return;

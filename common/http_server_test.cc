@@ -1,13 +1,25 @@
 #include "common/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "common/http_client.h"
 #include "common/metrics/text_format.h"
+#include "common/testing/wait.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster {
 namespace {
+
+using ::ringmaster::testing::WaitFor;
 
 TEST(HttpServerTest, ServesMetricsOnAnEphemeralPort) {
   metrics::Registry registry;
@@ -85,6 +97,53 @@ TEST(HttpServerTest, ManySequentialAndConcurrentRequests) {
   }
   for (auto& c : clients) c.join();
   EXPECT_EQ(counter->Value(), 200);
+}
+
+// Clients that send their request a byte at a time and never finish it (each byte inside the
+// per-read timeout) hold both workers only until the request timeout: they get 408 and are
+// dropped, and a normal request is served.
+TEST(HttpServerTest, ClientsThatNeverFinishTheirRequestAreDroppedAndOthersServed) {
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, 2, absl::Seconds(1));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::atomic<int> dropped{0};
+  std::vector<std::string> answers(2);
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.emplace_back([&, i] {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(port);
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+        close(fd);
+        return;
+      }
+      // A byte every 100 ms (the pace, not a wait for anything), until the server answers or
+      // closes, for a minute at most.
+      for (int sent = 0; sent < 600; ++sent) {
+        if (send(fd, "G", 1, MSG_NOSIGNAL) != 1) break;
+        pollfd readable{fd, POLLIN, 0};
+        if (poll(&readable, 1, 100) != 0) break;
+      }
+      char buf[512];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) answers[i].append(buf, n);
+      close(fd);
+      ++dropped;
+    });
+  }
+  EXPECT_TRUE(WaitFor([&] { return dropped.load() == 2; }, absl::Seconds(60)));
+  for (std::thread& t : slow) t.join();
+  for (const std::string& answer : answers) {
+    EXPECT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << answer;
+  }
+  auto got = HttpGet("127.0.0.1", port, "/healthz");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, 200);
 }
 
 TEST(HttpServerTest, BadAddressIsInvalidArgument) {
