@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/checkpoint_grace.h"
 #include "common/format_double.h"
@@ -85,6 +86,15 @@ std::set<std::string> NodesOf(const v1::JobStatus& status) {
 // A running job with ranks on `node`.
 bool RunsOn(const v1::JobStatus& status, const std::string& node) {
   return status.state() == v1::JOB_STATE_RUNNING && NodesOf(status).count(node) > 0;
+}
+
+// NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
+absl::Status NoSuchJob(absl::string_view job_id) {
+  constexpr size_t kShown = 64;
+  return absl::NotFoundError(job_id.size() <= kShown
+                                 ? absl::StrCat("no job \"", job_id, "\"")
+                                 : absl::StrCat("no job \"", job_id.substr(0, kShown), "\"... (",
+                                                job_id.size(), " bytes)"));
 }
 
 // Whether `rank` is one of the job's ranks and placed on `node`: what an agent's report about a
@@ -461,7 +471,7 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
 absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
   Job* job = Find(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  if (job == nullptr) return NoSuchJob(job_id);
   v1::GetJobResponse response;
   *response.mutable_job() = job->status;
   for (const auto& e : job->events) *response.add_events() = e;
@@ -508,7 +518,7 @@ absl::StatusOr<JobManager::Job*> JobManager::FindForCaller(const std::string& jo
                                                            const Caller& caller,
                                                            const std::string& action) const {
   Job* job = Find(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  if (job == nullptr) return NoSuchJob(job_id);
   if (!caller.admin && caller.identity != job->status.owner()) {
     return absl::PermissionDeniedError(absl::StrCat("job ", job_id, " belongs to \"",
                                                     job->status.owner(),
@@ -519,6 +529,11 @@ absl::StatusOr<JobManager::Job*> JobManager::FindForCaller(const std::string& jo
 
 absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
                                                  const std::string& reason, const Caller& caller) {
+  if (reason.size() > kMaxCancelReasonBytes) {
+    // It is stored in an event for the job's lifetime.
+    return FieldError("reason", absl::StrCat("must be at most ", kMaxCancelReasonBytes,
+                                             " bytes, got ", reason.size()));
+  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Job * job, FindForCaller(job_id, caller, "cancel it"));
   if (IsTerminal(job->status.state())) return job->status;
@@ -580,7 +595,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
                                            WatchCallback callback) {
   absl::MutexLock lock(&mu_);
   Job* job = Find(job_id);
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job \"", job_id, "\""));
+  if (job == nullptr) return NoSuchJob(job_id);
   for (size_t i = 0; i < job->stored_events; ++i) {
     if (job->events[i].sequence() <= after_sequence) continue;
     v1::WatchJobResponse update;

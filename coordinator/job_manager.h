@@ -97,6 +97,9 @@ struct JobManagerOptions {
   absl::Duration ended_job_retention = absl::Hours(24 * 7);
 };
 
+// The longest reason a cancel may give (it is stored in the job's events).
+inline constexpr size_t kMaxCancelReasonBytes = 1024;
+
 class JobManager {
  public:
   using WatchCallback = std::function<void(const v1::WatchJobResponse& update)>;

@@ -496,6 +496,23 @@ TEST_F(JobManagerTest, EndedJobsAreDeletedOnceTheirRetentionHasPassed) {
   EXPECT_TRUE(jobs_->Get(running->job_id()).ok());
 }
 
+// What a caller sends is bounded before it is stored or echoed: a cancel's reason, and an
+// unknown job id quoted back.
+TEST_F(JobManagerTest, ACancelReasonAndAnUnknownIdAreBounded) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  auto refused = jobs_->Cancel(job->job_id(), std::string(kMaxCancelReasonBytes + 1, 'r'), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("reason: must be at most 1024 bytes, got 1025"));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_RUNNING);
+  auto unknown = jobs_->Get(std::string(100000, 'j'));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.status().message(),
+            absl::StrCat("no job \"", std::string(64, 'j'), "\"... (100000 bytes)"));
+}
+
 // A write the store refuses (another process holds it locked past the busy timeout) is written
 // again by Tick once the store takes writes: a job cancelled meanwhile is not brought back by a
 // coordinator restart.

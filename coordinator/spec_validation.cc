@@ -251,6 +251,15 @@ void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
 
   const v1::BatchSpec& b = trainer.batch();
   const bool micro_ok = problems->AtLeast("trainer.batch.micro_batch", b.micro_batch(), 1);
+  // The trainer counts a micro-batch's tokens (and indexes its rows) with 32-bit integers.
+  const int64_t tokens = int64_t{b.micro_batch()} * m.seq_len();
+  if (micro_ok && m.seq_len() >= 1 && tokens > std::numeric_limits<int32_t>::max()) {
+    problems->Add("trainer.batch.micro_batch",
+                  absl::StrCat("micro_batch*model.seq_len (tokens per micro-batch) must be at "
+                               "most ",
+                               std::numeric_limits<int32_t>::max(), ", got ", b.micro_batch(), "*",
+                               m.seq_len(), " = ", tokens));
+  }
   const bool global_ok = problems->AtLeast("trainer.batch.global_batch", b.global_batch(), 1);
   if (micro_ok && global_ok) {
     if (layout == nullptr) {

@@ -32,6 +32,7 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
 //    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
 //    heads; layers >= pipeline; heads divisible by tensor) and batch (micro_batch >= 1,
+//    micro_batch*seq_len <= 2^31-1,
 //    global_batch >= 1 and divisible by micro_batch * data, by micro_batch alone when the planner
 //    chooses);
 //  - steps in [1, 10^9]; optimizer lr in (0, 10] (a command trainer may leave it 0), min_lr in

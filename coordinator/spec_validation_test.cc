@@ -154,6 +154,13 @@ INSTANTIATE_TEST_SUITE_P(
         {"NameHugeIsQuotedCut", [](v1::JobSpec* s) { s->set_name(std::string(100000, 'x')); },
          // The spec's size limit breaks too.
          "got \"" + std::string(64, 'x') + "\"... (100000 bytes)", 2},
+        {"TokensPerMicroBatchOverflow",
+         [](v1::JobSpec* s) {
+           Batch(s)->set_micro_batch(1 << 26);
+           Batch(s)->set_global_batch(int64_t{1} << 28);
+         },
+         "trainer.batch.micro_batch: micro_batch*model.seq_len (tokens per micro-batch) must be "
+         "at most 2147483647, got 67108864*64 = 4294967296"},
         // what the agent passes to exec
         {"EnvReservedName",
          [](v1::JobSpec* s) { (*s->mutable_trainer()->mutable_env())["RANK"] = "0"; },

@@ -176,8 +176,10 @@ int EditDistance(absl::string_view a, absl::string_view b) {
 
 // Whether `typed` is close enough to `known` to suggest it (case does not count).
 bool NearMiss(absl::string_view typed, absl::string_view known) {
-  const int limit = known.size() <= 3 ? 1 : known.size() <= 6 ? 2 : 3;
-  return EditDistance(absl::AsciiStrToLower(typed), known) <= limit;
+  const size_t limit = known.size() <= 3 ? 1 : known.size() <= 6 ? 2 : 3;
+  // The distance is at least the difference in length: a long key costs nothing to refuse.
+  if (typed.size() > known.size() + limit || known.size() > typed.size() + limit) return false;
+  return EditDistance(absl::AsciiStrToLower(typed), known) <= static_cast<int>(limit);
 }
 
 // A value in the document: the node, where to point at it, and its field path.
@@ -268,8 +270,9 @@ class Reader {
     const Key* best = nullptr;
     int best_distance = 0;
     for (const Key& k : keys) {
+      if (!NearMiss(name, k.name)) continue;
       const int distance = EditDistance(absl::AsciiStrToLower(name), k.name);
-      if (NearMiss(name, k.name) && (best == nullptr || distance < best_distance)) {
+      if (best == nullptr || distance < best_distance) {
         best = &k;
         best_distance = distance;
       }
