@@ -74,6 +74,25 @@ absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat
 
 }  // namespace
 
+absl::Status ValidatePhaseReport(const v1::ReportPhaseRequest& report) {
+  switch (report.phase()) {
+    case v1::WORKER_PHASE_INIT:
+    case v1::WORKER_PHASE_STEP:
+    case v1::WORKER_PHASE_CHECKPOINT:
+    case v1::WORKER_PHASE_EVAL:
+      break;
+    default:
+      // STARTING and EXITED are the agent's to say; any other number is no phase at all.
+      return FieldError("phase", absl::StrCat("must be init, step, checkpoint or eval, got ",
+                                              static_cast<int>(report.phase())));
+  }
+  if (report.checkpoint_step() < 0) {
+    return FieldError("checkpoint_step",
+                      absl::StrCat("must be >= 0, got ", report.checkpoint_step()));
+  }
+  return NonNegative("checkpoint_seconds", report.checkpoint_seconds());
+}
+
 absl::Status ValidateStepReport(const v1::ReportStepRequest& report) {
   if (report.step() < 1) {
     return FieldError("step", absl::StrCat("must be >= 1, got ", report.step()));

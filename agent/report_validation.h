@@ -29,6 +29,9 @@ absl::Status ValidateStepReport(const v1::ReportStepRequest& report);
 //    (common/link_groups.h: they become the `kind` label); peer_rank >= 0; bytes > 0; seconds
 //    finite and > 0; wrong >= 0; the check's seconds finite and >= 0.
 absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
+//  - phase one of init, step, checkpoint, eval (STARTING and EXITED are the agent's own);
+//    checkpoint_step >= 0; checkpoint_seconds finite and >= 0.
+absl::Status ValidatePhaseReport(const v1::ReportPhaseRequest& report);
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
 
 }  // namespace ringmaster::agent

@@ -76,6 +76,32 @@ TEST(ValidateStepReportTest, FiguresOutOfRangeNameTheField) {
   EXPECT_EQ(ValidateStepReport(r).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A worker's phase report: the phases a worker enters, and a checkpoint's step and seconds in
+// range. An unknown phase number reached the coordinator's hang reports before.
+TEST(ValidatePhaseReportTest, OnlyTheWorkersOwnPhasesAndSaneCheckpointFigures) {
+  v1::ReportPhaseRequest r;
+  for (v1::WorkerPhase phase : {v1::WORKER_PHASE_INIT, v1::WORKER_PHASE_STEP,
+                                v1::WORKER_PHASE_CHECKPOINT, v1::WORKER_PHASE_EVAL}) {
+    r.set_phase(phase);
+    EXPECT_TRUE(ValidatePhaseReport(r).ok()) << phase;
+  }
+  r.set_checkpoint_step(40);
+  r.set_checkpoint_seconds(1.5);
+  EXPECT_TRUE(ValidatePhaseReport(r).ok());
+  for (int phase : {0, 1, 6, 42}) {
+    r.set_phase(static_cast<v1::WorkerPhase>(phase));
+    EXPECT_EQ(Message(ValidatePhaseReport(r)),
+              absl::StrCat("phase: must be init, step, checkpoint or eval, got ", phase));
+  }
+  r.set_phase(v1::WORKER_PHASE_STEP);
+  r.set_checkpoint_step(-1);
+  EXPECT_EQ(Message(ValidatePhaseReport(r)), "checkpoint_step: must be >= 0, got -1");
+  r.set_checkpoint_step(40);
+  r.set_checkpoint_seconds(std::nan(""));
+  EXPECT_EQ(Message(ValidatePhaseReport(r)),
+            "checkpoint_seconds: must be finite and >= 0, got nan");
+}
+
 TEST(ValidateStepReportTest, LabelsMustBeKnownOpsAndBoundedGroupNames) {
   v1::ReportStepRequest r = GoodStep();
   r.mutable_collectives(0)->set_op("allreduce");

@@ -95,6 +95,7 @@ grpc::Status WorkerService::ReportPhase(grpc::ServerContext* context,
                                         const v1::ReportPhaseRequest* request,
                                         v1::ReportResponse* response) {
   absl::Status ok = Check(request->worker());
+  if (ok.ok()) ok = ValidatePhaseReport(*request);
   if (!ok.ok()) return ToGrpcStatus(ok);
   metrics_->OnPhase(*request);
   watchdog_->Report(request->worker().job_id(), request->worker().generation(),
