@@ -17,6 +17,7 @@
 
 #include <deque>
 #include <functional>
+#include <limits>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -35,9 +36,24 @@ class StreamOutbox {
 
   // Queues `message`; false (dropped) once the stream is closed or finishing. With `last`, the
   // stream is finished with OK after this message is written.
-  bool Push(Msg message, bool last = false) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  bool Push(Msg message, bool last = false) {
+    return PushBounded(std::move(message), last, std::numeric_limits<size_t>::max(),
+                       grpc::Status::OK);
+  }
+
+  // Push for a reader that may stall: once `max_pending` messages wait, the stream is finished
+  // with `cut` after them instead (what is already queued is still written), so memory stays
+  // bounded; a `last` message is queued regardless. False when not queued.
+  bool PushBounded(Msg message, bool last, size_t max_pending,
+                   const grpc::Status& cut) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Guard guard(this);
     if (closed_ || finishing_) return false;
+    if (!last && queue_.size() >= max_pending) {
+      finishing_ = true;
+      finish_status_ = cut;
+      if (!writing_) DoFinish(cut);
+      return false;
+    }
     queue_.push_back(std::move(message));
     finishing_ = last;
     finish_status_ = grpc::Status::OK;

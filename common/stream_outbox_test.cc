@@ -68,6 +68,28 @@ TEST(StreamOutboxTest, AFailedWriteWithoutAFinishLeavesTheStreamOpen) {
   EXPECT_EQ(r.finished.size(), 1u);
 }
 
+// A reader that stalls: past the bound the stream is finished with the cut status after what is
+// queued, and nothing more is queued; a last message still goes in.
+TEST(StreamOutboxTest, ABoundedPushCutsAStalledReader) {
+  Recorder r;
+  auto outbox = MakeOutbox(&r);
+  const grpc::Status cut(grpc::StatusCode::RESOURCE_EXHAUSTED, "behind");
+  for (const char* m : {"a", "b", "c"}) EXPECT_TRUE(outbox.PushBounded(m, false, 3, cut));
+  EXPECT_FALSE(outbox.PushBounded("d", false, 3, cut));  // "a" in flight, "b" and "c" wait
+  EXPECT_FALSE(outbox.PushBounded("e", false, 3, cut));  // cut already
+  EXPECT_TRUE(r.finished.empty());
+  for (int i = 0; i < 3; ++i) outbox.WriteDone(true);
+  EXPECT_EQ(r.started, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(r.finished, std::vector<grpc::StatusCode>{grpc::StatusCode::RESOURCE_EXHAUSTED});
+
+  Recorder r2;
+  auto other = MakeOutbox(&r2);
+  for (const char* m : {"a", "b", "c"}) EXPECT_TRUE(other.PushBounded(m, false, 3, cut));
+  EXPECT_TRUE(other.PushBounded("end", true, 3, cut));  // the last message is never cut
+  for (int i = 0; i < 4; ++i) other.WriteDone(true);
+  EXPECT_EQ(r2.finished, std::vector<grpc::StatusCode>{grpc::StatusCode::OK});
+}
+
 TEST(StreamOutboxTest, NothingStartsAfterClose) {
   Recorder r;
   auto outbox = MakeOutbox(&r);

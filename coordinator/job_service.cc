@@ -12,6 +12,16 @@
 namespace ringmaster::coordinator {
 namespace {
 
+// Updates a watch may fall behind by before it is cut (progress comes once a second).
+constexpr size_t kMaxWatchBacklog = 1024;
+
+grpc::Status WatchTooFarBehind() {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("this watch fell ", kMaxWatchBacklog,
+                                   " updates behind (the client stopped reading); watch again "
+                                   "with after_sequence to resume"));
+}
+
 // Streams a job's events and progress until the job is terminal or the client leaves.
 class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
  public:
@@ -27,7 +37,9 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
                                 bool last = update.has_event() &&
                                             update.event().kind() == "state" &&
                                             IsTerminal(update.event().state());
-                                outbox->Push(update, last);
+                                // A client that stopped reading is cut, not buffered for.
+                                outbox->PushBounded(update, last, kMaxWatchBacklog,
+                                                    WatchTooFarBehind());
                               });
     if (!watch.ok()) {
       outbox_->Finish(ToGrpcStatus(watch.status()));
