@@ -1556,9 +1556,15 @@ void JobManager::Tick() {
   absl::Time now = clock_->Now();
   PruneEndedJobsLocked(now);
   bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
+  // One failed retry per pass is enough to know the store still refuses (a locked database makes
+  // each write wait out its busy timeout, under this lock).
+  bool store_refused = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->unsaved && now >= job->retry_persist_at) Persist(job);
+    if (job->unsaved && !store_refused && now >= job->retry_persist_at) {
+      Persist(job);
+      store_refused = job->unsaved;
+    }
     if (job->failed_series_until != absl::InfinitePast() && now >= job->failed_series_until) {
       job_failed_->Remove({id});
       job->failed_series_until = absl::InfinitePast();

@@ -327,9 +327,10 @@ void CheckOptimizer(const v1::TrainerSpec& trainer, Problems* problems) {
 
 void ApplyDefaults(v1::JobSpec* spec) {
   v1::OptimizerSpec* optimizer = spec->mutable_trainer()->mutable_optimizer();
-  if (optimizer->min_lr() == 0) optimizer->set_min_lr(optimizer->lr() / 10);
-  if (optimizer->beta1() == 0) optimizer->set_beta1(kDefaultBeta1);
-  if (optimizer->beta2() == 0) optimizer->set_beta2(kDefaultBeta2);
+  // Fields with presence: only an unset one takes its default (0 is a value: decay to zero).
+  if (!optimizer->has_min_lr()) optimizer->set_min_lr(optimizer->lr() / 10);
+  if (!optimizer->has_beta1()) optimizer->set_beta1(kDefaultBeta1);
+  if (!optimizer->has_beta2()) optimizer->set_beta2(kDefaultBeta2);
   if (optimizer->epsilon() == 0) optimizer->set_epsilon(kDefaultEpsilon);
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(kDefaultCheckpointKeep);
   if (spec->watchdog().straggler_threshold() == 0) {
@@ -341,7 +342,7 @@ void ApplyDefaults(v1::JobSpec* spec) {
   if (spec->watchdog().slow_link_ratio() == 0) {
     spec->mutable_watchdog()->set_slow_link_ratio(kDefaultSlowLinkRatio);
   }
-  if (spec->trainer().data().seed() == 0) {
+  if (!spec->trainer().data().has_seed()) {
     spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
   }
 }

@@ -484,6 +484,23 @@ TEST(ApplyDefaultsTest, IsIdempotent) {
   }
 }
 
+// A zero the user set is a value, not "unset": cosine decay to zero, no momentum, seed 0.
+TEST(ApplyDefaultsTest, ASetZeroIsKept) {
+  v1::JobSpec spec;
+  v1::OptimizerSpec* o = spec.mutable_trainer()->mutable_optimizer();
+  o->set_lr(1e-3);
+  o->set_min_lr(0);
+  o->set_beta1(0);
+  o->set_beta2(0);
+  spec.mutable_trainer()->mutable_data()->set_seed(0);
+  ApplyDefaults(&spec);
+  EXPECT_EQ(spec.trainer().optimizer().min_lr(), 0);
+  EXPECT_EQ(spec.trainer().optimizer().beta1(), 0);
+  EXPECT_EQ(spec.trainer().optimizer().beta2(), 0);
+  EXPECT_EQ(spec.trainer().data().seed(), 0u);
+  EXPECT_TRUE(spec.trainer().data().has_seed());
+}
+
 TEST(ApplyDefaultsTest, MinLrDefaultFollowsLr) {
   v1::JobSpec spec = ValidSpec();
   EXPECT_DOUBLE_EQ(spec.trainer().optimizer().min_lr(), 3e-5);

@@ -654,10 +654,6 @@ void EmitInt(YAML::Emitter& out, const char* key, int64_t value) {
   if (value != 0) out << YAML::Key << key << YAML::Value << value;
 }
 
-void EmitUnsigned(YAML::Emitter& out, const char* key, uint64_t value) {
-  if (value != 0) out << YAML::Key << key << YAML::Value << value;
-}
-
 void EmitDouble(YAML::Emitter& out, const char* key, double value) {
   // -0.0 is not zero to proto3 (its bits are set), so it is written.
   if (value != 0 || std::signbit(value)) {
@@ -710,9 +706,10 @@ void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
     EmitInt(out, "warmup_steps", o.warmup_steps());
     EmitDouble(out, "weight_decay", o.weight_decay());
     EmitDouble(out, "clip_grad_norm", o.clip_grad_norm());
-    EmitDouble(out, "min_lr", o.min_lr());
-    EmitDouble(out, "beta1", o.beta1());
-    EmitDouble(out, "beta2", o.beta2());
+    // Fields with presence: written when set, 0 included.
+    if (o.has_min_lr()) out << YAML::Key << "min_lr" << YAML::Value << FormatDouble(o.min_lr());
+    if (o.has_beta1()) out << YAML::Key << "beta1" << YAML::Value << FormatDouble(o.beta1());
+    if (o.has_beta2()) out << YAML::Key << "beta2" << YAML::Value << FormatDouble(o.beta2());
     EmitDouble(out, "epsilon", o.epsilon());
     out << YAML::EndMap;
   }
@@ -735,7 +732,7 @@ void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
   if (t.has_data()) {
     out << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap;
     EmitStringField(out, "path", t.data().path());
-    EmitUnsigned(out, "seed", t.data().seed());
+    if (t.data().has_seed()) out << YAML::Key << "seed" << YAML::Value << t.data().seed();
     out << YAML::EndMap;
   }
   if (!t.env().empty()) {

@@ -123,11 +123,11 @@ TEST(JobYamlTest, DesignExampleParsesToExpectedValues) {
   EXPECT_EQ(t.optimizer().warmup_steps(), 20);
   EXPECT_EQ(t.optimizer().weight_decay(), 0.1);
   EXPECT_EQ(t.optimizer().clip_grad_norm(), 1.0);
-  EXPECT_EQ(t.optimizer().min_lr(), 0);  // Defaults are the coordinator's (ApplyDefaults).
+  EXPECT_FALSE(t.optimizer().has_min_lr());  // Defaults are the coordinator's (ApplyDefaults).
   EXPECT_EQ(t.precision(), v1::PRECISION_BF16);
   EXPECT_EQ(t.zero_stage(), 1);
   EXPECT_EQ(t.data().path(), "...");  // The example's placeholder, taken literally.
-  EXPECT_EQ(t.data().seed(), 0u);
+  EXPECT_FALSE(t.data().has_seed());
   EXPECT_TRUE(t.env().empty());
   EXPECT_EQ(spec->checkpoint().dir(), "/var/lib/ringmaster/ckpt/gpt-small");
   EXPECT_EQ(spec->checkpoint().every_steps(), 50);
@@ -178,6 +178,16 @@ TEST(JobYamlTest, EveryKeyRoundTrips) {
   v1::JobSpec empty_builtin;
   empty_builtin.mutable_trainer()->set_builtin("");
   ExpectRoundTrip(empty_builtin);
+
+  // A zero that is set (decay to zero, no momentum, seed 0) is written and read back as set.
+  v1::JobSpec zeros;
+  zeros.mutable_trainer()->mutable_optimizer()->set_min_lr(0);
+  zeros.mutable_trainer()->mutable_optimizer()->set_beta1(0);
+  zeros.mutable_trainer()->mutable_optimizer()->set_beta2(0);
+  zeros.mutable_trainer()->mutable_data()->set_seed(0);
+  EXPECT_EQ(JobSpecToYaml(zeros),
+            "trainer:\n  optimizer: {min_lr: 0, beta1: 0, beta2: 0}\n  data: {seed: 0}\n");
+  ExpectRoundTrip(zeros);
 }
 
 TEST(JobYamlTest, UnsetFieldsAreLeftOut) {

@@ -66,6 +66,15 @@ TEST(TrainerConfigTest, ReadsTheAgentsEnvironment) {
   EXPECT_EQ(c->host_address, "10.0.0.7");
   EXPECT_EQ(c->data_seed, 1234u);  // the coordinator's default
   EXPECT_DOUBLE_EQ(c->schedule.min_lr, 1e-4);
+
+  // Zeros that are set reach the trainer through the spec's JSON as zeros, not as defaults.
+  v1::JobSpec zeros = Spec();
+  zeros.mutable_trainer()->mutable_optimizer()->set_min_lr(0);
+  zeros.mutable_trainer()->mutable_data()->set_seed(0);
+  c = LoadTrainerConfig(Lookup(AgentEnv(zeros)), {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data_seed, 0u);
+  EXPECT_EQ(c->schedule.min_lr, 0);
 }
 
 TEST(TrainerConfigTest, BadInputIsAFieldError) {
