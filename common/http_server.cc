@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -217,8 +218,8 @@ void HttpServer::Serve(int fd) const {
       return;
     }
     pollfd readable{fd, POLLIN, 0};
-    const int ready =
-        poll(&readable, 1, static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(left))));
+    const double wait_ms = std::min(std::ceil(absl::ToDoubleMilliseconds(left)), 60000.0);
+    const int ready = poll(&readable, 1, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) return;
     if (ready <= 0) continue;  // interrupted, or the deadline: checked above
     ssize_t n = recv(fd, buf, sizeof(buf), 0);
