@@ -6,6 +6,7 @@
 #include "agent/report_validation.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/one_line.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -108,10 +109,13 @@ grpc::Status WorkerService::ReportExit(grpc::ServerContext* context,
                                        v1::ReportResponse* response) {
   absl::Status ok = Check(request->worker());
   if (!ok.ok()) return ToGrpcStatus(ok);
+  // Kept and logged as the one line of at most kExitReasonBytes the exit reports anyway: a
+  // worker's message could be megabytes, or forge log lines with its newlines.
+  const std::string reason = OneLine(request->reason(), kExitReasonBytes);
   RM_LOG(INFO) << "rank " << request->worker().rank() << " of " << request->worker().job_id()
-               << " is exiting with code " << request->exit_code() << ": " << request->reason();
+               << " is exiting with code " << request->exit_code() << ": " << reason;
   agent_->NoteExitAnnounced(request->worker().job_id(), request->worker().generation(),
-                            request->worker().rank(), request->exit_code(), request->reason());
+                            request->worker().rank(), request->exit_code(), reason);
   return grpc::Status::OK;
 }
 
