@@ -166,6 +166,7 @@ TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) 
   link->Start();
   constexpr int kThreads = 4, kMaxQueued = 2000, kAfterConnected = 200;
   std::vector<int> sent(kThreads, 0);
+  std::atomic<int> queueing{0};  // senders that have queued a message
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -174,6 +175,7 @@ TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) 
       auto send = [&] {
         message.mutable_worker_state()->set_pid(sent[t]++);
         link->Send(message);
+        if (sent[t] == 1) ++queueing;
       };
       // While registering (within the queue's bound), then once connected.
       while (!link->connected() && sent[t] < kMaxQueued) send();
@@ -181,8 +183,11 @@ TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) 
       for (int i = 0; i < kAfterConnected; ++i) send();
     });
   }
-  ack.Notify();  // the senders are sending: the registration completes among their messages
+  // Every sender has queued something: the registration completes among their messages.
+  const bool all_queued = WaitFor([&] { return queueing.load() == kThreads; }, absl::Seconds(60));
+  ack.Notify();
   for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(all_queued);
   ASSERT_TRUE(link->connected());
   int64_t total = 0;
   for (int n : sent) total += n;

@@ -145,11 +145,23 @@ void NodeAgent::ExecutorLoop() {
         if (next != commands_.end()) {
           command = std::move(*next);
           commands_.erase(next);
+          // Listed by Register from here on, as it was while queued (no moment without it).
+          if (command.has_launch()) {
+            std::vector<int>& ranks =
+                launching_[{command.launch().job().job_id(), command.launch().job().generation()}];
+            for (const v1::RankAssignment& a : command.launch().assignments()) {
+              ranks.push_back(a.rank());
+            }
+          }
         }
       }
     }
     JoinStops(/*all=*/false);
-    if (command.has_launch()) Launch(command.launch());
+    if (command.has_launch()) {
+      Launch(command.launch());
+      absl::MutexLock lock(&mu_);
+      launching_.erase({command.launch().job().job_id(), command.launch().job().generation()});
+    }
     if (command.has_stop()) {
       std::vector<pid_t> pids = StopTargets(command.stop());
       absl::MutexLock lock(&mu_);
@@ -404,8 +416,6 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     auto it = generations_.find(job.job_id());
     if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
     generations_[job.job_id()] = job.generation();
-    std::vector<int>& ranks = launching_[{job.job_id(), job.generation()}];
-    for (const v1::RankAssignment& a : launch.assignments()) ranks.push_back(a.rank());
     // The older generations' exits and rendezvous keys concern the coordinator no more.
     rendezvous_replay_.NewGeneration(job.job_id(), job.generation());
     exits_.erase(std::remove_if(exits_.begin(), exits_.end(),
@@ -449,10 +459,6 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     RM_LOG(INFO) << "launched rank " << a.rank() << " of " << job.job_id() << " generation "
                  << job.generation() << " as pid " << *pid;
     link_->Send(WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING));
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    launching_.erase({job.job_id(), job.generation()});
   }
   PruneLogs();  // A new generation's logs start: make room by the older ones.
 }
@@ -507,6 +513,8 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
     if (it == workers_.end()) return;
     worker = it->second;
     workers_.erase(it);
+    // Listed by Register as running until ReportExit records the exit (no moment without it).
+    exiting_.insert({worker.job.job_id(), worker.job.generation(), worker.rank});
     link_check_requests_.erase({worker.job.job_id(), worker.job.generation(), worker.rank});
     for (const auto& [other_pid, other] : workers_) {
       if (other.job.job_id() == worker.job.job_id()) last_of_job = false;
@@ -558,6 +566,7 @@ void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, Exit
     absl::MutexLock lock(&mu_);
     exits_.push_back(message.worker_state());
     if (exits_.size() > kRememberedExits) exits_.pop_front();
+    exiting_.erase({job.job_id(), job.generation(), rank});
   }
   if (link_ != nullptr) link_->Send(message);
 }
@@ -684,6 +693,16 @@ v1::Register NodeAgent::MakeRegister() const {
     job.set_job_id(launch.first);
     job.set_generation(launch.second);
     for (int rank : ranks) add_starting(job, rank);
+  }
+  // Exited, the exit not recorded yet: still running as far as the coordinator knows; the exit
+  // report follows the registration.
+  for (const auto& [job_id, generation, rank] : exiting_) {
+    if (!listed.insert({job_id, generation, rank}).second) continue;
+    v1::WorkerState* s = r.add_running_workers();
+    s->mutable_job()->set_job_id(job_id);
+    s->mutable_job()->set_generation(generation);
+    s->set_rank(rank);
+    s->set_phase(v1::WORKER_PHASE_STEP);
   }
   for (const v1::CoordinatorMessage& command : commands_) {
     if (!command.has_launch()) continue;

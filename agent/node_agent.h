@@ -186,9 +186,11 @@ class NodeAgent {
   // Link checks requested through a worker here (CheckLinks), not handed out yet: (job,
   // generation, rank). Forgotten with the worker.
   std::set<std::tuple<std::string, int64_t, int>> link_check_requests_ ABSL_GUARDED_BY(mu_);
-  // Generations being launched, with their ranks: their logs are never pruned, and Register
-  // lists the ranks.
+  // Generations being launched (from when the executor takes the command), with their ranks:
+  // their logs are never pruned, and Register lists the ranks.
   std::map<std::pair<std::string, int64_t>, std::vector<int>> launching_ ABSL_GUARDED_BY(mu_);
+  // Workers that exited, whose exit ReportExit has not recorded yet: (job, generation, rank).
+  std::set<std::tuple<std::string, int64_t, int>> exiting_ ABSL_GUARDED_BY(mu_);
   absl::Mutex prune_mu_;  // one PruneLogs() at a time
   int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);

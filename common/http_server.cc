@@ -133,9 +133,10 @@ HttpServer::~HttpServer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    // Their workers see the connection end at once (a worker closes its fd only after taking it
-    // out of serving_, under the lock).
+    // Their workers see the connections end at once, queued ones included (a worker closes its
+    // fd only after taking it out of serving_, under the lock).
     for (int fd : serving_) shutdown(fd, SHUT_RDWR);
+    for (int fd : pending_) shutdown(fd, SHUT_RDWR);
   }
   shutdown(listen_fd_, SHUT_RDWR);  // Wakes accept().
   if (acceptor_.joinable()) acceptor_.join();

@@ -41,9 +41,10 @@ class StreamOutbox {
                        grpc::Status::OK);
   }
 
-  // Push for a reader that may stall: once `max_pending` messages wait, the stream is finished
-  // with `cut` after them instead (what is already queued is still written), so memory stays
-  // bounded; a `last` message is queued regardless. False when not queued.
+  // Push for a reader that may stall: once `max_pending` messages are queued (the one being
+  // written included), the stream is finished with `cut` after them instead (what is already
+  // queued is still written), so memory stays bounded; a `last` message is queued regardless.
+  // False when not queued.
   bool PushBounded(Msg message, bool last, size_t max_pending,
                    const grpc::Status& cut) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Guard guard(this);

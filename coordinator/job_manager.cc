@@ -31,8 +31,11 @@ namespace {
 
 // How soon Tick writes a job again after its store write failed.
 constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
-// How often Tick looks for ended jobs past their retention.
+// How often Tick looks for ended jobs past their retention, and the most it deletes at a time.
 constexpr absl::Duration kPruneInterval = absl::Minutes(1);
+constexpr size_t kMaxPrunedAtOnce = 500;
+// The longest wait between Tick's retries of a store that refuses writes.
+constexpr absl::Duration kMaxStoreRetryPause = absl::Seconds(30);
 
 int64_t UnixNanos(absl::Time t) { return absl::ToUnixNanos(t); }
 
@@ -413,8 +416,13 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
         return static_cast<uint64_t>(
             absl::HashOf(spec.name(), UnixNanos(clock_->Now()), ++id_counter_));
       },
-      [&](const std::string& candidate)
-          ABSL_NO_THREAD_SAFETY_ANALYSIS { return jobs_.count(candidate) > 0; });
+      [&](const std::string& candidate) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if (jobs_.count(candidate) > 0) return true;
+        // A deleted job's id too (agents remember its generations). If the store cannot say,
+        // CreateJob below fails the same way.
+        absl::StatusOr<bool> used = store_->JobIdUsed(candidate);
+        return used.ok() && *used;
+      });
   v1::JobStatus& status = job->status;
   status.set_job_id(id);
   *status.mutable_spec() = spec;
@@ -1414,11 +1422,6 @@ absl::StatusOr<uint64_t> JobManager::RegisterNode(
   return session;
 }
 
-void JobManager::ReconcileNode(const v1::Register& registration) {
-  absl::MutexLock lock(&mu_);
-  ReconcileNodeLocked(registration);
-}
-
 void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   const std::string& node = registration.node();
   // (job, rank) of the jobs' current generations that run here or whose exit the node reported.
@@ -1524,6 +1527,7 @@ void JobManager::PruneEndedJobsLocked(absl::Time now) {
       continue;
     }
     gone.push_back(id);
+    if (gone.size() == kMaxPrunedAtOnce) break;  // the rest at the next pass
   }
   if (gone.empty()) return;
   if (absl::Status deleted = store_->DeleteJobs(gone); !deleted.ok()) {
@@ -1556,14 +1560,21 @@ void JobManager::Tick() {
   absl::Time now = clock_->Now();
   PruneEndedJobsLocked(now);
   bool changed = false;  // something to place: a crash-loop wait ended, or a job failed
-  // One failed retry per pass is enough to know the store still refuses (a locked database makes
-  // each write wait out its busy timeout, under this lock).
-  bool store_refused = false;
+  // A store that refuses a retry is left alone for a while, doubling up to 30 s: a locked
+  // database makes each write wait out its busy timeout, under this lock.
+  bool store_refused = now < store_retry_at_;
   for (const std::string& id : order_) {
     Job* job = Find(id);
     if (job->unsaved && !store_refused && now >= job->retry_persist_at) {
       Persist(job);
       store_refused = job->unsaved;
+      if (store_refused) {
+        store_retry_pause_ =
+            std::min(std::max(store_retry_pause_ * 2, kPersistRetryInterval), kMaxStoreRetryPause);
+        store_retry_at_ = now + store_retry_pause_;
+      } else {
+        store_retry_pause_ = absl::ZeroDuration();
+      }
     }
     if (job->failed_series_until != absl::InfinitePast() && now >= job->failed_series_until) {
       job_failed_->Remove({id});

@@ -39,7 +39,7 @@
 //
 // Durability: jobs, events, generations and assignments go to the JobStore on every transition;
 // progress (step, loss) is in memory only. Recover() reloads everything after a restart; running
-// jobs are then reconciled with the agents as they re-register (ReconcileNode).
+// jobs are then reconciled with the agents as they re-register (RegisterNode).
 //
 // Thread-safe. Watch callbacks and AgentCommandSink::Send are called with the manager's lock
 // held, which keeps every watch's updates in order: they must only queue (never block, never call
@@ -180,24 +180,25 @@ class JobManager {
   // A node's agent is shutting down (the node manager already places nothing there): its running
   // jobs move like for a drain, their workers given the agent's checkpoint grace.
   void OnNodeLeaving(const std::string& node, const v1::Leaving& leaving);
-  // A node (re)registered: adopt its workers of current generations, stop the others, and handle
-  // again the exits it lists (a restarted coordinator learns which ranks had finished). A
-  // recovered running job whose ranks on the node neither run nor exited there is failed once
-  // `reconcile_timeout` has passed.
-  void ReconcileNode(const v1::Register& registration);
-  // Registers the node with the node manager (its error if the registration is invalid), calls
-  // `registered` with the new session (to attach and acknowledge the stream: the commands
-  // reconciling sends go after it), then reconciles: all under the job manager's lock, so that no
-  // placement runs in between and takes the devices of the workers about to be adopted (a
-  // restarted coordinator's nodes come back with nothing held).
+  // A node (re)registered. Registers it with the node manager (its error if the registration is
+  // invalid), calls `registered` with the new session (to attach and acknowledge the stream: the
+  // commands reconciling sends go after it; it runs under the job manager's lock and must not call
+  // back into the manager), then reconciles: adopts its workers of current generations, stops the
+  // others, handles again the exits it lists (a restarted coordinator learns which ranks had
+  // finished), and restarts a running job whose ranks placed on the node it lists neither as
+  // running (or starting) nor as exited, unless they finished. All under the job manager's lock,
+  // so that no placement runs in between and takes the devices of the workers about to be adopted
+  // (a restarted coordinator's nodes come back with nothing held).
   absl::StatusOr<uint64_t> RegisterNode(const v1::Register& registration,
                                         const std::function<void(uint64_t session)>& registered);
 
   // Periodic work: push progress to watchers (at most once per second per job), fail recovered
   // running jobs whose nodes did not come back within `reconcile_timeout` of Recover(), place
   // restarting jobs whose crash-loop backoff or drain wait has passed, free the devices of a job
-  // that ended during a drain's wait once its deadline has passed, and remove a failed job's
-  // failure series once failed_series_retention has passed.
+  // that ended during a drain's wait once its deadline has passed, remove a failed job's
+  // failure series once failed_series_retention has passed, write again the jobs whose store
+  // write failed (pausing 1 s, doubling to 30 s, while the store refuses), and once a minute
+  // delete up to 500 jobs that ended more than ended_job_retention ago.
   void Tick();
 
  private:
@@ -321,6 +322,9 @@ class JobManager {
   std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Job ids in submission order.
   absl::Time next_prune_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Tick's retries of unsaved jobs wait until then after the store refused one.
+  absl::Time store_retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration store_retry_pause_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;

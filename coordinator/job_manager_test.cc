@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "common/testing/subprocess.h"
 #include "gmock/gmock.h"
@@ -485,7 +486,7 @@ TEST_F(JobManagerTest, EndedJobsAreDeletedOnceTheirRetentionHasPassed) {
   MakeManager();
   EXPECT_EQ(jobs_->Get(old_job->job_id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(jobs_->Get(recent->job_id()).ok());
-  // Its request id is free again: the same request makes a new job.
+  // Its request id is free again: the same request makes a new job, whose id is another.
   auto again = jobs_->Submit(Spec(), "req-old", alice_);
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->job_id(), old_job->job_id());
@@ -511,6 +512,36 @@ TEST_F(JobManagerTest, ACancelReasonAndAnUnknownIdAreBounded) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(unknown.status().message(),
             absl::StrCat("no job \"", std::string(64, 'j'), "\"... (100000 bytes)"));
+}
+
+// A deleted job's id is never given to another job: agents remember a job id's generations and
+// would take the new job's generation 1 for a stale one. Here every 4-digit id of the name is
+// one of a deleted job (in the store's used ids, not among the jobs): the new id is longer.
+TEST_F(JobManagerTest, ADeletedJobsIdIsNotGivenAgain) {
+  ended_job_retention_ = absl::Hours(1);
+  MakeManager();
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  clock_.Advance(absl::Hours(2));
+  jobs_->Tick();
+  ASSERT_EQ(jobs_->Get(job->job_id()).status().code(), absl::StatusCode::kNotFound);
+  // The other 65,535 4-digit ids of the name, as deleted jobs would have left them.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+  for (int suffix = 0; suffix <= 0xffff; ++suffix) {
+    const std::string id = absl::StrFormat("gpt-test-%04x", suffix);
+    const std::string sql = absl::StrCat("INSERT OR IGNORE INTO used_job_ids VALUES ('", id, "')");
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto next = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_NE(next->job_id(), job->job_id());
+  EXPECT_EQ(next->job_id().size(), std::string("gpt-test-").size() + 8);  // widened
 }
 
 // A write the store refuses (another process holds it locked past the busy timeout) is written

@@ -31,16 +31,24 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
       : jobs_(jobs),
         outbox_(std::make_shared<Outbox>([this](const v1::WatchJobResponse* m) { StartWrite(m); },
                                          [this](const grpc::Status& s) { Finish(s); })) {
-    // The job's terminal state event is the last message; the stream finishes after it.
+    // The job's terminal state event is the last message; the stream finishes after it. Watch()
+    // replays the stored events before it returns, all queued at once (their number is the job's
+    // own); updates that come later are live, and a client that stops reading them is cut
+    // instead of buffered for.
+    auto live = std::make_shared<std::atomic<bool>>(false);
     auto watch = jobs_->Watch(request.job_id(), request.after_sequence(),
-                              [outbox = outbox_](const v1::WatchJobResponse& update) {
+                              [outbox = outbox_, live](const v1::WatchJobResponse& update) {
                                 bool last = update.has_event() &&
                                             update.event().kind() == "state" &&
                                             IsTerminal(update.event().state());
-                                // A client that stopped reading is cut, not buffered for.
-                                outbox->PushBounded(update, last, kMaxWatchBacklog,
-                                                    WatchTooFarBehind());
+                                if (!live->load()) {
+                                  outbox->Push(update, last);
+                                } else {
+                                  outbox->PushBounded(update, last, kMaxWatchBacklog,
+                                                      WatchTooFarBehind());
+                                }
                               });
+    live->store(true);
     if (!watch.ok()) {
       outbox_->Finish(ToGrpcStatus(watch.status()));
       return;

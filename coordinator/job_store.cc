@@ -19,7 +19,7 @@ namespace {
 constexpr int32_t kApplicationId = 0x524D4A53;
 // Bumped on every schema change; Open refuses a database with a newer version and migrates an
 // older one.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // How long a statement waits for a lock held by another connection (another process opening the
 // same file) before failing with SQLITE_BUSY.
 constexpr int kBusyTimeoutMs = 5000;
@@ -51,6 +51,17 @@ CREATE TABLE node_cordons (
   node TEXT PRIMARY KEY NOT NULL,
   cordon BLOB NOT NULL
 );
+)sql";
+
+// Version 3: every job id ever stored, kept when the job is deleted (agents remember a job id's
+// generations, so an id is never given to another job), and the index deleting a job's request
+// ids needs.
+constexpr const char* kCreateUsedJobIds = R"sql(
+CREATE TABLE used_job_ids (
+  job_id TEXT PRIMARY KEY NOT NULL
+);
+INSERT INTO used_job_ids (job_id) SELECT job_id FROM jobs;
+CREATE INDEX requests_by_job ON requests (job_id);
 )sql";
 
 absl::StatusCode CodeForSqlite(int rc) {
@@ -237,7 +248,12 @@ absl::Status WriteJob(sqlite3* db, const v1::JobStatus& status, bool replace) {
   RETURN_IF_ERROR(stmt.BindInt64(2, status.state()));
   RETURN_IF_ERROR(stmt.BindInt64(3, status.submit_time_unix_nanos()));
   RETURN_IF_ERROR(stmt.BindBlob(4, bytes));
-  return stmt.Run();
+  RETURN_IF_ERROR(stmt.Run());
+  ASSIGN_OR_RETURN(Statement used, Statement::Prepare(db,
+                                                      "INSERT OR IGNORE INTO used_job_ids "
+                                                      "(job_id) VALUES (?1)"));
+  RETURN_IF_ERROR(used.BindText(1, status.job_id()));
+  return used.Run();
 }
 
 // Appends `events` to the job's log, each of which must carry the next sequence number.
@@ -292,6 +308,7 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
   if (application_id == 0 && version == 0 && objects == 0) {  // New (or empty) file.
     RETURN_IF_ERROR(ExecSql(db, kCreateSchema));
     RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
+    RETURN_IF_ERROR(ExecSql(db, kCreateUsedJobIds));
     RETURN_IF_ERROR(ExecSql(db, absl::StrCat("PRAGMA application_id = ", kApplicationId).c_str()));
     return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
   }
@@ -308,11 +325,11 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
   if (version < 1) {
     return absl::DataLossError(absl::StrCat("invalid schema version ", version));
   }
-  if (version == 1) {  // Migrated within Initialize's transaction: all of it or none.
-    RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
-    return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
-  }
-  return absl::OkStatus();
+  if (version == kSchemaVersion) return absl::OkStatus();
+  // Migrated within Initialize's transaction: all of it or none.
+  if (version == 1) RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
+  RETURN_IF_ERROR(ExecSql(db, kCreateUsedJobIds));  // versions 1 and 2
+  return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
 }
 
 // Identity check, WAL mode and an integrity check, in that order: nothing is written to a file
@@ -512,6 +529,14 @@ absl::Status JobStore::CreateJob(const v1::JobStatus& status,
     return stmt.Run();
   });
   return Annotate(result, "JobStore::CreateJob");
+}
+
+absl::StatusOr<bool> JobStore::JobIdUsed(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_, "SELECT 1 FROM used_job_ids WHERE job_id = ?1"));
+  RETURN_IF_ERROR(stmt.BindText(1, job_id));
+  return stmt.Step();
 }
 
 absl::Status JobStore::DeleteJobs(const std::vector<std::string>& job_ids) {

@@ -3,7 +3,8 @@
 // What is stored: every job's JobStatus (spec, state, generation, assignments, groups, plan,
 // owner, times) as a serialized proto with the indexed columns job_id/state/submit time, the
 // job's append-only events, SubmitJob request ids (for idempotent retries), and the cordoned
-// nodes (schema version 2; a version 1 file gains the table when opened).
+// nodes (schema version 2), and every job id ever used (version 3; an older file gains what it
+// lacks when opened).
 //
 // Durability: each mutating call is one transaction, committed before it returns
 // (synchronous=FULL in WAL mode), so a SIGKILL after a call returns loses nothing that call wrote.
@@ -71,8 +72,11 @@ class JobStore {
                          const std::string& request_id);
 
   // Deletes the jobs with their events and request ids, in one transaction (a job not stored is
-  // skipped). On error nothing is deleted.
+  // skipped). On error nothing is deleted. Their ids stay used (JobIdUsed).
   absl::Status DeleteJobs(const std::vector<std::string>& job_ids);
+  // Whether a job with this id was ever stored, deleted since or not: agents remember a job id's
+  // generations, so an id must never name another job.
+  absl::StatusOr<bool> JobIdUsed(const std::string& job_id);
 
   // Stores (or replaces) the cordon of `node`, or removes it (nullopt; a no-op if there is none).
   // INVALID_ARGUMENT for an empty node name.

@@ -310,7 +310,10 @@ TEST_F(JobStoreTest, DeleteJobsRemovesThemWithTheirEventsAndRequestIdsOnly) {
   EXPECT_EQ((*jobs)[0].events.size(), 1);
   EXPECT_EQ(*store->FindRequest("req-gone"), std::nullopt);
   EXPECT_EQ(*store->FindRequest("req-kept"), std::optional<std::string>("kept"));
-  // The id can be used again.
+  // The ids stay used (agents remember a job id's generations); the request id is free.
+  EXPECT_EQ(*store->JobIdUsed("gone"), true);
+  EXPECT_EQ(*store->JobIdUsed("kept"), true);
+  EXPECT_EQ(*store->JobIdUsed("never-stored"), false);
   EXPECT_TRUE(store->CreateJob(FullStatus("gone", 4), {Event(1)}, "req-gone").ok());
   // Events of a deleted job do not linger under its id.
   jobs = store->LoadAll();
@@ -670,16 +673,19 @@ TEST_F(JobStoreTest, CordonsSurviveReopeningAndCanBeReplacedAndRemoved) {
 }
 
 TEST_F(JobStoreTest, VersionOneFileGainsTheCordonTableAndKeepsItsJobs) {
-  // A version 1 file, as the previous release wrote it: no node_cordons table.
+  // A version 1 file, as that release wrote it: no node_cordons table, nor version 3's.
   {
     std::unique_ptr<JobStore> store = OpenStore();
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->PutJob(FullStatus("old-job", 1)).ok());
   }
-  RawSql(path_, "DROP TABLE node_cordons; PRAGMA user_version = 1");
+  RawSql(path_,
+         "DROP TABLE node_cordons; DROP TABLE used_job_ids; DROP INDEX requests_by_job; "
+         "PRAGMA user_version = 1");
   std::unique_ptr<JobStore> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "2");
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "3");
+  EXPECT_EQ(*store->JobIdUsed("old-job"), true);  // its jobs' ids count as used
   auto jobs = store->LoadAll();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   ASSERT_EQ(jobs->size(), 1);
@@ -688,6 +694,20 @@ TEST_F(JobStoreTest, VersionOneFileGainsTheCordonTableAndKeepsItsJobs) {
   auto cordons = store->LoadCordons();
   ASSERT_TRUE(cordons.ok()) << cordons.status();
   EXPECT_EQ(cordons->size(), 1);
+}
+
+TEST_F(JobStoreTest, VersionTwoFileGainsTheUsedJobIds) {
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(FullStatus("v2-job", 1), {Event(1)}, "req").ok());
+  }
+  RawSql(path_, "DROP TABLE used_job_ids; DROP INDEX requests_by_job; PRAGMA user_version = 2");
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "3");
+  EXPECT_EQ(*store->JobIdUsed("v2-job"), true);
+  EXPECT_EQ(*store->FindRequest("req"), std::optional<std::string>("v2-job"));
 }
 
 TEST_F(JobStoreTest, CorruptCordonIsDataLossNamingTheNode) {

@@ -130,12 +130,6 @@ absl::Status Run() {
   RETURN_IF_ERROR(jobs.Recover());
   coordinator::JobService job_service(&jobs, &nodes, &agent_service, &auth, &registry);
 
-  GrpcServerOptions options;
-  options.address = absl::GetFlag(FLAGS_listen);
-  options.credentials = credentials;
-  options.services = {&job_service, &agent_service};
-  ASSIGN_OR_RETURN(auto grpc_server, GrpcServer::Start(options));
-
   auto started_http = StartMetricsServer(absl::GetFlag(FLAGS_metrics_listen), &registry);
   if (!started_http.ok()) return Annotate(started_http.status(), "--metrics_listen");
   std::unique_ptr<HttpServer> http_server = *std::move(started_http);
@@ -145,6 +139,14 @@ absl::Status Run() {
   std::string metrics_host;
   RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
                                 &metrics_host, &unused_port));
+
+  // Last: once agents can connect, nothing returns early (a return would end their streams
+  // without BeginShutdown, which would count as node losses).
+  GrpcServerOptions options;
+  options.address = absl::GetFlag(FLAGS_listen);
+  options.credentials = credentials;
+  options.services = {&job_service, &agent_service};
+  ASSIGN_OR_RETURN(auto grpc_server, GrpcServer::Start(options));
 
   // The ticker: rendezvous deadlines, node liveness, progress pushes. 10 Hz keeps loss detection
   // within lost_after + 0.1 s. Started after the last step that can fail (a joinable thread must

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -125,7 +126,6 @@ bool LayoutGiven(const v1::ParallelismSpec& p) {
   return p.tensor() != 0 || p.pipeline() != 0 || p.data() != 0;
 }
 
-// Checks the trainer's program: exactly one of builtin and command, each well formed.
 // The names the agent sets for every worker (MakeLaunchSpec), which the spec's env may not
 // change: a job could otherwise claim another rank, group or device.
 bool ReservedEnvName(absl::string_view name) {
@@ -154,10 +154,14 @@ bool ValidEnvName(absl::string_view name) {
 // What the agent passes to exec: names a shell could set, no reserved name, no NUL byte (exec
 // would cut the string there), and the whole spec small enough for one environment variable.
 void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
-  const size_t bytes = spec.ByteSizeLong();
+  // Measured as the agent passes it: JSON, where a control character takes 6 bytes.
+  std::string json;
+  const size_t bytes = google::protobuf::util::MessageToJsonString(spec, &json).ok()
+                           ? json.size()
+                           : spec.ByteSizeLong();
   if (bytes > kMaxSpecBytes) {
     problems->Add("spec", absl::StrCat("must be at most ", kMaxSpecBytes,
-                                       " bytes serialized (workers get it in one environment "
+                                       " bytes as JSON (workers get it in one environment "
                                        "variable), got ",
                                        bytes,
                                        " (trainer.env and trainer.command are the usual "
@@ -200,6 +204,7 @@ void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
   }
 }
 
+// Checks the trainer's program: exactly one of builtin and command, each well formed.
 void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
   switch (trainer.program_case()) {
     case v1::TrainerSpec::kBuiltin:

@@ -29,7 +29,7 @@ void ApplyDefaults(v1::JobSpec* spec);
 //    [A-Za-z_][A-Za-z0-9_]* and none of those the agent sets (RANK, WORLD_SIZE, LOCAL_RANK,
 //    LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
 //    CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, RINGMASTER_*); no NUL byte in env values, argv,
-//    checkpoint.dir or data.path; the whole spec at most 64 KiB serialized;
+//    checkpoint.dir or data.path; the whole spec at most 64 KiB as JSON (what the agent passes);
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
 //    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
 //    heads; layers >= pipeline; heads divisible by tensor) and batch (micro_batch >= 1,

@@ -192,8 +192,15 @@ INSTANTIATE_TEST_SUITE_P(
          [](v1::JobSpec* s) {
            (*s->mutable_trainer()->mutable_env())["BIG"] = std::string(140 * 1024, 'x');
          },
-         "spec: must be at most 65536 bytes serialized (workers get it in one environment "
+         "spec: must be at most 65536 bytes as JSON (workers get it in one environment "
          "variable), got 1"},
+        {"SpecTooBigOnlyAsJson",
+         [](v1::JobSpec* s) {
+           // 40 KB serialized, but each control character is 6 bytes of JSON.
+           (*s->mutable_trainer()->mutable_env())["CTL"] = std::string(40 * 1024, '\x01');
+         },
+         "spec: must be at most 65536 bytes as JSON (workers get it in one environment "
+         "variable), got 2"},
         {"CheckpointDirNul",
          [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir(std::string("/a\0b", 4)); },
          "checkpoint.dir: must not contain a NUL byte, got \"/a\\x00\\x62\""},
