@@ -23,6 +23,7 @@
 #include "agent/output_tail.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -36,29 +37,6 @@ constexpr absl::Duration kReportTimeout = absl::Seconds(10);
 // Bytes one read from a worker's pipe takes, and the most a final drain copies.
 constexpr size_t kChunkBytes = 64 << 10;
 constexpr size_t kMaxDrainBytes = 4 << 20;
-
-// An owned file descriptor.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    reset(other.release());
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);  // Nothing to do about a failed close of a descriptor we own.
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {

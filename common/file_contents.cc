@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace ringmaster {
 namespace {
@@ -22,12 +23,9 @@ absl::Status Failed(int error, const std::string& what, const std::string& path)
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileContents(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Failed(errno, "open", path);
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { close(fd); }
-  } closer{fd};
+  const UniqueFd file(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file.valid()) return Failed(errno, "open", path);
+  const int fd = file.get();
   struct stat st;
   if (fstat(fd, &st) != 0) return Failed(errno, "stat", path);
   if (S_ISDIR(st.st_mode)) return Failed(EISDIR, "read", path);

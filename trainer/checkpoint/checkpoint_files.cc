@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "trainer/checkpoint/crc32c.h"
 
 namespace ringmaster::trainer {
@@ -67,6 +68,9 @@ class ChecksummedWriter {
 // Reading past the end is DATA_LOSS.
 class ChecksummedReader {
  public:
+  // The most one read takes.
+  static constexpr size_t kPiece = size_t{4} << 20;
+
   ChecksummedReader(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   // Exactly n bytes.
   absl::Status Read(void* out, size_t n) {
@@ -107,38 +111,23 @@ class ChecksummedReader {
   uint32_t crc() const { return crc_; }
 
  private:
-  static constexpr size_t kPiece = size_t{4} << 20;
   const int fd_;
   const std::string path_;
   int64_t bytes_ = 0;
   uint32_t crc_ = 0;
 };
 
-// An open file descriptor, closed when it goes.
-class OpenFile {
- public:
-  static absl::StatusOr<OpenFile> ForReading(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
-    return OpenFile(fd);
-  }
-  OpenFile(OpenFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  OpenFile(const OpenFile&) = delete;
-  OpenFile& operator=(const OpenFile&) = delete;
-  ~OpenFile() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int fd() const { return fd_; }
-  absl::StatusOr<int64_t> Size(const std::string& path) const {
-    struct stat st;
-    if (fstat(fd_, &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
-    return static_cast<int64_t>(st.st_size);
-  }
+absl::StatusOr<UniqueFd> OpenForReading(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("open ", path));
+  return fd;
+}
 
- private:
-  explicit OpenFile(int fd) : fd_(fd) {}
-  int fd_;
-};
+absl::StatusOr<int64_t> FileSize(const UniqueFd& fd, const std::string& path) {
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
+  return static_cast<int64_t>(st.st_size);
+}
 
 // The header and sections of a rank file, as ReadRankFile checks them; `file_bytes` bounds the
 // section sizes.
@@ -277,9 +266,9 @@ absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
 }
 
 absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
-  ASSIGN_OR_RETURN(OpenFile file, OpenFile::ForReading(path));
-  ChecksummedReader r(file.fd(), path);
-  std::vector<char> piece(size_t{4} << 20);
+  ASSIGN_OR_RETURN(const UniqueFd file, OpenForReading(path));
+  ChecksummedReader r(file.get(), path);
+  std::vector<char> piece(ChecksummedReader::kPiece);
   for (;;) {
     ASSIGN_OR_RETURN(const size_t got, r.ReadSome(piece.data(), piece.size()));
     if (got == 0) break;
@@ -293,14 +282,14 @@ absl::StatusOr<ManifestFile> ChecksumFile(const std::string& path) {
 
 absl::StatusOr<RankState> ReadRankFile(const std::string& path, const ManifestFile& expected,
                                        const CheckpointLayout& layout, int64_t step) {
-  ASSIGN_OR_RETURN(OpenFile file, OpenFile::ForReading(path));
-  ASSIGN_OR_RETURN(const int64_t size, file.Size(path));
+  ASSIGN_OR_RETURN(const UniqueFd file, OpenForReading(path));
+  ASSIGN_OR_RETURN(const int64_t size, FileSize(file, path));
   if (size != expected.bytes) {
     return absl::DataLossError(
         absl::StrCat(path, " has ", size, " bytes, the manifest says ", expected.bytes));
   }
   // One pass: the sections go straight into the state while their CRC-32C is summed.
-  ChecksummedReader r(file.fd(), path);
+  ChecksummedReader r(file.get(), path);
   absl::StatusOr<RankState> state = ParseRankFile(r, path, size, expected.rank, layout, step);
   uint32_t crc = r.crc();
   if (!state.ok()) {
