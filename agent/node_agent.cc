@@ -669,45 +669,36 @@ v1::Register NodeAgent::MakeRegister() const {
   r.set_metrics_address(options_.metrics_address);
   r.set_version("0.1.0");
   absl::MutexLock lock(&mu_);
+  // Each (job, generation, rank) once, as running (pid 0: none yet, or gone) in `phase`.
   std::set<std::tuple<std::string, int64_t, int>> listed;
-  for (const auto& [pid, w] : workers_) {
-    if (w.exited) continue;
-    v1::WorkerState* s = r.add_running_workers();
-    *s->mutable_job() = w.job;
-    s->set_rank(w.rank);
-    s->set_pid(pid);
-    s->set_phase(v1::WORKER_PHASE_STEP);
-    listed.insert({w.job.job_id(), w.job.generation(), w.rank});
-  }
-  // Ranks whose launch is queued or under way count as running (STARTING, no pid yet): the
-  // coordinator takes a rank this node lists neither way for gone.
-  auto add_starting = [&](const v1::JobGeneration& job, int rank) {
-    if (!listed.insert({job.job_id(), job.generation(), rank}).second) return;
-    v1::WorkerState* s = r.add_running_workers();
-    *s->mutable_job() = job;
-    s->set_rank(rank);
-    s->set_phase(v1::WORKER_PHASE_STARTING);
-  };
-  for (const auto& [launch, ranks] : launching_) {
-    v1::JobGeneration job;
-    job.set_job_id(launch.first);
-    job.set_generation(launch.second);
-    for (int rank : ranks) add_starting(job, rank);
-  }
-  // Exited, the exit not recorded yet: still running as far as the coordinator knows; the exit
-  // report follows the registration.
-  for (const auto& [job_id, generation, rank] : exiting_) {
-    if (!listed.insert({job_id, generation, rank}).second) continue;
+  auto add = [&](const std::string& job_id, int64_t generation, int rank, pid_t pid,
+                 v1::WorkerPhase phase) {
+    if (!listed.insert({job_id, generation, rank}).second) return;
     v1::WorkerState* s = r.add_running_workers();
     s->mutable_job()->set_job_id(job_id);
     s->mutable_job()->set_generation(generation);
     s->set_rank(rank);
-    s->set_phase(v1::WORKER_PHASE_STEP);
+    s->set_pid(pid);
+    s->set_phase(phase);
+  };
+  for (const auto& [pid, w] : workers_) {
+    if (!w.exited) add(w.job.job_id(), w.job.generation(), w.rank, pid, v1::WORKER_PHASE_STEP);
+  }
+  // Ranks whose launch is queued or under way count as running (STARTING, no pid yet): the
+  // coordinator takes a rank this node lists neither way for gone.
+  for (const auto& [launch, ranks] : launching_) {
+    for (int rank : ranks) add(launch.first, launch.second, rank, 0, v1::WORKER_PHASE_STARTING);
+  }
+  // Exited, the exit not recorded yet: still running as far as the coordinator knows; the exit
+  // report follows the registration.
+  for (const auto& [job_id, generation, rank] : exiting_) {
+    add(job_id, generation, rank, 0, v1::WORKER_PHASE_STEP);
   }
   for (const v1::CoordinatorMessage& command : commands_) {
     if (!command.has_launch()) continue;
+    const v1::JobGeneration& job = command.launch().job();
     for (const v1::RankAssignment& a : command.launch().assignments()) {
-      add_starting(command.launch().job(), a.rank());
+      add(job.job_id(), job.generation(), a.rank(), 0, v1::WORKER_PHASE_STARTING);
     }
   }
   for (const v1::WorkerState& exit : exits_) *r.add_exited_workers() = exit;

@@ -1436,8 +1436,7 @@ void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   for (const v1::WorkerState& worker : registration.running_workers()) {
     Job* job = Find(worker.job().job_id());
     const bool current = job != nullptr && worker.job().generation() == job->status.generation() &&
-                         worker.rank() >= 0 && worker.rank() < job->status.assignments_size() &&
-                         job->status.assignments(worker.rank()).node() == node;
+                         RankIsOn(job->status, worker.rank(), node);
     if (current) account(job, worker.rank());
     if (current && job->status.state() == v1::JOB_STATE_RUNNING) {
       // Heard of through its agent: from now on its silence counts (hang evidence).
@@ -1469,9 +1468,8 @@ void JobManager::ReconcileNodeLocked(const v1::Register& registration) {
   for (const v1::WorkerState& exit : registration.exited_workers()) {
     Job* job = Find(exit.job().job_id());
     if (job == nullptr || exit.phase() != v1::WORKER_PHASE_EXITED ||
-        exit.job().generation() != job->status.generation() || exit.rank() < 0 ||
-        exit.rank() >= job->status.assignments_size() ||
-        job->status.assignments(exit.rank()).node() != node) {
+        exit.job().generation() != job->status.generation() ||
+        !RankIsOn(job->status, exit.rank(), node)) {
       continue;
     }
     account(job, exit.rank());

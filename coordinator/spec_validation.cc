@@ -103,6 +103,13 @@ class Problems {
     return false;
   }
 
+  // Refuses a NUL byte, where exec would cut the string. Returns whether there is none.
+  bool NoNul(absl::string_view field, const std::string& value) {
+    if (value.find('\0') == std::string::npos) return true;
+    Add(field, absl::StrCat("must not contain a NUL byte, got ", Quote(value)));
+    return false;
+  }
+
   absl::Status ToStatus() const {
     if (lines_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
@@ -181,27 +188,17 @@ void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
                     absl::StrCat("is set by the agent for every worker (rank, world, master, "
                                  "devices, RINGMASTER_*) and cannot be changed, got ",
                                  Quote(value)));
-    } else if (value.find('\0') != std::string::npos) {
-      problems->Add(absl::StrCat("trainer.env.", name),
-                    absl::StrCat("must not contain a NUL byte, got ", Quote(value)));
+    } else {
+      problems->NoNul(absl::StrCat("trainer.env.", name), value);
     }
   }
   if (trainer.has_command()) {
     for (int i = 0; i < trainer.command().argv_size(); ++i) {
-      if (trainer.command().argv(i).find('\0') != std::string::npos) {
-        problems->Add(
-            absl::StrCat("trainer.command[", i, "]"),
-            absl::StrCat("must not contain a NUL byte, got ", Quote(trainer.command().argv(i))));
-      }
+      problems->NoNul(absl::StrCat("trainer.command[", i, "]"), trainer.command().argv(i));
     }
   }
-  for (const auto& [field, value] :
-       {std::pair<const char*, const std::string&>{"checkpoint.dir", spec.checkpoint().dir()},
-        {"trainer.data.path", trainer.data().path()}}) {
-    if (value.find('\0') != std::string::npos) {
-      problems->Add(field, absl::StrCat("must not contain a NUL byte, got ", Quote(value)));
-    }
-  }
+  problems->NoNul("checkpoint.dir", spec.checkpoint().dir());
+  problems->NoNul("trainer.data.path", trainer.data().path());
 }
 
 // Checks the trainer's program: exactly one of builtin and command, each well formed.
