@@ -18,7 +18,8 @@ expect() {  # expect TEXT PATTERN WHAT
   fi
 }
 
-for args in "--dtype=bf16" "--dtype=f32 --fuse=false" "--dtype=bf16 --tokens=zipf"; do
+for args in "--dtype=bf16" "--dtype=f32 --fuse=false" "--dtype=bf16 --attention=fused --heads=2" \
+  "--dtype=bf16 --tokens=zipf"; do
   # shellcheck disable=SC2086
   if ! out=$("$gpt" "${tiny[@]}" $args 2>&1); then
     echo "$out"
@@ -31,6 +32,9 @@ for args in "--dtype=bf16" "--dtype=f32 --fuse=false" "--dtype=bf16 --tokens=zip
   expect "$line" 'peak memory [0-9.]+ GiB allocated' "gpt_cuda_bench $args: peak memory"
   expect "$line" 'metrics reporting on vs off: [-+]?[0-9.]+ ms/step' "gpt_cuda_bench $args: overhead"
   expect "$out" '^gemm plans: cuBLASLt [0-9]+' "gpt_cuda_bench $args: the GEMM plans"
+  want_attention=materialized
+  [[ $args == *--attention=fused* ]] && want_attention=fused
+  expect "$line" "attention $want_attention \\|" "gpt_cuda_bench $args: the attention kernels"
   echo "ok gpt_cuda_bench $args"
 done
 expect "$(grep '^gpt_cuda_bench: ' <<<"$out")" 'tokens zipf' "gpt_cuda_bench: the zipf token stream"

@@ -31,6 +31,7 @@
 #include "trainer/cuda/cuda_device.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/gpu_peak.h"
+#include "trainer/kernels/attention_cuda.h"
 #include "trainer/model/gpt.h"
 #include "trainer/model/random.h"
 #include "trainer/optim/adamw_optimizer.h"
@@ -46,6 +47,8 @@ ABSL_FLAG(int, warmup, 5, "Untimed steps first.");
 ABSL_FLAG(int, steps, 30, "Timed steps per measurement.");
 ABSL_FLAG(std::string, dtype, "bf16", "Compute type: bf16 or f32.");
 ABSL_FLAG(bool, fuse, true, "Use cuBLASLt's fused bias/GELU epilogues.");
+ABSL_FLAG(std::string, attention, "materialized",
+          "Attention kernels: materialized or fused (bf16, heads of 32 or 64 channels).");
 ABSL_FLAG(double, peak_tflops, 0,
           "Peak dense TFLOP/s for MFU (0: from the GPU's name and --dtype, 989 for an H100 SXM "
           "in bf16).");
@@ -102,6 +105,18 @@ absl::Status Bench::Setup() {
   }
   options.compute_dtype = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   options.fuse_bias = options.fuse_gelu = absl::GetFlag(FLAGS_fuse);
+  const std::string attention = absl::GetFlag(FLAGS_attention);
+  if (attention != "materialized" && attention != "fused") {
+    return FieldError("--attention", "must be materialized or fused");
+  }
+  options.fuse_attention = attention == "fused";
+  if (options.fuse_attention &&
+      kernels::ChooseAttention(
+          dtype == "bf16" ? kernels::ElementType::kBF16 : kernels::ElementType::kF32,
+          absl::GetFlag(FLAGS_d_model), absl::GetFlag(FLAGS_heads),
+          true) != kernels::AttentionImpl::kFused) {
+    return FieldError("--attention", "fused needs --dtype=bf16 and heads of 32 or 64 channels");
+  }
   ASSIGN_OR_RETURN(device_, MakeCudaDevice(absl::GetFlag(FLAGS_device), options));
   ASSIGN_OR_RETURN(config_,
                    GptConfig::Create(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_d_model),
@@ -223,14 +238,15 @@ absl::Status Main() {
   // Which fusions ran: a GEMM cuBLASLt has no algorithm for runs less fused (or through cuBLAS).
   std::printf("gemm plans: %s\n", bench.device().gemm_plans().c_str());
   std::printf(
-      "gpt_cuda_bench: %s | %s %s B=%d T=%d tokens %s | %.0f tokens/s | MFU %.1f%% of %s | step "
+      "gpt_cuda_bench: %s | %s %s B=%d T=%d tokens %s attention %s | %.0f tokens/s | MFU %.1f%% of "
+      "%s | step "
       "%.2f ms "
       "(median of %d) | loss %.4f | peak memory %.2f GiB allocated, %.2f GiB in use on the "
       "device | metrics reporting on vs off: %s\n",
       bench.device().description().c_str(), c.ToString().c_str(),
       absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_batch), c.seq_len,
-      absl::GetFlag(FLAGS_tokens).c_str(), tok_s, 100 * mfu, peak.explanation.c_str(),
-      main.median_seconds * 1e3, steps, main.last_loss,
+      absl::GetFlag(FLAGS_tokens).c_str(), absl::GetFlag(FLAGS_attention).c_str(), tok_s, 100 * mfu,
+      peak.explanation.c_str(), main.median_seconds * 1e3, steps, main.last_loss,
       bench.device().peak_allocated_bytes() / double{1 << 30},
       (total_bytes - free_bytes) / double{1 << 30}, overhead.c_str());
   return absl::OkStatus();

@@ -204,8 +204,11 @@ void Estimate(const v1::JobSpec& spec, int64_t parameters, Candidate* c) {
   const double s = model.seq_len();
   const double hidden = model.d_model();
   const double tokens_x_hidden = s * micro * hidden;  // s*b*d elements.
+  // Fused attention keeps no s*s scores or probabilities: the 5*a*s term goes.
+  const double per_token_attention =
+      trainer.attention() == v1::ATTENTION_FUSED ? 0.0 : 5.0 * model.heads() * s;
   c->activation_bytes =
-      ToInt64(layers_per_stage * s * micro * (34 * hidden + 5.0 * model.heads() * s) / t);
+      ToInt64(layers_per_stage * s * micro * (34 * hidden + per_token_attention) / t);
   const double in_flight = std::min(m, p);
   c->total_bytes = ToInt64(static_cast<double>(c->state_bytes) + c->activation_bytes * in_flight);
 

@@ -22,7 +22,8 @@
 //    state (12 bytes; fp32: 8) by DP at stage >= 1, the gradients (2; fp32: 4) at stage >= 2 and
 //    the weights (2; fp32: 4) at stage 3;
 //  - activation bytes per microbatch on the first stage: (L/PP) * s*b*d * (34 + 5*a*s/d) / TP
-//    (Megatron-LM's estimate, bf16), times min(m, PP) microbatches in flight under 1F1B;
+//    (Megatron-LM's estimate, bf16; without the 5*a*s/d of attention's scores and probabilities
+//    for `attention: fused`), times min(m, PP) microbatches in flight under 1F1B;
 //  - bubble fraction (p-1)/(m+p-1);
 //  - bytes sent per rank per step: TP 4 all-reduces per layer per microbatch of s*b*d elements
 //    (ring: 2(t-1)/t of the buffer); PP one activation forward and one gradient backward of

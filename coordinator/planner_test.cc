@@ -107,6 +107,14 @@ TEST(PlanTest, FixedLayoutFiguresByHand) {
   EXPECT_EQ(plan->memory_per_device_bytes(), 3337216);
   // (L/PP) * s*b*(34*d + 5*a*s) / TP = 2 * 64*2 * (4,352 + 1,280) / 2 = 720,896.
   EXPECT_EQ(plan->activation_bytes_per_microbatch(), 720896);
+  {
+    // Fused attention: 2 * 64*2 * 4,352 / 2 = 557,056 (no 5*a*s term).
+    v1::JobSpec fused = SmallFixedJob();
+    fused.mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
+    absl::StatusOr<v1::PlanExplanation> fused_plan = Plan(fused, {});
+    ASSERT_TRUE(fused_plan.ok()) << fused_plan.status();
+    EXPECT_EQ(fused_plan->activation_bytes_per_microbatch(), 557056);
+  }
   // s*b*d = 64*2*128 = 16,384 elements of 2 bytes (bf16: precision unspecified).
   // TP: 4 all-reduces * 2 layers * 4 microbatches * 2(2-1)/2 * 16,384 * 2 = 1,048,576.
   EXPECT_EQ(plan->tp_bytes_per_step(), 1048576);

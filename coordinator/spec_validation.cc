@@ -225,6 +225,38 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
 }
 
 // Model and batch rules of the built-in GPT trainer. `layout` is null when the planner chooses.
+// Fused attention: the built-in trainer's bf16 kernels, for heads of 32 or 64 channels.
+void CheckAttention(const v1::TrainerSpec& trainer, Problems* problems) {
+  if (!v1::Attention_IsValid(trainer.attention())) {
+    problems->Add(
+        "trainer.attention",
+        absl::StrCat("must be fused or materialized (or unset), got ", trainer.attention()));
+    return;
+  }
+  if (trainer.attention() != v1::ATTENTION_FUSED) return;
+  if (trainer.program_case() != v1::TrainerSpec::kBuiltin) {
+    problems->Add("trainer.attention",
+                  "must be unset or materialized for a command (fused is a setting of the "
+                  "builtin trainer), got fused");
+    return;
+  }
+  if (trainer.precision() == v1::PRECISION_FP32) {
+    problems->Add("trainer.attention",
+                  "must not be fused with precision fp32 (the fused kernels run in bf16), got "
+                  "fused");
+  }
+  const v1::ModelSpec& m = trainer.model();
+  if (m.heads() >= 1 && m.d_model() % m.heads() == 0) {
+    const int64_t head = m.d_model() / m.heads();
+    if (head != 32 && head != 64) {
+      problems->Add("trainer.attention",
+                    absl::StrCat("fused needs heads of 32 or 64 channels (model.d_model / "
+                                 "model.heads), got ",
+                                 m.d_model(), " / ", m.heads(), " = ", head));
+    }
+  }
+}
+
 void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
               Problems* problems) {
   const v1::ModelSpec& m = trainer.model();
@@ -405,6 +437,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     problems.Add("trainer.precision",
                  absl::StrCat("must be fp32 or bf16 (or unset), got ", trainer.precision()));
   }
+  CheckAttention(trainer, &problems);
   problems.InRange("trainer.zero_stage", trainer.zero_stage(), 0, kMaxZeroStage);
 
   const v1::CheckpointSpec& checkpoint = spec.checkpoint();

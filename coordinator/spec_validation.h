@@ -44,7 +44,9 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - restart.max_restarts in [0, 1000];
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
-//  - precision: any enum value defined in job.proto.
+//  - precision: any enum value defined in job.proto;
+//  - attention: any enum value defined in job.proto; fused only for the builtin trainer, not with
+//    precision fp32, and with heads of 32 or 64 channels (d_model / heads).
 // NaN or infinite doubles are refused for every field. A long value is quoted back cut to its
 // first 64 bytes.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);

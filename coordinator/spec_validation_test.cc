@@ -66,6 +66,15 @@ TEST(SpecValidationTest, DesignExampleIsValid) {
   EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok()) << ValidateJobSpec(ValidSpec());
 }
 
+TEST(SpecValidationTest, FusedAttentionIsValidForBf16HeadsOf32And64) {
+  for (const int heads : {4, 2}) {  // 128 / 4 = 32 and 128 / 2 = 64 channels
+    v1::JobSpec spec = ValidSpec();
+    spec.mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
+    spec.mutable_trainer()->mutable_model()->set_heads(heads);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  }
+}
+
 TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
   v1::JobSpec spec = ValidSpec();
   spec.clear_parallelism();
@@ -342,6 +351,31 @@ INSTANTIATE_TEST_SUITE_P(
         {"PrecisionUndefined",
          [](v1::JobSpec* s) { s->mutable_trainer()->set_precision(static_cast<v1::Precision>(7)); },
          "trainer.precision: must be fp32 or bf16 (or unset), got 7"},
+        // attention
+        {"AttentionUndefined",
+         [](v1::JobSpec* s) { s->mutable_trainer()->set_attention(static_cast<v1::Attention>(9)); },
+         "trainer.attention: must be fused or materialized (or unset), got 9"},
+        {"AttentionFusedInFp32",
+         [](v1::JobSpec* s) {
+           s->mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
+           s->mutable_trainer()->set_precision(v1::PRECISION_FP32);
+         },
+         "trainer.attention: must not be fused with precision fp32 (the fused kernels run in "
+         "bf16), got fused"},
+        {"AttentionFusedHeadOf16",
+         [](v1::JobSpec* s) {
+           s->mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
+           s->mutable_trainer()->mutable_model()->set_heads(8);
+         },
+         "trainer.attention: fused needs heads of 32 or 64 channels (model.d_model / "
+         "model.heads), got 128 / 8 = 16"},
+        {"AttentionFusedForACommand",
+         [](v1::JobSpec* s) {
+           s->mutable_trainer()->mutable_command()->add_argv("python3");
+           s->mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
+         },
+         "trainer.attention: must be unset or materialized for a command (fused is a setting of "
+         "the builtin trainer), got fused"},
         {"ZeroStageNegative", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(-1); },
          "trainer.zero_stage: must be in [0, 3], got -1"},
         {"ZeroStageAbsurd", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(4); },

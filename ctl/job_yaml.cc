@@ -60,6 +60,7 @@ constexpr absl::string_view kAllFields[] = {
     "trainer.optimizer.beta2",
     "trainer.optimizer.epsilon",
     "trainer.precision",
+    "trainer.attention",
     "trainer.zero_stage",
     "trainer.data",
     "trainer.data.path",
@@ -544,6 +545,20 @@ void Reader::ReadTrainer(const Field& f, v1::TrainerSpec* t) {
                           absl::StrCat("expected fp32 or bf16, got ", Quote(*text)));
                 }
               }},
+             {"attention",
+              [&](const Field& v) {
+                std::optional<std::string> text = ScalarText(v, "fused or materialized");
+                if (!text.has_value()) return;
+                const std::string lower = absl::AsciiStrToLower(*text);
+                if (lower == "fused") {
+                  t->set_attention(v1::ATTENTION_FUSED);
+                } else if (lower == "materialized") {
+                  t->set_attention(v1::ATTENTION_MATERIALIZED);
+                } else {
+                  Problem(v.mark, v.path,
+                          absl::StrCat("expected fused or materialized, got ", Quote(*text)));
+                }
+              }},
              {"zero_stage", Int32(t, &v1::TrainerSpec::set_zero_stage)},
              {"data",
               [&](const Field& v) {
@@ -726,6 +741,19 @@ void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
       // An undefined enum value has no YAML name; written as its number, which ParseJobYaml
       // refuses just as ValidateJobSpec would.
       out << YAML::Key << "precision" << YAML::Value << static_cast<int>(t.precision());
+      break;
+  }
+  switch (t.attention()) {
+    case v1::ATTENTION_UNSPECIFIED:
+      break;
+    case v1::ATTENTION_MATERIALIZED:
+      out << YAML::Key << "attention" << YAML::Value << "materialized";
+      break;
+    case v1::ATTENTION_FUSED:
+      out << YAML::Key << "attention" << YAML::Value << "fused";
+      break;
+    default:  // as precision's
+      out << YAML::Key << "attention" << YAML::Value << static_cast<int>(t.attention());
       break;
   }
   EmitInt(out, "zero_stage", t.zero_stage());

@@ -80,6 +80,7 @@ v1::JobSpec FullSpec() {
   o->set_beta2(0.95);
   o->set_epsilon(1e-8);
   t->set_precision(v1::PRECISION_FP32);
+  t->set_attention(v1::ATTENTION_MATERIALIZED);
   t->set_zero_stage(2);
   t->mutable_data()->set_path("/data/fineweb/train_000001.bin");
   t->mutable_data()->set_seed(18446744073709551615ull);
@@ -125,6 +126,7 @@ TEST(JobYamlTest, DesignExampleParsesToExpectedValues) {
   EXPECT_EQ(t.optimizer().clip_grad_norm(), 1.0);
   EXPECT_FALSE(t.optimizer().has_min_lr());  // Defaults are the coordinator's (ApplyDefaults).
   EXPECT_EQ(t.precision(), v1::PRECISION_BF16);
+  EXPECT_EQ(t.attention(), v1::ATTENTION_UNSPECIFIED);
   EXPECT_EQ(t.zero_stage(), 1);
   EXPECT_EQ(t.data().path(), "...");  // The example's placeholder, taken literally.
   EXPECT_FALSE(t.data().has_seed());
@@ -422,6 +424,23 @@ TEST(JobYamlTest, PrecisionIsCaseInsensitive) {
   }
 }
 
+TEST(JobYamlTest, AttentionIsCaseInsensitiveAndRoundTrips) {
+  const std::pair<const char*, v1::Attention> cases[] = {
+      {"fused", v1::ATTENTION_FUSED},
+      {"Fused", v1::ATTENTION_FUSED},
+      {"materialized", v1::ATTENTION_MATERIALIZED},
+      {"MATERIALIZED", v1::ATTENTION_MATERIALIZED}};
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<v1::JobSpec> spec =
+        ParseJobYaml(absl::StrCat("trainer:\n  attention: ", text, "\n"), "job.yaml");
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->trainer().attention(), want) << text;
+    absl::StatusOr<v1::JobSpec> again = ParseJobYaml(JobSpecToYaml(*spec), "again.yaml");
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->trainer().attention(), want) << text;
+  }
+}
+
 TEST(JobYamlTest, NullLeavesFieldsUnset) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: x
 nodes:
@@ -541,6 +560,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Enumerations.
         {"UnknownPrecision", "trainer:\n  precision: fp16\n",
          "job.yaml:2:3: trainer.precision: expected fp32 or bf16, got \"fp16\""},
+        {"UnknownAttention", "trainer:\n  attention: flash\n",
+         "job.yaml:2:3: trainer.attention: expected fused or materialized, got \"flash\""},
         {"UnknownHangTimeout", "watchdog:\n  hang_timeout: soon\n",
          "job.yaml:2:3: watchdog.hang_timeout: expected auto or a number of seconds, got "
          "\"soon\""},

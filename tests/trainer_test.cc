@@ -194,6 +194,21 @@ TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
   EXPECT_EQ(bf16.exit_code, 78) << bf16.output;
   EXPECT_THAT(bf16.output, HasSubstr("trainer.precision: bf16 needs a GPU"));
 
+  // Fused attention: heads of 16 channels are refused by the spec's rules; heads of 32 pass
+  // them, and then need a GPU.
+  CommandResult narrow = Train({"--spec=" + Spec("  attention: fused\n", 10)});
+  EXPECT_EQ(narrow.exit_code, 78) << narrow.output;
+  EXPECT_THAT(narrow.output, HasSubstr("trainer.attention: fused needs heads of 32 or 64 "
+                                       "channels (model.d_model / model.heads), got 64 / 4 = 16"));
+  const std::string wide = dir_ + "/fused.yaml";
+  std::ofstream(wide) << "name: t\ntrainer:\n  builtin: gpt\n  attention: fused\n"
+                      << "  model: {layers: 2, d_model: 64, heads: 2, seq_len: 32, vocab: 128}\n"
+                      << "  batch: {micro_batch: 4, global_batch: 8}\n  steps: 10\n"
+                      << "  optimizer: {lr: 2.0e-3}\n";
+  CommandResult fused = Train({"--spec=" + wide});
+  EXPECT_EQ(fused.exit_code, 78) << fused.output;
+  EXPECT_THAT(fused.output, HasSubstr("trainer.attention: fused needs a GPU"));
+
   CommandResult mode = Train({"--mode=bogus"});
   EXPECT_EQ(mode.exit_code, 78);
   EXPECT_THAT(mode.output, HasSubstr("--mode: must be train or collective-bench"));

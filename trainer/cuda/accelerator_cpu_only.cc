@@ -6,7 +6,7 @@ namespace ringmaster::trainer {
 void PrepareAcceleratorEnvironment() {}
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
-    const std::function<std::optional<std::string>(const char* name)>&, DType) {
+    const std::function<std::optional<std::string>(const char* name)>&, DType, bool) {
   return nullptr;
 }
 

@@ -38,11 +38,13 @@ class CudaAccelerator final : public Accelerator {
 void PrepareAcceleratorEnvironment() { ConnectNcclAtInit(); }
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
-    const std::function<std::optional<std::string>(const char* name)>& env, DType compute_dtype) {
+    const std::function<std::optional<std::string>(const char* name)>& env, DType compute_dtype,
+    bool fused_attention) {
   ASSIGN_OR_RETURN(const std::optional<int> index, CudaDeviceFromEnvironment(env));
   if (!index.has_value()) return nullptr;
   CudaDeviceOptions options;
   options.compute_dtype = compute_dtype;
+  options.fuse_attention = fused_attention;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(*index, options));
   cudaDeviceProp prop{};
   RETURN_IF_ERROR(

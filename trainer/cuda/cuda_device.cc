@@ -88,8 +88,11 @@ class CudaDeviceImpl final : public CudaDevice {
                       Tensor weight, int N, int IC, int OC) override;
   void GeluBackward(Tensor dinp, Tensor pre, Tensor dout, int64_t n) override;
   void AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C, int NH) override;
-  void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv, Tensor att, int B,
-                         int T, int C, int NH) override;
+  void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor out, Tensor qkv, Tensor att,
+                         int B, int T, int C, int NH) override;
+  int64_t AttentionStateSize(int B, int T, int C, int NH) const override {
+    return kernels::AttentionStateElements(AttentionImpl(C, NH), type(), B, T, NH);
+  }
   void Add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void CrossEntropy(Tensor logits, Tensor losses, Tensor targets, int N, int V, int Vp,
                     float dloss) override;
@@ -98,6 +101,9 @@ class CudaDeviceImpl final : public CudaDevice {
 
  private:
   ElementType type() const { return bf16_ ? ElementType::kBF16 : ElementType::kF32; }
+  kernels::AttentionImpl AttentionImpl(int C, int NH) const {
+    return kernels::ChooseAttention(type(), C, NH, options_.fuse_attention);
+  }
   // Records the first failure; later work is skipped (failed()).
   void Record(const absl::Status& s);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -446,15 +452,16 @@ void CudaDeviceImpl::GeluBackward(Tensor dinp, Tensor pre, Tensor dout, int64_t 
 void CudaDeviceImpl::AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
                                       int NH) {
   if (failed() || !CheckTypes("attention", {out, att, qkv})) return;
-  Record(kernels::AttentionForwardCuda(cublas_, type(), out.data, att.data, qkv.data, B, T, C, NH,
-                                       stream_));
+  Record(kernels::AttentionForwardCuda(AttentionImpl(C, NH), cublas_, type(), out.data, att.data,
+                                       qkv.data, B, T, C, NH, stream_));
 }
 
-void CudaDeviceImpl::AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv,
-                                       Tensor att, int B, int T, int C, int NH) {
-  if (failed() || !CheckTypes("attention backward", {dqkv, datt, dout, qkv, att})) return;
-  Record(kernels::AttentionBackwardCuda(cublas_, type(), dqkv.data, datt.data, dout.data, qkv.data,
-                                        att.data, B, T, C, NH, stream_));
+void CudaDeviceImpl::AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor out,
+                                       Tensor qkv, Tensor att, int B, int T, int C, int NH) {
+  if (failed() || !CheckTypes("attention backward", {dqkv, datt, dout, out, qkv, att})) return;
+  Record(kernels::AttentionBackwardCuda(AttentionImpl(C, NH), cublas_, type(), dqkv.data, datt.data,
+                                        dout.data, out.data, qkv.data, att.data, B, T, C, NH,
+                                        stream_));
 }
 
 void CudaDeviceImpl::Add(Tensor out, Tensor a, Tensor b, int64_t n) {

@@ -5,8 +5,11 @@
 //    device closely. Master weights and optimizer state are always fp32 (the optimizer keeps
 //    them; Device::AdamW updates both copies). Statistics, losses and token ids as device.h says.
 //  - GEMMs: cuBLASLt for the dense layers, the bias and GELU fused into its epilogue where it
-//    offers an algorithm (kernels/matmul_cuda.h); cuBLAS strided batches for attention's
-//    per-head GEMMs and for Device::Gemm. Always fp32 accumulation, no TF32.
+//    offers an algorithm (kernels/matmul_cuda.h); cuBLAS strided batches for Device::Gemm.
+//    Always fp32 accumulation, no TF32.
+//  - Attention: fused (flash) kernels on the tensor cores where they take the shape (bf16,
+//    head size 32 or 64), else cuBLAS strided batches over materialised probabilities
+//    (kernels/attention_cuda.h; CudaDeviceOptions::fuse_attention).
 //  - Fused operations: the kernels of trainer/kernels (*_cuda.h), each with a CPU reference and
 //    a parity test. The reductions (bias and LayerNorm gradients, embedding gradients,
 //    SumSquares) are deterministic.
@@ -47,6 +50,10 @@ struct CudaDeviceOptions {
   // to rounding, for tests and diagnosis).
   bool fuse_bias = true;
   bool fuse_gelu = true;
+  // Fused (flash) attention where the kernels take the shape: bf16, head size 32 or 64 (off:
+  // the materialised probabilities, cuBLAS and the softmax kernels). Off by default until the
+  // fused kernels have run on a GPU (docs/benchmarks.md).
+  bool fuse_attention = false;
   // cuBLASLt workspace.
   size_t gemm_workspace_bytes = 32 << 20;
 };

@@ -1,6 +1,8 @@
 // The whole model on the CUDA device against the CPU device: a tiny GPT from the same seed,
 // its loss and every gradient of one step, then five AdamW steps of training. fp32 (with and
-// without cuBLASLt's fused epilogues) and bf16. Skipped when no GPU is visible.
+// without cuBLASLt's fused epilogues) and bf16, the latter with 4 heads of 16 channels
+// (materialised attention) and with 2 heads of 32 (the fused attention kernels). Skipped when no
+// GPU is visible.
 // Tolerances (stated, derived rather than measured: no GPU was available when they were set):
 //  - fp32: loss within 1e-4, gradients within 1e-3 relative L2 error (every kernel matches its
 //    reference to ~1e-5; a step chains ~40 of them), losses over five steps within 1e-3.
@@ -29,13 +31,15 @@ struct Mode {
   const char* name;
   DType dtype;
   bool fuse;
+  int heads;
   double loss_tol, grad_tol, train_tol;
 };
 
 const Mode kModes[] = {
-    {"f32_fused", DType::kF32, true, 1e-4, 1e-3, 1e-3},
-    {"f32_unfused", DType::kF32, false, 1e-4, 1e-3, 1e-3},
-    {"bf16_fused", DType::kBF16, true, 3e-2, 8e-2, 5e-2},
+    {"f32_fused", DType::kF32, true, 4, 1e-4, 1e-3, 1e-3},
+    {"f32_unfused", DType::kF32, false, 4, 1e-4, 1e-3, 1e-3},
+    {"bf16_fused", DType::kBF16, true, 4, 3e-2, 8e-2, 5e-2},
+    {"bf16_fused_attention", DType::kBF16, true, 2, 3e-2, 8e-2, 5e-2},
 };
 
 void Batch(int step, std::vector<int32_t>* in, std::vector<int32_t>* tgt, int vocab) {
@@ -77,14 +81,19 @@ class CudaGptParityTest : public ::testing::TestWithParam<Mode> {
 
 TEST_P(CudaGptParityTest, LossGradientsAndTrainingMatchTheCpuDevice) {
   const Mode mode = GetParam();
-  const GptConfig config = *GptConfig::Create(2, 64, 4, kT, 101);  // Vp = 128
+  const GptConfig config = *GptConfig::Create(2, 64, mode.heads, kT, 101);  // Vp = 128
   const ParameterLayout layout(config, ModelShard::WholeModel(config));
   std::unique_ptr<Device> cpu = MakeCpuDevice(1);
   CudaDeviceOptions options;
   options.compute_dtype = mode.dtype;
   options.fuse_bias = options.fuse_gelu = mode.fuse;
+  options.fuse_attention = true;  // taken where the kernels take the shape: bf16, 2 heads
   absl::StatusOr<std::unique_ptr<CudaDevice>> gpu = MakeCudaDevice(0, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
+  // The fused kernels keep one fp32 value per row instead of the [B, NH, T, T] probabilities.
+  const int64_t probabilities = int64_t{kB} * mode.heads * kT * kT;
+  EXPECT_EQ((*gpu)->AttentionStateSize(kB, kT, 64, mode.heads),
+            mode.heads == 2 ? probabilities / kT * 2 : probabilities);
 
   // Models (and optimizers) before their devices go: declared after them.
   absl::StatusOr<std::unique_ptr<Gpt>> cpu_model = Gpt::Create(cpu.get(), layout, kB, kT);

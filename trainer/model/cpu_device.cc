@@ -132,10 +132,13 @@ class CpuDevice final : public Device {
                         int NH) override {
     kernels::AttentionForwardCpu(out.f32(), att.f32(), qkv.f32(), B, T, C, NH);
   }
-  void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv, Tensor att, int B,
-                         int T, int C, int NH) override {
+  void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor /*out*/, Tensor qkv,
+                         Tensor att, int B, int T, int C, int NH) override {
     kernels::AttentionBackwardCpu(dqkv.f32(), datt.f32(), dout.f32(), qkv.f32(), att.f32(), B, T,
                                   C, NH);
+  }
+  int64_t AttentionStateSize(int B, int T, int /*C*/, int NH) const override {
+    return int64_t{B} * NH * T * T;
   }
   void Add(Tensor out, Tensor a, Tensor b, int64_t n) override {
     AddF32(out.f32(), a.f32(), b.f32(), n);

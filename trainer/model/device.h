@@ -155,12 +155,17 @@ class Device {
   virtual void GeluBackward(Tensor dinp, Tensor pre, Tensor dout, int64_t n) = 0;
   // Causal multi-head self-attention. qkv[N, 3*C'] holds per token Q, K and V, each NH heads of
   // C'/NH (C' = NH * head size, the width this rank holds); out[N,C'] is the heads' outputs side
-  // by side; att [B,NH,T,T] keeps the softmax probabilities for the backward pass. Overwrites.
+  // by side; att keeps what the backward pass needs, AttentionStateSize elements of the compute
+  // dtype: the softmax probabilities [B,NH,T,T], or a fused implementation's smaller state.
+  // Overwrites.
   virtual void AttentionForward(Tensor out, Tensor att, Tensor qkv, int B, int T, int C,
                                 int NH) = 0;
-  // dqkv (overwrites) from dout; datt is scratch of att's size.
-  virtual void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor qkv, Tensor att,
-                                 int B, int T, int C, int NH) = 0;
+  // dqkv (overwrites) from dout; out and att are the forward pass's; datt is scratch of att's
+  // size.
+  virtual void AttentionBackward(Tensor dqkv, Tensor datt, Tensor dout, Tensor out, Tensor qkv,
+                                 Tensor att, int B, int T, int C, int NH) = 0;
+  // Elements of att (and of datt) for a shape.
+  virtual int64_t AttentionStateSize(int B, int T, int C, int NH) const = 0;
   // out = a + b over n elements. Overwrites; out may alias a or b.
   virtual void Add(Tensor out, Tensor a, Tensor b, int64_t n) = 0;
   // Softmax cross-entropy over logits[N, Vp], of which the first V columns are real (the rest,

@@ -99,7 +99,8 @@ absl::Status Gpt::Allocate(int64_t buffer_size, bool own_parameters, bool own_gr
   const int64_t C = layout_.config().d_model;
   const int64_t Cl = layout_.local_width();
   const int64_t H = layout_.local_hidden();
-  const int64_t att = int64_t{B_} * layout_.local_heads() * T_ * T_;
+  const int64_t att =
+      device_->AttentionStateSize(B_, T_, layout_.local_width(), layout_.local_heads());
   const int64_t Vp = layout_.config().padded_vocab;
   const int L = static_cast<int>(layout_.layers().size());
 
@@ -356,7 +357,7 @@ absl::Status Gpt::Backward(int slot_index, const GradientsFinal& on_final) {
     // dresidual is now the gradient of residual2 = residual + attproj.
     device_->MatmulBackward(datty_, G(o.attprojw, int64_t{C} * Cl), G(o.attprojb, C), dresidual_,
                             a.atty, P(o.attprojw, int64_t{C} * Cl), N, Cl, C);
-    device_->AttentionBackward(dqkv_, datt_, datty_, a.qkv, a.att, B_, T_, Cl, NH);
+    device_->AttentionBackward(dqkv_, datt_, datty_, a.atty, a.qkv, a.att, B_, T_, Cl, NH);
     device_->MatmulBackward(dln_, G(o.qkvw, int64_t{3} * Cl * C), G(o.qkvb, 3 * Cl), dqkv_, a.ln1,
                             P(o.qkvw, int64_t{3} * Cl * C), N, C, 3 * Cl);
     RETURN_IF_ERROR(TensorParallelSum(dln_));

@@ -331,6 +331,14 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width) {
   return result;
 }
 
+void SyncWarp(unsigned mask) {
+  Fiber& f = *g_block->current;
+  if (mask != 0xffffffffu) {
+    Fail(cudaErrorLaunchFailure, "only full-warp __syncwarp is emulated (" + Where(f) + ")");
+  }
+  Yield(State::kWarpBarrier);
+}
+
 cudaError_t GetLastError() {
   std::lock_guard<std::mutex> lock(t_errors->mu);
   const cudaError_t e = t_errors->error;

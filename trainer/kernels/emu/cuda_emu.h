@@ -16,6 +16,8 @@
 // launches run one at a time, under a process-wide lock (a kernel's shared memory is a static).
 // The last error and the failures are per host thread, as CUDA's last error is.
 //
+// Tensor-core tiles (nvcuda::wmma) are emulated as wmma_emu.h says.
+//
 // Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
 // GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
 #ifndef RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
@@ -96,6 +98,9 @@ void Launch(const LaunchConfig& config, const Kernel& kernel) {
 void SyncThreads();
 int SyncThreadsCount(int predicate);
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width);
+// __syncwarp: every lane of the calling thread's warp reaches it before any goes on (full
+// warps only, as ShuffleXor).
+void SyncWarp(unsigned mask);
 
 // Like cudaGetLastError (fake_cuda's answers it with this): the calling thread's first error
 // since its last call, then cudaSuccess again.
@@ -141,5 +146,9 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   std::memcpy(&result, &bits, sizeof(T));
   return result;
 }
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::SyncWarp(mask); }
+
+#include "trainer/kernels/emu/wmma_emu.h"  // nvcuda::wmma (mma.h is empty outside nvcc)
 
 #endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
