@@ -2,7 +2,8 @@
 // agent does): it trains on the CUDA device with NCCL groups, learns, and a run resumed from a
 // checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
 // ZeRO-sharded state) continues the uninterrupted run's trajectory exactly, losses and final
-// parameters bit for bit; a step with NaN gradients is fatal before its update. Skipped without a
+// parameters bit for bit; a step with NaN gradients is fatal before its update. In bf16 with
+// materialised and with fused attention (`attention: fused`), and in fp32. Skipped without a
 // GPU. Under --config=emu the trainer binary itself is built emulated (trainer/kernels/emu), so
 // this runs on the CPU: the trainer's whole GPU wiring (accelerator, communicators, checkpoints),
 // not only the device's kernels. It needs Bazel's runfiles, so the GPU machines' archive
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda_device_count.h"
@@ -29,6 +31,7 @@ constexpr int kSteps = 20;
 struct Case {
   const char* precision;
   int zero;
+  const char* attention;  // "" for unset; "fused" takes 2 heads of 32 channels
 };
 
 class TrainerGpuTest : public ::testing::TestWithParam<Case> {
@@ -44,17 +47,22 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
   std::string Spec(const std::string& checkpoints) {
     const std::string path = dir_ + "/" + checkpoints + ".yaml";
     std::ofstream(path) << "name: t\ntrainer:\n  builtin: gpt\n"
-                        << "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                        << "  model: {layers: 2, d_model: 64, heads: " << Heads()
+                        << ", seq_len: 32, vocab: 128}\n"
                         << "  batch: {micro_batch: 4, global_batch: 8}\n"
                         << "  steps: " << kSteps << "\n"
                         << "  optimizer: {lr: 2.0e-3, warmup_steps: 4, weight_decay: 0.1, "
                            "clip_grad_norm: 1.0}\n"
                         << "  precision: " << GetParam().precision << "\n"
                         << "  zero_stage: " << GetParam().zero << "\n"
+                        << (*GetParam().attention != '\0'
+                                ? absl::StrCat("  attention: ", GetParam().attention, "\n")
+                                : "")
                         << "checkpoint: {dir: " << dir_ << "/" << checkpoints
                         << ", every_steps: 5, keep: 2}\n";
     return path;
   }
+  static int Heads() { return std::string(GetParam().attention) == "fused" ? 2 : 4; }
   CommandResult Train(const std::vector<std::string>& args) {
     absl::StatusOr<CommandResult> r = RunTrainer(args);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -69,6 +77,8 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
   // The CUDA accelerator's description (the CPU device has no MFU peak line of this form).
   EXPECT_THAT(straight.output, HasSubstr("training on "));
   EXPECT_THAT(straight.output, HasSubstr("; MFU against "));
+  EXPECT_THAT(straight.output,
+              HasSubstr(Heads() == 2 ? "; attention fused" : "; attention materialized"));
 
   const std::string resumed_spec = Spec("resumed");
   CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=10"});
@@ -119,9 +129,12 @@ TEST_P(TrainerGpuTest, ANonFiniteStepIsFatalBeforeItsUpdate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,
-                         ::testing::Values(Case{"bf16", 0}, Case{"fp32", 3}),
+                         ::testing::Values(Case{"bf16", 0, ""}, Case{"fp32", 3, ""},
+                                           Case{"bf16", 1, "fused"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return absl::StrCat(info.param.precision, "_zero", info.param.zero);
+                           return absl::StrCat(info.param.precision, "_zero", info.param.zero,
+                                               *info.param.attention != '\0' ? "_" : "",
+                                               info.param.attention);
                          });
 
 }  // namespace

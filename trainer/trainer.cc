@@ -161,7 +161,9 @@ absl::Status Run::Setup() {
                           : std::max(1, static_cast<int>(cores) / std::max(1, c_.local_world));
   if (accelerator_ != nullptr) {
     device_ = accelerator_->device();
-    RM_LOG(INFO) << "training on " << accelerator_->description();
+    const v1::ModelSpec& m = c_.spec.trainer().model();
+    RM_LOG(INFO) << "training on " << accelerator_->description() << "; attention "
+                 << device_->AttentionKind(m.d_model(), m.heads());
   } else {
     cpu_device_ = MakeCpuDevice(threads);
     device_ = cpu_device_.get();

@@ -93,6 +93,9 @@ class CudaDeviceImpl final : public CudaDevice {
   int64_t AttentionStateSize(int B, int T, int C, int NH) const override {
     return kernels::AttentionStateElements(AttentionImpl(C, NH), type(), B, T, NH);
   }
+  const char* AttentionKind(int C, int NH) const override {
+    return AttentionImpl(C, NH) == kernels::AttentionImpl::kFused ? "fused" : "materialized";
+  }
   void Add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void CrossEntropy(Tensor logits, Tensor losses, Tensor targets, int N, int V, int Vp,
                     float dloss) override;

@@ -92,6 +92,8 @@ TEST_P(CudaGptParityTest, LossGradientsAndTrainingMatchTheCpuDevice) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   // The fused kernels keep one fp32 value per row instead of the [B, NH, T, T] probabilities.
   const int64_t probabilities = int64_t{kB} * mode.heads * kT * kT;
+  EXPECT_STREQ((*gpu)->AttentionKind(64, mode.heads),
+               mode.dtype == DType::kBF16 && mode.heads == 2 ? "fused" : "materialized");
   EXPECT_EQ((*gpu)->AttentionStateSize(kB, kT, 64, mode.heads),
             mode.heads == 2 ? probabilities / kT * 2 : probabilities);
 

@@ -140,6 +140,7 @@ class CpuDevice final : public Device {
   int64_t AttentionStateSize(int B, int T, int /*C*/, int NH) const override {
     return int64_t{B} * NH * T * T;
   }
+  const char* AttentionKind(int /*C*/, int /*NH*/) const override { return "materialized"; }
   void Add(Tensor out, Tensor a, Tensor b, int64_t n) override {
     AddF32(out.f32(), a.f32(), b.f32(), n);
   }

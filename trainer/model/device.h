@@ -166,6 +166,8 @@ class Device {
                                  Tensor att, int B, int T, int C, int NH) = 0;
   // Elements of att (and of datt) for a shape.
   virtual int64_t AttentionStateSize(int B, int T, int C, int NH) const = 0;
+  // How attention runs for heads of C/NH channels: "materialized" or "fused".
+  virtual const char* AttentionKind(int C, int NH) const = 0;
   // out = a + b over n elements. Overwrites; out may alias a or b.
   virtual void Add(Tensor out, Tensor a, Tensor b, int64_t n) = 0;
   // Softmax cross-entropy over logits[N, Vp], of which the first V columns are real (the rest,

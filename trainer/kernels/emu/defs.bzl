@@ -24,8 +24,10 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         srcs = [generated],
         hdrs = hdrs,
         textual_hdrs = cu_hdrs,
-        # `#pragma unroll` is nvcc's.
-        copts = ["-Wno-unknown-pragmas"],
+        # `#pragma unroll` is nvcc's. Optimised even in fastbuild: every lane of an emulated warp
+        # computes a whole wmma tile product (wmma_emu.h), which unoptimised code makes the
+        # slowest part of the emulated tests.
+        copts = ["-Wno-unknown-pragmas", "-O2"],
         # fake_cuda answers the runtime calls the launchers make (cudaGetLastError).
         deps = deps + ["//trainer/kernels/emu:cuda_emu", "//trainer/kernels/emu:fake_cuda"],
         target_compatible_with = cuda_only(),
