@@ -63,7 +63,7 @@ v1::JobSpec Spec(int nodes = 1, int devices_per_node = 2) {
   t->mutable_model()->set_d_model(32);
   t->mutable_model()->set_heads(2);
   t->mutable_model()->set_seq_len(16);
-  t->mutable_model()->set_vocab(64);
+  t->mutable_model()->set_vocab(128);
   t->mutable_batch()->set_micro_batch(2);
   t->mutable_batch()->set_global_batch(2 * nodes * devices_per_node);
   t->set_steps(10);

@@ -41,6 +41,8 @@ constexpr int64_t kMaxDModel = 65536;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxSeqLen = 1048576;
 constexpr int64_t kMaxVocab = 10000000;
+// The built-in corpus is ASCII text, one token per byte.
+constexpr int64_t kBuiltinCorpusVocab = 128;
 constexpr int64_t kMaxSteps = 1000000000;
 constexpr double kMaxLr = 10.0;
 constexpr int64_t kMaxZeroStage = 3;
@@ -233,11 +235,10 @@ void CheckAttention(const v1::TrainerSpec& trainer, Problems* problems) {
         absl::StrCat("must be fused or materialized (or unset), got ", trainer.attention()));
     return;
   }
-  if (trainer.attention() != v1::ATTENTION_FUSED) return;
-  if (trainer.program_case() != v1::TrainerSpec::kBuiltin) {
-    problems->Add("trainer.attention",
-                  "must be unset or materialized for a command (fused is a setting of the "
-                  "builtin trainer), got fused");
+  // A command is checked only when it is the trainer binary, which validates its spec as a
+  // builtin job's.
+  if (trainer.attention() != v1::ATTENTION_FUSED ||
+      trainer.program_case() != v1::TrainerSpec::kBuiltin) {
     return;
   }
   if (trainer.precision() == v1::PRECISION_FP32) {
@@ -264,7 +265,14 @@ void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
   const bool d_model_ok = problems->InRange("trainer.model.d_model", m.d_model(), 1, kMaxDModel);
   const bool heads_ok = problems->InRange("trainer.model.heads", m.heads(), 1, kMaxHeads);
   problems->InRange("trainer.model.seq_len", m.seq_len(), 1, kMaxSeqLen);
-  problems->InRange("trainer.model.vocab", m.vocab(), 1, kMaxVocab);
+  if (problems->InRange("trainer.model.vocab", m.vocab(), 1, kMaxVocab) &&
+      trainer.data().path().empty() && m.vocab() < kBuiltinCorpusVocab) {
+    problems->Add("trainer.model.vocab",
+                  absl::StrCat("must be >= ", kBuiltinCorpusVocab,
+                               " for the built-in corpus (ASCII byte tokens; data.path names "
+                               "your own), got ",
+                               m.vocab()));
+  }
   if (d_model_ok && heads_ok && m.d_model() % m.heads() != 0) {
     problems->Add("trainer.model.d_model",
                   absl::StrCat("must be divisible by heads (", m.heads(), "), got ", m.d_model()));

@@ -31,9 +31,9 @@ void ApplyDefaults(v1::JobSpec* spec);
 //    CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, RINGMASTER_*); no NUL byte in env values, argv,
 //    checkpoint.dir or data.path; the whole spec at most 64 KiB as JSON (what the agent passes);
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,
-//    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000; d_model divisible by
-//    heads; layers >= pipeline; heads divisible by tensor) and batch (micro_batch >= 1,
-//    micro_batch*seq_len <= 2^31-1,
+//    d_model <= 65536, heads <= 1024, seq_len <= 1048576, vocab <= 10000000, and >= 128 without
+//    data.path (the built-in corpus's ASCII bytes); d_model divisible by heads; layers >= pipeline;
+//    heads divisible by tensor) and batch (micro_batch >= 1, micro_batch*seq_len <= 2^31-1,
 //    global_batch >= 1 and divisible by micro_batch * data, by micro_batch alone when the planner
 //    chooses);
 //  - steps in [1, 10^9]; optimizer lr in (0, 10] (a command trainer may leave it 0), min_lr in
@@ -45,8 +45,8 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
 //  - precision: any enum value defined in job.proto;
-//  - attention: any enum value defined in job.proto; fused only for the builtin trainer, not with
-//    precision fp32, and with heads of 32 or 64 channels (d_model / heads).
+//  - attention: any enum value defined in job.proto; for the builtin trainer, fused not with
+//    precision fp32, and only with heads of 32 or 64 channels (d_model / heads).
 // NaN or infinite doubles are refused for every field. A long value is quoted back cut to its
 // first 64 bytes.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);

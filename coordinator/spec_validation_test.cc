@@ -75,6 +75,13 @@ TEST(SpecValidationTest, FusedAttentionIsValidForBf16HeadsOf32And64) {
   }
 }
 
+TEST(SpecValidationTest, ASmallVocabularyIsValidWithItsOwnData) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_trainer()->mutable_model()->set_vocab(64);
+  spec.mutable_trainer()->mutable_data()->set_path("/data/tokens.bin");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
   v1::JobSpec spec = ValidSpec();
   spec.clear_parallelism();
@@ -286,6 +293,9 @@ INSTANTIATE_TEST_SUITE_P(
          "trainer.model.vocab: must be in [1, 10000000], got -1"},
         {"VocabAbsurd", [](v1::JobSpec* s) { Model(s)->set_vocab(10000001); },
          "trainer.model.vocab: must be in [1, 10000000], got 10000001"},
+        {"VocabBelowTheBuiltinCorpus", [](v1::JobSpec* s) { Model(s)->set_vocab(64); },
+         "trainer.model.vocab: must be >= 128 for the built-in corpus (ASCII byte tokens; "
+         "data.path names your own), got 64"},
         {"DModelNotDivisibleByHeads", [](v1::JobSpec* s) { Model(s)->set_d_model(130); },
          "trainer.model.d_model: must be divisible by heads (4), got 130"},
         {"FewerLayersThanPipelineStages", [](v1::JobSpec* s) { Model(s)->set_layers(1); },
@@ -369,13 +379,6 @@ INSTANTIATE_TEST_SUITE_P(
          },
          "trainer.attention: fused needs heads of 32 or 64 channels (model.d_model / "
          "model.heads), got 128 / 8 = 16"},
-        {"AttentionFusedForACommand",
-         [](v1::JobSpec* s) {
-           s->mutable_trainer()->mutable_command()->add_argv("python3");
-           s->mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
-         },
-         "trainer.attention: must be unset or materialized for a command (fused is a setting of "
-         "the builtin trainer), got fused"},
         {"ZeroStageNegative", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(-1); },
          "trainer.zero_stage: must be in [0, 3], got -1"},
         {"ZeroStageAbsurd", [](v1::JobSpec* s) { s->mutable_trainer()->set_zero_stage(4); },

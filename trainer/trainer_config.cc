@@ -135,12 +135,6 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   c.zero_stage = t.zero_stage();
   c.data_path = t.data().path();
   c.data_seed = t.data().seed();
-  if (c.data_path.empty() && c.model.vocab < 128) {
-    return FieldError("trainer.model.vocab",
-                      absl::StrCat("must be >= 128 for the built-in corpus (ASCII byte tokens), "
-                                   "got ",
-                                   c.model.vocab));
-  }
   c.checkpoint.dir = env("RINGMASTER_CHECKPOINT_DIR").value_or(c.spec.checkpoint().dir());
   c.checkpoint.every_steps = c.spec.checkpoint().every_steps();
   c.checkpoint.keep = c.spec.checkpoint().keep();
