@@ -130,6 +130,23 @@ __device__ void WriteRows(bf16* dst, int64_t stride, int first_row, int T,
   }
 }
 
+// The probabilities of the lane's half row of scores, recomputed from the log-sum-exp (a
+// column's, lse[col * lse_step], or with lse_step 0 the row's): the row is token `row_token`, the
+// columns are tokens first_col.., queries of that key or keys of that query, and a key after its
+// query gets 0.
+__device__ void Probabilities(float (&p)[kHalfTile], const float* scores, int row_token,
+                              int first_col, bool columns_are_queries, const float* lse,
+                              int lse_step, float scale_log2) {
+  const int lane = threadIdx.x % 32, row = lane / 2, c0 = (lane % 2) * kHalfTile;
+#pragma unroll
+  for (int c = 0; c < kHalfTile; ++c) {
+    const int col_token = first_col + c0 + c;
+    const bool causal = columns_are_queries ? col_token >= row_token : col_token <= row_token;
+    p[c] = causal ? exp2f(scores[row * kScoreLd + c0 + c] * scale_log2 - lse[(c0 + c) * lse_step])
+                  : 0.0f;
+  }
+}
+
 // The score gradients dS = P * (dP - delta) (fp32 dP in `scores`, P in `p`, delta per column
 // column, or with delta_step 0 one for the row) replace the scores, as bf16 with leading dimension kGradLd.
 __device__ void ScoreGradientsInPlace(float* scores, float (&p)[kHalfTile], const float* delta,
@@ -295,13 +312,11 @@ __global__ void KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv
     RowsTimesTileT<kD>(scores, ka, queries);
     __syncwarp();
     float p[kHalfTile];
+    Probabilities(p, scores, key, qt * kTile, /*columns_are_queries=*/true, lse_tile, 1,
+                  pr.scale_log2);
 #pragma unroll
     for (int c = 0; c < kHalfTile; ++c) {
-      const int col = half * kHalfTile + c;
-      p[c] = qt * kTile + col >= key
-                 ? exp2f(scores[row * kScoreLd + col] * pr.scale_log2 - lse_tile[col])
-                 : 0.0f;
-      probs[row * kProbLd + col] = __float2bfloat16_rn(p[c]);
+      probs[row * kProbLd + half * kHalfTile + c] = __float2bfloat16_rn(p[c]);
     }
     __syncwarp();
     RowsTimesTileT<kD>(scores, va, grads);  // dP^T = V dout^T
@@ -351,13 +366,8 @@ __global__ void QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* 
     RowsTimesTileT<kD>(scores, qa, keys);
     __syncwarp();
     float p[kHalfTile];
-#pragma unroll
-    for (int c = 0; c < kHalfTile; ++c) {
-      const int col = half * kHalfTile + c;
-      p[c] = kt * kTile + col <= query
-                 ? exp2f(scores[row * kScoreLd + col] * pr.scale_log2 - row_lse)
-                 : 0.0f;
-    }
+    Probabilities(p, scores, query, kt * kTile, /*columns_are_queries=*/false, &row_lse, 0,
+                  pr.scale_log2);
     __syncwarp();
     RowsTimesTileT<kD>(scores, ga, values);  // dP = dout V^T
     ScoreGradientsInPlace(scores, p, &row_delta, 0);
