@@ -55,13 +55,14 @@ TYPED_TEST_SUITE(AttentionCudaTest, ElementTypes);
 // with the CPU reference. Outputs start as garbage: everything must be overwritten.
 template <typename T>
 void ExpectMatchesCpu(cublasHandle_t cublas, AttentionImpl impl, int B, int Tn, int C, int NH,
-                      int seed) {
+                      int seed, float range = 1) {
   using Tr = Traits<T>;
-  SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " NH=" << NH);
+  SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " NH=" << NH
+                                    << " inputs in +-" << range);
   const int64_t nqkv = int64_t{B} * Tn * 3 * C, natt = int64_t{B} * NH * Tn * Tn;
   const int64_t nout = int64_t{B} * Tn * C;
   const int64_t nstate = AttentionStateElements(impl, Tr::kType, B, Tn, NH);
-  const std::vector<float> qkv = RoundTo<T>(Uniform(nqkv, -1, 1, seed));
+  const std::vector<float> qkv = RoundTo<T>(Uniform(nqkv, -range, range, seed));
   const std::vector<float> dout = RoundTo<T>(Uniform(nout, -1, 1, seed + 1));
   std::vector<float> out(nout), att(natt), dqkv(nqkv), datt(natt);
   AttentionForwardCpu(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
@@ -130,6 +131,16 @@ TEST_F(FusedAttentionTest, ForwardAndBackwardMatchCpu) {
   }
 }
 
+// Inputs in [-3, 3]: scores up to about 9 * 64 / 8 = 72, peaked rows, and a running maximum that
+// moves by far more than the bf16 rounding from one key tile to the next (the online softmax's
+// rescaling). The errors grow with the values; the same relative tolerance.
+TEST_F(FusedAttentionTest, LargeScoresMatchCpu) {
+  int seed = 200;
+  for (auto [B, Tn, C, NH] : {std::tuple{2, 130, 64, 2}, {1, 256, 64, 1}}) {
+    ExpectMatchesCpu<__nv_bfloat16>(cublas_, AttentionImpl::kFused, B, Tn, C, NH, seed += 2, 3);
+  }
+}
+
 TEST(ChooseAttentionTest, FusedOnlyForBf16HeadsOf32Or64WhenAllowed) {
   EXPECT_EQ(ChooseAttention(ElementType::kBF16, 768, 12, true), AttentionImpl::kFused);
   EXPECT_EQ(ChooseAttention(ElementType::kBF16, 768, 24, true), AttentionImpl::kFused);
@@ -150,10 +161,18 @@ TEST_F(FusedAttentionTest, RefusesFp32AndMisalignedTensors) {
                                  lse.get(), qkv.get(), B, Tn, C, NH, nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  DeviceArray<__nv_bfloat16> qkv16(B * Tn * 3 * C + 1), out16(B * Tn * C);
+  DeviceArray<__nv_bfloat16> qkv16(B * Tn * 3 * C + 1), out16(B * Tn * C),
+      lse16(2 * B * NH * Tn + 1);
   EXPECT_FALSE(AttentionForwardCuda(AttentionImpl::kFused, cublas_, ElementType::kBF16, out16.get(),
                                     lse.get(), qkv16.get() + 1, B, Tn, C, NH, nullptr)
                    .ok());
+  // The fp32 state carved at an odd bf16 offset.
+  EXPECT_FALSE(AttentionForwardCuda(AttentionImpl::kFused, cublas_, ElementType::kBF16, out16.get(),
+                                    lse16.get() + 1, qkv16.get(), B, Tn, C, NH, nullptr)
+                   .ok());
+  EXPECT_TRUE(AttentionForwardCuda(AttentionImpl::kFused, cublas_, ElementType::kBF16, out16.get(),
+                                   lse16.get(), qkv16.get(), B, Tn, C, NH, nullptr)
+                  .ok());
 }
 
 }  // namespace

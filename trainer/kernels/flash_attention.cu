@@ -17,8 +17,9 @@ using device::Pack16;
 using device::StorePack;
 
 // A block is four warps; each warp owns 16 rows (one wmma tile) of the block's 64 query rows
-// (forward, dQ) or key rows (dK, dV), and within its rows lane l works on row l / 2, half l % 2
-// of the columns.
+// (forward, dQ) or key rows (dK, dV), and within its rows lane l works on row l / 2: on the score
+// columns of parity l % 2 (ScoreColumn: interleaved, so that a warp's shared-memory accesses
+// fall in twice as many banks), and on half l % 2 of the output channels.
 constexpr int kTile = 64;
 constexpr int kWarps = kTile / 16;
 constexpr int kThreads = kWarps * 32;
@@ -29,6 +30,9 @@ constexpr int kHalfTile = kTile / 2;
 constexpr int kScoreLd = kTile + 4;
 constexpr int kProbLd = kTile + 8;
 constexpr int kGradLd = 2 * kScoreLd;
+
+// The lane's c-th score column (of kHalfTile) in its row.
+__device__ __forceinline__ int ScoreColumn(int c, int half) { return 2 * c + half; }
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
@@ -137,13 +141,12 @@ __device__ void WriteRows(bf16* dst, int64_t stride, int first_row, int T,
 __device__ void Probabilities(float (&p)[kHalfTile], const float* scores, int row_token,
                               int first_col, bool columns_are_queries, const float* lse,
                               int lse_step, float scale_log2) {
-  const int lane = threadIdx.x % 32, row = lane / 2, c0 = (lane % 2) * kHalfTile;
+  const int lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
 #pragma unroll
   for (int c = 0; c < kHalfTile; ++c) {
-    const int col_token = first_col + c0 + c;
+    const int col = ScoreColumn(c, half), col_token = first_col + col;
     const bool causal = columns_are_queries ? col_token >= row_token : col_token <= row_token;
-    p[c] = causal ? exp2f(scores[row * kScoreLd + c0 + c] * scale_log2 - lse[(c0 + c) * lse_step])
-                  : 0.0f;
+    p[c] = causal ? exp2f(scores[row * kScoreLd + col] * scale_log2 - lse[col * lse_step]) : 0.0f;
   }
 }
 
@@ -151,16 +154,19 @@ __device__ void Probabilities(float (&p)[kHalfTile], const float* scores, int ro
 // column, or with delta_step 0 one for the row) replace the scores, as bf16 with leading dimension kGradLd.
 __device__ void ScoreGradientsInPlace(float* scores, float (&p)[kHalfTile], const float* delta,
                                       int delta_step) {
-  const int lane = threadIdx.x % 32, row = lane / 2, c0 = (lane % 2) * kHalfTile;
+  const int lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
   __syncwarp();
 #pragma unroll
   for (int c = 0; c < kHalfTile; ++c) {
-    p[c] *= scores[row * kScoreLd + c0 + c] - delta[(c0 + c) * delta_step];
+    const int col = ScoreColumn(c, half);
+    p[c] *= scores[row * kScoreLd + col] - delta[col * delta_step];
   }
   __syncwarp();  // every lane has read its scores before any are overwritten
   bf16* grads = reinterpret_cast<bf16*>(scores);
 #pragma unroll
-  for (int c = 0; c < kHalfTile; ++c) grads[row * kGradLd + c0 + c] = __float2bfloat16_rn(p[c]);
+  for (int c = 0; c < kHalfTile; ++c) {
+    grads[row * kGradLd + ScoreColumn(c, half)] = __float2bfloat16_rn(p[c]);
+  }
   __syncwarp();
 }
 
@@ -205,7 +211,7 @@ __global__ void ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr
     float x[kHalfTile], tile_max = -INFINITY;
 #pragma unroll
     for (int c = 0; c < kHalfTile; ++c) {
-      const int col = half * kHalfTile + c;
+      const int col = ScoreColumn(c, half);
       x[c] = kt * kTile + col <= query ? scores[row * kScoreLd + col] * pr.scale_log2 : -INFINITY;
       tile_max = fmaxf(tile_max, x[c]);
     }
@@ -216,7 +222,7 @@ __global__ void ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr
     for (int c = 0; c < kHalfTile; ++c) {
       const float e = exp2f(x[c] - m_new);
       sum += e;
-      probs[row * kProbLd + half * kHalfTile + c] = __float2bfloat16_rn(e);
+      probs[row * kProbLd + ScoreColumn(c, half)] = __float2bfloat16_rn(e);
     }
     l = l * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
     m = m_new;
@@ -316,7 +322,7 @@ __global__ void KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv
                   pr.scale_log2);
 #pragma unroll
     for (int c = 0; c < kHalfTile; ++c) {
-      probs[row * kProbLd + half * kHalfTile + c] = __float2bfloat16_rn(p[c]);
+      probs[row * kProbLd + ScoreColumn(c, half)] = __float2bfloat16_rn(p[c]);
     }
     __syncwarp();
     RowsTimesTileT<kD>(scores, va, grads);  // dP^T = V dout^T
@@ -400,10 +406,18 @@ Problem MakeProblem(int T, int C, int NH) {
   return Problem{T, C, NH, scale, scale * 1.4426950408889634f};
 }
 
-bool Launchable(int B, int T, std::initializer_list<const void*> tensors) {
-  if (B <= 0 || T <= 0 || (T + kTile - 1) / kTile > 65535) return false;
-  for (const void* p : tensors) {
+// The grid fits (a dim3's y, and the delta kernel's blocks an int's x), the bf16 tensors are
+// 16-byte aligned and the fp32 ones 4-byte aligned.
+bool Launchable(int B, int T, int NH, std::initializer_list<const void*> bf16_tensors,
+                std::initializer_list<const void*> fp32_tensors) {
+  if ((T + kTile - 1) / kTile > 65535 || int64_t{B} * NH * T / 256 >= (int64_t{1} << 31)) {
+    return false;
+  }
+  for (const void* p : bf16_tensors) {
     if (!Aligned(p)) return false;
+  }
+  for (const void* p : fp32_tensors) {
+    if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return false;
   }
   return true;
 }
@@ -417,7 +431,8 @@ bool FlashAttentionSupports(int C, int NH) {
 cudaError_t LaunchFlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T,
                                         int C, int NH, cudaStream_t stream) {
   ClearStaleError();
-  if (!Launchable(B, T, {out, qkv})) return cudaErrorInvalidValue;
+  if (B <= 0 || T <= 0) return cudaSuccess;  // nothing to compute
+  if (!Launchable(B, T, NH, {out, qkv}, {lse})) return cudaErrorInvalidValue;
   const dim3 grid(B * NH, (T + kTile - 1) / kTile);
   if (!WithHead(C, NH, [&](auto d) {
         constexpr int kD = decltype(d)::value;
@@ -432,13 +447,15 @@ cudaError_t LaunchFlashAttentionBackward(bf16* dqkv, float* delta, const bf16* d
                                          const bf16* out, const bf16* qkv, const float* lse, int B,
                                          int T, int C, int NH, cudaStream_t stream) {
   ClearStaleError();
-  if (!Launchable(B, T, {dqkv, dout, out, qkv})) return cudaErrorInvalidValue;
+  if (B <= 0 || T <= 0) return cudaSuccess;
+  if (!Launchable(B, T, NH, {dqkv, dout, out, qkv}, {delta, lse})) return cudaErrorInvalidValue;
   const dim3 grid(B * NH, (T + kTile - 1) / kTile);
   const int64_t rows = int64_t{B} * NH * T;
   const Problem pr = MakeProblem(T, C, NH);
   if (!WithHead(C, NH, [&](auto d) {
         constexpr int kD = decltype(d)::value;
-        DeltaKernel<kD><<<(rows + 255) / 256, 256, 0, stream>>>(delta, dout, out, B, pr);
+        const int64_t blocks = (rows + 255) / 256;  // below 2^31 (Launchable)
+        DeltaKernel<kD><<<blocks, 256, 0, stream>>>(delta, dout, out, B, pr);
         KeysBackwardKernel<kD><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, pr);
         QueriesBackwardKernel<kD><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, pr);
       })) {

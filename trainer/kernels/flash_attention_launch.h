@@ -22,8 +22,9 @@ namespace ringmaster::kernels {
 // Whether the kernels take heads of C / NH channels: 32 or 64 (every GPT-2 size has 64).
 bool FlashAttentionSupports(int C, int NH);
 
-// out and lse overwritten. The bf16 tensors must be 16-byte aligned (cudaErrorInvalidValue
-// otherwise, as for a shape FlashAttentionSupports refuses).
+// out and lse overwritten. The bf16 tensors must be 16-byte aligned and the fp32 ones 4-byte
+// aligned (cudaErrorInvalidValue otherwise, as for a shape FlashAttentionSupports refuses, or
+// more than 65535 64-row tiles). B or T of 0: nothing to do.
 cudaError_t LaunchFlashAttentionForward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
                                         int B, int T, int C, int NH, cudaStream_t stream);
 
