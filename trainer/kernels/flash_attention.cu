@@ -177,7 +177,8 @@ struct Problem {
 
 // Grid (B * NH, query tiles), the longest rows' tiles first.
 template <int kD>
-__global__ void ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr) {
+__global__ void __launch_bounds__(kThreads, 3)
+    ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr) {
   using H = Head<kD>;
   __shared__ __align__(32) bf16 keys[kTile * H::kLd];
   __shared__ __align__(32) bf16 values[kTile * H::kLd];

@@ -130,6 +130,8 @@ void SetLastError(cudaError_t error);
 #define __host__
 #undef __forceinline__
 #define __forceinline__ inline
+#undef __launch_bounds__
+#define __launch_bounds__(...)  // register allocation is nvcc's
 #undef __shared__
 #define __shared__ static  // blocks run one at a time: a static is the block's shared memory
 
