@@ -31,7 +31,6 @@
 #include "trainer/cuda/cuda_device.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/gpu_peak.h"
-#include "trainer/kernels/attention_cuda.h"
 #include "trainer/model/gpt.h"
 #include "trainer/model/random.h"
 #include "trainer/optim/adamw_optimizer.h"
@@ -107,16 +106,10 @@ absl::Status Bench::Setup() {
   options.fuse_bias = options.fuse_gelu = absl::GetFlag(FLAGS_fuse);
   const std::string attention = absl::GetFlag(FLAGS_attention);
   if (attention != "materialized" && attention != "fused") {
-    return FieldError("--attention", "must be materialized or fused");
+    return FieldError("--attention",
+                      absl::StrCat("must be materialized or fused, got \"", attention, "\""));
   }
   options.fuse_attention = attention == "fused";
-  if (options.fuse_attention &&
-      kernels::ChooseAttention(
-          dtype == "bf16" ? kernels::ElementType::kBF16 : kernels::ElementType::kF32,
-          absl::GetFlag(FLAGS_d_model), absl::GetFlag(FLAGS_heads),
-          true) != kernels::AttentionImpl::kFused) {
-    return FieldError("--attention", "fused needs --dtype=bf16 and heads of 32 or 64 channels");
-  }
   ASSIGN_OR_RETURN(device_, MakeCudaDevice(absl::GetFlag(FLAGS_device), options));
   ASSIGN_OR_RETURN(config_,
                    GptConfig::Create(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_d_model),
@@ -245,8 +238,8 @@ absl::Status Main() {
       "device | metrics reporting on vs off: %s\n",
       bench.device().description().c_str(), c.ToString().c_str(),
       absl::GetFlag(FLAGS_dtype).c_str(), absl::GetFlag(FLAGS_batch), c.seq_len,
-      absl::GetFlag(FLAGS_tokens).c_str(), absl::GetFlag(FLAGS_attention).c_str(), tok_s, 100 * mfu,
-      peak.explanation.c_str(), main.median_seconds * 1e3, steps, main.last_loss,
+      absl::GetFlag(FLAGS_tokens).c_str(), bench.device().AttentionKind(c.d_model, c.heads), tok_s,
+      100 * mfu, peak.explanation.c_str(), main.median_seconds * 1e3, steps, main.last_loss,
       bench.device().peak_allocated_bytes() / double{1 << 30},
       (total_bytes - free_bytes) / double{1 << 30}, overhead.c_str());
   return absl::OkStatus();

@@ -204,7 +204,8 @@ void Estimate(const v1::JobSpec& spec, int64_t parameters, Candidate* c) {
   const double s = model.seq_len();
   const double hidden = model.d_model();
   const double tokens_x_hidden = s * micro * hidden;  // s*b*d elements.
-  // Fused attention keeps no s*s scores or probabilities: the 5*a*s term goes.
+  // Fused attention keeps no s*s scores or probabilities: the 5*a*s term goes (Estimate is only
+  // for the builtin trainer, whose setting it is).
   const double per_token_attention =
       trainer.attention() == v1::ATTENTION_FUSED ? 0.0 : 5.0 * model.heads() * s;
   c->activation_bytes =

@@ -226,7 +226,6 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
   }
 }
 
-// Model and batch rules of the built-in GPT trainer. `layout` is null when the planner chooses.
 // Fused attention: the built-in trainer's bf16 kernels, for heads of 32 or 64 channels.
 void CheckAttention(const v1::TrainerSpec& trainer, Problems* problems) {
   if (!v1::Attention_IsValid(trainer.attention())) {
@@ -258,6 +257,7 @@ void CheckAttention(const v1::TrainerSpec& trainer, Problems* problems) {
   }
 }
 
+// Model and batch rules of the built-in GPT trainer. `layout` is null when the planner chooses.
 void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
               Problems* problems) {
   const v1::ModelSpec& m = trainer.model();

@@ -25,26 +25,43 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   return spec;
 }
 
-// Streams WatchJob; returns the final state seen.
+// Streams WatchJob; returns the final state seen. A watch the coordinator cuts because it fell
+// behind (RESOURCE_EXHAUSTED: this end read too slowly, e.g. into a stalled pipe) is resumed
+// after the last event printed, so every event is printed once, in order (progress snapshots
+// missed meanwhile are not replayed: they are not stored). The coordinator cuts only a watch
+// 1,024 updates behind, so each resume follows updates this end read; a RESOURCE_EXHAUSTED before
+// any update (an oversized event, which the replay sends first) ends the watch instead.
 absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
                                     std::ostream& out) {
-  auto context = client.Context(/*streaming=*/true);
-  v1::WatchJobRequest request;
-  request.set_job_id(id);
-  auto reader = client.jobs()->WatchJob(context.get(), request);
-  v1::WatchJobResponse update;
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
-  while (reader->Read(&update)) {
-    state = update.state();
-    if (update.has_event()) {
-      out << FormatEvent(update.event()) << "\n";
-    } else if (update.has_progress()) {
-      out << "progress  " << FormatProgress(update.progress()) << "\n";
+  int64_t after = 0;
+  while (true) {
+    auto context = client.Context(/*streaming=*/true);
+    v1::WatchJobRequest request;
+    request.set_job_id(id);
+    request.set_after_sequence(after);
+    auto reader = client.jobs()->WatchJob(context.get(), request);
+    v1::WatchJobResponse update;
+    bool got_updates = false;
+    while (reader->Read(&update)) {
+      got_updates = true;
+      state = update.state();
+      if (update.has_event()) {
+        out << FormatEvent(update.event()) << "\n";
+        after = update.event().sequence();
+      } else if (update.has_progress()) {
+        out << "progress  " << FormatProgress(update.progress()) << "\n";
+      }
+      out.flush();
     }
-    out.flush();
+    const grpc::Status status = reader->Finish();
+    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED || !got_updates) {
+      RETURN_IF_ERROR(client.Check(status));
+      return state;
+    }
+    out << "(the coordinator cut this watch, which fell behind; resuming after event " << after
+        << ")\n";
   }
-  RETURN_IF_ERROR(client.Check(reader->Finish()));
-  return state;
 }
 
 // JSON (as protobuf maps it) re-emitted as block YAML.

@@ -14,8 +14,8 @@ namespace ringmaster::ctl {
 absl::Status InputError(absl::Status status);
 bool IsInputError(const absl::Status& status);
 
-// submit -f FILE [--wait]: with `wait`, streams events until the job ends and fails unless it
-// SUCCEEDED.
+// submit -f FILE [--wait]: with `wait`, streams events as Watch does until the job ends and
+// fails unless it SUCCEEDED.
 absl::Status Submit(const Client& client, const std::string& file, bool wait,
                     const std::string& request_id, std::ostream& out);
 // get jobs
@@ -36,7 +36,9 @@ absl::Status Cancel(const Client& client, const std::string& id, const std::stri
 // the job leaves its generation first.
 absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
                         absl::Duration timeout, std::ostream& out);
-// watch ID: events and live progress until the job ends (or the stream breaks).
+// watch ID: events and live progress until the job ends (or the stream breaks). A watch the
+// coordinator cuts for falling behind (RESOURCE_EXHAUSTED) is watched again after the last event
+// printed: each event is printed once, in order.
 absl::Status Watch(const Client& client, const std::string& id, std::ostream& out);
 // logs ID --rank N [--follow]: the rank's stdout and stderr, read through the coordinator.
 absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,

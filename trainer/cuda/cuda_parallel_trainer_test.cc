@@ -14,7 +14,9 @@
 // every rank agrees, and the curve stays within 2e-3 relative of the one-GPU bf16 curve: the
 // layouts round other partial sums to bf16 (8 significant bits), which the loss, a mean over
 // every token, mostly averages out (1.1e-4 seen under emulation, whose kernels round as the
-// GPU's do); a bf16 all-reduce that drops a rank moves it by 1.2e-2 or more.
+// GPU's do); a bf16 all-reduce that drops a rank moves it by 1.2e-2 or more. One bf16 layout
+// runs the fused attention kernels (2 heads of 32 channels, one per tensor-parallel rank)
+// against one GPU running them too.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -42,9 +44,12 @@ constexpr int kSeq = testing::kLayoutTestSeq;
 struct Layout {
   int tp = 1, pp = 1, dp = 1, zero = 0;
   DType dtype = DType::kF32;
+  // The fused attention kernels, on a model whose heads have 32 channels (bf16 only).
+  bool fused = false;
   int world() const { return tp * pp * dp; }
   std::string name() const {
-    return absl::StrCat("TP=", tp, " PP=", pp, " DP=", dp, " ZeRO-", zero, " ", DTypeName(dtype));
+    return absl::StrCat("TP=", tp, " PP=", pp, " DP=", dp, " ZeRO-", zero, " ", DTypeName(dtype),
+                        fused ? " fused attention" : "");
   }
 };
 
@@ -57,14 +62,23 @@ std::vector<std::vector<double>> Train(const Layout& layout) {
     const RankPlace place = RankPlace::Of(rank, layout.tp, layout.pp, layout.dp);
     CudaDeviceOptions device_options;
     device_options.compute_dtype = layout.dtype;
+    device_options.fuse_attention = layout.fused;
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, MakeCudaDevice(rank, device_options));
+    const GptConfig model = layout.fused
+                                ? *GptConfig::Create(4, 64, 2, kSeq, testing::kLayoutTestVocab)
+                                : testing::LayoutTestModel();
+    // Each rank's heads (tensor parallelism splits them) keep their 32 channels.
+    if (layout.fused && std::string(device->AttentionKind(model.d_model / layout.tp,
+                                                          model.heads / layout.tp)) != "fused") {
+      return absl::InternalError("the fused attention kernels were not taken");
+    }
     ASSIGN_OR_RETURN(ParallelGroups groups,
                      ConnectParallelGroups(place, [&](const std::string& name, int r, int n) {
                        return ConnectNccl(name, r, n, &store,
                                           NcclOptionsFor(*device, absl::Seconds(120)));
                      }));
     ParallelTrainerOptions o;
-    o.model = testing::LayoutTestModel();
+    o.model = model;
     o.place = place;
     o.micro_batch = kMicroBatch;
     o.microbatches = kGlobalBatch / (kMicroBatch * layout.dp);
@@ -108,6 +122,7 @@ TEST_P(CudaParallelTrainerTest, MatchesOneGpu) {
   const Layout layout = GetParam();
   Layout solo;
   solo.dtype = layout.dtype;
+  solo.fused = layout.fused;
   const std::vector<double> want = Train(solo)[0];
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   const std::vector<std::vector<double>> got = Train(layout);
@@ -127,17 +142,17 @@ TEST_P(CudaParallelTrainerTest, MatchesOneGpu) {
               got[0].front(), got[0].back(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, CudaParallelTrainerTest,
-                         ::testing::Values(Layout{2, 1, 1, 0}, Layout{1, 2, 1, 0},
-                                           Layout{2, 2, 1, 0}, Layout{1, 1, 2, 1},
-                                           Layout{2, 1, 2, 3}, Layout{2, 2, 2, 2},
-                                           Layout{2, 2, 1, 0, DType::kBF16},
-                                           Layout{2, 1, 2, 1, DType::kBF16}),
-                         [](const ::testing::TestParamInfo<Layout>& info) {
-                           const Layout& l = info.param;
-                           return absl::StrCat("tp", l.tp, "_pp", l.pp, "_dp", l.dp, "_zero",
-                                               l.zero, "_", DTypeName(l.dtype));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, CudaParallelTrainerTest,
+    ::testing::Values(Layout{2, 1, 1, 0}, Layout{1, 2, 1, 0}, Layout{2, 2, 1, 0},
+                      Layout{1, 1, 2, 1}, Layout{2, 1, 2, 3}, Layout{2, 2, 2, 2},
+                      Layout{2, 2, 1, 0, DType::kBF16}, Layout{2, 1, 2, 1, DType::kBF16},
+                      Layout{2, 2, 1, 0, DType::kBF16, true}),
+    [](const ::testing::TestParamInfo<Layout>& info) {
+      const Layout& l = info.param;
+      return absl::StrCat("tp", l.tp, "_pp", l.pp, "_dp", l.dp, "_zero", l.zero, "_",
+                          DTypeName(l.dtype), l.fused ? "_fused" : "");
+    });
 
 }  // namespace
 }  // namespace ringmaster::trainer

@@ -151,8 +151,9 @@ bool ReleaseBarriers(Block& b) {
     }
     if (waiting == 0 || waiting != live) continue;
     if (live != 32) {
-      Fail(cudaErrorLaunchFailure, "full-mask warp shuffle in a warp of " + std::to_string(live) +
-                                       " live lanes (" + Where(b.fibers[warp * 32]) + ")");
+      Fail(cudaErrorLaunchFailure, "full-mask warp shuffle or __syncwarp in a warp of " +
+                                       std::to_string(live) + " live lanes (" +
+                                       Where(b.fibers[warp * 32]) + ")");
     }
     for (int i = warp * 32; i < std::min(n, warp * 32 + 32); ++i) {
       if (b.fibers[i].state == State::kWarpBarrier) b.fibers[i].state = State::kReady;
@@ -209,10 +210,10 @@ void RunBlock(Block& b) {
         at_warp += f.state == State::kWarpBarrier;
         done += f.state == State::kDone;
       }
-      Fail(cudaErrorLaunchFailure, "deadlock in " + Where(b.fibers[0]) + ": " +
-                                       std::to_string(at_block) + " threads at __syncthreads, " +
-                                       std::to_string(at_warp) + " at a warp shuffle, " +
-                                       std::to_string(done) + " exited");
+      Fail(cudaErrorLaunchFailure,
+           "deadlock in " + Where(b.fibers[0]) + ": " + std::to_string(at_block) +
+               " threads at __syncthreads, " + std::to_string(at_warp) +
+               " at a warp shuffle or __syncwarp, " + std::to_string(done) + " exited");
       return;  // the block's fibers are abandoned (their stacks are reused)
     }
   }

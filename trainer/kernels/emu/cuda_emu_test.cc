@@ -1,7 +1,8 @@
-// The emulator itself (cuda_emu.h): thread and block indices, barriers, warp shuffles, and what
-// it must refuse or report: shapes a GPU would not launch, barriers some threads never reach,
-// shuffles over exited lanes, and a read of shared memory that lacks its barrier (caught by
-// running the threads in both orders).
+// The emulator itself (cuda_emu.h): thread and block indices, barriers, warp shuffles,
+// __syncwarp, tensor-core tiles (wmma_emu.h), and what it must refuse or report: shapes a GPU
+// would not launch, barriers some threads never reach, shuffles over exited lanes, misaligned
+// tiles, and a read of shared memory that lacks its barrier (caught by running the threads in
+// both orders).
 #include "trainer/kernels/emu/cuda_emu.h"
 
 #include <vector>
@@ -98,7 +99,8 @@ TEST(CudaEmuTest, AFullMaskShuffleInAPartialWarpIsAFailure) {
   std::vector<float> sums(40);
   emu::Launch(emu::MakeConfig(1, 40), [&] { CountAndShuffle(counts.data(), sums.data()); });
   EXPECT_EQ(emu::GetLastError(), cudaErrorLaunchFailure);
-  EXPECT_THAT(emu::TakeFailures(), HasSubstr("full-mask warp shuffle in a warp of 8 live lanes"));
+  EXPECT_THAT(emu::TakeFailures(),
+              HasSubstr("full-mask warp shuffle or __syncwarp in a warp of 8 live lanes"));
 }
 
 // Half of warp 0 waits at the block barrier while its other half waits in a shuffle.
@@ -152,6 +154,90 @@ TEST(CudaEmuTest, ShapesAGpuRefusesAreInvalidConfigurations) {
   }
   EXPECT_EQ(unused, 0);
   EXPECT_EQ(emu::GetLastError(), cudaSuccess);  // read once, then cleared
+}
+
+namespace wmma = nvcuda::wmma;
+
+// d = a b + c over one 16x16x16 tile: a row-major (leading dimension 24), b stored transposed
+// (column-major, 32), c read column-major (20) and d written row-major (16).
+__global__ void TileMultiply(const __nv_bfloat16* a, const __nv_bfloat16* b_t, const float* c,
+                             float* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a, 24);
+  wmma::load_matrix_sync(fb, b_t, 32);
+  wmma::load_matrix_sync(acc, c, 20, wmma::mem_col_major);
+  wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
+
+TEST(CudaEmuTest, TensorCoreTilesFollowTheDocumentedLayouts) {
+  alignas(32) __nv_bfloat16 a[16 * 24], b_t[16 * 32];
+  alignas(32) float c[16 * 20], d[16 * 16];
+  auto A = [](int m, int k) { return static_cast<float>((m * 3 + k * 5) % 7 - 3); };
+  auto B = [](int k, int n) { return static_cast<float>((k * 2 + n * 7) % 5 - 2); };
+  auto Cv = [](int m, int n) { return static_cast<float>(m * 16 + n) / 4; };
+  for (int m = 0; m < 16; ++m) {
+    for (int k = 0; k < 16; ++k) a[m * 24 + k] = __float2bfloat16(A(m, k));
+  }
+  for (int k = 0; k < 16; ++k) {
+    for (int n = 0; n < 16; ++n) b_t[n * 32 + k] = __float2bfloat16(B(k, n));
+  }
+  for (int m = 0; m < 16; ++m) {
+    for (int n = 0; n < 16; ++n) c[n * 20 + m] = Cv(m, n);
+  }
+  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a, b_t, c, d); });
+  ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+  for (int m = 0; m < 16; ++m) {
+    for (int n = 0; n < 16; ++n) {
+      float want = Cv(m, n);
+      for (int k = 0; k < 16; ++k) want += A(m, k) * B(k, n);  // small integers: exact
+      EXPECT_EQ(d[m * 16 + n], want) << m << "," << n;
+    }
+  }
+}
+
+TEST(CudaEmuTest, TensorCoreTilesRefuseWhatAGpuWouldFaultOn) {
+  alignas(32) __nv_bfloat16 a[16 * 24 + 8] = {}, b_t[16 * 32] = {};
+  alignas(32) float c[16 * 20] = {}, d[16 * 16 + 4] = {};
+  // A pointer 16 bytes off the 32-byte alignment; a leading dimension of 12 bf16 (24 bytes).
+  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a + 8, b_t, c, d); });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
+  EXPECT_THAT(emu::TakeFailures(),
+              HasSubstr("wmma::load_matrix_sync: pointer not 32-byte aligned"));
+  emu::Launch(emu::MakeConfig(1, 32), [&] {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, a, 12);
+  });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("leading dimension 12 not a multiple of 16 bytes"));
+  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a, b_t, c, d + 4); });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("wmma::store_matrix_sync"));
+}
+
+// Each lane publishes its index, then reads its neighbour's after __syncwarp.
+__global__ void PassToNeighbour(int* out) {
+  __shared__ int slots[64];
+  slots[threadIdx.x] = static_cast<int>(threadIdx.x);
+  __syncwarp();
+  out[threadIdx.x] = slots[threadIdx.x ^ 1];
+}
+
+TEST(CudaEmuTest, SyncWarpOrdersTheWarpsLanesAndNeedsAFullWarp) {
+  for (emu::Order order : {emu::Order::kForward, emu::Order::kReverse}) {
+    std::vector<int> out(64, -1);
+    emu::SetOrder(order);
+    emu::Launch(emu::MakeConfig(1, 64), [&] { PassToNeighbour(out.data()); });
+    emu::SetOrder(emu::Order::kAlternate);
+    ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+    for (int t = 0; t < 64; ++t) EXPECT_EQ(out[t], t ^ 1);
+  }
+  std::vector<int> out(40);
+  emu::Launch(emu::MakeConfig(1, 40), [&] { PassToNeighbour(out.data()); });
+  EXPECT_EQ(emu::GetLastError(), cudaErrorLaunchFailure);
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("__syncwarp in a warp of 8 live lanes"));
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+// ringctl's watch against a scripted JobService over loopback gRPC: a watch the coordinator cuts
+// for falling behind (RESOURCE_EXHAUSTED) is resumed after the last event printed, and every
+// event is printed once, in order; a RESOURCE_EXHAUSTED before any update is an error, not a
+// loop. (The cut itself is the coordinator's, tested in tests/ with a real one.)
+#include "ctl/commands.h"
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_server.h"
+#include "ctl/client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/security/server_credentials.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::ctl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::WatchJobResponse Event(int64_t sequence, const std::string& message,
+                           v1::JobState state = v1::JOB_STATE_RUNNING) {
+  v1::WatchJobResponse update;
+  update.set_state(state);
+  v1::JobEvent* e = update.mutable_event();
+  e->set_sequence(sequence);
+  e->set_kind(state == v1::JOB_STATE_RUNNING ? "placed" : "state");
+  e->set_state(state);
+  e->set_message(message);
+  return update;
+}
+
+// Answers each WatchJob call with the next script: its updates, then its status.
+class ScriptedJobs final : public v1::JobService::Service {
+ public:
+  struct Call {
+    std::vector<v1::WatchJobResponse> updates;
+    grpc::Status status;
+  };
+  explicit ScriptedJobs(std::vector<Call> calls) : calls_(std::move(calls)) {}
+
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::WatchJobResponse>* writer) override {
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      afters_.push_back(request->after_sequence());
+      if (next_ >= calls_.size()) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no more scripted calls");
+      }
+      call = calls_[next_++];
+    }
+    for (const v1::WatchJobResponse& u : call.updates) writer->Write(u);
+    return call.status;
+  }
+
+  std::vector<int64_t> afters() {
+    absl::MutexLock lock(&mu_);
+    return afters_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  const std::vector<Call> calls_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> afters_ ABSL_GUARDED_BY(mu_);
+};
+
+class WatchTest : public ::testing::Test {
+ protected:
+  void Serve(ScriptedJobs* jobs) {
+    GrpcServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.credentials = grpc::InsecureServerCredentials();
+    options.services = {jobs};
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ClientOptions client;
+    client.coordinator = "127.0.0.1:" + std::to_string(server_->port());
+    client.insecure = true;
+    absl::StatusOr<Client> connected = Client::Connect(client);
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    client_ = std::make_unique<Client>(std::move(*connected));
+  }
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(WatchTest, ACutWatchResumesAfterTheLastEventPrinted) {
+  const grpc::Status cut(grpc::StatusCode::RESOURCE_EXHAUSTED, "this watch fell behind");
+  v1::WatchJobResponse progress;
+  progress.set_state(v1::JOB_STATE_RUNNING);
+  progress.mutable_progress()->set_step(7);
+  ScriptedJobs jobs({
+      {{Event(1, "first"), Event(2, "second"), progress}, cut},
+      {{Event(3, "third")}, cut},
+      {{Event(4, "done", v1::JOB_STATE_SUCCEEDED)}, grpc::Status::OK},
+  });
+  Serve(&jobs);
+  std::ostringstream out;
+  ASSERT_TRUE(Watch(*client_, "job-1", out).ok()) << out.str();
+  EXPECT_THAT(jobs.afters(), ElementsAre(0, 2, 3));
+  const std::string text = out.str();
+  size_t at = 0;
+  for (const char* line : {"first", "second", "progress  step 7", "resuming after event 2", "third",
+                           "resuming after event 3", "done", "job job-1 ended SUCCEEDED"}) {
+    const size_t found = text.find(line, at);
+    ASSERT_NE(found, std::string::npos) << line << " in order in:\n" << text;
+    EXPECT_EQ(text.find(line, found + 1), std::string::npos) << line << " twice in:\n" << text;
+    at = found;
+  }
+}
+
+TEST_F(WatchTest, AResumedWatchCutBeforeAnyUpdateIsAnError) {
+  const grpc::Status cut(grpc::StatusCode::RESOURCE_EXHAUSTED, "this watch fell behind");
+  ScriptedJobs jobs({{{Event(1, "first"), Event(2, "second")}, cut}, {{}, cut}});
+  Serve(&jobs);
+  std::ostringstream out;
+  EXPECT_EQ(Watch(*client_, "job-1", out).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(jobs.afters(), ElementsAre(0, 2));
+}
+
+TEST_F(WatchTest, ACutBeforeAnyUpdateIsAnError) {
+  ScriptedJobs jobs({{{}, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no room")},
+                     {{Event(1, "never")}, grpc::Status::OK}});
+  Serve(&jobs);
+  std::ostringstream out;
+  const absl::Status status = Watch(*client_, "job-1", out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("no room"));
+  EXPECT_THAT(jobs.afters(), ElementsAre(0));
+}
+
+}  // namespace
+}  // namespace ringmaster::ctl
