@@ -269,7 +269,9 @@ std::string ModelReason(const v1::JobSpec& spec, int64_t parameters) {
   return absl::StrCat("model: ", parameters, " parameters (", m.layers(), " layers, d_model ",
                       m.d_model(), ", ", m.heads(), " heads, seq_len ", m.seq_len(), ", vocab ",
                       m.vocab(), " padded to ", PaddedVocab(m.vocab()), "); estimates for ",
-                      precision, ", ZeRO stage ", trainer.zero_stage());
+                      precision,
+                      trainer.attention() == v1::ATTENTION_FUSED ? ", fused attention" : "",
+                      ", ZeRO stage ", trainer.zero_stage());
 }
 
 std::string WorldReason(const v1::JobSpec& spec) {

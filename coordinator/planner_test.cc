@@ -114,6 +114,9 @@ TEST(PlanTest, FixedLayoutFiguresByHand) {
     absl::StatusOr<v1::PlanExplanation> fused_plan = Plan(fused, {});
     ASSERT_TRUE(fused_plan.ok()) << fused_plan.status();
     EXPECT_EQ(fused_plan->activation_bytes_per_microbatch(), 557056);
+    EXPECT_THAT(AllReasons(*fused_plan), HasSubstr("bf16 (precision unspecified), fused attention, "
+                                                   "ZeRO stage 0"));
+    EXPECT_THAT(AllReasons(*plan), Not(HasSubstr("fused")));
   }
   // s*b*d = 64*2*128 = 16,384 elements of 2 bytes (bf16: precision unspecified).
   // TP: 4 all-reduces * 2 layers * 4 microbatches * 2(2-1)/2 * 16,384 * 2 = 1,048,576.
