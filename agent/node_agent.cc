@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "agent/devices.h"
@@ -22,6 +23,22 @@ namespace {
 void CopyEnv(const char* name, std::map<std::string, std::string>* env) {
   const char* value = std::getenv(name);
   if (value != nullptr) (*env)[name] = value;
+}
+
+// 128 random bits from the kernel's generator (std::random_device reads it), as hex.
+std::string NewWorkerToken() {
+  std::random_device random;
+  std::string token;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  return token;
+}
+
+// a == b, in a time that does not depend on where they differ.
+bool SameSecret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
 }
 
 v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int pid,
@@ -342,6 +359,7 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
   env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
   env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
+  env["RINGMASTER_WORKER_TOKEN"] = NewWorkerToken();
   std::string spec_json;
   // A JobSpec always converts; on the impossible failure the variable is just empty.
   (void)google::protobuf::util::MessageToJsonString(spec, &spec_json);
@@ -445,6 +463,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
                               : supervisor_->Launch(*spec);
       if (pid.ok()) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
+        workers_[*pid].token = spec->env["RINGMASTER_WORKER_TOKEN"];
         watchdog_->Track(job.job_id(), job.generation(), a.rank(),
                          absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()));
       }
@@ -571,11 +590,17 @@ void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, Exit
   if (link_ != nullptr) link_->Send(message);
 }
 
-absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generation, int rank) const {
+absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generation, int rank,
+                                    const std::string& token) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [pid, w] : workers_) {
     if (w.job.job_id() == job_id && w.rank == rank && !w.exited) {
-      if (w.job.generation() == generation) return absl::OkStatus();
+      if (w.job.generation() == generation) {
+        if (SameSecret(token, w.token)) return absl::OkStatus();
+        return absl::PermissionDeniedError(absl::StrCat(
+            "worker.token: must be the RINGMASTER_WORKER_TOKEN rank ", rank, " of job ", job_id,
+            " was launched with, got ", token.empty() ? "none" : "another"));
+      }
       return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation, " of job ",
                                                         job_id, " (current ", w.job.generation(),
                                                         ")"));

@@ -6,8 +6,9 @@
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RESTART_COUNT) plus RINGMASTER_JOB, RINGMASTER_GENERATION,
 // RINGMASTER_AGENT_SOCKET, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
-// RINGMASTER_CHECKPOINT_DIR, CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and
-// the job's own `trainer.env` last.
+// RINGMASTER_CHECKPOINT_DIR, RINGMASTER_WORKER_TOKEN (the worker API's proof of identity: 128
+// random bits per launch), CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and
+// the job's own `trainer.env` last (it cannot name RINGMASTER_*: the coordinator refuses it).
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_NODE_AGENT_H_
@@ -82,9 +83,11 @@ class NodeAgent {
   // Handles one command (public for tests; the link calls it).
   void OnCommand(const v1::CoordinatorMessage& message);
 
-  // OK if (job, generation, rank) is a worker currently running here; FAILED_PRECONDITION
-  // ("stale generation" / "unknown worker") otherwise.
-  absl::Status CheckWorker(const std::string& job_id, int64_t generation, int rank) const;
+  // OK if (job, generation, rank) is a worker currently running here and `token` is the one it
+  // was launched with (RINGMASTER_WORKER_TOKEN); FAILED_PRECONDITION ("stale generation" /
+  // "unknown worker"), or PERMISSION_DENIED for another token, otherwise.
+  absl::Status CheckWorker(const std::string& job_id, int64_t generation, int rank,
+                           const std::string& token) const;
 
   // Proxies a rendezvous call to the coordinator and waits for its answer until `deadline`.
   // UNAVAILABLE if the coordinator cannot be reached by then.
@@ -126,6 +129,8 @@ class NodeAgent {
     int device = -1;  // RankAssignment.local_device
     // What the worker said of its exit through the worker API (NoteExitAnnounced), if it did.
     std::optional<ExitAnnouncement> announced;
+    // Its RINGMASTER_WORKER_TOKEN: the worker API's calls for it must carry it.
+    std::string token;
   };
 
   void Launch(const v1::LaunchWorkers& launch);

@@ -24,7 +24,7 @@ absl::Time Deadline(const grpc::ServerContext* context, absl::Duration timeout) 
 }  // namespace
 
 absl::Status WorkerService::Check(const v1::WorkerIdentity& worker) const {
-  return agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank());
+  return agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank(), worker.token());
 }
 
 bool WorkerService::TakeLinkCheckRequest(const v1::WorkerIdentity& worker) {

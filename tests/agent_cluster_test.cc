@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/oom_score.h"
 #include "agent/testing/memory_cgroup.h"
 #include "common/grpc_client.h"
@@ -138,6 +140,18 @@ class AgentClusterTest : public ::testing::Test {
       return pid;
     }
     return 0;
+  }
+
+  // The worker API token the agent launched the rank with (RINGMASTER_WORKER_TOKEN in the
+  // worker's /proc/PID/environ); "" if it cannot be read.
+  std::string WorkerToken(const std::string& job, int gen, int rank) {
+    const pid_t pid = WorkerPid(job, gen, rank);
+    if (pid <= 0) return "";
+    const std::string environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+    for (absl::string_view entry : absl::StrSplit(environ, '\0')) {
+      if (absl::ConsumePrefix(&entry, "RINGMASTER_WORKER_TOKEN=")) return std::string(entry);
+    }
+    return "";
   }
 
   // Waits until the job is SUCCEEDED, RESTARTING or FAILED, and returns `describe job`.
@@ -298,8 +312,10 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   }
   EXPECT_TRUE(seen_step);
 
-  // The answers of both agents to `base` as a step report of every rank in `generation`.
-  const auto report_everywhere = [&](int generation, const v1::ReportStepRequest& base) {
+  // The answers of both agents to `base` as a step report of every rank in `generation`, with
+  // each rank's token when `tokens`.
+  const auto report_everywhere = [&](int generation, const v1::ReportStepRequest& base,
+                                     bool tokens) {
     std::vector<grpc::Status> answers;
     for (const auto& socket : sockets_) {
       auto stub = v1::WorkerService::NewStub(
@@ -310,6 +326,7 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
         report.mutable_worker()->set_job_id(id);
         report.mutable_worker()->set_generation(generation);
         report.mutable_worker()->set_rank(rank);
+        if (tokens) report.mutable_worker()->set_token(WorkerToken(id, generation, rank));
         v1::ReportResponse response;
         answers.push_back(stub->ReportStep(&context, report, &response));
       }
@@ -319,9 +336,24 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   // A stale generation-1 identity is refused by the agent's worker API.
   v1::ReportStepRequest stale;
   stale.set_step(1);
-  for (const grpc::Status& status : report_everywhere(1, stale)) {
+  for (const grpc::Status& status : report_everywhere(1, stale, false)) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
+  // A live rank's identity without the rank's token is refused: no other process speaks for it.
+  v1::ReportStepRequest forged;
+  forged.set_step(1);
+  int denied = 0;
+  for (const grpc::Status& status : report_everywhere(2, forged, false)) {
+    if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      ++denied;
+      EXPECT_NE(status.error_message().find("worker.token: must be the RINGMASTER_WORKER_TOKEN"),
+                std::string::npos)
+          << status.error_message();
+    } else {  // the rank runs on the other agent
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    }
+  }
+  EXPECT_EQ(denied, 4);
   // A live worker's report with a label that would become a junk series is refused, naming it.
   v1::ReportStepRequest bad;
   bad.set_step(1000000);
@@ -329,7 +361,7 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   stat->set_op("all_reduce");
   stat->set_group("dp0 step=1000000");
   int refused = 0;
-  for (const grpc::Status& status : report_everywhere(2, bad)) {
+  for (const grpc::Status& status : report_everywhere(2, bad, true)) {
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       ++refused;
       EXPECT_NE(status.error_message().find("collectives[0].group: must be 1 to 64 characters"),

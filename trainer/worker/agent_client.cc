@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<AgentClient>> AgentClient::FromEnvironment(const 
   }
   identity.set_generation(generation);
   identity.set_rank(rank);
+  identity.set_token(env("RINGMASTER_WORKER_TOKEN").value_or(""));
   auto channel = MakeChannel(*socket, grpc::InsecureChannelCredentials());
   return std::unique_ptr<AgentClient>(
       new AgentClient(v1::WorkerService::NewStub(channel), std::move(identity)));

@@ -1,5 +1,6 @@
 // A worker's side of the worker API (proto/ringmaster/v1/worker.proto): the agent's Unix socket,
-// identified by RINGMASTER_JOB, RINGMASTER_GENERATION and RANK. It is the rendezvous store the
+// identified by RINGMASTER_JOB, RINGMASTER_GENERATION and RANK, proven by
+// RINGMASTER_WORKER_TOKEN. It is the rendezvous store the
 // communicators are built from, and where step reports, phases and the exit reason go.
 //
 // Thread-safe. Every call has a deadline; errors come back as the agent's status (UNAVAILABLE
