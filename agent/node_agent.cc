@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "agent/devices.h"
@@ -14,6 +13,7 @@
 #include "common/checkpoint_grace.h"
 #include "common/logging.h"
 #include "common/one_line.h"
+#include "common/secret.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -23,22 +23,6 @@ namespace {
 void CopyEnv(const char* name, std::map<std::string, std::string>* env) {
   const char* value = std::getenv(name);
   if (value != nullptr) (*env)[name] = value;
-}
-
-// 128 random bits from the kernel's generator (std::random_device reads it), as hex.
-std::string NewWorkerToken() {
-  std::random_device random;
-  std::string token;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
-  return token;
-}
-
-// a == b, in a time that does not depend on where they differ.
-bool SameSecret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return differ == 0;
 }
 
 v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int pid,
@@ -359,7 +343,6 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
   env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
   env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
-  env["RINGMASTER_WORKER_TOKEN"] = NewWorkerToken();
   std::string spec_json;
   // A JobSpec always converts; on the impossible failure the variable is just empty.
   (void)google::protobuf::util::MessageToJsonString(spec, &spec_json);
@@ -372,6 +355,8 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
     }
   }
   for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
+  // After the job's own variables (which cannot name it: RINGMASTER_* is the agent's).
+  ASSIGN_OR_RETURN(env["RINGMASTER_WORKER_TOKEN"], NewSecret());
   std::string dir = absl::StrCat(options_.work_dir, "/logs/", launch.job().job_id(), "/",
                                  launch.job().generation());
   std::error_code ec;
@@ -598,8 +583,11 @@ absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generatio
       if (w.job.generation() == generation) {
         if (SameSecret(token, w.token)) return absl::OkStatus();
         return absl::PermissionDeniedError(absl::StrCat(
-            "worker.token: must be the RINGMASTER_WORKER_TOKEN rank ", rank, " of job ", job_id,
-            " was launched with, got ", token.empty() ? "none" : "another"));
+            "worker.token: must be the RINGMASTER_WORKER_TOKEN the agent launched rank ", rank,
+            " of job ", job_id, " with, got ",
+            token.empty() ? "none (is the variable missing from the worker's environment, or is "
+                            "its client older than the agent?)"
+                          : "a different one"));
       }
       return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation, " of job ",
                                                         job_id, " (current ", w.job.generation(),

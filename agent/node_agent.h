@@ -7,8 +7,9 @@
 // TORCHELASTIC_RESTART_COUNT) plus RINGMASTER_JOB, RINGMASTER_GENERATION,
 // RINGMASTER_AGENT_SOCKET, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
 // RINGMASTER_CHECKPOINT_DIR, RINGMASTER_WORKER_TOKEN (the worker API's proof of identity: 128
-// random bits per launch), CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and
-// the job's own `trainer.env` last (it cannot name RINGMASTER_*: the coordinator refuses it).
+// random bits per launch; see worker.proto for what it does and does not stop),
+// CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and the job's own `trainer.env`
+// last (it cannot name RINGMASTER_*: the coordinator refuses it).
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_NODE_AGENT_H_
@@ -84,8 +85,9 @@ class NodeAgent {
   void OnCommand(const v1::CoordinatorMessage& message);
 
   // OK if (job, generation, rank) is a worker currently running here and `token` is the one it
-  // was launched with (RINGMASTER_WORKER_TOKEN); FAILED_PRECONDITION ("stale generation" /
-  // "unknown worker"), or PERMISSION_DENIED for another token, otherwise.
+  // was launched with (RINGMASTER_WORKER_TOKEN); FAILED_PRECONDITION ("stale generation ..." /
+  // "no worker of job ... runs on this node"), or PERMISSION_DENIED for another token,
+  // otherwise.
   absl::Status CheckWorker(const std::string& job_id, int64_t generation, int rank,
                            const std::string& token) const;
 

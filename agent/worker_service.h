@@ -1,6 +1,8 @@
 // The worker API (proto/ringmaster/v1/worker.proto), served by the agent on a Unix socket.
 // Every call's identity (job, generation, rank) must be a worker running on this node now;
-// anything else — above all a stale generation — is refused with FAILED_PRECONDITION.
+// anything else — above all a stale generation — is refused with FAILED_PRECONDITION, and a
+// call without the token the rank was launched with (WorkerIdentity.token) with
+// PERMISSION_DENIED.
 //
 // Synchronous gRPC service: a node runs a handful of workers, and a rendezvous wait holds one
 // server thread while it is proxied to the coordinator.

@@ -147,8 +147,8 @@ class AgentClusterTest : public ::testing::Test {
   std::string WorkerToken(const std::string& job, int gen, int rank) {
     const pid_t pid = WorkerPid(job, gen, rank);
     if (pid <= 0) return "";
-    const std::string environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
-    for (absl::string_view entry : absl::StrSplit(environ, '\0')) {
+    const std::string variables = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+    for (absl::string_view entry : absl::StrSplit(variables, '\0')) {
       if (absl::ConsumePrefix(&entry, "RINGMASTER_WORKER_TOKEN=")) return std::string(entry);
     }
     return "";
@@ -313,9 +313,9 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   EXPECT_TRUE(seen_step);
 
   // The answers of both agents to `base` as a step report of every rank in `generation`, with
-  // each rank's token when `tokens`.
+  // the token of rank (rank + token_shift) % 4 (none when token_shift < 0).
   const auto report_everywhere = [&](int generation, const v1::ReportStepRequest& base,
-                                     bool tokens) {
+                                     int token_shift) {
     std::vector<grpc::Status> answers;
     for (const auto& socket : sockets_) {
       auto stub = v1::WorkerService::NewStub(
@@ -326,7 +326,9 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
         report.mutable_worker()->set_job_id(id);
         report.mutable_worker()->set_generation(generation);
         report.mutable_worker()->set_rank(rank);
-        if (tokens) report.mutable_worker()->set_token(WorkerToken(id, generation, rank));
+        if (token_shift >= 0) {
+          report.mutable_worker()->set_token(WorkerToken(id, generation, (rank + token_shift) % 4));
+        }
         v1::ReportResponse response;
         answers.push_back(stub->ReportStep(&context, report, &response));
       }
@@ -336,24 +338,31 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   // A stale generation-1 identity is refused by the agent's worker API.
   v1::ReportStepRequest stale;
   stale.set_step(1);
-  for (const grpc::Status& status : report_everywhere(1, stale, false)) {
+  for (const grpc::Status& status : report_everywhere(1, stale, -1)) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
-  // A live rank's identity without the rank's token is refused: no other process speaks for it.
+  // A live rank's identity without the rank's token, or with another rank's, is refused.
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_TRUE(WaitFor([&] { return !WorkerToken(id, 2, rank).empty(); }, absl::Seconds(30)))
+        << "rank " << rank << " of generation 2 never started";
+  }
   v1::ReportStepRequest forged;
   forged.set_step(1);
-  int denied = 0;
-  for (const grpc::Status& status : report_everywhere(2, forged, false)) {
-    if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-      ++denied;
-      EXPECT_NE(status.error_message().find("worker.token: must be the RINGMASTER_WORKER_TOKEN"),
-                std::string::npos)
-          << status.error_message();
-    } else {  // the rank runs on the other agent
-      EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  for (const auto& [token_shift, got] : {std::pair{-1, "got none"}, {1, "got a different one"}}) {
+    int denied = 0;
+    for (const grpc::Status& status : report_everywhere(2, forged, token_shift)) {
+      if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        ++denied;
+        EXPECT_THAT(status.error_message(),
+                    HasSubstr("worker.token: must be the RINGMASTER_WORKER_TOKEN the agent "
+                              "launched rank "));
+        EXPECT_THAT(status.error_message(), HasSubstr(got));
+      } else {  // the rank runs on the other agent
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+      }
     }
+    EXPECT_EQ(denied, 4) << got;
   }
-  EXPECT_EQ(denied, 4);
   // A live worker's report with a label that would become a junk series is refused, naming it.
   v1::ReportStepRequest bad;
   bad.set_step(1000000);
@@ -361,7 +370,7 @@ TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {
   stat->set_op("all_reduce");
   stat->set_group("dp0 step=1000000");
   int refused = 0;
-  for (const grpc::Status& status : report_everywhere(2, bad, true)) {
+  for (const grpc::Status& status : report_everywhere(2, bad, 0)) {
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       ++refused;
       EXPECT_NE(status.error_message().find("collectives[0].group: must be 1 to 64 characters"),

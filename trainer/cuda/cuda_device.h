@@ -7,9 +7,9 @@
 //  - GEMMs: cuBLASLt for the dense layers, the bias and GELU fused into its epilogue where it
 //    offers an algorithm (kernels/matmul_cuda.h); cuBLAS strided batches for Device::Gemm.
 //    Always fp32 accumulation, no TF32.
-//  - Attention: fused (flash) kernels on the tensor cores where they take the shape (bf16,
-//    head size 32 or 64), else cuBLAS strided batches over materialised probabilities
-//    (kernels/attention_cuda.h; CudaDeviceOptions::fuse_attention).
+//  - Attention: cuBLAS strided batches over materialised probabilities; with
+//    CudaDeviceOptions::fuse_attention, fused (flash) kernels on the tensor cores where they
+//    take the shape (bf16, head size 32 or 64) (kernels/attention_cuda.h).
 //  - Fused operations: the kernels of trainer/kernels (*_cuda.h), each with a CPU reference and
 //    a parity test. The reductions (bias and LayerNorm gradients, embedding gradients,
 //    SumSquares) are deterministic.

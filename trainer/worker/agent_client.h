@@ -4,7 +4,8 @@
 // communicators are built from, and where step reports, phases and the exit reason go.
 //
 // Thread-safe. Every call has a deadline; errors come back as the agent's status (UNAVAILABLE
-// when the agent is gone, FAILED_PRECONDITION when this worker's generation is stale).
+// when the agent is gone, FAILED_PRECONDITION when this worker's generation is stale,
+// PERMISSION_DENIED without the token it was launched with).
 #ifndef RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
 #define RINGMASTER_TRAINER_WORKER_AGENT_CLIENT_H_
 
