@@ -175,6 +175,25 @@ struct Problem {
   float scale, scale_log2;  // 1/sqrt(hs), and times log2(e)
 };
 
+// Where a thread of one of the three tiled kernels works: the block's batch row b and head h
+// (blockIdx.x = b * NH + h), the thread's warp and, within the warp's rows, its row (lane / 2)
+// and half (lane % 2), and the head's queries in qkv (its keys at q + C, its values at q + 2C,
+// rows `stride` apart).
+struct Place {
+  int bh, b, h, warp, row, half;
+  int64_t stride;
+  const bf16* q;
+};
+
+template <int kD>
+__device__ Place PlaceOf(const bf16* qkv, const Problem& pr) {
+  const int bh = blockIdx.x, b = bh / pr.NH, h = bh % pr.NH;
+  const int64_t stride = 3 * int64_t{pr.C};
+  const int lane = threadIdx.x % 32;
+  return Place{bh,       b,        h,      static_cast<int>(threadIdx.x / 32),
+               lane / 2, lane % 2, stride, qkv + int64_t{b} * pr.T * stride + h * kD};
+}
+
 // Grid (B * NH, query tiles), the longest rows' tiles first.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 3)
@@ -184,11 +203,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ __align__(32) bf16 values[kTile * H::kLd];
   __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
   __shared__ __align__(32) bf16 prob_tiles[kWarps][16 * kProbLd];
-  const int bh = blockIdx.x, b = bh / pr.NH, h = bh % pr.NH;
+  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  const int64_t stride = 3 * int64_t{pr.C};
-  const bf16* q = qkv + int64_t{b} * pr.T * stride + h * kD;
   float* scores = score_tiles[warp];
   bf16* probs = prob_tiles[warp];
   const int query = qt * kTile + warp * 16 + row;
@@ -283,11 +299,8 @@ __global__ void KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv
   __shared__ float lse_tile[kTile], delta_tile[kTile];
   __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
   __shared__ __align__(32) bf16 prob_tiles[kWarps][16 * kProbLd];
-  const int bh = blockIdx.x, b = bh / pr.NH, h = bh % pr.NH;
+  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
   const int kt = blockIdx.y, tiles = gridDim.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  const int64_t stride = 3 * int64_t{pr.C};
-  const bf16* q = qkv + int64_t{b} * pr.T * stride + h * kD;
   const bf16* dO = dout + int64_t{b} * pr.T * pr.C + h * kD;
   float* scores = score_tiles[warp];
   bf16* probs = prob_tiles[warp];
@@ -345,11 +358,8 @@ __global__ void QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* 
   __shared__ __align__(32) bf16 keys[kTile * H::kLd];
   __shared__ __align__(32) bf16 values[kTile * H::kLd];
   __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
-  const int bh = blockIdx.x, b = bh / pr.NH, h = bh % pr.NH;
+  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  const int64_t stride = 3 * int64_t{pr.C};
-  const bf16* q = qkv + int64_t{b} * pr.T * stride + h * kD;
   float* scores = score_tiles[warp];
   const int query = qt * kTile + warp * 16 + row;
   // Rows past T: any finite values (their results are not written).
