@@ -192,6 +192,26 @@ struct Field {
 
 // Walks a parsed document into a JobSpec, collecting every problem. Checks each node's type
 // before reading it, so yaml-cpp's accessors do not throw.
+// The YAML names of an enumeration's values, read case-insensitively and written back; the
+// unspecified value (0) has none and is left out.
+template <typename E>
+struct EnumName {
+  const char* name;
+  E value;
+};
+constexpr EnumName<v1::Precision> kPrecisionNames[] = {{"fp32", v1::PRECISION_FP32},
+                                                       {"bf16", v1::PRECISION_BF16}};
+constexpr EnumName<v1::Attention> kAttentionNames[] = {
+    {"fused", v1::ATTENTION_FUSED}, {"materialized", v1::ATTENTION_MATERIALIZED}};
+
+// "fp32 or bf16".
+template <typename E, size_t N>
+std::string NameList(const EnumName<E> (&names)[N]) {
+  std::string list;
+  for (const EnumName<E>& n : names) absl::StrAppend(&list, list.empty() ? "" : " or ", n.name);
+  return list;
+}
+
 class Reader {
  public:
   explicit Reader(absl::string_view filename) : filename_(filename) {}
@@ -389,6 +409,24 @@ class Reader {
     };
   }
 
+  // A scalar naming one of `names`.
+  template <typename M, typename E, size_t N>
+  Handler Named(M* message, void (M::*set)(E), const EnumName<E> (&names)[N]) {
+    return [this, message, set, &names](const Field& f) {
+      const std::string expected = NameList(names);
+      std::optional<std::string> text = ScalarText(f, expected);
+      if (!text.has_value()) return;
+      const std::string lower = absl::AsciiStrToLower(*text);
+      for (const EnumName<E>& n : names) {
+        if (lower == n.name) {
+          (message->*set)(n.value);
+          return;
+        }
+      }
+      Problem(f.mark, f.path, absl::StrCat("expected ", expected, ", got ", Quote(*text)));
+    };
+  }
+
   void ReadTrainer(const Field& f, v1::TrainerSpec* trainer);
   void ReadCommand(const Field& f, v1::TrainerSpec* trainer);
   void ReadEnv(const Field& f, v1::TrainerSpec* trainer);
@@ -531,34 +569,8 @@ void Reader::ReadTrainer(const Field& f, v1::TrainerSpec* t) {
                            {"epsilon", Double(o, &v1::OptimizerSpec::set_epsilon)},
                        });
               }},
-             {"precision",
-              [&](const Field& v) {
-                std::optional<std::string> text = ScalarText(v, "fp32 or bf16");
-                if (!text.has_value()) return;
-                const std::string lower = absl::AsciiStrToLower(*text);
-                if (lower == "fp32") {
-                  t->set_precision(v1::PRECISION_FP32);
-                } else if (lower == "bf16") {
-                  t->set_precision(v1::PRECISION_BF16);
-                } else {
-                  Problem(v.mark, v.path,
-                          absl::StrCat("expected fp32 or bf16, got ", Quote(*text)));
-                }
-              }},
-             {"attention",
-              [&](const Field& v) {
-                std::optional<std::string> text = ScalarText(v, "fused or materialized");
-                if (!text.has_value()) return;
-                const std::string lower = absl::AsciiStrToLower(*text);
-                if (lower == "fused") {
-                  t->set_attention(v1::ATTENTION_FUSED);
-                } else if (lower == "materialized") {
-                  t->set_attention(v1::ATTENTION_MATERIALIZED);
-                } else {
-                  Problem(v.mark, v.path,
-                          absl::StrCat("expected fused or materialized, got ", Quote(*text)));
-                }
-              }},
+             {"precision", Named(t, &v1::TrainerSpec::set_precision, kPrecisionNames)},
+             {"attention", Named(t, &v1::TrainerSpec::set_attention, kAttentionNames)},
              {"zero_stage", Int32(t, &v1::TrainerSpec::set_zero_stage)},
              {"data",
               [&](const Field& v) {
@@ -682,6 +694,21 @@ void EmitStringField(YAML::Emitter& out, const char* key, const std::string& val
   EmitString(out, value);
 }
 
+// `value` by its name in `names`; nothing for the unspecified 0. An undefined enum value has no
+// YAML name: it is written as its number, which ParseJobYaml refuses just as ValidateJobSpec
+// would.
+template <typename E, size_t N>
+void EmitNamed(YAML::Emitter& out, const char* key, E value, const EnumName<E> (&names)[N]) {
+  if (static_cast<int>(value) == 0) return;
+  for (const EnumName<E>& n : names) {
+    if (n.value == value) {
+      out << YAML::Key << key << YAML::Value << n.name;
+      return;
+    }
+  }
+  out << YAML::Key << key << YAML::Value << static_cast<int>(value);
+}
+
 void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
   switch (t.program_case()) {
@@ -728,34 +755,8 @@ void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
     EmitDouble(out, "epsilon", o.epsilon());
     out << YAML::EndMap;
   }
-  switch (t.precision()) {
-    case v1::PRECISION_UNSPECIFIED:
-      break;
-    case v1::PRECISION_FP32:
-      out << YAML::Key << "precision" << YAML::Value << "fp32";
-      break;
-    case v1::PRECISION_BF16:
-      out << YAML::Key << "precision" << YAML::Value << "bf16";
-      break;
-    default:
-      // An undefined enum value has no YAML name; written as its number, which ParseJobYaml
-      // refuses just as ValidateJobSpec would.
-      out << YAML::Key << "precision" << YAML::Value << static_cast<int>(t.precision());
-      break;
-  }
-  switch (t.attention()) {
-    case v1::ATTENTION_UNSPECIFIED:
-      break;
-    case v1::ATTENTION_MATERIALIZED:
-      out << YAML::Key << "attention" << YAML::Value << "materialized";
-      break;
-    case v1::ATTENTION_FUSED:
-      out << YAML::Key << "attention" << YAML::Value << "fused";
-      break;
-    default:  // as precision's
-      out << YAML::Key << "attention" << YAML::Value << static_cast<int>(t.attention());
-      break;
-  }
+  EmitNamed(out, "precision", t.precision(), kPrecisionNames);
+  EmitNamed(out, "attention", t.attention(), kAttentionNames);
   EmitInt(out, "zero_stage", t.zero_stage());
   if (t.has_data()) {
     out << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap;
