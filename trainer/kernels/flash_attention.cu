@@ -394,8 +394,6 @@ __global__ void QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* 
                 dq, pr.scale, scores);
 }
 
-bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The head size's kernels: f(std::integral_constant<int, kD>{}); false when none.
 template <typename F>
 bool WithHead(int C, int NH, F&& f) {
@@ -417,16 +415,14 @@ Problem MakeProblem(int T, int C, int NH) {
   return Problem{T, C, NH, scale, scale * 1.4426950408889634f};
 }
 
-// The grid fits (a dim3's y, and the delta kernel's blocks an int's x), the bf16 tensors are
-// 16-byte aligned and the fp32 ones 4-byte aligned.
-bool Launchable(int B, int T, int NH, std::initializer_list<const void*> bf16_tensors,
+// The grid fits (a dim3's y, and the delta kernel's blocks an int's x), the bf16 tensors' rows
+// (C or 3C elements) move in 16-byte vectors, and the fp32 tensors are 4-byte aligned.
+bool Launchable(int B, int T, int C, int NH, std::initializer_list<const void*> bf16_tensors,
                 std::initializer_list<const void*> fp32_tensors) {
   if ((T + kTile - 1) / kTile > 65535 || int64_t{B} * NH * T / 256 >= (int64_t{1} << 31)) {
     return false;
   }
-  for (const void* p : bf16_tensors) {
-    if (!Aligned(p)) return false;
-  }
+  if (!RowsVectorizable(C, sizeof(bf16), bf16_tensors)) return false;
   for (const void* p : fp32_tensors) {
     if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 4 != 0) return false;
   }
@@ -443,7 +439,7 @@ cudaError_t LaunchFlashAttentionForward(bf16* out, float* lse, const bf16* qkv, 
                                         int C, int NH, cudaStream_t stream) {
   ClearStaleError();
   if (B <= 0 || T <= 0) return cudaSuccess;  // nothing to compute
-  if (!Launchable(B, T, NH, {out, qkv}, {lse})) return cudaErrorInvalidValue;
+  if (!Launchable(B, T, C, NH, {out, qkv}, {lse})) return cudaErrorInvalidValue;
   const dim3 grid(B * NH, (T + kTile - 1) / kTile);
   if (!WithHead(C, NH, [&](auto d) {
         constexpr int kD = decltype(d)::value;
@@ -459,7 +455,7 @@ cudaError_t LaunchFlashAttentionBackward(bf16* dqkv, float* delta, const bf16* d
                                          int T, int C, int NH, cudaStream_t stream) {
   ClearStaleError();
   if (B <= 0 || T <= 0) return cudaSuccess;
-  if (!Launchable(B, T, NH, {dqkv, dout, out, qkv}, {delta, lse})) return cudaErrorInvalidValue;
+  if (!Launchable(B, T, C, NH, {dqkv, dout, out, qkv}, {delta, lse})) return cudaErrorInvalidValue;
   const dim3 grid(B * NH, (T + kTile - 1) / kTile);
   const int64_t rows = int64_t{B} * NH * T;
   const Problem pr = MakeProblem(T, C, NH);
