@@ -142,6 +142,17 @@ struct WorkerSupervisor::Worker {
   std::shared_ptr<OutputTail> tail;  // fed by the pump, read when the exit is reported
   // Taken by the first Stop() before its first signal: the last line of a worker it ends.
   std::optional<std::string> line_before_stop;
+  // When the Stop() at work sends SIGTERM and SIGKILL at the latest (see Hurry).
+  absl::Time sigterm_by = absl::InfiniteFuture();
+  absl::Time sigkill_by = absl::InfiniteFuture();
+
+  // Brings the SIGTERM and SIGKILL forward to when a Stop() called at `now` with these graces
+  // would send them, where that is sooner.
+  void Hurry(absl::Time now, absl::Duration grace, absl::Duration checkpoint_grace) {
+    absl::Time sigterm = now + std::max(checkpoint_grace, absl::ZeroDuration());
+    sigterm_by = std::min(sigterm_by, sigterm);
+    sigkill_by = std::min(sigkill_by, sigterm + grace);
+  }
 };
 
 // Copies a worker's pipe into its log file on a thread of its own, rotating the file at
@@ -373,7 +384,10 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
       }
       worker = it->second;
       if (!worker->stop_in_progress) break;
-      // Another Stop() is at work on this worker: wait for it, then look again.
+      // Another Stop() is at work on this worker: hold it to this call's graces, wait for it,
+      // then look again.
+      worker->Hurry(absl::Now(), grace, checkpoint_grace);
+      ++hurries_;
       mu_.Await(absl::Condition(
           +[](Worker* w) { return !w->stop_in_progress; }, worker.get()));
     }
@@ -382,6 +396,8 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
       workers_.erase(pid);
     } else {
       worker->stop_in_progress = true;
+      worker->sigterm_by = worker->sigkill_by = absl::InfiniteFuture();
+      worker->Hurry(absl::Now(), grace, checkpoint_grace);
       // Before any signal: a hung worker's last line, not its reaction to the stop.
       if (!worker->leader_reaped && !worker->line_before_stop.has_value()) {
         worker->line_before_stop = worker->tail->LastLine();
@@ -398,20 +414,23 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
   bool empty = false;
   if (checkpoint_grace > absl::ZeroDuration()) {
     kill(-pid, SIGUSR1);
-    empty = WaitGroupEmpty(pid, absl::Now() + checkpoint_grace);
+    empty = WaitGroupEmpty(pid, &worker->sigterm_by);
     if (!empty) {
-      RM_LOG(INFO) << "worker " << pid << " still running " << checkpoint_grace
-                   << " after SIGUSR1; sending SIGTERM";
+      RM_LOG(INFO) << "worker " << pid << " still running at the end of its checkpoint grace ("
+                   << checkpoint_grace << " after SIGUSR1, or less if a later stop was shorter)"
+                   << "; sending SIGTERM";
     }
   }
   if (!empty) {
     kill(-pid, SIGTERM);
-    empty = WaitGroupEmpty(pid, absl::Now() + grace);
+    empty = WaitGroupEmpty(pid, &worker->sigkill_by);
   }
   if (!empty) {
-    RM_LOG(INFO) << "worker " << pid << " still running after " << grace << "; killing its group";
+    RM_LOG(INFO) << "worker " << pid << " still running at the end of its grace (" << grace
+                 << " after SIGTERM, or less if a later stop was shorter); killing its group";
     kill(-pid, SIGKILL);
-    empty = WaitGroupEmpty(pid, absl::Now() + kKillTimeout);
+    const absl::Time give_up = absl::Now() + kKillTimeout;
+    empty = WaitGroupEmpty(pid, &give_up);
   }
 
   std::unique_ptr<LogPump> pump;
@@ -525,20 +544,25 @@ std::vector<std::unique_ptr<WorkerSupervisor::LogPump>> WorkerSupervisor::TakeGo
   return pumps;
 }
 
-bool WorkerSupervisor::WaitGroupEmpty(pid_t pgid, absl::Time deadline) {
+bool WorkerSupervisor::WaitGroupEmpty(pid_t pgid, const absl::Time* deadline) {
   absl::Duration backoff = absl::Milliseconds(1);
   for (;;) {
-    uint64_t reaps;
+    uint64_t reaps, hurries;
+    absl::Time until;
     {
       absl::MutexLock lock(&mu_);
       reaps = reaps_;
+      hurries = hurries_;
+      until = *deadline;
     }
     if (!GroupAlive(pgid)) return true;
     absl::Time now = absl::Now();
-    if (now >= deadline) return false;
+    if (now >= until) return false;
     absl::MutexLock lock(&mu_);
-    auto reaped = [this, reaps]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reaps_ != reaps; };
-    mu_.AwaitWithDeadline(absl::Condition(&reaped), std::min(deadline, now + backoff));
+    auto news = [this, reaps, hurries]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return reaps_ != reaps || hurries_ != hurries;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&news), std::min(until, now + backoff));
     backoff = std::min(backoff * 2, kMaxPoll);
   }
 }

@@ -104,8 +104,10 @@ class WorkerSupervisor {
   // supervisor launched (or already stopped, or already gone with its whole group).
   // DEADLINE_EXCEEDED if processes of the group outlive SIGKILL by 30 seconds (uninterruptible
   // sleep in a driver); the worker then stays listed and Stop() may be called again. A second
-  // Stop() of a worker being stopped waits for the first and then answers as if called after it
-  // (NOT_FOUND once the first succeeded).
+  // Stop() of a worker being stopped brings the first one's SIGTERM and SIGKILL forward to when
+  // its own graces would send them, if sooner (never later: an agent leaving during a drain
+  // keeps to its own shorter graces, not the drain's), waits for the first and then answers as
+  // if called after it (NOT_FOUND once the first succeeded).
   absl::Status Stop(pid_t pid, absl::Duration grace,
                     absl::Duration checkpoint_grace = absl::ZeroDuration());
 
@@ -123,9 +125,10 @@ class WorkerSupervisor {
   // Removes the workers whose leader was reaped and whose group is empty (skipping those a Stop()
   // is working on) and returns their log pumps, to be finished without the lock.
   std::vector<std::unique_ptr<LogPump>> TakeGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits until the group `pgid` is empty or `deadline` passes; returns whether it is empty.
-  // Wakes on every reap and polls in between (nothing signals that a group became empty).
-  bool WaitGroupEmpty(pid_t pgid, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until the group `pgid` is empty or `*deadline` (read under mu_, so another Stop() may
+  // bring it forward) passes; returns whether it is empty. Wakes on every reap and every
+  // deadline brought forward, and polls in between (nothing signals that a group became empty).
+  bool WaitGroupEmpty(pid_t pgid, const absl::Time* deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // True while any process is in `pgid`.
   static bool GroupAlive(pid_t pgid);
 
@@ -137,6 +140,8 @@ class WorkerSupervisor {
   uint64_t launches_ ABSL_GUARDED_BY(mu_) = 0;
   // Counts reaped processes, so Stop() re-checks a group as soon as one of its processes is gone.
   uint64_t reaps_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts deadlines brought forward, so the Stop() at work re-reads its own at once.
+  uint64_t hurries_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The reaper blocks in waitpid(-1) while the process has children. To wake it for shutdown
   // without a SIGCHLD handler or signalfd (either would need the signal blocked or handled in

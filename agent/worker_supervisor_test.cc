@@ -2,7 +2,8 @@
 // reported, exec failures exit 127 with the reason in the log, the environment and descriptors
 // are exactly as given, logs rotate within their bound, and Stop() removes workers that ignore
 // SIGTERM, are stopped, or forked children, leaving neither processes nor zombies behind; a
-// checkpoint grace sends SIGUSR1 first.
+// checkpoint grace sends SIGUSR1 first, and a later Stop() with shorter graces hurries an earlier
+// one.
 #include "agent/worker_supervisor.h"
 
 #include <pthread.h>
@@ -386,6 +387,38 @@ TEST_F(WorkerSupervisorTest, ACheckpointGraceSendsSigusr1AndSigtermOnlyIfTheWork
   ASSERT_TRUE(WaitForLog(plain.log_path, "test_worker: hanging"));
   ASSERT_TRUE(supervisor_->Stop(pid, absl::Seconds(60)).ok());
   EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
+}
+
+// An agent leaving during a drain: the drain's Stop() gives a long checkpoint grace, the leave's
+// a short one (none here), and the worker is not done checkpointing. The leave's graces win: the
+// drain's Stop() sends SIGTERM now instead of an hour from now, and both return.
+TEST_F(WorkerSupervisorTest, ALaterStopWithShorterGracesBringsTheSignalsForward) {
+  LaunchSpec spec = Worker({"--say_on_sigusr1", "--say_on_sigterm", "--hang"});
+  pid_t pid = Launch(spec);
+  ASSERT_TRUE(WaitForLog(spec.log_path, "test_worker: hanging"));
+  absl::Status drain;
+  std::thread drainer([&] { drain = supervisor_->Stop(pid, absl::Hours(1), absl::Hours(1)); });
+  ASSERT_TRUE(WaitForLog(spec.log_path, "test_worker: got SIGUSR1")) << ReadFile(spec.log_path);
+  absl::Status leave = supervisor_->Stop(pid, absl::Hours(1));
+  drainer.join();
+  EXPECT_TRUE(drain.ok()) << drain;
+  EXPECT_TRUE(absl::IsNotFound(leave)) << leave;  // the drain's Stop() did the work
+  EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
+  EXPECT_TRUE(GroupGone(pid));
+
+  // The SIGKILL too: a worker that ignores SIGTERM, in the middle of a drain with an hour for each
+  // grace, is killed at once when a Stop() without graces comes.
+  LaunchSpec stubborn = Worker({"--say_on_sigusr1", "--ignore_sigterm", "--hang"}, "stubborn");
+  pid = Launch(stubborn);
+  ASSERT_TRUE(WaitForLog(stubborn.log_path, "test_worker: hanging"));
+  std::thread slow_drainer([&] { drain = supervisor_->Stop(pid, absl::Hours(1), absl::Hours(1)); });
+  ASSERT_TRUE(WaitForLog(stubborn.log_path, "test_worker: got SIGUSR1"));
+  absl::Status kill_now = supervisor_->Stop(pid, absl::ZeroDuration());
+  slow_drainer.join();
+  EXPECT_TRUE(drain.ok()) << drain;
+  EXPECT_TRUE(absl::IsNotFound(kill_now)) << kill_now;
+  EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGKILL)));
+  EXPECT_TRUE(GroupGone(pid));
 }
 
 TEST_F(WorkerSupervisorTest, StopRemovesForkedChildrenThatIgnoreSigterm) {

@@ -1,11 +1,11 @@
 // A small worker program for agent tests. In order, as its flags ask, it: prints
 // "test_worker: started pid=<pid>"; ignores SIGTERM or says so when it comes; exits with a code on
-// SIGUSR1 or ignores it; forks children that block forever (they print "test_worker: child
-// pid=<pid>"); prints "test_worker: ready"; prints its environment, working directory, stdin, open
-// descriptors and signal masks; enters INIT, meets the other ranks at a rendezvous, enters STEP and
-// runs --steps steps of --step_seconds each, reported through the worker API; prints --print_bytes
-// bytes of filler; then crashes (SIGSEGV), touches --eat_memory_mb MiB (and exits 1), hangs, or
-// exits with --exit_code. If its rank is among
+// SIGUSR1, ignores it or says so when it comes; forks children that block forever (they print
+// "test_worker: child pid=<pid>"); prints "test_worker: ready"; prints its environment, working
+// directory, stdin, open descriptors and signal masks; enters INIT, meets the other ranks at a
+// rendezvous, enters STEP and runs --steps steps of --step_seconds each, reported through the
+// worker API; prints --print_bytes bytes of filler; then crashes (SIGSEGV), touches --eat_memory_mb
+// MiB (and exits 1), hangs, or exits with --exit_code. If its rank is among
 // --hold_ranks, it waits for --hold_until_file to exist before it exits (or before the
 // rendezvous, with --hold_before_rendezvous).
 //
@@ -55,6 +55,9 @@ ABSL_FLAG(int, sigusr1_exit_code, -1,
           "On SIGUSR1 (the agent's request to checkpoint and exit), exit with this code; -1: "
           "SIGUSR1's default action.");
 ABSL_FLAG(bool, ignore_sigusr1, false, "Ignore SIGUSR1.");
+ABSL_FLAG(bool, say_on_sigusr1, false,
+          "On SIGUSR1, print \"test_worker: got SIGUSR1\" and go on (a worker whose checkpoint "
+          "takes longer than the agent's grace).");
 ABSL_FLAG(int, fork_children, 0, "Children to fork; they stay in the group and block forever.");
 ABSL_FLAG(bool, print_env, false,
           "Print the environment, working directory, stdin, open descriptors, signal masks.");
@@ -220,6 +223,12 @@ void SayAndDieOfSigterm(int) {
   raise(SIGTERM);
 }
 
+// Async-signal-safe.
+void SayOnSigusr1(int) {
+  constexpr char kLine[] = "test_worker: got SIGUSR1\n";
+  (void)!write(STDOUT_FILENO, kLine, sizeof(kLine) - 1);
+}
+
 int sigusr1_exit_code = -1;  // for the handler
 
 void ExitOnSigusr1(int) { _exit(sigusr1_exit_code); }
@@ -231,6 +240,7 @@ absl::StatusOr<int> Run() {
   sigusr1_exit_code = absl::GetFlag(FLAGS_sigusr1_exit_code);
   if (sigusr1_exit_code >= 0) signal(SIGUSR1, ExitOnSigusr1);
   if (absl::GetFlag(FLAGS_ignore_sigusr1)) signal(SIGUSR1, SIG_IGN);
+  if (absl::GetFlag(FLAGS_say_on_sigusr1)) signal(SIGUSR1, SayOnSigusr1);
   // Before any gRPC thread exists, so the children are plain copies of this thread.
   RETURN_IF_ERROR(ForkChildren(absl::GetFlag(FLAGS_fork_children)));
   Say("ready");
