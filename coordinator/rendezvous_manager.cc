@@ -174,15 +174,20 @@ void RendezvousManager::Wait(const std::string& job_id, int64_t generation, cons
       immediate = status;
     } else if (auto it = store->values.find(key); it != store->values.end()) {
       immediate = it->second;
+    } else if (int64_t waiting = waiting_[job_id]; waiting >= kMaxWaitersPerGeneration) {
+      immediate = absl::ResourceExhaustedError(
+          absl::StrCat("job ", job_id, " already has ", waiting,
+                       " rendezvous waits not answered yet, the most a generation may have"));
     } else {
       uint64_t id = next_waiter_id_++;
       Waiter& waiter = waiters_[id];
       waiter.start = clock_->Now();
       waiter.done = std::move(done);
       waiter.job_id = job_id;
+      waiter.key = key;
       waiter.owner = owner;
       waiter.deadline_entry = by_deadline_.emplace(deadline, id);
-      store->waiters_by_key[key].push_back(id);
+      store->waiters_by_key[key].insert(id);
       CountWaiter(job_id, +1);
       return;
     }
@@ -192,9 +197,18 @@ void RendezvousManager::Wait(const std::string& job_id, int64_t generation, cons
   done(std::move(immediate));
 }
 
+void RendezvousManager::Unlist(uint64_t id, const Waiter& waiter) {
+  auto store = stores_.find(waiter.job_id);
+  if (store == stores_.end()) return;
+  auto listed = store->second.waiters_by_key.find(waiter.key);
+  if (listed == store->second.waiters_by_key.end()) return;
+  listed->second.erase(id);
+  if (listed->second.empty()) store->second.waiters_by_key.erase(listed);
+}
+
 void RendezvousManager::Fire(uint64_t id, absl::StatusOr<std::string> result, Fired* fired) {
   auto it = waiters_.find(id);
-  if (it == waiters_.end()) return;  // Already expired.
+  if (it == waiters_.end()) return;
   if (wait_seconds_ != nullptr) {
     wait_seconds_->WithLabels({})->Observe(absl::ToDoubleSeconds(clock_->Now() - it->second.start));
   }
@@ -218,8 +232,9 @@ int RendezvousManager::ExpireWaiters() {
     absl::MutexLock lock(&mu_);
     absl::Time now = clock_->Now();
     while (!by_deadline_.empty() && by_deadline_.begin()->first <= now) {
-      Fire(by_deadline_.begin()->second,
-           absl::DeadlineExceededError("rendezvous wait deadline passed"), &fired);
+      const uint64_t id = by_deadline_.begin()->second;
+      Unlist(id, waiters_.at(id));
+      Fire(id, absl::DeadlineExceededError("rendezvous wait deadline passed"), &fired);
     }
   }
   int expired = static_cast<int>(fired.size());
@@ -235,7 +250,7 @@ int RendezvousManager::CancelOwner(uint64_t owner) {
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       auto next = std::next(it);
       if (it->second.owner == owner) {
-        // Its id stays in the store's waiters_by_key, skipped there like an expired one's.
+        Unlist(it->first, it->second);
         by_deadline_.erase(it->second.deadline_entry);
         CountWaiter(it->second.job_id, -1);
         waiters_.erase(it);
@@ -251,6 +266,15 @@ int RendezvousManager::CancelOwner(uint64_t owner) {
 int64_t RendezvousManager::PendingWaiters() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(waiters_.size());
+}
+
+int64_t RendezvousManager::ListedWaiters() const {
+  absl::MutexLock lock(&mu_);
+  int64_t listed = 0;
+  for (const auto& [job_id, store] : stores_) {
+    for (const auto& [key, ids] : store.waiters_by_key) listed += static_cast<int64_t>(ids.size());
+  }
+  return listed;
 }
 
 void RendezvousManager::Run(Fired fired) {

@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -43,6 +44,9 @@ class RendezvousManager {
   // Keys and values of one generation together (a worker looping over new keys would otherwise
   // grow the coordinator's memory without bound).
   static constexpr size_t kMaxBytesPerGeneration = 64 << 20;
+  // Waits of one generation not answered yet: four for each of 65,536 ranks (a worker looping
+  // over waits that never end would otherwise do the same; each costs a few hundred bytes).
+  static constexpr int64_t kMaxWaitersPerGeneration = 1 << 18;
 
   // `clock` must outlive the manager. `registry` (may be null) receives
   // ringmaster_rendezvous_wait_seconds, ringmaster_rendezvous_requests_total{op,code} and
@@ -69,7 +73,8 @@ class RendezvousManager {
                                   const std::string& key);
 
   // Calls `done` with the value once `key` is set, or DEADLINE_EXCEEDED once `deadline` passes
-  // (checked by ExpireWaiters), or the Set errors at once. May call `done` before returning.
+  // (checked by ExpireWaiters), or the Set errors at once, or RESOURCE_EXHAUSTED at once when
+  // the generation already has kMaxWaitersPerGeneration waits. May call `done` before returning.
   // `owner` (an agent stream; 0: none) lets CancelOwner drop the wait.
   void Wait(const std::string& job_id, int64_t generation, const std::string& key,
             absl::Time deadline, WaitCallback done, uint64_t owner = 0);
@@ -83,12 +88,16 @@ class RendezvousManager {
 
   // Waiters currently registered (for tests and metrics).
   int64_t PendingWaiters() const;
+  // Entries of the stores' lists of waiters by key: PendingWaiters(), since an expired or
+  // cancelled wait leaves no trace (for tests).
+  int64_t ListedWaiters() const;
 
  private:
   struct Waiter {
     absl::Time start;
     WaitCallback done;
     std::string job_id;
+    std::string key;
     uint64_t owner = 0;
     std::multimap<absl::Time, uint64_t>::iterator deadline_entry;
   };
@@ -96,8 +105,8 @@ class RendezvousManager {
     int64_t generation = 0;
     absl::flat_hash_map<std::string, std::string> values;
     size_t bytes = 0;  // of the keys and values
-    // Waiter ids by key. Ids of waiters that already expired are skipped (and dropped) lazily.
-    absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_by_key;
+    // Ids of the registered waiters by key (keys without waiters have no entry).
+    absl::flat_hash_map<std::string, absl::flat_hash_set<uint64_t>> waiters_by_key;
   };
   using Fired = std::vector<std::pair<WaitCallback, absl::StatusOr<std::string>>>;
 
@@ -110,9 +119,12 @@ class RendezvousManager {
   // Moves every waiter of `store` into `fired` with `status`.
   void FailAll(Store* store, const absl::Status& status, Fired* fired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes waiter `id` (if still registered) and queues its callback with `result`.
+  // Removes waiter `id` (if still registered) and queues its callback with `result`. Leaves its
+  // entry in the store's waiters_by_key to the caller.
   void Fire(uint64_t id, absl::StatusOr<std::string> result, Fired* fired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `waiter` (id `id`) from its store's waiters_by_key.
+  void Unlist(uint64_t id, const Waiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Fired fired);
   void Count(const char* op, const absl::Status& status);
   // Adds `change` to the job's registered waiters and exports the count.

@@ -3,6 +3,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
@@ -131,6 +132,66 @@ TEST_F(RendezvousManagerTest, AGenerationsKeysAndValuesHaveAByteBudget) {
   EXPECT_TRUE(manager_.Set("j", 1, "key-over", mib).ok());  // room was freed
   ASSERT_TRUE(manager_.OpenGeneration("j", 2).ok());
   EXPECT_TRUE(manager_.Set("j", 2, "key-over", mib).ok());
+}
+
+// A generation's unanswered waits are capped: past kMaxWaitersPerGeneration a wait is refused at
+// once, naming the job; an answered one makes room, and another job has its own count.
+TEST_F(RendezvousManagerTest, AGenerationsWaitsAreCapped) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  ASSERT_TRUE(manager_.OpenGeneration("other", 1).ok());
+  int answered = 0;
+  auto count = [&](absl::StatusOr<std::string>) { ++answered; };
+  const absl::Time deadline = clock_.Now() + absl::Minutes(1);
+  for (int64_t i = 0; i < RendezvousManager::kMaxWaitersPerGeneration; ++i) {
+    manager_.Wait("j", 1, i % 2 == 0 ? "even" : "odd", deadline, count);
+  }
+  ASSERT_EQ(answered, 0);
+  std::optional<absl::StatusOr<std::string>> over, elsewhere;
+  WaitInto("j", 1, "even", absl::Minutes(1), &over);
+  ASSERT_TRUE(over.has_value());
+  EXPECT_EQ(over->status().code(), absl::StatusCode::kResourceExhausted) << over->status();
+  EXPECT_NE(over->status().message().find("job j already has 262144 rendezvous waits"),
+            std::string::npos)
+      << over->status();
+  WaitInto("other", 1, "k", absl::Minutes(1), &elsewhere);
+  EXPECT_FALSE(elsewhere.has_value());
+  // Answering the odd half frees room.
+  ASSERT_TRUE(manager_.Set("j", 1, "odd", "v").ok());
+  EXPECT_EQ(answered, RendezvousManager::kMaxWaitersPerGeneration / 2);
+  std::optional<absl::StatusOr<std::string>> room;
+  WaitInto("j", 1, "even", absl::Minutes(1), &room);
+  EXPECT_FALSE(room.has_value());
+}
+
+// A wait that expires or is cancelled leaves nothing behind in its key's list (a worker waiting
+// again and again on a key never set, or on key after key, would otherwise grow it).
+TEST_F(RendezvousManagerTest, ExpiredAndCancelledWaitsLeaveNoTrace) {
+  ASSERT_TRUE(manager_.OpenGeneration("j", 1).ok());
+  auto ignore = [](absl::StatusOr<std::string>) {};
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 100; ++i) {
+      manager_.Wait("j", 1, "never", clock_.Now() + absl::Seconds(1), ignore);
+      manager_.Wait("j", 1, absl::StrCat("key", round, "-", i), clock_.Now() + absl::Seconds(1),
+                    ignore);
+    }
+    manager_.Wait("j", 1, "never", clock_.Now() + absl::Minutes(1), ignore, /*owner=*/9);
+    EXPECT_EQ(manager_.ListedWaiters(), 201);
+    clock_.Advance(absl::Seconds(1));
+    EXPECT_EQ(manager_.ExpireWaiters(), 200);
+    EXPECT_EQ(manager_.ListedWaiters(), 1);
+    EXPECT_EQ(manager_.CancelOwner(9), 1);
+    EXPECT_EQ(manager_.ListedWaiters(), 0);
+  }
+  // A key's remaining waiter is still answered.
+  std::optional<absl::StatusOr<std::string>> got;
+  WaitInto("j", 1, "never", absl::Minutes(1), &got);
+  manager_.Wait("j", 1, "never", clock_.Now() + absl::Seconds(1), ignore);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(manager_.ExpireWaiters(), 1);
+  ASSERT_TRUE(manager_.Set("j", 1, "never", "now").ok());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(**got, "now");
+  EXPECT_EQ(manager_.ListedWaiters(), 0);
 }
 
 // Get and Wait refuse a key Set would refuse, naming it.
