@@ -1,0 +1,110 @@
+// JobManager's internals shared by its translation units (job_manager.cc, and
+// job_manager_watchdog.cc for the watchdog): the state kept per job (JobManager::Job) and the
+// helpers both files use. Not part of the job manager's interface: only those two files include
+// it. Guarded by JobManager::mu_ like the rest of the manager's state.
+#ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
+#define RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "coordinator/hang_analysis.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/link_analysis.h"
+#include "coordinator/placement.h"
+#include "coordinator/recovery_tracker.h"
+#include "coordinator/straggler_detector.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
+
+namespace ringmaster::coordinator {
+namespace job_manager_internal {
+
+// The job's parallel layout: its spec's degrees, or its plan's where the spec left them to the
+// planner.
+Layout LayoutOf(const v1::JobStatus& status);
+
+// "rank R on N was killed by signal S" or "... exited with code C", and why, as its agent tells
+// it: the worker's own reason or its last output (bounded again here: an agent's text is input).
+std::string DescribeExit(const std::string& node, const v1::WorkerState& state);
+
+}  // namespace job_manager_internal
+
+struct JobManager::Job {
+  v1::JobStatus status;
+  std::vector<v1::JobEvent> events;
+  size_t stored_events = 0;
+  // The last store write failed: Tick writes the job again (not before `retry_persist_at`).
+  bool unsaved = false;
+  absl::Time retry_persist_at = absl::InfinitePast();
+  // The current generation's runtime state (reset at every launch).
+  std::set<int> finished_ranks;
+  std::vector<int64_t> rank_step;
+  std::vector<double> rank_tokens_per_second;
+  bool progress_dirty = false;
+  absl::Time last_progress_push;
+  // A recovered running job's ranks that no registration has reported yet (running, or exited),
+  // by node.
+  std::map<std::string, std::set<int>> awaiting;
+  std::map<uint64_t, WatchCallback> watchers;
+  // Watchdog state of the current generation.
+  std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
+  // When each rank's last summary arrived, or, after a coordinator restart, when its node
+  // registered again listing it running (a stopped rank sends nothing more and must still count
+  // as silent).
+  std::map<int, absl::Time> last_heard;
+  // When this coordinator began to hear the current generation's ranks: for a recovered job, the
+  // latest re-registration of one of its nodes (InfinitePast otherwise). A hang reported sooner
+  // than kHangEvidenceWait after it waits for evidence, however long ago the hang began.
+  absl::Time heard_from = absl::InfinitePast();
+  std::unique_ptr<StragglerDetector> stragglers;
+  std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
+  std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
+  absl::Time hang_suspects_until = absl::InfiniteFuture();  // their removal, once recovered
+  // A hang report waiting for evidence of whom to blame (kHangEvidenceWait): its node, the
+  // report, and when the hang began.
+  struct PendingHang {
+    std::string node;
+    v1::WorkerState state;
+    absl::Time began;
+    absl::Time decide_by;  // blame whoever the evidence names by then
+  };
+  std::optional<PendingHang> pending_hang;
+  // The ranks the last declared hang blamed and the generation that hung: their exits (the
+  // agents stop them) get a "suspect_exit" event with why they ended, so their last output.
+  // Replaced by the next hang's.
+  int64_t hang_generation = 0;
+  std::set<int> suspects_to_quote;
+  bool recovery_series = false;  // ringmaster_recovery_seconds exported
+  bool resumed = false;          // the reference rank's start step reached the goodput
+  RecoveryTracker recovery;
+  // Failures attributed to the same node in a row, and the nodes excluded for it.
+  std::string last_failed_node;
+  int failure_streak = 0;
+  std::set<std::string> excluded;
+  // The newest checkpoint step any generation reported, and when it was first reported: a new
+  // generation's ranks report the checkpoint they resumed from, which is not a new one.
+  int64_t newest_checkpoint_step = -1;
+  absl::Time last_checkpoint_time = absl::InfinitePast();
+  // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
+  // in a row of generations that did not, are in the status): when the next launch may happen.
+  absl::Time launch_not_before = absl::InfinitePast();
+  // The current generation's latest link check (made by its first report; a later step's
+  // replaces it), each rank's start-up check seconds (a recovery phase), and the label values of
+  // the latest verdict's series.
+  std::unique_ptr<LinkCheckCollector> link_check;
+  std::map<int, double> start_link_check_seconds;
+  std::vector<std::vector<std::string>> slow_link_series, link_bandwidth_series;
+  // While its ringmaster_job_failed_timestamp_seconds is exported: until when.
+  absl::Time failed_series_until = absl::InfinitePast();
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_

@@ -1,0 +1,577 @@
+// JobManager's watch over running generations (the shared fixture is in
+// job_manager_test_fixture.h): hang reports and which rank a hang blames, stragglers, each rank's
+// progress, link checks and the slow or corrupting links they name, and the timing of a
+// recovery's phases.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_manager_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  v1::WorkerState phase_change = Exit(gen1, 1, 0);
+  phase_change.set_phase(v1::WORKER_PHASE_STEP);  // No silence: not a hang.
+  jobs_->OnWorkerState("n1", phase_change);
+  EXPECT_EQ(Current(job->job_id()).generation(), 1);
+
+  v1::WorkerState hung = phase_change;
+  hung.set_last_report_age_seconds(12.5);
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().generation(), 2);
+  EXPECT_EQ(after->job().state(), v1::JOB_STATE_RUNNING);
+  bool named = false;
+  for (const auto& e : after->events()) {
+    if (e.kind() == "hang" && e.ranks_size() == 1 && e.ranks(0) == 1 &&
+        e.message() == "rank 1 on n1 made no progress for 12.5 s in phase step: hung") {
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named);
+  EXPECT_NE(
+      registry_.RenderText().find("ringmaster_job_hangs_total{job_id=\"" + job->job_id() + "\"} 1"),
+      std::string::npos);
+}
+
+// A hang report in a phase this coordinator does not know (a newer agent's) is still a hang,
+// named by the phase's number.
+TEST_F(JobManagerTest, AHangInAPhaseThisCoordinatorDoesNotKnowIsNamedByNumber) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::WorkerState hung = HangReport(Current(job->job_id()), 1, 12.5);
+  hung.set_phase(static_cast<v1::WorkerPhase>(42));
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  EXPECT_EQ(after->job().generation(), 2);
+  std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].message(),
+            "rank 1 on n1 made no progress for 12.5 s in phase unknown (42): hung");
+}
+
+// The agents stop the hung generation; the blamed rank's exit says what it was doing.
+TEST_F(JobManagerTest, TheBlamedRanksExitIsQuotedOnceAfterTheHang) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus gen1 = Current(job->job_id());
+  jobs_->OnWorkerState("n1", HangReport(gen1, 1, 12.5));
+  ASSERT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").empty());
+
+  // Rank 0 was not blamed: its exit says nothing.
+  v1::WorkerState peer = Exit(gen1, 0, -1, 15);
+  peer.set_exit_reason("last output before the stop: step 4 loss 3.2");
+  jobs_->OnWorkerState("n1", peer);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").empty());
+  v1::WorkerState blamed = Exit(gen1, 1, -1, 15);
+  blamed.set_exit_reason("last output before the stop: waiting for shard 7\n");
+  jobs_->OnWorkerState("n1", blamed);
+  jobs_->OnWorkerState("n1", blamed);  // a replay (the agent's registration) changes nothing
+
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> quoted = EventsOf(*after, "suspect_exit");
+  ASSERT_EQ(quoted.size(), 1u);
+  EXPECT_EQ(quoted[0].message(),
+            "blamed for the hang: rank 1 on n1 was killed by signal 15: last output before the "
+            "stop: waiting for shard 7");
+  EXPECT_EQ(quoted[0].generation(), 1);
+  ASSERT_EQ(quoted[0].ranks_size(), 1);
+  EXPECT_EQ(quoted[0].ranks(0), 1);
+  // The relaunched generation runs on, untouched by its predecessor's exits.
+  EXPECT_EQ(after->job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after->job().generation(), 2);
+  EXPECT_EQ(after->job().restarts(), 1);
+  // An exit of the new generation's rank 1 is a failure of its own, not a quote.
+  jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 1, 1));
+  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "suspect_exit").size(), 1u);
+  EXPECT_EQ(jobs_->Get(job->job_id())->job().state(), v1::JOB_STATE_FAILED);
+}
+
+TEST_F(JobManagerTest, HangNamesTheRankThatNeverEnteredTheCollectiveItsGroupWaitsIn) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Ranks 0, 1, 3 entered all-reduce #8 and wait; rank 2 stopped after #7.
+  for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  jobs_->OnStepSummary(Summary(gen1, 2, 4, 7, 7));
+  // Rank 0's agent reports it silent first: the event still names rank 2.
+  v1::WorkerState hung = HangReport(gen1, 0, 11);
+  jobs_->OnWorkerState("n1", hung);
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> hangs = EventsOf(*after, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 2 has not entered collective #8 of dp0 (it is at #7) "
+                                    "that ranks 0, 1, 3 wait in"),
+            std::string::npos)
+      << hangs[0].message();
+  const std::string suspect =
+      "ringmaster_hang_suspect{job_id=\"" + job->job_id() + "\",rank=\"2\"} 1";
+  EXPECT_NE(registry_.RenderText().find(suspect), std::string::npos) << registry_.RenderText();
+  EXPECT_EQ(after->job().generation(), 2);
+
+  // Generation 2 recovers within a fraction of a scrape interval: the suspect stays visible
+  // for 5 minutes after that, so that Prometheus sees it, then goes.
+  v1::JobStatus gen2 = Current(job->job_id());
+  for (int rank = 0; rank < 4; ++rank) {
+    v1::StepSummary s = Summary(gen2, rank, 5, 1, 1);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
+    s.set_first_step_seconds(0.1);
+    jobs_->OnStepSummary(s);
+  }
+  ASSERT_EQ(EventsOf(*jobs_->Get(job->job_id()), "recovered").size(), 1u);
+  clock_.Advance(absl::Minutes(4));
+  jobs_->Tick();
+  EXPECT_NE(registry_.RenderText().find(suspect), std::string::npos);
+  clock_.Advance(absl::Minutes(1));
+  jobs_->Tick();
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_hang_suspect{"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, HangNamesTheRankWhoseProcessStoppedReportingWhenNoneLags) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Everyone entered #8 (rank 2 was stopped inside it): the numbers name nobody...
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  // ...but rank 2's process went quiet while the others keep reporting.
+  for (int second = 0; second < 5; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  }
+  v1::WorkerState hung = HangReport(gen1, 3, 5);
+  jobs_->OnWorkerState("n1", hung);
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 2's process stopped reporting 5.0 s ago"),
+            std::string::npos)
+      << hangs[0].message();
+  // The relaunched generation's rank 2 is marked until the suspects' series go.
+  auto relaunched = jobs_->Get(job->job_id());
+  ASSERT_EQ(relaunched->job().state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(relaunched->ranks_size(), 4);
+  EXPECT_TRUE(relaunched->ranks(2).hang_suspect());
+  EXPECT_FALSE(relaunched->ranks(1).hang_suspect());
+}
+
+TEST_F(JobManagerTest, AnEarlyHangReportWaitsForTheStoppedProcessToFallSilent) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Rank 2 is stopped inside #8 right after its last summary; the others keep reporting.
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  clock_.Advance(absl::Seconds(1));
+  for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  // A 1.5 s hang_timeout: rank 0's agent reports it before rank 2 has been silent long enough
+  // to tell it from a live process, and the numbers name nobody. No verdict yet.
+  v1::WorkerState hung = HangReport(gen1, 0, 1.5);
+  jobs_->OnWorkerState("n1", hung);
+  hung.set_rank(1);
+  jobs_->OnWorkerState("n1", hung);  // a second report while the first waits changes nothing
+  jobs_->Tick();
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "hang").empty());
+  EXPECT_EQ(Current(job->job_id()).generation(), 1);
+  // Once rank 2 is silent for more than 2.5 s while the others report, the verdict names it.
+  int ticks = 0;
+  while (EventsOf(*jobs_->Get(job->job_id()), "hang").empty() && ticks < 20) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int rank : {0, 1, 3}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+    jobs_->Tick();
+    ++ticks;
+  }
+  EXPECT_EQ(ticks, 4);  // 3 s after rank 2's last summary
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 2);
+  EXPECT_NE(hangs[0].message().find("rank 0 on n1 made no progress for 1.5 s in phase step: "
+                                    "hung; rank 2's process stopped reporting 3.0 s ago"),
+            std::string::npos)
+      << hangs[0].message();
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_hang_suspect{job_id=\"" + job->job_id() +
+                                        "\",rank=\"2\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterTheWait) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  // Every rank waits inside #8 and every process keeps reporting (a deadlock in the library).
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  v1::WorkerState hung = HangReport(gen1, 1, 1);
+  jobs_->OnWorkerState("n1", hung);
+  int ticks = 0;
+  while (EventsOf(*jobs_->Get(job->job_id()), "hang").empty() && ticks < 20) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int rank = 0; rank < 4; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+    jobs_->Tick();
+    ++ticks;
+  }
+  EXPECT_EQ(ticks, 6);  // 4 s after the hang began, 1 s before the report
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  ASSERT_EQ(hangs[0].ranks_size(), 1);
+  EXPECT_EQ(hangs[0].ranks(0), 1);
+  EXPECT_EQ(hangs[0].message(), "rank 1 on n1 made no progress for 1.0 s in phase step: hung");
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+}
+
+TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  for (int step = 1; step <= 12; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
+    jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.15));
+  }
+  auto after = jobs_->Get(job->job_id());
+  std::vector<v1::JobEvent> flagged = EventsOf(*after, "straggler");
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].ranks(0), 1);
+  EXPECT_NE(flagged[0].message().find("rank 1 on n1 computes 1.50x the median of its "
+                                      "data-parallel group dp0 (threshold 1.20) at step 9: "
+                                      "straggler"),
+            std::string::npos)
+      << flagged[0].message();
+  EXPECT_EQ(after->job().generation(), 1);  // no restart
+  EXPECT_NE(registry_.RenderText().find("ringmaster_straggler{job_id=\"" + job->job_id() +
+                                        "\",rank=\"1\"} 1"),
+            std::string::npos);
+  ASSERT_EQ(after->ranks_size(), 2);  // and `ringctl describe` says so
+  EXPECT_TRUE(after->ranks(1).straggler());
+  EXPECT_NEAR(after->ranks(1).compute_ratio(), 1.5, 1e-9);
+  EXPECT_FALSE(after->ranks(0).straggler());
+  // Back to normal: cleared, the series stays at 0 until the job ends.
+  for (int step = 13; step <= 40; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.10));
+    jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, 0.10));
+  }
+  after = jobs_->Get(job->job_id());
+  ASSERT_EQ(EventsOf(*after, "straggler").size(), 2u);
+  EXPECT_NE(registry_.RenderText().find("ringmaster_straggler{job_id=\"" + job->job_id() +
+                                        "\",rank=\"1\"} 0"),
+            std::string::npos);
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_straggler{"), std::string::npos);
+}
+
+TEST_F(JobManagerTest, ARunningJobsRanksSayTheirStepAndWhenTheyWereLastHeardOf) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  jobs_->OnStepSummary(Summary(running, 0, 7, 7, 7));
+  clock_.Advance(absl::Milliseconds(2500));
+  auto got = jobs_->Get(job->job_id());
+  ASSERT_EQ(got->ranks_size(), 2);
+  EXPECT_EQ(got->ranks(0).rank(), 0);
+  EXPECT_EQ(got->ranks(0).step(), 7);
+  EXPECT_DOUBLE_EQ(got->ranks(0).last_report_age_seconds(), 2.5);
+  EXPECT_EQ(got->ranks(1).step(), 0);
+  EXPECT_EQ(got->ranks(1).last_report_age_seconds(), -1);  // never heard of
+  EXPECT_FALSE(got->ranks(1).finished());
+  jobs_->OnWorkerState("n1", Exit(running, 1, 0));
+  got = jobs_->Get(job->job_id());
+  EXPECT_TRUE(got->ranks(1).finished());
+  EXPECT_FALSE(got->ranks(1).hang_suspect());
+  // Only a running job has them.
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(jobs_->Get(job->job_id())->ranks_size(), 0);
+}
+
+// Rank `rank`'s link check: its dp0 ring neighbours (in a ring of `world`), at `gbps[edge]` GB/s
+// for the edge between ranks edge and edge+1.
+v1::LinkReport Links(const v1::JobStatus& job, int rank, int world, const std::vector<double>& gbps,
+                     double seconds = 0.05) {
+  v1::LinkReport r;
+  *r.mutable_job() = Generation(job);
+  r.set_rank(rank);
+  r.set_seconds(seconds);
+  for (const int edge : {rank, (rank + world - 1) % world}) {
+    v1::LinkStat* l = r.add_links();
+    l->set_group("dp0");
+    l->set_peer_rank(edge == rank ? (rank + 1) % world : edge);
+    l->set_bytes(4 << 20);
+    l->set_seconds((4 << 20) / (gbps[edge] * 1e9));
+  }
+  return r;
+}
+
+TEST_F(JobManagerTest, ASlowLinkIsNamedWithItsRanksAndNodesOnceEveryRankReported) {
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
+  const std::vector<std::string>& node = job.node;
+  ASSERT_EQ(node[0], node[1]);
+  ASSERT_EQ(node[2], node[3]);
+  ASSERT_NE(node[1], node[2]);
+  // Edges 0-1 and 2-3 inside a node, 1-2 and 3-0 across; 1-2 is slow.
+  const std::vector<double> gbps = {20, 0.1, 20, 2};
+  for (int rank = 0; rank < 3; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, gbps));
+  jobs_->OnLinkReport(Links(running, 2, 4, {9, 9, 9, 9}));  // a repeat: ignored
+  auto partial = jobs_->Get(job.id);
+  EXPECT_EQ(partial->link_check().ranks_reported(), 3);
+  EXPECT_EQ(partial->link_check().ranks_expected(), 4);
+  EXPECT_TRUE(EventsOf(*partial, "slow_link").empty());  // judged once all reported
+
+  jobs_->OnLinkReport(Links(running, 3, 4, gbps));
+  auto got = jobs_->Get(job.id);
+  const v1::LinkCheckSummary& check = got->link_check();
+  EXPECT_EQ(check.generation(), running.generation());
+  EXPECT_EQ(check.ranks_reported(), 4);
+  ASSERT_EQ(check.slow_size(), 1) << check.DebugString();
+  EXPECT_EQ(check.slow(0).rank(), 1);
+  EXPECT_EQ(check.slow(0).peer_rank(), 2);
+  EXPECT_EQ(check.slow(0).node(), node[1]);
+  EXPECT_EQ(check.slow(0).peer_node(), node[2]);
+  const std::vector<v1::JobEvent> slow = EventsOf(*got, "slow_link");
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_THAT(slow[0].ranks(), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(slow[0].message(),
+            absl::StrCat("dp0: rank 1 (", node[1], ") <-> rank 2 (", node[2],
+                         "): 0.10 GB/s each way, 0.05x the median of the other dp links "
+                         "across nodes (2.00 GB/s): slow (threshold 0.50x)"));
+  std::string page = registry_.RenderText();
+  EXPECT_NEAR(SeriesValue(page, absl::StrCat("ringmaster_slow_link{job_id=\"", job.id,
+                                             "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\","
+                                             "node=\"",
+                                             node[1], "\",peer_node=\"", node[2], "\"}")),
+              0.05, 1e-9)
+      << page;
+  const std::string bandwidth = absl::StrCat("ringmaster_link_bandwidth_bytes_per_second{job_id=\"",
+                                             job.id, "\",kind=\"dp\",");
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"min\"}"), 1e8, 1) << page;
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"inter_node\",stat=\"median\"}"), 1.05e9, 1);
+  EXPECT_NEAR(SeriesValue(page, bandwidth + "scope=\"intra_node\",stat=\"median\"}"), 2e10, 10);
+
+  // The next generation's verdict replaces the series: its links are all fine.
+  jobs_->OnWorkerState(node[0], Exit(running, 0, 75));
+  const v1::JobStatus gen2 = Current(job.id);
+  ASSERT_EQ(gen2.generation(), running.generation() + 1);
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().ranks_reported(), 0);
+  EXPECT_FALSE(jobs_->Get(job.id)->has_link_check());
+  jobs_->OnLinkReport(Links(running, 0, 4, gbps));  // the old generation's: ignored
+  EXPECT_FALSE(jobs_->Get(job.id)->has_link_check());
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {20, 2, 20, 2}));
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().slow_size(), 0);
+  page = registry_.RenderText();
+  EXPECT_EQ(page.find("ringmaster_slow_link{"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_link_bandwidth_bytes_per_second{"), std::string::npos);
+  // The job's end removes them all.
+  ASSERT_TRUE(jobs_->Cancel(job.id, "", alice_).ok());
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_link_bandwidth_bytes_per_second{"),
+            std::string::npos);
+}
+
+TEST_F(JobManagerTest, ALinkThatCorruptsDataIsNamedEvenWithNothingToCompareItWith) {
+  AddNode("n1", 1);
+  AddNode("n2", 1);
+  auto job = jobs_->Submit(Spec(2, 1), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::LinkReport r;
+    *r.mutable_job() = Generation(running);
+    r.set_rank(rank);
+    v1::LinkStat* l = r.add_links();
+    l->set_group("dp0");
+    l->set_peer_rank(1 - rank);
+    l->set_bytes(1000);
+    l->set_seconds(1e-6);
+    l->set_wrong(rank == 1 ? 3 : 0);
+    v1::LinkStat* bogus = r.add_links();  // a peer outside the job: dropped
+    *bogus = *l;
+    bogus->set_peer_rank(7);
+    jobs_->OnLinkReport(r);
+  }
+  auto got = jobs_->Get(job->job_id());
+  ASSERT_EQ(got->link_check().slow_size(), 1);
+  EXPECT_EQ(got->link_check().slow(0).wrong(), 3);
+  const std::vector<v1::JobEvent> slow = EventsOf(*got, "slow_link");
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_THAT(slow[0].message(),
+              ::testing::EndsWith("1.00 GB/s each way; 3 elements arrived wrong: the link "
+                                  "corrupts data"));
+}
+
+TEST_F(JobManagerTest, ARequestedLinkCheckGoesToRankZerosNodeAndItsResultReplacesTheStartOne) {
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
+  // Only its owner or an admin may ask.
+  EXPECT_EQ(jobs_->RequestLinkCheck(job.id, Caller{"mallory", false}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(jobs_->RequestLinkCheck("nope", alice_).status().code(), absl::StatusCode::kNotFound);
+  const std::vector<double> fine = {10, 2, 10, 2}, slow = {10, 0.1, 10, 2};
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(running, rank, 4, fine, 0.2));
+  // Not before the generation trains: rank 0 may not run yet.
+  auto early = jobs_->RequestLinkCheck(job.id, alice_);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.status().message()), HasSubstr("has not completed a step yet"));
+  jobs_->OnStepSummary(Summary(running, 0, 1, 1, 1));
+  sink_.sent.clear();
+  auto requested = jobs_->RequestLinkCheck(job.id, alice_);
+  ASSERT_TRUE(requested.ok()) << requested.status();
+  EXPECT_EQ(requested->job().job_id(), job.id);
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  EXPECT_EQ(sink_.sent[0].first, running.assignments(0).node());
+  ASSERT_TRUE(sink_.sent[0].second.has_check_links());
+  EXPECT_EQ(sink_.sent[0].second.check_links().job().generation(), running.generation());
+  EXPECT_EQ(sink_.sent[0].second.check_links().rank(), 0);
+  // The check after step 40: its reports replace the start-up check's summary and series.
+  for (int rank = 0; rank < 3; ++rank) {
+    v1::LinkReport r = Links(running, rank, 4, slow, 0.3);
+    r.set_step(40);
+    jobs_->OnLinkReport(r);
+  }
+  v1::LinkReport old = Links(running, 3, 4, fine);  // a late start-up report: superseded
+  jobs_->OnLinkReport(old);
+  EXPECT_EQ(jobs_->Get(job.id)->link_check().ranks_reported(), 3);
+  v1::LinkReport last = Links(running, 3, 4, slow, 0.3);
+  last.set_step(40);
+  jobs_->OnLinkReport(last);
+  const auto got = jobs_->Get(job.id);
+  EXPECT_EQ(got->link_check().step(), 40);
+  ASSERT_EQ(got->link_check().slow_size(), 1);
+  EXPECT_EQ(got->link_check().slow(0).rank(), 1);
+  const std::vector<v1::JobEvent> checks = EventsOf(*got, "link_check");
+  std::vector<std::string> messages;
+  for (const v1::JobEvent& e : checks) messages.push_back(e.message());
+  EXPECT_THAT(messages,
+              ::testing::ElementsAre(
+                  "link check requested by alice: the ranks run it after an upcoming step",
+                  "link check after step 40: 4 links, 1 slow or corrupting"));
+  // What ringctl check-links --wait reads: the request's event, then the verdict's step and the
+  // ends of the link it names.
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_EQ(checks[0].sequence(), requested->request_sequence());
+  EXPECT_EQ(checks[0].step(), 0);
+  EXPECT_EQ(checks[1].step(), 40);
+  EXPECT_THAT(checks[1].ranks(), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(EventsOf(*got, "slow_link").size(), 1u);
+  // Not running any more: refused.
+  ASSERT_TRUE(jobs_->Cancel(job.id, "", alice_).ok());
+  auto refused = jobs_->RequestLinkCheck(job.id, alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("is CANCELLED: only a running job's links can be checked"));
+}
+
+TEST_F(JobManagerTest, ALinkCheckCannotBeRequestedForAJobThatTurnedItOffOrHasOneRank) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec();
+  spec.mutable_watchdog()->set_link_check_disabled(true);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  auto refused = jobs_->RequestLinkCheck(job->job_id(), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("watchdog.link_check: false"));
+  AddNode("n2", 1);
+  auto single = jobs_->Submit(Spec(1, 1), "", alice_);
+  ASSERT_TRUE(single.ok());
+  refused = jobs_->RequestLinkCheck(single->job_id(), alice_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no link to check"));
+}
+
+// The rank that received wrong data exits at once (75), so the generation ends before the other
+// ranks report: the corruption is named from that one report, and its series outlives the
+// generation until the next one's check is complete.
+TEST_F(JobManagerTest, ACorruptingLinkIsNamedBeforeItsRankExitsAndTheOthersReport) {
+  const TwoNodeJob job = RunOnTwoNodes();
+  ASSERT_FALSE(job.id.empty());
+  const v1::JobStatus& running = job.running;
+  const std::vector<std::string>& node = job.node;
+  v1::LinkReport corrupt = Links(running, 2, 4, {10, 10, 10, 10});
+  corrupt.mutable_links(1)->set_wrong(5);  // from rank 1
+  jobs_->OnLinkReport(corrupt);
+  jobs_->OnWorkerState(node[2], Exit(running, 2, 75));
+  const auto got = jobs_->Get(job.id);
+  ASSERT_EQ(got->job().generation(), running.generation() + 1);
+  const std::vector<v1::JobEvent> named = EventsOf(*got, "slow_link");
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_THAT(named[0].ranks(), ::testing::ElementsAre(1, 2));
+  EXPECT_EQ(named[0].message(),
+            absl::StrCat("dp0: rank 1 (", node[1], ") <-> rank 2 (", node[2],
+                         "): 10.00 GB/s each way; 5 elements arrived wrong: the link corrupts "
+                         "data"));
+  const std::string series = absl::StrCat("ringmaster_slow_link{job_id=\"", job.id,
+                                          "\",group=\"dp0\",rank=\"1\",peer_rank=\"2\",");
+  EXPECT_NE(registry_.RenderText().find(series), std::string::npos);
+  // Generation 2's links are fine: its verdict removes the series.
+  const v1::JobStatus gen2 = got->job();
+  for (int rank = 0; rank < 4; ++rank) jobs_->OnLinkReport(Links(gen2, rank, 4, {10, 10, 10, 10}));
+  EXPECT_EQ(registry_.RenderText().find(series), std::string::npos);
+  EXPECT_EQ(EventsOf(*jobs_->Get(job.id), "slow_link").size(), 1u);
+}
+
+TEST_F(JobManagerTest, RecoveryPhasesAreMeasuredOnceEveryRankOfTheNewGenerationStepped) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::WorkerState killed = Exit(Current(job->job_id()), 1, -1, 9);
+  killed.set_time_unix_nanos(absl::ToUnixNanos(clock_.Now() - absl::Milliseconds(100)));
+  jobs_->OnWorkerState("n1", killed);
+  v1::JobStatus gen2 = Current(job->job_id());
+  ASSERT_EQ(gen2.generation(), 2);
+  // The link check comes before the first step; the slowest rank's is the phase.
+  jobs_->OnLinkReport(Links(gen2, 0, 2, {10, 10}, 0.1));
+  jobs_->OnLinkReport(Links(gen2, 1, 2, {10, 10}, 0.25));
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen2, rank, 21, 2, 2);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now() + absl::Milliseconds(200)));
+    s.set_rendezvous_seconds(0.3);
+    s.set_restore_seconds(0.05);
+    s.set_first_step_seconds(0.1);
+    s.set_start_step(20);
+    s.set_step_end_unix_nanos(absl::ToUnixNanos(clock_.Now() + absl::Seconds(1)));
+    jobs_->OnStepSummary(s);
+  }
+  std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(job->job_id()), "recovered");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_NE(recovered[0].message().find("recovery took 1.00 s: detect 0.10, place 0.00, stop "
+                                        "0.20, rendezvous 0.30, link check 0.25, restore 0.05, "
+                                        "first step 0.10"),
+            std::string::npos)
+      << recovered[0].message();
+  jobs_->Tick();
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(
+      page.find("ringmaster_recovery_seconds{job_id=\"" + job->job_id() + "\",phase=\"total\"} 1"),
+      std::string::npos)
+      << page;
+  EXPECT_NE(page.find("ringmaster_recovery_seconds{job_id=\"" + job->job_id() +
+                      "\",phase=\"link_check\"} 0.25"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("ringmaster_goodput_ratio{job_id=\"" + job->job_id() + "\"}"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
