@@ -21,7 +21,7 @@ LocalWatchdog::LocalWatchdog(Clock* clock, WatchdogOptions options)
     : clock_(clock), options_(std::move(options)) {}
 
 void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int rank,
-                          absl::Duration step_timeout) {
+                          absl::Duration step_timeout, WatchFrom watch_from) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[Key(job_id, rank)];
@@ -29,6 +29,7 @@ void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int ran
   w.generation = generation;
   w.last_report = now;
   w.step_timeout = step_timeout;
+  w.watched = watch_from == WatchFrom::kLaunch;
 }
 
 void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int rank,
@@ -48,6 +49,7 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   }
   w.last_report = now;
   w.hang_reported = false;
+  w.watched = true;
   if (phase != v1::WORKER_PHASE_UNSPECIFIED) w.phase = phase;
   if (step_seconds > 0) {
     w.step_seconds.push_back(step_seconds);
@@ -64,6 +66,7 @@ void LocalWatchdog::Untrack(const std::string& job_id, int64_t generation, int r
 }
 
 absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
+  if (!worker.watched) return absl::InfiniteDuration();
   switch (worker.phase) {
     case v1::WORKER_PHASE_STARTING:
     case v1::WORKER_PHASE_INIT:

@@ -8,6 +8,11 @@
 // hang, and a job whose steps take minutes is not declared hung after seconds. Until the rank
 // has reported a step, STEP gets `init_timeout` too (a process's first step includes warm-up).
 //
+// A command job's program need not use the worker API at all (an unmodified torchrun-style
+// script never does), so its silence says nothing: such a rank is watched only from its first
+// report on. The builtin trainer always reports, so its ranks are watched from launch (a trainer
+// stuck before its first report is a hang too).
+//
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
 #define RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
@@ -50,11 +55,18 @@ class LocalWatchdog {
  public:
   LocalWatchdog(Clock* clock, WatchdogOptions options);
 
+  // From when a tracked worker's silence counts.
+  enum class WatchFrom {
+    kLaunch,       // a program that reports (the builtin trainer)
+    kFirstReport,  // a program that may never report (a command job's)
+  };
+
   // A worker started (phase STARTING); replaces any previous state of (job, rank).
   // `step_timeout` > 0 is the job's explicit hang timeout (spec.watchdog.hang_timeout_seconds):
   // it replaces max(step_floor, step_factor * p99) as the STEP and EVAL allowance.
   void Track(const std::string& job_id, int64_t generation, int rank,
-             absl::Duration step_timeout = absl::ZeroDuration());
+             absl::Duration step_timeout = absl::ZeroDuration(),
+             WatchFrom watch_from = WatchFrom::kLaunch);
   // Any report from the worker; `phase` is its current phase, `step_seconds` > 0 for a step report.
   // Ignored for an untracked rank or an older generation than the tracked one; a newer generation
   // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
@@ -71,7 +83,8 @@ class LocalWatchdog {
   // coordinator stream, since the coordinator that was told may have restarted before acting.
   void ReportHangsAgain();
   // The allowance the rank's current phase has now (for tests and metrics); InfiniteDuration() for
-  // an untracked rank or one in WORKER_PHASE_EXITED (neither can hang).
+  // an untracked rank, one in WORKER_PHASE_EXITED, or one watched from its first report that has
+  // not reported yet (none of them can hang).
   absl::Duration Allowance(const std::string& job_id, int rank) const;
 
  private:
@@ -81,6 +94,7 @@ class LocalWatchdog {
     absl::Time last_report;
     std::deque<double> step_seconds;  // The last options_.step_window step times, oldest first.
     bool hang_reported = false;       // Check() returned it since its last report.
+    bool watched = true;              // false until the first report, for WatchFrom::kFirstReport
     absl::Duration step_timeout;      // > 0: the job's explicit STEP/EVAL allowance.
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)

@@ -64,6 +64,31 @@ TEST_F(LocalWatchdogTest, StartingAndInitGetTheInitAllowance) {
   EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_INIT);
 }
 
+// A command job's program may never use the worker API: its silence is not a hang until it has
+// reported once; from then on it is watched like any other.
+TEST_F(LocalWatchdogTest, ARankWatchedFromItsFirstReportIsNotHungBeforeIt) {
+  watchdog_.Track("torch", 1, 0, absl::ZeroDuration(), LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Track("gpt-1", 1, 0);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
+  clock_.Advance(absl::Hours(24));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].job_id, "gpt-1");
+  EXPECT_TRUE(watchdog_.Check().empty());
+  // Its first report starts the watch, with the phase it reported.
+  watchdog_.Report("torch", 1, 0, v1::WORKER_PHASE_INIT, 0);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(10));
+  clock_.Advance(absl::Minutes(10) + absl::Seconds(1));
+  hung = watchdog_.Check();
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].job_id, "torch");
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_INIT);
+  // A new generation's worker starts unwatched again.
+  watchdog_.Track("torch", 2, 0, absl::ZeroDuration(), LocalWatchdog::WatchFrom::kFirstReport);
+  clock_.Advance(absl::Hours(1));
+  EXPECT_TRUE(watchdog_.Check().empty());
+}
+
 TEST_F(LocalWatchdogTest, SlowCheckpointIsNotAHang) {
   watchdog_.Track("gpt-1", 1, 0);
   Steps(10, 1.0);

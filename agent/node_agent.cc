@@ -450,7 +450,10 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         workers_[*pid].token = spec->env["RINGMASTER_WORKER_TOKEN"];
         watchdog_->Track(job.job_id(), job.generation(), a.rank(),
-                         absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()));
+                         absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()),
+                         launch.spec().trainer().has_command()
+                             ? LocalWatchdog::WatchFrom::kFirstReport
+                             : LocalWatchdog::WatchFrom::kLaunch);
       }
     }
     if (!pid.ok()) {

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/oom_score.h"
@@ -492,6 +493,52 @@ TEST_F(AgentClusterTest, HungWorkerIsNamedAndTheJobRestarts) {
   EXPECT_NE(run.output.find("in phase step: hung"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("(generation 2)"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("FAILED"), std::string::npos) << run.output;
+}
+
+// Agents whose workers get 1 s to make their first report (--hang_init_timeout=1).
+class AgentShortInitTest : public AgentClusterTest {
+ protected:
+  std::vector<std::string> ExtraAgentFlags() const override { return {"--hang_init_timeout=1"}; }
+
+  // A job with one rank on each agent running `argv`.
+  std::string SubmitOnBothAgents(const std::string& name, const std::vector<std::string>& argv) {
+    std::string path = dir_ + "/" + name + ".yaml";
+    std::ofstream(path) << "name: " << name << "\nnodes: 2\ndevices_per_node: 1\n"
+                        << "trainer:\n  command: [\"" << absl::StrJoin(argv, "\", \"")
+                        << "\"]\n  steps: 1\n";
+    return Submit(path);
+  }
+};
+
+// An unmodified program never calls the worker API, so its silence says nothing: the agents do
+// not declare it hung, however long it runs without a word. A test worker that reports and then
+// falls silent on the same agents, started after it, is declared hung: each agent checks all its
+// ranks at once, so by the time that rank's hang is logged the silent program's would have been.
+TEST_F(AgentShortInitTest, ACommandThatNeverUsesTheWorkerApiIsNotHung) {
+  const std::string go = dir_ + "/go";
+  const std::string quiet = SubmitOnBothAgents(
+      "quiet", {"/bin/sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"});
+  ASSERT_FALSE(quiet.empty());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Ctl({"get", "job", quiet}).output.find("RUNNING") != std::string::npos;
+      },
+      absl::Seconds(30)));
+  const std::string talker = SubmitOnBothAgents("talker", {worker_, "--steps=0", "--hang"});
+  ASSERT_FALSE(talker.empty());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(WaitFor(
+        [&] { return agents_[i].Log().find("of " + talker + " silent for") != std::string::npos; },
+        absl::Seconds(60)))
+        << agents_[i].Log();
+    EXPECT_EQ(agents_[i].Log().find("of " + quiet + " silent for"), std::string::npos)
+        << agents_[i].Log();
+  }
+  EXPECT_EQ(Ctl({"cancel", talker}).exit_code, 0);
+  std::ofstream(go) << "go\n";
+  const std::string described = WaitUntilDoneOrRestarting(quiet);
+  EXPECT_NE(described.find("SUCCEEDED"), std::string::npos) << described;
+  EXPECT_EQ(described.find("hang"), std::string::npos) << described;
 }
 
 // Whether a child of this process may set its oom_score_adj to `value` (below the value last
