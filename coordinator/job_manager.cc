@@ -143,6 +143,11 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                                       "Restarts of a job after a failure.", {"job_id"});
     hangs_ = &registry->AddCounter("ringmaster_job_hangs_total",
                                    "Ranks of a job reported hung by their agent.", {"job_id"});
+    resumes_behind_ = &registry->AddCounter(
+        "ringmaster_job_resumes_behind_checkpoint_total",
+        "Generations of the job that resumed from an older step than its newest complete "
+        "checkpoint (rank 0 could not use the newer ones; its log says why).",
+        {"job_id"});
     submitted_ =
         registry->AddCounter("ringmaster_jobs_submitted_total", "Jobs accepted.").WithLabels({});
     store_errors_ = registry
@@ -718,6 +723,7 @@ bool JobManager::TryPlace(Job* job) {
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
   job->resumed = false;
+  job->checkpoint_at_launch = job->newest_checkpoint_step;
   job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;

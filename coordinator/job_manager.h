@@ -273,8 +273,13 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's ringmaster_hang_suspect series (only created when the family exists).
   void ClearHangSuspects(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Creates the job's counters at 0 (restarts, hangs): on Submit and on Recover for jobs
-  // that have not ended.
+  // Rank 0 of the job's new generation resumed from `summary`'s start step, older than the job's
+  // newest committed checkpoint when the generation was launched: a "resumed_behind" event saying
+  // how much is trained again, and ringmaster_job_resumes_behind_checkpoint_total.
+  void NoteResumeBehind(Job* job, const v1::StepSummary& summary)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates the job's counters at 0 (restarts, hangs, resumes behind): on Submit and on Recover for
+  // jobs that have not ended.
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the job's job-level series, its counters included.
   void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -303,6 +308,7 @@ class JobManager {
   metrics::GaugeFamily* jobs_by_state_ = nullptr;
   metrics::CounterFamily* restarts_ = nullptr;
   metrics::CounterFamily* hangs_ = nullptr;
+  metrics::CounterFamily* resumes_behind_ = nullptr;
   metrics::GaugeFamily* stragglers_ = nullptr;
   metrics::GaugeFamily* hang_suspects_ = nullptr;
   metrics::GaugeFamily* recovery_seconds_ = nullptr;

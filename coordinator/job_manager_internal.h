@@ -92,6 +92,8 @@ struct JobManager::Job {
   // generation's ranks report the checkpoint they resumed from, which is not a new one.
   int64_t newest_checkpoint_step = -1;
   absl::Time last_checkpoint_time = absl::InfinitePast();
+  // newest_checkpoint_step when the current generation was launched: where it should resume.
+  int64_t checkpoint_at_launch = -1;
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();

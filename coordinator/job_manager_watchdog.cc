@@ -229,6 +229,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     if (rank == 0 && !job->resumed) {
       job->recovery.OnResume(summary.start_step());
       job->resumed = true;
+      if (summary.start_step() < job->checkpoint_at_launch) NoteResumeBehind(job, summary);
     }
   }
   if (rank == 0 && job->resumed && summary.step_end_unix_nanos() > 0) {
@@ -304,11 +305,28 @@ void JobManager::ClearHangSuspects(Job* job) {
   job->hang_suspects_until = absl::InfiniteFuture();
 }
 
+void JobManager::NoteResumeBehind(Job* job, const v1::StepSummary& summary) {
+  const int64_t lost = job->checkpoint_at_launch - summary.start_step();
+  AddEvent(job, "resumed_behind",
+           absl::StrCat("generation ", job->status.generation(), " ",
+                        summary.start_step() > 0
+                            ? absl::StrCat("resumed from step ", summary.start_step())
+                            : std::string("started from step 0"),
+                        ", but the job had committed a checkpoint at step ",
+                        job->checkpoint_at_launch, ": ", lost,
+                        " steps are trained again. Rank 0 could not use the newer checkpoints "
+                        "(its log says why); a checkpoint.dir that not every node sees is a "
+                        "common cause"));
+  Persist(job);
+  if (resumes_behind_ != nullptr) resumes_behind_->WithLabels({job->status.job_id()})->Increment();
+}
+
 void JobManager::StartSeries(Job* job) {
   if (restarts_ == nullptr) return;
   // Counters start at 0, so a rate or increase() sees a job's first restart or hang too.
   restarts_->WithLabels({job->status.job_id()});
   hangs_->WithLabels({job->status.job_id()});
+  resumes_behind_->WithLabels({job->status.job_id()});
 }
 
 void JobManager::ForgetSeries(Job* job) {
@@ -316,6 +334,7 @@ void JobManager::ForgetSeries(Job* job) {
   const std::string& id = job->status.job_id();
   restarts_->Remove({id});
   hangs_->Remove({id});
+  resumes_behind_->Remove({id});
   for (int r : job->straggler_series) stragglers_->Remove({id, absl::StrCat(r)});
   job->straggler_series.clear();
   ClearHangSuspects(job);

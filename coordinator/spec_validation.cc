@@ -112,6 +112,16 @@ class Problems {
     return false;
   }
 
+  // Refuses a relative path: a rank's working directory is its agent's, which need not be the
+  // same on every node (nor the submitter's). Empty passes (no path). Returns whether it passes.
+  bool Absolute(absl::string_view field, const std::string& path) {
+    if (path.empty() || path[0] == '/') return true;
+    Add(field, absl::StrCat("must be an absolute path (ranks start in their agent's working "
+                            "directory, which differs from node to node), got ",
+                            Quote(path)));
+    return false;
+  }
+
   absl::Status ToStatus() const {
     if (lines_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
@@ -199,8 +209,12 @@ void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
       problems->NoNul(absl::StrCat("trainer.command[", i, "]"), trainer.command().argv(i));
     }
   }
-  problems->NoNul("checkpoint.dir", spec.checkpoint().dir());
-  problems->NoNul("trainer.data.path", trainer.data().path());
+  if (problems->NoNul("checkpoint.dir", spec.checkpoint().dir())) {
+    problems->Absolute("checkpoint.dir", spec.checkpoint().dir());
+  }
+  if (problems->NoNul("trainer.data.path", trainer.data().path())) {
+    problems->Absolute("trainer.data.path", trainer.data().path());
+  }
 }
 
 // Checks the trainer's program: exactly one of builtin and command, each well formed.

@@ -220,6 +220,14 @@ INSTANTIATE_TEST_SUITE_P(
         {"CheckpointDirNul",
          [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir(std::string("/a\0b", 4)); },
          "checkpoint.dir: must not contain a NUL byte, got \"/a\\x00\\x62\""},
+        {"CheckpointDirRelative",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("ckpt/run1"); },
+         "checkpoint.dir: must be an absolute path (ranks start in their agent's working "
+         "directory, which differs from node to node), got \"ckpt/run1\""},
+        {"DataPathRelative",
+         [](v1::JobSpec* s) { s->mutable_trainer()->mutable_data()->set_path("./tokens.bin"); },
+         "trainer.data.path: must be an absolute path (ranks start in their agent's working "
+         "directory, which differs from node to node), got \"./tokens.bin\""},
         // nodes, devices_per_node
         {"NodesZero", [](v1::JobSpec* s) { s->set_nodes(0); },
          "nodes: must be in [1, 100000], got 0"},
