@@ -25,7 +25,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-  return grpc::CreateChannel(target, credentials);
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  return grpc::CreateCustomChannel(target, credentials, arguments);
 }
 
 }  // namespace ringmaster

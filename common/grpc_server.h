@@ -36,7 +36,7 @@ struct GrpcServerOptions {
   // Services to serve; not owned, must outlive the server.
   std::vector<grpc::Service*> services;
   // Maximum message size in both directions.
-  int max_message_bytes = 64 * 1024 * 1024;
+  int max_message_bytes = 64 * 1024 * 1024;  // what MakeChannel's channels receive
 };
 
 // A running gRPC server. Thread-safe.

@@ -1,7 +1,8 @@
 // ringctl's watch against a scripted JobService over loopback gRPC: a watch the coordinator cuts
 // for falling behind (RESOURCE_EXHAUSTED) is resumed after the last event printed, and every
 // event is printed once, in order; a RESOURCE_EXHAUSTED before any update is an error, not a
-// loop. (The cut itself is the coordinator's, tested in tests/ with a real one.)
+// loop. (The cut itself is the coordinator's, tested in tests/ with a real one.) And ringctl's
+// channel takes responses up to the coordinator's 64 MiB, past gRPC's default 4 MiB.
 #include "ctl/commands.h"
 
 #include <memory>
@@ -57,6 +58,16 @@ class ScriptedJobs final : public v1::JobService::Service {
     for (const v1::WatchJobResponse& u : call.updates) writer->Write(u);
     return call.status;
   }
+
+  // A job whose spec carries `env_bytes` of environment: a response past gRPC's default 4 MiB.
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override {
+    response->mutable_job()->set_job_id(request->job_id());
+    (*response->mutable_job()->mutable_spec()->mutable_trainer()->mutable_env())["BIG"] =
+        std::string(env_bytes, 'x');
+    return grpc::Status::OK;
+  }
+  size_t env_bytes = 0;
 
   std::vector<int64_t> afters() {
     absl::MutexLock lock(&mu_);
@@ -134,6 +145,21 @@ TEST_F(WatchTest, ACutBeforeAnyUpdateIsAnError) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_THAT(status.message(), HasSubstr("no room"));
   EXPECT_THAT(jobs.afters(), ElementsAre(0));
+}
+
+// ringctl receives what the coordinator may send (its limit, 64 MiB), not only gRPC's default
+// 4 MiB: `describe job` of a job with many events, `get jobs` of many large jobs.
+TEST_F(WatchTest, ResponsesLargerThanGrpcsDefaultLimitArrive) {
+  ScriptedJobs jobs({});
+  jobs.env_bytes = 6 << 20;
+  Serve(&jobs);
+  grpc::ClientContext context;
+  v1::GetJobRequest request;
+  request.set_job_id("big");
+  v1::GetJobResponse response;
+  const grpc::Status status = client_->jobs()->GetJob(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.job().spec().trainer().env().at("BIG").size(), size_t{6} << 20);
 }
 
 }  // namespace
