@@ -320,9 +320,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   v1::JobSpec spec = submitted;
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
-  PlannerOptions planner_options;
-  planner_options.device_memory_bytes = options_.device_memory_bytes;
-  ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, planner_options));
+  ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, PlannerOptionsNow()));
 
   absl::MutexLock lock(&mu_);
   if (!request_id.empty()) {
@@ -387,10 +385,8 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
   v1::JobSpec spec = submitted;
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
-  PlannerOptions planner_options;
-  planner_options.device_memory_bytes = options_.device_memory_bytes;
   v1::PlanJobResponse response;
-  ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, planner_options));
+  ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, PlannerOptionsNow()));
   v1::JobStatus probe;
   *probe.mutable_spec() = spec;
   *probe.mutable_plan() = response.plan();
@@ -402,6 +398,16 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
     response.set_pending_reason(std::string(placement.status().message()));
   }
   return response;
+}
+
+PlannerOptions JobManager::PlannerOptionsNow() const {
+  PlannerOptions planner;
+  planner.device_memory_bytes = options_.device_memory_bytes;
+  if (planner.device_memory_bytes <= 0) {
+    planner.device_memory_bytes = nodes_->SmallestGpuMemory();
+    planner.device_memory_source = "the smallest GPU of the registered nodes";
+  }
+  return planner;
 }
 
 absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) const {

@@ -65,6 +65,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/placement.h"
+#include "coordinator/planner.h"
 #include "coordinator/rendezvous_manager.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
@@ -80,7 +81,8 @@ struct JobManagerOptions {
   double drain_checkpoint_grace_seconds = 120;
   // First port of the range MASTER_PORT is chosen from (per job and generation).
   int master_port_base = 29500;
-  // Memory of one device for the planner; 0 = unknown.
+  // Memory of one device for the planner; 0: the smallest GPU of the live nodes as their agents
+  // registered it (NodeManager::SmallestGpuMemory), unknown without GPUs.
   int64_t device_memory_bytes = 0;
   // After a coordinator restart, how long a running job's nodes have to re-register.
   absl::Duration reconcile_timeout = absl::Seconds(10);
@@ -205,6 +207,8 @@ class JobManager {
   struct Job;
 
   Job* Find(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The planner's options: options_.device_memory_bytes, or the smallest GPU registered now.
+  PlannerOptions PlannerOptionsNow() const;
   // The job, if `caller` owns it or is an admin: NOT_FOUND, or PERMISSION_DENIED saying "only its
   // owner or an admin may <action>".
   absl::StatusOr<Job*> FindForCaller(const std::string& job_id, const Caller& caller,

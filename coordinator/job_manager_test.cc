@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "coordinator/job_manager_test_fixture.h"
 #include "gmock/gmock.h"
@@ -33,6 +34,37 @@ TEST_F(JobManagerTest, InvalidSpecIsRefusedNamingTheField) {
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(job.status().message().find("parallelism"), std::string::npos) << job.status();
   EXPECT_TRUE(jobs_->List({}, 0).empty());
+}
+
+// The planner judges layouts against the smallest GPU the live nodes' agents registered (CPU
+// slots have no memory to judge by), and says where the figure comes from.
+TEST_F(JobManagerTest, ThePlannerKnowsTheRegisteredGpusMemory) {
+  auto reasons = [&] {
+    absl::StatusOr<v1::PlanJobResponse> plan = jobs_->Plan(Spec());
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan.ok() ? absl::StrJoin(plan->plan().reasons(), "\n") : std::string();
+  };
+  AddNode("cpu", 2);
+  EXPECT_NE(reasons().find("device memory unknown"), std::string::npos) << reasons();
+  v1::Register gpus = Node("gpus", 2);
+  for (int i = 0; i < 2; ++i) {
+    gpus.mutable_devices(i)->set_kind("gpu");
+    gpus.mutable_devices(i)->set_memory_bytes(int64_t{i == 0 ? 80 : 40} << 30);
+  }
+  ASSERT_TRUE(nodes_->Register(gpus).ok());
+  EXPECT_NE(reasons().find("device memory: 40.0 GiB per device (the smallest GPU of the "
+                           "registered nodes)"),
+            std::string::npos)
+      << reasons();
+  // A submitted job's stored plan says the same.
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_NE(absl::StrJoin(Current(job->job_id()).plan().reasons(), "\n").find("40.0 GiB"),
+            std::string::npos);
+  // A lost node's GPUs count no more.
+  clock_.Advance(absl::Minutes(1));
+  nodes_->CheckLiveness();
+  EXPECT_NE(reasons().find("device memory unknown"), std::string::npos) << reasons();
 }
 
 TEST_F(JobManagerTest, PendingUntilCapacityThenRunningWithLaunches) {

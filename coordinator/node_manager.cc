@@ -120,6 +120,19 @@ void NodeManager::SetLeaving(const std::string& name) {
   if (it != nodes_.end()) it->second.leaving = true;
 }
 
+int64_t NodeManager::SmallestGpuMemory() const {
+  int64_t smallest = 0;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, node] : nodes_) {
+    if (!node.alive) continue;
+    for (const v1::Device& d : node.registration.devices()) {
+      if (d.kind() != "gpu" || d.memory_bytes() <= 0) continue;
+      if (smallest == 0 || d.memory_bytes() < smallest) smallest = d.memory_bytes();
+    }
+  }
+  return smallest;
+}
+
 std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
   std::vector<NodeCapacity> out;
   absl::MutexLock lock(&mu_);

@@ -63,6 +63,10 @@ class NodeManager {
   // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const;
 
+  // The memory of the smallest GPU of the live nodes, as their agents registered it; 0 when no
+  // live node has a GPU with its memory known (CPU slots have none).
+  int64_t SmallestGpuMemory() const;
+
   // The node's agent is shutting down (v1.Leaving): nothing new is placed on it until it
   // registers again. Unknown nodes are ignored.
   void SetLeaving(const std::string& node);

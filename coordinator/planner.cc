@@ -295,7 +295,10 @@ std::string DeviceMemoryReason(const PlannerOptions& options) {
   if (options.device_memory_bytes <= 0) {
     return "device memory unknown: every layout counts as fitting";
   }
-  return absl::StrCat("device memory: ", HumanBytes(options.device_memory_bytes), " per device");
+  return absl::StrCat("device memory: ", HumanBytes(options.device_memory_bytes), " per device",
+                      options.device_memory_source.empty()
+                          ? ""
+                          : absl::StrCat(" (", options.device_memory_source, ")"));
 }
 
 // The lines every builtin explanation ends with: bubble and communication.

@@ -34,6 +34,7 @@
 #define RINGMASTER_COORDINATOR_PLANNER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "proto/ringmaster/v1/job.pb.h"
@@ -43,6 +44,9 @@ namespace ringmaster::coordinator {
 struct PlannerOptions {
   // Memory of one device in bytes; 0 means unknown (every layout "fits", reasons say so).
   int64_t device_memory_bytes = 0;
+  // Where that figure comes from, quoted in the reasons after it (e.g. "the smallest GPU of the
+  // registered nodes"); empty: nothing is said.
+  std::string device_memory_source;
 };
 
 // Parameter count of the spec's model (see the formula above).
