@@ -115,9 +115,11 @@ absl::Status Run::Setup() {
   const RankPlace& p = c_.place;
   KeyValueStore* store = agent_ != nullptr ? static_cast<KeyValueStore*>(agent_) : &local_store_;
   ASSIGN_OR_RETURN(network_, GlooNetwork::Create(c_.host_address));
-  // Every rank joins the groups in the same order: world, then tp, pp, dp (and emb).
-  ASSIGN_OR_RETURN(world_, network_->Connect("world", p.rank, p.world, store,
-                                             c_.flags.comm_timeout));
+  // Every rank joins the groups in the same order: world, then tp, pp, dp (and emb). The world
+  // group carries only the checkpoints' small agreements, so it is a ring: a full mesh of every
+  // rank would put world^2 addresses through the coordinator's store.
+  ASSIGN_OR_RETURN(world_,
+                   network_->ConnectRing("world", p.rank, p.world, store, c_.flags.comm_timeout));
   // A GPU named by CUDA_VISIBLE_DEVICES: its groups use NCCL (the world group stays on Gloo: the
   // checkpoint writer thread uses it with host data). Otherwise groups whose members all run on
   // this machine do their collectives in shared memory, the others over Gloo.

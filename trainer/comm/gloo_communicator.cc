@@ -72,6 +72,56 @@ absl::Status Guard(F&& f) {
   }
 }
 
+// A Gloo context whose pairs reach only the ring neighbours (rank - 1 and rank + 1): each member
+// publishes two addresses and reads two, where a full mesh publishes size - 1 and reads
+// (size - 1)^2 (quadratic in the group through the coordinator's store).
+class RingContext final : public gloo::Context {
+ public:
+  RingContext(int rank, int size) : gloo::Context(rank, size) {}
+
+  int left() const { return (rank + size - 1) % size; }
+  int right() const { return (rank + 1) % size; }
+
+  // Publishes this member's pair addresses under "<rank>" ({for left, for right}, each as a
+  // 4-byte length and the bytes) and connects to both neighbours. Throws as Gloo does.
+  void Connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device> device) {
+    std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
+    transport->setTimeout(getTimeout());
+    std::string published;
+    for (int peer : {left(), right()}) {
+      std::unique_ptr<gloo::transport::Pair>& pair = transport->getPair(peer);
+      std::vector<char> bytes = (pair ? pair : transport->createPair(peer))->address().bytes();
+      const uint32_t length = static_cast<uint32_t>(bytes.size());
+      published.append(reinterpret_cast<const char*>(&length), sizeof(length));
+      published.append(bytes.begin(), bytes.end());
+    }
+    store.set(std::to_string(rank), std::vector<char>(published.begin(), published.end()));
+    // The left neighbour's address for its right (this member), the right one's for its left.
+    for (auto [peer, index] : {std::pair{left(), 1}, std::pair{right(), 0}}) {
+      if (index == 0 && left() == right()) break;  // size 2: one peer, connected already
+      transport->getPair(peer)->connect(Entry(store.get(std::to_string(peer)), index));
+    }
+    device_ = std::move(device);
+    transportContext_ = std::move(transport);
+  }
+
+ private:
+  static std::vector<char> Entry(const std::vector<char>& published, int index) {
+    size_t at = 0;
+    for (int i = 0;; ++i) {
+      uint32_t length = 0;
+      if (at + sizeof(length) > published.size()) break;
+      std::memcpy(&length, published.data() + at, sizeof(length));
+      at += sizeof(length);
+      if (at + length > published.size()) break;
+      if (i == index)
+        return std::vector<char>(published.begin() + at, published.begin() + at + length);
+      at += length;
+    }
+    throw gloo::IoException("malformed ring address record");
+  }
+};
+
 void SumFloats(void* c, const void* a, const void* b, size_t n) {
   float* out = static_cast<float*>(c);
   const float* x = static_cast<const float*>(a);
@@ -79,18 +129,22 @@ void SumFloats(void* c, const void* a, const void* b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
 }
 
+// `ring`: the context reaches only the ring neighbours, and every collective passes whole buffers
+// around the ring (size - 1 hops: meant for small messages, such as the checkpoint's agreement).
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(std::string name, int rank, int size,
-                   std::shared_ptr<gloo::rendezvous::Context> context, absl::Duration timeout)
+  GlooCommunicator(std::string name, int rank, int size, std::shared_ptr<gloo::Context> context,
+                   bool ring, absl::Duration timeout)
       : Communicator(std::move(name), rank, size),
         context_(std::move(context)),
+        ring_(ring),
         timeout_(StoreAdapter::ToChrono(timeout)) {}
   const char* transport() const override { return "gloo"; }
 
  protected:
   absl::Status DoAllReduce(Tensor data) override {
     if (size() == 1) return absl::OkStatus();
+    if (ring_) return Guard([&] { RingAllReduce(data); });
     return Guard([&] {
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(data.f32(), static_cast<size_t>(data.size));
@@ -147,6 +201,7 @@ class GlooCommunicator final : public Communicator {
     char* own = static_cast<char*>(output.data) + static_cast<size_t>(rank()) * chunk_bytes;
     if (input.data != own) std::memmove(own, input.data, chunk_bytes);
     if (size() == 1) return absl::OkStatus();
+    if (ring_) return Guard([&] { RingAllGather(output, chunk_bytes); });
     return Guard([&] {
       gloo::AllgatherOptions opts(context_);
       // In place: Gloo reads this rank's contribution from its chunk of the output.
@@ -159,6 +214,7 @@ class GlooCommunicator final : public Communicator {
 
   absl::Status DoBroadcast(Tensor data, int root) override {
     if (size() == 1) return absl::OkStatus();
+    if (ring_) return Guard([&] { RingBroadcast(data, root); });
     return Guard([&] {
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<char*>(data.data), data.bytes());
@@ -170,6 +226,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   absl::Status DoSend(Tensor data, int peer) override {
+    RETURN_IF_ERROR(CheckReachable(peer));
     return Guard([&] {
       auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
       buffer->send(peer, PointToPointSlot(rank(), peer, sent_[peer]++));
@@ -178,6 +235,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   absl::Status DoRecv(Tensor data, int peer) override {
+    RETURN_IF_ERROR(CheckReachable(peer));
     return Guard([&] {
       auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
       buffer->recv(peer, PointToPointSlot(peer, rank(), received_[peer]++));
@@ -189,6 +247,7 @@ class GlooCommunicator final : public Communicator {
   // buffer only once the peer has posted the matching receive, so two blocking sends towards
   // each other would wait forever.
   absl::Status DoExchange(Tensor send, Tensor recv, int peer) override {
+    RETURN_IF_ERROR(CheckReachable(peer));
     return Guard([&] {
       auto out = context_->createUnboundBuffer(send.data, send.bytes());
       auto in = context_->createUnboundBuffer(recv.data, recv.bytes());
@@ -201,6 +260,10 @@ class GlooCommunicator final : public Communicator {
 
   absl::Status DoBarrier() override {
     if (size() == 1) return absl::OkStatus();
+    if (ring_) {
+      float token = 0;
+      return Guard([&] { RingAllReduce(Tensor{&token, 1, DType::kF32}); });
+    }
     return Guard([&] {
       gloo::BarrierOptions opts(context_);
       opts.setTag(NextTag());
@@ -211,12 +274,74 @@ class GlooCommunicator final : public Communicator {
 
  private:
   uint32_t NextTag() { return tag_++; }
+  int Left() const { return (rank() + size() - 1) % size(); }
+  int Right() const { return (rank() + 1) % size(); }
+
+  absl::Status CheckReachable(int peer) const {
+    if (!ring_ || peer == Left() || peer == Right()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("group ", name(), " is a ring: rank ", rank(),
+                                                      " reaches only ranks ", Left(), " and ",
+                                                      Right(), ", not ", peer));
+  }
+
+  // Sends `out` (null: nothing) to the right neighbour and receives `in` (null: nothing) from
+  // the left one on `slot`, both posted before either is waited for.
+  void RingShift(void* out, void* in, size_t bytes, uint64_t slot) {
+    std::unique_ptr<gloo::transport::UnboundBuffer> sending, receiving;
+    if (out != nullptr) {
+      sending = context_->createUnboundBuffer(out, bytes);
+      sending->send(Right(), slot);
+    }
+    if (in != nullptr) {
+      receiving = context_->createUnboundBuffer(in, bytes);
+      receiving->recv(Left(), slot);
+      if (!receiving->waitRecv(timeout_)) throw gloo::IoException("ring recv aborted");
+    }
+    if (sending != nullptr && !sending->waitSend(timeout_)) {
+      throw gloo::IoException("ring send aborted");
+    }
+  }
+
+  // The root's data passes from each member to its right neighbour: size - 1 hops.
+  void RingBroadcast(Tensor data, int root) {
+    const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());
+    const int position = (rank() - root + size()) % size();
+    if (position > 0) RingShift(nullptr, data.data, data.bytes(), slot);
+    if (position < size() - 1) RingShift(data.data, nullptr, data.bytes(), slot);
+  }
+
+  // Rank 0's data goes right, each member adding its own, so the last member has the sum, which
+  // it then broadcasts around the ring.
+  void RingAllReduce(Tensor data) {
+    const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());
+    if (rank() > 0) {
+      scratch_.resize(static_cast<size_t>(data.size));
+      RingShift(nullptr, scratch_.data(), data.bytes(), slot);
+      SumFloats(data.data, data.data, scratch_.data(), static_cast<size_t>(data.size));
+    }
+    if (rank() < size() - 1) RingShift(data.data, nullptr, data.bytes(), slot);
+    RingBroadcast(data, size() - 1);
+  }
+
+  // In step s each member sends chunk (rank - s) to the right and receives chunk (rank - s - 1)
+  // from the left: after size - 1 steps every member has every chunk.
+  void RingAllGather(Tensor output, size_t chunk_bytes) {
+    const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());
+    char* base = static_cast<char*>(output.data);
+    auto chunk = [&](int i) {
+      return base + static_cast<size_t>((i % size() + size()) % size()) * chunk_bytes;
+    };
+    for (int s = 0; s < size() - 1; ++s) {
+      RingShift(chunk(rank() - s), chunk(rank() - s - 1), chunk_bytes, slot);
+    }
+  }
   uint64_t PointToPointSlot(int from, int to, uint64_t n) const {
     return kPointToPointSlots | (static_cast<uint64_t>(from * size() + to) << 32) |
            (n & 0xffffffffULL);
   }
 
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::Context> context_;
+  const bool ring_;
   const std::chrono::milliseconds timeout_;
   uint32_t tag_ = 0;
   std::vector<float> scratch_;
@@ -243,7 +368,25 @@ class GlooNetworkImpl final : public GlooNetwork {
       if (!s.ok()) return Annotate(s, absl::StrCat("connecting group ", name));
     }
     return std::unique_ptr<Communicator>(
-        new GlooCommunicator(name, rank, size, std::move(context), timeout));
+        new GlooCommunicator(name, rank, size, std::move(context), /*ring=*/false, timeout));
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectRing(const std::string& name, int rank,
+                                                            int size, KeyValueStore* store,
+                                                            absl::Duration timeout) override {
+    if (size < 1 || rank < 0 || rank >= size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " of ", size, " is not a member of group ", name));
+    }
+    auto context = std::make_shared<RingContext>(rank, size);
+    context->setTimeout(StoreAdapter::ToChrono(timeout));
+    if (size > 1) {
+      StoreAdapter adapter(store, "gloo/" + name + "/ring/", timeout);
+      absl::Status s = Guard([&] { context->Connect(adapter, device_); });
+      if (!s.ok()) return Annotate(s, absl::StrCat("connecting group ", name, " (ring)"));
+    }
+    return std::unique_ptr<Communicator>(
+        new GlooCommunicator(name, rank, size, std::move(context), /*ring=*/true, timeout));
   }
 
  private:

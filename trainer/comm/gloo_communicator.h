@@ -31,6 +31,17 @@ class GlooNetwork {
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::string& name, int rank,
                                                                 int size, KeyValueStore* store,
                                                                 absl::Duration timeout) = 0;
+
+  // Joins group `name` as Connect() does, but connected only to its ring neighbours (rank - 1
+  // and rank + 1): the store holds `size` small records instead of size^2 addresses, and each
+  // member reads two of them instead of size - 1, so a group of thousands joins at once. Every
+  // collective then passes whole buffers around the ring (size - 1 hops each way), which suits
+  // small messages only; point-to-point reaches the neighbours only (FAILED_PRECONDITION
+  // otherwise).
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectRing(const std::string& name,
+                                                                    int rank, int size,
+                                                                    KeyValueStore* store,
+                                                                    absl::Duration timeout) = 0;
 };
 
 }  // namespace ringmaster::trainer

@@ -4,8 +4,11 @@
 #include "trainer/comm/gloo_communicator.h"
 
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/comm/testing.h"
@@ -22,13 +25,14 @@ void ExpectAllOk(const std::vector<absl::Status>& results) {
   for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].ok()) << r << results[r];
 }
 
-class GlooGroupTest : public ::testing::TestWithParam<int> {};
+// Group size, and whether the group is a ring (GlooNetwork::ConnectRing) or a full mesh.
+class GlooGroupTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(GlooGroupTest, CollectivesComputeTheRightData) {
-  const int n = GetParam();
+  const auto [n, ring] = GetParam();
   InMemoryStore store;
-  ExpectAllOk(RunRanks(n, [&](int rank) -> absl::Status {
-    auto comm = ConnectLoopback("g", rank, n, &store);
+  ExpectAllOk(RunRanks(n, [&, n = n, ring = ring](int rank) -> absl::Status {
+    auto comm = ConnectLoopback("g", rank, n, &store, absl::Seconds(30), ring);
     if (!comm.ok()) return comm.status();
     Communicator& c = **comm;
     // All-reduce of 1000 + a size not divisible by n.
@@ -77,7 +81,93 @@ TEST_P(GlooGroupTest, CollectivesComputeTheRightData) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, GlooGroupTest, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(SizesAndTopologies, GlooGroupTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5), ::testing::Bool()));
+
+// A store that counts what it is asked for.
+class CountingStore final : public KeyValueStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    absl::MutexLock lock(&mu_);
+    ++sets_;
+    bytes_set_ += static_cast<int64_t>(value.size());
+    return inner_.Set(key, value);
+  }
+  absl::StatusOr<std::string> Wait(const std::string& key, absl::Duration timeout) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++waits_;
+    }
+    return inner_.Wait(key, timeout);
+  }
+  int64_t sets() {
+    absl::MutexLock lock(&mu_);
+    return sets_;
+  }
+  int64_t waits() {
+    absl::MutexLock lock(&mu_);
+    return waits_;
+  }
+  int64_t bytes_set() {
+    absl::MutexLock lock(&mu_);
+    return bytes_set_;
+  }
+
+ private:
+  InMemoryStore inner_;
+  absl::Mutex mu_;
+  int64_t sets_ ABSL_GUARDED_BY(mu_) = 0, waits_ ABSL_GUARDED_BY(mu_) = 0,
+                bytes_set_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A ring group's members publish one record of two addresses each and read two records, where
+// a full mesh's publish size - 1 addresses and read size - 1 records of size - 1: the ring joins
+// thousands of ranks through the coordinator's store, which a mesh would overflow. Broadcasts
+// from every root arrive, and point-to-point reaches the neighbours only.
+TEST(GlooCommunicatorTest, ARingGroupJoinsThroughTwoRecordsPerMember) {
+  const int n = 6;
+  CountingStore ring_store, mesh_store;
+  ExpectAllOk(RunRanks(n, [&](int rank) -> absl::Status {
+    auto mesh = ConnectLoopback("mesh", rank, n, &mesh_store);
+    if (!mesh.ok()) return mesh.status();
+    auto comm = ConnectLoopback("ring", rank, n, &ring_store, absl::Seconds(30), /*ring=*/true);
+    if (!comm.ok()) return comm.status();
+    Communicator& c = **comm;
+    for (int root = 0; root < n; ++root) {
+      std::vector<float> b(3, static_cast<float>(rank));
+      if (auto s = c.Broadcast(View(b), root); !s.ok()) return s;
+      if (b != std::vector<float>(3, static_cast<float>(root))) {
+        return absl::InternalError(absl::StrCat("broadcast from ", root));
+      }
+    }
+    bool flags[2] = {rank == 4, false};
+    if (auto s = c.AnyOf(absl::MakeSpan(flags)); !s.ok()) return s;
+    if (!flags[0] || flags[1]) return absl::InternalError("any_of");
+    // The neighbours exchange; a rank two steps away is refused, naming the ring.
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    std::vector<float> out(4, static_cast<float>(rank)), in(4, -1);
+    if (rank % 2 == 0) {
+      if (auto s = c.Exchange(View(out), View(in), right); !s.ok()) return s;
+      if (in[0] != right) return absl::InternalError("exchange to the right");
+    } else {
+      if (auto s = c.Exchange(View(out), View(in), left); !s.ok()) return s;
+      if (in[0] != left) return absl::InternalError("exchange to the left");
+    }
+    absl::Status far = c.Send(View(out), (rank + 2) % n);
+    if (!absl::IsFailedPrecondition(far) ||
+        far.message().find("group ring is a ring: rank") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("send two steps away: ", far.ToString()));
+    }
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(ring_store.sets(), n);
+  EXPECT_EQ(ring_store.waits(), 2 * n);
+  // Gloo's mesh reads every other member's record (some twice).
+  EXPECT_GE(mesh_store.waits(), n * (n - 1));
+  // Two addresses a record, against n - 1 = 5.
+  EXPECT_LT(2 * ring_store.bytes_set(), mesh_store.bytes_set())
+      << ring_store.bytes_set() << " vs " << mesh_store.bytes_set();
+}
 
 TEST(GlooCommunicatorTest, PointToPointKeepsOrderPerPair) {
   InMemoryStore store;

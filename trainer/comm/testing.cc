@@ -16,9 +16,10 @@ std::vector<absl::Status> RunRanks(int ranks, const std::function<absl::Status(i
 
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectLoopback(const std::string& name, int rank,
                                                               int size, KeyValueStore* store,
-                                                              absl::Duration timeout) {
+                                                              absl::Duration timeout, bool ring) {
   absl::StatusOr<std::shared_ptr<GlooNetwork>> network = GlooNetwork::Create("127.0.0.1");
   if (!network.ok()) return network.status();
+  if (ring) return (*network)->ConnectRing(name, rank, size, store, timeout);
   return (*network)->Connect(name, rank, size, store, timeout);
 }
 

@@ -18,10 +18,11 @@ namespace ringmaster::trainer::testing {
 // Runs body(rank) on `ranks` threads at once and returns each rank's status.
 std::vector<absl::Status> RunRanks(int ranks, const std::function<absl::Status(int rank)>& body);
 
-// Connects `rank` of `size` to group `name` over loopback through `store`.
+// Connects `rank` of `size` to group `name` over loopback through `store` (as a full mesh, or
+// with `ring` as a ring: GlooNetwork::ConnectRing).
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectLoopback(
     const std::string& name, int rank, int size, KeyValueStore* store,
-    absl::Duration timeout = absl::Seconds(30));
+    absl::Duration timeout = absl::Seconds(30), bool ring = false);
 
 }  // namespace ringmaster::trainer::testing
 
