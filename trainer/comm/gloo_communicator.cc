@@ -1,5 +1,6 @@
 #include "trainer/comm/gloo_communicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -97,8 +98,13 @@ class RingContext final : public gloo::Context {
     }
     store.set(std::to_string(rank), std::vector<char>(published.begin(), published.end()));
     // The left neighbour's address for its right (this member), the right one's for its left.
-    for (auto [peer, index] : {std::pair{left(), 1}, std::pair{right(), 0}}) {
-      if (index == 0 && left() == right()) break;  // size 2: one peer, connected already
+    // The lower-ranked neighbour first, as Gloo's full mesh connects by rank: a pair's side with
+    // the lower port waits in connect() until its peer connects, and ports fall as they may, so
+    // with the left neighbour first everywhere every member could be waiting on its left.
+    std::pair<int, int> order[2] = {{left(), 1}, {right(), 0}};  // {peer, index in its record}
+    if (order[0].first > order[1].first) std::swap(order[0], order[1]);
+    for (int i = 0; i < (left() == right() ? 1 : 2); ++i) {  // size 2: one peer, one pair
+      const auto [peer, index] = order[i];
       transport->getPair(peer)->connect(Entry(store.get(std::to_string(peer)), index));
     }
     device_ = std::move(device);
@@ -336,7 +342,8 @@ class GlooCommunicator final : public Communicator {
     }
   }
   uint64_t PointToPointSlot(int from, int to, uint64_t n) const {
-    return kPointToPointSlots | (static_cast<uint64_t>(from * size() + to) << 32) |
+    return kPointToPointSlots |
+           ((static_cast<uint64_t>(from) * static_cast<uint64_t>(size()) + to) << 32) |
            (n & 0xffffffffULL);
   }
 
