@@ -52,7 +52,8 @@ ABSL_FLAG(double, leave_checkpoint_grace, 0,
           "jobs elsewhere from that checkpoint without counting a restart and places nothing new "
           "here (0: stop the workers at once).");
 ABSL_FLAG(double, hang_init_timeout, 600,
-          "Seconds a worker may be silent while starting, in INIT, or before its first step.");
+          "Seconds a worker may be silent while starting, in INIT, or before its first step (a "
+          "command job's worker is watched only from its first worker API report).");
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
           "Seconds a worker may be silent while in the CHECKPOINT phase.");
 ABSL_FLAG(double, hang_step_floor, 9,

@@ -1,5 +1,6 @@
 #include "common/grpc_client.h"
 
+#include "common/grpc_limits.h"
 #include "common/pem_file.h"
 #include "common/status.h"
 #include "grpcpp/create_channel.h"
@@ -26,7 +27,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  arguments.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   return grpc::CreateCustomChannel(target, credentials, arguments);
 }
 

@@ -23,13 +23,8 @@ struct ClientTlsOptions {
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ClientTlsOptions& tls, bool insecure);
 
-// The largest message a Ringmaster channel receives: the servers' limit
-// (GrpcServerOptions::max_message_bytes), not gRPC's default 4 MiB, which a list of large jobs,
-// a job's events or a launch of thousands of ranks can pass.
-inline constexpr int kMaxReceiveMessageBytes = 64 * 1024 * 1024;
-
 // A channel to `target` ("host:port" or "unix:/path") with the given credentials, receiving
-// messages of up to kMaxReceiveMessageBytes.
+// messages of up to kMaxGrpcMessageBytes (grpc_limits.h), as the servers do.
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials);
 

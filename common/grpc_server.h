@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_limits.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 
@@ -36,7 +37,7 @@ struct GrpcServerOptions {
   // Services to serve; not owned, must outlive the server.
   std::vector<grpc::Service*> services;
   // Maximum message size in both directions.
-  int max_message_bytes = 64 * 1024 * 1024;  // what MakeChannel's channels receive
+  int max_message_bytes = kMaxGrpcMessageBytes;
 };
 
 // A running gRPC server. Thread-safe.

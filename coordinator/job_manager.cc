@@ -320,6 +320,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   v1::JobSpec spec = submitted;
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(ValidateClusterPaths(spec));
   ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, PlannerOptionsNow()));
 
   absl::MutexLock lock(&mu_);
@@ -385,6 +386,7 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
   v1::JobSpec spec = submitted;
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(ValidateClusterPaths(spec));
   v1::PlanJobResponse response;
   ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, PlannerOptionsNow()));
   v1::JobStatus probe;
@@ -708,6 +710,10 @@ bool JobManager::TryPlace(Job* job) {
   for (const auto& a : placement->assignments) *status.add_assignments() = a;
   *status.mutable_groups() = placement->groups;
   status.set_reason("");
+  // The newest committed checkpoint, where this generation should resume: as reported since this
+  // coordinator started, or as stored with the previous generation's progress.
+  job->checkpoint_at_launch =
+      std::max(job->newest_checkpoint_step, status.progress().checkpoint_step());
   status.clear_progress();
   status.mutable_progress()->set_checkpoint_step(-1);
   const int world = static_cast<int>(placement->assignments.size());
@@ -729,7 +735,6 @@ bool JobManager::TryPlace(Job* job) {
   straggler_options.threshold = status.spec().watchdog().straggler_threshold();
   job->stragglers = std::make_unique<StragglerDetector>(straggler_options);
   job->resumed = false;
-  job->checkpoint_at_launch = job->newest_checkpoint_step;
   job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;

@@ -92,7 +92,9 @@ struct JobManager::Job {
   // generation's ranks report the checkpoint they resumed from, which is not a new one.
   int64_t newest_checkpoint_step = -1;
   absl::Time last_checkpoint_time = absl::InfinitePast();
-  // newest_checkpoint_step when the current generation was launched: where it should resume.
+  // The newest committed checkpoint when the current generation was launched (reported, or
+  // stored with the previous generation's progress after a coordinator restart): where it
+  // should resume.
   int64_t checkpoint_at_launch = -1;
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.

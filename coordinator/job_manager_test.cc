@@ -420,55 +420,6 @@ TEST_F(JobManagerTest, ResumingFromACheckpointDoesNotMakeItNewer) {
   EXPECT_EQ(timestamp(), now());
 }
 
-// A generation that resumes from an older step than the job's newest committed checkpoint (rank
-// 0 could not read the newer ones: damaged, or on storage its node does not see) says so in an
-// event and a counter; one that resumes from the newest does not.
-TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
-  AddNode("n1", 2);
-  v1::JobSpec spec = Spec(1, 2);
-  spec.mutable_restart()->set_max_restarts(3);
-  auto job = jobs_->Submit(spec, "", alice_);
-  ASSERT_TRUE(job.ok());
-  const std::string counter = absl::StrCat(
-      "ringmaster_job_resumes_behind_checkpoint_total{job_id=\"", job->job_id(), "\"} ");
-  EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos)
-      << registry_.RenderText();
-  // Generation `gen` starts: every rank's first summary, from `start_step`, at step `step`.
-  auto start = [&](const v1::JobStatus& gen, int64_t start_step, int64_t step, int64_t checkpoint) {
-    for (int rank = 0; rank < 2; ++rank) {
-      v1::StepSummary s = Summary(gen, rank, step, 1, 1);
-      s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
-      s.set_start_step(start_step);
-      s.set_checkpoint_step(checkpoint);
-      jobs_->OnStepSummary(s);
-    }
-  };
-  const v1::JobStatus gen1 = Current(job->job_id());
-  start(gen1, 0, 200, 200);  // a checkpoint at step 200 committed
-  jobs_->OnWorkerState(gen1.assignments(0).node(), Exit(gen1, 0, 75));
-  const v1::JobStatus gen2 = Current(job->job_id());
-  start(gen2, 200, 201, 200);  // resumed from it
-  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").empty());
-  EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos);
-
-  jobs_->OnWorkerState(gen2.assignments(0).node(), Exit(gen2, 0, 75));
-  const v1::JobStatus gen3 = Current(job->job_id());
-  start(gen3, 0, 1, -1);  // from scratch
-  std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(job->job_id()), "resumed_behind");
-  ASSERT_EQ(behind.size(), 1u);
-  EXPECT_EQ(behind[0].message(),
-            "generation 3 started from step 0, but the job had committed a checkpoint at step "
-            "200: 200 steps are trained again. Rank 0 could not use the newer checkpoints (its "
-            "log says why); a checkpoint.dir that not every node sees is a common cause");
-  EXPECT_NE(registry_.RenderText().find(counter + "1\n"), std::string::npos)
-      << registry_.RenderText();
-  // Only rank 0's first summary of a generation counts: later ones change nothing.
-  start(gen3, 0, 2, -1);
-  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").size(), 1u);
-  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
-  EXPECT_EQ(registry_.RenderText().find(counter), std::string::npos) << "removed with the job";
-}
-
 TEST_F(JobManagerTest, ANodeThatFailedTwiceInARowIsExcludedWhileSpareCapacityExists) {
   AddNode("n1", 2);
   AddNode("n2", 2);

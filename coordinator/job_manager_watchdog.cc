@@ -155,6 +155,9 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
     job->newest_checkpoint_step = summary.checkpoint_step();
     job->last_checkpoint_time = clock_->Now();
     job->recovery.OnCheckpoint(summary.checkpoint_step());
+    // Stored (its progress with it), so that a successor coordinator knows where the next
+    // generation should resume (checkpoint_at_launch).
+    Persist(job);
   }
   job->progress_dirty = true;
   Watch(job, summary);
@@ -229,7 +232,12 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     if (rank == 0 && !job->resumed) {
       job->recovery.OnResume(summary.start_step());
       job->resumed = true;
-      if (summary.start_step() < job->checkpoint_at_launch) NoteResumeBehind(job, summary);
+      // Only the builtin trainer says where it resumed (a command job's program may report
+      // checkpoints but leave start_step at 0).
+      if (job->status.spec().trainer().has_builtin() &&
+          summary.start_step() < job->checkpoint_at_launch) {
+        NoteResumeBehind(job, summary);
+      }
     }
   }
   if (rank == 0 && job->resumed && summary.step_end_unix_nanos() > 0) {

@@ -1,7 +1,7 @@
 // JobManager's watch over running generations (the shared fixture is in
 // job_manager_test_fixture.h): hang reports and which rank a hang blames, stragglers, each rank's
-// progress, link checks and the slow or corrupting links they name, and the timing of a
-// recovery's phases.
+// progress, link checks and the slow or corrupting links they name, the timing of a recovery's
+// phases, and a generation that resumes behind the newest checkpoint.
 #include <string>
 #include <vector>
 
@@ -238,6 +238,100 @@ TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterT
   EXPECT_EQ(hangs[0].ranks(0), 1);
   EXPECT_EQ(hangs[0].message(), "rank 1 on n1 made no progress for 1.0 s in phase step: hung");
   EXPECT_EQ(Current(job->job_id()).generation(), 2);
+}
+
+// A generation that resumes from an older step than the job's newest committed checkpoint (rank
+// 0 could not read the newer ones: damaged, or on storage its node does not see) says so in an
+// event and a counter; one that resumes from the newest does not.
+TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_restart()->set_max_restarts(3);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  const std::string counter = absl::StrCat(
+      "ringmaster_job_resumes_behind_checkpoint_total{job_id=\"", job->job_id(), "\"} ");
+  EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos)
+      << registry_.RenderText();
+  // Generation `gen` starts: every rank's first summary, from `start_step`, at step `step`.
+  auto start = [&](const v1::JobStatus& gen, int64_t start_step, int64_t step, int64_t checkpoint) {
+    for (int rank = 0; rank < 2; ++rank) {
+      v1::StepSummary s = Summary(gen, rank, step, 1, 1);
+      s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
+      s.set_start_step(start_step);
+      s.set_checkpoint_step(checkpoint);
+      jobs_->OnStepSummary(s);
+    }
+  };
+  const v1::JobStatus gen1 = Current(job->job_id());
+  start(gen1, 0, 200, 200);  // a checkpoint at step 200 committed
+  jobs_->OnWorkerState(gen1.assignments(0).node(), Exit(gen1, 0, 75));
+  const v1::JobStatus gen2 = Current(job->job_id());
+  start(gen2, 200, 201, 200);  // resumed from it
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").empty());
+  EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos);
+
+  jobs_->OnWorkerState(gen2.assignments(0).node(), Exit(gen2, 0, 75));
+  const v1::JobStatus gen3 = Current(job->job_id());
+  start(gen3, 0, 1, -1);  // from scratch
+  std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(job->job_id()), "resumed_behind");
+  ASSERT_EQ(behind.size(), 1u);
+  EXPECT_EQ(behind[0].message(),
+            "generation 3 started from step 0, but the job had committed a checkpoint at step "
+            "200: 200 steps are trained again. Rank 0 could not use the newer checkpoints (its "
+            "log says why); a checkpoint.dir that not every node sees is a common cause");
+  EXPECT_NE(registry_.RenderText().find(counter + "1\n"), std::string::npos)
+      << registry_.RenderText();
+  // Only rank 0's first summary of a generation counts: later ones change nothing.
+  start(gen3, 0, 2, -1);
+  EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").size(), 1u);
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  EXPECT_EQ(registry_.RenderText().find(counter), std::string::npos) << "removed with the job";
+}
+
+// The newest checkpoint is stored with the job: after a coordinator restart, a generation that
+// starts over is still caught. A command job's program need not say where it resumed (its
+// start_step stays 0), so its restarts are not judged.
+TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCommandJobs) {
+  AddNode("n1", 4);
+  v1::JobSpec builtin = Spec(1, 2), command = Spec(1, 2);
+  builtin.mutable_restart()->set_max_restarts(3);
+  command.mutable_restart()->set_max_restarts(3);
+  command.mutable_trainer()->mutable_command()->add_argv("/bin/train");
+  auto a = jobs_->Submit(builtin, "", alice_);
+  auto b = jobs_->Submit(command, "", alice_);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto start = [&](const v1::JobStatus& gen, int64_t start_step, int64_t checkpoint) {
+    for (int rank = 0; rank < 2; ++rank) {
+      v1::StepSummary s = Summary(gen, rank, 100, 1, 1);
+      s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
+      s.set_start_step(start_step);
+      s.set_checkpoint_step(checkpoint);
+      jobs_->OnStepSummary(s);
+    }
+  };
+  const v1::JobStatus a1 = Current(a->job_id()), b1 = Current(b->job_id());
+  start(a1, 0, 100);
+  start(b1, 0, 100);
+
+  MakeManager();  // a coordinator restart: new managers over the same store
+  v1::Register both = Returning("n1", 4, a1, {0, 1});
+  const v1::Register b_workers = Returning("n1", 4, b1, {0, 1});
+  for (const v1::WorkerState& w : b_workers.running_workers()) *both.add_running_workers() = w;
+  Reconnect(both);
+  jobs_->OnWorkerState("n1", Exit(a1, 0, 75));
+  jobs_->OnWorkerState("n1", Exit(b1, 0, 75));
+  const v1::JobStatus a2 = Current(a->job_id()), b2 = Current(b->job_id());
+  ASSERT_EQ(a2.generation(), a1.generation() + 1);
+  ASSERT_EQ(b2.generation(), b1.generation() + 1);
+  start(a2, 0, -1);
+  start(b2, 0, -1);
+  std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(a->job_id()), "resumed_behind");
+  ASSERT_EQ(behind.size(), 1u);
+  EXPECT_NE(behind[0].message().find("committed a checkpoint at step 100: 100 steps"),
+            std::string::npos)
+      << behind[0].message();
+  EXPECT_TRUE(EventsOf(*jobs_->Get(b->job_id()), "resumed_behind").empty());
 }
 
 TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -105,8 +105,9 @@ class RendezvousManager {
     int64_t generation = 0;
     absl::flat_hash_map<std::string, std::string> values;
     size_t bytes = 0;  // of the keys and values
-    // Ids of the registered waiters by key (keys without waiters have no entry).
-    absl::flat_hash_map<std::string, absl::flat_hash_set<uint64_t>> waiters_by_key;
+    // Ids of the registered waiters by key, in arrival order (ids only grow); keys without
+    // waiters have no entry.
+    absl::flat_hash_map<std::string, absl::btree_set<uint64_t>> waiters_by_key;
   };
   using Fired = std::vector<std::pair<WaitCallback, absl::StatusOr<std::string>>>;
 

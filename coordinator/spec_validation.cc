@@ -209,12 +209,8 @@ void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
       problems->NoNul(absl::StrCat("trainer.command[", i, "]"), trainer.command().argv(i));
     }
   }
-  if (problems->NoNul("checkpoint.dir", spec.checkpoint().dir())) {
-    problems->Absolute("checkpoint.dir", spec.checkpoint().dir());
-  }
-  if (problems->NoNul("trainer.data.path", trainer.data().path())) {
-    problems->Absolute("trainer.data.path", trainer.data().path());
-  }
+  problems->NoNul("checkpoint.dir", spec.checkpoint().dir());
+  problems->NoNul("trainer.data.path", trainer.data().path());
 }
 
 // Checks the trainer's program: exactly one of builtin and command, each well formed.
@@ -401,6 +397,13 @@ void ApplyDefaults(v1::JobSpec* spec) {
   if (!spec->trainer().data().has_seed()) {
     spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
   }
+}
+
+absl::Status ValidateClusterPaths(const v1::JobSpec& spec) {
+  Problems problems;
+  problems.Absolute("checkpoint.dir", spec.checkpoint().dir());
+  problems.Absolute("trainer.data.path", spec.trainer().data().path());
+  return problems.ToStatus();
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {

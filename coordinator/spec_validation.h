@@ -51,6 +51,12 @@ void ApplyDefaults(v1::JobSpec* spec);
 // first 64 bytes.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// What a spec submitted to the coordinator must also meet: checkpoint.dir and trainer.data.path,
+// where given, are absolute (the ranks start in their agents' working directories, which differ
+// from node to node). INVALID_ARGUMENT naming the field. Not checked by ValidateJobSpec: a trainer
+// run by hand resolves them in its own directory, and jobs accepted before the rule keep running.
+absl::Status ValidateClusterPaths(const v1::JobSpec& spec);
+
 }  // namespace ringmaster::coordinator
 
 #endif  // RINGMASTER_COORDINATOR_SPEC_VALIDATION_H_
