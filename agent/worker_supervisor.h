@@ -107,7 +107,8 @@ class WorkerSupervisor {
   // Stop() of a worker being stopped brings the first one's SIGTERM and SIGKILL forward to when
   // its own graces would send them, if sooner (never later: an agent leaving during a drain
   // keeps to its own shorter graces, not the drain's), waits for the first and then answers as
-  // if called after it (NOT_FOUND once the first succeeded).
+  // if called after it: NOT_FOUND once the first removed the worker, or OK when it finds the
+  // group empty but the exit not yet reported and finishes the stop itself.
   absl::Status Stop(pid_t pid, absl::Duration grace,
                     absl::Duration checkpoint_grace = absl::ZeroDuration());
 

@@ -403,7 +403,9 @@ TEST_F(WorkerSupervisorTest, ALaterStopWithShorterGracesBringsTheSignalsForward)
   absl::Status leave = supervisor_->Stop(pid, absl::Hours(1));
   drainer.join();
   EXPECT_TRUE(drain.ok()) << drain;
-  EXPECT_TRUE(absl::IsNotFound(leave)) << leave;  // the drain's Stop() did the work
+  // The drain's Stop() did the work; the leave's found it gone (NOT_FOUND) or, woken between
+  // the group emptying and the exit's report, finished it (OK), as concurrent stops do.
+  EXPECT_TRUE(leave.ok() || absl::IsNotFound(leave)) << leave;
   EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGTERM)));
   EXPECT_TRUE(GroupGone(pid));
 
@@ -417,7 +419,7 @@ TEST_F(WorkerSupervisorTest, ALaterStopWithShorterGracesBringsTheSignalsForward)
   absl::Status kill_now = supervisor_->Stop(pid, absl::ZeroDuration());
   slow_drainer.join();
   EXPECT_TRUE(drain.ok()) << drain;
-  EXPECT_TRUE(absl::IsNotFound(kill_now)) << kill_now;
+  EXPECT_TRUE(kill_now.ok() || absl::IsNotFound(kill_now)) << kill_now;
   EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGKILL)));
   EXPECT_TRUE(GroupGone(pid));
 }
