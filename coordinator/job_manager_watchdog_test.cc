@@ -240,6 +240,19 @@ TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterT
   EXPECT_EQ(Current(job->job_id()).generation(), 2);
 }
 
+// Generation `gen` of a 2-rank job starts: every rank's first summary, at `now`, from
+// `start_step`, at step `step`, with `checkpoint` its newest committed checkpoint (-1: none).
+void Start(JobManager& jobs, absl::Time now, const v1::JobStatus& gen, int64_t start_step,
+           int64_t step, int64_t checkpoint) {
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen, rank, step, 1, 1);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(now));
+    s.set_start_step(start_step);
+    s.set_checkpoint_step(checkpoint);
+    jobs.OnStepSummary(s);
+  }
+}
+
 // A generation that resumes from an older step than the job's newest committed checkpoint (rank
 // 0 could not read the newer ones: damaged, or on storage its node does not see) says so in an
 // event and a counter; one that resumes from the newest does not.
@@ -253,27 +266,17 @@ TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
       "ringmaster_job_resumes_behind_checkpoint_total{job_id=\"", job->job_id(), "\"} ");
   EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos)
       << registry_.RenderText();
-  // Generation `gen` starts: every rank's first summary, from `start_step`, at step `step`.
-  auto start = [&](const v1::JobStatus& gen, int64_t start_step, int64_t step, int64_t checkpoint) {
-    for (int rank = 0; rank < 2; ++rank) {
-      v1::StepSummary s = Summary(gen, rank, step, 1, 1);
-      s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
-      s.set_start_step(start_step);
-      s.set_checkpoint_step(checkpoint);
-      jobs_->OnStepSummary(s);
-    }
-  };
   const v1::JobStatus gen1 = Current(job->job_id());
-  start(gen1, 0, 200, 200);  // a checkpoint at step 200 committed
+  Start(*jobs_, clock_.Now(), gen1, 0, 200, 200);  // a checkpoint at step 200 committed
   jobs_->OnWorkerState(gen1.assignments(0).node(), Exit(gen1, 0, 75));
   const v1::JobStatus gen2 = Current(job->job_id());
-  start(gen2, 200, 201, 200);  // resumed from it
+  Start(*jobs_, clock_.Now(), gen2, 200, 201, 200);  // resumed from it
   EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").empty());
   EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos);
 
   jobs_->OnWorkerState(gen2.assignments(0).node(), Exit(gen2, 0, 75));
   const v1::JobStatus gen3 = Current(job->job_id());
-  start(gen3, 0, 1, -1);  // from scratch
+  Start(*jobs_, clock_.Now(), gen3, 0, 1, -1);  // from scratch
   std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(job->job_id()), "resumed_behind");
   ASSERT_EQ(behind.size(), 1u);
   EXPECT_EQ(behind[0].message(),
@@ -283,7 +286,7 @@ TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
   EXPECT_NE(registry_.RenderText().find(counter + "1\n"), std::string::npos)
       << registry_.RenderText();
   // Only rank 0's first summary of a generation counts: later ones change nothing.
-  start(gen3, 0, 2, -1);
+  Start(*jobs_, clock_.Now(), gen3, 0, 2, -1);
   EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").size(), 1u);
   ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
   EXPECT_EQ(registry_.RenderText().find(counter), std::string::npos) << "removed with the job";
@@ -301,18 +304,9 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   auto a = jobs_->Submit(builtin, "", alice_);
   auto b = jobs_->Submit(command, "", alice_);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-  auto start = [&](const v1::JobStatus& gen, int64_t start_step, int64_t checkpoint) {
-    for (int rank = 0; rank < 2; ++rank) {
-      v1::StepSummary s = Summary(gen, rank, 100, 1, 1);
-      s.set_process_start_unix_nanos(absl::ToUnixNanos(clock_.Now()));
-      s.set_start_step(start_step);
-      s.set_checkpoint_step(checkpoint);
-      jobs_->OnStepSummary(s);
-    }
-  };
   const v1::JobStatus a1 = Current(a->job_id()), b1 = Current(b->job_id());
-  start(a1, 0, 100);
-  start(b1, 0, 100);
+  Start(*jobs_, clock_.Now(), a1, 0, 100, 100);
+  Start(*jobs_, clock_.Now(), b1, 0, 100, 100);
 
   MakeManager();  // a coordinator restart: new managers over the same store
   v1::Register both = Returning("n1", 4, a1, {0, 1});
@@ -324,8 +318,8 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   const v1::JobStatus a2 = Current(a->job_id()), b2 = Current(b->job_id());
   ASSERT_EQ(a2.generation(), a1.generation() + 1);
   ASSERT_EQ(b2.generation(), b1.generation() + 1);
-  start(a2, 0, -1);
-  start(b2, 0, -1);
+  Start(*jobs_, clock_.Now(), a2, 0, 100, -1);
+  Start(*jobs_, clock_.Now(), b2, 0, 100, -1);
   std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(a->job_id()), "resumed_behind");
   ASSERT_EQ(behind.size(), 1u);
   EXPECT_NE(behind[0].message().find("committed a checkpoint at step 100: 100 steps"),

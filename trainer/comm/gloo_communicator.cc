@@ -175,8 +175,8 @@ class GlooCommunicator final : public Communicator {
     scratch_.resize(static_cast<size_t>(2 * chunk));
     const float* in = input.f32();
     auto chunk_of = [&](int i) { return in + static_cast<int64_t>(((i % n) + n) % n) * chunk; };
-    const int right = (rank() + 1) % n;
-    const int left = (rank() + n - 1) % n;
+    const int right = Right();
+    const int left = Left();
     return Guard([&] {
       float* sums[2] = {scratch_.data(), scratch_.data() + chunk};
       // One unbound buffer per half: Gloo allows one pending operation per buffer, and each
