@@ -158,8 +158,9 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                         .WithLabels({});
     stragglers_ = &registry->AddGauge(
         "ringmaster_straggler",
-        "1 while the rank is flagged as a straggler (compute time above its data-parallel "
-        "group's median by the job's threshold), 0 once cleared; only ranks ever flagged.",
+        "1 while the rank is flagged as a straggler (compute time above the median of the "
+        "other ranks of its pipeline stage by the job's threshold), 0 once cleared; only ranks "
+        "ever flagged.",
         {"job_id", "rank"});
     hang_suspects_ = &registry->AddGauge(
         "ringmaster_hang_suspect",

@@ -174,16 +174,18 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   for (const auto& [group, n] : summary.collective_completed()) numbers[group].second = n;
 
   if (job->stragglers != nullptr && summary.steps_in_summary() > 0) {
-    const int group = a.pp_rank() * LayoutOf(job->status).tensor + a.tp_rank();
-    if (auto change = job->stragglers->Add(rank, group, summary.mean_compute_seconds())) {
+    // A pipeline stage's ranks (its data- and tensor-parallel peers) run the same layers on
+    // equal shares of the work; other stages run other layers.
+    const int stage = a.pp_rank();
+    if (auto change = job->stragglers->Add(rank, stage, summary.mean_compute_seconds())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
       v1::JobEvent& event = AddEvent(
           job, "straggler",
           change->flagged
-              ? absl::StrFormat("rank %d on %s computes %.2fx the median of its data-parallel "
-                                "group dp%d (threshold %.2f) at step %d: straggler",
-                                rank, a.node(), change->ratio, group, threshold, summary.step())
-              : absl::StrFormat("rank %d on %s is back to %.2fx its group's median at step %d: "
+              ? absl::StrFormat("rank %d on %s computes %.2fx the median of the other ranks of "
+                                "pipeline stage %d (threshold %.2f) at step %d: straggler",
+                                rank, a.node(), change->ratio, stage, threshold, summary.step())
+              : absl::StrFormat("rank %d on %s is back to %.2fx its stage's median at step %d: "
                                 "no longer a straggler",
                                 rank, a.node(), change->ratio, summary.step()));
       event.add_ranks(rank);

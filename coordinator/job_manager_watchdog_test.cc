@@ -2,6 +2,7 @@
 // job_manager_test_fixture.h): hang reports and which rank a hang blames, stragglers, each rank's
 // progress, link checks and the slow or corrupting links they name, the timing of a recovery's
 // phases, and a generation that resumes behind the newest checkpoint.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -328,6 +329,42 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   EXPECT_TRUE(EventsOf(*jobs_->Get(b->job_id()), "resumed_behind").empty());
 }
 
+// TP 2 x PP 2 (no data parallelism): a rank is compared with its tensor-parallel peer, the
+// other rank of its stage, and not with the other stage's ranks, which run other layers.
+TEST_F(JobManagerTest, StragglersAreJudgedAmongTheRanksOfTheirPipelineStage) {
+  AddNode("n1", 4);
+  v1::JobSpec spec = Spec(1, 4);
+  spec.mutable_parallelism()->set_tensor(2);
+  spec.mutable_parallelism()->set_pipeline(2);
+  spec.mutable_parallelism()->set_data(1);
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(4);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::JobStatus gen1 = Current(job->job_id());
+  ASSERT_EQ(gen1.assignments_size(), 4);
+  int slow = -1;
+  std::map<int, double> seconds;  // by rank: the first stage 0.1 s, the second 0.3 s
+  for (const v1::RankAssignment& a : gen1.assignments()) {
+    seconds[a.rank()] = a.pp_rank() == 0 ? 0.1 : 0.3;
+    if (a.pp_rank() == 1 && a.tp_rank() == 1) slow = a.rank();
+  }
+  ASSERT_GE(slow, 0);
+  seconds[slow] = 0.45;
+  for (int step = 1; step <= 12; ++step) {
+    for (const auto& [rank, s] : seconds) {
+      jobs_->OnStepSummary(Summary(gen1, rank, step, 2 * step, 2 * step, s));
+    }
+  }
+  std::vector<v1::JobEvent> flagged = EventsOf(*jobs_->Get(job->job_id()), "straggler");
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].ranks(0), slow);
+  EXPECT_NE(flagged[0].message().find(absl::StrCat("rank ", slow,
+                                                   " on n1 computes 1.50x the median of the "
+                                                   "other ranks of pipeline stage 1")),
+            std::string::npos)
+      << flagged[0].message();
+}
+
 TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);
@@ -341,8 +378,8 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   std::vector<v1::JobEvent> flagged = EventsOf(*after, "straggler");
   ASSERT_EQ(flagged.size(), 1u);
   EXPECT_EQ(flagged[0].ranks(0), 1);
-  EXPECT_NE(flagged[0].message().find("rank 1 on n1 computes 1.50x the median of its "
-                                      "data-parallel group dp0 (threshold 1.20) at step 9: "
+  EXPECT_NE(flagged[0].message().find("rank 1 on n1 computes 1.50x the median of the other "
+                                      "ranks of pipeline stage 0 (threshold 1.20) at step 9: "
                                       "straggler"),
             std::string::npos)
       << flagged[0].message();

@@ -1,7 +1,8 @@
 // Straggler detection for one job: a rank whose compute time (the time it spends before and
 // between collectives, which a slow rank stretches and its peers do not) stays above its
-// data-parallel group's by a factor is a straggler. Pure logic; the job manager feeds it the
-// agents' step summaries.
+// group's by a factor is a straggler. The job manager's groups are pipeline stages: a stage's
+// ranks (its data- and tensor-parallel peers) run the same layers on equal shares of the work. Pure
+// logic; the job manager feeds it the agents' step summaries.
 //
 // Each summary brings a rank's mean compute seconds over the steps since its previous summary.
 // A rank's level is the median of its last `window` samples; its ratio is that level over the
@@ -43,7 +44,7 @@ class StragglerDetector {
     double ratio = 0;
   };
 
-  // Records a sample of `rank` in data-parallel group `group` and judges the rank; returns a
+  // Records a sample of `rank` in group `group` and judges the rank; returns a
   // change of its flag, if any. Samples <= 0 are ignored.
   std::optional<Change> Add(int rank, int group, double mean_compute_seconds);
 

@@ -74,7 +74,6 @@ class Run {
   absl::Status StopAfter(int64_t step);
   absl::Status Report(int64_t step, const StepStats& stats, double seconds);
   // Stretches this rank's compute when it is the configured slow rank (straggler tests).
-  void MaybeSlowDown(double compute_seconds);
 
   const TrainerConfig& c_;
   AgentClient* const agent_;
@@ -183,6 +182,13 @@ absl::Status Run::Setup() {
   const int nan_rank = c_.flags.nan_gradients_rank;
   if (nan_rank < 0 || nan_rank == c_.place.rank) {
     o.nan_gradients_at_step = c_.flags.nan_gradients_at_step;
+  }
+  if (c_.place.rank == c_.flags.slow_rank && c_.flags.slow_factor > 1) {
+    // Inside the passes, where a slow device loses its time: tensor-parallel peers then wait
+    // for this rank in their all-reduces, the others in the pipeline and the reductions.
+    o.after_pass = [extra = c_.flags.slow_factor - 1](double compute_seconds) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute_seconds * extra));
+    };
   }
   ASSIGN_OR_RETURN(trainer_, ParallelTrainer::Create(device_, o, &groups_));
   std::shared_ptr<const TokenSource> source;
@@ -372,12 +378,6 @@ absl::Status Run::StopAfter(int64_t step) {
       absl::StrCat("stopped on request (SIGUSR1) after step ", step, "; ", saved));
 }
 
-void Run::MaybeSlowDown(double compute_seconds) {
-  if (c_.place.rank != c_.flags.slow_rank || c_.flags.slow_factor <= 1) return;
-  std::this_thread::sleep_for(
-      std::chrono::duration<double>(compute_seconds * (c_.flags.slow_factor - 1)));
-}
-
 absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const RankPlace& p = c_.place;
   // Tokens of this rank's data-parallel replica; its FLOPs are spread over its tp * pp ranks.
@@ -385,9 +385,10 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const double mfu = peak_flops_ > 0 && seconds > 0
                          ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
                          : 0;
-  // Exposed communication: pipeline waits, the reductions and the norm, ZeRO's gathers.
-  const double comm = stats.pipeline_wait_seconds + stats.reduce_seconds +
-                      (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
+  // Exposed communication: pipeline waits, the tensor-parallel all-reduces, the reductions and
+  // the norm, ZeRO's gathers.
+  const double comm = stats.pipeline_wait_seconds + stats.tensor_parallel_seconds +
+                      stats.reduce_seconds + (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
   const double bubble =
       seconds > 0 ? std::clamp(stats.pipeline_wait_seconds / seconds, 0.0, 1.0) : 0;
   // grad_norm goes after the fields scripts read by position (bench/trainer_vs_pytorch).
@@ -452,7 +453,6 @@ absl::Status Run::Train() {
     const auto start = Clock::now();
     const float lr = static_cast<float>(c_.schedule.At(step));
     ASSIGN_OR_RETURN(StepStats stats, trainer_->Step(fill, lr, step + 1));
-    MaybeSlowDown(stats.compute_seconds);
     loss = stats.loss;
     loader_->Advance(c_.micro_steps);
     const double seconds = Since(start);

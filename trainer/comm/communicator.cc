@@ -10,7 +10,11 @@ namespace {
 
 int64_t Bytes(const Tensor& t) { return static_cast<int64_t>(t.bytes()); }
 
+thread_local double thread_seconds = 0;  // Communicator::ThreadSeconds
+
 }  // namespace
+
+double Communicator::ThreadSeconds() { return thread_seconds; }
 
 absl::Status Communicator::Run(std::vector<Counted> counted,
                                const std::function<absl::Status()>& body) {
@@ -20,6 +24,7 @@ absl::Status Communicator::Run(std::vector<Counted> counted,
   absl::Status status = body();
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  thread_seconds += wall;
   const double seconds = device_seconds_ >= 0 ? device_seconds_ : wall;
   if (!status.ok()) {
     const char* what = counted.empty()       ? "any_of"

@@ -112,6 +112,13 @@ class Communicator {
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   std::vector<OpTotals> TakeTotals();
 
+  // Wall seconds the calling thread has spent inside operations (AnyOf included, failed ones
+  // too) of any communicator since it started: the time it was blocked in communication. The
+  // trainer subtracts its growth over a forward or backward pass from the pass's compute time,
+  // so a rank waiting for a slow tensor-parallel peer does not look slow itself. On a GPU
+  // backend it is the host's time in the calls, not the collectives' time on the device.
+  static double ThreadSeconds();
+
  protected:
   Communicator(std::string name, int rank, int size)
       : name_(std::move(name)), rank_(rank), size_(size) {}

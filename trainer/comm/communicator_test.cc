@@ -1,5 +1,5 @@
 // The Communicator base class's contract with its backends: which element types reach a
-// reduction, and which seconds the totals record.
+// reduction, which seconds the totals record, and each thread's time in operations.
 #include "trainer/comm/communicator.h"
 
 #include <chrono>
@@ -90,6 +90,24 @@ TEST(CommunicatorTest, TotalsUseTheBackendsOwnTimingWhenGiven) {
   totals = wall.TakeTotals();
   ASSERT_EQ(totals.size(), 1u);
   EXPECT_GE(totals[0].seconds, 0.02);  // the wall time of the call, at least the sleep
+}
+
+// The calling thread's time in operations: every operation's wall time (the 20 ms sleeps; not a
+// backend's own device timing, 1000 s here), AnyOf's too, and nothing on another thread.
+TEST(CommunicatorTest, ThreadSecondsCountTheCallingThreadsWallTimeInOperations) {
+  float f32[4] = {};
+  bool flag[1] = {true};
+  FakeCommunicator timed(false, /*device_seconds=*/1000);
+  const double before = Communicator::ThreadSeconds();
+  ASSERT_TRUE(timed.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  ASSERT_TRUE(timed.AnyOf(absl::MakeSpan(flag)).ok());
+  const double spent = Communicator::ThreadSeconds() - before;
+  EXPECT_GE(spent, 0.04);
+  EXPECT_LT(spent, 1000);
+
+  double other_thread = -1;
+  std::thread([&] { other_thread = Communicator::ThreadSeconds(); }).join();
+  EXPECT_EQ(other_thread, 0);
 }
 
 TEST(CommunicatorTest, AnyOfIsNumberedLikeEveryCollectiveButStaysOutOfTheTotals) {

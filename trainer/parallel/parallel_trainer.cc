@@ -105,13 +105,14 @@ absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, int64_t t, S
   for (const PipelineAction& a : OneForwardOneBackward(p.pp_rank, p.pp, m)) {
     const int slot = a.microbatch % slots;
     const auto start = Clock::now();
+    const double comm_before = Communicator::ThreadSeconds();
     absl::Status s;
     switch (a.kind) {
       case PipelineActionKind::kForward: {
         fill(a.microbatch, inputs_.data(), targets_.data());
         ASSIGN_OR_RETURN(double loss,
                          model_->Forward(slot, inputs_.data(), targets_.data(), dloss));
-        stats->compute_seconds += Since(start);
+        CountPass(start, comm_before, stats);
         stats->max_in_flight = std::max(stats->max_in_flight, ++in_flight);
         if (head) {
           loss_sum += loss;
@@ -128,7 +129,7 @@ absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, int64_t t, S
         dp_->BeginMicrobatch(a.microbatch + 1 == m);
         RETURN_IF_ERROR(
             model_->Backward(slot, [this](int64_t low) { dp_->OnGradientsFinal(low); }));
-        stats->compute_seconds += Since(start);
+        CountPass(start, comm_before, stats);
         --in_flight;
         continue;
       case PipelineActionKind::kRecvForward:
@@ -154,6 +155,19 @@ absl::Status ParallelTrainer::RunSchedule(const MicrobatchFn& fill, int64_t t, S
     stats->pipeline_wait_seconds += Since(start);
   }
   return absl::OkStatus();
+}
+
+void ParallelTrainer::CountPass(Clock::time_point start, double comm_before,
+                                StepStats* stats) const {
+  const double blocked = Communicator::ThreadSeconds() - comm_before;
+  double compute = std::max(0.0, Since(start) - blocked);
+  if (options_.after_pass) {
+    const auto injected = Clock::now();
+    options_.after_pass(compute);
+    compute += Since(injected);
+  }
+  stats->compute_seconds += compute;
+  stats->tensor_parallel_seconds += blocked;
 }
 
 absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float lr, int64_t t) {

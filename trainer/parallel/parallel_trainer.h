@@ -20,6 +20,7 @@
 #ifndef RINGMASTER_TRAINER_PARALLEL_PARALLEL_TRAINER_H_
 #define RINGMASTER_TRAINER_PARALLEL_PARALLEL_TRAINER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,9 @@ struct ParallelTrainerOptions {
   // NaN, as a corrupted activation would make it; 0: never. Only a last pipeline stage's rank
   // has a loss gradient.
   int64_t nan_gradients_at_step = 0;
+  // Fault injection (trainer --slow_rank): called after each forward or backward pass with the
+  // pass's compute seconds; its own time counts as compute, as a slow device's would. Null: none.
+  std::function<void(double compute_seconds)> after_pass;
 };
 
 // Writes microbatch `micro` (0..m-1) of the current step for this rank's data-parallel replica:
@@ -60,7 +64,10 @@ using MicrobatchFn = std::function<void(int micro, int32_t* inputs, int32_t* tar
 struct StepStats {
   double loss = 0;             // mean loss over the step's global batch (the same on every rank)
   double grad_norm = 0;        // before clipping
-  double compute_seconds = 0;  // this stage's forward and backward passes
+  // This stage's forward and backward passes, less the time they were blocked in communication
+  // (tensor_parallel_seconds): what a slow rank stretches and a peer waiting for it does not.
+  double compute_seconds = 0;
+  double tensor_parallel_seconds = 0;  // blocked in collectives inside the passes (TP all-reduces)
   double pipeline_wait_seconds = 0;  // blocked in transfers to and from neighbouring stages
   double reduce_seconds = 0;         // waiting for the gradient reductions and the norm
   double optimizer_seconds = 0;      // AdamW, parameter gathers, the tied embedding's sync
@@ -108,6 +115,11 @@ class ParallelTrainer {
       : device_(device), options_(options), groups_(groups) {}
   // This stage's 1F1B actions for one step; fills `stats` (compute, waits, in-flight).
   absl::Status RunSchedule(const MicrobatchFn& fill, int64_t t, StepStats* stats);
+  // Adds a forward or backward pass begun at `start` to `stats`: its time blocked in
+  // communication (ThreadSeconds() past `comm_before`) apart from its compute, then any
+  // injected slowness (after_pass) as compute.
+  void CountPass(std::chrono::steady_clock::time_point start, double comm_before,
+                 StepStats* stats) const;
   // The step's loss on every rank (the last stage computed it) and every stage's compute time.
   absl::Status ShareLossAndStageTimes(StepStats* stats);
 

@@ -13,9 +13,14 @@
 // moves the loss by 1e-3 or more within a step or two.
 #include "trainer/parallel/parallel_trainer.h"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +55,8 @@ struct RankResult {
   int64_t layer_gathers = 0;
   int slots = 0;
   int layers = 0;
+  std::vector<StepStats> steps;
+  std::vector<double> step_wall_seconds;  // each Step() call's wall time
 };
 
 // Fault injection: rank `rank`'s loss gradient is NaN in step `step` (0: never).
@@ -58,10 +65,14 @@ struct NanGradients {
   int64_t step = 0;
 };
 
+// Changes a rank's options before its trainer is created; sees the rank's groups.
+using AdjustFn =
+    std::function<void(int rank, const ParallelGroups& groups, ParallelTrainerOptions* options)>;
+
 // Trains `steps` steps as every rank of a tp x pp x dp job (threads) and returns each rank's
 // result, by rank; a rank whose step fails stops there and records the failure.
 std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSteps,
-                              NanGradients nan = {}) {
+                              NanGradients nan = {}, const AdjustFn& adjust = nullptr) {
   const int world = tp * pp * dp;
   InMemoryStore store;
   std::vector<RankResult> results(world);
@@ -85,6 +96,7 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
     o.adamw = AdamWConfig{0.9, 0.95, 1e-8, 0.1};
     o.clip_grad_norm = 1.0;
     if (rank == nan.rank) o.nan_gradients_at_step = nan.step;
+    if (adjust) adjust(rank, *groups, &o);
     auto trainer = ParallelTrainer::Create(device.get(), o, &*groups);
     if (!trainer.ok()) return trainer.status();
     if (auto s = (*trainer)->InitParameters(7); !s.ok()) return s;
@@ -96,11 +108,15 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
           testing::LayoutTestSample(g, in + b * kSeq, tgt + b * kSeq);
         }
       };
+      const auto start = std::chrono::steady_clock::now();
       auto stats = (*trainer)->Step(fill, 3e-3f, step + 1);
       if (!stats.ok()) {
         r.failure = stats.status();
         break;
       }
+      r.step_wall_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      r.steps.push_back(*stats);
       r.losses.push_back(stats->loss);
       r.max_in_flight = std::max(r.max_in_flight, stats->max_in_flight);
       r.stages_reported = stats->stage_compute_seconds.size();
@@ -253,6 +269,42 @@ INSTANTIATE_TEST_SUITE_P(TensorParallel, Zero3Test, ::testing::Values(1, 2));
 struct Layout {
   int tp, pp, dp, zero;
 };
+
+// Rank 1's first forward pass ends with 200 ms of injected compute (after_pass), begun once
+// rank 0 is blocked in a tensor-parallel all-reduce, which cannot end before rank 1 joins it:
+// rank 0 spends those 200 ms waiting, and they count as its tensor-parallel time, not its
+// compute (else rank 0 would look as slow as rank 1 to the straggler detector). Every bucket
+// of a step is a separate part of it, so they add up to no more than the step's wall time.
+TEST(ParallelTrainerTest, APeerWaitingForASlowTensorParallelRankIsNotComputing) {
+  constexpr double kInjected = 0.2;
+  std::atomic<const Communicator*> rank0_tp{nullptr};
+  bool injected = false;
+  const AdjustFn adjust = [&](int rank, const ParallelGroups& groups, ParallelTrainerOptions* o) {
+    if (rank == 0) rank0_tp = groups.tp.get();
+    if (rank != 1) return;
+    o->after_pass = [&](double) {
+      if (std::exchange(injected, true)) return;
+      // Rank 0 set it before its first pass, which rank 1's first pass needed.
+      const Communicator* peer = rank0_tp.load();
+      while (peer->entered() == peer->completed()) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::duration<double>(kInjected));  // the slowness
+    };
+  };
+  const std::vector<RankResult> results = Train(2, 1, 1, 0, /*steps=*/1, {}, adjust);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(injected);
+  for (const RankResult& r : results) ASSERT_EQ(r.steps.size(), 1u) << r.place.rank;
+  EXPECT_GE(results[0].steps[0].tensor_parallel_seconds, kInjected);
+  EXPECT_GE(results[1].steps[0].compute_seconds, kInjected);
+  for (const RankResult& r : results) {
+    const StepStats& s = r.steps[0];
+    EXPECT_LE(s.compute_seconds + s.tensor_parallel_seconds + s.pipeline_wait_seconds +
+                  s.reduce_seconds + s.optimizer_seconds,
+              r.step_wall_seconds[0])
+        << "rank " << r.place.rank << " computes " << s.compute_seconds << " s, waits "
+        << s.tensor_parallel_seconds << " s";
+  }
+}
 
 class NonFiniteStepTest : public ::testing::TestWithParam<Layout> {};
 
