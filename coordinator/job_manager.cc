@@ -815,6 +815,22 @@ void JobManager::ExportFailure(Job* job) {
       ->Set(absl::ToDoubleSeconds(failed - absl::UnixEpoch()));
 }
 
+namespace {
+
+// The restarts that count against restart.max_restarts at `now`: with a window, those inside it
+// (older ones are dropped from the job's list); without, all of the job's.
+int CountedRestarts(v1::JobStatus* status, absl::Time now) {
+  const int window = status->spec().restart().window_minutes();
+  if (window <= 0) return status->restarts();
+  const int64_t since = UnixNanos(now - absl::Minutes(window));
+  auto* times = status->mutable_counted_restart_unix_nanos();
+  times->erase(times->begin(), std::find_if(times->begin(), times->end(),
+                                            [since](int64_t t) { return t >= since; }));
+  return times->size();
+}
+
+}  // namespace
+
 void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
                       const std::string& node) {
   const v1::JobStatus& status = job->status;
@@ -828,17 +844,23 @@ void JobManager::Fail(Job* job, const std::string& why, bool fatal, absl::Time f
                             "allows"));
     }
   }
-  if (fatal || status.restarts() >= status.spec().restart().max_restarts()) {
+  const absl::Time now = clock_->Now();
+  const int counted = CountedRestarts(&job->status, now);
+  const int allowed = status.spec().restart().max_restarts();
+  const int window = status.spec().restart().window_minutes();
+  const std::string within = window > 0 ? absl::StrCat(" within ", window, " minutes") : "";
+  if (fatal || counted >= allowed) {
     Finish(job, v1::JOB_STATE_FAILED,
-           fatal ? absl::StrCat(why, " (fatal: no restart)")
-                 : absl::StrCat(why, " (", status.restarts(), " of ",
-                                status.spec().restart().max_restarts(), " restarts used)"));
+           fatal
+               ? absl::StrCat(why, " (fatal: no restart)")
+               : absl::StrCat(why, " (", counted, " of ", allowed, " restarts used", within, ")"));
     return;
   }
   job->status.set_restarts(status.restarts() + 1);
+  if (window > 0) job->status.add_counted_restart_unix_nanos(UnixNanos(now));
   if (restarts_ != nullptr) restarts_->WithLabels({status.job_id()})->Increment();
-  std::string message = absl::StrCat(why, "; restart ", status.restarts(), " of ",
-                                     status.spec().restart().max_restarts());
+  std::string message = absl::StrCat(why, "; restart ", counted + 1, " of ", allowed, within);
+  if (window > 0) absl::StrAppend(&message, " (", status.restarts(), " in all)");
   const absl::Duration wait = RestartBackoff(job);
   absl::Time not_before = absl::InfinitePast();
   std::string reason = why;

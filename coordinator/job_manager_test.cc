@@ -155,6 +155,50 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
   EXPECT_TRUE(named_rank);
 }
 
+// restart.window_minutes: a restart older than the window no longer counts, so one restart
+// allowed per hour lets a failure an hour later restart the job again, and a second failure
+// inside the hour fail it. Each generation trains a step first (no crash-loop backoff).
+TEST_F(JobManagerTest, OnlyTheRestartsInsideTheWindowCountAgainstTheLimit) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec();
+  spec.mutable_restart()->set_max_restarts(1);
+  spec.mutable_restart()->set_window_minutes(60);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto fail_after_a_step = [&](int64_t step) {
+    const v1::JobStatus running = Current(job->job_id());
+    EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+    for (int rank : {0, 1}) jobs_->OnStepSummary(Summary(running, rank, step, step, step, 0.1));
+    jobs_->OnWorkerState("n1", Exit(running, 1, 1));
+  };
+  auto messages = [&] {  // the state changes' events, one a line
+    std::string all;
+    const auto got = jobs_->Get(job->job_id());
+    for (const v1::JobEvent& e : got->events()) {
+      if (e.kind() == "state") absl::StrAppend(&all, e.message(), "\n");
+    }
+    return all;
+  };
+  fail_after_a_step(5);
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_THAT(messages(), HasSubstr("; restart 1 of 1 within 60 minutes (1 in all)\n"));
+
+  clock_.Advance(absl::Minutes(61));
+  fail_after_a_step(10);
+  v1::JobStatus gen3 = Current(job->job_id());
+  EXPECT_EQ(gen3.generation(), 3);
+  EXPECT_EQ(gen3.restarts(), 2);
+  EXPECT_EQ(gen3.counted_restart_unix_nanos_size(), 1);  // the first one left the window
+  EXPECT_THAT(messages(), HasSubstr("; restart 1 of 1 within 60 minutes (2 in all)\n"));
+
+  clock_.Advance(absl::Minutes(59));
+  fail_after_a_step(15);
+  auto failed = jobs_->Get(job->job_id());
+  EXPECT_EQ(failed->job().state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed->job().restarts(), 2);
+  EXPECT_THAT(messages(), HasSubstr("(1 of 1 restarts used within 60 minutes)\n"));
+}
+
 // Why a rank failed, as its agent tells it, is in the worker_exit event and in the job's failure:
 // on one line and bounded, whatever the agent sent.
 TEST_F(JobManagerTest, AFailedRanksReasonIsInItsEventAndInTheJobsFailure) {

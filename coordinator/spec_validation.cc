@@ -47,6 +47,7 @@ constexpr int64_t kMaxSteps = 1000000000;
 constexpr double kMaxLr = 10.0;
 constexpr int64_t kMaxZeroStage = 3;
 constexpr int64_t kMaxRestarts = 1000;
+constexpr int64_t kMaxRestartWindowMinutes = 525600;  // a year
 // Workers get the whole spec in one environment variable, which Linux caps at 128 KiB.
 constexpr size_t kMaxSpecBytes = 64 * 1024;
 constexpr int kMaxEnvEntries = 256;
@@ -475,6 +476,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   problems.InRange("restart.max_restarts", spec.restart().max_restarts(), 0, kMaxRestarts);
+  problems.InRange("restart.window_minutes", spec.restart().window_minutes(), 0,
+                   kMaxRestartWindowMinutes);
 
   const v1::WatchdogSpec& watchdog = spec.watchdog();
   if (problems.Finite("watchdog.hang_timeout", watchdog.hang_timeout_seconds()) &&

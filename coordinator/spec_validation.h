@@ -41,7 +41,7 @@ void ApplyDefaults(v1::JobSpec* spec);
 //    epsilon > 0;
 //  - zero_stage in [0, 3];
 //  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
-//  - restart.max_restarts in [0, 1000];
+//  - restart.max_restarts in [0, 1000], restart.window_minutes in [0, 525600] (a year);
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
 //  - precision: any enum value defined in job.proto;

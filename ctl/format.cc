@@ -109,6 +109,15 @@ std::string DescribeLinkCheck(const v1::LinkCheckSummary& check) {
   return out;
 }
 
+// "2 of 3"; with a restart window, the restarts in all and those counted at the latest failure:
+// "7 (2 of 3 within 60 minutes)".
+std::string RestartsLine(const v1::JobStatus& j) {
+  const v1::RestartSpec& r = j.spec().restart();
+  if (r.window_minutes() <= 0) return absl::StrCat(j.restarts(), " of ", r.max_restarts());
+  return absl::StrCat(j.restarts(), " (", j.counted_restart_unix_nanos_size(), " of ",
+                      r.max_restarts(), " within ", r.window_minutes(), " minutes)");
+}
+
 std::string HumanBytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);
@@ -225,8 +234,7 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
   absl::StrAppend(&out, "Owner:        ", j.owner().empty() ? "(anonymous)" : j.owner(), "\n");
   absl::StrAppend(&out, "State:        ", StateName(j.state()),
                   j.reason().empty() ? "" : "  (" + j.reason() + ")", "\n");
-  absl::StrAppend(&out, "Generation:   ", j.generation(), "   Restarts: ", j.restarts(), " of ",
-                  spec.restart().max_restarts(), "\n");
+  absl::StrAppend(&out, "Generation:   ", j.generation(), "   Restarts: ", RestartsLine(j), "\n");
   if (!j.stopping_ranks().empty()) {
     absl::StrAppend(&out, "Waiting for:  ranks ", absl::StrJoin(j.stopping_ranks(), ", "),
                     " of generation ", j.generation(), " to checkpoint and exit, until ",

@@ -72,6 +72,7 @@ constexpr absl::string_view kAllFields[] = {
     "checkpoint.keep",
     "restart",
     "restart.max_restarts",
+    "restart.window_minutes",
     "watchdog",
     "watchdog.hang_timeout",
     "watchdog.straggler_threshold",
@@ -482,7 +483,8 @@ void Reader::ReadJob(const YAML::Node& root, v1::JobSpec* spec) {
            [&](const Field& f) {
              if (!IsMapping(f)) return;
              v1::RestartSpec* r = spec->mutable_restart();
-             ReadMapping(f, {{"max_restarts", Int32(r, &v1::RestartSpec::set_max_restarts)}});
+             ReadMapping(f, {{"max_restarts", Int32(r, &v1::RestartSpec::set_max_restarts)},
+                             {"window_minutes", Int32(r, &v1::RestartSpec::set_window_minutes)}});
            }},
           {"watchdog",
            [&](const Field& f) {
@@ -836,6 +838,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   if (spec.has_restart()) {
     out << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap;
     EmitInt(out, "max_restarts", spec.restart().max_restarts());
+    EmitInt(out, "window_minutes", spec.restart().window_minutes());
     out << YAML::EndMap;
   }
   if (spec.has_watchdog()) {

@@ -10,7 +10,7 @@
 //                         epsilon},
 //             precision: fp32 | bf16, zero_stage, data: {path, seed}, env: {NAME: value}},
 //   checkpoint: {dir, every_steps, keep},
-//   restart: {max_restarts},
+//   restart: {max_restarts, window_minutes},
 //   watchdog: {hang_timeout: auto | <seconds>, straggler_threshold}
 #ifndef RINGMASTER_CTL_JOB_YAML_H_
 #define RINGMASTER_CTL_JOB_YAML_H_
