@@ -211,7 +211,7 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
 JobManager::~JobManager() = default;
 
 absl::Status JobManager::Recover() {
-  ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll());
+  ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll(options_.events_in_memory));
   ASSIGN_OR_RETURN(auto cordons, store_->LoadCordons());
   for (auto& [node, cordon] : cordons) nodes_->SetCordon(node, std::move(cordon));
   absl::MutexLock lock(&mu_);
@@ -220,7 +220,7 @@ absl::Status JobManager::Recover() {
     auto job = std::make_unique<Job>();
     job->status = std::move(s.status);
     job->events = std::move(s.events);
-    job->stored_events = job->events.size();
+    job->last_sequence = job->stored_sequence = s.event_count;
     const std::string id = job->status.job_id();
     if (job->status.state() == v1::JOB_STATE_RUNNING) {
       for (const auto& a : job->status.assignments()) job->awaiting[a.node()].insert(a.rank());
@@ -259,7 +259,7 @@ JobManager::Job* JobManager::Find(const std::string& job_id) const {
 
 v1::JobEvent& JobManager::AddEvent(Job* job, const std::string& kind, const std::string& message) {
   v1::JobEvent& event = job->events.emplace_back();
-  event.set_sequence(static_cast<int64_t>(job->events.size()));
+  event.set_sequence(++job->last_sequence);
   event.set_time_unix_nanos(UnixNanos(clock_->Now()));
   event.set_generation(job->status.generation());
   event.set_kind(kind);
@@ -268,7 +268,8 @@ v1::JobEvent& JobManager::AddEvent(Job* job, const std::string& kind, const std:
 }
 
 void JobManager::Persist(Job* job) {
-  std::vector<v1::JobEvent> fresh(job->events.begin() + job->stored_events, job->events.end());
+  const auto unstored = static_cast<ptrdiff_t>(job->last_sequence - job->stored_sequence);
+  std::vector<v1::JobEvent> fresh(job->events.end() - unstored, job->events.end());
   absl::Status status = store_->PutJobWithEvents(job->status, fresh);
   if (!status.ok()) {
     // The in-memory state stays authoritative; Tick writes it again in a second (a job that
@@ -280,7 +281,8 @@ void JobManager::Persist(Job* job) {
     return;
   }
   job->unsaved = false;
-  job->stored_events = job->events.size();
+  job->stored_sequence = job->last_sequence;
+  while (job->events.size() > options_.events_in_memory) job->events.pop_front();
   for (const v1::JobEvent& event : fresh) {
     v1::WatchJobResponse update;
     *update.mutable_event() = event;
@@ -363,7 +365,8 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
       AddEvent(job.get(), "state",
                absl::StrCat("submitted", caller.identity.empty() ? "" : " by " + caller.identity));
   event.set_state(v1::JOB_STATE_PENDING);
-  absl::Status created = store_->CreateJob(status, job->events, request_id);
+  absl::Status created = store_->CreateJob(
+      status, std::vector<v1::JobEvent>(job->events.begin(), job->events.end()), request_id);
   if (absl::IsAlreadyExists(created)) {
     ASSIGN_OR_RETURN(std::optional<std::string> existing, store_->FindRequest(request_id));
     if (existing.has_value()) {
@@ -371,7 +374,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
     }
   }
   RETURN_IF_ERROR(created);
-  job->stored_events = job->events.size();
+  job->stored_sequence = job->last_sequence;
   if (!request_id.empty()) requests_[request_id] = id;
   Job* raw = job.get();
   jobs_[id] = std::move(job);
@@ -419,7 +422,11 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
   if (job == nullptr) return NoSuchJob(job_id);
   v1::GetJobResponse response;
   *response.mutable_job() = job->status;
-  for (const auto& e : job->events) *response.add_events() = e;
+  const size_t shown = std::min(job->events.size(), options_.events_in_memory);
+  for (auto e = job->events.end() - static_cast<ptrdiff_t>(shown); e != job->events.end(); ++e) {
+    *response.add_events() = *e;
+  }
+  response.set_events_omitted(job->last_sequence - static_cast<int64_t>(shown));
   if (job->status.state() == v1::JOB_STATE_RUNNING) {
     const absl::Time now = clock_->Now();
     for (int rank = 0; rank < static_cast<int>(job->rank_step.size()); ++rank) {
@@ -494,13 +501,25 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
   absl::MutexLock lock(&mu_);
   Job* job = Find(job_id);
   if (job == nullptr) return NoSuchJob(job_id);
-  for (size_t i = 0; i < job->stored_events; ++i) {
-    if (job->events[i].sequence() <= after_sequence) continue;
+  auto replay = [&](const v1::JobEvent& event) {
     v1::WatchJobResponse update;
-    *update.mutable_event() = job->events[i];
+    *update.mutable_event() = event;
     update.set_state(job->status.state());
     update.set_generation(job->status.generation());
     callback(update);
+  };
+  const int64_t first_in_memory =
+      job->events.empty() ? job->last_sequence + 1 : job->events.front().sequence();
+  if (after_sequence + 1 < first_in_memory) {
+    // Older than memory holds: from the store (only stored events leave memory).
+    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> older,
+                     store_->ReadEvents(job_id, after_sequence, first_in_memory - 1));
+    for (const v1::JobEvent& event : older) replay(event);
+  }
+  for (const v1::JobEvent& event : job->events) {
+    if (event.sequence() > after_sequence && event.sequence() <= job->stored_sequence) {
+      replay(event);
+    }
   }
   uint64_t id = next_watch_++;
   if (!IsTerminal(job->status.state())) {

@@ -98,6 +98,9 @@ struct JobManagerOptions {
   // keeps every job forever (memory, the store and each tick's work then grow with every job
   // ever submitted).
   absl::Duration ended_job_retention = absl::Hours(24 * 7);
+  // Each job's newest events kept in memory, which GetJob returns (with the count of older
+  // ones); the store keeps them all, and WatchJob replays the older ones from it.
+  size_t events_in_memory = 1000;
 };
 
 // The longest reason a cancel may give (it is stored in the job's events).

@@ -6,6 +6,7 @@
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,8 +39,11 @@ std::string DescribeExit(const std::string& node, const v1::WorkerState& state);
 
 struct JobManager::Job {
   v1::JobStatus status;
-  std::vector<v1::JobEvent> events;
-  size_t stored_events = 0;
+  // The newest events, ascending: at most options.events_in_memory of the stored ones (older
+  // ones are in the store only), then any not stored yet.
+  std::deque<v1::JobEvent> events;
+  int64_t last_sequence = 0;    // the newest event's
+  int64_t stored_sequence = 0;  // the newest stored event's
   // The last store write failed: Tick writes the job again (not before `retry_persist_at`).
   bool unsaved = false;
   absl::Time retry_persist_at = absl::InfinitePast();

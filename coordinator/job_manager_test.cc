@@ -365,6 +365,51 @@ TEST_F(JobManagerTest, AFailedStoreWriteIsRetriedUntilItLands) {
   EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "state").back().state(), v1::JOB_STATE_CANCELLED);
 }
 
+// Only a job's newest events stay in memory (3 here): GetJob returns them with the count of the
+// older ones, WatchJob replays the whole log (the older part from the store), and after a
+// coordinator restart the log goes on from the stored sequence.
+TEST_F(JobManagerTest, OnlyTheNewestEventsStayInMemoryAndWatchReplaysThemAll) {
+  events_in_memory_ = 3;
+  MakeManager();
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec();
+  spec.mutable_restart()->set_max_restarts(5);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok());
+  for (int i = 0; i < 2; ++i) jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));
+  auto check = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    const auto got = jobs_->Get(job->job_id());
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->events_size(), 3);
+    const int64_t total = got->events_omitted() + 3;
+    EXPECT_GE(total, 8);  // submitted, placed, then an exit, a restart and a launch each time
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(got->events(i).sequence(), total - 2 + i);
+    for (int64_t after : {int64_t{0}, int64_t{2}, total - 1}) {
+      std::vector<int64_t> sequences;
+      auto watch = jobs_->Watch(job->job_id(), after, [&](const v1::WatchJobResponse& u) {
+        if (u.has_event()) sequences.push_back(u.event().sequence());
+      });
+      ASSERT_TRUE(watch.ok()) << watch.status();
+      jobs_->Unwatch(*watch);
+      std::vector<int64_t> want;
+      for (int64_t seq = after + 1; seq <= total; ++seq) want.push_back(seq);
+      EXPECT_EQ(sequences, want) << "after " << after;
+    }
+    EXPECT_EQ(got->events(2).message(),
+              EventsOf(*got, got->events(2).kind()).back().message());  // the newest is last
+  };
+  check("running");
+  const int64_t before_restart = jobs_->Get(job->job_id())->events_omitted() + 3;
+  MakeManager();  // a coordinator restart: the newest 3 are loaded, the count goes on
+  check("recovered");
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  const auto cancelled = jobs_->Get(job->job_id());
+  EXPECT_GT(cancelled->events(2).sequence(), before_restart);
+  EXPECT_EQ(cancelled->events(2).sequence(), cancelled->events_omitted() + 3);
+  EXPECT_EQ(cancelled->events(2).state(), v1::JOB_STATE_CANCELLED);
+}
+
 // A generation is in the store before any agent is told to launch it: a coordinator that died
 // right after the launch comes back knowing it, and adopts its workers instead of stopping them.
 TEST_F(JobManagerTest, AGenerationIsStoredBeforeItsLaunchIsSent) {

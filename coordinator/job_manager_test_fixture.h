@@ -204,6 +204,7 @@ class JobManagerTest : public ::testing::Test {
     options.restart_backoff = restart_backoff_;  // off unless a test turns it on
     options.restart_backoff_max = absl::Seconds(4);
     options.ended_job_retention = ended_job_retention_;
+    options.events_in_memory = events_in_memory_;
     jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
                                          &clock_, &registry_, options);
     ASSERT_TRUE(jobs_->Recover().ok());
@@ -292,6 +293,7 @@ class JobManagerTest : public ::testing::Test {
   std::string path_;
   absl::Duration restart_backoff_ = absl::ZeroDuration();
   absl::Duration ended_job_retention_ = absl::ZeroDuration();  // keep ended jobs unless set
+  size_t events_in_memory_ = 1000;
   FakeClock clock_;
   metrics::Registry registry_;
   RecordingSink sink_;

@@ -428,7 +428,26 @@ absl::Status JobStore::PutJobWithEvents(const v1::JobStatus& status,
                   "JobStore::PutJobWithEvents");
 }
 
-absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll() {
+namespace {
+
+// A stored event row as a JobEvent: DATA_LOSS unless it parses and carries its row's sequence.
+absl::StatusOr<v1::JobEvent> ParseEventRow(const std::string& job_id, int64_t sequence,
+                                           absl::string_view bytes) {
+  v1::JobEvent event;
+  if (!event.ParseFromArray(bytes.data(), bytes.size())) {
+    return absl::DataLossError(absl::StrCat("job '", job_id, "': stored event ", sequence, " (",
+                                            bytes.size(), " bytes) is not a valid JobEvent"));
+  }
+  if (event.sequence() != sequence) {
+    return absl::DataLossError(absl::StrCat("job '", job_id, "': stored event ", sequence,
+                                            " says it is event ", event.sequence()));
+  }
+  return event;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll(size_t newest_events) {
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
   std::vector<StoredJob> jobs;
@@ -472,23 +491,54 @@ absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll() {
         return absl::DataLossError(
             absl::StrCat("job '", job_id, "': event ", sequence, " of a job that is not stored"));
       }
-      std::vector<v1::JobEvent>& events = jobs[it->second].events;
-      v1::JobEvent event;
-      if (!event.ParseFromArray(bytes.data(), bytes.size())) {
-        return absl::DataLossError(absl::StrCat("job '", job_id, "': stored event ", sequence, " (",
-                                                bytes.size(), " bytes) is not a valid JobEvent"));
+      StoredJob& job = jobs[it->second];
+      ASSIGN_OR_RETURN(v1::JobEvent event, ParseEventRow(job_id, sequence, bytes));
+      if (sequence != job.event_count + 1) {
+        return absl::DataLossError(absl::StrCat("job '", job_id,
+                                                "': event log out of order at stored sequence ",
+                                                sequence, " (expected ", job.event_count + 1, ")"));
       }
-      if (event.sequence() != sequence || sequence != static_cast<int64_t>(events.size()) + 1) {
-        return absl::DataLossError(
-            absl::StrCat("job '", job_id, "': event log out of order at stored sequence ", sequence,
-                         " (event says ", event.sequence(), ", expected ", events.size() + 1, ")"));
-      }
-      events.push_back(std::move(event));
+      job.event_count = sequence;
+      job.events.push_back(std::move(event));
+      if (job.events.size() > newest_events) job.events.pop_front();
     }
     return absl::OkStatus();
   });
   RETURN_IF_ERROR(Annotate(status, "JobStore::LoadAll"));
   return jobs;
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> JobStore::ReadEvents(const std::string& job_id,
+                                                               int64_t after_sequence,
+                                                               int64_t up_to_sequence) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::JobEvent> events;
+  ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_,
+                                                      "SELECT sequence, event FROM events WHERE "
+                                                      "job_id = ?1 AND sequence > ?2 AND "
+                                                      "sequence <= ?3 ORDER BY sequence"));
+  RETURN_IF_ERROR(stmt.BindText(1, job_id));
+  RETURN_IF_ERROR(stmt.BindInt64(2, after_sequence));
+  RETURN_IF_ERROR(stmt.BindInt64(3, up_to_sequence));
+  for (int64_t want = after_sequence + 1;; ++want) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) {
+      if (want <= up_to_sequence) {
+        return absl::DataLossError(absl::StrCat("JobStore::ReadEvents: job '", job_id,
+                                                "': stored event ", want, " is missing"));
+      }
+      break;
+    }
+    const int64_t sequence = stmt.ColumnInt64(0);
+    if (sequence != want) {
+      return absl::DataLossError(absl::StrCat("JobStore::ReadEvents: job '", job_id,
+                                              "': stored event ", want, " is missing"));
+    }
+    absl::StatusOr<v1::JobEvent> event = ParseEventRow(job_id, sequence, stmt.ColumnBytes(1));
+    if (!event.ok()) return Annotate(event.status(), "JobStore::ReadEvents");
+    events.push_back(*std::move(event));
+  }
+  return events;
 }
 
 absl::StatusOr<std::optional<std::string>> JobStore::FindRequest(const std::string& request_id) {

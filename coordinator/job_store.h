@@ -14,6 +14,8 @@
 #ifndef RINGMASTER_COORDINATOR_JOB_STORE_H_
 #define RINGMASTER_COORDINATOR_JOB_STORE_H_
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,7 +34,8 @@ namespace ringmaster::coordinator {
 
 struct StoredJob {
   v1::JobStatus status;
-  std::vector<v1::JobEvent> events;  // Ascending sequence.
+  std::deque<v1::JobEvent> events;  // The newest (LoadAll's limit), ascending sequence.
+  int64_t event_count = 0;          // The job's events in all: the newest one's sequence.
 };
 
 class JobStore {
@@ -57,10 +60,17 @@ class JobStore {
   absl::Status PutJobWithEvents(const v1::JobStatus& status,
                                 const std::vector<v1::JobEvent>& events);
 
-  // Every job with its events, in the order jobs were first stored (the job manager stores a job
-  // when it is submitted, so this is submission order, whatever the wall clock did).
-  // DATA_LOSS, naming the job, if a stored status or event does not parse.
-  absl::StatusOr<std::vector<StoredJob>> LoadAll();
+  // Every job with its newest `newest_events` events (each one read and checked, the older ones
+  // then dropped), in the order jobs were first stored (the job manager stores a job when it is
+  // submitted, so this is submission order, whatever the wall clock did). DATA_LOSS, naming the
+  // job, if a stored status or event does not parse or the event log has a gap.
+  absl::StatusOr<std::vector<StoredJob>> LoadAll(size_t newest_events = SIZE_MAX);
+
+  // The job's events with after_sequence < sequence <= up_to_sequence, ascending. DATA_LOSS if
+  // one does not parse or one of them is missing.
+  absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(const std::string& job_id,
+                                                       int64_t after_sequence,
+                                                       int64_t up_to_sequence);
 
   // The job id that SubmitJob `request_id` created (see CreateJob), or nullopt.
   absl::StatusOr<std::optional<std::string>> FindRequest(const std::string& request_id);

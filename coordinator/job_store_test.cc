@@ -239,6 +239,46 @@ TEST_F(JobStoreTest, EventsAppendInOrderAndAWrongSequenceIsRefused) {
   }
 }
 
+// LoadAll keeps a job's newest events (the count says how many there are in all); ReadEvents
+// gives any range of them back.
+TEST_F(JobStoreTest, LoadAllKeepsTheNewestEventsAndReadEventsGivesAnyRange) {
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->PutJob(FullStatus("j", 1)).ok());
+  ASSERT_TRUE(store->PutJob(FullStatus("quiet", 1)).ok());
+  for (int64_t seq = 1; seq <= 7; ++seq) {
+    ASSERT_TRUE(store->AppendEvent("j", Event(seq, absl::StrCat("k", seq))).ok()) << seq;
+  }
+  absl::StatusOr<std::vector<StoredJob>> jobs = store->LoadAll(/*newest_events=*/3);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2);
+  EXPECT_EQ((*jobs)[0].event_count, 7);
+  ASSERT_EQ((*jobs)[0].events.size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(SameProto((*jobs)[0].events[i], Event(5 + i, absl::StrCat("k", 5 + i)))) << i;
+  }
+  EXPECT_EQ((*jobs)[1].event_count, 0);
+  EXPECT_TRUE((*jobs)[1].events.empty());
+
+  absl::StatusOr<std::vector<v1::JobEvent>> older = store->ReadEvents("j", 0, 4);
+  ASSERT_TRUE(older.ok()) << older.status();
+  ASSERT_EQ(older->size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(SameProto((*older)[i], Event(1 + i, absl::StrCat("k", 1 + i)))) << i;
+  }
+  older = store->ReadEvents("j", 5, 7);
+  ASSERT_TRUE(older.ok()) << older.status();
+  ASSERT_EQ(older->size(), 2);
+  EXPECT_EQ((*older)[0].sequence(), 6);
+  // Past the newest: a gap in the log, which a caller must not paper over.
+  older = store->ReadEvents("j", 5, 9);
+  EXPECT_EQ(older.status().code(), absl::StatusCode::kDataLoss) << older.status();
+  EXPECT_THAT(older.status().message(), HasSubstr("stored event 8 is missing"));
+  older = store->ReadEvents("j", 3, 3);
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_TRUE(older->empty());
+}
+
 TEST_F(JobStoreTest, AppendEventForUnknownJobIsNotFound) {
   std::unique_ptr<JobStore> store = OpenStore();
   ASSERT_NE(store, nullptr);

@@ -295,6 +295,10 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
   }
   if (response.has_link_check()) absl::StrAppend(&out, DescribeLinkCheck(response.link_check()));
   absl::StrAppend(&out, "\nEvents:\n");
+  if (response.events_omitted() > 0) {
+    absl::StrAppend(&out, "  (", response.events_omitted(),
+                    " older events left out: `ringctl watch ", j.job_id(), "` lists them all)\n");
+  }
   for (const auto& e : response.events()) absl::StrAppend(&out, "  ", FormatEvent(e), "\n");
   return out;
 }

@@ -47,6 +47,15 @@ TEST(DescribeJobTest, RestartsSayHowManyCountWithinTheWindow) {
               HasSubstr("Generation:   3   Restarts: 2 (1 of 3 within 60 minutes)\n"));
 }
 
+TEST(DescribeJobTest, EventsLeftOutAreCountedWithWhereToReadThem) {
+  v1::GetJobResponse r = RestartingJob();
+  r.add_events()->set_sequence(1);
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("left out")));
+  r.set_events_omitted(1500);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("\nEvents:\n  (1500 older events left out: `ringctl "
+                                        "watch gpt-1` lists them all)\n"));
+}
+
 TEST(DescribeJobTest, ACrashLoopsBackoffSaysWhenTheNextLaunchIs) {
   v1::GetJobResponse r = RestartingJob();
   r.mutable_job()->set_failures_before_a_step(4);
