@@ -98,7 +98,9 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
           "Tokens the rank processed per second in its last step (tokens / step seconds).",
           kRankLabels)),
       compute_seconds_(&registry->AddGauge("ringmaster_compute_seconds",
-                                           "Seconds of the rank's last step spent computing.",
+                                           "Seconds of the rank's last step spent computing (time "
+                                           "blocked in collectives on its training thread "
+                                           "left out).",
                                            kRankLabels)),
       communication_seconds_(&registry->AddGauge(
           "ringmaster_communication_seconds",

@@ -122,7 +122,8 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# TYPE ringmaster_communication_seconds gauge\n"
       "ringmaster_communication_seconds",
       l, "} 0.125\n",
-      "# HELP ringmaster_compute_seconds Seconds of the rank's last step spent computing.\n"
+      "# HELP ringmaster_compute_seconds Seconds of the rank's last step spent computing (time "
+      "blocked in collectives on its training thread left out).\n"
       "# TYPE ringmaster_compute_seconds gauge\n"
       "ringmaster_compute_seconds",
       l, "} 0.375\n",

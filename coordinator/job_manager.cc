@@ -498,9 +498,47 @@ absl::StatusOr<v1::JobStatus> JobManager::Cancel(const std::string& job_id,
 
 absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t after_sequence,
                                            WatchCallback callback) {
-  absl::MutexLock lock(&mu_);
-  Job* job = Find(job_id);
-  if (job == nullptr) return NoSuchJob(job_id);
+  if (after_sequence < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("after_sequence: must be >= 0, got ", after_sequence));
+  }
+  // The part of the log older than memory holds is read from the store (only stored events leave
+  // memory) without the lock, at most options_.max_store_replay events per watch; memory may
+  // drop more events meanwhile, so read until the reads meet it.
+  std::vector<v1::JobEvent> older;
+  int64_t replayed = after_sequence;  // the newest event read (or not asked for)
+  for (;;) {
+    int64_t read_up_to = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      Job* job = Find(job_id);
+      if (job == nullptr) return NoSuchJob(job_id);
+      const int64_t first_in_memory =
+          job->events.empty() ? job->last_sequence + 1 : job->events.front().sequence();
+      const size_t room =
+          options_.max_store_replay - std::min(options_.max_store_replay, older.size());
+      if (replayed >= first_in_memory - 1 || room == 0) {
+        return WatchLocked(job, after_sequence, older, replayed < first_in_memory - 1,
+                           std::move(callback));
+      }
+      read_up_to = std::min(first_in_memory - 1, replayed + static_cast<int64_t>(room));
+    }
+    absl::StatusOr<std::vector<v1::JobEvent>> read =
+        store_->ReadEvents(job_id, replayed, read_up_to);
+    if (!read.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (Find(job_id) == nullptr) return NoSuchJob(job_id);  // deleted meanwhile
+      return read.status();
+    }
+    older.insert(older.end(), std::make_move_iterator(read->begin()),
+                 std::make_move_iterator(read->end()));
+    replayed = read_up_to;
+  }
+}
+
+absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequence,
+                                                 const std::vector<v1::JobEvent>& older,
+                                                 bool more_in_store, WatchCallback callback) {
   auto replay = [&](const v1::JobEvent& event) {
     v1::WatchJobResponse update;
     *update.mutable_event() = event;
@@ -508,18 +546,17 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
     update.set_generation(job->status.generation());
     callback(update);
   };
-  const int64_t first_in_memory =
-      job->events.empty() ? job->last_sequence + 1 : job->events.front().sequence();
-  if (after_sequence + 1 < first_in_memory) {
-    // Older than memory holds: from the store (only stored events leave memory).
-    ASSIGN_OR_RETURN(std::vector<v1::JobEvent> older,
-                     store_->ReadEvents(job_id, after_sequence, first_in_memory - 1));
-    for (const v1::JobEvent& event : older) replay(event);
+  for (const v1::JobEvent& event : older) replay(event);
+  if (more_in_store) {
+    const int64_t last = older.empty() ? after_sequence : older.back().sequence();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("replayed events ", after_sequence + 1, " to ", last, " of ",
+                     job->last_sequence, " from the store, at most ", options_.max_store_replay,
+                     " a watch: watch again with after_sequence ", last, " for the rest"));
   }
+  const int64_t replayed = older.empty() ? after_sequence : older.back().sequence();
   for (const v1::JobEvent& event : job->events) {
-    if (event.sequence() > after_sequence && event.sequence() <= job->stored_sequence) {
-      replay(event);
-    }
+    if (event.sequence() > replayed && event.sequence() <= job->stored_sequence) replay(event);
   }
   uint64_t id = next_watch_++;
   if (!IsTerminal(job->status.state())) {
@@ -531,7 +568,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
       callback(update);
     }
     job->watchers[id] = std::move(callback);
-    watch_jobs_[id] = job_id;
+    watch_jobs_[id] = job->status.job_id();
   }
   return id;
 }

@@ -39,7 +39,9 @@
 // exports it again for what is left of that time.
 //
 // Durability: jobs, events, generations and assignments go to the JobStore on every transition;
-// progress (step, loss) is in memory only. Recover() reloads everything after a restart; running
+// progress (step, loss) is in memory only; memory holds each job's newest events
+// (events_in_memory), the store all of them. Recover() reloads the jobs (with their newest
+// events) after a restart; running
 // jobs are then reconciled with the agents as they re-register (RegisterNode).
 //
 // Thread-safe. Watch callbacks and AgentCommandSink::Send are called with the manager's lock
@@ -99,8 +101,12 @@ struct JobManagerOptions {
   // ever submitted).
   absl::Duration ended_job_retention = absl::Hours(24 * 7);
   // Each job's newest events kept in memory, which GetJob returns (with the count of older
-  // ones); the store keeps them all, and WatchJob replays the older ones from it.
+  // ones); the store keeps them all, and WatchJob replays the older ones from it. At least 1.
   size_t events_in_memory = 1000;
+  // The most events one Watch replays from the store; a watch that needs more gets these and
+  // RESOURCE_EXHAUSTED saying where to resume (ringctl watch does), so a replay's memory stays
+  // bounded.
+  size_t max_store_replay = 10000;
 };
 
 // The longest reason a cancel may give (it is stored in the job's events).
@@ -141,8 +147,10 @@ class JobManager {
 
   // Sends the job's events after `after_sequence`, then every new event and progress change, to
   // `callback` (in order, never concurrently; see the class comment for what it may do). Returns a
-  // watch id for Unwatch. NOT_FOUND for an unknown job. A terminal job's watch gets its events and
-  // nothing more.
+  // watch id for Unwatch. NOT_FOUND for an unknown job; INVALID_ARGUMENT for a negative
+  // after_sequence. A terminal job's watch gets its events and nothing more. Events older than
+  // memory holds come from the store: a store error is returned; past max_store_replay of them,
+  // those are sent and RESOURCE_EXHAUSTED says where to resume (no watch is registered).
   absl::StatusOr<uint64_t> Watch(const std::string& job_id, int64_t after_sequence,
                                  WatchCallback callback);
   // Asks a running job's ranks to run the link check again after an upcoming step (v1.CheckLinks):
@@ -262,6 +270,12 @@ class JobManager {
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
             const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watch's replay once the events older than memory are read (`older`, after `after_sequence`):
+  // sends them, then (unless `more_in_store`: RESOURCE_EXHAUSTED) the stored ones in memory, and
+  // registers the watch.
+  absl::StatusOr<uint64_t> WatchLocked(Job* job, int64_t after_sequence,
+                                       const std::vector<v1::JobEvent>& older, bool more_in_store,
+                                       WatchCallback callback) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.
   void Watch(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks to blame for a hang: processes that stopped reporting while their peers report;

@@ -366,10 +366,12 @@ TEST_F(JobManagerTest, AFailedStoreWriteIsRetriedUntilItLands) {
 }
 
 // Only a job's newest events stay in memory (3 here): GetJob returns them with the count of the
-// older ones, WatchJob replays the whole log (the older part from the store), and after a
-// coordinator restart the log goes on from the stored sequence.
+// older ones, WatchJob replays the whole log (the older part from the store, at most 4 events a
+// watch, then RESOURCE_EXHAUSTED naming where to resume), and after a coordinator restart the
+// log goes on from the stored sequence.
 TEST_F(JobManagerTest, OnlyTheNewestEventsStayInMemoryAndWatchReplaysThemAll) {
   events_in_memory_ = 3;
+  max_store_replay_ = 4;
   MakeManager();
   AddNode("n1", 2);
   v1::JobSpec spec = Spec();
@@ -386,18 +388,33 @@ TEST_F(JobManagerTest, OnlyTheNewestEventsStayInMemoryAndWatchReplaysThemAll) {
     EXPECT_GE(total, 8);  // submitted, placed, then an exit, a restart and a launch each time
     for (int i = 0; i < 3; ++i) EXPECT_EQ(got->events(i).sequence(), total - 2 + i);
     for (int64_t after : {int64_t{0}, int64_t{2}, total - 1}) {
+      // Watches as ringctl does: again after the last event received while told to resume.
       std::vector<int64_t> sequences;
-      auto watch = jobs_->Watch(job->job_id(), after, [&](const v1::WatchJobResponse& u) {
-        if (u.has_event()) sequences.push_back(u.event().sequence());
-      });
-      ASSERT_TRUE(watch.ok()) << watch.status();
-      jobs_->Unwatch(*watch);
+      int watches = 0;
+      for (int64_t from = after;; ++watches) {
+        ASSERT_LT(watches, 10) << "after " << after;
+        auto watch = jobs_->Watch(job->job_id(), from, [&](const v1::WatchJobResponse& u) {
+          if (u.has_event()) sequences.push_back(u.event().sequence());
+        });
+        if (watch.ok()) {
+          jobs_->Unwatch(*watch);
+          break;
+        }
+        ASSERT_EQ(watch.status().code(), absl::StatusCode::kResourceExhausted) << watch.status();
+        ASSERT_FALSE(sequences.empty());
+        EXPECT_THAT(watch.status().message(),
+                    HasSubstr(absl::StrCat("watch again with after_sequence ", sequences.back())));
+        from = sequences.back();
+      }
       std::vector<int64_t> want;
       for (int64_t seq = after + 1; seq <= total; ++seq) want.push_back(seq);
       EXPECT_EQ(sequences, want) << "after " << after;
+      // Up to 4 from the store a watch: the older total - 3 - after need that many resumes.
+      const int64_t from_store = std::max<int64_t>(0, total - 3 - after);
+      EXPECT_EQ(watches, from_store == 0 ? 0 : (from_store - 1) / 4) << "after " << after;
     }
-    EXPECT_EQ(got->events(2).message(),
-              EventsOf(*got, got->events(2).kind()).back().message());  // the newest is last
+    EXPECT_EQ(jobs_->Watch(job->job_id(), -1, [](const v1::WatchJobResponse&) {}).status().code(),
+              absl::StatusCode::kInvalidArgument);
   };
   check("running");
   const int64_t before_restart = jobs_->Get(job->job_id())->events_omitted() + 3;

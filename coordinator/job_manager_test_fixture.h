@@ -205,6 +205,7 @@ class JobManagerTest : public ::testing::Test {
     options.restart_backoff_max = absl::Seconds(4);
     options.ended_job_retention = ended_job_retention_;
     options.events_in_memory = events_in_memory_;
+    options.max_store_replay = max_store_replay_;
     jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
                                          &clock_, &registry_, options);
     ASSERT_TRUE(jobs_->Recover().ok());
@@ -294,6 +295,7 @@ class JobManagerTest : public ::testing::Test {
   absl::Duration restart_backoff_ = absl::ZeroDuration();
   absl::Duration ended_job_retention_ = absl::ZeroDuration();  // keep ended jobs unless set
   size_t events_in_memory_ = 1000;
+  size_t max_store_replay_ = 10000;
   FakeClock clock_;
   metrics::Registry registry_;
   RecordingSink sink_;

@@ -27,6 +27,7 @@ constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.95;
 constexpr double kDefaultEpsilon = 1e-8;
 constexpr int32_t kDefaultCheckpointKeep = 3;
+constexpr int32_t kDefaultMaxRestarts = 3;
 constexpr double kDefaultStragglerThreshold = 1.2;
 constexpr int64_t kDefaultLinkCheckBytes = 4 << 20;
 constexpr int64_t kMaxLinkCheckBytes = int64_t{1} << 30;
@@ -386,6 +387,9 @@ void ApplyDefaults(v1::JobSpec* spec) {
   if (!optimizer->has_beta2()) optimizer->set_beta2(kDefaultBeta2);
   if (optimizer->epsilon() == 0) optimizer->set_epsilon(kDefaultEpsilon);
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(kDefaultCheckpointKeep);
+  if (!spec->restart().has_max_restarts()) {
+    spec->mutable_restart()->set_max_restarts(kDefaultMaxRestarts);
+  }
   if (spec->watchdog().straggler_threshold() == 0) {
     spec->mutable_watchdog()->set_straggler_threshold(kDefaultStragglerThreshold);
   }

@@ -12,8 +12,9 @@
 namespace ringmaster::coordinator {
 
 // Fills unset fields with their documented defaults (job.proto): optimizer min_lr = lr/10,
-// beta1 0.9, beta2 0.95 (these three and data.seed have presence: a 0 that is set stays 0),
-// epsilon 1e-8; checkpoint.keep 3; watchdog.straggler_threshold 1.2,
+// beta1 0.9, beta2 0.95 (these three, data.seed and restart.max_restarts have presence: a 0 that
+// is set stays 0), epsilon 1e-8; checkpoint.keep 3; restart.max_restarts 3;
+// watchdog.straggler_threshold 1.2,
 // link_check_bytes 4 MiB, slow_link_ratio 0.5; data.seed 1234; trainer.steps stays as given.
 // Idempotent.
 void ApplyDefaults(v1::JobSpec* spec);

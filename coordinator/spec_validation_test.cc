@@ -513,6 +513,8 @@ TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
   EXPECT_EQ(o.beta2(), 0.95);
   EXPECT_EQ(o.epsilon(), 1e-8);
   EXPECT_EQ(spec.checkpoint().keep(), 3);
+  EXPECT_EQ(spec.restart().max_restarts(), 3);
+  EXPECT_EQ(spec.restart().window_minutes(), 0);  // every restart counts
   EXPECT_EQ(spec.watchdog().straggler_threshold(), 1.2);
   EXPECT_EQ(spec.watchdog().link_check_bytes(), 4 << 20);
   EXPECT_EQ(spec.watchdog().slow_link_ratio(), 0.5);
@@ -532,6 +534,7 @@ TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
   o->set_beta2(0.99);
   o->set_epsilon(1e-6);
   spec.mutable_checkpoint()->set_keep(7);
+  spec.mutable_restart()->set_max_restarts(9);
   spec.mutable_watchdog()->set_straggler_threshold(2.5);
   spec.mutable_watchdog()->set_link_check_bytes(123);
   spec.mutable_watchdog()->set_slow_link_ratio(0.1);
@@ -555,7 +558,8 @@ TEST(ApplyDefaultsTest, IsIdempotent) {
   }
 }
 
-// A zero the user set is a value, not "unset": cosine decay to zero, no momentum, seed 0.
+// A zero the user set is a value, not "unset": cosine decay to zero, no momentum, seed 0, no
+// restart.
 TEST(ApplyDefaultsTest, ASetZeroIsKept) {
   v1::JobSpec spec;
   v1::OptimizerSpec* o = spec.mutable_trainer()->mutable_optimizer();
@@ -564,7 +568,9 @@ TEST(ApplyDefaultsTest, ASetZeroIsKept) {
   o->set_beta1(0);
   o->set_beta2(0);
   spec.mutable_trainer()->mutable_data()->set_seed(0);
+  spec.mutable_restart()->set_max_restarts(0);
   ApplyDefaults(&spec);
+  EXPECT_EQ(spec.restart().max_restarts(), 0);
   EXPECT_EQ(spec.trainer().optimizer().min_lr(), 0);
   EXPECT_EQ(spec.trainer().optimizer().beta1(), 0);
   EXPECT_EQ(spec.trainer().optimizer().beta2(), 0);

@@ -25,10 +25,11 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   return spec;
 }
 
-// Streams WatchJob; returns the final state seen. A watch the coordinator cuts because it fell
-// behind (RESOURCE_EXHAUSTED: this end read too slowly, e.g. into a stalled pipe) is resumed
-// after the last event printed, so every event is printed once, in order (progress snapshots
-// missed meanwhile are not replayed: they are not stored). The coordinator cuts only a watch
+// Streams WatchJob; returns the final state seen. A watch the coordinator ends with
+// RESOURCE_EXHAUSTED after sending updates (it fell behind: this end read too slowly, e.g. into a
+// stalled pipe; or it replayed as many stored events as one watch may) is resumed after the last
+// event printed, so every event is printed once, in order (progress snapshots missed meanwhile
+// are not replayed: they are not stored). The coordinator cuts only a watch
 // 1,024 updates behind, so each resume follows updates this end read; a RESOURCE_EXHAUSTED before
 // any update (an oversized event, which the replay sends first) ends the watch instead.
 absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
@@ -59,8 +60,8 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
       RETURN_IF_ERROR(client.Check(status));
       return state;
     }
-    out << "(the coordinator cut this watch, which fell behind; resuming after event " << after
-        << ")\n";
+    out << "(the coordinator ended this watch: " << status.error_message()
+        << "; resuming after event " << after << ")\n";
   }
 }
 

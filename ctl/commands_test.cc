@@ -118,8 +118,11 @@ TEST_F(WatchTest, ACutWatchResumesAfterTheLastEventPrinted) {
   EXPECT_THAT(jobs.afters(), ElementsAre(0, 2, 3));
   const std::string text = out.str();
   size_t at = 0;
-  for (const char* line : {"first", "second", "progress  step 7", "resuming after event 2", "third",
-                           "resuming after event 3", "done", "job job-1 ended SUCCEEDED"}) {
+  for (const char* line :
+       {"first", "second", "progress  step 7",
+        "(the coordinator ended this watch: this watch fell behind; resuming "
+        "after event 2)",
+        "third", "resuming after event 3", "done", "job job-1 ended SUCCEEDED"}) {
     const size_t found = text.find(line, at);
     ASSERT_NE(found, std::string::npos) << line << " in order in:\n" << text;
     EXPECT_EQ(text.find(line, found + 1), std::string::npos) << line << " twice in:\n" << text;

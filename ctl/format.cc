@@ -109,13 +109,14 @@ std::string DescribeLinkCheck(const v1::LinkCheckSummary& check) {
   return out;
 }
 
-// "2 of 3"; with a restart window, the restarts in all and those counted at the latest failure:
-// "7 (2 of 3 within 60 minutes)".
+// "2 of 3"; with a restart window, the restarts in all and those that counted at the latest
+// failure: "7 (2 of 3 within 60 minutes at the last failure)".
 std::string RestartsLine(const v1::JobStatus& j) {
   const v1::RestartSpec& r = j.spec().restart();
   if (r.window_minutes() <= 0) return absl::StrCat(j.restarts(), " of ", r.max_restarts());
   return absl::StrCat(j.restarts(), " (", j.counted_restart_unix_nanos_size(), " of ",
-                      r.max_restarts(), " within ", r.window_minutes(), " minutes)");
+                      r.max_restarts(), " within ", r.window_minutes(),
+                      " minutes at the last failure)");
 }
 
 std::string HumanBytes(int64_t bytes) {

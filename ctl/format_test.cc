@@ -44,7 +44,8 @@ TEST(DescribeJobTest, RestartsSayHowManyCountWithinTheWindow) {
   r.mutable_job()->mutable_spec()->mutable_restart()->set_window_minutes(60);
   r.mutable_job()->add_counted_restart_unix_nanos(At("2026-11-24T03:00:08Z"));
   EXPECT_THAT(DescribeJob(r),
-              HasSubstr("Generation:   3   Restarts: 2 (1 of 3 within 60 minutes)\n"));
+              HasSubstr("Generation:   3   Restarts: 2 (1 of 3 within 60 minutes at the "
+                        "last failure)\n"));
 }
 
 TEST(DescribeJobTest, EventsLeftOutAreCountedWithWhereToReadThem) {

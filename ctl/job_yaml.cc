@@ -837,7 +837,9 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
   }
   if (spec.has_restart()) {
     out << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitInt(out, "max_restarts", spec.restart().max_restarts());
+    if (spec.restart().has_max_restarts()) {  // a 0 that is set means no restart
+      out << YAML::Key << "max_restarts" << YAML::Value << spec.restart().max_restarts();
+    }
     EmitInt(out, "window_minutes", spec.restart().window_minutes());
     out << YAML::EndMap;
   }

@@ -182,14 +182,17 @@ TEST(JobYamlTest, EveryKeyRoundTrips) {
   empty_builtin.mutable_trainer()->set_builtin("");
   ExpectRoundTrip(empty_builtin);
 
-  // A zero that is set (decay to zero, no momentum, seed 0) is written and read back as set.
+  // A zero that is set (decay to zero, no momentum, seed 0, no restart) is written and read back
+  // as set.
   v1::JobSpec zeros;
   zeros.mutable_trainer()->mutable_optimizer()->set_min_lr(0);
   zeros.mutable_trainer()->mutable_optimizer()->set_beta1(0);
   zeros.mutable_trainer()->mutable_optimizer()->set_beta2(0);
   zeros.mutable_trainer()->mutable_data()->set_seed(0);
+  zeros.mutable_restart()->set_max_restarts(0);
   EXPECT_EQ(JobSpecToYaml(zeros),
-            "trainer:\n  optimizer: {min_lr: 0, beta1: 0, beta2: 0}\n  data: {seed: 0}\n");
+            "trainer:\n  optimizer: {min_lr: 0, beta1: 0, beta2: 0}\n  data: {seed: 0}\nrestart: "
+            "{max_restarts: 0}\n");
   ExpectRoundTrip(zeros);
 }
 

@@ -73,7 +73,6 @@ class Run {
   // job goes on from that checkpoint).
   absl::Status StopAfter(int64_t step);
   absl::Status Report(int64_t step, const StepStats& stats, double seconds);
-  // Stretches this rank's compute when it is the configured slow rank (straggler tests).
 
   const TrainerConfig& c_;
   AgentClient* const agent_;

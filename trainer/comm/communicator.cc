@@ -11,6 +11,7 @@ namespace {
 int64_t Bytes(const Tensor& t) { return static_cast<int64_t>(t.bytes()); }
 
 thread_local double thread_seconds = 0;  // Communicator::ThreadSeconds
+thread_local int thread_depth = 0;       // operations under way on this thread (nested: shm)
 
 }  // namespace
 
@@ -21,11 +22,13 @@ absl::Status Communicator::Run(std::vector<Counted> counted,
   entered_.fetch_add(1, std::memory_order_relaxed);
   device_seconds_ = -1;
   const auto start = std::chrono::steady_clock::now();
+  ++thread_depth;
   absl::Status status = body();
+  --thread_depth;
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  thread_seconds += wall;
   const double seconds = device_seconds_ >= 0 ? device_seconds_ : wall;
+  if (thread_depth == 0) thread_seconds += seconds;  // an operation inside another counts once
   if (!status.ok()) {
     const char* what = counted.empty()       ? "any_of"
                        : counted.size() == 1 ? CollectiveOpName(counted[0].op)

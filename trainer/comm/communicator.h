@@ -112,11 +112,14 @@ class Communicator {
   int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   std::vector<OpTotals> TakeTotals();
 
-  // Wall seconds the calling thread has spent inside operations (AnyOf included, failed ones
-  // too) of any communicator since it started: the time it was blocked in communication. The
+  // Seconds the calling thread has spent in operations (AnyOf included, failed ones too) of any
+  // communicator since it started: the time it was blocked in communication. Each operation
+  // counts its own time as the totals do: the backend's measure where it gives one (NCCL: the
+  // collective on its stream, from when its input was ready, so not the wait for this rank's own
+  // kernels that the call also sits through), else the call's wall time; an operation that a
+  // backend runs inside another (shared memory's point to point over Gloo) counts once. The
   // trainer subtracts its growth over a forward or backward pass from the pass's compute time,
-  // so a rank waiting for a slow tensor-parallel peer does not look slow itself. On a GPU
-  // backend it is the host's time in the calls, not the collectives' time on the device.
+  // so a rank waiting for a slow tensor-parallel peer does not look slow itself.
   static double ThreadSeconds();
 
  protected:

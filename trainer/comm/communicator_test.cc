@@ -46,6 +46,27 @@ class FakeCommunicator final : public Communicator {
   const double device_seconds_;
 };
 
+// A backend that runs its all-reduce as an operation of another communicator, as shared memory
+// runs its point to point over Gloo.
+class NestingCommunicator final : public Communicator {
+ public:
+  NestingCommunicator() : Communicator("tp0", 0, 1), inner_(false, /*device_seconds=*/1000) {}
+  const char* transport() const override { return "fake"; }
+
+ protected:
+  absl::Status DoAllReduce(Tensor data) override { return inner_.AllReduce(data); }
+  absl::Status DoReduceScatter(Tensor, Tensor) override { return absl::OkStatus(); }
+  absl::Status DoAllGather(Tensor, Tensor) override { return absl::OkStatus(); }
+  absl::Status DoBroadcast(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoSend(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoRecv(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoExchange(Tensor, Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoBarrier() override { return absl::OkStatus(); }
+
+ private:
+  FakeCommunicator inner_;
+};
+
 TEST(CommunicatorTest, ReductionsTakeOnlyTheTypesTheBackendSums) {
   uint16_t bf16[4] = {};
   float f32[4] = {};
@@ -92,18 +113,30 @@ TEST(CommunicatorTest, TotalsUseTheBackendsOwnTimingWhenGiven) {
   EXPECT_GE(totals[0].seconds, 0.02);  // the wall time of the call, at least the sleep
 }
 
-// The calling thread's time in operations: every operation's wall time (the 20 ms sleeps; not a
-// backend's own device timing, 1000 s here), AnyOf's too, and nothing on another thread.
-TEST(CommunicatorTest, ThreadSecondsCountTheCallingThreadsWallTimeInOperations) {
+// The calling thread's time in operations, AnyOf's too, each as the totals count it: a backend's
+// own timing where it gives one (0.5 s, not the 20 ms of sleeping), else the wall time (at least
+// the sleep); nothing on another thread.
+TEST(CommunicatorTest, ThreadSecondsCountTheCallingThreadsTimeInOperations) {
   float f32[4] = {};
   bool flag[1] = {true};
-  FakeCommunicator timed(false, /*device_seconds=*/1000);
-  const double before = Communicator::ThreadSeconds();
+  FakeCommunicator timed(false, /*device_seconds=*/0.5);
+  double before = Communicator::ThreadSeconds();
   ASSERT_TRUE(timed.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
   ASSERT_TRUE(timed.AnyOf(absl::MakeSpan(flag)).ok());
-  const double spent = Communicator::ThreadSeconds() - before;
-  EXPECT_GE(spent, 0.04);
-  EXPECT_LT(spent, 1000);
+  EXPECT_NEAR(Communicator::ThreadSeconds() - before, 1.0, 1e-9);
+
+  FakeCommunicator wall(false, -1);
+  before = Communicator::ThreadSeconds();
+  ASSERT_TRUE(wall.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  EXPECT_GE(Communicator::ThreadSeconds() - before, 0.02);
+
+  // An operation inside another counts once, as the outer one's time (its wall time here, not
+  // the inner one's 1000 s).
+  NestingCommunicator nesting;
+  before = Communicator::ThreadSeconds();
+  ASSERT_TRUE(nesting.AllReduce(Tensor{f32, 4, DType::kF32}).ok());
+  EXPECT_GE(Communicator::ThreadSeconds() - before, 0.02);
+  EXPECT_LT(Communicator::ThreadSeconds() - before, 1000);
 
   double other_thread = -1;
   std::thread([&] { other_thread = Communicator::ThreadSeconds(); }).join();
