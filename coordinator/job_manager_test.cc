@@ -155,6 +155,27 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
   EXPECT_TRUE(named_rank);
 }
 
+// A spec that says nothing of restarts gets 3 (ApplyDefaults at submission): the job restarts
+// from a failure instead of failing for good.
+TEST_F(JobManagerTest, AJobWithoutARestartPolicyRestartsThreeTimes) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec();
+  spec.clear_restart();
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec().restart().max_restarts(), 3);
+  for (int generation = 1; generation <= 3; ++generation) {
+    const v1::JobStatus running = Current(job->job_id());
+    ASSERT_EQ(running.generation(), generation);
+    jobs_->OnWorkerState("n1", Exit(running, 0, 1));
+  }
+  const v1::JobStatus last = Current(job->job_id());
+  EXPECT_EQ(last.generation(), 4);
+  EXPECT_EQ(last.restarts(), 3);
+  jobs_->OnWorkerState("n1", Exit(last, 0, 1));
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_FAILED);
+}
+
 // restart.window_minutes: a restart older than the window no longer counts, so one restart
 // allowed per hour lets a failure an hour later restart the job again, and a second failure
 // inside the hour fail it. Each generation trains a step first (no crash-loop backoff).

@@ -142,6 +142,8 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   ASSIGN_OR_RETURN(c.local_world, IntEnv(env, "LOCAL_WORLD_SIZE", 1));
   ASSIGN_OR_RETURN(int generation, IntEnv(env, "RINGMASTER_GENERATION", 0));
   c.generation = generation;
+  c.checkpoint.job = env("RINGMASTER_JOB").value_or("");
+  c.checkpoint.generation = generation;
   return c;
 }
 

@@ -44,6 +44,7 @@ std::map<std::string, std::string> AgentEnv(const v1::JobSpec& spec) {
           {"RINGMASTER_DP_RANK", "1"},
           {"RINGMASTER_DP_SIZE", "2"},
           {"RINGMASTER_CHECKPOINT_DIR", "/ckpt"},
+          {"RINGMASTER_JOB", "gpt-1"},
           {"RINGMASTER_HOST_ADDRESS", "10.0.0.7"}};
 }
 
@@ -127,6 +128,8 @@ TEST(TrainerConfigTest, TensorPipelineAndDataLayoutsAreAccepted) {
   EXPECT_EQ(c->micro_steps, 2);  // 8 / (2 * 2)
   EXPECT_EQ(c->zero_stage, 3);
   EXPECT_EQ(c->generation, 3);
+  EXPECT_EQ(c->checkpoint.generation, 3);  // the checkpoint directory's owner (its fence)
+  EXPECT_EQ(c->checkpoint.job, "gpt-1");
 }
 
 // Every rank refuses a --nan_gradients_rank that does not compute a loss, not only that rank.

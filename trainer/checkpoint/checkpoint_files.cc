@@ -24,6 +24,7 @@ namespace {
 
 constexpr char kMagic[8] = {'R', 'M', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr char kManifestHeader[] = "ringmaster-checkpoint 1";
+constexpr char kOwnerHeader[] = "ringmaster-checkpoint-owner 1";
 
 // Writes to a file descriptor, tracking size and CRC-32C.
 class ChecksummedWriter {
@@ -357,6 +358,28 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
                                             m.layout.world, " ranks"));
   }
   return m;
+}
+
+std::string FormatOwner(const CheckpointOwner& owner) {
+  return absl::StrCat(kOwnerHeader, "\njob ", owner.job, "\ngeneration ", owner.generation, "\n");
+}
+
+absl::StatusOr<CheckpointOwner> ParseOwner(const std::string& text) {
+  CheckpointOwner owner;
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  auto bad = [&](size_t i) {
+    return absl::DataLossError(absl::StrCat("OWNER line ", i + 1, " is malformed: \"",
+                                            i < lines.size() ? lines[i] : "", "\""));
+  };
+  if (lines.empty() || lines[0] != kOwnerHeader) return bad(0);
+  if (lines.size() < 2 || lines[1].rfind("job ", 0) != 0 || lines[1].size() == 4) return bad(1);
+  owner.job = lines[1].substr(4);
+  if (lines.size() < 3 || lines[2].rfind("generation ", 0) != 0 ||
+      !absl::SimpleAtoi(lines[2].substr(11), &owner.generation)) {
+    return bad(2);
+  }
+  if (lines.size() > 3) return bad(3);
+  return owner;
 }
 
 }  // namespace ringmaster::trainer

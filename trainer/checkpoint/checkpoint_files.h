@@ -82,6 +82,20 @@ std::string FormatManifest(const Manifest& manifest);
 // DATA_LOSS naming the line for anything malformed.
 absl::StatusOr<Manifest> ParseManifest(const std::string& text);
 
+// DIR/OWNER: the job generation that last claimed the directory (Checkpointer::Resume), so that
+// an older generation of the same job still running stops instead of writing next to it:
+//   ringmaster-checkpoint-owner 1
+//   job gpt-small-1a2b
+//   generation 3
+struct CheckpointOwner {
+  std::string job;
+  int64_t generation = 0;
+};
+
+std::string FormatOwner(const CheckpointOwner& owner);
+// DATA_LOSS naming the line for anything malformed.
+absl::StatusOr<CheckpointOwner> ParseOwner(const std::string& text);
+
 }  // namespace ringmaster::trainer
 
 #endif  // RINGMASTER_TRAINER_CHECKPOINT_CHECKPOINT_FILES_H_

@@ -3,6 +3,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/file_contents.h"
 #include "common/testing/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,24 @@ TEST(CheckpointFilesTest, ManifestRoundTripsAndRejectsMalformedText) {
   EXPECT_THAT(ParseManifest("junk\n").status().message(), HasSubstr("line 1"));
 }
 
+TEST(CheckpointFilesTest, OwnerRoundTripsAndRejectsMalformedText) {
+  auto parsed = ParseOwner(FormatOwner({"gpt-1", 12}));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->job, "gpt-1");
+  EXPECT_EQ(parsed->generation, 12);
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {"", 1},
+           {"junk\njob a\ngeneration 1\n", 1},
+           {"ringmaster-checkpoint-owner 1\njob \ngeneration 1\n", 2},
+           {"ringmaster-checkpoint-owner 1\njob a\n", 3},
+           {"ringmaster-checkpoint-owner 1\njob a\ngeneration x\n", 3},
+           {"ringmaster-checkpoint-owner 1\njob a\ngeneration 1\nmore\n", 4}}) {
+    const absl::Status s = ParseOwner(text).status();
+    EXPECT_TRUE(absl::IsDataLoss(s)) << text;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("OWNER line ", line, " is malformed"))) << text;
+  }
+}
+
 // Two ranks (threads) save checkpoints; the newest complete one is chosen, and damaged ones are
 // skipped.
 class CheckpointerTest : public ::testing::Test {
@@ -106,6 +125,7 @@ class CheckpointerTest : public ::testing::Test {
     dir_ = ringmaster::testing::TestTempDir() + "/" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
+    options_ = {dir_, 10, 2};
   }
   // Runs body(checkpointer, rank) on both ranks.
   std::vector<absl::Status> Ranks(const CheckpointLayout& layout,
@@ -114,7 +134,7 @@ class CheckpointerTest : public ::testing::Test {
     return testing::RunRanks(2, [&](int rank) -> absl::Status {
       auto ctl = testing::ConnectLoopback("ctl", rank, 2, &store);
       if (!ctl.ok()) return ctl.status();
-      Checkpointer c({dir_, 10, 2}, layout, ctl->get());
+      Checkpointer c(options_, layout, ctl->get());
       return body(c, rank);
     });
   }
@@ -149,6 +169,7 @@ class CheckpointerTest : public ::testing::Test {
     return found[0];
   }
   std::string dir_;
+  CheckpointOptions options_;  // every 10 steps, keep 2; no generation unless a test sets one
 };
 
 TEST_F(CheckpointerTest, KeepsTheNewestAndResumesFromIt) {
@@ -160,6 +181,46 @@ TEST_F(CheckpointerTest, KeepsTheNewestAndResumesFromIt) {
   EXPECT_EQ(Resume(&loaded), 30);
   EXPECT_EQ(loaded.master, State(30, 1).master);
   EXPECT_EQ(loaded.data_position, 240);
+  EXPECT_FALSE(fs::exists(dir_ + "/OWNER"));  // no generation, no claim
+}
+
+// A generation claims the directory when it resumes; an older generation of the same job that
+// is still running (its node was cut off while the job restarted elsewhere) then neither
+// commits nor prunes, and cannot resume either; another job (a resubmission) takes it over.
+TEST_F(CheckpointerTest, ANewerGenerationsClaimStopsAnOlderOne) {
+  options_.job = "j";
+  options_.generation = 1;
+  EXPECT_EQ(Resume(), -1);
+  SaveSteps({10, 20});
+  options_.generation = 2;
+  EXPECT_EQ(Resume(), 20);
+  EXPECT_EQ(ReadFileContents(dir_ + "/OWNER").value_or(""),
+            "ringmaster-checkpoint-owner 1\njob j\ngeneration 2\n");
+
+  options_.generation = 1;  // the old generation goes on
+  std::vector<absl::Status> saved = Ranks(Layout(), [&](Checkpointer& c, int rank) {
+    if (auto s = c.Save(State(30, rank)); !s.ok()) return s;
+    return c.Flush();
+  });
+  EXPECT_THAT(saved[0].message(), HasSubstr("generation 1 of job j is stale: generation 2 has "
+                                            "claimed"));
+  EXPECT_THAT(saved[1].message(), HasSubstr("the checkpoint at step 30: rank 0 found that a "
+                                            "newer generation of this job has claimed"));
+  for (const absl::Status& s : saved) EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000030/MANIFEST"));
+  EXPECT_TRUE(fs::exists(dir_ + "/step-00000010/MANIFEST"));  // not pruned by it
+  for (const absl::Status& s :
+       Ranks(Layout(), [&](Checkpointer&c, int) { return c.Resume(0).status(); })) {
+    EXPECT_TRUE(absl::IsAborted(s)) << s;
+  }
+
+  options_.generation = 2;  // the current generation commits
+  SaveSteps({30});
+  options_.job = "j-resubmitted";
+  options_.generation = 1;
+  EXPECT_EQ(Resume(), 30);
+  EXPECT_EQ(ReadFileContents(dir_ + "/OWNER").value_or(""),
+            "ringmaster-checkpoint-owner 1\njob j-resubmitted\ngeneration 1\n");
 }
 
 TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {

@@ -31,6 +31,14 @@ static_assert(sizeof(Record) == 16, "Record is exchanged as 4 int32 values");
 
 Tensor I32View(void* data, int64_t count) { return Tensor{data, count, DType::kI32}; }
 
+// What a rank other than 0 returns when rank 0 found the generation stale (CheckOwner).
+absl::Status StaleOnRankZero(const std::string& what) {
+  return absl::AbortedError(absl::StrCat(what,
+                                         ": rank 0 found that a newer generation of this job "
+                                         "has claimed checkpoint.dir (its log says which); "
+                                         "stopping without writing to it"));
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl)
@@ -87,11 +95,16 @@ absl::StatusOr<Manifest> Checkpointer::CheckSizes(int64_t step) const {
 
 absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
   std::vector<int64_t> steps;  // rank 0's candidates, newest first
-  if (ctl_->rank() == 0 && !options_.dir.empty()) steps = CommittedSteps();
+  absl::Status owner;          // rank 0's claim of the directory
+  if (ctl_->rank() == 0 && !options_.dir.empty()) {
+    owner = CheckOwner(/*claim=*/true);
+    if (owner.ok()) steps = CommittedSteps();
+  }
   size_t next = 0;
   for (;;) {
-    // Rank 0 proposes, the others learn its proposal: {step or -1, layout matches}.
-    int64_t proposal[2] = {-1, 1};
+    // Rank 0 proposes, the others learn its proposal: {step or -1, layout matches (1), not (0),
+    // or this generation is stale (2)}.
+    int64_t proposal[2] = {-1, owner.ok() ? 1 : 2};
     std::string mismatch;
     while (ctl_->rank() == 0 && next < steps.size()) {
       const int64_t step = steps[next++];
@@ -108,6 +121,9 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
       break;
     }
     RETURN_IF_ERROR(ctl_->Broadcast(I32View(proposal, 4), 0));
+    if (proposal[1] == 2) {
+      return ctl_->rank() == 0 ? owner : StaleOnRankZero("resume");
+    }
     if (proposal[1] == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the newest complete checkpoint (step ", proposal[0], ") was written with layout ",
@@ -195,7 +211,8 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   }
   std::vector<Record> all(ctl_->size());
   RETURN_IF_ERROR(ctl_->AllGather(I32View(&mine, 4), I32View(all.data(), 4 * ctl_->size())));
-  int32_t committed = 0;
+  int32_t committed = 0;  // 1: committed, -1: this generation is stale
+  absl::Status stale;
   if (rank == 0) {
     std::vector<ManifestFile> files;
     bool complete = true;
@@ -207,6 +224,9 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
       absl::Status s = Commit(state.step, files);
       if (s.ok()) {
         committed = 1;
+      } else if (absl::IsAborted(s)) {
+        committed = -1;
+        stale = s;
       } else {
         RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: " << s;
       }
@@ -215,6 +235,9 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
     }
   }
   RETURN_IF_ERROR(ctl_->Broadcast(I32View(&committed, 1), 0));
+  if (committed == -1) {
+    return rank == 0 ? stale : StaleOnRankZero(absl::StrCat("the checkpoint at step ", state.step));
+  }
   if (committed == 1) {
     absl::MutexLock lock(&mu_);
     committed_ = CommittedCheckpoint{state.step, NowSeconds() - start_seconds};
@@ -223,6 +246,7 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
 }
 
 absl::Status Checkpointer::Commit(int64_t step, const std::vector<ManifestFile>& files) {
+  RETURN_IF_ERROR(CheckOwner(/*claim=*/false));
   Manifest m;
   m.step = step;
   m.layout = layout_;
@@ -230,6 +254,37 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<ManifestFile>&
   RETURN_IF_ERROR(WriteFileDurably(StepDir(step) + "/MANIFEST", FormatManifest(m)));
   RM_LOG(INFO) << "checkpoint at step " << step << " committed in " << StepDir(step);
   return Prune();
+}
+
+absl::Status Checkpointer::CheckOwner(bool claim) {
+  if (options_.generation <= 0 || options_.dir.empty()) return absl::OkStatus();
+  const std::string path = options_.dir + "/OWNER";
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    absl::StatusOr<std::string> text = ReadFileContents(path);
+    absl::StatusOr<CheckpointOwner> owner =
+        text.ok() ? ParseOwner(*text) : absl::StatusOr<CheckpointOwner>(text.status());
+    if (!owner.ok()) {
+      RM_LOG(WARNING) << "ignoring " << path << ": " << owner.status().message();
+    } else if (owner->job == options_.job && owner->generation > options_.generation) {
+      return absl::AbortedError(absl::StrCat(
+          "generation ", options_.generation, " of job ", options_.job, " is stale: generation ",
+          owner->generation, " has claimed ", options_.dir,
+          " (this one went on running after the job was restarted); stopping without writing "
+          "to it"));
+    }
+  }
+  if (!claim) return absl::OkStatus();
+  fs::create_directories(options_.dir, ec);
+  const absl::Status claimed =
+      ec ? absl::UnavailableError(absl::StrCat("cannot create ", options_.dir, ": ", ec.message()))
+         : WriteFileDurably(path, FormatOwner({options_.job, options_.generation}));
+  if (!claimed.ok()) {
+    RM_LOG(WARNING) << "cannot claim " << options_.dir << " for generation " << options_.generation
+                    << ": " << claimed.message()
+                    << " (an older generation still running would not be stopped)";
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Checkpointer::Prune() {

@@ -35,6 +35,14 @@ struct CheckpointOptions {
   std::string dir;
   int every_steps = 0;  // 0: no periodic checkpoints
   int keep = 3;         // complete checkpoints kept
+  // Who writes (RINGMASTER_JOB, RINGMASTER_GENERATION). With a generation > 0, rank 0 claims the
+  // directory for it when it resumes (DIR/OWNER, checkpoint_files.h), and a generation finding
+  // that a newer one of the same job has claimed it stops (ABORTED) instead of resuming or
+  // committing: one that went on running while the job was restarted elsewhere (its node cut
+  // off from the coordinator) neither commits nor prunes next to the new generation. A claim
+  // by another job (a resubmission continuing from the same directory) takes it over.
+  std::string job;
+  int64_t generation = 0;
 };
 
 // A checkpoint committed by rank 0, as every rank learns of it.
@@ -65,11 +73,15 @@ class Checkpointer {
   // file by rank 0 first. Errors end it on every rank: FAILED_PRECONDITION when the checkpoint
   // was written under a different layout (rank 0 finds it in the MANIFEST, any rank in its
   // file's header: a restart cannot fix that); a rank's other read error (I/O, permission) on
-  // that rank, ABORTED on the others; UNAVAILABLE when the communicator fails.
+  // that rank, ABORTED on the others; UNAVAILABLE when the communicator fails; ABORTED on every
+  // rank when a newer generation has claimed the directory (options.generation). Otherwise rank 0
+  // first claims the directory for this generation.
   absl::StatusOr<std::optional<RankState>> Resume(int source_rank);
 
   // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
-  // previous checkpoint's collective work, if it failed (the job must restart).
+  // previous checkpoint's collective work, if it failed (the job must restart), or ABORTED on
+  // every rank if rank 0 found, before committing it, that a newer generation has claimed the
+  // directory.
   absl::Status Save(RankState state);
   // Waits for the checkpoint in progress; returns its error as Save() does.
   absl::Status Flush();
@@ -79,8 +91,13 @@ class Checkpointer {
  private:
   // The writer thread's work for one checkpoint.
   absl::Status Write(const RankState& state, double start_seconds);
-  // Rank 0: writes the MANIFEST, then prunes.
+  // Rank 0: writes the MANIFEST, then prunes; first ABORTED if a newer generation owns the
+  // directory (CheckOwner).
   absl::Status Commit(int64_t step, const std::vector<ManifestFile>& files);
+  // Rank 0: ABORTED if a newer generation of this job has claimed the directory; with `claim`,
+  // then claims it for this one (a failed claim is logged: the fence is off, not the training).
+  // Does nothing without a generation.
+  absl::Status CheckOwner(bool claim);
   absl::Status Prune();
   // Steps with a MANIFEST, newest first.
   std::vector<int64_t> CommittedSteps() const;
