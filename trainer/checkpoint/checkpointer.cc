@@ -31,11 +31,11 @@ static_assert(sizeof(Record) == 16, "Record is exchanged as 4 int32 values");
 
 Tensor I32View(void* data, int64_t count) { return Tensor{data, count, DType::kI32}; }
 
-// What a rank other than 0 returns when rank 0 found the generation stale (CheckOwner).
-absl::Status StaleOnRankZero(const std::string& what) {
+// What a rank returns when another one found the generation stale (CheckOwner).
+absl::Status StaleOnAnotherRank(const std::string& what) {
   return absl::AbortedError(absl::StrCat(what,
-                                         ": rank 0 found that a newer generation of this job "
-                                         "has claimed checkpoint.dir (its log says which); "
+                                         ": another rank found that a newer generation of this "
+                                         "job has claimed checkpoint.dir (its log says which); "
                                          "stopping without writing to it"));
 }
 
@@ -122,7 +122,7 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
     }
     RETURN_IF_ERROR(ctl_->Broadcast(I32View(proposal, 4), 0));
     if (proposal[1] == 2) {
-      return ctl_->rank() == 0 ? owner : StaleOnRankZero("resume");
+      return ctl_->rank() == 0 ? owner : StaleOnAnotherRank("resume");
     }
     if (proposal[1] == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -194,16 +194,22 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   const int rank = ctl_->rank();
   const std::string dir = StepDir(state.step);
   Record mine;
+  // Every rank checks the owner before writing its file, so a stale generation's files do not
+  // replace those of a checkpoint the new one committed at the same step.
+  const absl::Status owner = CheckOwner(/*claim=*/false);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  if (owner.ok()) fs::create_directories(dir, ec);
   absl::StatusOr<ManifestFile> file =
-      ec ? absl::StatusOr<ManifestFile>(absl::UnavailableError(
-               absl::StrCat("cannot create ", dir, ": ", ec.message())))
-         : WriteRankFile(dir + "/" + RankFileName(rank), rank, layout_, state);
+      !owner.ok() ? absl::StatusOr<ManifestFile>(owner)
+      : ec        ? absl::StatusOr<ManifestFile>(
+                 absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message())))
+           : WriteRankFile(dir + "/" + RankFileName(rank), rank, layout_, state);
   if (file.ok()) {
     mine.ok = 1;
     mine.crc = static_cast<int32_t>(file->crc32c);
     mine.bytes = file->bytes;
+  } else if (!owner.ok()) {
+    mine.ok = -1;  // stale
   } else {
     // A rank that cannot write makes this checkpoint incomplete; training goes on and the next
     // checkpoint tries again.
@@ -218,9 +224,13 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
     bool complete = true;
     for (int r = 0; r < ctl_->size(); ++r) {
       complete = complete && all[r].ok == 1;
+      if (all[r].ok == -1) committed = -1;
       files.push_back({r, RankFileName(r), all[r].bytes, static_cast<uint32_t>(all[r].crc)});
     }
-    if (complete) {
+    if (committed == -1) {
+      stale = owner.ok() ? StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step))
+                         : owner;
+    } else if (complete) {
       absl::Status s = Commit(state.step, files);
       if (s.ok()) {
         committed = 1;
@@ -236,7 +246,9 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   }
   RETURN_IF_ERROR(ctl_->Broadcast(I32View(&committed, 1), 0));
   if (committed == -1) {
-    return rank == 0 ? stale : StaleOnRankZero(absl::StrCat("the checkpoint at step ", state.step));
+    if (rank == 0) return stale;
+    return owner.ok() ? StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step))
+                      : owner;
   }
   if (committed == 1) {
     absl::MutexLock lock(&mu_);

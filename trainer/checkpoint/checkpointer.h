@@ -80,8 +80,8 @@ class Checkpointer {
 
   // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
   // previous checkpoint's collective work, if it failed (the job must restart), or ABORTED on
-  // every rank if rank 0 found, before committing it, that a newer generation has claimed the
-  // directory.
+  // every rank if a rank found, before writing its file, or rank 0 before committing, that a
+  // newer generation has claimed the directory.
   absl::Status Save(RankState state);
   // Waits for the checkpoint in progress; returns its error as Save() does.
   absl::Status Flush();
@@ -94,9 +94,10 @@ class Checkpointer {
   // Rank 0: writes the MANIFEST, then prunes; first ABORTED if a newer generation owns the
   // directory (CheckOwner).
   absl::Status Commit(int64_t step, const std::vector<ManifestFile>& files);
-  // Rank 0: ABORTED if a newer generation of this job has claimed the directory; with `claim`,
+  // ABORTED if a newer generation of this job has claimed the directory; with `claim` (rank 0),
   // then claims it for this one (a failed claim is logged: the fence is off, not the training).
-  // Does nothing without a generation.
+  // Does nothing without a generation. Every rank checks before writing its file of a
+  // checkpoint, rank 0 again before the MANIFEST.
   absl::Status CheckOwner(bool claim);
   absl::Status Prune();
   // Steps with a MANIFEST, newest first.
