@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_contents.h"
 #include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -124,6 +125,10 @@ class FaultToleranceTest : public ::testing::Test {
     if (restarts > 0) {
       EXPECT_THAT(log, HasSubstr("resumed from the checkpoint at step"));
     }
+    // The last generation owns the checkpoint directory (an older one still running would stop).
+    EXPECT_EQ(ReadFileContents(dir_ + "/ckpt/OWNER").value_or(""),
+              absl::StrCat("ringmaster-checkpoint-owner 1\njob ", id, "\ngeneration ",
+                           last_generation, "\n"));
   }
 
   static constexpr int kSteps = 200;
