@@ -103,9 +103,9 @@ struct JobManagerOptions {
   // Each job's newest events kept in memory, which GetJob returns (with the count of older
   // ones); the store keeps them all, and WatchJob replays the older ones from it. At least 1.
   size_t events_in_memory = 1000;
-  // The most events one Watch replays from the store; a watch that needs more gets these and
-  // RESOURCE_EXHAUSTED saying where to resume (ringctl watch does), so a replay's memory stays
-  // bounded.
+  // The most events one Watch replays from the store (at least 1); a watch that needs more gets
+  // these and RESOURCE_EXHAUSTED saying where to resume (ringctl watch does), so a replay's
+  // memory stays bounded.
   size_t max_store_replay = 10000;
 };
 

@@ -32,9 +32,10 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
         outbox_(std::make_shared<Outbox>([this](const v1::WatchJobResponse* m) { StartWrite(m); },
                                          [this](const grpc::Status& s) { Finish(s); })) {
     // The job's terminal state event is the last message; the stream finishes after it. Watch()
-    // replays the stored events before it returns, all queued at once (their number is the job's
-    // own); updates that come later are live, and a client that stops reading them is cut
-    // instead of buffered for.
+    // replays the stored events before it returns, all queued at once (at most the manager's
+    // max_store_replay from the store plus its events_in_memory: past that it answers
+    // RESOURCE_EXHAUSTED, which finishes the stream after them); updates that come later are
+    // live, and a client that stops reading them is cut instead of buffered for.
     auto live = std::make_shared<std::atomic<bool>>(false);
     auto watch = jobs_->Watch(request.job_id(), request.after_sequence(),
                               [outbox = outbox_, live](const v1::WatchJobResponse& update) {

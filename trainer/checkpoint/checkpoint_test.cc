@@ -221,6 +221,18 @@ TEST_F(CheckpointerTest, ANewerGenerationsClaimStopsAnOlderOne) {
   EXPECT_EQ(Resume(), 30);
   EXPECT_EQ(ReadFileContents(dir_ + "/OWNER").value_or(""),
             "ringmaster-checkpoint-owner 1\njob j-resubmitted\ngeneration 1\n");
+
+  // The first job's current generation, still running, now stops too (its job ended or moved).
+  options_.job = "j";
+  options_.generation = 2;
+  for (const absl::Status& s : Ranks(Layout(), [&](Checkpointer&c, int rank) {
+         if (auto s = c.Save(State(40, rank)); !s.ok()) return s;
+         return c.Flush();
+       })) {
+    EXPECT_TRUE(absl::IsAborted(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("job j-resubmitted has claimed"));
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000040"));
 }
 
 TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {

@@ -227,16 +227,17 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
       if (all[r].ok == -1) committed = -1;
       files.push_back({r, RankFileName(r), all[r].bytes, static_cast<uint32_t>(all[r].crc)});
     }
-    if (committed == -1) {
-      stale = owner.ok() ? StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step))
-                         : owner;
+    // Checked again: the files took a while to write.
+    const absl::Status before_commit = committed == -1 ? owner : CheckOwner(/*claim=*/false);
+    if (committed == -1 || !before_commit.ok()) {
+      committed = -1;
+      stale = !before_commit.ok()
+                  ? before_commit
+                  : StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step));
     } else if (complete) {
       absl::Status s = Commit(state.step, files);
       if (s.ok()) {
         committed = 1;
-      } else if (absl::IsAborted(s)) {
-        committed = -1;
-        stale = s;
       } else {
         RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: " << s;
       }
@@ -258,7 +259,6 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
 }
 
 absl::Status Checkpointer::Commit(int64_t step, const std::vector<ManifestFile>& files) {
-  RETURN_IF_ERROR(CheckOwner(/*claim=*/false));
   Manifest m;
   m.step = step;
   m.layout = layout_;
@@ -284,6 +284,13 @@ absl::Status Checkpointer::CheckOwner(bool claim) {
           owner->generation, " has claimed ", options_.dir,
           " (this one went on running after the job was restarted); stopping without writing "
           "to it"));
+    } else if (owner->job != options_.job && !claim) {
+      // Claimed by another job since this generation resumed (a resubmission continuing from
+      // the directory): this one went on after its job ended or moved.
+      return absl::AbortedError(absl::StrCat("job ", owner->job, " has claimed ", options_.dir,
+                                             " since generation ", options_.generation, " of job ",
+                                             options_.job,
+                                             " resumed from it; stopping without writing to it"));
     }
   }
   if (!claim) return absl::OkStatus();

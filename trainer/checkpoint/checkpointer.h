@@ -40,7 +40,8 @@ struct CheckpointOptions {
   // that a newer one of the same job has claimed it stops (ABORTED) instead of resuming or
   // committing: one that went on running while the job was restarted elsewhere (its node cut
   // off from the coordinator) neither commits nor prunes next to the new generation. A claim
-  // by another job (a resubmission continuing from the same directory) takes it over.
+  // by another job (a resubmission continuing from the same directory) takes it over, and
+  // stops the previous job's generations the same way.
   std::string job;
   int64_t generation = 0;
 };
@@ -91,13 +92,13 @@ class Checkpointer {
  private:
   // The writer thread's work for one checkpoint.
   absl::Status Write(const RankState& state, double start_seconds);
-  // Rank 0: writes the MANIFEST, then prunes; first ABORTED if a newer generation owns the
-  // directory (CheckOwner).
+  // Rank 0: writes the MANIFEST, then prunes.
   absl::Status Commit(int64_t step, const std::vector<ManifestFile>& files);
-  // ABORTED if a newer generation of this job has claimed the directory; with `claim` (rank 0),
-  // then claims it for this one (a failed claim is logged: the fence is off, not the training).
-  // Does nothing without a generation. Every rank checks before writing its file of a
-  // checkpoint, rank 0 again before the MANIFEST.
+  // ABORTED if a newer generation of this job has claimed the directory, or (without `claim`)
+  // another job has; with `claim` (rank 0, resuming), then claims it for this generation (a
+  // failed claim is logged: the fence is off, not the training). An unreadable OWNER is logged
+  // and ignored. Does nothing without a generation. Every rank checks before writing its file
+  // of a checkpoint, rank 0 again before the MANIFEST.
   absl::Status CheckOwner(bool claim);
   absl::Status Prune();
   // Steps with a MANIFEST, newest first.
