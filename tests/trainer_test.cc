@@ -102,6 +102,42 @@ TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
 // its source) on one rank.
 INSTANTIATE_TEST_SUITE_P(ZeroStages, TrainerResumeTest, ::testing::Values(0, 2, 3));
 
+// Generation 1 of job j trains and checkpoints; then generation 2 claims the directory (as a
+// replacement launched elsewhere would when it resumes): generation 1 stops (retryable exit)
+// at its next checkpoint, saying why, having committed at most the one checkpoint whose last
+// check came before the claim.
+TEST_F(TrainerTest, AGenerationWhoseDirectoryANewerOneClaimedStops) {
+  const std::string checkpoints = dir_ + "/fenced";
+  const std::string spec =
+      Spec("checkpoint: {dir: " + checkpoints + ", every_steps: 5, keep: 1000}\n", 1000000);
+  const std::string log = dir_ + "/fenced.log";
+  auto run = Subprocess::Start({"env", "RINGMASTER_JOB=j", "RINGMASTER_GENERATION=1",
+                                "trainer/trainer", "--blas_threads=1", "--spec=" + spec},
+                               log);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(WaitFor(
+      [&] { return run->Log().find("checkpoint at step 5 committed") != std::string::npos; },
+      absl::Seconds(120)))
+      << run->Log();
+  auto committed = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(checkpoints)) {
+      n += std::filesystem::exists(entry.path() / "MANIFEST") ? 1 : 0;
+    }
+    return n;
+  };
+  const int before = committed();
+  std::ofstream(checkpoints + "/OWNER.tmp")
+      << "ringmaster-checkpoint-owner 1\njob j\ngeneration 2\n";
+  std::filesystem::rename(checkpoints + "/OWNER.tmp", checkpoints + "/OWNER");
+  absl::StatusOr<int> status = run->Wait(absl::Seconds(120));
+  ASSERT_TRUE(status.ok()) << run->Log();
+  ASSERT_TRUE(WIFEXITED(*status)) << run->Log();
+  EXPECT_EQ(WEXITSTATUS(*status), 75) << run->Log();
+  EXPECT_THAT(run->Log(), HasSubstr("generation 1 of job j is stale: generation 2 has claimed"));
+  EXPECT_LE(committed(), before + 1);
+}
+
 TEST_F(TrainerTest, Sigusr1StopsAfterACheckpointAndTheResumeLosesNothing) {
   // Far more steps than the test runs (the LR schedule follows `steps`, so every run shares it)
   // and no periodic checkpoint in reach: the only checkpoint is the one the request makes.

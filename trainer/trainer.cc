@@ -459,11 +459,19 @@ absl::Status Run::Train() {
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
     }
-    // One vote per step (a two-float all-reduce per group): the last step needs none. A stop
-    // wins over a link check asked for at the same step.
+    // One vote per step (a three-float all-reduce per group): the last step needs none. A failed
+    // checkpoint writer (a lost peer, a stale generation) stops every rank at once, rather than
+    // at the next checkpoint; a stop wins over a link check asked for at the same step.
     if (step + 1 < c_.steps) {
       const bool check = agent_ != nullptr && agent_->TakeLinkCheckRequest();
-      ASSIGN_OR_RETURN(const RankRequests asked, AnyRankAsks(groups_, {StopRequested(), check}));
+      ASSIGN_OR_RETURN(const RankRequests asked,
+                       AnyRankAsks(groups_, {StopRequested(), check, checkpointer_->failed()}));
+      if (asked.writer_failed) {
+        RETURN_IF_ERROR(checkpointer_->Flush());
+        return absl::AbortedError(absl::StrCat("after step ", step + 1,
+                                               ": another rank's checkpoint writer failed (its "
+                                               "log says why)"));
+      }
       if (asked.stop) return StopAfter(step + 1);
       if (asked.check_links) RETURN_IF_ERROR(CheckLinks(step + 1));
     }

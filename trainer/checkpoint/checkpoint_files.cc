@@ -26,6 +26,12 @@ constexpr char kMagic[8] = {'R', 'M', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr char kManifestHeader[] = "ringmaster-checkpoint 1";
 constexpr char kOwnerHeader[] = "ringmaster-checkpoint-owner 1";
 
+// DATA_LOSS for line `i` (from 0; past the end: an empty one) of a text file named `file`.
+absl::Status MalformedLine(const char* file, const std::vector<std::string>& lines, size_t i) {
+  return absl::DataLossError(absl::StrCat(file, " line ", i + 1, " is malformed: \"",
+                                          i < lines.size() ? lines[i] : "", "\""));
+}
+
 // Writes to a file descriptor, tracking size and CRC-32C.
 class ChecksummedWriter {
  public:
@@ -320,10 +326,7 @@ std::string FormatManifest(const Manifest& m) {
 absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
   Manifest m;
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  auto bad = [&](size_t i) {
-    return absl::DataLossError(absl::StrCat("MANIFEST line ", i + 1, " is malformed: \"",
-                                            i < lines.size() ? lines[i] : "", "\""));
-  };
+  auto bad = [&](size_t i) { return MalformedLine("MANIFEST", lines, i); };
   if (lines.size() < 3 || lines[0] != kManifestHeader) return bad(0);
   if (lines[1].rfind("step ", 0) != 0 || !absl::SimpleAtoi(lines[1].substr(5), &m.step)) {
     return bad(1);
@@ -367,10 +370,7 @@ std::string FormatOwner(const CheckpointOwner& owner) {
 absl::StatusOr<CheckpointOwner> ParseOwner(const std::string& text) {
   CheckpointOwner owner;
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  auto bad = [&](size_t i) {
-    return absl::DataLossError(absl::StrCat("OWNER line ", i + 1, " is malformed: \"",
-                                            i < lines.size() ? lines[i] : "", "\""));
-  };
+  auto bad = [&](size_t i) { return MalformedLine("OWNER", lines, i); };
   if (lines.empty() || lines[0] != kOwnerHeader) return bad(0);
   if (lines.size() < 2 || lines[1].rfind("job ", 0) != 0 || lines[1].size() == 4) return bad(1);
   owner.job = lines[1].substr(4);

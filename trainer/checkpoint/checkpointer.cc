@@ -177,6 +177,11 @@ absl::Status Checkpointer::Save(RankState state) {
   return absl::OkStatus();
 }
 
+bool Checkpointer::failed() const {
+  absl::MutexLock lock(&mu_);
+  return !writer_status_.ok();
+}
+
 absl::Status Checkpointer::Flush() {
   if (writer_.joinable()) writer_.join();
   absl::MutexLock lock(&mu_);

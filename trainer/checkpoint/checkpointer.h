@@ -86,6 +86,9 @@ class Checkpointer {
   absl::Status Save(RankState state);
   // Waits for the checkpoint in progress; returns its error as Save() does.
   absl::Status Flush();
+  // Whether a checkpoint's writing has failed (Flush or Save would return the error), without
+  // waiting. Thread-safe.
+  bool failed() const;
   // The newest checkpoint committed since the last call, if any.
   std::optional<CommittedCheckpoint> TakeCommitted();
 
@@ -115,7 +118,7 @@ class Checkpointer {
   const CheckpointLayout layout_;
   Communicator* const ctl_;
   std::thread writer_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
   std::optional<CommittedCheckpoint> committed_ ABSL_GUARDED_BY(mu_);
 };

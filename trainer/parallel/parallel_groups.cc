@@ -64,11 +64,11 @@ absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
 }
 
 absl::StatusOr<RankRequests> AnyRankAsks(const ParallelGroups& groups, RankRequests mine) {
-  bool any[2] = {mine.stop, mine.check_links};
+  bool any[3] = {mine.stop, mine.check_links, mine.writer_failed};
   for (Communicator* line : {groups.tp.get(), groups.pp.get(), groups.dp.get()}) {
     if (line != nullptr && line->size() > 1) RETURN_IF_ERROR(line->AnyOf(absl::MakeSpan(any)));
   }
-  return RankRequests{any[0], any[1]};
+  return RankRequests{any[0], any[1], any[2]};
 }
 
 }  // namespace ringmaster::trainer

@@ -68,14 +68,15 @@ absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
 struct RankRequests {
   bool stop = false;         // checkpoint and stop (SIGUSR1, stop_request.h)
   bool check_links = false;  // run the link check (ringctl check-links)
+  bool writer_failed = false;  // its checkpoint writer failed: every rank stops (the job restarts)
   bool operator==(const RankRequests& o) const {
-    return stop == o.stop && check_links == o.check_links;
+    return stop == o.stop && check_links == o.check_links && writer_failed == o.writer_failed;
   }
 };
 
 // For each request, whether any rank of the job made it: the same answer on every rank, from one
-// AnyOf (two floats) over tp, then pp, then dp (each a line of the tp x pp x dp grid, so the three
-// cover the job). Every rank must call it at the same point of its work. Errors are the
+// AnyOf (three floats) over tp, then pp, then dp (each a line of the tp x pp x dp grid, so the
+// three cover the job). Every rank must call it at the same point of its work. Errors are the
 // communicators'.
 absl::StatusOr<RankRequests> AnyRankAsks(const ParallelGroups& groups, RankRequests mine);
 

@@ -77,19 +77,22 @@ TEST(AnyRankAsksTest, EveryRankLearnsOfARequestFromAnyPositionOfTheGrid) {
        })) {
     ASSERT_TRUE(s.ok()) << s;
   }
-  // No asker, then one at each corner of the grid and one in the middle; a stop from there and a
-  // link check from the rank opposite, so the two requests travel independently.
+  // No asker, then one at each corner of the grid and one in the middle; a stop from there, a
+  // link check from the rank opposite and a failed checkpoint writer from the next one, so the
+  // three requests travel independently.
   for (const int asker : {-1, 0, 3, 5, 7}) {
     const int checker = asker < 0 ? -1 : world - 1 - asker;
+    const int failed = asker < 0 ? -1 : (asker + 1) % world;
     std::vector<RankRequests> answers(world);
     for (const absl::Status& s : testing::RunRanks(world, [&](int rank) -> absl::Status {
-           ASSIGN_OR_RETURN(answers[rank],
-                            AnyRankAsks(groups[rank], {rank == asker, rank == checker}));
+           ASSIGN_OR_RETURN(
+               answers[rank],
+               AnyRankAsks(groups[rank], {rank == asker, rank == checker, rank == failed}));
            return absl::OkStatus();
          })) {
       ASSERT_TRUE(s.ok()) << s;
     }
-    const RankRequests want{asker >= 0, checker >= 0};
+    const RankRequests want{asker >= 0, checker >= 0, failed >= 0};
     for (int rank = 0; rank < world; ++rank) {
       EXPECT_TRUE(answers[rank] == want) << "asker " << asker << " rank " << rank;
     }
@@ -101,7 +104,7 @@ TEST(AnyRankAsksTest, EveryRankLearnsOfARequestFromAnyPositionOfTheGrid) {
        })) {
     ASSERT_TRUE(s.ok()) << s;
   }
-  for (const RankRequests& r : only_links) EXPECT_TRUE(r == (RankRequests{false, true}));
+  for (const RankRequests& r : only_links) EXPECT_TRUE(r == (RankRequests{false, true, false}));
   // The votes are numbered on each group but add nothing to its totals.
   EXPECT_EQ(groups[0].dp->entered(), 6);
   EXPECT_TRUE(groups[0].dp->TakeTotals().empty());
