@@ -137,6 +137,8 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
       clock_(clock),
       options_(options),
       started_(clock->Now()) {
+  RM_CHECK(options_.events_in_memory >= 1) << "events_in_memory must be at least 1";
+  RM_CHECK(options_.max_store_replay >= 1) << "max_store_replay must be at least 1";
   if (registry != nullptr) {
     jobs_by_state_ = &registry->AddGauge("ringmaster_jobs", "Jobs by state.", {"state"});
     restarts_ = &registry->AddCounter("ringmaster_job_restarts_total",
@@ -518,7 +520,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
       const size_t room =
           options_.max_store_replay - std::min(options_.max_store_replay, older.size());
       if (replayed >= first_in_memory - 1 || room == 0) {
-        return WatchLocked(job, after_sequence, older, replayed < first_in_memory - 1,
+        return WatchLocked(job, after_sequence, replayed, older, replayed < first_in_memory - 1,
                            std::move(callback));
       }
       read_up_to = std::min(first_in_memory - 1, replayed + static_cast<int64_t>(room));
@@ -536,7 +538,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& job_id, int64_t af
   }
 }
 
-absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequence,
+absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequence, int64_t replayed,
                                                  const std::vector<v1::JobEvent>& older,
                                                  bool more_in_store, WatchCallback callback) {
   auto replay = [&](const v1::JobEvent& event) {
@@ -548,13 +550,11 @@ absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequenc
   };
   for (const v1::JobEvent& event : older) replay(event);
   if (more_in_store) {
-    const int64_t last = older.empty() ? after_sequence : older.back().sequence();
     return absl::ResourceExhaustedError(
-        absl::StrCat("replayed events ", after_sequence + 1, " to ", last, " of ",
+        absl::StrCat("replayed events ", after_sequence + 1, " to ", replayed, " of ",
                      job->last_sequence, " from the store, at most ", options_.max_store_replay,
-                     " a watch: watch again with after_sequence ", last, " for the rest"));
+                     " a watch: watch again with after_sequence ", replayed, " for the rest"));
   }
-  const int64_t replayed = older.empty() ? after_sequence : older.back().sequence();
   for (const v1::JobEvent& event : job->events) {
     if (event.sequence() > replayed && event.sequence() <= job->stored_sequence) replay(event);
   }

@@ -134,7 +134,8 @@ class JobManager {
   // What Submit would decide, without storing anything.
   absl::StatusOr<v1::PlanJobResponse> Plan(const v1::JobSpec& spec);
 
-  // NOT_FOUND for an unknown id. A running job's response has each rank's live state (step, time
+  // NOT_FOUND for an unknown id. The job's newest events (events_in_memory) and events_omitted,
+  // the count of older ones. A running job's response has each rank's live state (step, time
   // since its last report, straggler and hang-suspect flags).
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) const;
   // Newest first, filtered by state (empty = all), at most `limit` (0 = 100, capped at 1000).
@@ -270,10 +271,10 @@ class JobManager {
   // is attributed to ("" for none), for exclusion after repeated failures.
   void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
             const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Watch's replay once the events older than memory are read (`older`, after `after_sequence`):
-  // sends them, then (unless `more_in_store`: RESOURCE_EXHAUSTED) the stored ones in memory, and
-  // registers the watch.
-  absl::StatusOr<uint64_t> WatchLocked(Job* job, int64_t after_sequence,
+  // Watch's replay once the events older than memory are read (`older`: those after
+  // `after_sequence` up to `replayed`): sends them, then (unless `more_in_store`:
+  // RESOURCE_EXHAUSTED) the stored ones in memory after `replayed`, and registers the watch.
+  absl::StatusOr<uint64_t> WatchLocked(Job* job, int64_t after_sequence, int64_t replayed,
                                        const std::vector<v1::JobEvent>& older, bool more_in_store,
                                        WatchCallback callback) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.

@@ -522,18 +522,12 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobStore::ReadEvents(const std::string
   RETURN_IF_ERROR(stmt.BindInt64(3, up_to_sequence));
   for (int64_t want = after_sequence + 1;; ++want) {
     ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) {
-      if (want <= up_to_sequence) {
-        return absl::DataLossError(absl::StrCat("JobStore::ReadEvents: job '", job_id,
-                                                "': stored event ", want, " is missing"));
-      }
-      break;
-    }
-    const int64_t sequence = stmt.ColumnInt64(0);
-    if (sequence != want) {
+    if (!row && want > up_to_sequence) break;
+    if (!row || stmt.ColumnInt64(0) != want) {
       return absl::DataLossError(absl::StrCat("JobStore::ReadEvents: job '", job_id,
                                               "': stored event ", want, " is missing"));
     }
+    const int64_t sequence = want;
     absl::StatusOr<v1::JobEvent> event = ParseEventRow(job_id, sequence, stmt.ColumnBytes(1));
     if (!event.ok()) return Annotate(event.status(), "JobStore::ReadEvents");
     events.push_back(*std::move(event));

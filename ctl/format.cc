@@ -110,10 +110,13 @@ std::string DescribeLinkCheck(const v1::LinkCheckSummary& check) {
 }
 
 // "2 of 3"; with a restart window, the restarts in all and those that counted at the latest
-// failure: "7 (2 of 3 within 60 minutes at the last failure)".
+// failure: "7 (2 of 3 within 60 minutes at the last failure)", or "0 (of 3 within 60 minutes)".
 std::string RestartsLine(const v1::JobStatus& j) {
   const v1::RestartSpec& r = j.spec().restart();
   if (r.window_minutes() <= 0) return absl::StrCat(j.restarts(), " of ", r.max_restarts());
+  if (j.restarts() == 0) {
+    return absl::StrCat("0 (of ", r.max_restarts(), " within ", r.window_minutes(), " minutes)");
+  }
   return absl::StrCat(j.restarts(), " (", j.counted_restart_unix_nanos_size(), " of ",
                       r.max_restarts(), " within ", r.window_minutes(),
                       " minutes at the last failure)");

@@ -42,6 +42,9 @@ TEST(DescribeJobTest, RestartsSayHowManyCountWithinTheWindow) {
   r.mutable_job()->mutable_spec()->mutable_restart()->set_max_restarts(3);
   EXPECT_THAT(DescribeJob(r), HasSubstr("Generation:   3   Restarts: 2 of 3\n"));
   r.mutable_job()->mutable_spec()->mutable_restart()->set_window_minutes(60);
+  r.mutable_job()->set_restarts(0);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("Restarts: 0 (of 3 within 60 minutes)\n"));
+  r.mutable_job()->set_restarts(2);
   r.mutable_job()->add_counted_restart_unix_nanos(At("2026-11-24T03:00:08Z"));
   EXPECT_THAT(DescribeJob(r),
               HasSubstr("Generation:   3   Restarts: 2 (1 of 3 within 60 minutes at the "

@@ -216,6 +216,27 @@ TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
 }
 
+// As a replacement launched elsewhere would when it resumes, "generation 2" claims the checkpoint
+// directory while generation 1 trains (the claim is written by hand: there is no partition to
+// make here). At its next checkpoint generation 1 stops (exit 75) saying why; the first such
+// exit restarts the job (the agents stop the other ranks), and generation 2 finishes it losing
+// nothing.
+TEST_F(FaultToleranceTest, AGenerationWhoseDirectoryANewerOneClaimedStopsAndTheJobGoesOn) {
+  const std::string id = StartAndWaitForCheckpoint("claimed");
+  const std::string owner = dir_ + "/ckpt/OWNER";
+  std::ofstream(owner + ".tmp") << "ringmaster-checkpoint-owner 1\njob " << id
+                                << "\ngeneration 2\n";
+  std::filesystem::rename(owner + ".tmp", owner);
+  ExpectRecoveredExactly(id, 1);
+  // The exit that restarted the job quotes the rank's own finding, or another rank's (a rank
+  // whose check ran before the claim landed).
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("exited with code 75: ABORTED: "));
+  EXPECT_THAT(described, ::testing::AnyOf(HasSubstr("generation 1 of job " + id + " is stale"),
+                                          HasSubstr("another rank found checkpoint.dir claimed")))
+      << described;
+}
+
 TEST_F(FaultToleranceTest, KilledAgentLosesItsNodeAndTheJobResumesWhenItReturns) {
   const std::string id = StartAndWaitForCheckpoint("kill-agent");
   cluster_->agent(1).Signal(SIGKILL);

@@ -34,9 +34,9 @@ Tensor I32View(void* data, int64_t count) { return Tensor{data, count, DType::kI
 // What a rank returns when another one found the generation stale (CheckOwner).
 absl::Status StaleOnAnotherRank(const std::string& what) {
   return absl::AbortedError(absl::StrCat(what,
-                                         ": another rank found that a newer generation of this "
-                                         "job has claimed checkpoint.dir (its log says which); "
-                                         "stopping without writing to it"));
+                                         ": another rank found checkpoint.dir claimed by a newer "
+                                         "generation of this job or by another job (its log "
+                                         "says which); stopping without writing to it"));
 }
 
 }  // namespace

@@ -79,10 +79,11 @@ class Checkpointer {
   // first claims the directory for this generation.
   absl::StatusOr<std::optional<RankState>> Resume(int source_rank);
 
-  // Starts writing `state` (state.step is the checkpoint's step). Returns the error of the
-  // previous checkpoint's collective work, if it failed (the job must restart), or ABORTED on
-  // every rank if a rank found, before writing its file, or rank 0 before committing, that a
-  // newer generation has claimed the directory.
+  // Starts writing `state` (state.step is the checkpoint's step) on the writer thread, which
+  // checks the directory's owner (CheckOwner) before writing. Returns the error of the previous
+  // checkpoint's writing, if it failed (the job must restart): ABORTED on every rank when a rank
+  // found, before writing its file, or rank 0 before committing, the directory claimed by a newer
+  // generation of this job or by another job.
   absl::Status Save(RankState state);
   // Waits for the checkpoint in progress; returns its error as Save() does.
   absl::Status Flush();

@@ -66,8 +66,8 @@ absl::StatusOr<ParallelGroups> ConnectParallelGroups(const RankPlace& place,
 
 // What a rank can ask of every other at a step boundary.
 struct RankRequests {
-  bool stop = false;         // checkpoint and stop (SIGUSR1, stop_request.h)
-  bool check_links = false;  // run the link check (ringctl check-links)
+  bool stop = false;           // checkpoint and stop (SIGUSR1, stop_request.h)
+  bool check_links = false;    // run the link check (ringctl check-links)
   bool writer_failed = false;  // its checkpoint writer failed: every rank stops (the job restarts)
   bool operator==(const RankRequests& o) const {
     return stop == o.stop && check_links == o.check_links && writer_failed == o.writer_failed;

@@ -68,9 +68,9 @@ struct StepStats {
   // (tensor_parallel_seconds): what a slow rank stretches and a peer waiting for it does not.
   double compute_seconds = 0;
   double tensor_parallel_seconds = 0;  // blocked in collectives inside the passes (TP all-reduces)
-  double pipeline_wait_seconds = 0;  // blocked in transfers to and from neighbouring stages
-  double reduce_seconds = 0;         // waiting for the gradient reductions and the norm
-  double optimizer_seconds = 0;      // AdamW, parameter gathers, the tied embedding's sync
+  double pipeline_wait_seconds = 0;    // blocked in transfers to and from neighbouring stages
+  double reduce_seconds = 0;           // waiting for the gradient reductions and the norm
+  double optimizer_seconds = 0;        // AdamW, parameter gathers, the tied embedding's sync
   std::vector<double> stage_compute_seconds;  // every stage's compute, by stage (pipeline)
   int max_in_flight = 0;                      // microbatches this stage held at once
 };
