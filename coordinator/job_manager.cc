@@ -70,6 +70,24 @@ bool RunsOn(const v1::JobStatus& status, const std::string& node) {
   return status.state() == v1::JOB_STATE_RUNNING && NodesOf(status).count(node) > 0;
 }
 
+// A watch update with the job's state and generation; the caller adds the event or progress.
+v1::WatchJobResponse UpdateOf(const v1::JobStatus& status) {
+  v1::WatchJobResponse update;
+  update.set_state(status.state());
+  update.set_generation(status.generation());
+  return update;
+}
+
+// `submitted` with its defaults, if it passes the rules of a spec and of paths on the cluster's
+// nodes (Submit and Plan judge alike).
+absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
+  v1::JobSpec spec = submitted;
+  ApplyDefaults(&spec);
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(ValidateClusterPaths(spec));
+  return spec;
+}
+
 // NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
 absl::Status NoSuchJob(absl::string_view job_id) {
   constexpr size_t kShown = 64;
@@ -286,10 +304,8 @@ void JobManager::Persist(Job* job) {
   job->stored_sequence = job->last_sequence;
   while (job->events.size() > options_.events_in_memory) job->events.pop_front();
   for (const v1::JobEvent& event : fresh) {
-    v1::WatchJobResponse update;
+    v1::WatchJobResponse update = UpdateOf(job->status);
     *update.mutable_event() = event;
-    update.set_state(job->status.state());
-    update.set_generation(job->status.generation());
     for (auto& [id, callback] : job->watchers) callback(update);
   }
   if (IsTerminal(job->status.state())) {
@@ -322,10 +338,7 @@ void JobManager::UpdateStateGauges() {
 absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
                                                  const std::string& request_id,
                                                  const Caller& caller) {
-  v1::JobSpec spec = submitted;
-  ApplyDefaults(&spec);
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
-  RETURN_IF_ERROR(ValidateClusterPaths(spec));
+  ASSIGN_OR_RETURN(const v1::JobSpec spec, Admitted(submitted));
   ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, PlannerOptionsNow()));
 
   absl::MutexLock lock(&mu_);
@@ -389,10 +402,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
 }
 
 absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitted) {
-  v1::JobSpec spec = submitted;
-  ApplyDefaults(&spec);
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
-  RETURN_IF_ERROR(ValidateClusterPaths(spec));
+  ASSIGN_OR_RETURN(const v1::JobSpec spec, Admitted(submitted));
   v1::PlanJobResponse response;
   ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, PlannerOptionsNow()));
   v1::JobStatus probe;
@@ -542,10 +552,8 @@ absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequenc
                                                  const std::vector<v1::JobEvent>& older,
                                                  bool more_in_store, WatchCallback callback) {
   auto replay = [&](const v1::JobEvent& event) {
-    v1::WatchJobResponse update;
+    v1::WatchJobResponse update = UpdateOf(job->status);
     *update.mutable_event() = event;
-    update.set_state(job->status.state());
-    update.set_generation(job->status.generation());
     callback(update);
   };
   for (const v1::JobEvent& event : older) replay(event);
@@ -561,10 +569,8 @@ absl::StatusOr<uint64_t> JobManager::WatchLocked(Job* job, int64_t after_sequenc
   uint64_t id = next_watch_++;
   if (!IsTerminal(job->status.state())) {
     if (job->status.state() == v1::JOB_STATE_RUNNING) {
-      v1::WatchJobResponse update;
+      v1::WatchJobResponse update = UpdateOf(job->status);
       *update.mutable_progress() = job->status.progress();
-      update.set_state(job->status.state());
-      update.set_generation(job->status.generation());
       callback(update);
     }
     job->watchers[id] = std::move(callback);
@@ -1251,10 +1257,8 @@ void JobManager::Tick() {
       }
     }
     if (job->progress_dirty && now - job->last_progress_push >= absl::Seconds(1)) {
-      v1::WatchJobResponse update;
+      v1::WatchJobResponse update = UpdateOf(job->status);
       *update.mutable_progress() = job->status.progress();
-      update.set_state(job->status.state());
-      update.set_generation(job->status.generation());
       for (auto& [wid, callback] : job->watchers) callback(update);
       job->progress_dirty = false;
       job->last_progress_push = now;

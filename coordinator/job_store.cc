@@ -527,8 +527,7 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobStore::ReadEvents(const std::string
       return absl::DataLossError(absl::StrCat("JobStore::ReadEvents: job '", job_id,
                                               "': stored event ", want, " is missing"));
     }
-    const int64_t sequence = want;
-    absl::StatusOr<v1::JobEvent> event = ParseEventRow(job_id, sequence, stmt.ColumnBytes(1));
+    absl::StatusOr<v1::JobEvent> event = ParseEventRow(job_id, want, stmt.ColumnBytes(1));
     if (!event.ok()) return Annotate(event.status(), "JobStore::ReadEvents");
     events.push_back(*std::move(event));
   }

@@ -201,11 +201,11 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   Record mine;
   // Every rank checks the owner before writing its file, so a stale generation's files do not
   // replace those of a checkpoint the new one committed at the same step.
-  const absl::Status owner = CheckOwner(/*claim=*/false);
+  absl::Status fence = CheckOwner(/*claim=*/false);
   std::error_code ec;
-  if (owner.ok()) fs::create_directories(dir, ec);
+  if (fence.ok()) fs::create_directories(dir, ec);
   absl::StatusOr<ManifestFile> file =
-      !owner.ok() ? absl::StatusOr<ManifestFile>(owner)
+      !fence.ok() ? absl::StatusOr<ManifestFile>(fence)
       : ec        ? absl::StatusOr<ManifestFile>(
                  absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message())))
            : WriteRankFile(dir + "/" + RankFileName(rank), rank, layout_, state);
@@ -213,7 +213,7 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
     mine.ok = 1;
     mine.crc = static_cast<int32_t>(file->crc32c);
     mine.bytes = file->bytes;
-  } else if (!owner.ok()) {
+  } else if (!fence.ok()) {
     mine.ok = -1;  // stale
   } else {
     // A rank that cannot write makes this checkpoint incomplete; training goes on and the next
@@ -223,7 +223,6 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   std::vector<Record> all(ctl_->size());
   RETURN_IF_ERROR(ctl_->AllGather(I32View(&mine, 4), I32View(all.data(), 4 * ctl_->size())));
   int32_t committed = 0;  // 1: committed, -1: this generation is stale
-  absl::Status stale;
   if (rank == 0) {
     std::vector<ManifestFile> files;
     bool complete = true;
@@ -232,13 +231,11 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
       if (all[r].ok == -1) committed = -1;
       files.push_back({r, RankFileName(r), all[r].bytes, static_cast<uint32_t>(all[r].crc)});
     }
-    // Checked again: the files took a while to write.
-    const absl::Status before_commit = committed == -1 ? owner : CheckOwner(/*claim=*/false);
-    if (committed == -1 || !before_commit.ok()) {
-      committed = -1;
-      stale = !before_commit.ok()
-                  ? before_commit
-                  : StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step));
+    // Checked again before the MANIFEST: the files took a while to write.
+    if (committed == 0) fence = CheckOwner(/*claim=*/false);
+    if (!fence.ok()) committed = -1;
+    if (committed == -1) {
+      // Stale: nothing is committed or pruned.
     } else if (complete) {
       absl::Status s = Commit(state.step, files);
       if (s.ok()) {
@@ -252,9 +249,9 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   }
   RETURN_IF_ERROR(ctl_->Broadcast(I32View(&committed, 1), 0));
   if (committed == -1) {
-    if (rank == 0) return stale;
-    return owner.ok() ? StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step))
-                      : owner;
+    // This rank's own finding, else another rank's.
+    return fence.ok() ? StaleOnAnotherRank(absl::StrCat("the checkpoint at step ", state.step))
+                      : fence;
   }
   if (committed == 1) {
     absl::MutexLock lock(&mu_);
