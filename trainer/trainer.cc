@@ -384,10 +384,10 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const double mfu = peak_flops_ > 0 && seconds > 0
                          ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
                          : 0;
-  // Exposed communication: pipeline waits, the tensor-parallel all-reduces, the reductions and
-  // the norm, ZeRO's gathers.
-  const double comm = stats.pipeline_wait_seconds + stats.tensor_parallel_seconds +
-                      stats.reduce_seconds + (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
+  // Exposed communication: pipeline waits, the waits inside the passes (tensor-parallel
+  // all-reduces, ZeRO's gathers and reductions), the reductions and the norm, ZeRO's gathers.
+  const double comm = stats.pipeline_wait_seconds + stats.pass_comm_seconds + stats.reduce_seconds +
+                      (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
   const double bubble =
       seconds > 0 ? std::clamp(stats.pipeline_wait_seconds / seconds, 0.0, 1.0) : 0;
   // grad_norm goes after the fields scripts read by position (bench/trainer_vs_pytorch).

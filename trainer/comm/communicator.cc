@@ -17,6 +17,10 @@ thread_local int thread_depth = 0;       // operations under way on this thread 
 
 double Communicator::ThreadSeconds() { return thread_seconds; }
 
+void Communicator::CountThreadWait(double seconds) {
+  if (thread_depth == 0) thread_seconds += seconds;
+}
+
 absl::Status Communicator::Run(std::vector<Counted> counted,
                                const std::function<absl::Status()>& body) {
   entered_.fetch_add(1, std::memory_order_relaxed);

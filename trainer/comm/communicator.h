@@ -119,8 +119,13 @@ class Communicator {
   // kernels that the call also sits through), else the call's wall time; an operation that a
   // backend runs inside another (shared memory's point to point over Gloo) counts once. The
   // trainer subtracts its growth over a forward or backward pass from the pass's compute time,
-  // so a rank waiting for a slow tensor-parallel peer does not look slow itself.
+  // so a rank waiting for a slow tensor-parallel peer does not look slow itself. A thread's waits
+  // for communication that another thread runs for it (CommQueue) count too (CountThreadWait).
   static double ThreadSeconds();
+  // The calling thread was blocked `seconds` waiting for communication another thread ran for it
+  // (a ZeRO gather or reduction on the communication queue): counted in ThreadSeconds, unless
+  // the thread is inside an operation itself (then that operation counts).
+  static void CountThreadWait(double seconds);
 
  protected:
   Communicator(std::string name, int rank, int size)

@@ -1,5 +1,8 @@
 #include "trainer/parallel/comm_queue.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace ringmaster::trainer {
 
 CommQueue::CommQueue() : thread_([this] { Loop(); }) {}
@@ -33,21 +36,34 @@ void CommQueue::Abandon() {
 
 absl::Status CommQueue::WaitFor(int64_t ticket) {
   absl::MutexLock lock(&mu_);
-  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= ticket; };
-  mu_.Await(absl::Condition(&done));
+  AwaitCounted(ticket);
   return error_;
 }
 
 absl::Status CommQueue::Drain() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](CommQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-        return q->queue_.empty() && q->running_ == 0;
-      },
-      this));
+  AwaitCounted(queued_);  // every ticket runs or is skipped, in order
   absl::Status error = error_;
   error_ = absl::OkStatus();
   return error;
+}
+
+bool CommQueue::blocked() {
+  absl::MutexLock lock(&mu_);
+  return waiting_for_ > done_;
+}
+
+void CommQueue::AwaitCounted(int64_t ticket) {
+  if (done_ >= ticket) return;
+  const auto start = std::chrono::steady_clock::now();
+  const double comm_before = comm_seconds_;
+  waiting_for_ = ticket;
+  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= ticket; };
+  mu_.Await(absl::Condition(&done));
+  waiting_for_ = 0;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Communicator::CountThreadWait(std::min(wall, comm_seconds_ - comm_before));
 }
 
 void CommQueue::Loop() {
@@ -70,8 +86,11 @@ void CommQueue::Loop() {
       }
       running_ = 1;
     }
+    const double comm_before = Communicator::ThreadSeconds();
     absl::Status status = work();
+    const double comm = Communicator::ThreadSeconds() - comm_before;
     absl::MutexLock lock(&mu_);
+    comm_seconds_ += comm;
     running_ = 0;
     ++done_;
     if (!status.ok() && error_.ok()) error_ = status;

@@ -39,6 +39,13 @@ class CommQueue {
   // Waits until everything queued so far has run; returns the first error since the last Drain
   // (and clears it).
   absl::Status Drain();
+  // WaitFor and Drain count the caller's wait in Communicator::ThreadSeconds: the wait, but no
+  // more than the queue's thread spent in communicators' operations meanwhile (the collectives
+  // it waited for, each measured as ThreadSeconds measures it), so a rank's wait for a slow
+  // peer's share of a ZeRO gather is not counted as its compute.
+
+  // Whether a thread is in WaitFor or Drain now for work not yet done (for tests).
+  bool blocked();
   // The caller has failed: work queued and not yet started is skipped from now on (its peers
   // may never join it), and so is work queued later; WaitFor and Drain then report CANCELLED
   // (unless an earlier error). Thread-safe.
@@ -46,12 +53,16 @@ class CommQueue {
 
  private:
   void Loop();
+  // Waits until ticket `ticket` is done, counting the wait (see WaitFor).
+  void AwaitCounted(int64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::deque<std::function<absl::Status()>> queue_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // tickets finished (run or skipped)
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // the thread's ThreadSeconds in finished work
+  int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = 0;  // the ticket a caller waits for, 0: none
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

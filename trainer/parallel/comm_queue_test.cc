@@ -3,7 +3,9 @@
 // already running finishes).
 #include "trainer/parallel/comm_queue.h"
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -11,6 +13,64 @@
 
 namespace ringmaster::trainer {
 namespace {
+
+// A one-rank backend whose all-reduce lasts until released and reports `reported` seconds as
+// its own measure of itself (as NCCL's event timing does).
+class GatedCommunicator final : public Communicator {
+ public:
+  explicit GatedCommunicator(double reported) : Communicator("dp0", 0, 1), reported_(reported) {}
+  const char* transport() const override { return "gated"; }
+  absl::Notification release;
+
+ protected:
+  absl::Status DoAllReduce(Tensor) override {
+    release.WaitForNotification();
+    RecordDeviceSeconds(reported_);
+    return absl::OkStatus();
+  }
+  absl::Status DoReduceScatter(Tensor, Tensor) override { return absl::OkStatus(); }
+  absl::Status DoAllGather(Tensor, Tensor) override { return absl::OkStatus(); }
+  absl::Status DoBroadcast(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoSend(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoRecv(Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoExchange(Tensor, Tensor, int) override { return absl::OkStatus(); }
+  absl::Status DoBarrier() override { return absl::OkStatus(); }
+
+ private:
+  const double reported_;
+};
+
+// A caller's wait for queued communication counts in its Communicator::ThreadSeconds: all of
+// the wait when the operation it waited for took longer, none of it when the backend measured
+// the operation as taking no time (the rest of the wait was not communication).
+TEST(CommQueueTest, AWaitCountsAsCommunicationUpToTheOperationsItWaitedFor) {
+  for (const double reported : {1000.0, 0.0}) {
+    GatedCommunicator comm(reported);  // declared first: it outlives the queue's thread
+    CommQueue queue;
+    float value = 1;
+    const int64_t ticket = queue.Enqueue([&] {
+      return comm.AllReduce(Tensor{&value, 1, DType::kF32});
+    });
+    std::thread releaser([&] {
+      while (!queue.blocked()) std::this_thread::yield();
+      comm.release.Notify();
+    });
+    const double before = Communicator::ThreadSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(queue.WaitFor(ticket).ok());
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    releaser.join();
+    const double counted = Communicator::ThreadSeconds() - before;
+    if (reported > 0) {
+      EXPECT_GT(counted, 0);
+      EXPECT_LE(counted, wall);
+    } else {
+      EXPECT_EQ(counted, 0);
+    }
+    EXPECT_FALSE(queue.blocked());
+  }
+}
 
 TEST(CommQueueTest, RunsInOrderAndSkipsWhatFollowsAFailure) {
   CommQueue queue;

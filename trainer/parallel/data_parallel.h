@@ -114,6 +114,8 @@ class DataParallel {
   AdamWOptimizer& optimizer() { return *optimizer_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int zero_stage() const { return options_.zero_stage; }
+  // The communication thread's queue; nullptr when the group has one rank.
+  CommQueue* queue() { return queue_.get(); }
   // Bytes this rank holds for parameters, gradients and optimizer state.
   int64_t state_bytes() const;
 

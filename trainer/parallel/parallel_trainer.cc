@@ -167,7 +167,7 @@ void ParallelTrainer::CountPass(Clock::time_point start, double comm_before,
     compute += Since(injected);
   }
   stats->compute_seconds += compute;
-  stats->tensor_parallel_seconds += blocked;
+  stats->pass_comm_seconds += blocked;
 }
 
 absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float lr, int64_t t) {

@@ -65,9 +65,11 @@ struct StepStats {
   double loss = 0;             // mean loss over the step's global batch (the same on every rank)
   double grad_norm = 0;        // before clipping
   // This stage's forward and backward passes, less the time they were blocked in communication
-  // (tensor_parallel_seconds): what a slow rank stretches and a peer waiting for it does not.
+  // (pass_comm_seconds): what a slow rank stretches and a peer waiting for it does not.
   double compute_seconds = 0;
-  double tensor_parallel_seconds = 0;  // blocked in collectives inside the passes (TP all-reduces)
+  // Blocked in communication inside the passes: tensor-parallel all-reduces, ZeRO-3's layer
+  // gathers and ZeRO-2's reductions still holding a region's buffer.
+  double pass_comm_seconds = 0;
   double pipeline_wait_seconds = 0;    // blocked in transfers to and from neighbouring stages
   double reduce_seconds = 0;           // waiting for the gradient reductions and the norm
   double optimizer_seconds = 0;        // AdamW, parameter gathers, the tied embedding's sync

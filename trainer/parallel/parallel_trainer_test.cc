@@ -69,10 +69,14 @@ struct NanGradients {
 using AdjustFn =
     std::function<void(int rank, const ParallelGroups& groups, ParallelTrainerOptions* options)>;
 
+// Sees a rank's trainer once created, before its first step.
+using CreatedFn = std::function<void(int rank, ParallelTrainer* trainer)>;
+
 // Trains `steps` steps as every rank of a tp x pp x dp job (threads) and returns each rank's
 // result, by rank; a rank whose step fails stops there and records the failure.
 std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSteps,
-                              NanGradients nan = {}, const AdjustFn& adjust = nullptr) {
+                              NanGradients nan = {}, const AdjustFn& adjust = nullptr,
+                              const CreatedFn& created = nullptr) {
   const int world = tp * pp * dp;
   InMemoryStore store;
   std::vector<RankResult> results(world);
@@ -99,6 +103,7 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
     if (adjust) adjust(rank, *groups, &o);
     auto trainer = ParallelTrainer::Create(device.get(), o, &*groups);
     if (!trainer.ok()) return trainer.status();
+    if (created) created(rank, trainer->get());
     if (auto s = (*trainer)->InitParameters(7); !s.ok()) return s;
     for (int step = 0; step < steps; ++step) {
       auto fill = [&](int micro, int32_t* in, int32_t* tgt) {
@@ -294,17 +299,67 @@ TEST(ParallelTrainerTest, APeerWaitingForASlowTensorParallelRankIsNotComputing) 
   ASSERT_EQ(results.size(), 2u);
   ASSERT_TRUE(injected);
   for (const RankResult& r : results) ASSERT_EQ(r.steps.size(), 1u) << r.place.rank;
-  EXPECT_GE(results[0].steps[0].tensor_parallel_seconds, kInjected);
+  EXPECT_GE(results[0].steps[0].pass_comm_seconds, kInjected);
   EXPECT_GE(results[1].steps[0].compute_seconds, kInjected);
   for (const RankResult& r : results) {
     const StepStats& s = r.steps[0];
-    EXPECT_LE(s.compute_seconds + s.tensor_parallel_seconds + s.pipeline_wait_seconds +
-                  s.reduce_seconds + s.optimizer_seconds,
+    EXPECT_LE(s.compute_seconds + s.pass_comm_seconds + s.pipeline_wait_seconds + s.reduce_seconds +
+                  s.optimizer_seconds,
               r.step_wall_seconds[0])
         << "rank " << r.place.rank << " computes " << s.compute_seconds << " s, waits "
-        << s.tensor_parallel_seconds << " s";
+        << s.pass_comm_seconds << " s";
   }
 }
+
+// The same with two data-parallel ranks: rank 1's first forward pass ends with 200 ms of
+// injected compute, begun once rank 0 is blocked waiting for its communication thread, which is
+// in a collective that rank 1 has not entered (rank 1 has nothing under way or queued then: its
+// forward pass waited for its gathers, and the reductions come in the backward pass). ZeRO-2
+// and 3 wait inside the pass (a layer's workspace still being reduced, a layer's gather): those
+// 200 ms count as rank 0's communication, not its compute. ZeRO-0 and 1 reduce after the
+// passes and wait there.
+class DataParallelWaitTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallelWaitTest, APeerWaitingForASlowRankIsNotComputing) {
+  constexpr double kInjected = 0.2;
+  const int zero = GetParam();
+  std::atomic<const Communicator*> dp_of[2] = {nullptr, nullptr};
+  std::atomic<ParallelTrainer*> rank0{nullptr};
+  bool injected = false;
+  const AdjustFn adjust = [&](int rank, const ParallelGroups& groups, ParallelTrainerOptions* o) {
+    dp_of[rank] = groups.dp.get();
+    if (rank != 1) return;
+    o->after_pass = [&](double) {
+      if (std::exchange(injected, true)) return;
+      const Communicator* peer = dp_of[0].load();
+      const Communicator* own = dp_of[1].load();
+      while (peer->entered() <= own->entered()) std::this_thread::yield();
+      // Rank 0 created its trainer before entering any collective.
+      CommQueue* queue = rank0.load()->data_parallel().queue();
+      while (!queue->blocked()) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::duration<double>(kInjected));  // the slowness
+    };
+  };
+  const CreatedFn created = [&](int rank, ParallelTrainer* trainer) {
+    if (rank == 0) rank0 = trainer;
+  };
+  const std::vector<RankResult> results = Train(1, 1, 2, zero, /*steps=*/1, {}, adjust, created);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(injected);
+  for (const RankResult& r : results) ASSERT_EQ(r.steps.size(), 1u) << r.place.rank;
+  const StepStats& waiter = results[0].steps[0];
+  EXPECT_GE(zero >= 2 ? waiter.pass_comm_seconds : waiter.reduce_seconds, kInjected);
+  EXPECT_GE(results[1].steps[0].compute_seconds, kInjected);
+  for (const RankResult& r : results) {
+    const StepStats& s = r.steps[0];
+    EXPECT_LE(s.compute_seconds + s.pass_comm_seconds + s.reduce_seconds + s.optimizer_seconds,
+              r.step_wall_seconds[0])
+        << "rank " << r.place.rank << " computes " << s.compute_seconds << " s, waits "
+        << s.pass_comm_seconds << " s in the passes";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelWaitTest, ::testing::Values(0, 1, 2, 3));
 
 class NonFiniteStepTest : public ::testing::TestWithParam<Layout> {};
 
