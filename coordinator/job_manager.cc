@@ -89,12 +89,16 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
 }
 
 // NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
-absl::Status NoSuchJob(absl::string_view job_id) {
+// A job id from a caller, quoted, its first 64 bytes only.
+std::string QuotedId(absl::string_view job_id) {
   constexpr size_t kShown = 64;
-  return absl::NotFoundError(job_id.size() <= kShown
-                                 ? absl::StrCat("no job \"", job_id, "\"")
-                                 : absl::StrCat("no job \"", job_id.substr(0, kShown), "\"... (",
-                                                job_id.size(), " bytes)"));
+  return job_id.size() <= kShown
+             ? absl::StrCat("\"", job_id, "\"")
+             : absl::StrCat("\"", job_id.substr(0, kShown), "\"... (", job_id.size(), " bytes)");
+}
+
+absl::Status NoSuchJob(absl::string_view job_id) {
+  return absl::NotFoundError(absl::StrCat("no job ", QuotedId(job_id)));
 }
 
 // Whether `rank` is one of the job's ranks and placed on `node`: what an agent's report about a
@@ -460,22 +464,40 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
   return response;
 }
 
-std::vector<v1::JobStatus> JobManager::List(const std::vector<v1::JobState>& states,
-                                            int limit) const {
-  if (limit <= 0) limit = 100;
-  limit = std::min(limit, 1000);
-  std::vector<v1::JobStatus> out;
+absl::StatusOr<JobManager::JobPage> JobManager::List(const std::vector<v1::JobState>& states,
+                                                     int limit,
+                                                     const std::string& page_token) const {
+  if (limit < 0) return FieldError("limit", absl::StrCat("must be >= 0 (0: 100), got ", limit));
+  if (limit == 0) limit = kDefaultListLimit;
+  limit = std::min(limit, kMaxListLimit);
   absl::MutexLock lock(&mu_);
-  for (auto it = order_.rbegin(); it != order_.rend() && static_cast<int>(out.size()) < limit;
-       ++it) {
+  auto it = order_.rbegin();
+  if (!page_token.empty()) {
+    // The token is the last job the previous page listed: this page starts with the one
+    // submitted before it.
+    it = std::find(order_.rbegin(), order_.rend(), page_token);
+    if (it == order_.rend()) {
+      return FieldError("page_token",
+                        absl::StrCat("names no job (", QuotedId(page_token),
+                                     "): the job it continues after was deleted since (its "
+                                     "retention passed); list again from the start"));
+    }
+    ++it;
+  }
+  JobPage page;
+  for (; it != order_.rend(); ++it) {
     const Job* job = Find(*it);
     if (!states.empty() &&
         std::find(states.begin(), states.end(), job->status.state()) == states.end()) {
       continue;
     }
-    out.push_back(job->status);
+    if (static_cast<int>(page.jobs.size()) == limit) {  // an older job matches: another page
+      page.next_page_token = page.jobs.back().job_id();
+      break;
+    }
+    page.jobs.push_back(job->status);
   }
-  return out;
+  return page;
 }
 
 absl::StatusOr<JobManager::Job*> JobManager::FindForCaller(const std::string& job_id,

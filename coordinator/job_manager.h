@@ -138,8 +138,19 @@ class JobManager {
   // the count of older ones. A running job's response has each rank's live state (step, time
   // since its last report, straggler and hang-suspect flags).
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) const;
-  // Newest first, filtered by state (empty = all), at most `limit` (0 = 100, capped at 1000).
-  std::vector<v1::JobStatus> List(const std::vector<v1::JobState>& states, int limit) const;
+  // One page of a listing.
+  struct JobPage {
+    std::vector<v1::JobStatus> jobs;
+    std::string next_page_token;  // empty when no older job matches
+  };
+  static constexpr int kDefaultListLimit = 100;
+  static constexpr int kMaxListLimit = 1000;
+  // Newest first, filtered by state (empty = all), at most `limit` jobs (0 = 100, capped at
+  // 1000), continuing after `page_token` (a previous page's next_page_token; empty: from the
+  // newest). INVALID_ARGUMENT naming limit when it is negative, or page_token when it names no
+  // job (the job it continues after was deleted since).
+  absl::StatusOr<JobPage> List(const std::vector<v1::JobState>& states, int limit,
+                               const std::string& page_token = "") const;
 
   // Cancels the job and stops its workers. PERMISSION_DENIED unless the caller owns it or is an
   // admin. Idempotent: a terminal job is returned unchanged.

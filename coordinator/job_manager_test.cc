@@ -33,7 +33,7 @@ TEST_F(JobManagerTest, InvalidSpecIsRefusedNamingTheField) {
   auto job = jobs_->Submit(spec, "", alice_);
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(job.status().message().find("parallelism"), std::string::npos) << job.status();
-  EXPECT_TRUE(jobs_->List({}, 0).empty());
+  EXPECT_TRUE(jobs_->List({}, 0)->jobs.empty());
 }
 
 // The planner judges layouts against the smallest GPU the live nodes' agents registered (CPU
@@ -99,7 +99,7 @@ TEST_F(JobManagerTest, RequestIdMakesSubmitIdempotent) {
   auto second = jobs_->Submit(Spec(), "req-1", alice_);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->job_id(), second->job_id());
-  EXPECT_EQ(jobs_->List({}, 0).size(), 1u);
+  EXPECT_EQ(jobs_->List({}, 0)->jobs.size(), 1u);
 }
 
 TEST_F(JobManagerTest, SucceedsWhenEveryRankExitsZero) {
@@ -331,6 +331,48 @@ TEST_F(JobManagerTest, ACancelReasonAndAnUnknownIdAreBounded) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(unknown.status().message(),
             absl::StrCat("no job \"", std::string(64, 'j'), "\"... (100000 bytes)"));
+}
+
+// A listing pages through every job, newest first, each once: with a state filter too (the
+// token skips jobs of other states), and the last page has no token. A negative limit and a
+// token that names no job (its job deleted since) are refused, naming the field.
+TEST_F(JobManagerTest, ListingPagesThroughEveryJobNewestFirst) {
+  std::vector<std::string> submitted;  // in submission order
+  for (int i = 0; i < 5; ++i) {
+    auto job = jobs_->Submit(Spec(), absl::StrCat("req-", i), alice_);  // no node: pending
+    ASSERT_TRUE(job.ok()) << job.status();
+    submitted.push_back(job->job_id());
+  }
+  for (int i : {1, 2, 4}) ASSERT_TRUE(jobs_->Cancel(submitted[i], "", alice_).ok());
+  auto all_pages = [&](const std::vector<v1::JobState>& states, int limit) {
+    std::vector<std::string> ids;
+    std::string token;
+    int pages = 0;
+    do {
+      auto page = jobs_->List(states, limit, token);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      EXPECT_LE(static_cast<int>(page->jobs.size()), limit);
+      for (const v1::JobStatus& job : page->jobs) ids.push_back(job.job_id());
+      token = page->next_page_token;
+      ++pages;
+    } while (!token.empty() && pages <= 10);
+    return std::make_pair(ids, pages);
+  };
+  EXPECT_EQ(all_pages({}, 2),
+            std::make_pair(std::vector<std::string>(submitted.rbegin(), submitted.rend()), 3));
+  EXPECT_EQ(all_pages({}, 5).second, 1) << "a full last page has no token";
+  EXPECT_EQ(all_pages({v1::JOB_STATE_CANCELLED}, 1),
+            std::make_pair(std::vector<std::string>{submitted[4], submitted[2], submitted[1]}, 3));
+  EXPECT_EQ(all_pages({v1::JOB_STATE_PENDING}, 1),
+            std::make_pair(std::vector<std::string>{submitted[3], submitted[0]}, 2));
+
+  auto negative = jobs_->List({}, -1);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.status().message(), HasSubstr("limit: must be >= 0"));
+  auto gone = jobs_->List({}, 1, "job-that-was-deleted");
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(gone.status().message(), HasSubstr("page_token: names no job (\"job-that-was"));
 }
 
 // A deleted job's id is never given to another job: agents remember a job id's generations and

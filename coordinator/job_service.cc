@@ -235,8 +235,12 @@ grpc::ServerUnaryReactor* JobService::ListJobs(grpc::CallbackServerContext* cont
   if (!caller.ok()) return Done(context, "ListJobs", caller.status());
   std::vector<v1::JobState> states;
   for (int s : request->states()) states.push_back(static_cast<v1::JobState>(s));
-  for (auto& job : jobs_->List(states, request->limit())) *response->add_jobs() = std::move(job);
-  return Done(context, "ListJobs", absl::OkStatus());
+  auto page = jobs_->List(states, request->limit(), request->page_token());
+  if (page.ok()) {
+    for (auto& job : page->jobs) *response->add_jobs() = std::move(job);
+    response->set_next_page_token(std::move(page->next_page_token));
+  }
+  return Done(context, "ListJobs", page.status());
 }
 
 grpc::ServerUnaryReactor* JobService::CancelJob(grpc::CallbackServerContext* context,

@@ -1,7 +1,10 @@
 #include "ctl/commands.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/file_contents.h"
 #include "common/job_state.h"
@@ -104,11 +107,40 @@ absl::Status Submit(const Client& client, const std::string& file, bool wait,
   return absl::OkStatus();
 }
 
-absl::Status GetJobs(const Client& client, std::ostream& out) {
-  v1::ListJobsResponse response;
-  RETURN_IF_ERROR(client.Check(
-      client.jobs()->ListJobs(client.Context().get(), v1::ListJobsRequest(), &response)));
-  out << FormatJobTable({response.jobs().begin(), response.jobs().end()}, absl::Now());
+absl::StatusOr<std::vector<v1::JobState>> ParseStates(const std::string& list) {
+  std::vector<v1::JobState> states;
+  if (list.empty()) return states;
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+    const std::string full =
+        absl::StrCat("JOB_STATE_", absl::AsciiStrToUpper(absl::StripAsciiWhitespace(name)));
+    if (!v1::JobState_Parse(full, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return InputError(
+          FieldError("--state", absl::StrCat("\"", name,
+                                             "\" is not a job state (pending, running, restarting, "
+                                             "succeeded, failed, cancelled; comma-separated)")));
+    }
+    states.push_back(state);
+  }
+  return states;
+}
+
+absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out) {
+  ASSIGN_OR_RETURN(std::vector<v1::JobState> wanted, ParseStates(states));
+  v1::ListJobsRequest request;
+  for (v1::JobState state : wanted) request.add_states(state);
+  std::vector<v1::JobStatus> jobs;
+  do {  // page by page (the coordinator's default page, 100 jobs, keeps each response small)
+    v1::ListJobsResponse response;
+    RETURN_IF_ERROR(
+        client.Check(client.jobs()->ListJobs(client.Context().get(), request, &response)));
+    jobs.insert(jobs.end(), response.jobs().begin(), response.jobs().end());
+    if (!response.next_page_token().empty() && response.next_page_token() == request.page_token()) {
+      return absl::InternalError("the coordinator answered the same page token twice");
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  out << FormatJobTable(jobs, absl::Now());
   return absl::OkStatus();
 }
 

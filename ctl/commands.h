@@ -18,8 +18,10 @@ bool IsInputError(const absl::Status& status);
 // fails unless it SUCCEEDED.
 absl::Status Submit(const Client& client, const std::string& file, bool wait,
                     const std::string& request_id, std::ostream& out);
-// get jobs
-absl::Status GetJobs(const Client& client, std::ostream& out);
+// get jobs [--state LIST]: every job, newest first, fetched page by page; `states` is a
+// comma-separated list of states to show (case-insensitive; empty: all), an input error naming
+// --state when a name is not a state.
+absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out);
 // get job ID [-o json|yaml|table]
 absl::Status GetJob(const Client& client, const std::string& id, const std::string& output,
                     std::ostream& out);

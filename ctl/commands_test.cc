@@ -1,8 +1,9 @@
 // ringctl's watch against a scripted JobService over loopback gRPC: a watch the coordinator cuts
 // for falling behind (RESOURCE_EXHAUSTED) is resumed after the last event printed, and every
 // event is printed once, in order; a RESOURCE_EXHAUSTED before any update is an error, not a
-// loop. (The cut itself is the coordinator's, tested in tests/ with a real one.) And ringctl's
-// channel takes responses up to the coordinator's 64 MiB, past gRPC's default 4 MiB.
+// loop. (The cut itself is the coordinator's, tested in tests/ with a real one.) get jobs pages
+// through every job. And ringctl's channel takes responses up to the coordinator's 64 MiB, past
+// gRPC's default 4 MiB.
 #include "ctl/commands.h"
 
 #include <memory>
@@ -69,6 +70,33 @@ class ScriptedJobs final : public v1::JobService::Service {
   }
   size_t env_bytes = 0;
 
+  // Lists jobs job-0 (newest) to job-<listed - 1>, two a page whatever the limit asked, with
+  // tokens "after-job-N"; records each request.
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override {
+    int first = 0;
+    if (!request->page_token().empty()) {
+      first = std::stoi(request->page_token().substr(std::string("after-job-").size())) + 1;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      list_requests_.push_back(*request);
+    }
+    for (int i = first; i < std::min(first + 2, listed); ++i) {
+      v1::JobStatus* job = response->add_jobs();
+      job->set_job_id(absl::StrCat("job-", i));
+      job->set_state(v1::JOB_STATE_CANCELLED);
+    }
+    if (first + 2 < listed) response->set_next_page_token(absl::StrCat("after-job-", first + 1));
+    return grpc::Status::OK;
+  }
+  int listed = 0;
+
+  std::vector<v1::ListJobsRequest> list_requests() {
+    absl::MutexLock lock(&mu_);
+    return list_requests_;
+  }
+
   std::vector<int64_t> afters() {
     absl::MutexLock lock(&mu_);
     return afters_;
@@ -79,6 +107,7 @@ class ScriptedJobs final : public v1::JobService::Service {
   const std::vector<Call> calls_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> afters_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ListJobsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
 };
 
 class WatchTest : public ::testing::Test {
@@ -148,6 +177,39 @@ TEST_F(WatchTest, ACutBeforeAnyUpdateIsAnError) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_THAT(status.message(), HasSubstr("no room"));
   EXPECT_THAT(jobs.afters(), ElementsAre(0));
+}
+
+// get jobs shows every job, page after page, each once and newest first, passing the states
+// asked for on every page; a state that is not one is the user's error, before any call.
+TEST_F(WatchTest, GetJobsPagesThroughEveryJob) {
+  ScriptedJobs jobs({});
+  jobs.listed = 5;
+  Serve(&jobs);
+  std::ostringstream out;
+  ASSERT_TRUE(GetJobs(*client_, "Cancelled, failed", out).ok()) << out.str();
+  const std::vector<v1::ListJobsRequest> requests = jobs.list_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  std::vector<std::string> tokens;
+  for (const v1::ListJobsRequest& r : requests) {
+    tokens.push_back(r.page_token());
+    EXPECT_THAT(r.states(), ElementsAre(v1::JOB_STATE_CANCELLED, v1::JOB_STATE_FAILED));
+  }
+  EXPECT_THAT(tokens, ElementsAre("", "after-job-1", "after-job-3"));
+  const std::string text = out.str();
+  size_t at = 0;
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = absl::StrCat("job-", i, " ");
+    const size_t found = text.find(id, at);
+    ASSERT_NE(found, std::string::npos) << id << " in order in:\n" << text;
+    EXPECT_EQ(text.find(id, found + 1), std::string::npos) << id << " twice in:\n" << text;
+    at = found;
+  }
+
+  std::ostringstream refused;
+  const absl::Status bad = GetJobs(*client_, "running,done", refused);
+  EXPECT_TRUE(IsInputError(bad)) << bad;
+  EXPECT_THAT(bad.message(), HasSubstr("--state: \"done\" is not a job state"));
+  EXPECT_EQ(jobs.list_requests().size(), 3u) << "no call for a bad --state";
 }
 
 // ringctl receives what the coordinator may send (its limit, 64 MiB), not only gRPC's default

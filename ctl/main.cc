@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.
 ABSL_FLAG(std::string, reason, "",
           "cancel: reason recorded in the job's events; cordon, drain: reason kept with the "
           "cordon.");
+ABSL_FLAG(std::string, state, "",
+          "get jobs: only jobs in these states, comma-separated (pending, running, restarting, "
+          "succeeded, failed, cancelled).");
 ABSL_FLAG(int, rank, 0, "logs: the global rank whose log to show.");
 ABSL_FLAG(bool, follow, false, "logs: keep printing new output until the rank exits.");
 
@@ -52,7 +55,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  submit -f job.yaml [--wait]   submit a job (with --wait: follow it to the end)\n"
-    "  get jobs                      list jobs\n"
+    "  get jobs [--state=S,...]      list jobs, newest first (all of them, or those in\n"
+    "                                the states named)\n"
     "  get job ID [-o json|yaml]     one job\n"
     "  describe job ID               assignments, groups, events, planner reasoning\n"
     "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
@@ -138,7 +142,9 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   }
   if (command == "plan") return Plan(client, absl::GetFlag(FLAGS_f), out);
   if (command == "nodes") return Nodes(client, out);
-  if (command == "get" && (*shape)[1] == "jobs") return GetJobs(client, out);
+  if (command == "get" && (*shape)[1] == "jobs") {
+    return GetJobs(client, absl::GetFlag(FLAGS_state), out);
+  }
   if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
   if (command == "describe") return Describe(client, args[3], out);
   if (command == "cancel") return Cancel(client, args[2], absl::GetFlag(FLAGS_reason), out);

@@ -200,6 +200,10 @@ TEST_F(CoordinatorJobsTest, SigkillAndRestartLosesNothing) {
   CommandResult jobs = Ctl(kAliceToken, {"get", "jobs"});
   EXPECT_NE(jobs.output.find(pending), std::string::npos) << jobs.output;
   EXPECT_NE(jobs.output.find(cancelled), std::string::npos) << jobs.output;
+  CommandResult ended = Ctl(kAliceToken, {"get", "jobs", "--state=cancelled"});
+  EXPECT_EQ(ended.exit_code, 0) << ended.output;
+  EXPECT_NE(ended.output.find(cancelled), std::string::npos) << ended.output;
+  EXPECT_EQ(ended.output.find(pending), std::string::npos) << ended.output;
   std::string after = Ctl(kAliceToken, {"describe", "job", cancelled}).output;
   // Same state and the same events (the describe text minus the ages of nothing: it has none).
   EXPECT_EQ(before, after);
