@@ -1,7 +1,9 @@
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "common/file_contents.h"
 #include "common/testing/subprocess.h"
@@ -233,6 +235,69 @@ TEST_F(CheckpointerTest, ANewerGenerationsClaimStopsAnOlderOne) {
     EXPECT_THAT(s.message(), HasSubstr("job j-resubmitted has claimed"));
   }
   EXPECT_FALSE(fs::exists(dir_ + "/step-00000040"));
+}
+
+// A rank's control group that runs `before_gather` once, as the rank joins its first
+// all-gather (a checkpoint's records: after the rank wrote its file, before rank 0 may go on).
+class GatherHook final : public Communicator {
+ public:
+  GatherHook(std::unique_ptr<Communicator> inner, std::function<void()> before_gather)
+      : Communicator(inner->name(), inner->rank(), inner->size()),
+        inner_(std::move(inner)),
+        before_gather_(std::move(before_gather)) {}
+  const char* transport() const override { return inner_->transport(); }
+
+ protected:
+  absl::Status DoAllReduce(Tensor data) override { return inner_->AllReduce(data); }
+  absl::Status DoReduceScatter(Tensor in, Tensor out) override {
+    return inner_->ReduceScatter(in, out);
+  }
+  absl::Status DoAllGather(Tensor in, Tensor out) override {
+    if (before_gather_) std::exchange(before_gather_, nullptr)();
+    return inner_->AllGather(in, out);
+  }
+  absl::Status DoBroadcast(Tensor data, int root) override { return inner_->Broadcast(data, root); }
+  absl::Status DoSend(Tensor data, int peer) override { return inner_->Send(data, peer); }
+  absl::Status DoRecv(Tensor data, int peer) override { return inner_->Recv(data, peer); }
+  absl::Status DoExchange(Tensor send, Tensor recv, int peer) override {
+    return inner_->Exchange(send, recv, peer);
+  }
+  absl::Status DoBarrier() override { return inner_->Barrier(); }
+
+ private:
+  const std::unique_ptr<Communicator> inner_;
+  std::function<void()> before_gather_;
+};
+
+// Rank 0 checks the owner again before writing the MANIFEST: a newer generation that claims the
+// directory while the ranks write their files (here once both are written, as rank 1 joins the
+// gather of their records, which rank 0 cannot leave before) leaves the step uncommitted, with
+// nothing pruned, and every rank stops.
+TEST_F(CheckpointerTest, AClaimWhileTheFilesAreWrittenLeavesTheStepUncommitted) {
+  options_.job = "j";
+  options_.generation = 1;
+  EXPECT_EQ(Resume(), -1);
+  SaveSteps({10, 20});
+  InMemoryStore store;
+  const std::vector<absl::Status> saved = testing::RunRanks(2, [&](int rank) -> absl::Status {
+    auto ctl = testing::ConnectLoopback("ctl", rank, 2, &store);
+    if (!ctl.ok()) return ctl.status();
+    GatherHook hooked(std::move(*ctl), [&, rank] {
+      if (rank != 1) return;
+      EXPECT_TRUE(fs::exists(dir_ + "/step-00000030/rank-00001.bin"));
+      ASSERT_TRUE(WriteFileDurably(dir_ + "/OWNER", FormatOwner({"j", 2})).ok());
+    });
+    Checkpointer c(options_, Layout(), &hooked);
+    if (auto s = c.Save(State(30, rank)); !s.ok()) return s;
+    return c.Flush();
+  });
+  for (const absl::Status& s : saved) EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_THAT(saved[0].message(), HasSubstr("generation 1 of job j is stale: generation 2 has "
+                                            "claimed"));
+  EXPECT_THAT(saved[1].message(), HasSubstr("another rank found checkpoint.dir claimed"));
+  EXPECT_TRUE(fs::exists(dir_ + "/step-00000030/rank-00000.bin"));
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000030/MANIFEST"));
+  EXPECT_TRUE(fs::exists(dir_ + "/step-00000010/MANIFEST"));  // not pruned
 }
 
 TEST_F(CheckpointerTest, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
