@@ -1,8 +1,9 @@
 // Bearer-token authentication of JobService clients.
 //
 // The tokens file (--tokens) has one token per line: `TOKEN NAME [admin]`; `#` starts a comment.
-// NAME is the caller's identity (the owner recorded on the jobs it submits); `admin` may cancel
-// anyone's job. Without a tokens file authentication is off: every caller is anonymous (identity
+// NAME is the caller's identity (the owner recorded on the jobs it submits); `admin` may act on
+// anyone's job (caller.h says what only owners and admins may do). Without a tokens file
+// authentication is off: every caller is anonymous (identity
 // "", not admin) and may act only on anonymous jobs.
 //
 // Thread-safe (immutable after construction).

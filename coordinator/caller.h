@@ -4,14 +4,32 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
 namespace ringmaster::coordinator {
 
 struct Caller {
   // Token name; "" when authentication is off (anonymous).
   std::string identity;
-  // Admins may cancel any job.
+  // Admins may act on any job and read any job's environment values and logs.
   bool admin = false;
 };
+
+// Whether `caller` owns a job owned by `owner`, or is an admin: who may cancel it, ask for its
+// link check, read its logs and see its environment values.
+inline bool OwnsOrAdministers(const Caller& caller, absl::string_view owner) {
+  return caller.admin || caller.identity == owner;
+}
+
+// OK when OwnsOrAdministers; else PERMISSION_DENIED naming the job, its owner and `action`.
+inline absl::Status CheckOwnerOrAdmin(const Caller& caller, absl::string_view job_id,
+                                      absl::string_view owner, absl::string_view action) {
+  if (OwnsOrAdministers(caller, owner)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("job ", job_id, " belongs to \"", owner,
+                                                  "\"; only its owner or an admin may ", action));
+}
 
 }  // namespace ringmaster::coordinator
 

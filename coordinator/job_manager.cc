@@ -89,16 +89,16 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
 }
 
 // NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
-// A job id from a caller, quoted, its first 64 bytes only.
-std::string QuotedId(absl::string_view job_id) {
+// An id a caller sent (a job id, a request id), quoted, its first 64 bytes only.
+std::string QuotedFromCaller(absl::string_view id) {
   constexpr size_t kShown = 64;
-  return job_id.size() <= kShown
-             ? absl::StrCat("\"", job_id, "\"")
-             : absl::StrCat("\"", job_id.substr(0, kShown), "\"... (", job_id.size(), " bytes)");
+  return id.size() <= kShown
+             ? absl::StrCat("\"", id, "\"")
+             : absl::StrCat("\"", id.substr(0, kShown), "\"... (", id.size(), " bytes)");
 }
 
 absl::Status NoSuchJob(absl::string_view job_id) {
-  return absl::NotFoundError(absl::StrCat("no job ", QuotedId(job_id)));
+  return absl::NotFoundError(absl::StrCat("no job ", QuotedFromCaller(job_id)));
 }
 
 // Whether `rank` is one of the job's ranks and placed on `node`: what an agent's report about a
@@ -346,6 +346,19 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, PlannerOptionsNow()));
 
   absl::MutexLock lock(&mu_);
+  // The job an earlier submission with this request id created: its retry gets that job back.
+  // Request ids are shared by all callers, so another caller's is refused (it would otherwise
+  // take that job, and its environment, for its own).
+  auto prior = [&](const std::string& existing)
+                   ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<const Job*> {
+    const Job* job = Find(existing);
+    if (job != nullptr && job->status.owner() != caller.identity) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("request_id: ", QuotedFromCaller(request_id),
+                       " already names another caller's job; choose another request id"));
+    }
+    return job;
+  };
   if (!request_id.empty()) {
     auto known = requests_.find(request_id);
     std::optional<std::string> existing;
@@ -355,7 +368,8 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
       ASSIGN_OR_RETURN(existing, store_->FindRequest(request_id));
     }
     if (existing.has_value()) {
-      if (Job* job = Find(*existing)) return job->status;
+      ASSIGN_OR_RETURN(const Job* job, prior(*existing));
+      if (job != nullptr) return job->status;
     }
   }
   auto job = std::make_unique<Job>();
@@ -389,7 +403,8 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
   if (absl::IsAlreadyExists(created)) {
     ASSIGN_OR_RETURN(std::optional<std::string> existing, store_->FindRequest(request_id));
     if (existing.has_value()) {
-      if (Job* prior = Find(*existing)) return prior->status;
+      ASSIGN_OR_RETURN(const Job* job, prior(*existing));
+      if (job != nullptr) return job->status;
     }
   }
   RETURN_IF_ERROR(created);
@@ -478,7 +493,7 @@ absl::StatusOr<JobManager::JobPage> JobManager::List(const std::vector<v1::JobSt
     it = std::find(order_.rbegin(), order_.rend(), page_token);
     if (it == order_.rend()) {
       return FieldError("page_token",
-                        absl::StrCat("names no job (", QuotedId(page_token),
+                        absl::StrCat("names no job (", QuotedFromCaller(page_token),
                                      "): the job it continues after was deleted since (its "
                                      "retention passed); list again from the start"));
     }
@@ -505,11 +520,7 @@ absl::StatusOr<JobManager::Job*> JobManager::FindForCaller(const std::string& jo
                                                            const std::string& action) const {
   Job* job = Find(job_id);
   if (job == nullptr) return NoSuchJob(job_id);
-  if (!caller.admin && caller.identity != job->status.owner()) {
-    return absl::PermissionDeniedError(absl::StrCat("job ", job_id, " belongs to \"",
-                                                    job->status.owner(),
-                                                    "\"; only its owner or an admin may ", action));
-  }
+  RETURN_IF_ERROR(CheckOwnerOrAdmin(caller, job_id, job->status.owner(), action));
   return job;
 }
 

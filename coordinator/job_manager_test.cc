@@ -94,12 +94,27 @@ TEST_F(JobManagerTest, PendingUntilCapacityThenRunningWithLaunches) {
   EXPECT_NE(registry_.RenderText().find("ringmaster_jobs{state=\"running\"} 1"), std::string::npos);
 }
 
+// A retry with the same request id gets the same job; another caller's submission with that
+// request id is refused, naming the field, rather than handed alice's job (and its environment)
+// as its own, also after a restart (the store's request table).
 TEST_F(JobManagerTest, RequestIdMakesSubmitIdempotent) {
   auto first = jobs_->Submit(Spec(), "req-1", alice_);
   auto second = jobs_->Submit(Spec(), "req-1", alice_);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->job_id(), second->job_id());
   EXPECT_EQ(jobs_->List({}, 0)->jobs.size(), 1u);
+  const Caller bob{"bob", false};
+  for (int restart = 0; restart < 2; ++restart) {
+    if (restart == 1) MakeManager();  // a coordinator restart: new managers, same store
+    auto taken = jobs_->Submit(Spec(), "req-1", bob);
+    EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_THAT(taken.status().message(),
+                HasSubstr("request_id: \"req-1\" already names another caller's job"));
+    EXPECT_EQ(jobs_->List({}, 0)->jobs.size(), 1u);
+  }
+  EXPECT_EQ(jobs_->Submit(Spec(), "req-1", Caller{"ops", true}).status().code(),
+            absl::StatusCode::kAlreadyExists)
+      << "an admin's submission is its own too";
 }
 
 TEST_F(JobManagerTest, SucceedsWhenEveryRankExitsZero) {

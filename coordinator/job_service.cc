@@ -78,13 +78,23 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
   uint64_t watch_id_ = 0;
 };
 
+// A job's environment values may hold its owner's secrets (API keys, storage credentials):
+// other callers see the names only.
+void HideEnvironmentFromOthers(const Caller& caller, v1::JobStatus* job) {
+  if (OwnsOrAdministers(caller, job->owner())) return;
+  for (auto& [name, value] : *job->mutable_spec()->mutable_trainer()->mutable_env()) {
+    value = kHiddenEnvironmentValue;
+  }
+}
+
 // Streams a rank's log from the agent that runs it: one ReadLog round trip per chunk; with
 // `follow`, until the worker has exited and everything was sent (or the client leaves).
 class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
  public:
   static constexpr int kChunkBytes = 64 * 1024;
 
-  LogStream(JobManager* jobs, AgentService* agents, const v1::ReadLogsRequest& request)
+  LogStream(JobManager* jobs, AgentService* agents, const v1::ReadLogsRequest& request,
+            const Caller& caller)
       : state_(std::make_shared<State>()) {
     state_->agents = agents;
     state_->outbox =
@@ -96,6 +106,12 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
       return;
     }
     const v1::JobStatus& status = job->job();
+    if (absl::Status may =
+            CheckOwnerOrAdmin(caller, status.job_id(), status.owner(), "read its logs");
+        !may.ok()) {
+      state_->outbox->Finish(ToGrpcStatus(may));
+      return;
+    }
     if (request.rank() < 0 || request.rank() >= status.assignments_size()) {
       state_->outbox->Finish(
           ToGrpcStatus(FieldError("rank", absl::StrCat("must be in [0, ", status.assignments_size(),
@@ -224,7 +240,10 @@ grpc::ServerUnaryReactor* JobService::GetJob(grpc::CallbackServerContext* contex
   auto caller = Authenticate(context);
   if (!caller.ok()) return Done(context, "GetJob", caller.status());
   auto job = jobs_->Get(request->job_id());
-  if (job.ok()) *response = *std::move(job);
+  if (job.ok()) {
+    *response = *std::move(job);
+    HideEnvironmentFromOthers(*caller, response->mutable_job());
+  }
   return Done(context, "GetJob", job.status());
 }
 
@@ -237,7 +256,10 @@ grpc::ServerUnaryReactor* JobService::ListJobs(grpc::CallbackServerContext* cont
   for (int s : request->states()) states.push_back(static_cast<v1::JobState>(s));
   auto page = jobs_->List(states, request->limit(), request->page_token());
   if (page.ok()) {
-    for (auto& job : page->jobs) *response->add_jobs() = std::move(job);
+    for (auto& job : page->jobs) {
+      HideEnvironmentFromOthers(*caller, &job);
+      *response->add_jobs() = std::move(job);
+    }
     response->set_next_page_token(std::move(page->next_page_token));
   }
   return Done(context, "ListJobs", page.status());
@@ -305,7 +327,7 @@ grpc::ServerWriteReactor<v1::ReadLogsResponse>* JobService::ReadLogs(
   auto caller = Authenticate(context);
   Count("ReadLogs", caller.status());
   if (!caller.ok()) return new RefusedStream<v1::ReadLogsResponse>(caller.status());
-  return new LogStream(jobs_, agents_, *request);
+  return new LogStream(jobs_, agents_, *request, *caller);
 }
 
 }  // namespace ringmaster::coordinator

@@ -1,6 +1,7 @@
 // JobService: the user-facing API. Thin: authenticates the caller, converts protos and Status at
-// the boundary, and calls the JobManager. Unary calls finish inline on gRPC's callback threads;
-// WatchJob is a server stream fed by the job manager without a thread per watcher.
+// the boundary, hides other callers' secrets, and calls the JobManager. Unary calls finish inline
+// on gRPC's callback threads; WatchJob is a server stream fed by the job manager without a thread
+// per watcher.
 #ifndef RINGMASTER_COORDINATOR_JOB_SERVICE_H_
 #define RINGMASTER_COORDINATOR_JOB_SERVICE_H_
 
@@ -12,6 +13,11 @@
 #include "proto/ringmaster/v1/coordinator.grpc.pb.h"
 
 namespace ringmaster::coordinator {
+
+// What GetJob and ListJobs show in place of each environment value of a job the caller neither
+// owns nor administers (the names stay); ReadLogs refuses such a caller.
+inline constexpr char kHiddenEnvironmentValue[] =
+    "(hidden: only the job's owner and admins see environment values)";
 
 class JobService final : public v1::JobService::CallbackService {
  public:

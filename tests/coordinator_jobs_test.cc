@@ -1,6 +1,7 @@
 // The coordinator and ringctl as real processes on loopback: submit, refuse bad specs and bad
-// files, plan, get, describe, watch, cancel (owner/admin only), node changes (admin only),
-// authentication, idempotent submission, and a SIGKILL + restart that loses nothing.
+// files, plan, get, describe, watch, cancel (owner/admin only), environment values and logs
+// (owner/admin only), node changes (admin only), authentication, idempotent submission, and a
+// SIGKILL + restart that loses nothing.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -8,8 +9,11 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_client.h"
 #include "common/testing/wait.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "proto/ringmaster/v1/coordinator.grpc.pb.h"
 #include "tests/local_cluster.h"
 
 namespace ringmaster::testing {
@@ -166,6 +170,59 @@ TEST_F(CoordinatorJobsTest, WatchFollowsACancelByOwnerOnly) {
   // An admin may cancel anyone's job.
   std::string other = SubmitOk(kBobToken, "tests/testdata/small_job.yaml");
   EXPECT_EQ(Ctl(kAdminToken, {"cancel", other}).exit_code, 0);
+}
+
+// Any caller may see a job, but only its owner and admins its environment values (bob gets the
+// names, the values hidden, from GetJob and ListJobs) and its logs; and bob cannot take alice's
+// job as his own by submitting with her request id.
+TEST_F(CoordinatorJobsTest, OnlyTheOwnerAndAdminsSeeEnvironmentValuesAndLogs) {
+  const std::string id =
+      SubmitOk(kAliceToken, "tests/testdata/secret_env_job.yaml", {"--request_id=alice-1"});
+  constexpr char kSecret[] = "s3cr3t-wandb-key";
+  for (const char* token : {kAliceToken, kAdminToken}) {
+    CommandResult yaml = Ctl(token, {"get", "job", id, "-o", "yaml"});
+    EXPECT_NE(yaml.output.find(kSecret), std::string::npos) << token << "\n" << yaml.output;
+  }
+  CommandResult bob = Ctl(kBobToken, {"get", "job", id, "-o", "yaml"});
+  EXPECT_EQ(bob.exit_code, 0) << bob.output;
+  EXPECT_EQ(bob.output.find(kSecret), std::string::npos) << bob.output;
+  EXPECT_NE(bob.output.find("WANDB_API_KEY: \"(hidden: only the job's owner and admins see "
+                            "environment values)\""),
+            std::string::npos)
+      << bob.output;
+
+  auto list_as = [&](const char* token) {
+    auto stub = v1::JobService::NewStub(
+        MakeChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + token);
+    v1::ListJobsResponse response;
+    const grpc::Status status = stub->ListJobs(&context, v1::ListJobsRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.jobs_size(), 1);
+    return response.jobs_size() == 1 ? response.jobs(0).spec().trainer().env().at("WANDB_API_KEY")
+                                     : std::string();
+  };
+  EXPECT_EQ(list_as(kAliceToken), kSecret);
+  EXPECT_EQ(list_as(kAdminToken), kSecret);
+  EXPECT_NE(list_as(kBobToken).find("hidden"), std::string::npos);
+
+  CommandResult logs = Ctl(kBobToken, {"logs", id, "--rank=0"});
+  EXPECT_EQ(logs.exit_code, 1) << logs.output;
+  EXPECT_NE(logs.output.find("belongs to \"alice\"; only its owner or an admin may read its logs"),
+            std::string::npos)
+      << logs.output;
+  // The owner passes the check and meets the next one: the job is pending, its rank 0 unplaced.
+  CommandResult own = Ctl(kAliceToken, {"logs", id, "--rank=0"});
+  EXPECT_EQ(own.output.find("only its owner"), std::string::npos) << own.output;
+
+  CommandResult taken =
+      Ctl(kBobToken, {"submit", "-f", "tests/testdata/small_job.yaml", "--request_id=alice-1"});
+  EXPECT_EQ(taken.exit_code, 1) << taken.output;
+  EXPECT_NE(taken.output.find("request_id: \"alice-1\" already names another caller's job"),
+            std::string::npos)
+      << taken.output;
+  EXPECT_EQ(taken.output.find(id), std::string::npos) << taken.output;
 }
 
 TEST_F(CoordinatorJobsTest, OnlyAnAdminMayChangeANode) {
