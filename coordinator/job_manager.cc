@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -89,6 +90,17 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
 }
 
 // NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
+// "node-a (8 devices), node-b (8 devices)": the nodes of a placement and its devices on each.
+std::string HeldNodes(const Placement& placement) {
+  std::map<std::string, int> devices;
+  for (const v1::RankAssignment& a : placement.assignments) ++devices[a.node()];
+  std::vector<std::string> parts;
+  for (const auto& [node, count] : devices) {
+    parts.push_back(absl::StrCat(node, " (", count, count == 1 ? " device)" : " devices)"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 // An id a caller sent (a job id, a request id), quoted, its first 64 bytes only.
 std::string QuotedFromCaller(absl::string_view id) {
   constexpr size_t kShown = 64;
@@ -750,11 +762,13 @@ void JobManager::Schedule() {
 }
 
 void JobManager::ScheduleLocked() {
+  Hold hold;
   for (const std::string& id : order_) {
     Job* job = Find(id);
     v1::JobState state = job->status.state();
     if (state == v1::JOB_STATE_RESTARTING && clock_->Now() < job->launch_not_before) continue;
-    if (state == v1::JOB_STATE_PENDING || state == v1::JOB_STATE_RESTARTING) TryPlace(job);
+    if (state == v1::JOB_STATE_RESTARTING) TryPlace(job, nullptr);
+    if (state == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
   }
 }
 
@@ -772,18 +786,37 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
   return std::min(wait, options_.restart_backoff_max);
 }
 
-bool JobManager::TryPlace(Job* job) {
+bool JobManager::TryPlace(Job* job, Hold* hold) {
   // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
   if (!job->status.stopping_ranks().empty()) nodes_->Release(job->status.job_id());
-  absl::StatusOr<Placement> placement =
-      Place(nodes_->FreeCapacity(), LayoutOf(job->status), job->excluded);
+  const Layout layout = LayoutOf(job->status);
+  std::vector<NodeCapacity> free = nodes_->FreeCapacity();
+  const bool held_back = hold != nullptr && !hold->job_id.empty();
+  if (held_back) free = WithoutDevicesOf(std::move(free), hold->placement);
+  absl::StatusOr<Placement> placement = Place(free, layout, job->excluded);
   if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {
     // No spare capacity without the excluded nodes: use them after all.
-    placement = Place(nodes_->FreeCapacity(), LayoutOf(job->status), {});
+    placement = Place(free, layout, {});
   }
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
+      if (held_back && Place(nodes_->FreeCapacity(), layout, {}).ok()) {
+        reason = absl::StrCat("waiting behind job ", hold->job_id,
+                              ", submitted earlier: it would fit only on devices held for that "
+                              "job, on ",
+                              HeldNodes(hold->placement));
+      } else if (hold != nullptr && !held_back && options_.hold_devices_for_oldest_pending) {
+        // The oldest job that does not fit: hold what it would get on an idle cluster. A job
+        // that would not fit even then waits for nodes to join, holding nothing.
+        absl::StatusOr<Placement> idle = Place(nodes_->UsableCapacity(), layout, {});
+        if (idle.ok()) {
+          hold->job_id = job->status.job_id();
+          hold->placement = *std::move(idle);
+          absl::StrAppend(&reason, "; devices are held for it as they free up on ",
+                          HeldNodes(hold->placement));
+        }
+      }
       const std::vector<std::string> cordoned = nodes_->Cordoned();
       if (!cordoned.empty()) {
         absl::StrAppend(&reason, "; cordoned: ", absl::StrJoin(cordoned, ", "));

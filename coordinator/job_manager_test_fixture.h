@@ -206,6 +206,7 @@ class JobManagerTest : public ::testing::Test {
     options.ended_job_retention = ended_job_retention_;
     options.events_in_memory = events_in_memory_;
     options.max_store_replay = max_store_replay_;
+    options.hold_devices_for_oldest_pending = hold_devices_;
     jobs_ = std::make_unique<JobManager>(store_.get(), nodes_.get(), rendezvous_.get(), &sink_,
                                          &clock_, &registry_, options);
     ASSERT_TRUE(jobs_->Recover().ok());
@@ -296,6 +297,7 @@ class JobManagerTest : public ::testing::Test {
   absl::Duration ended_job_retention_ = absl::ZeroDuration();  // keep ended jobs unless set
   size_t events_in_memory_ = 1000;
   size_t max_store_replay_ = 10000;
+  bool hold_devices_ = true;
   FakeClock clock_;
   metrics::Registry registry_;
   RecordingSink sink_;

@@ -59,6 +59,10 @@ ABSL_FLAG(double, restart_backoff_max, 60, "The longest crash-loop wait, in seco
 ABSL_FLAG(double, ended_job_retention, 7 * 24 * 3600,
           "Seconds an ended job (succeeded, failed or cancelled) is kept, with its events, after "
           "it ended; then it is deleted from the coordinator and its store (0: keep every job).");
+ABSL_FLAG(bool, hold_devices_for_oldest_pending, true,
+          "Hold the devices the oldest pending job would get, as they free up, so younger jobs "
+          "that fit into what frees do not keep it waiting (false: every job takes whatever is "
+          "free, in submission order).");
 
 namespace ringmaster {
 namespace {
@@ -124,6 +128,8 @@ absl::Status Run() {
   if (job_options.ended_job_retention < absl::ZeroDuration()) {
     return FieldError("--ended_job_retention", "must be >= 0");
   }
+  job_options.hold_devices_for_oldest_pending =
+      absl::GetFlag(FLAGS_hold_devices_for_oldest_pending);
   coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock, &registry,
                                job_options);
   agent_service.set_jobs(&jobs);

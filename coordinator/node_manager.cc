@@ -133,7 +133,7 @@ int64_t NodeManager::SmallestGpuMemory() const {
   return smallest;
 }
 
-std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
+std::vector<NodeCapacity> NodeManager::Capacity(bool free_only) const {
   std::vector<NodeCapacity> out;
   absl::MutexLock lock(&mu_);
   out.reserve(nodes_.size());
@@ -142,7 +142,7 @@ std::vector<NodeCapacity> NodeManager::FreeCapacity() const {
     NodeCapacity capacity;
     capacity.name = name;
     for (const v1::Device& d : node.registration.devices()) {
-      if (!node.holder.contains(d.index())) {
+      if (!free_only || !node.holder.contains(d.index())) {
         capacity.free.push_back({d.index(), d.interconnect_domain()});
       }
     }

@@ -61,7 +61,9 @@ class NodeManager {
   std::vector<std::string> CheckLiveness();
 
   // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
-  std::vector<NodeCapacity> FreeCapacity() const;
+  std::vector<NodeCapacity> FreeCapacity() const { return Capacity(/*free_only=*/true); }
+  // Every device of those nodes, free or held: what placement would see once their jobs ended.
+  std::vector<NodeCapacity> UsableCapacity() const { return Capacity(/*free_only=*/false); }
 
   // The memory of the smallest GPU of the live nodes, as their agents registered it; 0 when no
   // live node has a GPU with its memory known (CPU slots have none).
@@ -105,6 +107,7 @@ class NodeManager {
   int AliveCount() const;
 
  private:
+  std::vector<NodeCapacity> Capacity(bool free_only) const;
   struct Node {
     v1::Register registration;
     uint64_t session = 0;

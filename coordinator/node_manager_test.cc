@@ -218,6 +218,10 @@ TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {
   EXPECT_EQ(list[0].devices_in_use(), 2);
   ASSERT_EQ(list[0].jobs_size(), 1);
   EXPECT_EQ(list[0].jobs(0), "j1");
+  // Usable capacity counts held devices too: what placement would see once j1 ended.
+  auto usable = nodes_.UsableCapacity();
+  ASSERT_EQ(usable.size(), 2u);
+  EXPECT_EQ(usable[0].free.size(), 4u);
   nodes_.Release("j1");
   EXPECT_EQ(nodes_.FreeCapacity()[0].free.size(), 4u);
 }

@@ -160,6 +160,25 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
   return placement;
 }
 
+std::vector<NodeCapacity> WithoutDevicesOf(std::vector<NodeCapacity> nodes,
+                                           const Placement& placement) {
+  std::set<std::pair<std::string, int>> taken;
+  for (const v1::RankAssignment& a : placement.assignments) {
+    taken.emplace(a.node(), a.local_device());
+  }
+  for (NodeCapacity& node : nodes) {
+    node.free.erase(std::remove_if(node.free.begin(), node.free.end(),
+                                   [&](const FreeDevice& d) {
+                                     return taken.count({node.name, d.index}) > 0;
+                                   }),
+                    node.free.end());
+  }
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [](const NodeCapacity& n) { return n.free.empty(); }),
+              nodes.end());
+  return nodes;
+}
+
 v1::ParallelismGroups MakeGroups(const Layout& layout) {
   const int tp_size = layout.tensor;
   const int pp_size = layout.pipeline;

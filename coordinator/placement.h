@@ -63,6 +63,10 @@ struct Placement {
 absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const Layout& layout,
                                 const std::set<std::string>& excluded);
 
+// `nodes` without the devices `placement` assigns (nodes left with none are dropped).
+std::vector<NodeCapacity> WithoutDevicesOf(std::vector<NodeCapacity> nodes,
+                                           const Placement& placement);
+
 // The groups of a layout, independent of nodes: tensor groups "tp<dp*PP+pp>", pipeline groups
 // "pp<dp*TP+tp>" (ranks in stage order), data groups "dp<pp*TP+tp>" (ranks ascending).
 v1::ParallelismGroups MakeGroups(const Layout& layout);

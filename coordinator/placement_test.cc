@@ -422,6 +422,24 @@ TEST(PlaceTest, LargeClusterInvariants) {
   EXPECT_EQ(p->groups.data(31).ranks(1023), 32 * 1023 + 31);
 }
 
+// The devices a placement takes come off the capacity; a node left with none is dropped.
+TEST(PlaceTest, WithoutDevicesOfRemovesWhatAPlacementTakes) {
+  const std::vector<NodeCapacity> nodes = {Node("a", 2), Node("b", 4)};
+  auto p = Place(nodes, MakeLayout(1, 2, 1, 1, 2), {});  // best fit: node a, both devices
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<NodeCapacity> left = WithoutDevicesOf(nodes, *p);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].name, "b");
+  EXPECT_EQ(left[0].free.size(), 4u);
+  auto half = Place(left, MakeLayout(1, 2, 1, 1, 2), {});
+  ASSERT_TRUE(half.ok()) << half.status();
+  left = WithoutDevicesOf(left, *half);
+  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(left[0].free.size(), 2u);
+  EXPECT_EQ(left[0].free[0].index, 2);
+  EXPECT_EQ(left[0].free[1].index, 3);
+}
+
 TEST(MakeGroupsTest, PipelineOnly) {
   const v1::ParallelismGroups groups = MakeGroups(MakeLayout(4, 1, 1, 4, 1));
   ASSERT_EQ(groups.pipeline_size(), 1);

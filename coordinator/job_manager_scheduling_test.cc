@@ -1,0 +1,122 @@
+// The order jobs get devices in: the oldest PENDING job that does not fit has devices held for it
+// (JobManagerOptions::hold_devices_for_oldest_pending), so younger jobs that would fit into what
+// frees up do not keep it waiting; a RESTARTING job takes any free device; and with holding off,
+// every job takes whatever is free.
+#include <string>
+#include <vector>
+
+#include "coordinator/job_manager.h"
+#include "coordinator/job_manager_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class SchedulingTest : public JobManagerTest {
+ protected:
+  // Nodes n1 and n2 with 2 devices each; a one-node job running on n1 (`first_`), then a job
+  // needing both nodes (`large_`), pending.
+  void RunOneAndQueueALargeJob() {
+    AddNode("n1", 2);
+    AddNode("n2", 2);
+    first_ = SubmitOk(Spec(1, 2));
+    ASSERT_EQ(Current(first_).state(), v1::JOB_STATE_RUNNING);
+    ASSERT_EQ(Current(first_).assignments(0).node(), "n1");
+    large_ = SubmitOk(Spec(2, 2));
+    ASSERT_EQ(Current(large_).state(), v1::JOB_STATE_PENDING);
+  }
+  std::string SubmitOk(const v1::JobSpec& spec) {
+    auto job = jobs_->Submit(spec, "", alice_);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->job_id() : "";
+  }
+  // Every rank of the job's current generation exits 0.
+  void Succeed(const std::string& id) {
+    const v1::JobStatus running = Current(id);
+    for (const auto& a : running.assignments()) {
+      jobs_->OnWorkerState(a.node(), Exit(running, a.rank(), 0));
+    }
+    ASSERT_EQ(Current(id).state(), v1::JOB_STATE_SUCCEEDED);
+  }
+  std::string first_, large_;
+};
+
+TEST_F(SchedulingTest, TheOldestWaitingJobIsNotStarvedByYoungerSmallerOnes) {
+  RunOneAndQueueALargeJob();
+  EXPECT_THAT(Current(large_).reason(),
+              HasSubstr("devices are held for it as they free up on n1 (2 devices), n2 (2 "
+                        "devices)"));
+  // n2 is free, and a one-node job would fit there: it waits behind the large one instead.
+  const std::string small = SubmitOk(Spec(1, 2));
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(small).reason(),
+              HasSubstr("waiting behind job " + large_ +
+                        ", submitted earlier: it would fit "
+                        "only on devices held for that job, on n1 (2 devices), n2 (2 devices)"));
+
+  Succeed(first_);  // n1 frees: the large job runs on both nodes, the small one waits for room
+  EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(small).reason(), Not(HasSubstr("waiting behind")));
+  Succeed(large_);
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING);
+}
+
+// Only the oldest waiting job holds devices: the next one waits behind it like any other.
+TEST_F(SchedulingTest, OnlyTheOldestWaitingJobHoldsDevices) {
+  RunOneAndQueueALargeJob();
+  const std::string second_large = SubmitOk(Spec(2, 2));
+  EXPECT_THAT(Current(second_large).reason(), Not(HasSubstr("held for it")));
+  Succeed(first_);
+  EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(Current(second_large).reason(), HasSubstr("devices are held for it"));
+}
+
+// A job larger than the cluster could ever hold holds nothing: younger jobs run meanwhile.
+TEST_F(SchedulingTest, AJobThatWouldNotFitEvenOnAnIdleClusterHoldsNothing) {
+  AddNode("n1", 2);
+  const std::string huge = SubmitOk(Spec(3, 2));
+  EXPECT_EQ(Current(huge).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(huge).reason(), Not(HasSubstr("held for it")));
+  const std::string small = SubmitOk(Spec(1, 2));
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING);
+}
+
+// A running job that fails relaunches on the devices it freed, held or not: it is already
+// running, between generations.
+TEST_F(SchedulingTest, ARestartingJobTakesHeldDevices) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  first_ = SubmitOk(Spec(1, 2));
+  v1::JobSpec restarts = Spec(1, 2);
+  restarts.mutable_restart()->set_max_restarts(3);
+  const std::string second = SubmitOk(restarts);
+  const v1::JobStatus gen1 = Current(second);
+  ASSERT_EQ(gen1.state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(gen1.assignments(0).node(), "n2");
+  large_ = SubmitOk(Spec(2, 2));
+  ASSERT_THAT(Current(large_).reason(), HasSubstr("held for it"));
+
+  jobs_->OnWorkerState("n2", Exit(gen1, 1, 0, /*signal=*/9));
+  const v1::JobStatus gen2 = Current(second);
+  EXPECT_EQ(gen2.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(gen2.generation(), 2);
+  EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_PENDING);
+}
+
+TEST_F(SchedulingTest, WithoutHoldingEveryJobTakesWhatIsFree) {
+  hold_devices_ = false;
+  MakeManager();
+  RunOneAndQueueALargeJob();
+  EXPECT_THAT(Current(large_).reason(), Not(HasSubstr("held for it")));
+  const std::string small = SubmitOk(Spec(1, 2));
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(small).assignments(0).node(), "n2");
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
