@@ -439,10 +439,21 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
   v1::JobStatus probe;
   *probe.mutable_spec() = spec;
   *probe.mutable_plan() = response.plan();
-  absl::StatusOr<Placement> placement = Place(nodes_->FreeCapacity(), LayoutOf(probe), {});
+  const Layout layout = LayoutOf(probe);
+  const std::vector<NodeCapacity> free = nodes_->FreeCapacity();
+  Hold hold;
+  {
+    absl::MutexLock lock(&mu_);
+    hold = hold_;
+  }
+  // Placed as a new job would be: behind the devices held for the oldest waiting one.
+  absl::StatusOr<Placement> placement =
+      Place(hold.job_id.empty() ? free : WithoutDevicesOf(free, hold.placement), layout, {});
   if (placement.ok()) {
     for (auto& a : placement->assignments) *response.add_assignments() = a;
     *response.mutable_groups() = placement->groups;
+  } else if (!hold.job_id.empty() && Place(free, layout, {}).ok()) {
+    response.set_pending_reason(WaitingBehind(hold));
   } else {
     response.set_pending_reason(std::string(placement.status().message()));
   }
@@ -770,6 +781,7 @@ void JobManager::ScheduleLocked() {
     if (state == v1::JOB_STATE_RESTARTING) TryPlace(job, nullptr);
     if (state == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
   }
+  hold_ = std::move(hold);
 }
 
 absl::Duration JobManager::RestartBackoff(Job* job) {
@@ -784,6 +796,12 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
     wait *= 2;
   }
   return std::min(wait, options_.restart_backoff_max);
+}
+
+std::string JobManager::WaitingBehind(const Hold& hold) {
+  return absl::StrCat("waiting behind job ", hold.job_id,
+                      ", submitted earlier: it would fit only on devices held for that job, on ",
+                      HeldNodes(hold.placement));
 }
 
 bool JobManager::TryPlace(Job* job, Hold* hold) {
@@ -802,10 +820,7 @@ bool JobManager::TryPlace(Job* job, Hold* hold) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
       if (held_back && Place(nodes_->FreeCapacity(), layout, {}).ok()) {
-        reason = absl::StrCat("waiting behind job ", hold->job_id,
-                              ", submitted earlier: it would fit only on devices held for that "
-                              "job, on ",
-                              HeldNodes(hold->placement));
+        reason = WaitingBehind(*hold);
       } else if (hold != nullptr && !held_back && options_.hold_devices_for_oldest_pending) {
         // The oldest job that does not fit: hold what it would get on an idle cluster. A job
         // that would not fit even then waits for nodes to join, holding nothing.

@@ -262,6 +262,8 @@ class JobManager {
   // job does not fit and nothing is held yet, holds devices for it. `hold` null: a RESTARTING
   // job, which takes any free device (it is running, between generations). True if placed.
   bool TryPlace(Job* job, Hold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A younger job's reason when it would fit only on the devices `hold` keeps.
+  static std::string WaitingBehind(const Hold& hold);
   // After a failure: counts it towards the crash loop (or resets the count if the generation
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -379,6 +381,7 @@ class JobManager {
   absl::Time store_retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration store_retry_pause_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
+  Hold hold_ ABSL_GUARDED_BY(mu_);  // as the last scheduling pass left it, for Plan
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;

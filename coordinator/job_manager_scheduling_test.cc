@@ -1,7 +1,7 @@
 // The order jobs get devices in: the oldest PENDING job that does not fit has devices held for it
 // (JobManagerOptions::hold_devices_for_oldest_pending), so younger jobs that would fit into what
-// frees up do not keep it waiting; a RESTARTING job takes any free device; and with holding off,
-// every job takes whatever is free.
+// frees up do not keep it waiting (and PlanJob says so); a RESTARTING job takes any free device;
+// and with holding off, every job takes whatever is free.
 #include <string>
 #include <vector>
 
@@ -57,6 +57,12 @@ TEST_F(SchedulingTest, TheOldestWaitingJobIsNotStarvedByYoungerSmallerOnes) {
               HasSubstr("waiting behind job " + large_ +
                         ", submitted earlier: it would fit "
                         "only on devices held for that job, on n1 (2 devices), n2 (2 devices)"));
+
+  // So would a plan of another: it says what Submit would decide.
+  auto plan = jobs_->Plan(Spec(1, 2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->assignments_size(), 0);
+  EXPECT_THAT(plan->pending_reason(), HasSubstr("waiting behind job " + large_));
 
   Succeed(first_);  // n1 frees: the large job runs on both nodes, the small one waits for room
   EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_RUNNING);
