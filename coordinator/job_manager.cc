@@ -89,7 +89,6 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
   return spec;
 }
 
-// NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
 // "node-a (8 devices), node-b (8 devices)": the nodes of a placement and its devices on each.
 std::string HeldNodes(const Placement& placement) {
   std::map<std::string, int> devices;
@@ -109,6 +108,7 @@ std::string QuotedFromCaller(absl::string_view id) {
              : absl::StrCat("\"", id.substr(0, kShown), "\"... (", id.size(), " bytes)");
 }
 
+// NOT_FOUND naming the job id (its first 64 bytes: the id comes from the caller).
 absl::Status NoSuchJob(absl::string_view job_id) {
   return absl::NotFoundError(absl::StrCat("no job ", QuotedFromCaller(job_id)));
 }
@@ -773,13 +773,18 @@ void JobManager::Schedule() {
 }
 
 void JobManager::ScheduleLocked() {
+  // Running jobs between generations first, then the pending ones; each in submission order.
   Hold hold;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    v1::JobState state = job->status.state();
-    if (state == v1::JOB_STATE_RESTARTING && clock_->Now() < job->launch_not_before) continue;
-    if (state == v1::JOB_STATE_RESTARTING) TryPlace(job, nullptr);
-    if (state == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
+    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
+        clock_->Now() >= job->launch_not_before) {
+      TryPlace(job, &hold);
+    }
+  }
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
   }
   hold_ = std::move(hold);
 }
@@ -800,7 +805,7 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
 
 std::string JobManager::WaitingBehind(const Hold& hold) {
   return absl::StrCat("waiting behind job ", hold.job_id,
-                      ", submitted earlier: it would fit only on devices held for that job, on ",
+                      ": it would fit only on devices held for that job, on ",
                       HeldNodes(hold.placement));
 }
 
@@ -808,26 +813,34 @@ bool JobManager::TryPlace(Job* job, Hold* hold) {
   // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
   if (!job->status.stopping_ranks().empty()) nodes_->Release(job->status.job_id());
   const Layout layout = LayoutOf(job->status);
-  std::vector<NodeCapacity> free = nodes_->FreeCapacity();
-  const bool held_back = hold != nullptr && !hold->job_id.empty();
-  if (held_back) free = WithoutDevicesOf(std::move(free), hold->placement);
-  absl::StatusOr<Placement> placement = Place(free, layout, job->excluded);
+  const std::vector<NodeCapacity> free = nodes_->FreeCapacity();
+  // A RESTARTING job is running, between generations: it takes any free device.
+  const bool held_back = !hold->job_id.empty() && job->status.state() == v1::JOB_STATE_PENDING;
+  const std::vector<NodeCapacity> open = held_back ? WithoutDevicesOf(free, hold->placement) : free;
+  absl::StatusOr<Placement> placement = Place(open, layout, job->excluded);
   if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {
     // No spare capacity without the excluded nodes: use them after all.
-    placement = Place(free, layout, {});
+    placement = Place(open, layout, {});
   }
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
-      if (held_back && Place(nodes_->FreeCapacity(), layout, {}).ok()) {
-        reason = WaitingBehind(*hold);
-      } else if (hold != nullptr && !held_back && options_.hold_devices_for_oldest_pending) {
-        // The oldest job that does not fit: hold what it would get on an idle cluster. A job
-        // that would not fit even then waits for nodes to join, holding nothing.
-        absl::StatusOr<Placement> idle = Place(nodes_->UsableCapacity(), layout, {});
-        if (idle.ok()) {
+      if (held_back) {
+        // What is free, not what is left once the held devices are taken out.
+        absl::StatusOr<Placement> without_hold = Place(free, layout, {});
+        reason = without_hold.ok() ? WaitingBehind(*hold)
+                                   : absl::StrCat(without_hold.status().message(),
+                                                  "; devices are also held "
+                                                  "for job ",
+                                                  hold->job_id, " on ", HeldNodes(hold->placement));
+      } else if (hold->job_id.empty() && options_.hold_devices_for_oldest_pending) {
+        // The first job that does not fit holds the devices nearest to being free that it
+        // would run on. A job that would not fit even on every usable device waits for nodes
+        // to join, holding nothing.
+        absl::StatusOr<Placement> once_free = PlaceOnceFree(nodes_->UsableCapacity(), free, layout);
+        if (once_free.ok()) {
           hold->job_id = job->status.job_id();
-          hold->placement = *std::move(idle);
+          hold->placement = *std::move(once_free);
           absl::StrAppend(&reason, "; devices are held for it as they free up on ",
                           HeldNodes(hold->placement));
         }

@@ -107,10 +107,11 @@ struct JobManagerOptions {
   // these and RESOURCE_EXHAUSTED saying where to resume (ringctl watch does), so a replay's
   // memory stays bounded.
   size_t max_store_replay = 10000;
-  // The oldest PENDING job that does not fit has devices held for it (the ones it would get on
-  // an idle cluster): younger PENDING jobs do not take them as they free up, so a large job is
-  // not starved by smaller ones that keep fitting into what frees. false: every job takes
-  // whatever is free, in submission order.
+  // Scheduling places RESTARTING jobs, then PENDING ones, each in submission order. The first of
+  // them that does not fit has devices held for it (those nearest to being free that it would
+  // run on): PENDING jobs after it do not take them as they free up, so a large job is not
+  // starved by smaller ones that keep fitting into what frees. false: every job takes whatever
+  // is free, in that order.
   bool hold_devices_for_oldest_pending = true;
 };
 
@@ -253,14 +254,14 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the status and the events not yet stored.
   void Persist(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Devices held for the oldest PENDING job that does not fit (hold_devices_for_oldest_pending).
+  // Devices held for the first job of a scheduling pass that does not fit
+  // (hold_devices_for_oldest_pending).
   struct Hold {
-    std::string job_id;   // empty: none held yet in this scheduling pass
-    Placement placement;  // where that job would run once the jobs there ended
+    std::string job_id;   // empty: none held yet in this pass
+    Placement placement;  // where that job would run once enough frees up (PlaceOnceFree)
   };
-  // Places the job on free devices, except those `hold` keeps for an older job; when a PENDING
-  // job does not fit and nothing is held yet, holds devices for it. `hold` null: a RESTARTING
-  // job, which takes any free device (it is running, between generations). True if placed.
+  // Places the job on free devices; a PENDING job not on those `hold` keeps for another. When
+  // it does not fit and nothing is held yet, holds devices for it. True if placed.
   bool TryPlace(Job* job, Hold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A younger job's reason when it would fit only on the devices `hold` keeps.
   static std::string WaitingBehind(const Hold& hold);

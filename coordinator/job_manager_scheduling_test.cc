@@ -55,8 +55,8 @@ TEST_F(SchedulingTest, TheOldestWaitingJobIsNotStarvedByYoungerSmallerOnes) {
   EXPECT_EQ(Current(small).state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(Current(small).reason(),
               HasSubstr("waiting behind job " + large_ +
-                        ", submitted earlier: it would fit "
-                        "only on devices held for that job, on n1 (2 devices), n2 (2 devices)"));
+                        ": it would fit only on devices held for that job, on n1 (2 devices), "
+                        "n2 (2 devices)"));
 
   // So would a plan of another: it says what Submit would decide.
   auto plan = jobs_->Plan(Spec(1, 2));
@@ -92,26 +92,64 @@ TEST_F(SchedulingTest, AJobThatWouldNotFitEvenOnAnIdleClusterHoldsNothing) {
   EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING);
 }
 
-// A running job that fails relaunches on the devices it freed, held or not: it is already
-// running, between generations.
-TEST_F(SchedulingTest, ARestartingJobTakesHeldDevices) {
+// A running job that lost a node and no longer fits is the first to hold devices (running jobs
+// between generations are placed before pending ones): a job submitted later that would fit on
+// them waits, and the restarting job relaunches when enough frees up.
+TEST_F(SchedulingTest, ARestartingJobThatDoesNotFitHoldsDevices) {
+  AddNode("n1", 2);
+  auto n2 = nodes_->Register(Node("n2", 2));
+  ASSERT_TRUE(n2.ok());
+  AddNode("n3", 2);
+  v1::JobSpec restarts = Spec(2, 2);
+  restarts.mutable_restart()->set_max_restarts(3);
+  const std::string running = SubmitOk(restarts);
+  ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(Current(running).assignments(2).node(), "n2");
+  first_ = SubmitOk(Spec(1, 2));
+  ASSERT_EQ(Current(first_).assignments(0).node(), "n3");
+
+  nodes_->Disconnected("n2", *n2);
+  jobs_->OnNodeLost("n2");
+  ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(Current(running).reason(),
+              HasSubstr("devices are held for it as they free up on n1 (2 devices), n3 (2 "
+                        "devices)"));
+  const std::string later = SubmitOk(Spec(1, 2));  // n1 is free, and held
+  EXPECT_EQ(Current(later).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(later).reason(), HasSubstr("waiting behind job " + running));
+
+  Succeed(first_);
+  EXPECT_EQ(Current(running).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(running).generation(), 2);
+  EXPECT_EQ(Current(later).state(), v1::JOB_STATE_PENDING);
+}
+
+// The devices held are those nearest to being free: a node with free devices before an idle-less
+// one, and on a node its free devices before its busy ones, so the waiting job runs as soon as
+// the fewest jobs end.
+TEST_F(SchedulingTest, TheDevicesNearestToBeingFreeAreHeld) {
   AddNode("n1", 2);
   AddNode("n2", 2);
-  first_ = SubmitOk(Spec(1, 2));
-  v1::JobSpec restarts = Spec(1, 2);
-  restarts.mutable_restart()->set_max_restarts(3);
-  const std::string second = SubmitOk(restarts);
-  const v1::JobStatus gen1 = Current(second);
-  ASSERT_EQ(gen1.state(), v1::JOB_STATE_RUNNING);
-  ASSERT_EQ(gen1.assignments(0).node(), "n2");
-  large_ = SubmitOk(Spec(2, 2));
-  ASSERT_THAT(Current(large_).reason(), HasSubstr("held for it"));
-
-  jobs_->OnWorkerState("n2", Exit(gen1, 1, 0, /*signal=*/9));
-  const v1::JobStatus gen2 = Current(second);
-  EXPECT_EQ(gen2.state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(gen2.generation(), 2);
-  EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_PENDING);
+  AddNode("n3", 4);
+  const std::string on_n1 = SubmitOk(Spec(1, 2));
+  const std::string on_n2 = SubmitOk(Spec(1, 2));
+  const std::string half_n3 = SubmitOk(Spec(1, 2));  // best fit: n3's devices 0 and 1
+  ASSERT_EQ(Current(half_n3).assignments(0).node(), "n3");
+  large_ = SubmitOk(Spec(2, 4));  // needs n3 whole and another 4-device node: never all free
+  EXPECT_THAT(Current(large_).reason(), Not(HasSubstr("held for it")));
+  const std::string two_nodes = SubmitOk(Spec(2, 2));  // n3's free half and n1 or n2
+  EXPECT_THAT(Current(two_nodes).reason(),
+              HasSubstr("devices are held for it as they free up on n1 (2 devices), n3 (2 "
+                        "devices)"));
+  // n3's free devices 2 and 3 are held, not its busy 0 and 1: a one-node job cannot take them.
+  const std::string small = SubmitOk(Spec(1, 2));
+  EXPECT_THAT(Current(small).reason(), HasSubstr("waiting behind job " + two_nodes));
+  Succeed(on_n1);  // n1 and n3's free half: the held job runs there
+  EXPECT_EQ(Current(two_nodes).state(), v1::JOB_STATE_RUNNING);
+  const v1::JobStatus placed = Current(two_nodes);
+  for (const auto& a : placed.assignments()) {
+    if (a.node() == "n3") EXPECT_GE(a.local_device(), 2);
+  }
 }
 
 TEST_F(SchedulingTest, WithoutHoldingEveryJobTakesWhatIsFree) {

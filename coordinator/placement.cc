@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -157,6 +158,68 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
     AssignNode(layout, n, usable[n], &placement.assignments);
   }
   placement.groups = MakeGroups(layout);
+  return placement;
+}
+
+absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
+                                        const std::vector<NodeCapacity>& free,
+                                        const Layout& layout) {
+  std::map<std::string, std::set<int>> free_now;
+  for (const NodeCapacity& node : free) {
+    for (const FreeDevice& d : node.free) free_now[node.name].insert(d.index);
+  }
+  std::vector<NodeCapacity> nearest = usable;
+  std::stable_sort(nearest.begin(), nearest.end(),
+                   [&](const NodeCapacity& a, const NodeCapacity& b) {
+                     return std::make_pair(-static_cast<int>(free_now[a.name].size()), a.name) <
+                            std::make_pair(-static_cast<int>(free_now[b.name].size()), b.name);
+                   });
+  auto first = [&](size_t k) {
+    return std::vector<NodeCapacity>(nearest.begin(), nearest.begin() + static_cast<ptrdiff_t>(k));
+  };
+  RETURN_IF_ERROR(Place(nearest, layout, {}).status());
+  // The fewest leading nodes that can hold it (more nodes never make it fit less).
+  size_t low = std::min(static_cast<size_t>(std::max(layout.nodes, 1)), nearest.size());
+  size_t high = nearest.size();
+  while (low < high) {
+    const size_t mid = (low + high) / 2;
+    if (Place(first(mid), layout, {}).ok()) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  ASSIGN_OR_RETURN(Placement placement, Place(first(high), layout, {}));
+  // Within a node's domain devices are interchangeable: hold the ones free now first.
+  for (const NodeCapacity& node : nearest) {
+    std::map<int, std::vector<int>> domain_devices;  // domain -> devices, free now first
+    std::map<int, int> domain_of;
+    for (const FreeDevice& d : node.free) {
+      domain_devices[d.domain].push_back(d.index);
+      domain_of[d.index] = d.domain;
+    }
+    const std::set<int>& idle = free_now[node.name];
+    for (auto& [domain, devices] : domain_devices) {
+      std::sort(devices.begin(), devices.end(), [&](int a, int b) {
+        return std::make_pair(idle.count(a) == 0, a) < std::make_pair(idle.count(b) == 0, b);
+      });
+    }
+    std::map<int, std::vector<v1::RankAssignment*>> held;  // domain -> its assignments here
+    for (v1::RankAssignment& a : placement.assignments) {
+      if (a.node() == node.name) held[domain_of[a.local_device()]].push_back(&a);
+    }
+    for (auto& [domain, assignments] : held) {
+      std::sort(assignments.begin(), assignments.end(),
+                [](const v1::RankAssignment* a, const v1::RankAssignment* b) {
+                  return a->local_device() < b->local_device();
+                });
+      std::vector<int> chosen(
+          domain_devices[domain].begin(),
+          domain_devices[domain].begin() + static_cast<ptrdiff_t>(assignments.size()));
+      std::sort(chosen.begin(), chosen.end());
+      for (size_t i = 0; i < assignments.size(); ++i) assignments[i]->set_local_device(chosen[i]);
+    }
+  }
   return placement;
 }
 

@@ -422,6 +422,26 @@ TEST(PlaceTest, LargeClusterInvariants) {
   EXPECT_EQ(p->groups.data(31).ranks(1023), 32 * 1023 + 31);
 }
 
+// A job that does not fit now is placed over every device, on the nodes with the most free now
+// (n3, then n1 before n2 by name), and on n3 on its free devices, not its busy ones.
+TEST(PlaceTest, PlaceOnceFreeTakesTheDevicesNearestToBeingFree) {
+  const std::vector<NodeCapacity> usable = {Node("n1", 2), Node("n2", 2), Node("n3", 4)};
+  NodeCapacity n3_free{"n3", {{2, 0}, {3, 0}}};
+  const std::vector<NodeCapacity> free = {n3_free};
+  const Layout layout = MakeLayout(2, 2, 1, 1, 4);
+  ASSERT_FALSE(Place(free, layout, {}).ok());
+  auto held = PlaceOnceFree(usable, free, layout);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ExpectValid(*held, layout, usable);
+  std::set<std::pair<std::string, int>> devices;
+  for (const v1::RankAssignment& a : held->assignments) devices.emplace(a.node(), a.local_device());
+  EXPECT_EQ(devices,
+            (std::set<std::pair<std::string, int>>{{"n1", 0}, {"n1", 1}, {"n3", 2}, {"n3", 3}}));
+  EXPECT_EQ(PlaceOnceFree(usable, free, MakeLayout(2, 4, 1, 1, 8)).status().code(),
+            absl::StatusCode::kResourceExhausted)
+      << "only one node has 4 devices";
+}
+
 // The devices a placement takes come off the capacity; a node left with none is dropped.
 TEST(PlaceTest, WithoutDevicesOfRemovesWhatAPlacementTakes) {
   const std::vector<NodeCapacity> nodes = {Node("a", 2), Node("b", 4)};

@@ -4,7 +4,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/file_contents.h"
 #include "common/job_state.h"
@@ -111,16 +110,12 @@ absl::StatusOr<std::vector<v1::JobState>> ParseStates(const std::string& list) {
   std::vector<v1::JobState> states;
   if (list.empty()) return states;
   for (absl::string_view name : absl::StrSplit(list, ',')) {
-    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
-    const std::string full =
-        absl::StrCat("JOB_STATE_", absl::AsciiStrToUpper(absl::StripAsciiWhitespace(name)));
-    if (!v1::JobState_Parse(full, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
-      return InputError(
-          FieldError("--state", absl::StrCat("\"", name,
-                                             "\" is not a job state (pending, running, restarting, "
-                                             "succeeded, failed, cancelled; comma-separated)")));
+    const std::optional<v1::JobState> state = StateFromName(absl::StripAsciiWhitespace(name));
+    if (!state.has_value()) {
+      return InputError(FieldError("--state", absl::StrCat("\"", name, "\" is not a job state (",
+                                                           StateNames(), "; comma-separated)")));
     }
-    states.push_back(state);
+    states.push_back(*state);
   }
   return states;
 }

@@ -208,7 +208,8 @@ TEST_F(WatchTest, GetJobsPagesThroughEveryJob) {
   std::ostringstream refused;
   const absl::Status bad = GetJobs(*client_, "running,done", refused);
   EXPECT_TRUE(IsInputError(bad)) << bad;
-  EXPECT_THAT(bad.message(), HasSubstr("--state: \"done\" is not a job state"));
+  EXPECT_THAT(bad.message(), HasSubstr("--state: \"done\" is not a job state (pending, running, "
+                                       "restarting, succeeded, failed, cancelled;"));
   EXPECT_EQ(jobs.list_requests().size(), 3u) << "no call for a bad --state";
 }
 

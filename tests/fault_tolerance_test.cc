@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_contents.h"
+#include "common/http_client.h"
 #include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -312,7 +313,19 @@ TEST_P(DamagedCheckpointTest, TheNewestDamagedCheckpointIsSkipped) {
   EXPECT_THAT(log, HasSubstr(absl::StrCat("skipping checkpoint at step ", newest)));
   std::smatch m;
   ASSERT_TRUE(std::regex_search(log, m, std::regex("resumed from the checkpoint at step (\\d+)")));
-  EXPECT_LT(std::stoll(m[1].str()), newest);
+  const int64_t resumed = std::stoll(m[1].str());
+  EXPECT_LT(resumed, newest);
+  // The coordinator noticed the steps trained again: an event, and the counter the
+  // RingmasterResumedBehindCheckpoint alert watches.
+  EXPECT_THAT(cluster_->Ctl({"describe", "job", id}).output,
+              HasSubstr(absl::StrCat("resumed_behind  generation 2 resumed from step ", resumed,
+                                     ", but the job had committed a checkpoint at step ", newest,
+                                     ": ", newest - resumed, " steps are trained again")));
+  auto page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->body,
+              HasSubstr(absl::StrCat("ringmaster_job_resumes_behind_checkpoint_total{job_id=\"", id,
+                                     "\"} 1\n")));
 }
 
 INSTANTIATE_TEST_SUITE_P(TruncatedOrCorrupted, DamagedCheckpointTest, ::testing::Bool());

@@ -40,11 +40,12 @@ class CommQueue {
   // (and clears it).
   absl::Status Drain();
   // WaitFor and Drain count the caller's wait in Communicator::ThreadSeconds: the wait, but no
-  // more than the queue's thread spent in communicators' operations meanwhile (the collectives
-  // it waited for, each measured as ThreadSeconds measures it), so a rank's wait for a slow
-  // peer's share of a ZeRO gather is not counted as its compute.
+  // more than the time the queue's thread spent in communicators' operations (each measured as
+  // ThreadSeconds measures it) of the work that finished while the caller waited, counted whole,
+  // so a rank's wait for a slow peer's share of a ZeRO gather is not counted as its compute.
 
-  // Whether a thread is in WaitFor or Drain now for work not yet done (for tests).
+  // Whether a thread is in WaitFor or Drain now for work not yet done (for tests; with one
+  // waiting thread at a time, as the trainer's, only).
   bool blocked();
   // The caller has failed: work queued and not yet started is skipped from now on (its peers
   // may never join it), and so is work queued later; WaitFor and Drain then report CANCELLED
