@@ -173,21 +173,28 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
   for (const auto& [group, n] : summary.collective_completed()) numbers[group].second = n;
 
-  if (job->stragglers != nullptr && summary.steps_in_summary() > 0) {
+  // A one-rank job has nobody to single out: not judged.
+  if (job->stragglers != nullptr && summary.steps_in_summary() > 0 &&
+      job->status.assignments_size() > 1) {
     // A pipeline stage's ranks (its data- and tensor-parallel peers) run the same layers on
     // equal shares of the work; other stages run other layers.
     const int stage = a.pp_rank();
     if (auto change = job->stragglers->Add(rank, stage, summary.mean_compute_seconds())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
+      // A stage's only rank is compared with its own level after warm-up.
+      const std::string reference =
+          change->against_baseline
+              ? absl::StrFormat("its own earlier level (the only rank of pipeline stage %d)", stage)
+              : absl::StrFormat("the median of the other ranks of pipeline stage %d", stage);
       v1::JobEvent& event = AddEvent(
           job, "straggler",
           change->flagged
-              ? absl::StrFormat("rank %d on %s computes %.2fx the median of the other ranks of "
-                                "pipeline stage %d (threshold %.2f) at step %d: straggler",
-                                rank, a.node(), change->ratio, stage, threshold, summary.step())
-              : absl::StrFormat("rank %d on %s is back to %.2fx its stage's median at step %d: "
-                                "no longer a straggler",
-                                rank, a.node(), change->ratio, summary.step()));
+              ? absl::StrFormat("rank %d on %s computes %.2fx %s (threshold %.2f) at step %d: "
+                                "straggler",
+                                rank, a.node(), change->ratio, reference, threshold, summary.step())
+              : absl::StrFormat("rank %d on %s is back to %.2fx %s at step %d: no longer a "
+                                "straggler",
+                                rank, a.node(), change->ratio, reference, summary.step()));
       event.add_ranks(rank);
       Persist(job);
       if (stragglers_ != nullptr) {

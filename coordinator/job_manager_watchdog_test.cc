@@ -365,6 +365,46 @@ TEST_F(JobManagerTest, StragglersAreJudgedAmongTheRanksOfTheirPipelineStage) {
       << flagged[0].message();
 }
 
+// A pure pipeline (PP 2, nothing else): each stage has one rank, and stages run different layers,
+// so a rank is compared with its own level after warm-up. Rank 1 computing 1.5x what it did is
+// flagged; rank 0, steady at a third of rank 1's time, is not.
+TEST_F(JobManagerTest, TheOnlyRankOfAStageIsComparedWithItself) {
+  AddNode("n1", 2);
+  v1::JobSpec spec = Spec(1, 2);
+  spec.mutable_parallelism()->set_tensor(1);
+  spec.mutable_parallelism()->set_pipeline(2);
+  spec.mutable_parallelism()->set_data(1);
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(4);
+  auto job = jobs_->Submit(spec, "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::JobStatus gen1 = Current(job->job_id());
+  ASSERT_EQ(gen1.assignments_size(), 2);
+  ASSERT_EQ(gen1.assignments(1).pp_rank(), 1);
+  for (int step = 1; step <= 40; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, 0.1));
+    jobs_->OnStepSummary(Summary(gen1, 1, step, 2 * step, 2 * step, step <= 20 ? 0.3 : 0.45));
+  }
+  std::vector<v1::JobEvent> flagged = EventsOf(*jobs_->Get(job->job_id()), "straggler");
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].ranks(0), 1);
+  EXPECT_THAT(flagged[0].message(),
+              HasSubstr("rank 1 on n1 computes 1.50x its own earlier level (the only rank of "
+                        "pipeline stage 1) (threshold 1.20)"));
+}
+
+// A one-rank job has nobody to single out: slowing down is not a straggler.
+TEST_F(JobManagerTest, AOneRankJobIsNeverAStraggler) {
+  AddNode("n1", 1);
+  auto job = jobs_->Submit(Spec(1, 1), "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::JobStatus gen1 = Current(job->job_id());
+  ASSERT_EQ(gen1.state(), v1::JOB_STATE_RUNNING);
+  for (int step = 1; step <= 40; ++step) {
+    jobs_->OnStepSummary(Summary(gen1, 0, step, 2 * step, 2 * step, step <= 20 ? 0.1 : 0.3));
+  }
+  EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "straggler").empty());
+}
+
 TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);

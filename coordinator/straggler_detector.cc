@@ -24,18 +24,23 @@ std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int gr
   Rank& r = ranks_[rank];
   r.group = group;
   r.samples.push_back(mean_compute_seconds);
+  ++r.count;
   while (static_cast<int>(r.samples.size()) > options_.window) r.samples.pop_front();
   if (static_cast<int>(r.samples.size()) < options_.min_samples) return std::nullopt;
 
   std::vector<double> others;
+  bool alone = true;
   for (const auto& [other, o] : ranks_) {
-    if (other != rank && o.group == group &&
-        static_cast<int>(o.samples.size()) >= options_.min_samples) {
-      others.push_back(Level(o));
-    }
+    if (other == rank || o.group != group) continue;
+    alone = false;
+    if (static_cast<int>(o.samples.size()) >= options_.min_samples) others.push_back(Level(o));
   }
-  if (others.empty()) return std::nullopt;
-  const double reference = Median(others);
+  if (alone && r.baseline == 0 && r.count >= options_.min_samples + options_.window) {
+    r.baseline = Level(r);
+  }
+  const bool against_baseline = alone && r.baseline > 0;
+  if (others.empty() && !against_baseline) return std::nullopt;
+  const double reference = against_baseline ? r.baseline : Median(others);
   if (reference <= 0) return std::nullopt;
   const double ratio = Level(r) / reference;
   ratios_[rank] = ratio;
@@ -46,7 +51,7 @@ std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int gr
   if (r.streak < options_.hysteresis) return std::nullopt;
   r.flagged = !r.flagged;
   r.streak = 0;
-  return Change{rank, r.flagged, ratio};
+  return Change{rank, r.flagged, ratio, against_baseline};
 }
 
 bool StragglerDetector::flagged(int rank) const {

@@ -10,12 +10,17 @@
 // two directly). A rank is flagged after `hysteresis` consecutive samples with ratio >=
 // `threshold`, and cleared after `hysteresis` consecutive samples with ratio below
 // 1 + (threshold - 1) / 2. Ranks with fewer than `min_samples` samples, and groups where no
-// other rank has them, are not judged.
+// other rank has them, are not judged; except a rank alone in its group (a pipeline stage of a
+// job without data or tensor parallelism, where stages run different layers and cannot be
+// compared): it is judged against its own baseline, its level once it had `min_samples` +
+// `window` samples (the first `min_samples` are warm-up), so it is flagged when it becomes
+// slower than it was.
 //
 // Not thread-safe (the job manager's lock guards it).
 #ifndef RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
 #define RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
@@ -42,6 +47,7 @@ class StragglerDetector {
     int rank = 0;
     bool flagged = false;
     double ratio = 0;
+    bool against_baseline = false;  // the rank is alone in its group: compared with itself
   };
 
   // Records a sample of `rank` in group `group` and judges the rank; returns a
@@ -58,6 +64,8 @@ class StragglerDetector {
   struct Rank {
     int group = 0;
     std::deque<double> samples;
+    int64_t count = 0;    // samples ever
+    double baseline = 0;  // alone in its group: its level after warm-up (0: not yet)
     bool flagged = false;
     int streak = 0;  // consecutive samples pointing at the opposite of `flagged`
   };

@@ -68,10 +68,10 @@ TEST(StragglerDetectorTest, NoFlagsInCleanNoisyRuns) {
   EXPECT_TRUE(Feed(&d, 8, -1, 1.0, 1250, 0.10, 7).empty());
 }
 
-TEST(StragglerDetectorTest, GroupsAreJudgedSeparatelyAndAloneIsNeverAStraggler) {
+TEST(StragglerDetectorTest, GroupsAreJudgedSeparately) {
   StragglerDetector d({1.2, 5, 3, 3});
   for (int round = 0; round < 10; ++round) {
-    EXPECT_FALSE(d.Add(0, 0, 0.1).has_value());  // group 0 has one member
+    EXPECT_FALSE(d.Add(0, 0, 0.1).has_value());  // group 0 has one member, steady
     d.Add(1, 1, 0.3);                            // group 1: ranks 1 and 2, equal
     d.Add(2, 1, 0.3);
   }
@@ -79,6 +79,37 @@ TEST(StragglerDetectorTest, GroupsAreJudgedSeparatelyAndAloneIsNeverAStraggler) 
   EXPECT_FALSE(d.flagged(1));
   EXPECT_DOUBLE_EQ(d.ratio(1), 1.0);
   EXPECT_FALSE(d.Add(3, 1, 0.0).has_value());  // no compute time: ignored
+}
+
+// A rank alone in its group (a stage of a pure pipeline) is compared with its own baseline, its
+// level after the warm-up: not judged before it has one (3 warm-up + 5 samples), flagged once it
+// becomes slower than it was, and cleared when it recovers. Warm-up samples, however slow, do not
+// count.
+TEST(StragglerDetectorTest, ARankAloneInItsGroupIsComparedWithItsOwnBaseline) {
+  StragglerDetector d({1.2, 5, 3, 3});
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(d.Add(0, 0, 1.0).has_value());  // warm-up: slow
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(d.Add(0, 0, 0.1).has_value());  // the baseline
+  EXPECT_DOUBLE_EQ(d.ratio(0), 1.0);
+  std::vector<StragglerDetector::Change> changes;
+  for (int i = 0; i < 10; ++i) {
+    if (auto c = d.Add(0, 0, 0.15)) changes.push_back(*c);
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_TRUE(changes[0].flagged);
+  EXPECT_TRUE(changes[0].against_baseline);
+  EXPECT_NEAR(changes[0].ratio, 1.5, 1e-9);
+  changes.clear();
+  for (int i = 0; i < 10; ++i) {
+    if (auto c = d.Add(0, 0, 0.1)) changes.push_back(*c);
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].flagged);
+
+  // A clean noisy run of a lone rank is never flagged (10% jitter, 10,000 samples).
+  StragglerDetector clean({1.2, 5, 3, 3});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> noise(0.9, 1.1);
+  for (int i = 0; i < 10000; ++i) EXPECT_FALSE(clean.Add(0, 0, 0.1 * noise(rng)).has_value());
 }
 
 }  // namespace
