@@ -192,6 +192,12 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                                      "failed (retried each second until one succeeds; meanwhile "
                                      "a coordinator restart would lose the change).")
                         .WithLabels({});
+    held_devices_ = &registry->AddGauge(
+        "ringmaster_devices_held",
+        "Devices held for the first job of the scheduling order that does not fit, so that jobs "
+        "after it do not take them (state idle: free now, waiting for the rest; busy: still "
+        "running another job).",
+        {"job_id", "state"});
     stragglers_ = &registry->AddGauge(
         "ringmaster_straggler",
         "1 while the rank is flagged as a straggler (compute time above the median of the "
@@ -786,7 +792,28 @@ void JobManager::ScheduleLocked() {
     Job* job = Find(id);
     if (job->status.state() == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
   }
+  ExportHold(hold);
   hold_ = std::move(hold);
+}
+
+void JobManager::ExportHold(const Hold& hold) {
+  if (held_devices_ == nullptr) return;
+  if (!hold_.job_id.empty() && hold_.job_id != hold.job_id) {
+    held_devices_->Remove({hold_.job_id, "idle"});
+    held_devices_->Remove({hold_.job_id, "busy"});
+  }
+  if (hold.job_id.empty()) return;
+  std::set<std::pair<std::string, int>> free;
+  for (const NodeCapacity& node : nodes_->FreeCapacity()) {
+    for (const FreeDevice& d : node.free) free.emplace(node.name, d.index);
+  }
+  int idle = 0;
+  for (const v1::RankAssignment& a : hold.placement.assignments) {
+    idle += free.count({a.node(), a.local_device()}) > 0 ? 1 : 0;
+  }
+  const int held = static_cast<int>(hold.placement.assignments.size());
+  held_devices_->WithLabels({hold.job_id, "idle"})->Set(idle);
+  held_devices_->WithLabels({hold.job_id, "busy"})->Set(held - idle);
 }
 
 absl::Duration JobManager::RestartBackoff(Job* job) {

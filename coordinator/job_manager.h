@@ -264,6 +264,8 @@ class JobManager {
   // Places the job on free devices; a PENDING job not on those `hold` keeps for another. When
   // it does not fit and nothing is held yet, holds devices for it. True if placed.
   bool TryPlace(Job* job, Hold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
+  void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A younger job's reason when it would fit only on the devices `hold` keeps.
   static std::string WaitingBehind(const Hold& hold);
   // After a failure: counts it towards the crash loop (or resets the count if the generation
@@ -361,6 +363,7 @@ class JobManager {
   metrics::CounterFamily* hangs_ = nullptr;
   metrics::CounterFamily* resumes_behind_ = nullptr;
   metrics::GaugeFamily* stragglers_ = nullptr;
+  metrics::GaugeFamily* held_devices_ = nullptr;  // ringmaster_devices_held{job_id,state}
   metrics::GaugeFamily* hang_suspects_ = nullptr;
   metrics::GaugeFamily* recovery_seconds_ = nullptr;
   metrics::GaugeFamily* goodput_ = nullptr;

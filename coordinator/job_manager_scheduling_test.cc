@@ -64,10 +64,22 @@ TEST_F(SchedulingTest, TheOldestWaitingJobIsNotStarvedByYoungerSmallerOnes) {
   EXPECT_EQ(plan->assignments_size(), 0);
   EXPECT_THAT(plan->pending_reason(), HasSubstr("waiting behind job " + large_));
 
+  // Prometheus sees what is held: n2's devices idle, n1's still running the first job.
+  const std::string text = registry_.RenderText();
+  EXPECT_THAT(text,
+              HasSubstr("ringmaster_devices_held{job_id=\"" + large_ + "\",state=\"idle\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("ringmaster_devices_held{job_id=\"" + large_ + "\",state=\"busy\"} 2"));
+
   Succeed(first_);  // n1 frees: the large job runs on both nodes, the small one waits for room
   EXPECT_EQ(Current(large_).state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(Current(small).state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(Current(small).reason(), Not(HasSubstr("waiting behind")));
+  // Now the small job is the first that does not fit: it holds, the large one's series are gone.
+  EXPECT_THAT(registry_.RenderText(),
+              Not(HasSubstr("ringmaster_devices_held{job_id=\"" + large_ + "\"")));
+  EXPECT_THAT(registry_.RenderText(),
+              HasSubstr("ringmaster_devices_held{job_id=\"" + small + "\",state=\"busy\"} 2"));
   Succeed(large_);
   EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING);
 }
