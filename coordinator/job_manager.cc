@@ -7,9 +7,11 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/checkpoint_grace.h"
 #include "common/job_state.h"
@@ -517,16 +519,24 @@ absl::StatusOr<JobManager::JobPage> JobManager::List(const std::vector<v1::JobSt
   absl::MutexLock lock(&mu_);
   auto it = order_.rbegin();
   if (!page_token.empty()) {
-    // The token is the last job the previous page listed: this page starts with the one
-    // submitted before it.
-    it = std::find(order_.rbegin(), order_.rend(), page_token);
-    if (it == order_.rend()) {
-      return FieldError("page_token",
-                        absl::StrCat("names no job (", QuotedFromCaller(page_token),
-                                     "): the job it continues after was deleted since (its "
-                                     "retention passed); list again from the start"));
+    // The token names the last job the previous page listed, and when it was submitted: this
+    // page starts with the job submitted before it, or, if it was deleted since, with the first
+    // one submitted earlier than it.
+    const std::pair<absl::string_view, absl::string_view> parts =
+        absl::StrSplit(page_token, absl::MaxSplits('/', 1));
+    int64_t submitted = 0;
+    if (parts.second.empty() || !absl::SimpleAtoi(parts.first, &submitted)) {
+      return FieldError("page_token", absl::StrCat(QuotedFromCaller(page_token),
+                                                   " is not a next_page_token ListJobs gave"));
     }
-    ++it;
+    it = std::find(order_.rbegin(), order_.rend(), parts.second);
+    if (it != order_.rend()) {
+      ++it;
+    } else {
+      it = std::find_if(order_.rbegin(), order_.rend(), [&](const std::string& id) {
+        return Find(id)->status.submit_time_unix_nanos() < submitted;
+      });
+    }
   }
   JobPage page;
   for (; it != order_.rend(); ++it) {
@@ -536,7 +546,8 @@ absl::StatusOr<JobManager::JobPage> JobManager::List(const std::vector<v1::JobSt
       continue;
     }
     if (static_cast<int>(page.jobs.size()) == limit) {  // an older job matches: another page
-      page.next_page_token = page.jobs.back().job_id();
+      page.next_page_token =
+          absl::StrCat(page.jobs.back().submit_time_unix_nanos(), "/", page.jobs.back().job_id());
       break;
     }
     page.jobs.push_back(job->status);

@@ -153,9 +153,10 @@ class JobManager {
   static constexpr int kDefaultListLimit = 100;
   static constexpr int kMaxListLimit = 1000;
   // Newest first, filtered by state (empty = all), at most `limit` jobs (0 = 100, capped at
-  // 1000), continuing after `page_token` (a previous page's next_page_token; empty: from the
-  // newest). INVALID_ARGUMENT naming limit when it is negative, or page_token when it names no
-  // job (the job it continues after was deleted since).
+  // 1000), continuing after `page_token` (a previous page's next_page_token, "SUBMIT_NANOS/JOB_ID"
+  // of the last job it listed; empty: from the newest): with the job submitted before that one,
+  // or, if it was deleted since, with the first job submitted earlier. INVALID_ARGUMENT naming
+  // limit when it is negative, or page_token when it is not such a token.
   absl::StatusOr<JobPage> List(const std::vector<v1::JobState>& states, int limit,
                                const std::string& page_token = "") const;
 

@@ -385,9 +385,38 @@ TEST_F(JobManagerTest, ListingPagesThroughEveryJobNewestFirst) {
   auto negative = jobs_->List({}, -1);
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(negative.status().message(), HasSubstr("limit: must be >= 0"));
-  auto gone = jobs_->List({}, 1, "job-that-was-deleted");
-  EXPECT_EQ(gone.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(gone.status().message(), HasSubstr("page_token: names no job (\"job-that-was"));
+  auto forged = jobs_->List({}, 1, "job-7");
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(forged.status().message(),
+              HasSubstr("page_token: \"job-7\" is not a next_page_token ListJobs gave"));
+}
+
+// A listing goes on after the job its token names was deleted between pages (it ended and its
+// retention passed): with the jobs submitted before it.
+TEST_F(JobManagerTest, ListingGoesOnAfterTheTokensJobWasDeleted) {
+  ended_job_retention_ = absl::Hours(1);
+  MakeManager();
+  std::vector<std::string> submitted;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    auto job = jobs_->Submit(Spec(), "", alice_);
+    ASSERT_TRUE(job.ok()) << job.status();
+    submitted.push_back(job->job_id());
+  }
+  auto first = jobs_->List({}, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->jobs.size(), 2u);
+  EXPECT_EQ(first->jobs[1].job_id(), submitted[2]);
+  ASSERT_TRUE(jobs_->Cancel(submitted[2], "", alice_).ok());
+  clock_.Advance(absl::Hours(2));
+  jobs_->Tick();
+  ASSERT_FALSE(jobs_->Get(submitted[2]).ok()) << "deleted";
+  auto second = jobs_->List({}, 2, first->next_page_token);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->jobs.size(), 2u);
+  EXPECT_EQ(second->jobs[0].job_id(), submitted[1]);
+  EXPECT_EQ(second->jobs[1].job_id(), submitted[0]);
+  EXPECT_TRUE(second->next_page_token.empty());
 }
 
 // A deleted job's id is never given to another job: agents remember a job id's generations and
