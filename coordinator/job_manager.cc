@@ -454,14 +454,12 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
     absl::MutexLock lock(&mu_);
     hold = hold_;
   }
-  // Placed as a new job would be: behind the devices held for the oldest waiting one.
+  // Placed as a new job would be: behind the devices held for the first waiting one.
   absl::StatusOr<Placement> placement =
-      Place(hold.job_id.empty() ? free : WithoutDevicesOf(free, hold.placement), layout, {});
+      PlaceBehind(free, hold.job_id.empty() ? nullptr : &hold, layout, {});
   if (placement.ok()) {
     for (auto& a : placement->assignments) *response.add_assignments() = a;
     *response.mutable_groups() = placement->groups;
-  } else if (!hold.job_id.empty() && Place(free, layout, {}).ok()) {
-    response.set_pending_reason(WaitingBehind(hold));
   } else {
     response.set_pending_reason(std::string(placement.status().message()));
   }
@@ -841,10 +839,27 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
   return std::min(wait, options_.restart_backoff_max);
 }
 
-std::string JobManager::WaitingBehind(const Hold& hold) {
-  return absl::StrCat("waiting behind job ", hold.job_id,
-                      ": it would fit only on devices held for that job, on ",
-                      HeldNodes(hold.placement));
+absl::StatusOr<Placement> JobManager::PlaceBehind(const std::vector<NodeCapacity>& free,
+                                                  const Hold* hold, const Layout& layout,
+                                                  const std::set<std::string>& excluded) {
+  const std::vector<NodeCapacity> open =
+      hold == nullptr ? free : WithoutDevicesOf(free, hold->placement);
+  absl::StatusOr<Placement> placement = Place(open, layout, excluded);
+  if (!placement.ok() && !excluded.empty() && absl::IsResourceExhausted(placement.status())) {
+    // No spare capacity without the excluded nodes: use them after all.
+    placement = Place(open, layout, {});
+  }
+  if (placement.ok() || hold == nullptr || !absl::IsResourceExhausted(placement.status())) {
+    return placement;
+  }
+  // Say what is free, not what is left once the held devices are taken out.
+  absl::StatusOr<Placement> unheld = Place(free, layout, {});
+  return absl::ResourceExhaustedError(
+      unheld.ok() ? absl::StrCat("waiting behind job ", hold->job_id,
+                                 ": it would fit only on devices held for that job, on ",
+                                 HeldNodes(hold->placement))
+                  : absl::StrCat(unheld.status().message(), "; devices are also held for job ",
+                                 hold->job_id, " on ", HeldNodes(hold->placement)));
 }
 
 bool JobManager::TryPlace(Job* job, Hold* hold) {
@@ -854,28 +869,20 @@ bool JobManager::TryPlace(Job* job, Hold* hold) {
   const std::vector<NodeCapacity> free = nodes_->FreeCapacity();
   // A RESTARTING job is running, between generations: it takes any free device.
   const bool held_back = !hold->job_id.empty() && job->status.state() == v1::JOB_STATE_PENDING;
-  const std::vector<NodeCapacity> open = held_back ? WithoutDevicesOf(free, hold->placement) : free;
-  absl::StatusOr<Placement> placement = Place(open, layout, job->excluded);
-  if (!placement.ok() && !job->excluded.empty() && absl::IsResourceExhausted(placement.status())) {
-    // No spare capacity without the excluded nodes: use them after all.
-    placement = Place(open, layout, {});
-  }
+  absl::StatusOr<Placement> placement =
+      PlaceBehind(free, held_back ? hold : nullptr, layout, job->excluded);
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
-      if (held_back) {
-        // What is free, not what is left once the held devices are taken out.
-        absl::StatusOr<Placement> without_hold = Place(free, layout, {});
-        reason = without_hold.ok() ? WaitingBehind(*hold)
-                                   : absl::StrCat(without_hold.status().message(),
-                                                  "; devices are also held "
-                                                  "for job ",
-                                                  hold->job_id, " on ", HeldNodes(hold->placement));
-      } else if (hold->job_id.empty() && options_.hold_devices_for_oldest_pending) {
+      if (hold->job_id.empty() && options_.hold_devices_for_oldest_pending) {
         // The first job that does not fit holds the devices nearest to being free that it
-        // would run on. A job that would not fit even on every usable device waits for nodes
-        // to join, holding nothing.
-        absl::StatusOr<Placement> once_free = PlaceOnceFree(nodes_->UsableCapacity(), free, layout);
+        // would run on (off the nodes it avoids, if it can). A job that would not fit even on
+        // every usable device waits for nodes to join, holding nothing.
+        const std::vector<NodeCapacity> usable = nodes_->UsableCapacity();
+        absl::StatusOr<Placement> once_free = PlaceOnceFree(usable, free, layout, job->excluded);
+        if (!once_free.ok() && !job->excluded.empty()) {
+          once_free = PlaceOnceFree(usable, free, layout, {});
+        }
         if (once_free.ok()) {
           hold->job_id = job->status.job_id();
           hold->placement = *std::move(once_free);

@@ -108,11 +108,12 @@ struct JobManagerOptions {
   // these and RESOURCE_EXHAUSTED saying where to resume (ringctl watch does), so a replay's
   // memory stays bounded.
   size_t max_store_replay = 10000;
-  // Scheduling places RESTARTING jobs, then PENDING ones, each in submission order. The first of
-  // them that does not fit has devices held for it (those nearest to being free that it would
-  // run on): PENDING jobs after it do not take them as they free up, so a large job is not
-  // starved by smaller ones that keep fitting into what frees. false: every job takes whatever
-  // is free, in that order.
+  // Scheduling places RESTARTING jobs (past any crash-loop backoff), then PENDING ones, each in
+  // submission order. The first of them that does not fit has devices held for it (those
+  // nearest to being free that it would run on): PENDING jobs after it do not take them as they
+  // free up, so a large job is not starved by smaller ones that keep fitting into what frees
+  // (RESTARTING jobs take any free device). false: every job takes whatever is free, in that
+  // order.
   bool hold_devices_for_oldest_pending = true;
 };
 
@@ -267,8 +268,13 @@ class JobManager {
   bool TryPlace(Job* job, Hold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
   void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A younger job's reason when it would fit only on the devices `hold` keeps.
-  static std::string WaitingBehind(const Hold& hold);
+  // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded`
+  // nodes if it can. RESOURCE_EXHAUSTED when it does not fit, its message what a user reads:
+  // waiting behind the holder when the held devices are all it lacks, else what is missing and
+  // what is held.
+  static absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free,
+                                               const Hold* hold, const Layout& layout,
+                                               const std::set<std::string>& excluded);
   // After a failure: counts it towards the crash loop (or resets the count if the generation
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

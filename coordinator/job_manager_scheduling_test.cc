@@ -1,7 +1,8 @@
-// The order jobs get devices in: the oldest PENDING job that does not fit has devices held for it
-// (JobManagerOptions::hold_devices_for_oldest_pending), so younger jobs that would fit into what
-// frees up do not keep it waiting (and PlanJob says so); a RESTARTING job takes any free device;
-// and with holding off, every job takes whatever is free.
+// The order jobs get devices in: RESTARTING jobs, then PENDING ones; the first that does not fit
+// has the devices nearest to being free held for it (JobManagerOptions::
+// hold_devices_for_oldest_pending), so pending jobs after it that would fit into what frees up
+// do not keep it waiting (and PlanJob says so); a RESTARTING job takes any free device; and with
+// holding off, every job takes whatever is free.
 #include <string>
 #include <vector>
 
@@ -158,10 +159,39 @@ TEST_F(SchedulingTest, TheDevicesNearestToBeingFreeAreHeld) {
   EXPECT_THAT(Current(small).reason(), HasSubstr("waiting behind job " + two_nodes));
   Succeed(on_n1);  // n1 and n3's free half: the held job runs there
   EXPECT_EQ(Current(two_nodes).state(), v1::JOB_STATE_RUNNING);
-  const v1::JobStatus placed = Current(two_nodes);
-  for (const auto& a : placed.assignments()) {
-    if (a.node() == "n3") EXPECT_GE(a.local_device(), 2);
-  }
+}
+
+// A RESTARTING job takes any free device, held or not: here an older restarting job that lost a
+// node holds n4 (with n1 and n3), and a younger one sharing n4 restarts there all the same.
+TEST_F(SchedulingTest, ARestartingJobTakesHeldDevices) {
+  for (const char* node : {"n1", "n3", "n4"}) AddNode(node, 2);
+  auto n2 = nodes_->Register(Node("n2", 2));
+  ASSERT_TRUE(n2.ok());
+  v1::JobSpec restarts = Spec(3, 2);
+  restarts.mutable_restart()->set_max_restarts(3);
+  const std::string older = SubmitOk(restarts);  // n1, n2, n3
+  v1::JobSpec one = Spec(1, 1);
+  one.mutable_restart()->set_max_restarts(3);
+  const std::string younger = SubmitOk(one);  // n4's device 0
+  first_ = SubmitOk(Spec(1, 1));              // n4's device 1
+  const v1::JobStatus gen1 = Current(younger);
+  ASSERT_EQ(gen1.assignments(0).node(), "n4");
+
+  nodes_->Disconnected("n2", *n2);
+  jobs_->OnNodeLost("n2");
+  ASSERT_THAT(Current(older).reason(),
+              HasSubstr("devices are held for it as they free up on n1 (2 devices), n3 (2 "
+                        "devices), n4 (2 devices)"));
+  jobs_->OnWorkerState("n4", Exit(gen1, 0, 0, /*signal=*/9));
+  EXPECT_EQ(Current(younger).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(younger).generation(), 2);
+  EXPECT_EQ(Current(older).state(), v1::JOB_STATE_RESTARTING);
+
+  // Cancelling the holder ends its held-devices series.
+  const std::string series = "ringmaster_devices_held{job_id=\"" + older + "\"";
+  EXPECT_THAT(registry_.RenderText(), HasSubstr(series));
+  ASSERT_TRUE(jobs_->Cancel(older, "", alice_).ok());
+  EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(series)));
 }
 
 TEST_F(SchedulingTest, WithoutHoldingEveryJobTakesWhatIsFree) {

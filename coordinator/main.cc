@@ -60,9 +60,10 @@ ABSL_FLAG(double, ended_job_retention, 7 * 24 * 3600,
           "Seconds an ended job (succeeded, failed or cancelled) is kept, with its events, after "
           "it ended; then it is deleted from the coordinator and its store (0: keep every job).");
 ABSL_FLAG(bool, hold_devices_for_oldest_pending, true,
-          "Hold the devices the oldest pending job would get, as they free up, so younger jobs "
-          "that fit into what frees do not keep it waiting (false: every job takes whatever is "
-          "free, in submission order).");
+          "Hold, for the first job that does not fit (restarting jobs, then pending ones, by "
+          "submission), the devices nearest to being free that it would run on, so pending jobs "
+          "after it that fit into what frees do not keep it waiting (false: every job takes "
+          "whatever is free, in that order).");
 
 namespace ringmaster {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace ringmaster::coordinator {
@@ -63,6 +64,34 @@ std::vector<int> GroupedDevices(const NodeCapacity& node, int tensor) {
     begin = end;
   }
   return devices;
+}
+
+// The node's devices cut into chunks of `tensor` inside one interconnect domain (each domain's
+// devices free now first, then by index; a domain's remainder left out), the chunks with the
+// most devices in `idle` first, each chunk's devices ascending.
+std::vector<std::vector<int>> ChunksNearestToFree(const NodeCapacity& node,
+                                                  const std::set<int>& idle, int tensor) {
+  std::map<int, std::vector<int>> domains;
+  for (const FreeDevice& d : node.free) domains[d.domain].push_back(d.index);
+  std::vector<std::pair<int, std::vector<int>>> chunks;  // (devices free now, devices)
+  for (auto& [domain, devices] : domains) {
+    std::sort(devices.begin(), devices.end(), [&](int a, int b) {
+      return std::make_pair(idle.count(a) == 0, a) < std::make_pair(idle.count(b) == 0, b);
+    });
+    for (size_t i = 0; i + tensor <= devices.size(); i += tensor) {
+      std::vector<int> chunk(devices.begin() + static_cast<ptrdiff_t>(i),
+                             devices.begin() + static_cast<ptrdiff_t>(i + tensor));
+      const int free_now = static_cast<int>(
+          std::count_if(chunk.begin(), chunk.end(), [&](int d) { return idle.count(d) > 0; }));
+      std::sort(chunk.begin(), chunk.end());
+      chunks.emplace_back(free_now, std::move(chunk));
+    }
+  }
+  std::stable_sort(chunks.begin(), chunks.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<int>> out;
+  for (auto& [free_now, chunk] : chunks) out.push_back(std::move(chunk));
+  return out;
 }
 
 // Best fit: fewest free devices first, ties broken by name.
@@ -162,23 +191,30 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
 }
 
 absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
-                                        const std::vector<NodeCapacity>& free,
-                                        const Layout& layout) {
+                                        const std::vector<NodeCapacity>& free, const Layout& layout,
+                                        const std::set<std::string>& excluded) {
   std::map<std::string, std::set<int>> free_now;
   for (const NodeCapacity& node : free) {
     for (const FreeDevice& d : node.free) free_now[node.name].insert(d.index);
   }
-  std::vector<NodeCapacity> nearest = usable;
+  auto idle = [&](const std::string& node) -> size_t {
+    auto it = free_now.find(node);
+    return it == free_now.end() ? 0 : it->second.size();
+  };
+  std::vector<NodeCapacity> nearest;
+  for (const NodeCapacity& node : usable) {
+    if (excluded.count(node.name) == 0) nearest.push_back(node);
+  }
   std::stable_sort(nearest.begin(), nearest.end(),
                    [&](const NodeCapacity& a, const NodeCapacity& b) {
-                     return std::make_pair(-static_cast<int>(free_now[a.name].size()), a.name) <
-                            std::make_pair(-static_cast<int>(free_now[b.name].size()), b.name);
+                     return std::make_pair(-static_cast<int64_t>(idle(a.name)), a.name) <
+                            std::make_pair(-static_cast<int64_t>(idle(b.name)), b.name);
                    });
   auto first = [&](size_t k) {
     return std::vector<NodeCapacity>(nearest.begin(), nearest.begin() + static_cast<ptrdiff_t>(k));
   };
   RETURN_IF_ERROR(Place(nearest, layout, {}).status());
-  // The fewest leading nodes that can hold it (more nodes never make it fit less).
+  // The shortest prefix of that order that can hold it: adding nodes never makes it fit less.
   size_t low = std::min(static_cast<size_t>(std::max(layout.nodes, 1)), nearest.size());
   size_t high = nearest.size();
   while (low < high) {
@@ -190,34 +226,28 @@ absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
     }
   }
   ASSIGN_OR_RETURN(Placement placement, Place(first(high), layout, {}));
-  // Within a node's domain devices are interchangeable: hold the ones free now first.
-  for (const NodeCapacity& node : nearest) {
-    std::map<int, std::vector<int>> domain_devices;  // domain -> devices, free now first
-    std::map<int, int> domain_of;
-    for (const FreeDevice& d : node.free) {
-      domain_devices[d.domain].push_back(d.index);
-      domain_of[d.index] = d.domain;
-    }
-    const std::set<int>& idle = free_now[node.name];
-    for (auto& [domain, devices] : domain_devices) {
-      std::sort(devices.begin(), devices.end(), [&](int a, int b) {
-        return std::make_pair(idle.count(a) == 0, a) < std::make_pair(idle.count(b) == 0, b);
-      });
-    }
-    std::map<int, std::vector<v1::RankAssignment*>> held;  // domain -> its assignments here
+  // On each node, the tensor-parallel groups move to the whole-domain chunks with the most
+  // devices free now: any chunk of one domain serves a group as well as another.
+  for (const std::string& name : placement.nodes) {
+    const auto node = std::find_if(nearest.begin(), nearest.end(),
+                                   [&](const NodeCapacity& n) { return n.name == name; });
+    const std::vector<std::vector<int>> chunks =
+        ChunksNearestToFree(*node, free_now[name], layout.tensor);
+    std::map<int, std::vector<v1::RankAssignment*>> groups;  // by rank / tensor, tp order
     for (v1::RankAssignment& a : placement.assignments) {
-      if (a.node() == node.name) held[domain_of[a.local_device()]].push_back(&a);
+      if (a.node() == name) groups[a.rank() / layout.tensor].push_back(&a);
     }
-    for (auto& [domain, assignments] : held) {
-      std::sort(assignments.begin(), assignments.end(),
+    RM_CHECK(chunks.size() >= groups.size()) << "node " << name << " has too few chunks";
+    size_t chunk = 0;
+    for (auto& [group, members] : groups) {
+      std::sort(members.begin(), members.end(),
                 [](const v1::RankAssignment* a, const v1::RankAssignment* b) {
-                  return a->local_device() < b->local_device();
+                  return a->tp_rank() < b->tp_rank();
                 });
-      std::vector<int> chosen(
-          domain_devices[domain].begin(),
-          domain_devices[domain].begin() + static_cast<ptrdiff_t>(assignments.size()));
-      std::sort(chosen.begin(), chosen.end());
-      for (size_t i = 0; i < assignments.size(); ++i) assignments[i]->set_local_device(chosen[i]);
+      for (size_t t = 0; t < members.size(); ++t) {
+        members[t]->set_local_device(chunks[chunk][t]);
+      }
+      ++chunk;
     }
   }
   return placement;

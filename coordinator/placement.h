@@ -64,14 +64,14 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
                                 const std::set<std::string>& excluded);
 
 // Where a job that does not fit now would run once enough frees up: placed over every device of
-// `usable` (free or held), on the fewest of its nodes, taken from those with the most devices
-// free now (`free`, ties by name), that can hold it; on each node, the devices free now first
-// within each interconnect domain. What the scheduler holds for the oldest waiting job: the
-// devices nearest to being free. RESOURCE_EXHAUSTED as Place when it would not fit even on
-// every usable device.
+// `usable` (free or held), less the `excluded` nodes, on the shortest prefix of those nodes, taken
+// in order of most devices free now (`free`; ties by name), that can hold it; and on each node
+// its tensor-parallel groups moved to the whole-domain chunks with the most devices free now.
+// What the scheduler holds for the first waiting job: the devices nearest to being free.
+// RESOURCE_EXHAUSTED as Place when it would not fit even on every usable device.
 absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
-                                        const std::vector<NodeCapacity>& free,
-                                        const Layout& layout);
+                                        const std::vector<NodeCapacity>& free, const Layout& layout,
+                                        const std::set<std::string>& excluded);
 
 // `nodes` without the devices `placement` assigns (nodes left with none are dropped).
 std::vector<NodeCapacity> WithoutDevicesOf(std::vector<NodeCapacity> nodes,

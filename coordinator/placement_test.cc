@@ -430,16 +430,38 @@ TEST(PlaceTest, PlaceOnceFreeTakesTheDevicesNearestToBeingFree) {
   const std::vector<NodeCapacity> free = {n3_free};
   const Layout layout = MakeLayout(2, 2, 1, 1, 4);
   ASSERT_FALSE(Place(free, layout, {}).ok());
-  auto held = PlaceOnceFree(usable, free, layout);
+  auto held = PlaceOnceFree(usable, free, layout, {});
   ASSERT_TRUE(held.ok()) << held.status();
   ExpectValid(*held, layout, usable);
   std::set<std::pair<std::string, int>> devices;
   for (const v1::RankAssignment& a : held->assignments) devices.emplace(a.node(), a.local_device());
   EXPECT_EQ(devices,
             (std::set<std::pair<std::string, int>>{{"n1", 0}, {"n1", 1}, {"n3", 2}, {"n3", 3}}));
-  EXPECT_EQ(PlaceOnceFree(usable, free, MakeLayout(2, 4, 1, 1, 8)).status().code(),
+  EXPECT_EQ(PlaceOnceFree(usable, free, MakeLayout(2, 4, 1, 1, 8), {}).status().code(),
             absl::StatusCode::kResourceExhausted)
       << "only one node has 4 devices";
+}
+
+// On a node of two interconnect domains, {0,1} busy and {2,3} with 2 and 3 free, the held
+// devices are the free domain's, for one-device groups and for TP=2 groups alike (a group stays
+// inside one domain); an excluded node is left out while another can stand in.
+TEST(PlaceTest, PlaceOnceFreePrefersTheDomainsFreeNow) {
+  const std::vector<NodeCapacity> usable = {Node("n1", 4, 2), Node("n2", 4, 2), Node("n3", 4, 2)};
+  const std::vector<NodeCapacity> free = {NodeCapacity{"n1", {{2, 1}, {3, 1}}}};
+  for (const int tensor : {1, 2}) {
+    const Layout layout = MakeLayout(2, 2, tensor, 1, 4 / tensor);
+    auto held = PlaceOnceFree(usable, free, layout, {});
+    ASSERT_TRUE(held.ok()) << held.status();
+    ExpectValid(*held, layout, usable);
+    std::set<std::pair<std::string, int>> devices;
+    for (const auto& a : held->assignments) devices.emplace(a.node(), a.local_device());
+    EXPECT_EQ(devices,
+              (std::set<std::pair<std::string, int>>{{"n1", 2}, {"n1", 3}, {"n2", 0}, {"n2", 1}}))
+        << "TP=" << tensor;
+    auto elsewhere = PlaceOnceFree(usable, free, layout, {"n2"});
+    ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+    for (const auto& a : elsewhere->assignments) EXPECT_NE(a.node(), "n2");
+  }
 }
 
 // The devices a placement takes come off the capacity; a node left with none is dropped.
