@@ -203,8 +203,8 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
     stragglers_ = &registry->AddGauge(
         "ringmaster_straggler",
         "1 while the rank is flagged as a straggler (compute time above the median of the "
-        "other ranks of its pipeline stage, or for a stage's only rank its own earlier level, by "
-        "the job's threshold), 0 once cleared; only ranks ever flagged.",
+        "other ranks of its pipeline stage, or for a stage's only rank its slowdown over the "
+        "other stages', by the job's threshold), 0 once cleared; only ranks ever flagged.",
         {"job_id", "rank"});
     hang_suspects_ = &registry->AddGauge(
         "ringmaster_hang_suspect",

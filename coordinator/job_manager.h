@@ -28,8 +28,8 @@
 //    agents stop them, a "suspect_exit" event each says why they ended (for a stopped worker that
 //    announced nothing: the last line it printed before the stop, what it was doing);
 //  - stragglers: straggler_detector.h per pipeline stage (its data- and tensor-parallel
-//    ranks together; a stage's only rank, in a pure pipeline, against its own level after
-//    warm-up; a one-rank job is not judged), with the job's
+//    ranks together; a stage's only rank, in a pure pipeline, by its slowdown since warm-up
+//    against the other stages'; a one-rank job is not judged), with the job's
 //    watchdog.straggler_threshold; "straggler" events (flagged and cleared) and
 //    ringmaster_straggler{rank}; no restart;
 //  - recoveries: recovery_tracker.h; a "recovered" event and ringmaster_recovery_seconds{phase}

@@ -179,22 +179,26 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     // A pipeline stage's ranks (its data- and tensor-parallel peers) run the same layers on
     // equal shares of the work; other stages run other layers.
     const int stage = a.pp_rank();
-    if (auto change = job->stragglers->Add(rank, stage, summary.mean_compute_seconds())) {
+    const Layout layout = LayoutOf(job->status);
+    if (auto change = job->stragglers->Add(rank, stage, layout.tensor * layout.data,
+                                           summary.mean_compute_seconds())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
-      // A stage's only rank is compared with its own level after warm-up.
-      const std::string reference =
+      // A stage's only rank is judged by how much it slowed down, against the other stages.
+      const std::string what =
           change->against_baseline
-              ? absl::StrFormat("its own earlier level (the only rank of pipeline stage %d)", stage)
-              : absl::StrFormat("the median of the other ranks of pipeline stage %d", stage);
+              ? absl::StrFormat(
+                    "slowed down %.2fx more than the other pipeline stages (each "
+                    "against its own earlier compute time; the only rank of stage %d)",
+                    change->ratio, stage)
+              : absl::StrFormat("computes %.2fx the median of the other ranks of pipeline stage %d",
+                                change->ratio, stage);
       v1::JobEvent& event = AddEvent(
           job, "straggler",
           change->flagged
-              ? absl::StrFormat("rank %d on %s computes %.2fx %s (threshold %.2f) at step %d: "
-                                "straggler",
-                                rank, a.node(), change->ratio, reference, threshold, summary.step())
-              : absl::StrFormat("rank %d on %s is back to %.2fx %s at step %d: no longer a "
-                                "straggler",
-                                rank, a.node(), change->ratio, reference, summary.step()));
+              ? absl::StrFormat("rank %d on %s %s (threshold %.2f) at step %d: straggler", rank,
+                                a.node(), what, threshold, summary.step())
+              : absl::StrFormat("rank %d on %s is back (%s) at step %d: no longer a straggler",
+                                rank, a.node(), what, summary.step()));
       event.add_ranks(rank);
       Persist(job);
       if (stragglers_ != nullptr) {

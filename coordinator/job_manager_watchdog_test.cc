@@ -366,8 +366,9 @@ TEST_F(JobManagerTest, StragglersAreJudgedAmongTheRanksOfTheirPipelineStage) {
 }
 
 // A pure pipeline (PP 2, nothing else): each stage has one rank, and stages run different layers,
-// so a rank is compared with its own level after warm-up. Rank 1 computing 1.5x what it did is
-// flagged; rank 0, steady at a third of rank 1's time, is not.
+// so a rank is judged by its slowdown (its level over its own after warm-up) against the other
+// stage's. Rank 1 computing 1.5x what it did is flagged; rank 0, steady at a third of rank 1's
+// time, is not.
 TEST_F(JobManagerTest, TheOnlyRankOfAStageIsComparedWithItself) {
   AddNode("n1", 2);
   v1::JobSpec spec = Spec(1, 2);
@@ -388,8 +389,9 @@ TEST_F(JobManagerTest, TheOnlyRankOfAStageIsComparedWithItself) {
   ASSERT_EQ(flagged.size(), 1u);
   EXPECT_EQ(flagged[0].ranks(0), 1);
   EXPECT_THAT(flagged[0].message(),
-              HasSubstr("rank 1 on n1 computes 1.50x its own earlier level (the only rank of "
-                        "pipeline stage 1) (threshold 1.20)"));
+              HasSubstr("rank 1 on n1 slowed down 1.50x more than the other pipeline stages "
+                        "(each against its own earlier compute time; the only rank of stage 1) "
+                        "(threshold 1.20)"));
 }
 
 // A one-rank job has nobody to single out: slowing down is not a straggler.

@@ -18,31 +18,35 @@ double StragglerDetector::Level(const Rank& r) const {
   return Median(std::vector<double>(r.samples.begin(), r.samples.end()));
 }
 
-std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int group,
+std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int group, int group_size,
                                                                 double mean_compute_seconds) {
   if (!(mean_compute_seconds > 0)) return std::nullopt;
   Rank& r = ranks_[rank];
   r.group = group;
+  r.alone = group_size == 1;
   r.samples.push_back(mean_compute_seconds);
   ++r.count;
   while (static_cast<int>(r.samples.size()) > options_.window) r.samples.pop_front();
   if (static_cast<int>(r.samples.size()) < options_.min_samples) return std::nullopt;
 
-  std::vector<double> others;
-  bool alone = true;
-  for (const auto& [other, o] : ranks_) {
-    if (other == rank || o.group != group) continue;
-    alone = false;
-    if (static_cast<int>(o.samples.size()) >= options_.min_samples) others.push_back(Level(o));
-  }
-  if (alone && r.baseline == 0 && r.count >= options_.min_samples + options_.window) {
+  if (r.alone && r.baseline == 0 && r.count >= options_.min_samples + options_.window) {
     r.baseline = Level(r);
   }
-  const bool against_baseline = alone && r.baseline > 0;
-  if (others.empty() && !against_baseline) return std::nullopt;
-  const double reference = against_baseline ? r.baseline : Median(others);
+  // What the rank is compared with: its group's other ranks' levels, or (alone) the other lone
+  // ranks' slowdowns.
+  std::vector<double> others;
+  for (const auto& [other, o] : ranks_) {
+    if (other == rank) continue;
+    if (r.alone) {
+      if (o.alone && o.baseline > 0) others.push_back(Level(o) / o.baseline);
+    } else if (o.group == group && static_cast<int>(o.samples.size()) >= options_.min_samples) {
+      others.push_back(Level(o));
+    }
+  }
+  if (others.empty() || (r.alone && r.baseline == 0)) return std::nullopt;
+  const double reference = Median(others);
   if (reference <= 0) return std::nullopt;
-  const double ratio = Level(r) / reference;
+  const double ratio = (r.alone ? Level(r) / r.baseline : Level(r)) / reference;
   ratios_[rank] = ratio;
 
   const double clear_below = 1 + (options_.threshold - 1) / 2;
@@ -51,7 +55,7 @@ std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int gr
   if (r.streak < options_.hysteresis) return std::nullopt;
   r.flagged = !r.flagged;
   r.streak = 0;
-  return Change{rank, r.flagged, ratio, against_baseline};
+  return Change{rank, r.flagged, ratio, r.alone};
 }
 
 bool StragglerDetector::flagged(int rank) const {

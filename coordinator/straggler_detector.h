@@ -10,11 +10,13 @@
 // two directly). A rank is flagged after `hysteresis` consecutive samples with ratio >=
 // `threshold`, and cleared after `hysteresis` consecutive samples with ratio below
 // 1 + (threshold - 1) / 2. Ranks with fewer than `min_samples` samples, and groups where no
-// other rank has them, are not judged; except a rank alone in its group (a pipeline stage of a
-// job without data or tensor parallelism, where stages run different layers and cannot be
-// compared): it is judged against its own baseline, its level once it had `min_samples` +
-// `window` samples (the first `min_samples` are warm-up), so it is flagged when it becomes
-// slower than it was.
+// other rank has them, are not judged. A rank alone in its group (a pipeline stage of a job
+// without data or tensor parallelism: stages run different layers, so their times cannot be
+// compared) is judged by how much it slowed down instead: its level over its own baseline (its
+// level once it had `min_samples` + `window` samples; the first `min_samples` are warm-up), over
+// the median of the same for the other lone ranks (the other stages), so a stage that became
+// slower than it was is flagged, and a slowdown of every stage (longer sequences, a busier
+// host) is not.
 //
 // Not thread-safe (the job manager's lock guards it).
 #ifndef RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
@@ -47,12 +49,12 @@ class StragglerDetector {
     int rank = 0;
     bool flagged = false;
     double ratio = 0;
-    bool against_baseline = false;  // the rank is alone in its group: compared with itself
+    bool against_baseline = false;  // alone in its group: judged by its slowdown (see above)
   };
 
-  // Records a sample of `rank` in group `group` and judges the rank; returns a
-  // change of its flag, if any. Samples <= 0 are ignored.
-  std::optional<Change> Add(int rank, int group, double mean_compute_seconds);
+  // Records a sample of `rank` in group `group`, of `group_size` ranks, and judges the rank;
+  // returns a change of its flag, if any. Samples <= 0 are ignored.
+  std::optional<Change> Add(int rank, int group, int group_size, double mean_compute_seconds);
 
   bool flagged(int rank) const;
   // The rank's last ratio (0 before it was judged).
@@ -63,6 +65,7 @@ class StragglerDetector {
  private:
   struct Rank {
     int group = 0;
+    bool alone = false;  // its group has no other rank
     std::deque<double> samples;
     int64_t count = 0;    // samples ever
     double baseline = 0;  // alone in its group: its level after warm-up (0: not yet)
