@@ -18,6 +18,16 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A one-node job of `tensor` x `pipeline` ranks, without data parallelism (4 microbatches).
+v1::JobSpec WithoutDataParallelism(int tensor, int pipeline) {
+  v1::JobSpec spec = Spec(1, tensor * pipeline);
+  spec.mutable_parallelism()->set_tensor(tensor);
+  spec.mutable_parallelism()->set_pipeline(pipeline);
+  spec.mutable_parallelism()->set_data(1);
+  spec.mutable_trainer()->mutable_batch()->set_global_batch(4);
+  return spec;
+}
+
 TEST_F(JobManagerTest, HangReportNamesTheRankAndRestarts) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);
@@ -333,12 +343,7 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
 // other rank of its stage, and not with the other stage's ranks, which run other layers.
 TEST_F(JobManagerTest, StragglersAreJudgedAmongTheRanksOfTheirPipelineStage) {
   AddNode("n1", 4);
-  v1::JobSpec spec = Spec(1, 4);
-  spec.mutable_parallelism()->set_tensor(2);
-  spec.mutable_parallelism()->set_pipeline(2);
-  spec.mutable_parallelism()->set_data(1);
-  spec.mutable_trainer()->mutable_batch()->set_global_batch(4);
-  auto job = jobs_->Submit(spec, "", alice_);
+  auto job = jobs_->Submit(WithoutDataParallelism(2, 2), "", alice_);
   ASSERT_TRUE(job.ok()) << job.status();
   const v1::JobStatus gen1 = Current(job->job_id());
   ASSERT_EQ(gen1.assignments_size(), 4);
@@ -371,12 +376,7 @@ TEST_F(JobManagerTest, StragglersAreJudgedAmongTheRanksOfTheirPipelineStage) {
 // time, is not.
 TEST_F(JobManagerTest, TheOnlyRankOfAStageIsComparedWithItself) {
   AddNode("n1", 2);
-  v1::JobSpec spec = Spec(1, 2);
-  spec.mutable_parallelism()->set_tensor(1);
-  spec.mutable_parallelism()->set_pipeline(2);
-  spec.mutable_parallelism()->set_data(1);
-  spec.mutable_trainer()->mutable_batch()->set_global_batch(4);
-  auto job = jobs_->Submit(spec, "", alice_);
+  auto job = jobs_->Submit(WithoutDataParallelism(1, 2), "", alice_);
   ASSERT_TRUE(job.ok()) << job.status();
   const v1::JobStatus gen1 = Current(job->job_id());
   ASSERT_EQ(gen1.assignments_size(), 2);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "trainer/comm/no_op_communicator.h"
 
 namespace ringmaster::trainer {
 namespace {
@@ -48,20 +49,12 @@ class FakeCommunicator final : public Communicator {
 
 // A backend that runs its all-reduce as an operation of another communicator, as shared memory
 // runs its point to point over Gloo.
-class NestingCommunicator final : public Communicator {
+class NestingCommunicator final : public testing::NoOpCommunicator {
  public:
-  NestingCommunicator() : Communicator("tp0", 0, 1), inner_(false, /*device_seconds=*/1000) {}
-  const char* transport() const override { return "fake"; }
+  NestingCommunicator() : NoOpCommunicator("tp0", 0, 1), inner_(false, /*device_seconds=*/1000) {}
 
  protected:
   absl::Status DoAllReduce(Tensor data) override { return inner_.AllReduce(data); }
-  absl::Status DoReduceScatter(Tensor, Tensor) override { return absl::OkStatus(); }
-  absl::Status DoAllGather(Tensor, Tensor) override { return absl::OkStatus(); }
-  absl::Status DoBroadcast(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoSend(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoRecv(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoExchange(Tensor, Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoBarrier() override { return absl::OkStatus(); }
 
  private:
   FakeCommunicator inner_;

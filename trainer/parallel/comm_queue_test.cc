@@ -10,16 +10,17 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "trainer/comm/no_op_communicator.h"
 
 namespace ringmaster::trainer {
 namespace {
 
 // A one-rank backend whose all-reduce lasts until released and reports `reported` seconds as
 // its own measure of itself (as NCCL's event timing does).
-class GatedCommunicator final : public Communicator {
+class GatedCommunicator final : public testing::NoOpCommunicator {
  public:
-  explicit GatedCommunicator(double reported) : Communicator("dp0", 0, 1), reported_(reported) {}
-  const char* transport() const override { return "gated"; }
+  explicit GatedCommunicator(double reported)
+      : NoOpCommunicator("dp0", 0, 1), reported_(reported) {}
   absl::Notification release;
 
  protected:
@@ -28,13 +29,6 @@ class GatedCommunicator final : public Communicator {
     RecordDeviceSeconds(reported_);
     return absl::OkStatus();
   }
-  absl::Status DoReduceScatter(Tensor, Tensor) override { return absl::OkStatus(); }
-  absl::Status DoAllGather(Tensor, Tensor) override { return absl::OkStatus(); }
-  absl::Status DoBroadcast(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoSend(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoRecv(Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoExchange(Tensor, Tensor, int) override { return absl::OkStatus(); }
-  absl::Status DoBarrier() override { return absl::OkStatus(); }
 
  private:
   const double reported_;
