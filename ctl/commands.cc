@@ -106,6 +106,10 @@ absl::Status Submit(const Client& client, const std::string& file, bool wait,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The states a comma-separated list of names (any case) names; an input error naming --state for
+// a name that is not one.
 absl::StatusOr<std::vector<v1::JobState>> ParseStates(const std::string& list) {
   std::vector<v1::JobState> states;
   if (list.empty()) return states;
@@ -119,6 +123,8 @@ absl::StatusOr<std::vector<v1::JobState>> ParseStates(const std::string& list) {
   }
   return states;
 }
+
+}  // namespace
 
 absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out) {
   ASSIGN_OR_RETURN(std::vector<v1::JobState> wanted, ParseStates(states));
