@@ -124,6 +124,17 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
                   .WaitForSamples(absl::StrCat("count(ringmaster_step{", job, "} > 0) == 4"),
                                   absl::Seconds(60))
                   .ok());
+  // A second job of the same shape cannot run while this one does: the four devices it would run
+  // on, all busy, are held for it (ringmaster_devices_held) until it is cancelled.
+  const std::string waiting = c.Submit("waiting", FourRankJob("waiting", "builtin: gpt"));
+  ASSERT_FALSE(waiting.empty());
+  ASSERT_TRUE(prom()
+                  .WaitForSamples(absl::StrCat("ringmaster_devices_held{job_id=\"", waiting,
+                                               "\",state=\"busy\"} == 4"),
+                                  absl::Seconds(60))
+                  .ok())
+      << c.Ctl({"describe", "job", waiting}).output;
+  ASSERT_EQ(c.Ctl({"cancel", waiting}).exit_code, 0);
   // A cordoned node (the job keeps running there: a cordon stops only new placements).
   ASSERT_EQ(c.Ctl({"cordon", "agent-0", "--reason=panel test"}).exit_code, 0);
   ASSERT_TRUE(
