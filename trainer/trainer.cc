@@ -385,7 +385,8 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
                          ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
                          : 0;
   // Exposed communication: pipeline waits, the waits inside the passes (tensor-parallel
-  // all-reduces, ZeRO's gathers and reductions), the reductions and the norm, ZeRO's gathers.
+  // all-reduces, ZeRO-2/3's layer gathers and reductions), the gradient reductions and the norm,
+  // and under ZeRO the optimizer step's parameter gathers.
   const double comm = stats.pipeline_wait_seconds + stats.pass_comm_seconds + stats.reduce_seconds +
                       (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
   const double bubble =
