@@ -7,7 +7,13 @@
 // the upper bound of the bucket holding the 99th percentile), and the coordinator's memory
 // (VmRSS and VmHWM from /proc). Speed is reported here, never asserted in tests.
 //
+// With --pending_jobs=P the big job keeps running after its rendezvous while P one-node jobs are
+// submitted behind it (each waits; the first holds devices); then the big job's ranks exit and
+// the bench times until every pending job was placed and through its rendezvous. It reports
+// the scheduling passes from ringmaster_scheduling_pass_seconds.
+//
 //   bazel run -c opt //bench:coordinator_scale_bench -- --agents=4096 --devices=8
+//   bazel run -c opt //bench:coordinator_scale_bench -- --agents=4096 --pending_jobs=4096
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -31,6 +37,8 @@
 ABSL_FLAG(int, agents, 4096, "Simulated agents (nodes).");
 ABSL_FLAG(int, devices, 8, "Devices per agent.");
 ABSL_FLAG(int, warmup_heartbeats, 5, "Heartbeat rounds (1 s apart) before the job is submitted.");
+ABSL_FLAG(int, pending_jobs, 0,
+          "One-node jobs submitted while the big job runs; they are placed when it ends.");
 
 namespace ringmaster::bench {
 namespace {
@@ -47,9 +55,11 @@ std::string ProcStatus(pid_t pid, const std::string& key) {
   return "?";
 }
 
-// p99 upper bound and count of a histogram series in a /metrics page.
-std::pair<double, double> P99FromPage(const std::string& page, const std::string& series) {
-  std::regex re(series + "_bucket\\{type=\"heartbeat\",le=\"([^\"]+)\"\\} (\\S+)");
+// Upper bound of the bucket holding a quantile, and the count, of a histogram series in a
+// /metrics page. `labels` are the series' labels before le, each followed by a comma.
+std::pair<double, double> QuantileFromPage(const std::string& page, const std::string& series,
+                                           const std::string& labels, double quantile) {
+  std::regex re(series + "_bucket\\{" + labels + "le=\"([^\"]+)\"\\} (\\S+)");
   std::vector<std::pair<double, double>> buckets;
   for (std::sregex_iterator it(page.begin(), page.end(), re), end; it != end; ++it) {
     double le = 0, count = 0;
@@ -61,9 +71,30 @@ std::pair<double, double> P99FromPage(const std::string& page, const std::string
   if (buckets.empty()) return {NAN, 0};
   double total = buckets.back().second;
   for (const auto& [le, count] : buckets) {
-    if (count >= 0.99 * total) return {le, total};
+    if (count >= quantile * total) return {le, total};
   }
   return {INFINITY, total};
+}
+
+// Submits a command job of `nodes` x `devices` ranks, one tensor-parallel group per node.
+absl::Status Submit(v1::JobService::Stub& jobs, const std::string& name, int nodes, int devices) {
+  grpc::ClientContext context;
+  v1::SubmitJobRequest request;
+  v1::JobSpec* spec = request.mutable_spec();
+  spec->set_name(name);
+  spec->set_nodes(nodes);
+  spec->set_devices_per_node(devices);
+  spec->mutable_parallelism()->set_tensor(devices);
+  spec->mutable_parallelism()->set_pipeline(1);
+  spec->mutable_parallelism()->set_data(nodes);
+  spec->mutable_trainer()->mutable_command()->add_argv("true");
+  spec->mutable_trainer()->set_steps(1);
+  v1::SubmitJobResponse response;
+  grpc::Status submitted = jobs.SubmitJob(&context, request, &response);
+  if (!submitted.ok()) {
+    return absl::InternalError(absl::StrCat("SubmitJob ", name, ": ", submitted.error_message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Run() {
@@ -81,6 +112,7 @@ absl::Status Run() {
   options.target = coordinator.address();
   options.agents = agents;
   options.devices_per_agent = devices;
+  options.hold_exits = absl::GetFlag(FLAGS_pending_jobs) > 0;
   SimAgentFleet fleet(options);
   absl::Time t = absl::Now();
   RETURN_IF_ERROR(fleet.Register(absl::Minutes(5)));
@@ -104,32 +136,47 @@ absl::Status Run() {
   } joiner{&stop, &heartbeats};
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_warmup_heartbeats)));  // Steady state.
 
-  v1::JobSpec spec;
-  spec.set_name("scale");
-  spec.set_nodes(agents);
-  spec.set_devices_per_node(devices);
-  spec.mutable_parallelism()->set_tensor(devices);
-  spec.mutable_parallelism()->set_pipeline(1);
-  spec.mutable_parallelism()->set_data(agents);
-  spec.mutable_trainer()->mutable_command()->add_argv("true");
-  spec.mutable_trainer()->set_steps(1);
   auto channel = MakeChannel(coordinator.address(), grpc::InsecureChannelCredentials());
   auto jobs = v1::JobService::NewStub(channel);
-  grpc::ClientContext context;
-  v1::SubmitJobRequest request;
-  *request.mutable_spec() = spec;
-  v1::SubmitJobResponse response;
   t = absl::Now();
-  grpc::Status submitted = jobs->SubmitJob(&context, request, &response);
-  if (!submitted.ok()) return absl::InternalError(submitted.error_message());
+  RETURN_IF_ERROR(Submit(*jobs, "scale", agents, devices));
   absl::Duration submit = absl::Now() - t;
   ASSIGN_OR_RETURN(int64_t ok, fleet.WaitForRendezvous(world, absl::Minutes(5)));
   absl::Duration rendezvous = absl::Now() - t;
 
+  const int pending = absl::GetFlag(FLAGS_pending_jobs);
+  std::string pending_report;
+  if (pending > 0) {
+    // Each submission runs a scheduling pass over every job waiting before it.
+    absl::Duration last_submit;
+    t = absl::Now();
+    for (int i = 0; i < pending; ++i) {
+      absl::Time one = absl::Now();
+      RETURN_IF_ERROR(Submit(*jobs, absl::StrCat("pending-", i), 1, devices));
+      last_submit = absl::Now() - one;
+    }
+    absl::Duration submits = absl::Now() - t;
+    t = absl::Now();
+    fleet.ReleaseExits();  // The big job ends; one pass places every pending job.
+    ASSIGN_OR_RETURN(int64_t pending_ok,
+                     fleet.WaitForRendezvous(world + int64_t{pending} * devices, absl::Minutes(5)));
+    absl::Duration placed = absl::Now() - t;
+    pending_report = absl::StrFormat(
+        "%d pending one-node jobs submitted behind it in %s (the last SubmitJob: %s)\n"
+        "big job's exits -> every pending job placed and through its rendezvous (%d OK): %s\n",
+        pending, absl::FormatDuration(submits), absl::FormatDuration(last_submit), pending_ok - ok,
+        absl::FormatDuration(placed));
+  }
+
   absl::SleepFor(absl::Seconds(2));  // A few more heartbeat rounds under the finished job.
   auto page = HttpGet("127.0.0.1", coordinator.metrics_port, "/metrics");
   if (!page.ok()) return page.status();
-  auto [p99, count] = P99FromPage(page->body, "ringmaster_agent_message_seconds");
+  auto [p99, count] =
+      QuantileFromPage(page->body, "ringmaster_agent_message_seconds", "type=\"heartbeat\",", 0.99);
+  auto [pass_p99, passes] =
+      QuantileFromPage(page->body, "ringmaster_scheduling_pass_seconds", "", 0.99);
+  auto [pass_max, unused] =
+      QuantileFromPage(page->body, "ringmaster_scheduling_pass_seconds", "", 1.0);
   std::string rss = ProcStatus(coordinator.process.pid(), "VmRSS");
   std::string hwm = ProcStatus(coordinator.process.pid(), "VmHWM");
   fleet.Shutdown();
@@ -139,10 +186,13 @@ absl::Status Run() {
       "registration: %s\n"
       "submit (validate+plan+place+launch): %s\n"
       "placement + rendezvous (submit -> last of %d answers, %d OK): %s\n"
+      "%s"
       "heartbeat handling p99 <= %g s over %.0f heartbeats\n"
+      "scheduling passes: %.0f, p99 <= %g s, longest <= %g s\n"
       "coordinator memory: VmRSS %s, VmHWM %s\n",
       agents, devices, world, absl::FormatDuration(registration), absl::FormatDuration(submit),
-      world, ok, absl::FormatDuration(rendezvous), p99, count, rss, hwm);
+      world, ok, absl::FormatDuration(rendezvous), pending_report, p99, count, passes, pass_p99,
+      pass_max, rss, hwm);
   return absl::OkStatus();
 }
 

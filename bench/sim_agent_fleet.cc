@@ -86,20 +86,35 @@ class SimAgentFleet::Agent
       }
     } else if (message.has_rendezvous()) {
       const v1::RendezvousResponse& r = message.rendezvous();
-      fleet_->OnRendezvousAnswer(r.code() == 0);
       v1::AgentMessage exited;
       v1::WorkerState* w = exited.mutable_worker_state();
-      {
-        absl::MutexLock lock(&ranks_mu_);
-        *w->mutable_job() = job_;
-      }
       w->set_rank(static_cast<int>(r.request_id()));
       w->set_phase(v1::WORKER_PHASE_EXITED);
       w->set_exit_code(0);
-      Push(std::move(exited));
+      {
+        absl::MutexLock lock(&ranks_mu_);
+        *w->mutable_job() = job_;
+        if (!fleet_->ExitsReleased()) {
+          held_exits_.push_back(std::move(exited));
+          exited.Clear();
+        }
+      }
+      if (exited.has_worker_state()) Push(std::move(exited));
+      fleet_->OnRendezvousAnswer(r.code() == 0);
     }
   }
 
+ public:
+  void ReleaseExits() {
+    std::vector<v1::AgentMessage> exits;
+    {
+      absl::MutexLock lock(&ranks_mu_);
+      exits.swap(held_exits_);
+    }
+    for (v1::AgentMessage& m : exits) Push(std::move(m));
+  }
+
+ private:
   SimAgentFleet* const fleet_;
   const std::string name_;
   grpc::ClientContext context_;
@@ -108,6 +123,7 @@ class SimAgentFleet::Agent
   std::shared_ptr<StreamOutbox<v1::AgentMessage>> outbox_;
   absl::Mutex ranks_mu_;
   v1::JobGeneration job_ ABSL_GUARDED_BY(ranks_mu_);
+  std::vector<v1::AgentMessage> held_exits_ ABSL_GUARDED_BY(ranks_mu_);
 };
 
 SimAgentFleet::SimAgentFleet(FleetOptions options) : options_(std::move(options)) {}
@@ -169,6 +185,19 @@ absl::StatusOr<int64_t> SimAgentFleet::WaitForRendezvous(int64_t ranks, absl::Du
         absl::StrCat(answers_, " of ", ranks, " rendezvous answers in time"));
   }
   return ok_answers_;
+}
+
+bool SimAgentFleet::ExitsReleased() {
+  absl::MutexLock lock(&mu_);
+  return !options_.hold_exits || exits_released_;
+}
+
+void SimAgentFleet::ReleaseExits() {
+  {
+    absl::MutexLock lock(&mu_);
+    exits_released_ = true;
+  }
+  for (Agent* a : agents_) a->ReleaseExits();
 }
 
 void SimAgentFleet::Shutdown() {

@@ -2,7 +2,8 @@
 // client API (no thread per agent). Each agent registers with `devices_per_agent` CPU slots,
 // heartbeats when told to, and answers LaunchWorkers like a real agent's workers would for a
 // rendezvous: global rank 0 sets `rendezvous_key`, every other rank waits for it. When a rank's
-// rendezvous answer arrives it reports the rank EXITED with code 0, so the job can succeed.
+// rendezvous answer arrives it reports the rank EXITED with code 0, so the job can succeed (at
+// once, or when ReleaseExits is called if `hold_exits` is set).
 //
 // Thread-safe.
 #ifndef RINGMASTER_BENCH_SIM_AGENT_FLEET_H_
@@ -29,6 +30,8 @@ struct FleetOptions {
   int channels = 64;  // Agents are spread over this many connections.
   std::string rendezvous_key = "bench";
   absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // When set, ranks keep running after their rendezvous until ReleaseExits().
+  bool hold_exits = false;
 };
 
 class SimAgentFleet {
@@ -43,6 +46,8 @@ class SimAgentFleet {
   // Waits until `ranks` rendezvous answers arrived (OK or not); returns how many were OK, or
   // DEADLINE_EXCEEDED.
   absl::StatusOr<int64_t> WaitForRendezvous(int64_t ranks, absl::Duration timeout);
+  // Reports every rank held by `hold_exits` as EXITED with code 0; later ranks exit at once.
+  void ReleaseExits();
   // Closes every stream.
   void Shutdown();
 
@@ -52,6 +57,7 @@ class SimAgentFleet {
   friend class Agent;
   void OnRegistered();
   void OnRendezvousAnswer(bool ok);
+  bool ExitsReleased();
 
   const FleetOptions options_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
@@ -62,6 +68,7 @@ class SimAgentFleet {
   int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ok_answers_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool exits_released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ringmaster::bench

@@ -92,12 +92,33 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
 }
 
 // "node-a (8 devices), node-b (8 devices)": the nodes of a placement and its devices on each.
+// Says what decides whether a job fits in a scheduling pass (JobManager::Pass).
+std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::string>& excluded) {
+  return absl::StrCat(layout.nodes, "x", layout.devices_per_node, " tp", layout.tensor, " pp",
+                      layout.pipeline, " dp", layout.data, held_back ? " held back" : "",
+                      " avoiding ", absl::StrJoin(excluded, ","));
+}
+
+// The nodes of a hold and their devices; past the first 8 nodes, how many more.
 std::string HeldNodes(const Placement& placement) {
+  constexpr size_t kNamed = 8;
   std::map<std::string, int> devices;
   for (const v1::RankAssignment& a : placement.assignments) ++devices[a.node()];
+  auto count_of = [](int count) {
+    return absl::StrCat(count, count == 1 ? " device" : " devices");
+  };
   std::vector<std::string> parts;
+  int unnamed_devices = 0;
   for (const auto& [node, count] : devices) {
-    parts.push_back(absl::StrCat(node, " (", count, count == 1 ? " device)" : " devices)"));
+    if (parts.size() < kNamed) {
+      parts.push_back(absl::StrCat(node, " (", count_of(count), ")"));
+    } else {
+      unnamed_devices += count;
+    }
+  }
+  if (devices.size() > kNamed) {
+    parts.push_back(absl::StrCat("and ", devices.size() - kNamed, " more nodes (",
+                                 count_of(unnamed_devices), ")"));
   }
   return absl::StrJoin(parts, ", ");
 }
@@ -194,6 +215,13 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
                                      "failed (retried each second until one succeeds; meanwhile "
                                      "a coordinator restart would lose the change).")
                         .WithLabels({});
+    scheduling_pass_seconds_ =
+        registry
+            ->AddHistogram("ringmaster_scheduling_pass_seconds",
+                           "Time one scheduling pass takes: every waiting job tried in order, "
+                           "placed or given its reason (the coordinator's job lock is held).",
+                           {}, metrics::ExponentialBuckets(0.00001, 4, 12))
+            .WithLabels({});
     held_devices_ = &registry->AddGauge(
         "ringmaster_devices_held",
         "Devices held for the first job of the scheduling order that does not fit, so that jobs "
@@ -788,21 +816,25 @@ void JobManager::Schedule() {
 }
 
 void JobManager::ScheduleLocked() {
+  const absl::Time start = absl::Now();  // real time, whatever clock_ is
   // Running jobs between generations first, then the pending ones; each in submission order.
-  Hold hold;
+  Pass pass;
   for (const std::string& id : order_) {
     Job* job = Find(id);
     if (job->status.state() == v1::JOB_STATE_RESTARTING &&
         clock_->Now() >= job->launch_not_before) {
-      TryPlace(job, &hold);
+      TryPlace(job, &pass);
     }
   }
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_PENDING) TryPlace(job, &hold);
+    if (job->status.state() == v1::JOB_STATE_PENDING) TryPlace(job, &pass);
   }
-  ExportHold(hold);
-  hold_ = std::move(hold);
+  ExportHold(pass.hold);
+  hold_ = std::move(pass.hold);
+  if (scheduling_pass_seconds_ != nullptr) {
+    scheduling_pass_seconds_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  }
 }
 
 void JobManager::ExportHold(const Hold& hold) {
@@ -862,19 +894,32 @@ absl::StatusOr<Placement> JobManager::PlaceBehind(const std::vector<NodeCapacity
                                  hold->job_id, " on ", HeldNodes(hold->placement)));
 }
 
-bool JobManager::TryPlace(Job* job, Hold* hold) {
+bool JobManager::TryPlace(Job* job, Pass* pass) {
   // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
-  if (!job->status.stopping_ranks().empty()) nodes_->Release(job->status.job_id());
+  if (!job->status.stopping_ranks().empty()) {
+    nodes_->Release(job->status.job_id());
+    pass->Forget();
+  }
+  Hold* hold = &pass->hold;
   const Layout layout = LayoutOf(job->status);
-  const std::vector<NodeCapacity> free = nodes_->FreeCapacity();
+  if (!pass->free.has_value()) pass->free = nodes_->FreeCapacity();
+  const std::vector<NodeCapacity>& free = *pass->free;
   // A RESTARTING job is running, between generations: it takes any free device.
   const bool held_back = !hold->job_id.empty() && job->status.state() == v1::JOB_STATE_PENDING;
+  const std::string shape = ShapeOf(layout, held_back, job->excluded);
+  auto misfit = pass->misfits.find(shape);
   absl::StatusOr<Placement> placement =
-      PlaceBehind(free, held_back ? hold : nullptr, layout, job->excluded);
+      misfit != pass->misfits.end()
+          ? absl::StatusOr<Placement>(misfit->second)
+          : PlaceBehind(free, held_back ? hold : nullptr, layout, job->excluded);
+  if (absl::IsResourceExhausted(placement.status())) {
+    pass->misfits.emplace(shape, placement.status());
+  }
   if (!placement.ok()) {
     if (absl::IsResourceExhausted(placement.status())) {
       std::string reason(placement.status().message());
-      if (hold->job_id.empty() && options_.hold_devices_for_oldest_pending) {
+      if (hold->job_id.empty() && options_.hold_devices_for_oldest_pending &&
+          pass->never_fit.count(shape) == 0) {
         // The first job that does not fit holds the devices nearest to being free that it
         // would run on (off the nodes it avoids, if it can). A job that would not fit even on
         // every usable device waits for nodes to join, holding nothing.
@@ -888,6 +933,8 @@ bool JobManager::TryPlace(Job* job, Hold* hold) {
           hold->placement = *std::move(once_free);
           absl::StrAppend(&reason, "; devices are held for it as they free up on ",
                           HeldNodes(hold->placement));
+        } else {
+          pass->never_fit.insert(shape);
         }
       }
       const std::vector<std::string> cordoned = nodes_->Cordoned();
@@ -902,10 +949,17 @@ bool JobManager::TryPlace(Job* job, Hold* hold) {
     }
     Fail(job, absl::StrCat("cannot be placed: ", placement.status().message()), /*fatal=*/true,
          clock_->Now(), "");
+    pass->Forget();  // it may have had devices
     return false;
   }
   const std::string& id = job->status.job_id();
-  if (!nodes_->Allocate(id, *placement).ok()) return false;  // Raced with another job; retry.
+  if (!nodes_->Allocate(id, *placement).ok()) {  // Raced with another job; retry.
+    pass->Forget();
+    return false;
+  }
+  TakeDevices(*placement, &*pass->free);
+  pass->misfits.clear();
+  pass->never_fit.clear();
   v1::JobStatus& status = job->status;
   status.set_generation(status.generation() + 1);
   status.clear_assignments();

@@ -55,6 +55,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -263,9 +265,24 @@ class JobManager {
     std::string job_id;   // empty: none held yet in this pass
     Placement placement;  // where that job would run once enough frees up (PlaceOnceFree)
   };
-  // Places the job on free devices; a PENDING job not on those `hold` keeps for another. When
-  // it does not fit and nothing is held yet, holds devices for it. True if placed.
-  bool TryPlace(Job* job, Hold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What one scheduling pass knows. The free devices are read once and then updated with each
+  // placement; until they change, a job shaped like one that did not fit (same layout, hold and
+  // avoided nodes) gets that one's answer without placing it again.
+  struct Pass {
+    Hold hold;
+    std::optional<std::vector<NodeCapacity>> free;  // unset: read from the nodes at next use
+    std::map<std::string, absl::Status> misfits;    // PlaceBehind's answer, by ShapeOf
+    std::set<std::string> never_fit;                // shapes PlaceOnceFree cannot place
+    // After devices were freed or taken outside the pass's own bookkeeping.
+    void Forget() {
+      free.reset();
+      misfits.clear();
+      never_fit.clear();
+    }
+  };
+  // Places the job on free devices; a PENDING job not on those the pass's hold keeps for
+  // another. When it does not fit and nothing is held yet, holds devices for it. True if placed.
+  bool TryPlace(Job* job, Pass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
   void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded`
@@ -383,6 +400,7 @@ class JobManager {
   metrics::GaugeFamily* job_failed_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   std::shared_ptr<metrics::Counter> store_errors_;
+  std::shared_ptr<metrics::Histogram> scheduling_pass_seconds_;
   absl::Time started_;
 
   mutable absl::Mutex mu_;

@@ -3,9 +3,11 @@
 // hold_devices_for_oldest_pending), so pending jobs after it that would fit into what frees up
 // do not keep it waiting (and PlanJob says so); a RESTARTING job takes any free device; and with
 // holding off, every job takes whatever is free.
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_test_fixture.h"
 #include "gmock/gmock.h"
@@ -192,6 +194,65 @@ TEST_F(SchedulingTest, ARestartingJobTakesHeldDevices) {
   EXPECT_THAT(registry_.RenderText(), HasSubstr(series));
   ASSERT_TRUE(jobs_->Cancel(older, "", alice_).ok());
   EXPECT_THAT(registry_.RenderText(), Not(HasSubstr(series)));
+}
+
+// A scheduling pass reads the free devices once and takes each placement off them: when a job
+// spanning four nodes ends, four waiting one-node jobs run on one node each in that one pass, and
+// waiting jobs of the same shape each get their own reason.
+TEST_F(SchedulingTest, OnePassPlacesEveryWaitingJobOnWhatTheJobsBeforeItLeft) {
+  for (const char* node : {"n1", "n2", "n3", "n4"}) AddNode(node, 2);
+  large_ = SubmitOk(Spec(4, 2));
+  ASSERT_EQ(Current(large_).state(), v1::JOB_STATE_RUNNING);
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 5; ++i) waiting.push_back(SubmitOk(Spec(1, 2)));
+  EXPECT_THAT(Current(waiting[0]).reason(),
+              HasSubstr("devices are held for it as they free up on n1 (2 devices)"));
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_THAT(Current(waiting[i]).reason(),
+                HasSubstr("devices are also held for job " + waiting[0] + " on n1 (2 devices)"))
+        << i;
+  }
+
+  Succeed(large_);
+  std::set<std::string> nodes;
+  for (int i = 0; i < 4; ++i) {
+    const v1::JobStatus placed = Current(waiting[i]);
+    ASSERT_EQ(placed.state(), v1::JOB_STATE_RUNNING) << i;
+    for (const auto& a : placed.assignments()) nodes.insert(a.node());
+  }
+  EXPECT_EQ(nodes.size(), 4u);
+  EXPECT_EQ(Current(waiting[4]).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(waiting[4]).reason(), HasSubstr("devices are held for it"));
+}
+
+// A job held back behind another is told so even when the holder has the same shape: its
+// answer is not the holder's.
+TEST_F(SchedulingTest, AJobShapedLikeTheHolderWaitsBehindIt) {
+  AddNode("n1", 2);
+  auto n2 = nodes_->Register(Node("n2", 2));
+  ASSERT_TRUE(n2.ok());
+  AddNode("n3", 2);
+  v1::JobSpec restarts = Spec(2, 2);
+  restarts.mutable_restart()->set_max_restarts(3);
+  const std::string running = SubmitOk(restarts);  // n1 and n2
+  first_ = SubmitOk(Spec(1, 2));                   // n3
+  nodes_->Disconnected("n2", *n2);
+  jobs_->OnNodeLost("n2");
+  ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RESTARTING);
+  const std::string alike = SubmitOk(Spec(2, 2));
+  EXPECT_EQ(Current(alike).state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(Current(alike).reason(), HasSubstr("devices are also held for job " + running));
+}
+
+// A hold's reason names its first 8 nodes and counts the rest.
+TEST_F(SchedulingTest, AHoldOnManyNodesNamesTheFirstEight) {
+  for (int i = 1; i <= 10; ++i) AddNode(absl::StrFormat("n%02d", i), 1);
+  first_ = SubmitOk(Spec(1, 1));
+  large_ = SubmitOk(Spec(10, 1));
+  EXPECT_THAT(Current(large_).reason(),
+              HasSubstr("devices are held for it as they free up on n01 (1 device), n02 (1 "
+                        "device), n03 (1 device), n04 (1 device), n05 (1 device), n06 (1 "
+                        "device), n07 (1 device), n08 (1 device), and 2 more nodes (2 devices)"));
 }
 
 TEST_F(SchedulingTest, WithoutHoldingEveryJobTakesWhatIsFree) {

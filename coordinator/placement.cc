@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -147,6 +148,19 @@ void AssignNode(const Layout& layout, int n, const Candidate& node,
   }
 }
 
+// The placement on the first `layout.nodes` of `chosen`, whose devices are set.
+Placement PlaceOn(const Layout& layout, const std::vector<Candidate>& chosen) {
+  Placement placement;
+  placement.assignments.resize(static_cast<size_t>(layout.nodes) * layout.devices_per_node);
+  placement.nodes.reserve(layout.nodes);
+  for (int n = 0; n < layout.nodes; ++n) {
+    placement.nodes.push_back(chosen[n].node->name);
+    AssignNode(layout, n, chosen[n], &placement.assignments);
+  }
+  placement.groups = MakeGroups(layout);
+  return placement;
+}
+
 v1::RankGroup* AddGroup(google::protobuf::RepeatedPtrField<v1::RankGroup>* groups,
                         absl::string_view prefix, int index, int size) {
   v1::RankGroup* group = groups->Add();
@@ -161,6 +175,7 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
                                 const std::set<std::string>& excluded) {
   RETURN_IF_ERROR(CheckLayout(layout));
 
+  // Nodes with enough free devices, without sorting their devices yet.
   std::vector<Candidate> usable;
   usable.reserve(nodes.size());
   int excluded_count = 0;
@@ -169,25 +184,28 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
       ++excluded_count;
       continue;
     }
-    // Cheap reject before sorting the node's devices.
     if (static_cast<int64_t>(node.free.size()) < layout.devices_per_node) continue;
-    Candidate candidate{&node, GroupedDevices(node, layout.tensor)};
-    if (static_cast<int64_t>(candidate.devices.size()) < layout.devices_per_node) continue;
-    usable.push_back(std::move(candidate));
+    usable.push_back(Candidate{&node, {}});
   }
+  auto fits = [&](Candidate& candidate) {
+    candidate.devices = GroupedDevices(*candidate.node, layout.tensor);
+    return static_cast<int64_t>(candidate.devices.size()) >= layout.devices_per_node;
+  };
+  // Best fit orders by free devices and name only: when the best nodes all have whole TP groups
+  // there, they are the placement, and the other nodes' devices need not be sorted.
+  if (static_cast<int64_t>(usable.size()) >= layout.nodes) {
+    std::partial_sort(usable.begin(), usable.begin() + layout.nodes, usable.end(), BestFitOrder);
+    if (std::all_of(usable.begin(), usable.begin() + layout.nodes, fits)) {
+      return PlaceOn(layout, usable);
+    }
+  }
+  usable.erase(std::remove_if(usable.begin(), usable.end(),
+                              [&](Candidate& candidate) { return !fits(candidate); }),
+               usable.end());
   const int usable_count = static_cast<int>(usable.size());
   if (usable_count < layout.nodes) return NotEnoughNodes(layout, usable_count, excluded_count);
   std::partial_sort(usable.begin(), usable.begin() + layout.nodes, usable.end(), BestFitOrder);
-
-  Placement placement;
-  placement.assignments.resize(static_cast<size_t>(layout.nodes) * layout.devices_per_node);
-  placement.nodes.reserve(layout.nodes);
-  for (int n = 0; n < layout.nodes; ++n) {
-    placement.nodes.push_back(usable[n].node->name);
-    AssignNode(layout, n, usable[n], &placement.assignments);
-  }
-  placement.groups = MakeGroups(layout);
-  return placement;
+  return PlaceOn(layout, usable);
 }
 
 absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
@@ -253,22 +271,27 @@ absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
   return placement;
 }
 
+void TakeDevices(const Placement& placement, std::vector<NodeCapacity>* nodes) {
+  std::map<std::string, std::set<int>> taken;
+  for (const v1::RankAssignment& a : placement.assignments) {
+    taken[a.node()].insert(a.local_device());
+  }
+  for (const auto& [name, devices] : taken) {
+    auto node = std::lower_bound(
+        nodes->begin(), nodes->end(), name,
+        [](const NodeCapacity& n, const std::string& wanted) { return n.name < wanted; });
+    if (node == nodes->end() || node->name != name) continue;
+    node->free.erase(
+        std::remove_if(node->free.begin(), node->free.end(),
+                       [&](const FreeDevice& d) { return devices.count(d.index) > 0; }),
+        node->free.end());
+    if (node->free.empty()) nodes->erase(node);
+  }
+}
+
 std::vector<NodeCapacity> WithoutDevicesOf(std::vector<NodeCapacity> nodes,
                                            const Placement& placement) {
-  std::set<std::pair<std::string, int>> taken;
-  for (const v1::RankAssignment& a : placement.assignments) {
-    taken.emplace(a.node(), a.local_device());
-  }
-  for (NodeCapacity& node : nodes) {
-    node.free.erase(std::remove_if(node.free.begin(), node.free.end(),
-                                   [&](const FreeDevice& d) {
-                                     return taken.count({node.name, d.index}) > 0;
-                                   }),
-                    node.free.end());
-  }
-  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                             [](const NodeCapacity& n) { return n.free.empty(); }),
-              nodes.end());
+  TakeDevices(placement, &nodes);
   return nodes;
 }
 

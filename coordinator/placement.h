@@ -73,7 +73,12 @@ absl::StatusOr<Placement> PlaceOnceFree(const std::vector<NodeCapacity>& usable,
                                         const std::vector<NodeCapacity>& free, const Layout& layout,
                                         const std::set<std::string>& excluded);
 
-// `nodes` without the devices `placement` assigns (nodes left with none are dropped).
+// Takes the devices `placement` assigns off `nodes`, which is sorted by name (as
+// NodeManager::FreeCapacity gives it), visiting only the placement's nodes; nodes left with none
+// are dropped.
+void TakeDevices(const Placement& placement, std::vector<NodeCapacity>* nodes);
+
+// `nodes` (sorted by name) without the devices `placement` assigns, as TakeDevices.
 std::vector<NodeCapacity> WithoutDevicesOf(std::vector<NodeCapacity> nodes,
                                            const Placement& placement);
 

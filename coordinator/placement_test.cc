@@ -482,6 +482,24 @@ TEST(PlaceTest, WithoutDevicesOfRemovesWhatAPlacementTakes) {
   EXPECT_EQ(left[0].free[1].index, 3);
 }
 
+// Only the placement's nodes are visited, found by name: here the middle one of three.
+TEST(PlaceTest, TakeDevicesFindsThePlacementsNodesByName) {
+  std::vector<NodeCapacity> nodes = {Node("a", 4), Node("b", 2), Node("c", 4)};
+  auto p = Place(nodes, MakeLayout(1, 2, 1, 1, 2), {});  // best fit: node b
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->nodes, std::vector<std::string>{"b"});
+  TakeDevices(*p, &nodes);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].name, "a");
+  EXPECT_EQ(nodes[1].name, "c");
+  auto two = Place(nodes, MakeLayout(2, 3, 1, 1, 6), {});
+  ASSERT_TRUE(two.ok()) << two.status();
+  TakeDevices(*two, &nodes);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].free.size(), 1u);
+  EXPECT_EQ(nodes[1].free.size(), 1u);
+}
+
 TEST(MakeGroupsTest, PipelineOnly) {
   const v1::ParallelismGroups groups = MakeGroups(MakeLayout(4, 1, 1, 4, 1));
   ASSERT_EQ(groups.pipeline_size(), 1);
