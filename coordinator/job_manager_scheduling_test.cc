@@ -32,6 +32,24 @@ class SchedulingTest : public JobManagerTest {
     large_ = SubmitOk(Spec(2, 2));
     ASSERT_EQ(Current(large_).state(), v1::JOB_STATE_PENDING);
   }
+  // Nodes n1, n2 and n3 with 2 devices each; a restartable two-node job on n1 and n2 (returned)
+  // and `first_` on n3; then n2 is lost, so the two-node job restarts and does not fit.
+  std::string LoseANodeOfATwoNodeJob() {
+    AddNode("n1", 2);
+    auto n2 = nodes_->Register(Node("n2", 2));
+    EXPECT_TRUE(n2.ok()) << n2.status();
+    if (!n2.ok()) return "";
+    AddNode("n3", 2);
+    v1::JobSpec restarts = Spec(2, 2);
+    restarts.mutable_restart()->set_max_restarts(3);
+    const std::string running = SubmitOk(restarts);
+    EXPECT_EQ(Current(running).assignments(2).node(), "n2");
+    first_ = SubmitOk(Spec(1, 2));
+    EXPECT_EQ(Current(first_).assignments(0).node(), "n3");
+    nodes_->Disconnected("n2", *n2);
+    jobs_->OnNodeLost("n2");
+    return running;
+  }
   std::string SubmitOk(const v1::JobSpec& spec) {
     auto job = jobs_->Submit(spec, "", alice_);
     EXPECT_TRUE(job.ok()) << job.status();
@@ -111,20 +129,7 @@ TEST_F(SchedulingTest, AJobThatWouldNotFitEvenOnAnIdleClusterHoldsNothing) {
 // between generations are placed before pending ones): a job submitted later that would fit on
 // them waits, and the restarting job relaunches when enough frees up.
 TEST_F(SchedulingTest, ARestartingJobThatDoesNotFitHoldsDevices) {
-  AddNode("n1", 2);
-  auto n2 = nodes_->Register(Node("n2", 2));
-  ASSERT_TRUE(n2.ok());
-  AddNode("n3", 2);
-  v1::JobSpec restarts = Spec(2, 2);
-  restarts.mutable_restart()->set_max_restarts(3);
-  const std::string running = SubmitOk(restarts);
-  ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RUNNING);
-  ASSERT_EQ(Current(running).assignments(2).node(), "n2");
-  first_ = SubmitOk(Spec(1, 2));
-  ASSERT_EQ(Current(first_).assignments(0).node(), "n3");
-
-  nodes_->Disconnected("n2", *n2);
-  jobs_->OnNodeLost("n2");
+  const std::string running = LoseANodeOfATwoNodeJob();
   ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RESTARTING);
   EXPECT_THAT(Current(running).reason(),
               HasSubstr("devices are held for it as they free up on n1 (2 devices), n3 (2 "
@@ -228,16 +233,7 @@ TEST_F(SchedulingTest, OnePassPlacesEveryWaitingJobOnWhatTheJobsBeforeItLeft) {
 // A job held back behind another is told so even when the holder has the same shape: its
 // answer is not the holder's.
 TEST_F(SchedulingTest, AJobShapedLikeTheHolderWaitsBehindIt) {
-  AddNode("n1", 2);
-  auto n2 = nodes_->Register(Node("n2", 2));
-  ASSERT_TRUE(n2.ok());
-  AddNode("n3", 2);
-  v1::JobSpec restarts = Spec(2, 2);
-  restarts.mutable_restart()->set_max_restarts(3);
-  const std::string running = SubmitOk(restarts);  // n1 and n2
-  first_ = SubmitOk(Spec(1, 2));                   // n3
-  nodes_->Disconnected("n2", *n2);
-  jobs_->OnNodeLost("n2");
+  const std::string running = LoseANodeOfATwoNodeJob();
   ASSERT_EQ(Current(running).state(), v1::JOB_STATE_RESTARTING);
   const std::string alike = SubmitOk(Spec(2, 2));
   EXPECT_EQ(Current(alike).state(), v1::JOB_STATE_PENDING);
