@@ -91,7 +91,6 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
   return spec;
 }
 
-// "node-a (8 devices), node-b (8 devices)": the nodes of a placement and its devices on each.
 // Says what decides whether a job fits in a scheduling pass (JobManager::Pass).
 std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::string>& excluded) {
   return absl::StrCat(layout.nodes, "x", layout.devices_per_node, " tp", layout.tensor, " pp",
@@ -99,7 +98,8 @@ std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::st
                       " avoiding ", absl::StrJoin(excluded, ","));
 }
 
-// The nodes of a hold and their devices; past the first 8 nodes, how many more.
+// "node-a (8 devices), node-b (8 devices)": the nodes of a placement and its devices on each;
+// past the first 8 nodes, how many more.
 std::string HeldNodes(const Placement& placement) {
   constexpr size_t kNamed = 8;
   std::map<std::string, int> devices;
@@ -117,7 +117,8 @@ std::string HeldNodes(const Placement& placement) {
     }
   }
   if (devices.size() > kNamed) {
-    parts.push_back(absl::StrCat("and ", devices.size() - kNamed, " more nodes (",
+    const size_t more = devices.size() - kNamed;
+    parts.push_back(absl::StrCat("and ", more, more == 1 ? " more node (" : " more nodes (",
                                  count_of(unnamed_devices), ")"));
   }
   return absl::StrJoin(parts, ", ");
@@ -874,8 +875,9 @@ absl::Duration JobManager::RestartBackoff(Job* job) {
 absl::StatusOr<Placement> JobManager::PlaceBehind(const std::vector<NodeCapacity>& free,
                                                   const Hold* hold, const Layout& layout,
                                                   const std::set<std::string>& excluded) {
-  const std::vector<NodeCapacity> open =
-      hold == nullptr ? free : WithoutDevicesOf(free, hold->placement);
+  std::vector<NodeCapacity> not_held;  // copied only when something is held
+  if (hold != nullptr) not_held = WithoutDevicesOf(free, hold->placement);
+  const std::vector<NodeCapacity>& open = hold == nullptr ? free : not_held;
   absl::StatusOr<Placement> placement = Place(open, layout, excluded);
   if (!placement.ok() && !excluded.empty() && absl::IsResourceExhausted(placement.status())) {
     // No spare capacity without the excluded nodes: use them after all.

@@ -155,6 +155,11 @@ std::vector<NodeCapacity> NodeManager::Capacity(bool free_only) const {
 
 absl::Status NodeManager::Allocate(const std::string& job_id, const Placement& placement) {
   absl::MutexLock lock(&mu_);
+  return AllocateLocked(job_id, placement, /*usable_only=*/true);
+}
+
+absl::Status NodeManager::AllocateLocked(const std::string& job_id, const Placement& placement,
+                                         bool usable_only) {
   for (const v1::RankAssignment& a : placement.assignments) {
     auto it = nodes_.find(a.node());
     bool known = it != nodes_.end() &&
@@ -164,6 +169,10 @@ absl::Status NodeManager::Allocate(const std::string& job_id, const Placement& p
     if (!known) {
       return absl::FailedPreconditionError(
           absl::StrCat("device ", a.local_device(), " of node ", a.node(), " is unknown"));
+    }
+    if (usable_only && (!it->second.alive || it->second.leaving || cordons_.contains(a.node()))) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", a.node(), " is lost, leaving or cordoned"));
     }
     auto held = it->second.holder.find(a.local_device());
     if (held != it->second.holder.end() && held->second != job_id) {
@@ -182,7 +191,8 @@ absl::Status NodeManager::Adopt(const std::string& job_id, const std::string& no
   v1::RankAssignment& a = one.assignments.emplace_back();
   a.set_node(node);
   a.set_local_device(device);
-  return Allocate(job_id, one);
+  absl::MutexLock lock(&mu_);
+  return AllocateLocked(job_id, one, /*usable_only=*/false);
 }
 
 void NodeManager::Release(const std::string& job_id) {

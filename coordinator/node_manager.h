@@ -81,7 +81,8 @@ class NodeManager {
   std::vector<std::string> Cordoned() const;
 
   // Marks the placement's devices as held by `job_id`. FAILED_PRECONDITION (nothing changed) if
-  // a device is unknown or held by another job.
+  // a device is unknown or held by another job, or its node is lost, leaving or cordoned (it
+  // changed since the free devices were read).
   absl::Status Allocate(const std::string& job_id, const Placement& placement);
 
   // Marks (node, device) as held by `job_id` (reconciling a job that survived a coordinator
@@ -134,6 +135,10 @@ class NodeManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, v1::NodeCordon> cordons_ ABSL_GUARDED_BY(mu_);
+  // Allocate, and with `usable_only` false Adopt (a drain's devices stay held while their node
+  // leaves).
+  absl::Status AllocateLocked(const std::string& job_id, const Placement& placement,
+                              bool usable_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
 };

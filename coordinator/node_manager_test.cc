@@ -128,6 +128,8 @@ TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
   std::vector<NodeCapacity> free = nodes_.FreeCapacity();
   ASSERT_EQ(free.size(), 1u);
   EXPECT_EQ(free[0].name, "b");
+  // A placement made from free devices read before the cordon is refused.
+  EXPECT_EQ(nodes_.Allocate("j1", OnNode("a", {0})).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(nodes_.Cordoned(), std::vector<std::string>{"a"});
   auto a = nodes_.Status("a");
   ASSERT_TRUE(a.ok()) << a.status();
@@ -142,6 +144,7 @@ TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
   nodes_.SetCordon("a", std::nullopt);
   EXPECT_EQ(nodes_.FreeCapacity().size(), 2u);
   EXPECT_TRUE(nodes_.Cordoned().empty());
+  EXPECT_TRUE(nodes_.Allocate("j1", OnNode("a", {0})).ok());
   page = registry_.RenderText();
   EXPECT_EQ(page.find("ringmaster_node_cordoned{"), std::string::npos) << page;
 }
@@ -157,6 +160,10 @@ TEST_F(NodeManagerTest, ALeavingNodeOffersNoCapacityUntilItRegistersAgain) {
   EXPECT_TRUE(nodes_.Status("a")->leaving());
   EXPECT_FALSE(nodes_.Status("b")->leaving());
   EXPECT_EQ(nodes_.Status("zz").status().code(), absl::StatusCode::kNotFound);
+  // No new job is placed there, but a draining job's ranks keep their devices while they stop.
+  EXPECT_EQ(nodes_.Allocate("j1", OnNode("a", {0})).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(nodes_.Adopt("j1", "a", 1).ok());
+  nodes_.Release("j1");
   // The agent came back (a new process): the node is used again.
   ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
   EXPECT_FALSE(nodes_.Status("a")->leaving());
@@ -231,6 +238,7 @@ TEST_F(NodeManagerTest, LostNodesOfferNoCapacity) {
   ASSERT_TRUE(a.ok());
   nodes_.Disconnected("a", *a);
   EXPECT_TRUE(nodes_.FreeCapacity().empty());
+  EXPECT_EQ(nodes_.Allocate("j1", OnNode("a", {0})).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*nodes_.HostAddress("a"), "a.local");
   EXPECT_FALSE(nodes_.HostAddress("zzz").has_value());
 }

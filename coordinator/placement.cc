@@ -41,9 +41,9 @@ absl::Status CheckLayout(const Layout& layout) {
   return absl::OkStatus();
 }
 
-// A node that is not excluded, with the devices that whole TP groups can use, in the order groups
-// take them: domain by domain (ascending domain id), lowest device index first. The devices of a
-// domain that are left over after its whole groups are dropped.
+// A node that is not excluded, with (once Place sorted them) the devices that whole TP groups
+// can use, in the order groups take them: domain by domain (ascending domain id), lowest device
+// index first. The devices of a domain that are left over after its whole groups are dropped.
 struct Candidate {
   const NodeCapacity* node = nullptr;
   std::vector<int> devices;
@@ -187,21 +187,27 @@ absl::StatusOr<Placement> Place(const std::vector<NodeCapacity>& nodes, const La
     if (static_cast<int64_t>(node.free.size()) < layout.devices_per_node) continue;
     usable.push_back(Candidate{&node, {}});
   }
+  // Sorts the candidate's devices into whole TP groups (once); true if enough are left.
   auto fits = [&](Candidate& candidate) {
-    candidate.devices = GroupedDevices(*candidate.node, layout.tensor);
+    if (candidate.devices.empty()) {
+      candidate.devices = GroupedDevices(*candidate.node, layout.tensor);
+    }
     return static_cast<int64_t>(candidate.devices.size()) >= layout.devices_per_node;
   };
   // Best fit orders by free devices and name only: when the best nodes all have whole TP groups
   // there, they are the placement, and the other nodes' devices need not be sorted.
   if (static_cast<int64_t>(usable.size()) >= layout.nodes) {
     std::partial_sort(usable.begin(), usable.begin() + layout.nodes, usable.end(), BestFitOrder);
-    if (std::all_of(usable.begin(), usable.begin() + layout.nodes, fits)) {
-      return PlaceOn(layout, usable);
-    }
+    bool best_fit = true;
+    for (int n = 0; n < layout.nodes && best_fit; ++n) best_fit = fits(usable[n]);
+    if (best_fit) return PlaceOn(layout, usable);
   }
-  usable.erase(std::remove_if(usable.begin(), usable.end(),
-                              [&](Candidate& candidate) { return !fits(candidate); }),
-               usable.end());
+  std::vector<Candidate> fitting;
+  fitting.reserve(usable.size());
+  for (Candidate& candidate : usable) {
+    if (fits(candidate)) fitting.push_back(std::move(candidate));
+  }
+  usable = std::move(fitting);
   const int usable_count = static_cast<int>(usable.size());
   if (usable_count < layout.nodes) return NotEnoughNodes(layout, usable_count, excluded_count);
   std::partial_sort(usable.begin(), usable.begin() + layout.nodes, usable.end(), BestFitOrder);
