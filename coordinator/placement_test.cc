@@ -391,6 +391,93 @@ TEST(PlaceTest, ResultDoesNotDependOnInputOrder) {
   }
 }
 
+// Place's nodes as the full computation chooses them (the reference for its fast path, which
+// sorts devices only for the best-fit nodes): every node's free devices counted in whole TP
+// groups per domain, the nodes with enough of them, the fewest free devices first, then by name.
+// Empty when too few nodes fit.
+std::vector<std::string> ReferenceNodes(const std::vector<NodeCapacity>& nodes,
+                                        const Layout& layout,
+                                        const std::set<std::string>& excluded) {
+  std::vector<std::pair<size_t, std::string>> fitting;  // (free devices, name)
+  for (const NodeCapacity& node : nodes) {
+    if (excluded.count(node.name) > 0) continue;
+    std::map<int, int> per_domain;
+    for (const FreeDevice& d : node.free) ++per_domain[d.domain];
+    int in_whole_groups = 0;
+    for (const auto& [domain, count] : per_domain) {
+      in_whole_groups += count / layout.tensor * layout.tensor;
+    }
+    if (in_whole_groups >= layout.devices_per_node)
+      fitting.emplace_back(node.free.size(), node.name);
+  }
+  if (static_cast<int>(fitting.size()) < layout.nodes) return {};
+  std::sort(fitting.begin(), fitting.end());
+  std::vector<std::string> names;
+  for (int n = 0; n < layout.nodes; ++n) names.push_back(fitting[n].second);
+  return names;
+}
+
+// Random clusters with devices split over domains, some busy: Place picks the reference's
+// nodes, or fails when the reference finds too few.
+TEST(PlaceTest, MatchesTheFullComputationOnRandomClusters) {
+  std::mt19937 rng(13);  // Fixed seed: the test is deterministic.
+  auto uniform = [&](int low, int high) {
+    return std::uniform_int_distribution<int>(low, high)(rng);
+  };
+  int placed = 0, refused = 0, fallback = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<NodeCapacity> nodes;
+    std::set<std::string> excluded;
+    const int node_count = uniform(1, 10);
+    for (int n = 0; n < node_count; ++n) {
+      NodeCapacity node{"n" + std::to_string(n), {}};
+      const int domains = uniform(1, 3);
+      for (int i = 0; i < 8; ++i) {
+        if (uniform(0, 3) > 0) node.free.push_back({i, uniform(0, domains - 1)});
+      }
+      if (node.free.empty()) continue;
+      if (uniform(0, 9) == 0) excluded.insert(node.name);
+      nodes.push_back(std::move(node));
+    }
+    const int tensor = 1 << uniform(0, 2);
+    const int devices_per_node = tensor * uniform(1, 8 / tensor);
+    const int layout_nodes = uniform(1, 3);
+    const Layout layout = MakeLayout(layout_nodes, devices_per_node, tensor, 1,
+                                     layout_nodes * devices_per_node / tensor);
+    const std::vector<std::string> want = ReferenceNodes(nodes, layout, excluded);
+    absl::StatusOr<Placement> got = Place(nodes, layout, excluded);
+    if (want.empty()) {
+      EXPECT_TRUE(absl::IsResourceExhausted(got.status()))
+          << "trial " << trial << ": " << got.status();
+      ++refused;
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << "trial " << trial << ": " << got.status();
+    EXPECT_EQ(got->nodes, want) << "trial " << trial;
+    ExpectValid(*got, layout, nodes);
+    ++placed;
+    // Did a node the free counts alone rank higher lack whole groups (Place's slow path)?
+    std::vector<std::pair<size_t, std::string>> by_count;
+    for (const NodeCapacity& node : nodes) {
+      if (excluded.count(node.name) == 0 &&
+          static_cast<int>(node.free.size()) >= devices_per_node) {
+        by_count.emplace_back(node.free.size(), node.name);
+      }
+    }
+    std::sort(by_count.begin(), by_count.end());
+    for (int n = 0; n < layout_nodes; ++n) {
+      if (by_count[n].second != want[n]) {
+        ++fallback;
+        break;
+      }
+    }
+  }
+  // Each way through Place was taken many times.
+  EXPECT_GT(placed, 300);
+  EXPECT_GT(refused, 300);
+  EXPECT_GT(fallback, 30);
+}
+
 TEST(PlaceTest, LargeClusterInvariants) {
   // 4096 nodes of 8 devices, plus 4 nodes of 16 that best fit must leave free.
   std::vector<NodeCapacity> nodes;
