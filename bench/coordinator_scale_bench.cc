@@ -156,6 +156,7 @@ absl::Status Run() {
       last_submit = absl::Now() - one;
     }
     absl::Duration submits = absl::Now() - t;
+    std::cout << pending << " jobs waiting; the big job's ranks exit now" << std::endl;
     t = absl::Now();
     fleet.ReleaseExits();  // The big job ends; one pass places every pending job.
     ASSIGN_OR_RETURN(int64_t pending_ok,

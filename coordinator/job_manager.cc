@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -378,13 +379,15 @@ void JobManager::Transition(Job* job, v1::JobState state, const std::string& mes
 
 void JobManager::UpdateStateGauges() {
   if (jobs_by_state_ == nullptr) return;
-  std::map<v1::JobState, int> counts;
-  for (int s = v1::JOB_STATE_PENDING; s <= v1::JOB_STATE_CANCELLED; ++s) {
-    counts[static_cast<v1::JobState>(s)] = 0;
+  // Called on every state change: an array, not a map, for a coordinator that keeps many jobs.
+  std::array<int, v1::JOB_STATE_CANCELLED + 1> counts{};
+  for (const auto& [id, job] : jobs_) {
+    const int state = job->status.state();
+    if (state >= 0 && state < static_cast<int>(counts.size())) ++counts[state];
   }
-  for (const auto& [id, job] : jobs_) counts[job->status.state()]++;
-  for (const auto& [state, n] : counts) {
-    jobs_by_state_->WithLabels({absl::AsciiStrToLower(StateName(state))})->Set(n);
+  for (int s = v1::JOB_STATE_PENDING; s <= v1::JOB_STATE_CANCELLED; ++s) {
+    jobs_by_state_->WithLabels({absl::AsciiStrToLower(StateName(static_cast<v1::JobState>(s)))})
+        ->Set(counts[s]);
   }
 }
 
@@ -819,26 +822,29 @@ void JobManager::Schedule() {
 void JobManager::ScheduleLocked() {
   const absl::Time start = absl::Now();  // real time, whatever clock_ is
   // Running jobs between generations first, then the pending ones; each in submission order.
-  Pass pass;
+  // (Placing one job changes no other's state.)
+  std::vector<Job*> restarting, pending;
+  const absl::Time now = clock_->Now();
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
-        clock_->Now() >= job->launch_not_before) {
-      TryPlace(job, &pass);
+    if (job->status.state() == v1::JOB_STATE_RESTARTING && now >= job->launch_not_before) {
+      restarting.push_back(job);
+    } else if (job->status.state() == v1::JOB_STATE_PENDING) {
+      pending.push_back(job);
     }
   }
-  for (const std::string& id : order_) {
-    Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_PENDING) TryPlace(job, &pass);
-  }
-  ExportHold(pass.hold);
+  Pass pass;
+  for (Job* job : restarting) TryPlace(job, &pass);
+  for (Job* job : pending) TryPlace(job, &pass);
+  if (!pass.free.has_value()) pass.free = nodes_->FreeCapacity();
+  ExportHold(pass.hold, *pass.free);
   hold_ = std::move(pass.hold);
   if (scheduling_pass_seconds_ != nullptr) {
     scheduling_pass_seconds_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
   }
 }
 
-void JobManager::ExportHold(const Hold& hold) {
+void JobManager::ExportHold(const Hold& hold, const std::vector<NodeCapacity>& free_now) {
   if (held_devices_ == nullptr) return;
   if (!hold_.job_id.empty() && hold_.job_id != hold.job_id) {
     held_devices_->Remove({hold_.job_id, "idle"});
@@ -846,7 +852,7 @@ void JobManager::ExportHold(const Hold& hold) {
   }
   if (hold.job_id.empty()) return;
   std::set<std::pair<std::string, int>> free;
-  for (const NodeCapacity& node : nodes_->FreeCapacity()) {
+  for (const NodeCapacity& node : free_now) {
     for (const FreeDevice& d : node.free) free.emplace(node.name, d.index);
   }
   int idle = 0;
@@ -939,9 +945,9 @@ bool JobManager::TryPlace(Job* job, Pass* pass) {
           pass->never_fit.insert(shape);
         }
       }
-      const std::vector<std::string> cordoned = nodes_->Cordoned();
-      if (!cordoned.empty()) {
-        absl::StrAppend(&reason, "; cordoned: ", absl::StrJoin(cordoned, ", "));
+      if (!pass->cordoned.has_value()) pass->cordoned = nodes_->Cordoned();
+      if (!pass->cordoned->empty()) {
+        absl::StrAppend(&reason, "; cordoned: ", absl::StrJoin(*pass->cordoned, ", "));
       }
       if (reason != job->status.reason()) {
         job->status.set_reason(reason);

@@ -273,6 +273,8 @@ class JobManager {
     std::optional<std::vector<NodeCapacity>> free;  // unset: read from the nodes at next use
     std::map<std::string, absl::Status> misfits;    // PlaceBehind's answer, by ShapeOf
     std::set<std::string> never_fit;                // shapes PlaceOnceFree cannot place
+    // Cordoned nodes, read at first use (cordons change only under the job lock).
+    std::optional<std::vector<std::string>> cordoned;
     // After devices were freed or taken outside the pass's own bookkeeping.
     void Forget() {
       free.reset();
@@ -283,8 +285,9 @@ class JobManager {
   // Places the job on free devices; a PENDING job not on those the pass's hold keeps for
   // another. When it does not fit and nothing is held yet, holds devices for it. True if placed.
   bool TryPlace(Job* job, Pass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
-  void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ringmaster_devices_held for `hold` (idle: in `free_now`), replacing the last pass's (hold_).
+  void ExportHold(const Hold& hold, const std::vector<NodeCapacity>& free_now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded`
   // nodes if it can. RESOURCE_EXHAUSTED when it does not fit, its message what a user reads:
   // waiting behind the holder when the held devices are all it lacks, else what is missing and
@@ -404,7 +407,8 @@ class JobManager {
   absl::Time started_;
 
   mutable absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  // By id, unordered: order_ has the submission order. Looked up once per job in every pass.
+  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Job ids in submission order.
   absl::Time next_prune_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Tick's retries of unsaved jobs wait until then after the store refused one.
