@@ -834,17 +834,22 @@ void JobManager::ScheduleLocked() {
     }
   }
   Pass pass;
-  for (Job* job : restarting) TryPlace(job, &pass);
-  for (Job* job : pending) TryPlace(job, &pass);
-  if (!pass.free.has_value()) pass.free = nodes_->FreeCapacity();
-  ExportHold(pass.hold, *pass.free);
+  auto try_place = [&](Job* job) {
+    const int refused = pass.refused;
+    // Refused: a node was lost or left since the free devices were read; try once more on
+    // devices read again (no later pass may come soon).
+    if (!TryPlace(job, &pass) && pass.refused > refused) TryPlace(job, &pass);
+  };
+  for (Job* job : restarting) try_place(job);
+  for (Job* job : pending) try_place(job);
+  ExportHold(pass.hold);
   hold_ = std::move(pass.hold);
   if (scheduling_pass_seconds_ != nullptr) {
     scheduling_pass_seconds_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
   }
 }
 
-void JobManager::ExportHold(const Hold& hold, const std::vector<NodeCapacity>& free_now) {
+void JobManager::ExportHold(const Hold& hold) {
   if (held_devices_ == nullptr) return;
   if (!hold_.job_id.empty() && hold_.job_id != hold.job_id) {
     held_devices_->Remove({hold_.job_id, "idle"});
@@ -852,7 +857,8 @@ void JobManager::ExportHold(const Hold& hold, const std::vector<NodeCapacity>& f
   }
   if (hold.job_id.empty()) return;
   std::set<std::pair<std::string, int>> free;
-  for (const NodeCapacity& node : free_now) {
+  // Read again, not the pass's: a node may have been lost during the pass.
+  for (const NodeCapacity& node : nodes_->FreeCapacity()) {
     for (const FreeDevice& d : node.free) free.emplace(node.name, d.index);
   }
   int idle = 0;
@@ -961,8 +967,9 @@ bool JobManager::TryPlace(Job* job, Pass* pass) {
     return false;
   }
   const std::string& id = job->status.job_id();
-  if (!nodes_->Allocate(id, *placement).ok()) {  // Raced with another job; retry.
+  if (!nodes_->Allocate(id, *placement).ok()) {  // A node was lost or left meanwhile.
     pass->Forget();
+    ++pass->refused;
     return false;
   }
   TakeDevices(*placement, &*pass->free);

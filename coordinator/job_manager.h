@@ -265,9 +265,9 @@ class JobManager {
     std::string job_id;   // empty: none held yet in this pass
     Placement placement;  // where that job would run once enough frees up (PlaceOnceFree)
   };
-  // What one scheduling pass knows. The free devices are read once and then updated with each
-  // placement; until they change, a job shaped like one that did not fit (same layout, hold and
-  // avoided nodes) gets that one's answer without placing it again.
+  // What one scheduling pass knows. The free devices are read once (again after Forget) and then
+  // updated with each placement; until they change, a job shaped like one that did not fit (same
+  // layout, hold and avoided nodes) gets that one's answer without placing it again.
   struct Pass {
     Hold hold;
     std::optional<std::vector<NodeCapacity>> free;  // unset: read from the nodes at next use
@@ -275,6 +275,7 @@ class JobManager {
     std::set<std::string> never_fit;                // shapes PlaceOnceFree cannot place
     // Cordoned nodes, read at first use (cordons change only under the job lock).
     std::optional<std::vector<std::string>> cordoned;
+    int refused = 0;  // placements Allocate refused (their node was lost or left meanwhile)
     // After devices were freed or taken outside the pass's own bookkeeping.
     void Forget() {
       free.reset();
@@ -285,9 +286,8 @@ class JobManager {
   // Places the job on free devices; a PENDING job not on those the pass's hold keeps for
   // another. When it does not fit and nothing is held yet, holds devices for it. True if placed.
   bool TryPlace(Job* job, Pass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ringmaster_devices_held for `hold` (idle: in `free_now`), replacing the last pass's (hold_).
-  void ExportHold(const Hold& hold, const std::vector<NodeCapacity>& free_now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
+  void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded`
   // nodes if it can. RESOURCE_EXHAUSTED when it does not fit, its message what a user reads:
   // waiting behind the holder when the held devices are all it lacks, else what is missing and

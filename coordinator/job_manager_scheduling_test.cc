@@ -33,7 +33,8 @@ class SchedulingTest : public JobManagerTest {
     ASSERT_EQ(Current(large_).state(), v1::JOB_STATE_PENDING);
   }
   // Nodes n1, n2 and n3 with 2 devices each; a restartable two-node job on n1 and n2 (returned)
-  // and `first_` on n3; then n2 is lost, so the two-node job restarts and does not fit.
+  // and `first_` on n3 (the only free node); then n2 is lost, so the two-node job restarts and
+  // does not fit.
   std::string LoseANodeOfATwoNodeJob() {
     AddNode("n1", 2);
     auto n2 = nodes_->Register(Node("n2", 2));

@@ -85,8 +85,9 @@ class NodeManager {
   // changed since the free devices were read).
   absl::Status Allocate(const std::string& job_id, const Placement& placement);
 
-  // Marks (node, device) as held by `job_id` (reconciling a job that survived a coordinator
-  // restart). FAILED_PRECONDITION if held by another job or unknown.
+  // Marks (node, device) as held by `job_id`, on any known node, lost, leaving or cordoned too
+  // (reconciling a job that survived a coordinator restart; a drain's ranks keeping their devices
+  // while they stop). FAILED_PRECONDITION if held by another job or unknown.
   absl::Status Adopt(const std::string& job_id, const std::string& node, int device);
 
   // Frees every device `job_id` holds.
