@@ -134,6 +134,8 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
                                   absl::Seconds(60))
                   .ok())
       << c.Ctl({"describe", "job", waiting}).output;
+  // Its series ends here; the devices-held panel looks back $__rate_interval (1m below), and
+  // the panel queries start seconds later.
   ASSERT_EQ(c.Ctl({"cancel", waiting}).exit_code, 0);
   // A cordoned node (the job keeps running there: a cordon stops only new placements).
   ASSERT_EQ(c.Ctl({"cordon", "agent-0", "--reason=panel test"}).exit_code, 0);
