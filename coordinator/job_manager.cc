@@ -922,11 +922,11 @@ bool JobManager::TryPlace(Job* job, Pass* pass) {
   const bool held_back = !hold->job_id.empty() && job->status.state() == v1::JOB_STATE_PENDING;
   const std::string shape = ShapeOf(layout, held_back, job->excluded);
   auto misfit = pass->misfits.find(shape);
+  const bool judged = misfit != pass->misfits.end();
   absl::StatusOr<Placement> placement =
-      misfit != pass->misfits.end()
-          ? absl::StatusOr<Placement>(misfit->second)
-          : PlaceBehind(free, held_back ? hold : nullptr, layout, job->excluded);
-  if (absl::IsResourceExhausted(placement.status())) {
+      judged ? absl::StatusOr<Placement>(misfit->second)
+             : PlaceBehind(free, held_back ? hold : nullptr, layout, job->excluded);
+  if (!judged && absl::IsResourceExhausted(placement.status())) {
     pass->misfits.emplace(shape, placement.status());
   }
   if (!placement.ok()) {
