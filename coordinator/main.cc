@@ -160,9 +160,10 @@ absl::Status Run() {
   // not be destroyed by an early return).
   absl::Notification stopping;
   std::thread ticker([&] {
-    while (!stopping.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    constexpr absl::Duration kTick = absl::Milliseconds(100);
+    while (!stopping.WaitForNotificationWithTimeout(kTick)) {
       rendezvous.ExpireWaiters();
-      for (const std::string& node : nodes.CheckLiveness()) {
+      for (const std::string& node : nodes.CheckLivenessEvery(kTick)) {
         RM_LOG(WARNING) << "node " << node << " silent for " << lost_after << ": lost";
         jobs.OnNodeLost(node);
       }

@@ -25,6 +25,13 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
         "ringmaster_node_cordoned",
         "1 while the node is cordoned (ringctl cordon/drain): nothing new is placed on it.",
         {"node"});
+    stall_seconds_ =
+        registry
+            ->AddHistogram("ringmaster_coordinator_stall_seconds",
+                           "Stalls of the coordinator (paused, or its job lock held long): gaps "
+                           "in its liveness checks, not counted as the nodes' silence.",
+                           {}, {0.25, 0.5, 1, 2, 5, 10, 30, 60, 300})
+            .WithLabels({});
   }
 }
 
@@ -53,7 +60,7 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.session = next_session_++;
   node.alive = true;
   node.leaving = false;
-  node.last_heartbeat = clock_->Now();
+  node.last_heartbeat = node.silent_since = clock_->Now();
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
   for (auto it = node.holder.begin(); it != node.holder.end();) {
     auto next = std::next(it);
@@ -71,7 +78,7 @@ absl::Status NodeManager::Heartbeat(const std::string& name, uint64_t session) {
     return absl::FailedPreconditionError(
         absl::StrCat("heartbeat from ", name, " on a replaced or lost session"));
   }
-  it->second.last_heartbeat = clock_->Now();
+  it->second.last_heartbeat = it->second.silent_since = clock_->Now();
   return absl::OkStatus();
 }
 
@@ -97,7 +104,7 @@ std::vector<std::string> NodeManager::CheckLiveness() {
   const absl::Time now = clock_->Now();
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     auto& [name, node] = *it;
-    if (node.alive && node.last_heartbeat < now - lost_after_) {
+    if (node.alive && node.silent_since < now - lost_after_) {
       MarkLost(&node);
       lost.push_back(name);
     } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&
@@ -112,6 +119,28 @@ std::vector<std::string> NodeManager::CheckLiveness() {
   if (!lost.empty()) UpdateGauge();
   std::sort(lost.begin(), lost.end());
   return lost;
+}
+
+std::vector<std::string> NodeManager::CheckLivenessEvery(absl::Duration period) {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    const absl::Duration gap = last_tick_.has_value() ? now - *last_tick_ : absl::ZeroDuration();
+    last_tick_ = now;
+    if (gap > 2 * period) {
+      const absl::Duration stall = gap - period;
+      for (auto& [name, node] : nodes_) {
+        if (node.alive) node.silent_since = std::min(node.silent_since + stall, now);
+      }
+      if (stall_seconds_ != nullptr) stall_seconds_->Observe(absl::ToDoubleSeconds(stall));
+      // The short ones of an overloaded coordinator are counted, not logged each time.
+      if (stall >= lost_after_ / 4) {
+        RM_LOG(WARNING) << "coordinator stalled for " << stall
+                        << ": not counted as any node's silence";
+      }
+    }
+  }
+  return CheckLiveness();
 }
 
 void NodeManager::SetLeaving(const std::string& name) {

@@ -3,8 +3,9 @@
 // Each agent stream is a session. Register() starts a new session for the node (replacing any
 // older one, whose heartbeats and disconnects are then ignored). A node is lost when its current
 // session disconnects, or when it has sent no heartbeat for `lost_after` (CheckLiveness, called by
-// the coordinator's ticker). Heartbeat() is O(1): one hash lookup and a timestamp store; nothing
-// here touches the disk.
+// the coordinator's ticker), not counting the time the coordinator itself was stalled (while it
+// could not read heartbeats, their silence says nothing about the nodes). Heartbeat() is O(1):
+// one hash lookup and a timestamp store; nothing here touches the disk.
 //
 // Allocation tracks which job holds which device, so placement sees only free devices of live,
 // uncordoned nodes. Allocations survive a node's loss and return (the job manager releases them).
@@ -37,8 +38,8 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node} and
-  // ringmaster_node_cordoned{node}. A node lost for
+  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node},
+  // ringmaster_node_cordoned{node} and ringmaster_coordinator_stall_seconds. A node lost for
   // `forget_after` that holds no device is forgotten: gone from List() and from the metrics, as
   // if it had never registered (nodes come and go under an autoscaler; zero: kept forever).
   NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
@@ -59,6 +60,14 @@ class NodeManager {
   // Marks nodes silent for longer than lost_after as lost and returns their names (each lost
   // node is returned once per loss); forgets the nodes lost for forget_after.
   std::vector<std::string> CheckLiveness();
+  // The coordinator's ticker calls this every `period` instead. A gap of more than twice `period`
+  // since its previous call means the coordinator stalled: the process was paused, or the ticker
+  // waited behind the job lock that agent messages wait on too. Meanwhile heartbeats sat unread in
+  // the agents' streams, so the gap beyond `period` is not counted as any live node's silence (one
+  // silent all along is lost that much later); the stall is observed in
+  // ringmaster_coordinator_stall_seconds, and logged from a quarter of lost_after. Then does what
+  // CheckLiveness does.
+  std::vector<std::string> CheckLivenessEvery(absl::Duration period);
 
   // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const { return Capacity(/*free_only=*/true); }
@@ -115,6 +124,7 @@ class NodeManager {
     uint64_t session = 0;
     bool alive = false;
     absl::Time last_heartbeat;
+    absl::Time silent_since;  // the last heartbeat, moved later by the coordinator's stalls
     absl::Time lost_at;                            // when it was last declared lost
     bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
@@ -132,6 +142,7 @@ class NodeManager {
   std::shared_ptr<metrics::Gauge> connected_;
   metrics::CounterFamily* lost_total_ = nullptr;
   metrics::GaugeFamily* cordoned_gauge_ = nullptr;
+  std::shared_ptr<metrics::Histogram> stall_seconds_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
@@ -141,6 +152,7 @@ class NodeManager {
   absl::Status AllocateLocked(const std::string& job_id, const Placement& placement,
                               bool usable_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  std::optional<absl::Time> last_tick_ ABSL_GUARDED_BY(mu_);  // CheckLivenessEvery's last call
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -72,6 +72,36 @@ TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
   EXPECT_TRUE(nodes_.IsAlive("a"));
 }
 
+// lost_after is 3 s; the ticker's period here is 1 s.
+TEST_F(NodeManagerTest, TheCoordinatorsStallIsNotCountedAsSilence) {
+  const absl::Duration tick = absl::Seconds(1);
+  auto a = nodes_.Register(Registration("a", 1));
+  auto b = nodes_.Register(Registration("b", 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // the first call: no gap to judge
+  clock_.Advance(2 * tick);                              // twice the period: late, not a stall
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_count 0"),
+            std::string::npos);
+  // Both silent 2 s, then a 10 s stall: 9 s of it (beyond one period) is not silence.
+  clock_.Advance(10 * tick);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_count 1"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_sum 9"), std::string::npos) << page;
+  // b's heartbeats, unread during the stall, arrive; a stays silent: 3 s counted so far. The
+  // heartbeat times the coordinator reports are still the real ones.
+  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 12 * tick);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  clock_.Advance(tick);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  EXPECT_TRUE(nodes_.IsAlive("b"));
+  // CheckLiveness alone, as the job manager's tests call it, counts any gap as silence.
+  clock_.Advance(4 * tick);
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"b"});
+}
+
 TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
   auto first = nodes_.Register(Registration("a", 1));
   auto second = nodes_.Register(Registration("a", 1));  // Reconnect replaces the session.

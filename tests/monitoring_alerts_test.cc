@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "agent/testing/memory_cgroup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -178,6 +179,24 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
                                  "job=\"ringmaster-coordinator\",node=\"agent-1\"",
                                  absl::Seconds(60))
                   .ok());
+}
+
+// The coordinator paused (SIGSTOP) for 6 s, past --lost_after (2.5 s) and the alert's 5 s:
+// RingmasterCoordinatorStalling goes pending for it, and RingmasterAgentLost for no node (the
+// agents heartbeated through the pause).
+TEST_F(MonitoringAlertsTest, PausedCoordinatorRaisesCoordinatorStallingAndLosesNoNode) {
+  EXPECT_THAT(stack_->Alerts("RingmasterCoordinatorStalling", ""), IsEmpty());
+  // The length of the pause is the fault itself, not a wait for something to happen.
+  cluster().coordinator().process.Signal(SIGSTOP);
+  absl::SleepFor(absl::Seconds(6));
+  cluster().coordinator().process.Signal(SIGCONT);
+  auto alert = stack_->WaitForAlert("RingmasterCoordinatorStalling",
+                                    "job=\"ringmaster-coordinator\"", absl::Seconds(60));
+  ASSERT_TRUE(alert.ok()) << alert.status();
+  EXPECT_EQ(Label(*alert, "severity"), "warning");
+  // The stall and any loss it caused would be in the same scrape, and so in the same evaluation.
+  const std::vector<PromSample> lost = stack_->Alerts("RingmasterAgentLost", "");
+  EXPECT_THAT(lost, IsEmpty()) << Format(lost) << cluster().coordinator().process.Log();
 }
 
 // A worker the kernel's OOM killer ends (the test worker touching 4 GiB in a 256 MiB memory cgroup

@@ -1,0 +1,117 @@
+// A coordinator paused for longer than --lost_after (SIGSTOP, as a VM migration, a debugger or a
+// swap storm would pause it) and then resumed. Its agents kept heartbeating into their open
+// streams all along, unread: no node is lost and no job restarts. A node that really fell silent
+// during the pause (its agent stopped too) is still lost, once the resumed coordinator has heard
+// nothing from it for --lost_after.
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/http_client.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr absl::Duration kLostAfter = absl::Seconds(1);
+
+// One rank on each agent; each waits for the file `go`, then exits 0.
+std::string Job(const std::string& go) {
+  return absl::StrCat("name: paused\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  steps: 1\n",
+                      "  command: [\"/bin/sh\", \"-c\", \"while [ ! -e ", go,
+                      " ]; do sleep 0.05; done\"]\n", "restart: {max_restarts: 3}\n");
+}
+
+class CoordinatorPauseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshTestCaseDir();
+    TestClusterOptions options;
+    options.slots = 1;
+    options.coordinator_flags = {absl::StrCat("--lost_after=", absl::ToDoubleSeconds(kLostAfter)),
+                                 "--heartbeat_interval=0.1"};
+    auto cluster = TestCluster::Start(dir_, options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    id_ = cluster_->Submit("paused", Job(dir_ + "/go"));
+    ASSERT_FALSE(id_.empty());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return cluster_->Ctl({"get", "job", id_}).output.find("RUNNING") != std::string::npos;
+        },
+        absl::Seconds(60)))
+        << cluster_->Ctl({"describe", "job", id_}).output;
+  }
+
+  // Stops the coordinator for three times --lost_after. The length of the pause is the fault
+  // itself, not a wait for something to happen.
+  void PauseTheCoordinator() {
+    cluster_->coordinator().process.Signal(SIGSTOP);
+    absl::SleepFor(3 * kLostAfter);
+    cluster_->coordinator().process.Signal(SIGCONT);
+  }
+
+  // The coordinator's ringmaster_coordinator_stall_seconds_count, or -1 if not exposed.
+  double StallsCounted() {
+    auto page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
+    std::smatch m;
+    double count = -1;
+    const std::string body = page.ok() ? page->body : "";
+    if (std::regex_search(body, m,
+                          std::regex("\nringmaster_coordinator_stall_seconds_count ([0-9.e+]+)"))) {
+      (void)absl::SimpleAtod(m[1].str(), &count);  // the regex guarantees a number
+    }
+    return count;
+  }
+
+  std::string dir_, id_;
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(CoordinatorPauseTest, NoNodeIsLostAndTheJobRunsOn) {
+  PauseTheCoordinator();
+  std::ofstream(dir_ + "/go") << "go\n";
+  // The job ends after the coordinator has run its liveness check on resuming (it must have
+  // handled both ranks' exits): had that check counted the pause as silence, both nodes would
+  // have been lost and the job restarted.
+  const std::string described = cluster_->Ctl({"describe", "job", id_}).output;
+  ASSERT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED") << described;
+  const std::string log = cluster_->coordinator().process.Log();
+  EXPECT_THAT(log, Not(HasSubstr(": lost"))) << log;
+  EXPECT_THAT(log, HasSubstr("coordinator stalled for "));
+  // proto3 JSON leaves out a zero restart count.
+  EXPECT_THAT(cluster_->Ctl({"get", "job", id_, "-o", "json"}).output,
+              Not(HasSubstr("\"restarts\"")));
+  EXPECT_GE(StallsCounted(), 1);
+}
+
+TEST_F(CoordinatorPauseTest, ANodeSilentThroughThePauseIsStillLost) {
+  // agent-1 stops just before the coordinator does and stays stopped.
+  cluster_->agent(1).Signal(SIGSTOP);
+  PauseTheCoordinator();
+  const std::string silent = "node agent-1 silent for";
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster_->coordinator().process.Log().find(silent) != std::string::npos; },
+      absl::Seconds(30)))
+      << cluster_->coordinator().process.Log();
+  // agent-1 had been silent for as long as agent-0 when the coordinator resumed; only agent-0
+  // spoke since.
+  const std::string log = cluster_->coordinator().process.Log();
+  EXPECT_THAT(log, Not(HasSubstr("node agent-0 silent for"))) << log;
+  cluster_->agent(1).Signal(SIGCONT);
+  std::ofstream(dir_ + "/go") << "go\n";
+  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
+      << cluster_->Ctl({"describe", "job", id_}).output;
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
