@@ -3,6 +3,8 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 
 namespace ringmaster::agent {
@@ -180,16 +182,22 @@ void CoordinatorLink::ConnectionLoop() {
       absl::MutexLock lock(&mu_);
       connected_ = false;
     }
+    absl::Status ended;
     {
       // Wait for any writer to leave the stream before it is destroyed.
       absl::MutexLock write_lock(&write_mu_);
+      // Its read loop ended, so the call is over and Finish() says why at once (for a connection
+      // the keepalive found dead: UNAVAILABLE, "keepalive watchdog timeout").
+      if (registered) ended = FromGrpcStatus(CurrentStream()->Finish());
       absl::MutexLock lock(&mu_);
       context_ = nullptr;
       stream_.reset();
     }
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    RM_LOG(WARNING) << "coordinator stream " << (registered ? "broke" : "not established")
+    RM_LOG(WARNING) << "coordinator stream "
+                    << (registered ? absl::StrCat("broke (", ended.ToString(), ")")
+                                   : "not established")
                     << "; retrying in about " << backoff;
     std::uniform_real_distribution<double> jitter(0.8, 1.2);
     absl::Duration wait = backoff * jitter(rng);

@@ -69,6 +69,11 @@ ABSL_FLAG(int, oom_score_adj, -900,
           "death takes every worker on the node with it. Workers get the value the agent "
           "started with. Lowering needs CAP_SYS_RESOURCE; without it the agent warns and keeps "
           "its own.");
+ABSL_FLAG(double, coordinator_timeout, 20,
+          "Seconds without an answer on the coordinator's connection (pinged every half of this) "
+          "after which the agent drops the connection and connects again: a coordinator whose "
+          "host died without closing it. A coordinator paused for longer loses the agent's stream "
+          "(the node is lost, and its jobs restart).");
 ABSL_FLAG(double, summary_interval, 1,
           "Seconds between step summaries of one rank to the coordinator (at most).");
 
@@ -166,6 +171,10 @@ absl::Status Run() {
                       absl::StrCat("must be in [0, ", kMaxCheckpointGraceSeconds, "] seconds"));
   }
   const absl::Duration leave_grace = absl::Seconds(leave_grace_seconds);
+  const double coordinator_timeout = absl::GetFlag(FLAGS_coordinator_timeout);
+  if (!(coordinator_timeout >= 2 && coordinator_timeout <= 3600)) {
+    return FieldError("--coordinator_timeout", "must be in [2, 3600] seconds");
+  }
   options.log_budget_bytes = static_cast<int64_t>(log_budget_mb * (1 << 20));
   ASSIGN_OR_RETURN(options.worker_oom_score_adj,
                    ProtectFromOomKiller(absl::GetFlag(FLAGS_oom_score_adj)));
@@ -207,7 +216,7 @@ absl::Status Run() {
   ClientTlsOptions tls{absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
                        absl::GetFlag(FLAGS_tls_key)};
   ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls, absl::GetFlag(FLAGS_insecure)));
-  agent.Start(MakeChannel(coordinator, credentials));
+  agent.Start(MakeChannel(coordinator, credentials, absl::Seconds(coordinator_timeout) / 2));
   ready_agent.store(&agent);
   // Whatever way this returns, the HTTP server (whose /readyz reads `agent`) stops first.
   absl::Cleanup stop_http = [&http] { http.reset(); };

@@ -25,9 +25,18 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(
-    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    absl::Duration keepalive) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  if (keepalive > absl::ZeroDuration()) {
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(keepalive));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
+    // Pings go on while the calls send no data (an agent's stream between heartbeats, or one
+    // whose writes are stuck behind the dead connection).
+    arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   return grpc::CreateCustomChannel(target, credentials, arguments);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -24,9 +25,15 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     const ClientTlsOptions& tls, bool insecure);
 
 // A channel to `target` ("host:port" or "unix:/path") with the given credentials, receiving
-// messages of up to kMaxGrpcMessageBytes (grpc_limits.h), as the servers do.
+// messages of up to kMaxGrpcMessageBytes (grpc_limits.h), as the servers do. With `keepalive`
+// (from 1 s; zero: none) the channel pings its server every `keepalive` and, when a ping is not
+// answered within another `keepalive`, closes the connection and fails its calls (UNAVAILABLE):
+// a server that stopped answering without closing the connection (its host lost, a network
+// partition, a paused process) is noticed within twice `keepalive`, not TCP's 15 minutes.
+// GrpcServer accepts pings that often.
 std::shared_ptr<grpc::Channel> MakeChannel(
-    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials);
+    const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    absl::Duration keepalive = absl::ZeroDuration());
 
 }  // namespace ringmaster
 

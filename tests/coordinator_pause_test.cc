@@ -37,6 +37,7 @@ class CoordinatorPauseTest : public ::testing::Test {
     dir_ = FreshTestCaseDir();
     TestClusterOptions options;
     options.slots = 1;
+    options.agent_flags = AgentFlags();
     options.coordinator_flags = {absl::StrCat("--lost_after=", absl::ToDoubleSeconds(kLostAfter)),
                                  "--heartbeat_interval=0.1"};
     auto cluster = TestCluster::Start(dir_, options);
@@ -51,6 +52,8 @@ class CoordinatorPauseTest : public ::testing::Test {
         absl::Seconds(60)))
         << cluster_->Ctl({"describe", "job", id_}).output;
   }
+
+  virtual std::vector<std::string> AgentFlags() const { return {}; }
 
   // Stops the coordinator for three times --lost_after. The length of the pause is the fault
   // itself, not a wait for something to happen.
@@ -108,6 +111,42 @@ TEST_F(CoordinatorPauseTest, ANodeSilentThroughThePauseIsStillLost) {
   const std::string log = cluster_->coordinator().process.Log();
   EXPECT_THAT(log, Not(HasSubstr("node agent-0 silent for"))) << log;
   cluster_->agent(1).Signal(SIGCONT);
+  std::ofstream(dir_ + "/go") << "go\n";
+  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
+      << cluster_->Ctl({"describe", "job", id_}).output;
+}
+
+// Paused for longer than the agents' --coordinator_timeout, the coordinator looks dead to them (as
+// one whose host died without closing the connections would): its keepalive pings go unanswered,
+// so each agent drops its connection and connects again. Once the coordinator resumes, the
+// streams it lost cost the nodes and the job a restart, and the job still succeeds.
+class CoordinatorPausePastTheAgentsTimeoutTest : public CoordinatorPauseTest {
+ protected:
+  std::vector<std::string> AgentFlags() const override { return {"--coordinator_timeout=2"}; }
+};
+
+TEST_F(CoordinatorPausePastTheAgentsTimeoutTest, TheAgentsConnectAgainAndTheJobSucceeds) {
+  cluster_->coordinator().process.Signal(SIGSTOP);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return cluster_->agent(i).Log().find("keepalive watchdog timeout") != std::string::npos;
+        },
+        absl::Seconds(60)))
+        << cluster_->agent(i).Log();
+  }
+  cluster_->coordinator().process.Signal(SIGCONT);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const std::string log = cluster_->agent(i).Log();
+          const size_t first = log.find("connected to the coordinator");
+          return first != std::string::npos &&
+                 log.find("connected to the coordinator", first + 1) != std::string::npos;
+        },
+        absl::Seconds(60)))
+        << cluster_->agent(i).Log();
+  }
   std::ofstream(dir_ + "/go") << "go\n";
   EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
       << cluster_->Ctl({"describe", "job", id_}).output;
