@@ -25,7 +25,12 @@ class AgentService::Stream
       return;
     }
     absl::Time start = absl::Now();
+    // While its message is handled (which may wait for the job lock), the node's next messages,
+    // heartbeats too, wait unread: that time is not its silence.
+    const bool tracked = !node_.empty() && !in_.has_heartbeat();
+    if (tracked) service_->nodes_->BeginMessage(node_, session_);
     absl::Status status = Handle(in_);
+    if (tracked) service_->nodes_->EndMessage(node_, session_);
     size_t body = static_cast<size_t>(in_.body_case());
     if (body < service_->handling_seconds_.size() && service_->handling_seconds_[body]) {
       service_->handling_seconds_[body]->Observe(absl::ToDoubleSeconds(absl::Now() - start));

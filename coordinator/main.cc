@@ -164,7 +164,13 @@ absl::Status Run() {
     while (!stopping.WaitForNotificationWithTimeout(kTick)) {
       rendezvous.ExpireWaiters();
       for (const std::string& node : nodes.CheckLivenessEvery(kTick)) {
-        RM_LOG(WARNING) << "node " << node << " silent for " << lost_after << ": lost";
+        // Its silence may be longer than --lost_after: the coordinator's stalls are not counted.
+        const std::optional<absl::Time> heard = nodes.LastHeartbeat(node);
+        RM_LOG(WARNING) << "node " << node << " silent for "
+                        << (heard.has_value()
+                                ? absl::Trunc(clock->Now() - *heard, absl::Milliseconds(1))
+                                : lost_after)
+                        << ": lost";
         jobs.OnNodeLost(node);
       }
       jobs.Tick();

@@ -61,6 +61,8 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.alive = true;
   node.leaving = false;
   node.last_heartbeat = node.silent_since = clock_->Now();
+  node.handling_since.reset();
+  NoteReadLocked(node.last_heartbeat);
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
   for (auto it = node.holder.begin(); it != node.holder.end();) {
     auto next = std::next(it);
@@ -71,15 +73,45 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   return node.session;
 }
 
+NodeManager::Node* NodeManager::SessionLocked(const std::string& name, uint64_t session) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second.session != session || !it->second.alive) return nullptr;
+  return &it->second;
+}
+
+void NodeManager::NoteReadLocked(absl::Time now) {
+  const absl::Time from = last_tick_.has_value() ? std::max(last_read_, *last_tick_) : last_read_;
+  longest_unread_ = std::max(longest_unread_, now - from);
+  last_read_ = now;
+}
+
 absl::Status NodeManager::Heartbeat(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end() || it->second.session != session || !it->second.alive) {
+  Node* node = SessionLocked(name, session);
+  if (node == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("heartbeat from ", name, " on a replaced or lost session"));
   }
-  it->second.last_heartbeat = it->second.silent_since = clock_->Now();
+  node->last_heartbeat = node->silent_since = clock_->Now();
+  NoteReadLocked(node->last_heartbeat);
   return absl::OkStatus();
+}
+
+void NodeManager::BeginMessage(const std::string& name, uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  Node* node = SessionLocked(name, session);
+  if (node == nullptr) return;
+  node->handling_since = clock_->Now();
+  NoteReadLocked(*node->handling_since);
+}
+
+void NodeManager::EndMessage(const std::string& name, uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  Node* node = SessionLocked(name, session);
+  if (node == nullptr || !node->handling_since.has_value()) return;
+  const absl::Time now = clock_->Now();
+  node->silent_since = std::min(node->silent_since + (now - *node->handling_since), now);
+  node->handling_since.reset();
 }
 
 bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
@@ -104,7 +136,7 @@ std::vector<std::string> NodeManager::CheckLiveness() {
   const absl::Time now = clock_->Now();
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     auto& [name, node] = *it;
-    if (node.alive && node.silent_since < now - lost_after_) {
+    if (node.alive && !node.handling_since.has_value() && node.silent_since < now - lost_after_) {
       MarkLost(&node);
       lost.push_back(name);
     } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&
@@ -122,23 +154,28 @@ std::vector<std::string> NodeManager::CheckLiveness() {
 }
 
 std::vector<std::string> NodeManager::CheckLivenessEvery(absl::Duration period) {
+  absl::Duration stall;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    const absl::Duration gap = last_tick_.has_value() ? now - *last_tick_ : absl::ZeroDuration();
+    if (last_tick_.has_value() && now - *last_tick_ > 2 * period) {
+      const absl::Duration unread =
+          std::max(longest_unread_, now - std::max(last_read_, *last_tick_));
+      stall = std::max(unread - period, absl::ZeroDuration());
+    }
     last_tick_ = now;
-    if (gap > 2 * period) {
-      const absl::Duration stall = gap - period;
+    longest_unread_ = absl::ZeroDuration();
+    if (stall > absl::ZeroDuration()) {
       for (auto& [name, node] : nodes_) {
         if (node.alive) node.silent_since = std::min(node.silent_since + stall, now);
       }
       if (stall_seconds_ != nullptr) stall_seconds_->Observe(absl::ToDoubleSeconds(stall));
-      // The short ones of an overloaded coordinator are counted, not logged each time.
-      if (stall >= lost_after_ / 4) {
-        RM_LOG(WARNING) << "coordinator stalled for " << stall
-                        << ": not counted as any node's silence";
-      }
     }
+  }
+  // The short ones of an overloaded coordinator are counted, not logged each time.
+  if (stall >= lost_after_ / 4 && stall > absl::ZeroDuration()) {
+    RM_LOG(WARNING) << "coordinator stalled for " << absl::Trunc(stall, absl::Milliseconds(1))
+                    << " (read no agent message): not counted as any node's silence";
   }
   return CheckLiveness();
 }

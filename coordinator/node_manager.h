@@ -3,9 +3,10 @@
 // Each agent stream is a session. Register() starts a new session for the node (replacing any
 // older one, whose heartbeats and disconnects are then ignored). A node is lost when its current
 // session disconnects, or when it has sent no heartbeat for `lost_after` (CheckLiveness, called by
-// the coordinator's ticker), not counting the time the coordinator itself was stalled (while it
-// could not read heartbeats, their silence says nothing about the nodes). Heartbeat() is O(1):
-// one hash lookup and a timestamp store; nothing here touches the disk.
+// the coordinator's ticker), not counting the time the coordinator could not read its stream
+// (while a heartbeat cannot be read, its absence says nothing about the node): the time it spent
+// handling one of the node's other messages, and the coordinator's own stalls (CheckLivenessEvery).
+// Heartbeat() is O(1): one hash lookup and a timestamp store; nothing here touches the disk.
 //
 // Allocation tracks which job holds which device, so placement sees only free devices of live,
 // uncordoned nodes. Allocations survive a node's loss and return (the job manager releases them).
@@ -60,14 +61,23 @@ class NodeManager {
   // Marks nodes silent for longer than lost_after as lost and returns their names (each lost
   // node is returned once per loss); forgets the nodes lost for forget_after.
   std::vector<std::string> CheckLiveness();
-  // The coordinator's ticker calls this every `period` instead. A gap of more than twice `period`
-  // since its previous call means the coordinator stalled: the process was paused, or the ticker
-  // waited behind the job lock that agent messages wait on too. Meanwhile heartbeats sat unread in
-  // the agents' streams, so the gap beyond `period` is not counted as any live node's silence (one
-  // silent all along is lost that much later); the stall is observed in
-  // ringmaster_coordinator_stall_seconds, and logged from a quarter of lost_after. Then does what
+  // The coordinator's ticker (the only caller) calls this every `period` instead. A gap of more
+  // than twice `period` since its previous call means the coordinator stalled: the process was
+  // paused, or the ticker waited behind the job lock. What counts is how long, within the gap, it
+  // read no agent message at all (a paused process reads nothing; one whose ticker waits may go
+  // on reading heartbeats): that time, less one period, is not counted as any live node's silence
+  // (so each check counts at least one period of a silent node's silence, and it is lost within
+  // lost_after / period + 1 checks however the coordinator stalls). The stall is observed in
+  // ringmaster_coordinator_stall_seconds and logged from a quarter of lost_after. Then does what
   // CheckLiveness does.
   std::vector<std::string> CheckLivenessEvery(absl::Duration period);
+
+  // The session's stream began and ended handling a message other than a heartbeat (its next
+  // messages, heartbeats too, wait unread meanwhile). Until EndMessage the node is not lost for
+  // silence, and the time between the two is not counted as its silence. Other sessions' calls
+  // are ignored.
+  void BeginMessage(const std::string& node, uint64_t session);
+  void EndMessage(const std::string& node, uint64_t session);
 
   // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const { return Capacity(/*free_only=*/true); }
@@ -124,7 +134,8 @@ class NodeManager {
     uint64_t session = 0;
     bool alive = false;
     absl::Time last_heartbeat;
-    absl::Time silent_since;  // the last heartbeat, moved later by the coordinator's stalls
+    absl::Time silent_since;  // the last heartbeat, moved later by the time it could not be read
+    std::optional<absl::Time> handling_since;      // BeginMessage without EndMessage yet
     absl::Time lost_at;                            // when it was last declared lost
     bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
@@ -132,6 +143,9 @@ class NodeManager {
   };
 
   void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An agent message was read now (for the stall measurement of CheckLivenessEvery).
+  void NoteReadLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Node* SessionLocked(const std::string& name, uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::NodeStatus StatusOf(const std::string& name, const Node* node, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGauge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -153,6 +167,9 @@ class NodeManager {
                               bool usable_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   std::optional<absl::Time> last_tick_ ABSL_GUARDED_BY(mu_);  // CheckLivenessEvery's last call
+  absl::Time last_read_ ABSL_GUARDED_BY(mu_);                 // the last agent message read
+  // The longest time without a message read since last_tick_ (up to last_read_).
+  absl::Duration longest_unread_ ABSL_GUARDED_BY(mu_);
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

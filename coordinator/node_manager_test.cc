@@ -102,6 +102,64 @@ TEST_F(NodeManagerTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"b"});
 }
 
+// A coordinator that went on reading heartbeats while its ticker was late was deaf only for the
+// longest time it read nothing.
+TEST_F(NodeManagerTest, OnlyTheTimeNoMessageWasReadIsAStall) {
+  const absl::Duration tick = absl::Seconds(1);
+  auto a = nodes_.Register(Registration("a", 1));
+  auto b = nodes_.Register(Registration("b", 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  clock_.Advance(5 * tick);
+  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  clock_.Advance(5 * tick);
+  // Read nothing for 5 s at most: 4 s are not silence, so a counts 6 s and is lost.
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_sum 4"),
+            std::string::npos)
+      << registry_.RenderText();
+}
+
+// However often and long the coordinator stalls, each check counts at least one period of a
+// silent node's silence.
+TEST_F(NodeManagerTest, RepeatedStallsStillLoseASilentNode) {
+  const absl::Duration tick = absl::Seconds(1);
+  ASSERT_TRUE(nodes_.Register(Registration("a", 1)).ok());
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  int checks = 0;
+  while (nodes_.IsAlive("a") && checks < 100) {
+    clock_.Advance(10 * tick);
+    nodes_.CheckLivenessEvery(tick);
+    ++checks;
+  }
+  EXPECT_EQ(checks, 4);  // lost_after / tick + 1
+}
+
+// While the coordinator handles one of a node's messages (waiting for the job lock, say), the
+// heartbeats behind it wait unread: the node is not lost meanwhile, and that time is not silence.
+TEST_F(NodeManagerTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
+  const absl::Duration tick = absl::Seconds(1);
+  auto a = nodes_.Register(Registration("a", 1));
+  auto b = nodes_.Register(Registration("b", 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  nodes_.BeginMessage("a", *a);
+  nodes_.BeginMessage("b", *b + 1);  // another session's: ignored
+  std::vector<std::string> lost;
+  for (int i = 0; i < 10; ++i) {  // checks on time: no stall
+    clock_.Advance(tick);
+    for (const std::string& node : nodes_.CheckLivenessEvery(tick)) lost.push_back(node);
+  }
+  EXPECT_EQ(lost, std::vector<std::string>{"b"});  // silent, its Begin ignored
+  nodes_.EndMessage("a", *a);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(tick);
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // 3 s since the message was handled
+  }
+  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 13 * tick);
+  clock_.Advance(tick);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+}
+
 TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
   auto first = nodes_.Register(Registration("a", 1));
   auto second = nodes_.Register(Registration("a", 1));  // Reconnect replaces the session.

@@ -22,7 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr absl::Duration kLostAfter = absl::Seconds(1);
+constexpr absl::Duration kLostAfter = absl::Seconds(2);
 
 // One rank on each agent; each waits for the file `go`, then exits 0.
 std::string Job(const std::string& go) {
@@ -39,7 +39,7 @@ class CoordinatorPauseTest : public ::testing::Test {
     options.slots = 1;
     options.agent_flags = AgentFlags();
     options.coordinator_flags = {absl::StrCat("--lost_after=", absl::ToDoubleSeconds(kLostAfter)),
-                                 "--heartbeat_interval=0.1"};
+                                 "--heartbeat_interval=0.2"};
     auto cluster = TestCluster::Start(dir_, options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
@@ -86,8 +86,8 @@ TEST_F(CoordinatorPauseTest, NoNodeIsLostAndTheJobRunsOn) {
   // The job ends after the coordinator has run its liveness check on resuming (it must have
   // handled both ranks' exits): had that check counted the pause as silence, both nodes would
   // have been lost and the job restarted.
-  const std::string described = cluster_->Ctl({"describe", "job", id_}).output;
-  ASSERT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED") << described;
+  ASSERT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
+      << cluster_->Ctl({"describe", "job", id_}).output;
   const std::string log = cluster_->coordinator().process.Log();
   EXPECT_THAT(log, Not(HasSubstr(": lost"))) << log;
   EXPECT_THAT(log, HasSubstr("coordinator stalled for "));

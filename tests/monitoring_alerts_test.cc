@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "agent/testing/memory_cgroup.h"
+#include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/monitoring_stack.h"
@@ -182,13 +183,23 @@ TEST_F(MonitoringAlertsTest, KilledAgentRaisesAgentLostForItsNode) {
 }
 
 // The coordinator paused (SIGSTOP) for 6 s, past --lost_after (2.5 s) and the alert's 5 s:
-// RingmasterCoordinatorStalling goes pending for it, and RingmasterAgentLost for no node (the
-// agents heartbeated through the pause).
-TEST_F(MonitoringAlertsTest, PausedCoordinatorRaisesCoordinatorStallingAndLosesNoNode) {
+// RingmasterCoordinatorDown goes pending while it is paused (its scrapes fail), and
+// RingmasterCoordinatorStalling once it resumed; RingmasterAgentLost for no node (the agents
+// heartbeated through the pause).
+TEST_F(MonitoringAlertsTest, PausedCoordinatorRaisesCoordinatorDownThenStallingAndLosesNoNode) {
   EXPECT_THAT(stack_->Alerts("RingmasterCoordinatorStalling", ""), IsEmpty());
-  // The length of the pause is the fault itself, not a wait for something to happen.
+  // Pending at Prometheus's first evaluations, before its first scrape (absent() holds), until
+  // the evaluation after it.
+  EXPECT_TRUE(WaitFor([&] { return stack_->Alerts("RingmasterCoordinatorDown", "").empty(); },
+                      absl::Seconds(30)));
+  const absl::Time paused = absl::Now();
   cluster().coordinator().process.Signal(SIGSTOP);
-  absl::SleepFor(absl::Seconds(6));
+  auto down = stack_->WaitForAlert("RingmasterCoordinatorDown", "job=\"ringmaster-coordinator\"",
+                                   absl::Seconds(30));
+  EXPECT_TRUE(down.ok()) << down.status();
+  EXPECT_EQ(Label(down.ok() ? *down : std::vector<PromSample>{}, "severity"), "critical");
+  // The length of the pause is the fault itself, not a wait for something to happen.
+  absl::SleepFor(paused + absl::Seconds(6) - absl::Now());
   cluster().coordinator().process.Signal(SIGCONT);
   auto alert = stack_->WaitForAlert("RingmasterCoordinatorStalling",
                                     "job=\"ringmaster-coordinator\"", absl::Seconds(60));
