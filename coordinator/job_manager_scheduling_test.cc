@@ -70,6 +70,33 @@ class SchedulingTest : public JobManagerTest {
   std::string first_, large_;
 };
 
+// A node lost after the pass read the free devices, before a job is placed on it: Allocate
+// refuses that placement, and the pass reads the free devices again and places the job elsewhere
+// at once (not at some later pass).
+TEST_F(SchedulingTest, APlacementOnANodeLostDuringThePassIsMadeAgainElsewhere) {
+  AddNode("n1", 1);
+  auto n2 = nodes_->Register(Node("n2", 1));
+  ASSERT_TRUE(n2.ok()) << n2.status();
+  AddNode("n3", 1);
+  const std::string big = SubmitOk(Spec(3, 1));
+  ASSERT_EQ(Current(big).state(), v1::JOB_STATE_RUNNING);
+  const std::string x = SubmitOk(Spec(1, 1));
+  const std::string y = SubmitOk(Spec(1, 1));
+  ASSERT_EQ(Current(y).state(), v1::JOB_STATE_PENDING);
+  // n2 is lost while x is launched, in the pass that big's end runs: y's placement, made on what
+  // the pass read before, is on n2.
+  sink_.on_send = [&](const std::string&, const v1::CoordinatorMessage& m) {
+    if (m.has_launch() && m.launch().job().job_id() == x) nodes_->Disconnected("n2", *n2);
+  };
+  Succeed(big);
+  sink_.on_send = nullptr;
+  EXPECT_FALSE(nodes_->IsAlive("n2"));
+  ASSERT_EQ(Current(x).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(x).assignments(0).node(), "n1");
+  ASSERT_EQ(Current(y).state(), v1::JOB_STATE_RUNNING) << Current(y).reason();
+  EXPECT_EQ(Current(y).assignments(0).node(), "n3");
+}
+
 TEST_F(SchedulingTest, TheOldestWaitingJobIsNotStarvedByYoungerSmallerOnes) {
   RunOneAndQueueALargeJob();
   EXPECT_THAT(Current(large_).reason(),
