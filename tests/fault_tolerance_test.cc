@@ -216,6 +216,55 @@ TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
 }
 
+// A pure pipeline of four stages, one rank each: stages run different layers, so a stage cannot
+// be compared with the others, and a rank alone in its stage is judged by how much it slowed down
+// against its own earlier compute time, over the other stages' slowdowns. Rank 2 trains at full
+// speed for its first 20 s (longer than the baseline takes to form, however fast this machine
+// trains: the agents send one summary a second), then its compute takes three times as long: it
+// alone is named, against its baseline, without a restart.
+TEST_F(FaultToleranceTest, AStageThatSlowsDownMidRunIsFlaggedAgainstItsBaseline) {
+  const std::string yaml =
+      absl::StrCat("name: slowing\nnodes: 2\ndevices_per_node: 2\n",
+                   "parallelism: {tensor: 1, pipeline: 4, data: 1}\ntrainer:\n  ",
+                   Command(", \"--slow_rank=2\", \"--slow_factor=3\", \"--slow_after_seconds=20\""),
+                   "\n  model: {layers: 4, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n",
+                   "  batch: {micro_batch: 2, global_batch: 8}\n  optimizer: {lr: 2.0e-3}\n",
+                   "  steps: 1000000\nrestart: {max_restarts: 3}\n");
+  const std::string id = cluster_->Submit("slowing", yaml);
+  ASSERT_FALSE(id.empty());
+  std::string described;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        described = cluster_->Ctl({"describe", "job", id}).output;
+        return described.find("straggler\n") != std::string::npos ||
+               described.find(": straggler") != std::string::npos;
+      },
+      absl::Seconds(240)))
+      << described;
+  EXPECT_TRUE(std::regex_search(
+      described,
+      std::regex("rank 2 on agent-\\d slowed down \\d+\\.\\d\\dx more than the other "
+                 "pipeline stages \\(each against its own earlier compute time; the "
+                 "only rank of stage 2\\) \\(threshold 1\\.20\\) at step \\d+: straggler")))
+      << described;
+  // The assignments table says it on rank 2's row, and on no other.
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("\\n  2 +agent-\\d [^\\n]*straggler \\(\\d+\\.\\d\\dx\\)\\n")))
+      << described;
+  const std::regex flagged_row("\\n  \\d+ +agent-[^\\n]*straggler \\(");
+  EXPECT_EQ(std::distance(std::sregex_iterator(described.begin(), described.end(), flagged_row),
+                          std::sregex_iterator()),
+            1)
+      << described;
+  for (int rank : {0, 1, 3}) {
+    EXPECT_THAT(described, Not(HasSubstr(absl::StrCat("rank ", rank, " on agent-")))) << rank;
+  }
+  EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
+  EXPECT_EQ(Restarts(*cluster_, id), 0);
+  EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
+}
+
 // As a replacement launched elsewhere would when it resumes, "generation 2" claims the checkpoint
 // directory while generation 1 trains (the claim is written by hand: there is no partition to
 // make here). At its next checkpoint generation 1 stops (exit 75) saying why; the first such

@@ -49,6 +49,9 @@ ABSL_FLAG(double, peak_flops, 0,
           "Peak FLOP/s of this rank's device for MFU (0: estimated from the CPU).");
 ABSL_FLAG(int, slow_rank, -1, "Fault injection: this rank's compute is slowed (-1: none).");
 ABSL_FLAG(double, slow_factor, 1, "Fault injection: compute time multiplier of --slow_rank.");
+ABSL_FLAG(double, slow_after_seconds, 0,
+          "Fault injection: --slow_rank is slowed only once its process has trained this long (a "
+          "rank that slows down mid-run).");
 ABSL_FLAG(std::string, slow_link, "",
           "Fault injection: the link check's exchanges between these two global ranks (A:B) "
           "each take --slow_link_delay longer (empty: none).");
@@ -151,6 +154,7 @@ absl::Status Main(absl::Time process_start) {
     flags.peak_flops = absl::GetFlag(FLAGS_peak_flops);
     flags.slow_rank = absl::GetFlag(FLAGS_slow_rank);
     flags.slow_factor = absl::GetFlag(FLAGS_slow_factor);
+    flags.slow_after_seconds = absl::GetFlag(FLAGS_slow_after_seconds);
     RETURN_IF_ERROR(RankPair("--slow_link", absl::GetFlag(FLAGS_slow_link), &flags.slow_link_a,
                              &flags.slow_link_b));
     RETURN_IF_ERROR(RankPair("--corrupt_link", absl::GetFlag(FLAGS_corrupt_link),

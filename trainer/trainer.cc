@@ -96,6 +96,7 @@ class Run {
   bool stopped_on_request_ = false;
   int64_t start_step_ = 0;
   double peak_flops_ = 0;
+  Clock::time_point training_since_ = Clock::now();  // reset as the first step starts
 };
 
 absl::Status Run::Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done) {
@@ -185,7 +186,8 @@ absl::Status Run::Setup() {
   if (c_.place.rank == c_.flags.slow_rank && c_.flags.slow_factor > 1) {
     // Inside the passes, where a slow device loses its time: tensor-parallel peers then wait
     // for this rank in their all-reduces, the others in the pipeline and the reductions.
-    o.after_pass = [extra = c_.flags.slow_factor - 1](double compute_seconds) {
+    o.after_pass = [this, extra = c_.flags.slow_factor - 1](double compute_seconds) {
+      if (Since(training_since_) < c_.flags.slow_after_seconds) return;
       std::this_thread::sleep_for(std::chrono::duration<double>(compute_seconds * extra));
     };
   }
@@ -449,6 +451,7 @@ absl::Status Run::Train() {
   const MicrobatchFn fill = [this](int micro, int32_t* inputs, int32_t* targets) {
     loader_->Fill(micro, inputs, targets);
   };
+  training_since_ = Clock::now();
   for (int64_t step = start_step_; step < c_.steps; ++step) {
     const auto start = Clock::now();
     const float lr = static_cast<float>(c_.schedule.At(step));

@@ -30,6 +30,7 @@ struct TrainerFlags {
   double peak_flops = 0;           // per rank, for MFU; 0: estimated from the CPU
   double slow_factor = 1;          // test flag: this rank's compute is stretched by this factor
   int slow_rank = -1;              // ... on this rank only (-1: none)
+  double slow_after_seconds = 0;   // ... once its process has trained this long
   int slow_link_a = -1;            // test flag: the link check's exchanges between these two
   int slow_link_b = -1;            // global ranks (-1: none) each take this much longer
   double slow_link_delay = 0;      // (seconds)
