@@ -186,9 +186,12 @@ void CoordinatorLink::ConnectionLoop() {
     {
       // Wait for any writer to leave the stream before it is destroyed.
       absl::MutexLock write_lock(&write_mu_);
-      // Its read loop ended, so the call is over and Finish() says why at once (for a connection
-      // the keepalive found dead: UNAVAILABLE, "keepalive watchdog timeout").
-      if (registered) ended = FromGrpcStatus(CurrentStream()->Finish());
+      // After its read loop the call is over, and Finish() says why at once (for a connection the
+      // keepalive found dead: UNAVAILABLE, "keepalive watchdog timeout"). A registration that
+      // failed may have left it open (an answer that was not the acknowledgement): cancelled
+      // first, which does not change a status already final.
+      if (!registered) context.TryCancel();
+      ended = FromGrpcStatus(CurrentStream()->Finish());
       absl::MutexLock lock(&mu_);
       context_ = nullptr;
       stream_.reset();
@@ -196,8 +199,9 @@ void CoordinatorLink::ConnectionLoop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     RM_LOG(WARNING) << "coordinator stream "
-                    << (registered ? absl::StrCat("broke (", ended.ToString(), ")")
+                    << (registered ? (ended.ok() ? "ended by the coordinator" : "broke")
                                    : "not established")
+                    << " (" << ended << ")"
                     << "; retrying in about " << backoff;
     std::uniform_real_distribution<double> jitter(0.8, 1.2);
     absl::Duration wait = backoff * jitter(rng);

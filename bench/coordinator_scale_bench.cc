@@ -36,6 +36,8 @@
 
 ABSL_FLAG(int, agents, 4096, "Simulated agents (nodes).");
 ABSL_FLAG(int, devices, 8, "Devices per agent.");
+ABSL_FLAG(double, lost_after, 10,
+          "The coordinator's --lost_after (the simulated agents heartbeat once a second).");
 ABSL_FLAG(int, warmup_heartbeats, 5, "Heartbeat rounds (1 s apart) before the job is submitted.");
 ABSL_FLAG(int, pending_jobs, 0,
           "One-node jobs submitted while the big job runs; they are placed when it ends.");
@@ -76,6 +78,18 @@ std::pair<double, double> QuantileFromPage(const std::string& page, const std::s
   return {INFINITY, total};
 }
 
+// The sum of every series of `name` (a counter, or a histogram's _sum or _count) in a /metrics
+// page.
+double SumFromPage(const std::string& page, const std::string& name) {
+  std::regex re("\n" + name + "(\\{[^}]*\\})? (\\S+)");
+  double sum = 0;
+  for (std::sregex_iterator it(page.begin(), page.end(), re), end; it != end; ++it) {
+    double value = 0;
+    if (absl::SimpleAtod((*it)[2].str(), &value)) sum += value;
+  }
+  return sum;
+}
+
 // Submits a command job of `nodes` x `devices` ranks, one tensor-parallel group per node.
 absl::Status Submit(v1::JobService::Stub& jobs, const std::string& name, int nodes, int devices) {
   grpc::ClientContext context;
@@ -103,7 +117,8 @@ absl::Status Run() {
   const int64_t world = int64_t{agents} * devices;
   ASSIGN_OR_RETURN(
       testing::CoordinatorProcess coordinator,
-      testing::StartCoordinator({"--insecure", "--heartbeat_interval=1", "--lost_after=10",
+      testing::StartCoordinator({"--insecure", "--heartbeat_interval=1",
+                                 absl::StrCat("--lost_after=", absl::GetFlag(FLAGS_lost_after)),
                                  "--state=" + testing::TestTempDir() + "/bench.db"}));
   std::cout << "coordinator pid " << coordinator.process.pid() << " at " << coordinator.address()
             << "\n";
@@ -178,6 +193,9 @@ absl::Status Run() {
       QuantileFromPage(page->body, "ringmaster_scheduling_pass_seconds", "", 0.99);
   auto [pass_max, unused] =
       QuantileFromPage(page->body, "ringmaster_scheduling_pass_seconds", "", 1.0);
+  const double lost = SumFromPage(page->body, "ringmaster_nodes_lost_total");
+  const double stalls = SumFromPage(page->body, "ringmaster_coordinator_stall_seconds_count");
+  const double stalled = SumFromPage(page->body, "ringmaster_coordinator_stall_seconds_sum");
   std::string rss = ProcStatus(coordinator.process.pid(), "VmRSS");
   std::string hwm = ProcStatus(coordinator.process.pid(), "VmHWM");
   fleet.Shutdown();
@@ -190,10 +208,11 @@ absl::Status Run() {
       "%s"
       "heartbeat handling p99 <= %g s over %.0f heartbeats\n"
       "scheduling passes: %.0f, p99 <= %g s, longest <= %g s\n"
+      "nodes declared lost: %.0f; coordinator stalls: %.0f, %.3f s in all\n"
       "coordinator memory: VmRSS %s, VmHWM %s\n",
       agents, devices, world, absl::FormatDuration(registration), absl::FormatDuration(submit),
       world, ok, absl::FormatDuration(rendezvous), pending_report, p99, count, passes, pass_p99,
-      pass_max, rss, hwm);
+      pass_max, lost, stalls, stalled, rss, hwm);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 #include "common/grpc_client.h"
 
+#include <algorithm>
+
 #include "common/grpc_limits.h"
 #include "common/pem_file.h"
 #include "common/status.h"
@@ -30,7 +32,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   if (keepalive > absl::ZeroDuration()) {
-    const int ms = static_cast<int>(absl::ToInt64Milliseconds(keepalive));
+    // GrpcServer accepts pings half a second apart: 1 s keeps a margin.
+    const int ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(keepalive), 1000, 24 * 3600 * 1000));
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
     // Pings go on while the calls send no data (an agent's stream between heartbeats, or one

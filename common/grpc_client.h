@@ -26,10 +26,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 
 // A channel to `target` ("host:port" or "unix:/path") with the given credentials, receiving
 // messages of up to kMaxGrpcMessageBytes (grpc_limits.h), as the servers do. With `keepalive`
-// (from 1 s; zero: none) the channel pings its server every `keepalive` and, when a ping is not
-// answered within another `keepalive`, closes the connection and fails its calls (UNAVAILABLE):
-// a server that stopped answering without closing the connection (its host lost, a network
-// partition, a paused process) is noticed within twice `keepalive`, not TCP's 15 minutes.
+// (zero: none; clamped to at least 1 s) the channel pings its server every `keepalive` and, when a
+// ping is not answered within another `keepalive`, closes the connection and fails its calls
+// (UNAVAILABLE): a server that stopped answering without closing the connection (its host lost, a
+// network partition, a paused process) is noticed within twice `keepalive`, not TCP's 15 minutes.
 // GrpcServer accepts pings that often.
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,

@@ -28,8 +28,9 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
     stall_seconds_ =
         registry
             ->AddHistogram("ringmaster_coordinator_stall_seconds",
-                           "Stalls of the coordinator (paused, or its job lock held long): gaps "
-                           "in its liveness checks, not counted as the nodes' silence.",
+                           "Stalls of the coordinator (paused, or busy): the longest time it "
+                           "read no agent message while its liveness checks were late, less one "
+                           "period; not counted as the nodes' silence.",
                            {}, {0.25, 0.5, 1, 2, 5, 10, 30, 60, 300})
             .WithLabels({});
   }
@@ -131,9 +132,12 @@ void NodeManager::MarkLost(Node* node) {
 }
 
 std::vector<std::string> NodeManager::CheckLiveness() {
-  std::vector<std::string> lost;
   absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  return CheckLivenessLocked(clock_->Now());
+}
+
+std::vector<std::string> NodeManager::CheckLivenessLocked(absl::Time now) {
+  std::vector<std::string> lost;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     auto& [name, node] = *it;
     if (node.alive && !node.handling_since.has_value() && node.silent_since < now - lost_after_) {
@@ -155,7 +159,10 @@ std::vector<std::string> NodeManager::CheckLiveness() {
 
 std::vector<std::string> NodeManager::CheckLivenessEvery(absl::Duration period) {
   absl::Duration stall;
+  std::vector<std::string> lost;
   {
+    // One lock and one reading of the clock for both the stall and the silences: a pause between
+    // two readings would be counted as silence without being seen as a stall.
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     if (last_tick_.has_value() && now - *last_tick_ > 2 * period) {
@@ -171,13 +178,14 @@ std::vector<std::string> NodeManager::CheckLivenessEvery(absl::Duration period) 
       }
       if (stall_seconds_ != nullptr) stall_seconds_->Observe(absl::ToDoubleSeconds(stall));
     }
+    lost = CheckLivenessLocked(now);
   }
   // The short ones of an overloaded coordinator are counted, not logged each time.
   if (stall >= lost_after_ / 4 && stall > absl::ZeroDuration()) {
     RM_LOG(WARNING) << "coordinator stalled for " << absl::Trunc(stall, absl::Milliseconds(1))
                     << " (read no agent message): not counted as any node's silence";
   }
-  return CheckLiveness();
+  return lost;
 }
 
 void NodeManager::SetLeaving(const std::string& name) {

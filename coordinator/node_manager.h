@@ -143,6 +143,7 @@ class NodeManager {
   };
 
   void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> CheckLivenessLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An agent message was read now (for the stall measurement of CheckLivenessEvery).
   void NoteReadLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Node* SessionLocked(const std::string& name, uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

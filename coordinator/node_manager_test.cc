@@ -102,6 +102,43 @@ TEST_F(NodeManagerTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"b"});
 }
 
+// A clock the process is paused on: `reads` more readings later, time has jumped by `pause`.
+class PausingClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = now_;
+    if (reads_ > 0 && --reads_ == 0) now_ += pause_;
+    return now;
+  }
+  void PauseAfter(int reads, absl::Duration pause) {
+    absl::MutexLock lock(&mu_);
+    reads_ = reads;
+    pause_ = pause;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
+  mutable int reads_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration pause_ ABSL_GUARDED_BY(mu_);
+};
+
+// Paused in the middle of a check: the check judges by the time it read before the pause, and
+// the next one sees the stall. (Had the two halves of a check each read the clock, the pause
+// would have counted as silence without being seen as a stall.)
+TEST(NodeManagerPauseTest, APauseDuringACheckIsNotSilence) {
+  PausingClock clock;
+  NodeManager nodes(&clock, absl::Seconds(3), absl::ZeroDuration(), nullptr);
+  ASSERT_TRUE(nodes.Register(Registration("a", 1)).ok());
+  const absl::Duration tick = absl::Seconds(1);
+  EXPECT_TRUE(nodes.CheckLivenessEvery(tick).empty());
+  clock.PauseAfter(1, absl::Seconds(10));  // right after the next check's first reading
+  EXPECT_TRUE(nodes.CheckLivenessEvery(tick).empty());
+  EXPECT_TRUE(nodes.CheckLivenessEvery(tick).empty());  // sees the 10 s: a stall
+  EXPECT_TRUE(nodes.IsAlive("a"));
+}
+
 // A coordinator that went on reading heartbeats while its ticker was late was deaf only for the
 // longest time it read nothing.
 TEST_F(NodeManagerTest, OnlyTheTimeNoMessageWasReadIsAStall) {
@@ -156,6 +193,21 @@ TEST_F(NodeManagerTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
     EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // 3 s since the message was handled
   }
   EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 13 * tick);
+  clock_.Advance(tick);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  // A registration while a message of the old session is handled (the agent connected again):
+  // the new session's silence counts from the registration, and the old session's end is
+  // ignored.
+  auto again = nodes_.Register(Registration("a", 1));
+  ASSERT_TRUE(again.ok());
+  nodes_.BeginMessage("a", *again);
+  auto third = nodes_.Register(Registration("a", 1));
+  ASSERT_TRUE(third.ok());
+  nodes_.EndMessage("a", *again);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(tick);
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  }
   clock_.Advance(tick);
   EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
 }

@@ -38,8 +38,7 @@ class CoordinatorPauseTest : public ::testing::Test {
     TestClusterOptions options;
     options.slots = 1;
     options.agent_flags = AgentFlags();
-    options.coordinator_flags = {absl::StrCat("--lost_after=", absl::ToDoubleSeconds(kLostAfter)),
-                                 "--heartbeat_interval=0.2"};
+    options.coordinator_flags = CoordinatorFlags();
     auto cluster = TestCluster::Start(dir_, options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
@@ -53,7 +52,24 @@ class CoordinatorPauseTest : public ::testing::Test {
         << cluster_->Ctl({"describe", "job", id_}).output;
   }
 
-  virtual std::vector<std::string> AgentFlags() const { return {}; }
+  virtual std::vector<std::string> CoordinatorFlags() const {
+    return {absl::StrCat("--lost_after=", absl::ToDoubleSeconds(kLostAfter)),
+            "--heartbeat_interval=0.2"};
+  }
+  // Well past the pauses here: the agents keep their streams through them.
+  virtual std::vector<std::string> AgentFlags() const { return {"--coordinator_timeout=60"}; }
+
+  // How many times agent `i` has connected to the coordinator.
+  int Connections(int i) {
+    const std::string log = cluster_->agent(i).Log();
+    int n = 0;
+    for (size_t at = log.find(kConnected); at != std::string::npos;
+         at = log.find(kConnected, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+  static constexpr char kConnected[] = "connected to the coordinator";
 
   // Stops the coordinator for three times --lost_after. The length of the pause is the fault
   // itself, not a wait for something to happen.
@@ -126,6 +142,7 @@ class CoordinatorPausePastTheAgentsTimeoutTest : public CoordinatorPauseTest {
 };
 
 TEST_F(CoordinatorPausePastTheAgentsTimeoutTest, TheAgentsConnectAgainAndTheJobSucceeds) {
+  const int before[] = {Connections(0), Connections(1)};
   cluster_->coordinator().process.Signal(SIGSTOP);
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(WaitFor(
@@ -137,16 +154,38 @@ TEST_F(CoordinatorPausePastTheAgentsTimeoutTest, TheAgentsConnectAgainAndTheJobS
   }
   cluster_->coordinator().process.Signal(SIGCONT);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          const std::string log = cluster_->agent(i).Log();
-          const size_t first = log.find("connected to the coordinator");
-          return first != std::string::npos &&
-                 log.find("connected to the coordinator", first + 1) != std::string::npos;
-        },
-        absl::Seconds(60)))
+    EXPECT_TRUE(WaitFor([&] { return Connections(i) > before[i]; }, absl::Seconds(60)))
         << cluster_->agent(i).Log();
   }
+  // The streams the coordinator found closed on resuming cost the nodes, and the job a restart.
+  EXPECT_THAT(cluster_->coordinator().process.Log(), HasSubstr("disconnected: node lost"));
+  std::ofstream(dir_ + "/go") << "go\n";
+  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
+      << cluster_->Ctl({"describe", "job", id_}).output;
+  EXPECT_THAT(cluster_->Ctl({"get", "job", id_, "-o", "json"}).output,
+              HasSubstr("\"restarts\": 1"));
+}
+
+// Pinged every second (--coordinator_timeout=2) on streams that carry nothing else for seconds
+// (heartbeats 5 s apart; the coordinator sends nothing), the coordinator answers every ping: it
+// accepts pings that often (by default a server closes such a connection after a few pings less
+// than 5 minutes apart).
+class CoordinatorPingedOftenTest : public CoordinatorPausePastTheAgentsTimeoutTest {
+ protected:
+  std::vector<std::string> CoordinatorFlags() const override {
+    return {"--lost_after=30", "--heartbeat_interval=5"};
+  }
+};
+
+TEST_F(CoordinatorPingedOftenTest, PingsAloneDoNotCostTheStreams) {
+  const int before[] = {Connections(0), Connections(1)};
+  // Six ping intervals: the time is the condition, not a wait for something to happen.
+  absl::SleepFor(absl::Seconds(6));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Connections(i), before[i]) << cluster_->agent(i).Log();
+    EXPECT_THAT(cluster_->agent(i).Log(), Not(HasSubstr("coordinator stream broke")));
+  }
+  EXPECT_THAT(cluster_->coordinator().process.Log(), Not(HasSubstr("node lost")));
   std::ofstream(dir_ + "/go") << "go\n";
   EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
       << cluster_->Ctl({"describe", "job", id_}).output;

@@ -68,7 +68,10 @@ class MonitoringAlertsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    auto stack = MonitoringStack::Start(TestTempDir() + "/" + name, {});
+    TestClusterOptions options;
+    // The paused-coordinator case pauses it for longer than the default's ping interval.
+    options.agent_flags = {"--coordinator_timeout=60"};
+    auto stack = MonitoringStack::Start(TestTempDir() + "/" + name, options);
     ASSERT_TRUE(stack.ok()) << stack.status();
     stack_ = std::move(*stack);
   }
