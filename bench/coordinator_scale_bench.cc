@@ -146,7 +146,7 @@ absl::Status Run() {
     std::thread* thread;
     ~Joiner() {
       if (!stop->HasBeenNotified()) stop->Notify();
-      thread->join();
+      if (thread->joinable()) thread->join();
     }
   } joiner{&stop, &heartbeats};
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_warmup_heartbeats)));  // Steady state.
@@ -198,6 +198,9 @@ absl::Status Run() {
   const double stalled = SumFromPage(page->body, "ringmaster_coordinator_stall_seconds_sum");
   std::string rss = ProcStatus(coordinator.process.pid(), "VmRSS");
   std::string hwm = ProcStatus(coordinator.process.pid(), "VmHWM");
+  // No heartbeat is sent while the streams are cancelled.
+  stop.Notify();
+  heartbeats.join();
   fleet.Shutdown();
 
   std::cout << absl::StrFormat(

@@ -1,6 +1,9 @@
 // The coordinator with agents on real gRPC streams (the simulated agents of bench/, which answer
 // a launch by doing the rendezvous and reporting each rank done): a job runs to SUCCEEDED under
 // `ringctl submit --wait`, and `ringctl nodes` shows the agents and what they hold.
+#include <atomic>
+#include <thread>
+
 #include "bench/sim_agent_fleet.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
@@ -38,6 +41,33 @@ TEST(CoordinatorAgentsTest, SubmitWaitRunsAJobToSuccessOnAgents) {
   auto answers = fleet.WaitForRendezvous(2, absl::Seconds(10));
   ASSERT_TRUE(answers.ok()) << answers.status();
   EXPECT_EQ(*answers, 2);  // Rank 0's set and rank 1's wait both answered OK.
+}
+
+// The fleet is shut down (every stream cancelled) while a thread keeps sending heartbeats on
+// them: a write must never start on a stream gRPC is done with (under --config=asan, which
+// tools/test runs, such a write is a heap-use-after-free). Several fleets, for the race.
+TEST(CoordinatorAgentsTest, AFleetShutsDownWhileHeartbeatsAreSent) {
+  auto coordinator = StartCoordinator(
+      {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/shutdown.db"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  for (int round = 0; round < 20; ++round) {
+    bench::FleetOptions options;
+    options.target = coordinator->address();
+    options.agents = 256;
+    options.devices_per_agent = 1;
+    options.channels = 4;
+    bench::SimAgentFleet fleet(options);
+    ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
+    std::atomic<bool> stop{false};
+    std::thread beats([&] {
+      while (!stop.load()) fleet.HeartbeatAll();
+    });
+    fleet.HeartbeatAll();
+    fleet.Shutdown();
+    fleet.HeartbeatAll();  // after the cancel, too
+    stop.store(true);
+    beats.join();
+  }  // each fleet waits for its streams to end, then frees its agents
 }
 
 }  // namespace
