@@ -72,12 +72,21 @@ TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
   EXPECT_TRUE(nodes_.IsAlive("a"));
 }
 
-// lost_after is 3 s; the ticker's period here is 1 s.
-TEST_F(NodeManagerTest, TheCoordinatorsStallIsNotCountedAsSilence) {
+// Nodes a and b registered (sessions a_ and b_); lost_after is 3 s, the ticker's period 1 s.
+class LivenessTest : public NodeManagerTest {
+ protected:
+  void SetUp() override {
+    auto a = nodes_.Register(Registration("a", 1));
+    auto b = nodes_.Register(Registration("b", 1));
+    ASSERT_TRUE(a.ok() && b.ok());
+    a_ = *a;
+    b_ = *b;
+  }
   const absl::Duration tick = absl::Seconds(1);
-  auto a = nodes_.Register(Registration("a", 1));
-  auto b = nodes_.Register(Registration("b", 1));
-  ASSERT_TRUE(a.ok() && b.ok());
+  uint64_t a_ = 0, b_ = 0;
+};
+
+TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // the first call: no gap to judge
   clock_.Advance(2 * tick);                              // twice the period: late, not a stall
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
@@ -91,7 +100,7 @@ TEST_F(NodeManagerTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_sum 9"), std::string::npos) << page;
   // b's heartbeats, unread during the stall, arrive; a stays silent: 3 s counted so far. The
   // heartbeat times the coordinator reports are still the real ones.
-  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  ASSERT_TRUE(nodes_.Heartbeat("b", b_).ok());
   EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 12 * tick);
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
   clock_.Advance(tick);
@@ -141,14 +150,10 @@ TEST(NodeManagerPauseTest, APauseDuringACheckIsNotSilence) {
 
 // A coordinator that went on reading heartbeats while its ticker was late was deaf only for the
 // longest time it read nothing.
-TEST_F(NodeManagerTest, OnlyTheTimeNoMessageWasReadIsAStall) {
-  const absl::Duration tick = absl::Seconds(1);
-  auto a = nodes_.Register(Registration("a", 1));
-  auto b = nodes_.Register(Registration("b", 1));
-  ASSERT_TRUE(a.ok() && b.ok());
+TEST_F(LivenessTest, OnlyTheTimeNoMessageWasReadIsAStall) {
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
   clock_.Advance(5 * tick);
-  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  ASSERT_TRUE(nodes_.Heartbeat("b", b_).ok());
   clock_.Advance(5 * tick);
   // Read nothing for 5 s at most: 4 s are not silence, so a counts 6 s and is lost.
   EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
@@ -174,20 +179,16 @@ TEST_F(NodeManagerTest, RepeatedStallsStillLoseASilentNode) {
 
 // While the coordinator handles one of a node's messages (waiting for the job lock, say), the
 // heartbeats behind it wait unread: the node is not lost meanwhile, and that time is not silence.
-TEST_F(NodeManagerTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
-  const absl::Duration tick = absl::Seconds(1);
-  auto a = nodes_.Register(Registration("a", 1));
-  auto b = nodes_.Register(Registration("b", 1));
-  ASSERT_TRUE(a.ok() && b.ok());
-  nodes_.BeginMessage("a", *a);
-  nodes_.BeginMessage("b", *b + 1);  // another session's: ignored
+TEST_F(LivenessTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
+  nodes_.BeginMessage("a", a_);
+  nodes_.BeginMessage("b", b_ + 1);  // another session's: ignored
   std::vector<std::string> lost;
   for (int i = 0; i < 10; ++i) {  // checks on time: no stall
     clock_.Advance(tick);
     for (const std::string& node : nodes_.CheckLivenessEvery(tick)) lost.push_back(node);
   }
   EXPECT_EQ(lost, std::vector<std::string>{"b"});  // silent, its Begin ignored
-  nodes_.EndMessage("a", *a);
+  nodes_.EndMessage("a", a_);
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(tick);
     EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // 3 s since the message was handled

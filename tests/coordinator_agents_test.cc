@@ -11,16 +11,21 @@
 namespace ringmaster::testing {
 namespace {
 
+bench::FleetOptions Fleet(const CoordinatorProcess& coordinator, int agents, int devices,
+                          int channels) {
+  bench::FleetOptions options;
+  options.target = coordinator.address();
+  options.agents = agents;
+  options.devices_per_agent = devices;
+  options.channels = channels;
+  return options;
+}
+
 TEST(CoordinatorAgentsTest, SubmitWaitRunsAJobToSuccessOnAgents) {
   auto coordinator = StartCoordinator(
       {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/agents.db"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  bench::FleetOptions options;
-  options.target = coordinator->address();
-  options.agents = 2;
-  options.devices_per_agent = 2;
-  options.channels = 2;
-  bench::SimAgentFleet fleet(options);
+  bench::SimAgentFleet fleet(Fleet(*coordinator, 2, 2, 2));
   ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
 
   auto nodes = RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "nodes"});
@@ -51,12 +56,7 @@ TEST(CoordinatorAgentsTest, AFleetShutsDownWhileHeartbeatsAreSent) {
       {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/shutdown.db"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   for (int round = 0; round < 20; ++round) {
-    bench::FleetOptions options;
-    options.target = coordinator->address();
-    options.agents = 256;
-    options.devices_per_agent = 1;
-    options.channels = 4;
-    bench::SimAgentFleet fleet(options);
+    bench::SimAgentFleet fleet(Fleet(*coordinator, 256, 1, 4));
     ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
     std::atomic<bool> stop{false};
     std::thread beats([&] {
