@@ -3,7 +3,6 @@
 #include <random>
 #include <set>
 
-#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 
