@@ -38,6 +38,9 @@ ABSL_FLAG(int, agents, 4096, "Simulated agents (nodes).");
 ABSL_FLAG(int, devices, 8, "Devices per agent.");
 ABSL_FLAG(double, lost_after, 10,
           "The coordinator's --lost_after (the simulated agents heartbeat once a second).");
+ABSL_FLAG(
+    int, channels, 64,
+    "Connections the simulated agents share (a real agent has its own: --channels=--agents).");
 ABSL_FLAG(int, warmup_heartbeats, 5, "Heartbeat rounds (1 s apart) before the job is submitted.");
 ABSL_FLAG(int, pending_jobs, 0,
           "One-node jobs submitted while the big job runs; they are placed when it ends.");
@@ -127,6 +130,7 @@ absl::Status Run() {
   options.target = coordinator.address();
   options.agents = agents;
   options.devices_per_agent = devices;
+  options.channels = absl::GetFlag(FLAGS_channels);
   options.hold_exits = absl::GetFlag(FLAGS_pending_jobs) > 0;
   SimAgentFleet fleet(options);
   absl::Time t = absl::Now();
