@@ -125,8 +125,15 @@ void CoordinatorLink::ConnectionLoop() {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
-      context_ = &context;
-      stream_ = stub_->Connect(&context);
+      context_ = &context;  // Stop() cancels it, also while Connect below waits
+    }
+    // Not under mu_: Connect waits until the call is under way, up to gRPC's connect timeout
+    // (20 s) on a coordinator that accepts the connection but does not answer (paused), and
+    // senders, the metrics and Stop() take mu_ meanwhile.
+    std::unique_ptr<Stream> connecting = stub_->Connect(&context);
+    {
+      absl::MutexLock lock(&mu_);
+      stream_ = std::move(connecting);
     }
     v1::AgentMessage hello;
     *hello.mutable_register_() = make_register_();

@@ -70,10 +70,11 @@ ABSL_FLAG(int, oom_score_adj, -900,
           "started with. Lowering needs CAP_SYS_RESOURCE; without it the agent warns and keeps "
           "its own.");
 ABSL_FLAG(double, coordinator_timeout, 20,
-          "Seconds without an answer on the coordinator's connection (pinged every half of this) "
-          "after which the agent drops the connection and connects again: a coordinator whose "
-          "host died without closing it. A coordinator paused for longer loses the agent's stream "
-          "(the node is lost, and its jobs restart).");
+          "The agent pings the coordinator's connection every half of this and drops it when a "
+          "ping is not answered within the other half, then connects again: a coordinator whose "
+          "host died without closing it is left within this time. A paused coordinator (not a "
+          "busy one: gRPC answers pings without it) may lose the agent's stream after half of "
+          "this and does after all of it (the node is lost, and its jobs restart).");
 ABSL_FLAG(double, summary_interval, 1,
           "Seconds between step summaries of one rank to the coordinator (at most).");
 

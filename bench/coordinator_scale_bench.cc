@@ -131,6 +131,7 @@ absl::Status Run() {
   options.agents = agents;
   options.devices_per_agent = devices;
   options.channels = absl::GetFlag(FLAGS_channels);
+  if (options.channels < 1) return absl::InvalidArgumentError("--channels: must be at least 1");
   options.hold_exits = absl::GetFlag(FLAGS_pending_jobs) > 0;
   SimAgentFleet fleet(options);
   absl::Time t = absl::Now();

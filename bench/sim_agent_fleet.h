@@ -37,11 +37,14 @@ struct FleetOptions {
 class SimAgentFleet {
  public:
   explicit SimAgentFleet(FleetOptions options);
+  // Shuts down and waits until every stream ended; aborts if one has not after 30 s (its agent
+  // would call into freed memory later).
   ~SimAgentFleet();
 
   // Opens every stream and waits until each agent got its RegisterAck. UNAVAILABLE on timeout.
   absl::Status Register(absl::Duration timeout);
-  // Queues one heartbeat on every stream.
+  // Queues one heartbeat on every stream. Safe alongside Shutdown (a stream gRPC finished takes
+  // no more writes).
   void HeartbeatAll();
   // Waits until `ranks` rendezvous answers arrived (OK or not); returns how many were OK, or
   // DEADLINE_EXCEEDED.

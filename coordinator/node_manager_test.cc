@@ -82,32 +82,32 @@ class LivenessTest : public NodeManagerTest {
     a_ = *a;
     b_ = *b;
   }
-  const absl::Duration tick = absl::Seconds(1);
+  const absl::Duration tick_ = absl::Seconds(1);
   uint64_t a_ = 0, b_ = 0;
 };
 
 TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // the first call: no gap to judge
-  clock_.Advance(2 * tick);                              // twice the period: late, not a stall
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // the first call: no gap to judge
+  clock_.Advance(2 * tick_);                              // twice the period: late, not a stall
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
   EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_count 0"),
             std::string::npos);
   // Both silent 2 s, then a 10 s stall: 9 s of it (beyond one period) is not silence.
-  clock_.Advance(10 * tick);
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+  clock_.Advance(10 * tick_);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
   const std::string page = registry_.RenderText();
   EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_count 1"), std::string::npos) << page;
   EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_sum 9"), std::string::npos) << page;
   // b's heartbeats, unread during the stall, arrive; a stays silent: 3 s counted so far. The
   // heartbeat times the coordinator reports are still the real ones.
   ASSERT_TRUE(nodes_.Heartbeat("b", b_).ok());
-  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 12 * tick);
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
-  clock_.Advance(tick);
-  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 12 * tick_);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
+  clock_.Advance(tick_);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), std::vector<std::string>{"a"});
   EXPECT_TRUE(nodes_.IsAlive("b"));
   // CheckLiveness alone, as the job manager's tests call it, counts any gap as silence.
-  clock_.Advance(4 * tick);
+  clock_.Advance(4 * tick_);
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"b"});
 }
 
@@ -151,12 +151,12 @@ TEST(NodeManagerPauseTest, APauseDuringACheckIsNotSilence) {
 // A coordinator that went on reading heartbeats while its ticker was late was deaf only for the
 // longest time it read nothing.
 TEST_F(LivenessTest, OnlyTheTimeNoMessageWasReadIsAStall) {
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
-  clock_.Advance(5 * tick);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
+  clock_.Advance(5 * tick_);
   ASSERT_TRUE(nodes_.Heartbeat("b", b_).ok());
-  clock_.Advance(5 * tick);
+  clock_.Advance(5 * tick_);
   // Read nothing for 5 s at most: 4 s are not silence, so a counts 6 s and is lost.
-  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), std::vector<std::string>{"a"});
   EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_sum 4"),
             std::string::npos)
       << registry_.RenderText();
@@ -184,18 +184,18 @@ TEST_F(LivenessTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
   nodes_.BeginMessage("b", b_ + 1);  // another session's: ignored
   std::vector<std::string> lost;
   for (int i = 0; i < 10; ++i) {  // checks on time: no stall
-    clock_.Advance(tick);
-    for (const std::string& node : nodes_.CheckLivenessEvery(tick)) lost.push_back(node);
+    clock_.Advance(tick_);
+    for (const std::string& node : nodes_.CheckLivenessEvery(tick_)) lost.push_back(node);
   }
   EXPECT_EQ(lost, std::vector<std::string>{"b"});  // silent, its Begin ignored
   nodes_.EndMessage("a", a_);
   for (int i = 0; i < 3; ++i) {
-    clock_.Advance(tick);
-    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());  // 3 s since the message was handled
+    clock_.Advance(tick_);
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // 3 s since the message was handled
   }
-  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 13 * tick);
-  clock_.Advance(tick);
-  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 13 * tick_);
+  clock_.Advance(tick_);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), std::vector<std::string>{"a"});
   // A registration while a message of the old session is handled (the agent connected again):
   // the new session's silence counts from the registration, and the old session's end is
   // ignored.
@@ -206,11 +206,11 @@ TEST_F(LivenessTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
   ASSERT_TRUE(third.ok());
   nodes_.EndMessage("a", *again);
   for (int i = 0; i < 3; ++i) {
-    clock_.Advance(tick);
-    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
+    clock_.Advance(tick_);
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
   }
-  clock_.Advance(tick);
-  EXPECT_EQ(nodes_.CheckLivenessEvery(tick), std::vector<std::string>{"a"});
+  clock_.Advance(tick_);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), std::vector<std::string>{"a"});
 }
 
 TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {

@@ -11,8 +11,8 @@
 namespace ringmaster::testing {
 namespace {
 
-bench::FleetOptions Fleet(const CoordinatorProcess& coordinator, int agents, int devices,
-                          int channels) {
+bench::FleetOptions FleetOptionsFor(const CoordinatorProcess& coordinator, int agents, int devices,
+                                    int channels) {
   bench::FleetOptions options;
   options.target = coordinator.address();
   options.agents = agents;
@@ -25,7 +25,7 @@ TEST(CoordinatorAgentsTest, SubmitWaitRunsAJobToSuccessOnAgents) {
   auto coordinator = StartCoordinator(
       {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/agents.db"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  bench::SimAgentFleet fleet(Fleet(*coordinator, 2, 2, 2));
+  bench::SimAgentFleet fleet(FleetOptionsFor(*coordinator, 2, 2, 2));
   ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
 
   auto nodes = RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "nodes"});
@@ -56,7 +56,7 @@ TEST(CoordinatorAgentsTest, AFleetShutsDownWhileHeartbeatsAreSent) {
       {"--insecure", "--lost_after=60", "--state=" + TestTempDir() + "/shutdown.db"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   for (int round = 0; round < 20; ++round) {
-    bench::SimAgentFleet fleet(Fleet(*coordinator, 256, 1, 4));
+    bench::SimAgentFleet fleet(FleetOptionsFor(*coordinator, 256, 1, 4));
     ASSERT_TRUE(fleet.Register(absl::Seconds(30)).ok());
     std::atomic<bool> stop{false};
     std::thread beats([&] {

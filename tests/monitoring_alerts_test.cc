@@ -69,7 +69,7 @@ class MonitoringAlertsTest : public ::testing::Test {
   void SetUp() override {
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     TestClusterOptions options;
-    // The paused-coordinator case pauses it for longer than the default's ping interval.
+    // The paused-coordinator case pauses it for 6 s and more: well within this.
     options.agent_flags = {"--coordinator_timeout=60"};
     auto stack = MonitoringStack::Start(TestTempDir() + "/" + name, options);
     ASSERT_TRUE(stack.ok()) << stack.status();

@@ -81,8 +81,8 @@ class TrainerGpuClusterTest : public ::testing::Test {
     TestClusterOptions options;
     options.agents = 1;
     options.devices = "gpu";
-    // A test freezes the coordinator until the survivors of a killed rank exit by themselves: the
-    // agent keeps its stream through that, however long it takes.
+    // A test freezes the coordinator until the survivors of a killed rank exit by themselves (far
+    // less than the 300 s this allows): the agent keeps its stream through that.
     options.agent_flags = {"--coordinator_timeout=600"};
     auto cluster = TestCluster::Start(*dir_, options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
