@@ -79,6 +79,12 @@ class CoordinatorPauseTest : public ::testing::Test {
     cluster_->coordinator().process.Signal(SIGCONT);
   }
 
+  // Lets both ranks exit 0 and waits until the job ends; returns its state ("" on timeout).
+  std::string LetTheJobEnd() {
+    std::ofstream(dir_ + "/go") << "go\n";
+    return cluster_->WaitForEnd(id_, absl::Seconds(60));
+  }
+
   // The coordinator's ringmaster_coordinator_stall_seconds_count, or -1 if not exposed.
   double StallsCounted() {
     auto page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
@@ -98,12 +104,10 @@ class CoordinatorPauseTest : public ::testing::Test {
 
 TEST_F(CoordinatorPauseTest, NoNodeIsLostAndTheJobRunsOn) {
   PauseTheCoordinator();
-  std::ofstream(dir_ + "/go") << "go\n";
   // The job ends after the coordinator has run its liveness check on resuming (it must have
   // handled both ranks' exits): had that check counted the pause as silence, both nodes would
   // have been lost and the job restarted.
-  ASSERT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
-      << cluster_->Ctl({"describe", "job", id_}).output;
+  ASSERT_EQ(LetTheJobEnd(), "SUCCEEDED") << cluster_->Ctl({"describe", "job", id_}).output;
   const std::string log = cluster_->coordinator().process.Log();
   EXPECT_THAT(log, Not(HasSubstr(": lost"))) << log;
   EXPECT_THAT(log, HasSubstr("coordinator stalled for "));
@@ -127,9 +131,7 @@ TEST_F(CoordinatorPauseTest, ANodeSilentThroughThePauseIsStillLost) {
   const std::string log = cluster_->coordinator().process.Log();
   EXPECT_THAT(log, Not(HasSubstr("node agent-0 silent for"))) << log;
   cluster_->agent(1).Signal(SIGCONT);
-  std::ofstream(dir_ + "/go") << "go\n";
-  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
-      << cluster_->Ctl({"describe", "job", id_}).output;
+  EXPECT_EQ(LetTheJobEnd(), "SUCCEEDED") << cluster_->Ctl({"describe", "job", id_}).output;
 }
 
 // Paused for longer than the agents' --coordinator_timeout, the coordinator looks dead to them (as
@@ -159,9 +161,7 @@ TEST_F(CoordinatorPausePastTheAgentsTimeoutTest, TheAgentsConnectAgainAndTheJobS
   }
   // The streams the coordinator found closed on resuming cost the nodes, and the job a restart.
   EXPECT_THAT(cluster_->coordinator().process.Log(), HasSubstr("disconnected: node lost"));
-  std::ofstream(dir_ + "/go") << "go\n";
-  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
-      << cluster_->Ctl({"describe", "job", id_}).output;
+  EXPECT_EQ(LetTheJobEnd(), "SUCCEEDED") << cluster_->Ctl({"describe", "job", id_}).output;
   EXPECT_THAT(cluster_->Ctl({"get", "job", id_, "-o", "json"}).output,
               HasSubstr("\"restarts\": 1"));
 }
@@ -187,9 +187,7 @@ TEST_F(CoordinatorPingedOftenTest, PingsAloneDoNotCostTheStreams) {
     EXPECT_THAT(cluster_->agent(i).Log(), Not(HasSubstr("coordinator stream broke")));
   }
   EXPECT_THAT(cluster_->coordinator().process.Log(), Not(HasSubstr("node lost")));
-  std::ofstream(dir_ + "/go") << "go\n";
-  EXPECT_EQ(cluster_->WaitForEnd(id_, absl::Seconds(60)), "SUCCEEDED")
-      << cluster_->Ctl({"describe", "job", id_}).output;
+  EXPECT_EQ(LetTheJobEnd(), "SUCCEEDED") << cluster_->Ctl({"describe", "job", id_}).output;
 }
 
 }  // namespace
