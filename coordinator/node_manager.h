@@ -167,7 +167,8 @@ class NodeManager {
   absl::Status AllocateLocked(const std::string& job_id, const Placement& placement,
                               bool usable_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
-  std::optional<absl::Time> last_tick_ ABSL_GUARDED_BY(mu_);  // CheckLivenessEvery's last call
+  // CheckLivenessEvery's last call; before the first, the first agent message read.
+  std::optional<absl::Time> last_tick_ ABSL_GUARDED_BY(mu_);
   absl::Time last_read_ ABSL_GUARDED_BY(mu_);                 // the last agent message read
   // The longest time without a message read since last_tick_ (up to last_read_).
   absl::Duration longest_unread_ ABSL_GUARDED_BY(mu_);

@@ -111,6 +111,23 @@ TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"b"});
 }
 
+// Paused after the nodes registered but before the ticker's first check (the coordinator had just
+// started): that pause is a stall too.
+TEST_F(LivenessTest, APauseBeforeTheFirstCheckIsAStall) {
+  clock_.Advance(10 * tick_);
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
+  EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_sum 9"),
+            std::string::npos)
+      << registry_.RenderText();
+  // One period of the pause was their silence: two more on time and they are lost on the third.
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(tick_);
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
+  }
+  clock_.Advance(tick_);
+  EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), (std::vector<std::string>{"a", "b"}));
+}
+
 // A clock the process is paused on: `reads` more readings later, time has jumped by `pause`.
 class PausingClock : public Clock {
  public:
