@@ -226,6 +226,7 @@ void CoordinatorLink::HeartbeatLoop() {
     }
     v1::AgentMessage beat;
     beat.mutable_heartbeat()->set_sequence(++sequence);
+    beat.mutable_heartbeat()->set_sent_unix_nanos(absl::ToUnixNanos(absl::Now()));
     Write(beat);
   }
 }

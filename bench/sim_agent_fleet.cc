@@ -44,6 +44,7 @@ class SimAgentFleet::Agent
   void Heartbeat() {
     v1::AgentMessage m;
     m.mutable_heartbeat()->set_sequence(++heartbeats_);
+    m.mutable_heartbeat()->set_sent_unix_nanos(absl::ToUnixNanos(absl::Now()));
     Push(std::move(m));
   }
 
@@ -160,6 +161,11 @@ SimAgentFleet::~SimAgentFleet() {
 }
 
 absl::Status SimAgentFleet::Register(absl::Duration timeout) {
+  Connect();
+  return AwaitRegistered(timeout);
+}
+
+void SimAgentFleet::Connect() {
   for (int c = 0; c < options_.channels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("ringmaster.bench_channel", c);  // Distinct args: a connection per channel.
@@ -170,6 +176,9 @@ absl::Status SimAgentFleet::Register(absl::Duration timeout) {
   for (int i = 0; i < options_.agents; ++i) {
     agents_.push_back(new Agent(this, stubs_[i % stubs_.size()].get(), absl::StrCat("sim-", i)));
   }
+}
+
+absl::Status SimAgentFleet::AwaitRegistered(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   bool all = mu_.AwaitWithTimeout(absl::Condition(
                                       +[](SimAgentFleet* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) {

@@ -41,10 +41,14 @@ class SimAgentFleet {
   // would call into freed memory later).
   ~SimAgentFleet();
 
-  // Opens every stream and waits until each agent got its RegisterAck. UNAVAILABLE on timeout.
+  // Opens every stream (each agent registers first thing); call once.
+  void Connect();
+  // Waits until each agent got its RegisterAck. UNAVAILABLE on timeout.
+  absl::Status AwaitRegistered(absl::Duration timeout);
+  // Both of the above.
   absl::Status Register(absl::Duration timeout);
-  // Queues one heartbeat on every stream. Safe alongside Shutdown (a stream gRPC finished takes
-  // no more writes).
+  // Queues one heartbeat on every stream (after its Register). Safe alongside Shutdown (a stream
+  // gRPC finished takes no more writes) and, after Connect, alongside AwaitRegistered.
   void HeartbeatAll();
   // Waits until `ranks` rendezvous answers arrived (OK or not); returns how many were OK, or
   // DEADLINE_EXCEEDED.

@@ -74,6 +74,7 @@ class AgentService::Stream
       case v1::AgentMessage::kRegister:
         return OnRegister(message.register_());
       case v1::AgentMessage::kHeartbeat:
+        service_->ObserveHeartbeatDelay(message.heartbeat());
         return service_->nodes_->Heartbeat(node_, session_);
       case v1::AgentMessage::kWorkerState:
         if (service_->jobs_ != nullptr)
@@ -197,12 +198,25 @@ AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Cl
       {v1::AgentMessage::kLogData, "log_data"},
       {v1::AgentMessage::kLeaving, "leaving"},
       {v1::AgentMessage::kLinkReport, "link_report"}};
+  heartbeat_delay_ = registry
+                         ->AddHistogram("ringmaster_heartbeat_delay_seconds",
+                                        "From an agent queuing a heartbeat (its clock) to the "
+                                        "coordinator reading it (its clock).",
+                                        {}, metrics::ExponentialBuckets(0.001, 4, 10))
+                         .WithLabels({});
   for (const auto& [body_case, name] : types) {
     if (handling_seconds_.size() <= static_cast<size_t>(body_case)) {
       handling_seconds_.resize(body_case + 1);
     }
     handling_seconds_[body_case] = family.WithLabels({name});
   }
+}
+
+void AgentService::ObserveHeartbeatDelay(const v1::Heartbeat& heartbeat) {
+  if (heartbeat_delay_ == nullptr || heartbeat.sent_unix_nanos() <= 0) return;
+  // An agent's clock ahead of the coordinator's reads as no delay, not a negative one.
+  const absl::Duration delay = clock_->Now() - absl::FromUnixNanos(heartbeat.sent_unix_nanos());
+  heartbeat_delay_->Observe(absl::ToDoubleSeconds(std::max(delay, absl::ZeroDuration())));
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentService::Connect(

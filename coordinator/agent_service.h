@@ -68,6 +68,8 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   std::shared_ptr<Outbox> StreamOf(const std::string& node);
   void Detach(const std::string& node, const Outbox* outbox);
   void OnLogData(const v1::LogData& data);
+  // Into ringmaster_heartbeat_delay_seconds, when the agent said when it sent the heartbeat.
+  void ObserveHeartbeatDelay(const v1::Heartbeat& heartbeat);
   // Fails every log read sent on `outbox`, `node`'s stream that ended (not those of a newer
   // stream of the same node, which can be attached before the older one's end is seen).
   void FailLogReads(const std::string& node, const Outbox* outbox);
@@ -85,6 +87,7 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   const absl::Duration lost_after_;
   // Handling time by message type, indexed by AgentMessage::BodyCase.
   std::vector<std::shared_ptr<metrics::Histogram>> handling_seconds_;
+  std::shared_ptr<metrics::Histogram> heartbeat_delay_;  // from queued by the agent to read
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Outbox>> streams_ ABSL_GUARDED_BY(mu_);

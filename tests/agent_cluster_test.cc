@@ -274,6 +274,17 @@ TEST_F(AgentClusterTest, JobAcrossTwoAgentsSucceedsWithRendezvousAndReports) {
     EXPECT_NE(page->body.find("ringmaster_agent_connected 1"), std::string::npos) << page->body;
     ExpectPromtoolClean(page->body);
   }
+  // The agents say when they queued each heartbeat: the coordinator times how late it read them.
+  std::string page;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto got = HttpGet("127.0.0.1", coordinator_->metrics_port, "/metrics");
+        page = got.ok() ? got->body : "";
+        return absl::StrContains(page, "\nringmaster_heartbeat_delay_seconds_count ") &&
+               !absl::StrContains(page, "\nringmaster_heartbeat_delay_seconds_count 0\n");
+      },
+      absl::Seconds(30)))
+      << page;
 }
 
 TEST_F(AgentClusterTest, KilledWorkerRestartsTheJobAndOldGenerationIsFenced) {

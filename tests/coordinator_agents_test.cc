@@ -4,7 +4,12 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "bench/sim_agent_fleet.h"
+#include "common/grpc_client.h"
+#include "common/http_client.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
 
@@ -68,6 +73,62 @@ TEST(CoordinatorAgentsTest, AFleetShutsDownWhileHeartbeatsAreSent) {
     stop.store(true);
     beats.join();
   }  // each fleet waits for its streams to end, then frees its agents
+}
+
+// The value of the series `name` (with its labels) on a /metrics page; -1 if absent.
+double Sample(const std::string& page, const std::string& name) {
+  const std::string prefix = "\n" + name + " ";
+  const size_t at = page.find(prefix);
+  if (at == std::string::npos) return -1;
+  const size_t from = at + prefix.size();
+  double value = -1;
+  (void)absl::SimpleAtod(page.substr(from, page.find('\n', from) - from), &value);
+  return value;
+}
+
+// ringmaster_heartbeat_delay_seconds counts from when the agent queued each heartbeat (its
+// clock): one sent 30 s ago (it waited on a congested link, say) is at least 30 s late; one from
+// an agent whose clock is an hour ahead counts as no delay, not a negative one; one that does not
+// say when it was sent (an older agent) is not counted.
+TEST(CoordinatorAgentsTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
+  auto coordinator = StartCoordinator(
+      {"--insecure", "--lost_after=600", "--state=" + TestTempDir() + "/delays.db"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto stub = v1::AgentService::NewStub(
+      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_node("late");
+  hello.mutable_register_()->add_devices()->set_kind("cpu");
+  ASSERT_TRUE(stream->Write(hello));
+  v1::CoordinatorMessage ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  ASSERT_TRUE(ack.has_register_ack()) << ack.DebugString();
+
+  const absl::Time now = absl::Now();
+  for (const int64_t sent : {int64_t{0}, absl::ToUnixNanos(now - absl::Seconds(30)),
+                             absl::ToUnixNanos(now + absl::Hours(1))}) {
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat()->set_sent_unix_nanos(sent);
+    ASSERT_TRUE(stream->Write(beat));
+  }
+  // Handled in order: once the last two are counted, the first was handled too.
+  const std::string series = "ringmaster_heartbeat_delay_seconds";
+  std::string page;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = HttpGet("127.0.0.1", coordinator->metrics_port, "/metrics");
+        page = got.ok() ? got->body : "";
+        return Sample(page, series + "_count") >= 2;
+      },
+      absl::Seconds(30)))
+      << page;
+  EXPECT_EQ(Sample(page, series + "_count"), 2) << page;
+  EXPECT_EQ(Sample(page, series + "_bucket{le=\"0.001\"}"), 1) << page;   // the clock ahead
+  EXPECT_EQ(Sample(page, series + "_bucket{le=\"16.384\"}"), 1) << page;  // not the 30 s one
+  EXPECT_GE(Sample(page, series + "_sum"), 30) << page;
+  context.TryCancel();
 }
 
 }  // namespace
