@@ -1,5 +1,8 @@
 #include "coordinator/agent_service.h"
 
+#include <deque>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
@@ -8,9 +11,20 @@
 namespace ringmaster::coordinator {
 
 // One agent's stream. Deletes itself in OnDone.
+//
+// Its messages are handled off gRPC's threads, in order, by the service's workers (handling may
+// wait for the job lock, and a gRPC thread waiting there reads nothing: the heartbeats of every
+// stream, and on a shared connection every stream's messages, would wait behind it). Heartbeats
+// of a registered node are handled as soon as they are read. A node is not silent while it has
+// messages waiting or being handled. Up to kMaxQueued messages wait; then reading pauses until
+// the workers catch up. The stream finishes once the agent's side ended (or a message failed)
+// and what was read before has been handled.
 class AgentService::Stream
     : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
+  static constexpr size_t kMaxQueued = 64;
+  static constexpr int kBatch = 16;  // messages a worker handles before it lets other streams go
+
   explicit Stream(AgentService* service)
       : service_(service),
         id_(service->next_stream_id_.fetch_add(1)),
@@ -20,28 +34,55 @@ class AgentService::Stream
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
-      outbox_->Finish(grpc::Status::OK);  // The agent closed its side, or the stream broke.
+    std::optional<grpc::Status> finish;
+    bool stop = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok || failed_.has_value()) {  // the agent's side ended or broke, or a message failed
+        read_ended_ = read_ended_ || !ok;
+        reading_ = false;
+        finish = FinishNowLocked();
+        stop = true;
+      }
+    }
+    if (stop) {
+      if (finish.has_value()) outbox_->Finish(*finish);  // the last use of this stream
       return;
     }
-    absl::Time start = absl::Now();
-    // While its message is handled (which may wait for the job lock), the node's next messages,
-    // heartbeats too, wait unread: that time is not its silence.
-    const bool tracked = !node_.empty() && !in_.has_heartbeat();
-    if (tracked) service_->nodes_->BeginMessage(node_, session_);
-    absl::Status status = Handle(in_);
-    if (tracked) service_->nodes_->EndMessage(node_, session_);
-    size_t body = static_cast<size_t>(in_.body_case());
-    if (body < service_->handling_seconds_.size() && service_->handling_seconds_[body]) {
-      service_->handling_seconds_[body]->Observe(absl::ToDoubleSeconds(absl::Now() - start));
-    }
-    if (!status.ok()) {
-      RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
-                      << status;
-      outbox_->Finish(ToGrpcStatus(status));
+    if (in_.has_heartbeat() && registered_.load(std::memory_order_acquire)) {
+      const absl::Time start = absl::Now();
+      service_->ObserveHeartbeatDelay(in_.heartbeat());
+      const absl::Status status = service_->nodes_->Heartbeat(node_, session_);
+      service_->ObserveHandling(in_, absl::Now() - start);
+      if (status.ok()) {
+        StartRead(&in_);
+        return;
+      }
+      RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
+      {
+        absl::MutexLock lock(&mu_);
+        failed_ = ToGrpcStatus(status);  // what was read before it is still handled
+        reading_ = false;
+        finish = FinishNowLocked();
+      }
+      if (finish.has_value()) outbox_->Finish(*finish);
       return;
     }
-    StartRead(&in_);
+    bool post, read_more;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(std::move(in_));
+      in_.Clear();  // under the lock: a worker may start the next read into it once unlocked
+      MarkBusyLocked();
+      post = !draining_;
+      draining_ = true;
+      read_more = queue_.size() < kMaxQueued;
+      reading_ = read_more;
+    }
+    // Read on first: once posted, a worker may finish the stream (a message failed), after which
+    // it must not be touched; a read under way keeps it alive.
+    if (read_more) StartRead(&in_);
+    if (post) service_->workers_.Post([this] { Drain(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -66,6 +107,67 @@ class AgentService::Stream
   }
 
  private:
+  // On a worker: handles up to kBatch queued messages, then posts itself again if more wait, or
+  // finishes the stream if it is over.
+  void Drain() {
+    for (int handled = 0;; ++handled) {
+      v1::AgentMessage message;
+      bool resume = false, again = false, stop = false;
+      std::optional<grpc::Status> finish;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!queue_.empty() && handled == kBatch) {
+          again = stop = true;  // still draining_
+        } else if (queue_.empty()) {
+          draining_ = false;
+          if (busy_) service_->nodes_->EndMessage(node_, session_);
+          busy_ = false;
+          finish = FinishNowLocked();
+          stop = true;
+        } else {
+          message = std::move(queue_.front());
+          queue_.pop_front();
+          MarkBusyLocked();
+          if (!reading_ && !read_ended_ && !failed_.has_value() && queue_.size() < kMaxQueued) {
+            reading_ = resume = true;
+          }
+        }
+      }
+      if (stop) {
+        // Each is the last use of this stream here: another worker may have it next.
+        if (again) service_->workers_.Post([this] { Drain(); });
+        if (finish.has_value()) outbox_->Finish(*finish);
+        return;
+      }
+      if (resume) StartRead(&in_);
+      const absl::Time start = absl::Now();
+      const absl::Status status = Handle(message);
+      service_->ObserveHandling(message, absl::Now() - start);
+      if (!status.ok()) {
+        RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
+                        << status;
+        absl::MutexLock lock(&mu_);
+        failed_ = ToGrpcStatus(status);
+        queue_.clear();  // what came after a failed message is not handled
+      }
+    }
+  }
+
+  // While the node has messages waiting or being handled, it is not silent (NodeManager).
+  void MarkBusyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (busy_ || !registered_.load(std::memory_order_acquire)) return;
+    service_->nodes_->BeginMessage(node_, session_);
+    busy_ = true;
+  }
+
+  // The status to finish the stream with, once, when it is over: the agent's side ended or a
+  // message failed, and no worker is handling what was read before.
+  std::optional<grpc::Status> FinishNowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || draining_ || !(read_ended_ || failed_.has_value())) return std::nullopt;
+    finished_ = true;
+    return failed_.value_or(grpc::Status::OK);
+  }
+
   absl::Status Handle(const v1::AgentMessage& message) {
     if (node_.empty() && !message.has_register_()) {
       return absl::FailedPreconditionError("the first message of an agent stream must be Register");
@@ -112,6 +214,7 @@ class AgentService::Stream
     auto registered = [&](uint64_t session) {
       session_ = session;
       node_ = registration.node();
+      registered_.store(true, std::memory_order_release);
       service_->Attach(node_, outbox_);
       v1::CoordinatorMessage ack;
       ack.mutable_register_ack()->set_heartbeat_interval_seconds(
@@ -171,9 +274,20 @@ class AgentService::Stream
   AgentService* const service_;
   const uint64_t id_;  // owner of its rendezvous waits
   std::shared_ptr<Outbox> outbox_;
-  v1::AgentMessage in_;
+  v1::AgentMessage in_;  // the read under way
+  // Set once, by Register on a worker, before registered_; read by OnReadDone after it.
   std::string node_;
   uint64_t session_ = 0;
+  std::atomic<bool> registered_{false};
+
+  absl::Mutex mu_;
+  std::deque<v1::AgentMessage> queue_ ABSL_GUARDED_BY(mu_);  // read, not handled yet
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // a worker has this stream (posted or running)
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;    // a read is under way (false: paused or ended)
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // BeginMessage without EndMessage yet
+  std::optional<grpc::Status> failed_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Clock* clock,
@@ -209,6 +323,13 @@ AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Cl
       handling_seconds_.resize(body_case + 1);
     }
     handling_seconds_[body_case] = family.WithLabels({name});
+  }
+}
+
+void AgentService::ObserveHandling(const v1::AgentMessage& message, absl::Duration took) {
+  const size_t body = static_cast<size_t>(message.body_case());
+  if (body < handling_seconds_.size() && handling_seconds_[body]) {
+    handling_seconds_[body]->Observe(absl::ToDoubleSeconds(took));
   }
 }
 

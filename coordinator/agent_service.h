@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/registry.h"
 #include "common/stream_outbox.h"
+#include "common/thread_pool.h"
 #include "coordinator/agent_command_sink.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/node_manager.h"
@@ -63,11 +64,16 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   class Stream;
   friend class Stream;
 
+  // Threads handling agent messages other than heartbeats; most wait for the job lock in turn.
+  static constexpr int kWorkers = 4;
+
   void Attach(const std::string& node, std::shared_ptr<Outbox> outbox);
   // `node`'s current stream, or null.
   std::shared_ptr<Outbox> StreamOf(const std::string& node);
   void Detach(const std::string& node, const Outbox* outbox);
   void OnLogData(const v1::LogData& data);
+  // Into ringmaster_agent_message_seconds{type}.
+  void ObserveHandling(const v1::AgentMessage& message, absl::Duration took);
   // Into ringmaster_heartbeat_delay_seconds, when the agent said when it sent the heartbeat.
   void ObserveHeartbeatDelay(const v1::Heartbeat& heartbeat);
   // Fails every log read sent on `outbox`, `node`'s stream that ended (not those of a newer
@@ -96,6 +102,9 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   // Owner ids of the streams' rendezvous waits (RendezvousManager::CancelOwner).
   std::atomic<uint64_t> next_stream_id_{1};
   std::atomic<bool> shutting_down_{false};
+
+  // Handle the streams' messages (Stream::Drain). Last: joined before the rest goes.
+  ThreadPool workers_{kWorkers};
 };
 
 }  // namespace ringmaster::coordinator

@@ -1,7 +1,11 @@
 // The coordinator with agents on real gRPC streams (the simulated agents of bench/, which answer
 // a launch by doing the rendezvous and reporting each rank done): a job runs to SUCCEEDED under
 // `ringctl submit --wait`, and `ringctl nodes` shows the agents and what they hold.
+#include <sqlite3.h>
+
 #include <atomic>
+#include <fstream>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -128,6 +132,79 @@ TEST(CoordinatorAgentsTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
   EXPECT_EQ(Sample(page, series + "_bucket{le=\"0.001\"}"), 1) << page;   // the clock ahead
   EXPECT_EQ(Sample(page, series + "_bucket{le=\"16.384\"}"), 1) << page;  // not the 30 s one
   EXPECT_GE(Sample(page, series + "_sum"), 30) << page;
+  context.TryCancel();
+}
+
+// While one of a node's messages waits for the job lock (held here by a job-state write that
+// waits for the store, which the test keeps locked), that node's later heartbeats are still read
+// at once: they are not queued behind it, so the coordinator keeps hearing from the node, and on
+// a shared connection from every node, however long the job lock is held. (Read behind the
+// message, they would have waited for the store's 5 s busy timeout.)
+TEST(CoordinatorAgentsTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
+  const std::string db = TestTempDir() + "/held.db";
+  auto coordinator = StartCoordinator({"--insecure", "--lost_after=600", "--state=" + db});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto stub = v1::AgentService::NewStub(
+      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_node("held");
+  hello.mutable_register_()->add_devices()->set_kind("cpu");
+  ASSERT_TRUE(stream->Write(hello));
+  v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_register_ack()) << in.DebugString();
+
+  const std::string job = TestTempDir() + "/held.yaml";
+  std::ofstream(job) << "name: held\nnodes: 1\ndevices_per_node: 1\ntrainer:\n  steps: 1\n"
+                        "  command: [\"true\"]\n";
+  auto submitted =
+      RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "submit", "-f", job});
+  ASSERT_TRUE(submitted.ok() && submitted->exit_code == 0)
+      << (submitted.ok() ? submitted->output : submitted.status().ToString());
+  std::smatch id;
+  ASSERT_TRUE(std::regex_search(submitted->output, id, std::regex("job (\\S+) submitted")));
+  while (!in.has_launch()) ASSERT_TRUE(stream->Read(&in));
+
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  // The rank exits: the job succeeds, and the coordinator writes that under the job lock.
+  v1::AgentMessage exited;
+  *exited.mutable_worker_state()->mutable_job() = in.launch().job();
+  exited.mutable_worker_state()->set_rank(in.launch().assignments(0).rank());
+  exited.mutable_worker_state()->set_phase(v1::WORKER_PHASE_EXITED);
+  ASSERT_TRUE(stream->Write(exited));
+  for (int i = 0; i < 3; ++i) {
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat()->set_sent_unix_nanos(absl::ToUnixNanos(absl::Now()));
+    ASSERT_TRUE(stream->Write(beat));
+  }
+  const std::string series = "ringmaster_heartbeat_delay_seconds";
+  std::string page;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = HttpGet("127.0.0.1", coordinator->metrics_port, "/metrics");
+        page = got.ok() ? got->body : "";
+        return Sample(page, series + "_count") >= 3;
+      },
+      absl::Seconds(30)))
+      << page;
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  // Read within a second of being sent, not after the store gave up (5 s).
+  EXPECT_EQ(Sample(page, series + "_bucket{le=\"1.024\"}"), 3) << page;
+  std::string state;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto got = RunRingctl(
+            {"--insecure", "--coordinator=" + coordinator->address(), "get", "job", id[1].str()});
+        state = got.ok() ? got->output : got.status().ToString();
+        return state.find("SUCCEEDED") != std::string::npos;
+      },
+      absl::Seconds(30)))
+      << state;
   context.TryCancel();
 }
 
