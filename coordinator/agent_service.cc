@@ -34,55 +34,47 @@ class AgentService::Stream
   }
 
   void OnReadDone(bool ok) override {
-    std::optional<grpc::Status> finish;
-    bool stop = false;
+    bool heartbeat = false, post = false, read_more = false;
     {
       absl::MutexLock lock(&mu_);
+      ++in_read_done_;  // not finished under this call (it may start a read or post a worker)
       if (!ok || failed_.has_value()) {  // the agent's side ended or broke, or a message failed
         read_ended_ = read_ended_ || !ok;
         reading_ = false;
-        finish = FinishNowLocked();
-        stop = true;
+      } else if (in_.has_heartbeat() && registered_.load(std::memory_order_acquire)) {
+        heartbeat = true;
+      } else {
+        queue_.push_back(std::move(in_));
+        in_.Clear();  // under the lock: a worker may start the next read into it once unlocked
+        MarkBusyLocked();
+        post = !draining_;
+        draining_ = true;
+        read_more = reading_ = queue_.size() < kMaxQueued;
       }
     }
-    if (stop) {
-      if (finish.has_value()) outbox_->Finish(*finish);  // the last use of this stream
-      return;
-    }
-    if (in_.has_heartbeat() && registered_.load(std::memory_order_acquire)) {
+    if (heartbeat) {
       const absl::Time start = absl::Now();
       service_->ObserveHeartbeatDelay(in_.heartbeat());
       const absl::Status status = service_->nodes_->Heartbeat(node_, session_);
       service_->ObserveHandling(in_, absl::Now() - start);
       if (status.ok()) {
-        StartRead(&in_);
-        return;
-      }
-      RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
-      {
+        read_more = true;
+      } else {
+        RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
         absl::MutexLock lock(&mu_);
         failed_ = ToGrpcStatus(status);  // what was read before it is still handled
         reading_ = false;
-        finish = FinishNowLocked();
       }
-      if (finish.has_value()) outbox_->Finish(*finish);
-      return;
     }
-    bool post, read_more;
-    {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back(std::move(in_));
-      in_.Clear();  // under the lock: a worker may start the next read into it once unlocked
-      MarkBusyLocked();
-      post = !draining_;
-      draining_ = true;
-      read_more = queue_.size() < kMaxQueued;
-      reading_ = read_more;
-    }
-    // Read on first: once posted, a worker may finish the stream (a message failed), after which
-    // it must not be touched; a read under way keeps it alive.
     if (read_more) StartRead(&in_);
     if (post) service_->workers_.Post([this] { Drain(); });
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_read_done_;
+      finish = FinishNowLocked();
+    }
+    if (finish.has_value()) outbox_->Finish(*finish);  // the last use of this stream here
   }
 
   void OnWriteDone(bool ok) override {
@@ -161,9 +153,12 @@ class AgentService::Stream
   }
 
   // The status to finish the stream with, once, when it is over: the agent's side ended or a
-  // message failed, and no worker is handling what was read before.
+  // message failed, and neither a worker nor OnReadDone is using the stream (a read under way may
+  // stay: it ends with the stream).
   std::optional<grpc::Status> FinishNowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || draining_ || !(read_ended_ || failed_.has_value())) return std::nullopt;
+    if (finished_ || draining_ || in_read_done_ > 0 || !(read_ended_ || failed_.has_value())) {
+      return std::nullopt;
+    }
     finished_ = true;
     return failed_.value_or(grpc::Status::OK);
   }
@@ -284,6 +279,7 @@ class AgentService::Stream
   std::deque<v1::AgentMessage> queue_ ABSL_GUARDED_BY(mu_);  // read, not handled yet
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // a worker has this stream (posted or running)
   bool reading_ ABSL_GUARDED_BY(mu_) = true;    // a read is under way (false: paused or ended)
+  int in_read_done_ ABSL_GUARDED_BY(mu_) = 0;   // OnReadDone calls running (one may be inline)
   bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // BeginMessage without EndMessage yet
   std::optional<grpc::Status> failed_ ABSL_GUARDED_BY(mu_);

@@ -1,10 +1,12 @@
 // AgentService: one bidirectional stream per agent (callback API: no thread per stream).
 //
 // The first message must be Register; the answer is RegisterAck with the heartbeat interval and
-// the lost-after interval. Then heartbeats go to the NodeManager (O(1), no disk), worker states
-// and step summaries to the JobManager, and rendezvous requests to the RendezvousManager (waits
-// hold no thread: the answer is queued on the stream when it comes). Commands from the job
-// manager are queued on the node's current stream (AgentCommandSink).
+// the lost-after interval. Then heartbeats go to the NodeManager (O(1), no disk) on the gRPC
+// thread that read them; worker states and step summaries go to the JobManager and rendezvous
+// requests to the RendezvousManager (waits hold no thread: the answer is queued on the stream
+// when it comes) on the service's workers, each stream's in order, so that a message waiting for
+// the job lock holds up no stream's reading. Commands from the job manager are queued on the
+// node's current stream (AgentCommandSink).
 //
 // Thread-safe.
 #ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_

@@ -208,5 +208,48 @@ TEST(CoordinatorAgentsTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
   context.TryCancel();
 }
 
+// Agent-stream protocol errors end the stream at once with a status that says what was wrong, and
+// what the agent sent after the failed message is not handled.
+TEST(CoordinatorAgentsTest, AStreamIsEndedByAMessageOutOfProtocol) {
+  auto coordinator = StartCoordinator(
+      {"--insecure", "--lost_after=600", "--state=" + TestTempDir() + "/protocol.db"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto stub = v1::AgentService::NewStub(
+      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_node("twice");
+  hello.mutable_register_()->add_devices()->set_kind("cpu");
+  v1::AgentMessage ask;  // answered (with an error: no such job) if handled
+  ask.mutable_rendezvous()->set_request_id(7);
+  ask.mutable_rendezvous()->set_key("k");
+  ask.mutable_rendezvous()->set_get(true);
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_sequence(1);
+
+  struct Case {
+    std::vector<v1::AgentMessage> sent;
+    std::string error;
+  } cases[] = {
+      {{beat, ask}, "the first message of an agent stream must be Register"},
+      {{hello, hello, ask}, "Register sent twice on one stream"},
+  };
+  for (const Case& c : cases) {
+    grpc::ClientContext context;
+    auto stream = stub->Connect(&context);
+    for (const v1::AgentMessage& m : c.sent) stream->Write(m);  // may fail once it has ended
+    v1::CoordinatorMessage in;
+    int acks = 0, answers = 0;
+    while (stream->Read(&in)) {  // until the coordinator ends the stream
+      acks += in.has_register_ack();
+      answers += in.has_rendezvous();
+    }
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << c.error;
+    EXPECT_EQ(status.error_message(), c.error);
+    EXPECT_EQ(acks, c.sent[0].has_register_() ? 1 : 0) << c.error;
+    EXPECT_EQ(answers, 0) << c.error;
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::testing
