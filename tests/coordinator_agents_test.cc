@@ -90,26 +90,63 @@ double Sample(const std::string& page, const std::string& name) {
   return value;
 }
 
+using AgentStream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
+
+// A coordinator (nodes lost only after 10 minutes) and agents spoken for by the test on raw
+// streams.
+class RawAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto coordinator = StartCoordinator({"--insecure", "--lost_after=600", "--state=" + db_});
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = std::make_unique<CoordinatorProcess>(*std::move(coordinator));
+    stub_ = v1::AgentService::NewStub(
+        MakeChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
+  }
+
+  static v1::AgentMessage Hello(const std::string& node) {
+    v1::AgentMessage hello;
+    hello.mutable_register_()->set_node(node);
+    hello.mutable_register_()->add_devices()->set_kind("cpu");
+    return hello;
+  }
+
+  // A stream registered as `node`, with one CPU device.
+  std::unique_ptr<AgentStream> Register(const std::string& node) {
+    auto stream = stub_->Connect(&context_);
+    v1::CoordinatorMessage ack;
+    if (!stream->Write(Hello(node)) || !stream->Read(&ack) || !ack.has_register_ack()) {
+      ADD_FAILURE() << "no RegisterAck: " << ack.DebugString();
+    }
+    return stream;
+  }
+
+  // The coordinator's /metrics page once `series` is at least `least`; fails the test otherwise.
+  std::string MetricsOnce(const std::string& series, double least) {
+    std::string page;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto got = HttpGet("127.0.0.1", coordinator_->metrics_port, "/metrics");
+          page = got.ok() ? got->body : "";
+          return Sample(page, series) >= least;
+        },
+        absl::Seconds(30)))
+        << page;
+    return page;
+  }
+
+  const std::string db_ = FreshTestCaseDir() + "/state.db";
+  std::unique_ptr<CoordinatorProcess> coordinator_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext context_;  // for Register's stream
+};
+
 // ringmaster_heartbeat_delay_seconds counts from when the agent queued each heartbeat (its
 // clock): one sent 30 s ago (it waited on a congested link, say) is at least 30 s late; one from
 // an agent whose clock is an hour ahead counts as no delay, not a negative one; one that does not
 // say when it was sent (an older agent) is not counted.
-TEST(CoordinatorAgentsTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
-  auto coordinator = StartCoordinator(
-      {"--insecure", "--lost_after=600", "--state=" + TestTempDir() + "/delays.db"});
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  auto stub = v1::AgentService::NewStub(
-      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
-  v1::AgentMessage hello;
-  hello.mutable_register_()->set_node("late");
-  hello.mutable_register_()->add_devices()->set_kind("cpu");
-  ASSERT_TRUE(stream->Write(hello));
-  v1::CoordinatorMessage ack;
-  ASSERT_TRUE(stream->Read(&ack));
-  ASSERT_TRUE(ack.has_register_ack()) << ack.DebugString();
-
+TEST_F(RawAgentTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
+  auto stream = Register("late");
   const absl::Time now = absl::Now();
   for (const int64_t sent : {int64_t{0}, absl::ToUnixNanos(now - absl::Seconds(30)),
                              absl::ToUnixNanos(now + absl::Hours(1))}) {
@@ -119,20 +156,12 @@ TEST(CoordinatorAgentsTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
   }
   // Handled in order: once the last two are counted, the first was handled too.
   const std::string series = "ringmaster_heartbeat_delay_seconds";
-  std::string page;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = HttpGet("127.0.0.1", coordinator->metrics_port, "/metrics");
-        page = got.ok() ? got->body : "";
-        return Sample(page, series + "_count") >= 2;
-      },
-      absl::Seconds(30)))
-      << page;
+  const std::string page = MetricsOnce(series + "_count", 2);
   EXPECT_EQ(Sample(page, series + "_count"), 2) << page;
   EXPECT_EQ(Sample(page, series + "_bucket{le=\"0.001\"}"), 1) << page;   // the clock ahead
   EXPECT_EQ(Sample(page, series + "_bucket{le=\"16.384\"}"), 1) << page;  // not the 30 s one
   EXPECT_GE(Sample(page, series + "_sum"), 30) << page;
-  context.TryCancel();
+  context_.TryCancel();
 }
 
 // While one of a node's messages waits for the job lock (held here by a job-state write that
@@ -140,35 +169,22 @@ TEST(CoordinatorAgentsTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
 // at once: they are not queued behind it, so the coordinator keeps hearing from the node, and on
 // a shared connection from every node, however long the job lock is held. (Read behind the
 // message, they would have waited for the store's 5 s busy timeout.)
-TEST(CoordinatorAgentsTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
-  const std::string db = TestTempDir() + "/held.db";
-  auto coordinator = StartCoordinator({"--insecure", "--lost_after=600", "--state=" + db});
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  auto stub = v1::AgentService::NewStub(
-      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
-  v1::AgentMessage hello;
-  hello.mutable_register_()->set_node("held");
-  hello.mutable_register_()->add_devices()->set_kind("cpu");
-  ASSERT_TRUE(stream->Write(hello));
-  v1::CoordinatorMessage in;
-  ASSERT_TRUE(stream->Read(&in));
-  ASSERT_TRUE(in.has_register_ack()) << in.DebugString();
-
+TEST_F(RawAgentTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
+  auto stream = Register("held");
   const std::string job = TestTempDir() + "/held.yaml";
   std::ofstream(job) << "name: held\nnodes: 1\ndevices_per_node: 1\ntrainer:\n  steps: 1\n"
                         "  command: [\"true\"]\n";
-  auto submitted =
-      RunRingctl({"--insecure", "--coordinator=" + coordinator->address(), "submit", "-f", job});
+  const std::string coordinator = "--coordinator=" + coordinator_->address();
+  auto submitted = RunRingctl({"--insecure", coordinator, "submit", "-f", job});
   ASSERT_TRUE(submitted.ok() && submitted->exit_code == 0)
       << (submitted.ok() ? submitted->output : submitted.status().ToString());
   std::smatch id;
   ASSERT_TRUE(std::regex_search(submitted->output, id, std::regex("job (\\S+) submitted")));
+  v1::CoordinatorMessage in;
   while (!in.has_launch()) ASSERT_TRUE(stream->Read(&in));
 
   sqlite3* holder = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &holder), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
   // The rank exits: the job succeeds, and the coordinator writes that under the job lock.
   v1::AgentMessage exited;
@@ -182,15 +198,7 @@ TEST(CoordinatorAgentsTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
     ASSERT_TRUE(stream->Write(beat));
   }
   const std::string series = "ringmaster_heartbeat_delay_seconds";
-  std::string page;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto got = HttpGet("127.0.0.1", coordinator->metrics_port, "/metrics");
-        page = got.ok() ? got->body : "";
-        return Sample(page, series + "_count") >= 3;
-      },
-      absl::Seconds(30)))
-      << page;
+  const std::string page = MetricsOnce(series + "_count", 3);
   sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(holder);
   // Read within a second of being sent, not after the store gave up (5 s).
@@ -198,27 +206,18 @@ TEST(CoordinatorAgentsTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
   std::string state;
   EXPECT_TRUE(WaitFor(
       [&] {
-        auto got = RunRingctl(
-            {"--insecure", "--coordinator=" + coordinator->address(), "get", "job", id[1].str()});
+        auto got = RunRingctl({"--insecure", coordinator, "get", "job", id[1].str()});
         state = got.ok() ? got->output : got.status().ToString();
         return state.find("SUCCEEDED") != std::string::npos;
       },
       absl::Seconds(30)))
       << state;
-  context.TryCancel();
+  context_.TryCancel();
 }
 
 // Agent-stream protocol errors end the stream at once with a status that says what was wrong, and
 // what the agent sent after the failed message is not handled.
-TEST(CoordinatorAgentsTest, AStreamIsEndedByAMessageOutOfProtocol) {
-  auto coordinator = StartCoordinator(
-      {"--insecure", "--lost_after=600", "--state=" + TestTempDir() + "/protocol.db"});
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  auto stub = v1::AgentService::NewStub(
-      MakeChannel(coordinator->address(), grpc::InsecureChannelCredentials()));
-  v1::AgentMessage hello;
-  hello.mutable_register_()->set_node("twice");
-  hello.mutable_register_()->add_devices()->set_kind("cpu");
+TEST_F(RawAgentTest, AStreamIsEndedByAMessageOutOfProtocol) {
   v1::AgentMessage ask;  // answered (with an error: no such job) if handled
   ask.mutable_rendezvous()->set_request_id(7);
   ask.mutable_rendezvous()->set_key("k");
@@ -231,11 +230,11 @@ TEST(CoordinatorAgentsTest, AStreamIsEndedByAMessageOutOfProtocol) {
     std::string error;
   } cases[] = {
       {{beat, ask}, "the first message of an agent stream must be Register"},
-      {{hello, hello, ask}, "Register sent twice on one stream"},
+      {{Hello("twice"), Hello("twice"), ask}, "Register sent twice on one stream"},
   };
   for (const Case& c : cases) {
     grpc::ClientContext context;
-    auto stream = stub->Connect(&context);
+    auto stream = stub_->Connect(&context);
     for (const v1::AgentMessage& m : c.sent) stream->Write(m);  // may fail once it has ended
     v1::CoordinatorMessage in;
     int acks = 0, answers = 0;
