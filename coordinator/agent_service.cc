@@ -15,10 +15,11 @@ namespace ringmaster::coordinator {
 // Its messages are handled off gRPC's threads, in order, by the service's workers (handling may
 // wait for the job lock, and a gRPC thread waiting there reads nothing: the heartbeats of every
 // stream, and on a shared connection every stream's messages, would wait behind it). Heartbeats
-// of a registered node are handled as soon as they are read. A node is not silent while it has
-// messages waiting or being handled. Up to kMaxQueued messages wait; then reading pauses until
-// the workers catch up. The stream finishes once the agent's side ended (or a message failed)
-// and what was read before has been handled.
+// of a registered node are handled as soon as they are read, ahead of what waits. Up to
+// kMaxQueued messages wait; then reading pauses (the node is not silent meanwhile: its heartbeats
+// wait unread) until half have been handled. A message of a session no longer current (the node
+// was lost, or registered again on another stream) is dropped. The stream finishes once the
+// agent's side ended (or a message failed) and what was read before has been handled.
 class AgentService::Stream
     : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
  public:
@@ -46,10 +47,13 @@ class AgentService::Stream
       } else {
         queue_.push_back(std::move(in_));
         in_.Clear();  // under the lock: a worker may start the next read into it once unlocked
-        MarkBusyLocked();
         post = !draining_;
         draining_ = true;
         read_more = reading_ = queue_.size() < kMaxQueued;
+        if (!reading_ && registered_.load(std::memory_order_acquire)) {
+          service_->nodes_->BeginMessage(node_, session_);  // unread until resumed
+          paused_unread_ = true;
+        }
       }
     }
     if (heartbeat) {
@@ -62,7 +66,8 @@ class AgentService::Stream
       } else {
         RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
         absl::MutexLock lock(&mu_);
-        failed_ = ToGrpcStatus(status);  // what was read before it is still handled
+        if (!failed_.has_value())
+          failed_ = ToGrpcStatus(status);  // what was read before is still handled
         reading_ = false;
       }
     }
@@ -74,7 +79,10 @@ class AgentService::Stream
       --in_read_done_;
       finish = FinishNowLocked();
     }
-    if (finish.has_value()) outbox_->Finish(*finish);  // the last use of this stream here
+    if (finish.has_value()) {
+      std::shared_ptr<Outbox> keep = outbox_;  // the last use of this stream here
+      keep->Finish(*finish);
+    }
   }
 
   void OnWriteDone(bool ok) override {
@@ -112,26 +120,33 @@ class AgentService::Stream
           again = stop = true;  // still draining_
         } else if (queue_.empty()) {
           draining_ = false;
-          if (busy_) service_->nodes_->EndMessage(node_, session_);
-          busy_ = false;
           finish = FinishNowLocked();
           stop = true;
         } else {
           message = std::move(queue_.front());
           queue_.pop_front();
-          MarkBusyLocked();
-          if (!reading_ && !read_ended_ && !failed_.has_value() && queue_.size() < kMaxQueued) {
+          if (!reading_ && !read_ended_ && !failed_.has_value() &&
+              queue_.size() <= kMaxQueued / 2) {
             reading_ = resume = true;
+            if (paused_unread_) service_->nodes_->EndMessage(node_, session_);
+            paused_unread_ = false;
           }
         }
       }
       if (stop) {
         // Each is the last use of this stream here: another worker may have it next.
         if (again) service_->workers_.Post([this] { Drain(); });
-        if (finish.has_value()) outbox_->Finish(*finish);
+        if (finish.has_value()) {
+          std::shared_ptr<Outbox> keep = outbox_;
+          keep->Finish(*finish);
+        }
         return;
       }
       if (resume) StartRead(&in_);
+      if (registered_.load(std::memory_order_acquire) &&
+          !service_->nodes_->IsCurrent(node_, session_)) {
+        continue;  // a lost or replaced session's: its next heartbeat ends the stream
+      }
       const absl::Time start = absl::Now();
       const absl::Status status = Handle(message);
       service_->ObserveHandling(message, absl::Now() - start);
@@ -139,17 +154,10 @@ class AgentService::Stream
         RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
                         << status;
         absl::MutexLock lock(&mu_);
-        failed_ = ToGrpcStatus(status);
+        if (!failed_.has_value()) failed_ = ToGrpcStatus(status);
         queue_.clear();  // what came after a failed message is not handled
       }
     }
-  }
-
-  // While the node has messages waiting or being handled, it is not silent (NodeManager).
-  void MarkBusyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (busy_ || !registered_.load(std::memory_order_acquire)) return;
-    service_->nodes_->BeginMessage(node_, session_);
-    busy_ = true;
   }
 
   // The status to finish the stream with, once, when it is over: the agent's side ended or a
@@ -281,7 +289,7 @@ class AgentService::Stream
   bool reading_ ABSL_GUARDED_BY(mu_) = true;    // a read is under way (false: paused or ended)
   int in_read_done_ ABSL_GUARDED_BY(mu_) = 0;   // OnReadDone calls running (one may be inline)
   bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // BeginMessage without EndMessage yet
+  bool paused_unread_ ABSL_GUARDED_BY(mu_) = false;  // BeginMessage at the pause, not ended yet
   std::optional<grpc::Status> failed_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

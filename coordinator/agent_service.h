@@ -58,7 +58,8 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
 
   // Asks `node`'s agent for a chunk of a rank's log (request.request_id is assigned here) and
   // calls `done` with its answer, or with LogData.error set if the node has no stream or its
-  // stream ends first. `done` runs on a gRPC thread and must not block.
+  // stream ends first. `done` runs on a gRPC thread or one of the service's workers and must not
+  // block.
   void ReadLog(const std::string& node, v1::ReadLog request,
                std::function<void(const v1::LogData&)> done);
 

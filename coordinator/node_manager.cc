@@ -100,6 +100,12 @@ absl::Status NodeManager::Heartbeat(const std::string& name, uint64_t session) {
   return absl::OkStatus();
 }
 
+bool NodeManager::IsCurrent(const std::string& name, uint64_t session) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  return it != nodes_.end() && it->second.alive && it->second.session == session;
+}
+
 void NodeManager::BeginMessage(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
   Node* node = SessionLocked(name, session);

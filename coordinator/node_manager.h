@@ -54,6 +54,9 @@ class NodeManager {
   // Records a heartbeat. FAILED_PRECONDITION if `session` is not the node's current session.
   absl::Status Heartbeat(const std::string& node, uint64_t session);
 
+  // Whether `session` is the node's current one and the node is alive.
+  bool IsCurrent(const std::string& node, uint64_t session) const;
+
   // The session's stream ended. Marks the node lost at once if it is the current session;
   // returns true in that case.
   bool Disconnected(const std::string& node, uint64_t session);
@@ -72,10 +75,10 @@ class NodeManager {
   // CheckLiveness does.
   std::vector<std::string> CheckLivenessEvery(absl::Duration period);
 
-  // The session's stream began and ended handling a message other than a heartbeat (its next
-  // messages, heartbeats too, wait unread meanwhile). Until EndMessage the node is not lost for
-  // silence, and the time between the two is not counted as its silence. Other sessions' calls
-  // are ignored.
+  // The session's stream stopped and started reading again (its messages wait to be handled,
+  // which may wait for the job lock; its heartbeats wait unread meanwhile). Until EndMessage the
+  // node is not lost for silence, and the time between the two is not counted as its silence.
+  // Other sessions' calls are ignored.
   void BeginMessage(const std::string& node, uint64_t session);
   void EndMessage(const std::string& node, uint64_t session);
 

@@ -215,6 +215,32 @@ TEST_F(RawAgentTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
   context_.TryCancel();
 }
 
+// Once the node registered again on a new stream (its agent reconnected), what its old stream
+// still sends is not handled (it may be older than what the new stream's Register said), and
+// the old stream's next heartbeat ends it.
+TEST_F(RawAgentTest, AReplacedStreamsMessagesAreDropped) {
+  auto old_stream = Register("again");
+  grpc::ClientContext context;
+  auto stream = stub_->Connect(&context);
+  v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Write(Hello("again")) && stream->Read(&in) && in.has_register_ack());
+  v1::AgentMessage ask;  // answered (with an error: no such job) if handled
+  ask.mutable_rendezvous()->set_request_id(7);
+  ask.mutable_rendezvous()->set_key("k");
+  ask.mutable_rendezvous()->set_get(true);
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_sequence(1);
+  old_stream->Write(ask);
+  old_stream->Write(beat);
+  int answers = 0;
+  while (old_stream->Read(&in)) answers += in.has_rendezvous();
+  const grpc::Status status = old_stream->Finish();
+  EXPECT_EQ(answers, 0);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "heartbeat from again on a replaced or lost session");
+  context.TryCancel();
+}
+
 // Agent-stream protocol errors end the stream at once with a status that says what was wrong, and
 // what the agent sent after the failed message is not handled.
 TEST_F(RawAgentTest, AStreamIsEndedByAMessageOutOfProtocol) {
