@@ -66,8 +66,8 @@ class AgentService::Stream
       } else {
         RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
         absl::MutexLock lock(&mu_);
-        if (!failed_.has_value())
-          failed_ = ToGrpcStatus(status);  // what was read before is still handled
+        // What was read before it is still handled.
+        if (!failed_.has_value()) failed_ = ToGrpcStatus(status);
         reading_ = false;
       }
     }
