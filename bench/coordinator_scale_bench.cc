@@ -214,7 +214,7 @@ absl::Status Run() {
       QuantileFromPage(page->body, "ringmaster_scheduling_pass_seconds", "", 1.0);
   auto [delay_p99, delays] =
       QuantileFromPage(page->body, "ringmaster_heartbeat_delay_seconds", "", 0.99);
-  auto [delay_max, unused_count] =
+  auto [delay_max, unused_delays] =
       QuantileFromPage(page->body, "ringmaster_heartbeat_delay_seconds", "", 1.0);
   const double lost = SumFromPage(page->body, "ringmaster_nodes_lost_total");
   const double stalls = SumFromPage(page->body, "ringmaster_coordinator_stall_seconds_count");
@@ -235,11 +235,12 @@ absl::Status Run() {
       "heartbeat handling p99 <= %g s over %.0f heartbeats\n"
       "scheduling passes: %.0f, p99 <= %g s, longest <= %g s\n"
       "nodes declared lost: %.0f; coordinator stalls: %.0f, %.3f s in all\n"
-      "heartbeat delay (queued by the agent -> read), p99 <= %g s, longest <= %g s\n"
+      "heartbeat delay (queued by the agent -> read) over %.0f heartbeats: p99 <= %g s, "
+      "longest <= %g s\n"
       "coordinator memory: VmRSS %s, VmHWM %s\n",
       agents, devices, world, absl::FormatDuration(registration), absl::FormatDuration(submit),
       world, ok, absl::FormatDuration(rendezvous), pending_report, p99, count, passes, pass_p99,
-      pass_max, lost, stalls, stalled, delay_p99, delay_max, rss, hwm);
+      pass_max, lost, stalls, stalled, delays, delay_p99, delay_max, rss, hwm);
   return absl::OkStatus();
 }
 

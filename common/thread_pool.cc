@@ -1,9 +1,11 @@
 #include "common/thread_pool.h"
 
+#include <algorithm>
+
 namespace ringmaster {
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,6 +1,6 @@
-// ThreadPool: a fixed number of threads running posted tasks in the order they were posted (each
-// task on whichever thread is free). For work that may block, kept off threads that must not
-// (gRPC's callback threads).
+// ThreadPool: a fixed number of threads (at least one) starting posted tasks in the order they
+// were posted (each on whichever thread is free; with several threads they may end in any order).
+// For work that may block, kept off threads that must not (gRPC's callback threads).
 //
 // Thread-safe. The destructor runs every task already posted, then joins the threads; a task
 // must not post to a pool being destroyed.

@@ -15,7 +15,8 @@ TEST(ThreadPoolTest, ABlockedTaskDoesNotHoldTheOthersUp) {
   absl::Notification release, ran;
   pool.Post([&] { release.WaitForNotification(); });
   pool.Post([&] { ran.Notify(); });
-  ran.WaitForNotification();  // would never return were the second task behind the first
+  // Behind the first, the second would never run (a timeout, then the test fails).
+  EXPECT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
   release.Notify();
 }
 

@@ -5,8 +5,8 @@
 // thread that read them; worker states and step summaries go to the JobManager and rendezvous
 // requests to the RendezvousManager (waits hold no thread: the answer is queued on the stream
 // when it comes) on the service's workers, each stream's in order, so that a message waiting for
-// the job lock holds up no stream's reading. Commands from the job manager are queued on the
-// node's current stream (AgentCommandSink).
+// the job lock holds up no other stream's reading (its own stream's only once 64 wait). Commands
+// from the job manager are queued on the node's current stream (AgentCommandSink).
 //
 // Thread-safe.
 #ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_

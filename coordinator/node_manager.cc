@@ -83,7 +83,7 @@ NodeManager::Node* NodeManager::SessionLocked(const std::string& name, uint64_t 
 void NodeManager::NoteReadLocked(absl::Time now) {
   // A pause before the first check is a stall too: the measurement starts with the first read.
   if (!last_tick_.has_value()) last_tick_ = now;
-  const absl::Time from = last_tick_.has_value() ? std::max(last_read_, *last_tick_) : last_read_;
+  const absl::Time from = std::max(last_read_, *last_tick_);
   longest_unread_ = std::max(longest_unread_, now - from);
   last_read_ = now;
 }

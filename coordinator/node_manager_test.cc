@@ -87,7 +87,7 @@ class LivenessTest : public NodeManagerTest {
 };
 
 TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
-  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // the first call: no gap to judge
+  EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // no time since the registrations
   clock_.Advance(2 * tick_);                              // twice the period: late, not a stall
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
   EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_count 0"),
@@ -116,7 +116,7 @@ TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
 TEST_F(LivenessTest, APauseBeforeTheFirstCheckIsAStall) {
   clock_.Advance(10 * tick_);
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
-  EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_sum 9"),
+  EXPECT_NE(registry_.RenderText().find("ringmaster_coordinator_stall_seconds_sum 9\n"),
             std::string::npos)
       << registry_.RenderText();
   // One period of the pause was their silence: two more on time and they are lost on the third.
