@@ -57,18 +57,11 @@ class AgentService::Stream
       }
     }
     if (heartbeat) {
-      const absl::Time start = absl::Now();
-      service_->ObserveHeartbeatDelay(in_.heartbeat());
-      const absl::Status status = service_->nodes_->Heartbeat(node_, session_);
-      service_->ObserveHandling(in_, absl::Now() - start);
-      if (status.ok()) {
+      if (HandleTimed(in_)) {
         read_more = true;
       } else {
-        RM_LOG(WARNING) << "agent stream " << node_ << ": " << status;
         absl::MutexLock lock(&mu_);
-        // What was read before it is still handled.
-        if (!failed_.has_value()) failed_ = ToGrpcStatus(status);
-        reading_ = false;
+        reading_ = false;  // what was read before it is still handled
       }
     }
     if (read_more) StartRead(&in_);
@@ -79,10 +72,7 @@ class AgentService::Stream
       --in_read_done_;
       finish = FinishNowLocked();
     }
-    if (finish.has_value()) {
-      std::shared_ptr<Outbox> keep = outbox_;  // the last use of this stream here
-      keep->Finish(*finish);
-    }
+    FinishWith(finish);  // the last use of this stream here
   }
 
   void OnWriteDone(bool ok) override {
@@ -136,10 +126,7 @@ class AgentService::Stream
       if (stop) {
         // Each is the last use of this stream here: another worker may have it next.
         if (again) service_->workers_.Post([this] { Drain(); });
-        if (finish.has_value()) {
-          std::shared_ptr<Outbox> keep = outbox_;
-          keep->Finish(*finish);
-        }
+        FinishWith(finish);
         return;
       }
       if (resume) StartRead(&in_);
@@ -147,17 +134,33 @@ class AgentService::Stream
           !service_->nodes_->IsCurrent(node_, session_)) {
         continue;  // a lost or replaced session's: its next heartbeat ends the stream
       }
-      const absl::Time start = absl::Now();
-      const absl::Status status = Handle(message);
-      service_->ObserveHandling(message, absl::Now() - start);
-      if (!status.ok()) {
-        RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
-                        << status;
+      if (!HandleTimed(message)) {
         absl::MutexLock lock(&mu_);
-        if (!failed_.has_value()) failed_ = ToGrpcStatus(status);
         queue_.clear();  // what came after a failed message is not handled
       }
     }
+  }
+
+  // Handles `message` into ringmaster_agent_message_seconds. On failure logs it, keeps the
+  // stream's first failure (the stream ends with it) and returns false.
+  bool HandleTimed(const v1::AgentMessage& message) {
+    const absl::Time start = absl::Now();
+    const absl::Status status = Handle(message);
+    service_->ObserveHandling(message, absl::Now() - start);
+    if (status.ok()) return true;
+    RM_LOG(WARNING) << "agent stream " << (node_.empty() ? "(unregistered)" : node_) << ": "
+                    << status;
+    absl::MutexLock lock(&mu_);
+    if (!failed_.has_value()) failed_ = ToGrpcStatus(status);
+    return false;
+  }
+
+  // Finishes the stream with `finish`, if any (FinishNowLocked's answer). The outbox is held
+  // across: OnDone may free this stream meanwhile.
+  void FinishWith(const std::optional<grpc::Status>& finish) {
+    if (!finish.has_value()) return;
+    std::shared_ptr<Outbox> keep = outbox_;
+    keep->Finish(*finish);
   }
 
   // The status to finish the stream with, once, when it is over: the agent's side ended or a

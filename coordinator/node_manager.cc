@@ -100,10 +100,9 @@ absl::Status NodeManager::Heartbeat(const std::string& name, uint64_t session) {
   return absl::OkStatus();
 }
 
-bool NodeManager::IsCurrent(const std::string& name, uint64_t session) const {
+bool NodeManager::IsCurrent(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(name);
-  return it != nodes_.end() && it->second.alive && it->second.session == session;
+  return SessionLocked(name, session) != nullptr;
 }
 
 void NodeManager::BeginMessage(const std::string& name, uint64_t session) {

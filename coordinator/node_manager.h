@@ -55,7 +55,7 @@ class NodeManager {
   absl::Status Heartbeat(const std::string& node, uint64_t session);
 
   // Whether `session` is the node's current one and the node is alive.
-  bool IsCurrent(const std::string& node, uint64_t session) const;
+  bool IsCurrent(const std::string& node, uint64_t session);
 
   // The session's stream ended. Marks the node lost at once if it is the current session;
   // returns true in that case.
