@@ -51,7 +51,7 @@ class AgentService::Stream
         draining_ = true;
         read_more = reading_ = queue_.size() < kMaxQueued;
         if (!reading_ && registered_.load(std::memory_order_acquire)) {
-          service_->nodes_->BeginMessage(node_, session_);  // unread until resumed
+          service_->nodes_->StreamPaused(node_, session_);  // unread until resumed
           paused_unread_ = true;
         }
       }
@@ -118,7 +118,7 @@ class AgentService::Stream
           if (!reading_ && !read_ended_ && !failed_.has_value() &&
               queue_.size() <= kMaxQueued / 2) {
             reading_ = resume = true;
-            if (paused_unread_) service_->nodes_->EndMessage(node_, session_);
+            if (paused_unread_) service_->nodes_->StreamResumed(node_, session_);
             paused_unread_ = false;
           }
         }
@@ -292,7 +292,7 @@ class AgentService::Stream
   bool reading_ ABSL_GUARDED_BY(mu_) = true;    // a read is under way (false: paused or ended)
   int in_read_done_ ABSL_GUARDED_BY(mu_) = 0;   // OnReadDone calls running (one may be inline)
   bool read_ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool paused_unread_ ABSL_GUARDED_BY(mu_) = false;  // BeginMessage at the pause, not ended yet
+  bool paused_unread_ ABSL_GUARDED_BY(mu_) = false;  // StreamPaused told, StreamResumed not yet
   std::optional<grpc::Status> failed_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -62,7 +62,7 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.alive = true;
   node.leaving = false;
   node.last_heartbeat = node.silent_since = clock_->Now();
-  node.handling_since.reset();
+  node.paused_since.reset();
   NoteReadLocked(node.last_heartbeat);
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
   for (auto it = node.holder.begin(); it != node.holder.end();) {
@@ -105,21 +105,21 @@ bool NodeManager::IsCurrent(const std::string& name, uint64_t session) {
   return SessionLocked(name, session) != nullptr;
 }
 
-void NodeManager::BeginMessage(const std::string& name, uint64_t session) {
+void NodeManager::StreamPaused(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
   Node* node = SessionLocked(name, session);
   if (node == nullptr) return;
-  node->handling_since = clock_->Now();
-  NoteReadLocked(*node->handling_since);
+  node->paused_since = clock_->Now();
+  NoteReadLocked(*node->paused_since);
 }
 
-void NodeManager::EndMessage(const std::string& name, uint64_t session) {
+void NodeManager::StreamResumed(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
   Node* node = SessionLocked(name, session);
-  if (node == nullptr || !node->handling_since.has_value()) return;
+  if (node == nullptr || !node->paused_since.has_value()) return;
   const absl::Time now = clock_->Now();
-  node->silent_since = std::min(node->silent_since + (now - *node->handling_since), now);
-  node->handling_since.reset();
+  node->silent_since = std::min(node->silent_since + (now - *node->paused_since), now);
+  node->paused_since.reset();
 }
 
 bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
@@ -147,7 +147,7 @@ std::vector<std::string> NodeManager::CheckLivenessLocked(absl::Time now) {
   std::vector<std::string> lost;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     auto& [name, node] = *it;
-    if (node.alive && !node.handling_since.has_value() && node.silent_since < now - lost_after_) {
+    if (node.alive && !node.paused_since.has_value() && node.silent_since < now - lost_after_) {
       MarkLost(&node);
       lost.push_back(name);
     } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&

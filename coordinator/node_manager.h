@@ -4,8 +4,8 @@
 // older one, whose heartbeats and disconnects are then ignored). A node is lost when its current
 // session disconnects, or when it has sent no heartbeat for `lost_after` (CheckLiveness, called by
 // the coordinator's ticker), not counting the time the coordinator could not read its stream
-// (while a heartbeat cannot be read, its absence says nothing about the node): the time it spent
-// handling one of the node's other messages, and the coordinator's own stalls (CheckLivenessEvery).
+// (while a heartbeat cannot be read, its absence says nothing about the node): the time its
+// stream was paused (StreamPaused), and the coordinator's own stalls (CheckLivenessEvery).
 // Heartbeat() is O(1): one hash lookup and a timestamp store; nothing here touches the disk.
 //
 // Allocation tracks which job holds which device, so placement sees only free devices of live,
@@ -76,11 +76,11 @@ class NodeManager {
   std::vector<std::string> CheckLivenessEvery(absl::Duration period);
 
   // The session's stream stopped and started reading again (its messages wait to be handled,
-  // which may wait for the job lock; its heartbeats wait unread meanwhile). Until EndMessage the
+  // which may wait for the job lock; its heartbeats wait unread meanwhile). Until StreamResumed the
   // node is not lost for silence, and the time between the two is not counted as its silence.
   // Other sessions' calls are ignored.
-  void BeginMessage(const std::string& node, uint64_t session);
-  void EndMessage(const std::string& node, uint64_t session);
+  void StreamPaused(const std::string& node, uint64_t session);
+  void StreamResumed(const std::string& node, uint64_t session);
 
   // Free devices of live nodes that are neither cordoned nor leaving, sorted by node name.
   std::vector<NodeCapacity> FreeCapacity() const { return Capacity(/*free_only=*/true); }
@@ -138,7 +138,7 @@ class NodeManager {
     bool alive = false;
     absl::Time last_heartbeat;
     absl::Time silent_since;  // the last heartbeat, moved later by the time it could not be read
-    std::optional<absl::Time> handling_since;      // BeginMessage without EndMessage yet
+    std::optional<absl::Time> paused_since;        // StreamPaused without StreamResumed yet
     absl::Time lost_at;                            // when it was last declared lost
     bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).

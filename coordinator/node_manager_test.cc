@@ -194,34 +194,35 @@ TEST_F(NodeManagerTest, RepeatedStallsStillLoseASilentNode) {
   EXPECT_EQ(checks, 4);  // lost_after / tick + 1
 }
 
-// While the coordinator handles one of a node's messages (waiting for the job lock, say), the
-// heartbeats behind it wait unread: the node is not lost meanwhile, and that time is not silence.
-TEST_F(LivenessTest, ANodeIsNotSilentWhileItsMessageIsHandled) {
-  nodes_.BeginMessage("a", a_);
-  nodes_.BeginMessage("b", b_ + 1);  // another session's: ignored
+// While the coordinator does not read a node's stream (too many of its messages wait for the job
+// lock, say), the heartbeats on it wait unread: the node is not lost meanwhile, and that time is
+// not silence.
+TEST_F(LivenessTest, ANodeIsNotSilentWhileItsStreamIsPaused) {
+  nodes_.StreamPaused("a", a_);
+  nodes_.StreamPaused("b", b_ + 1);  // another session's: ignored
   std::vector<std::string> lost;
   for (int i = 0; i < 10; ++i) {  // checks on time: no stall
     clock_.Advance(tick_);
     for (const std::string& node : nodes_.CheckLivenessEvery(tick_)) lost.push_back(node);
   }
-  EXPECT_EQ(lost, std::vector<std::string>{"b"});  // silent, its Begin ignored
-  nodes_.EndMessage("a", a_);
+  EXPECT_EQ(lost, std::vector<std::string>{"b"});  // silent, its pause ignored
+  nodes_.StreamResumed("a", a_);
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(tick_);
-    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // 3 s since the message was handled
+    EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());  // 3 s since the stream resumed
   }
   EXPECT_EQ(nodes_.LastHeartbeat("a"), clock_.Now() - 13 * tick_);
   clock_.Advance(tick_);
   EXPECT_EQ(nodes_.CheckLivenessEvery(tick_), std::vector<std::string>{"a"});
-  // A registration while a message of the old session is handled (the agent connected again):
-  // the new session's silence counts from the registration, and the old session's end is
+  // A registration while the old session's stream is paused (the agent connected again): the
+  // new session's silence counts from the registration, and the old session's resume is
   // ignored.
   auto again = nodes_.Register(Registration("a", 1));
   ASSERT_TRUE(again.ok());
-  nodes_.BeginMessage("a", *again);
+  nodes_.StreamPaused("a", *again);
   auto third = nodes_.Register(Registration("a", 1));
   ASSERT_TRUE(third.ok());
-  nodes_.EndMessage("a", *again);
+  nodes_.StreamResumed("a", *again);
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(tick_);
     EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
