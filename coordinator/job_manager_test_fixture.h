@@ -8,17 +8,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics/registry.h"
+#include "common/testing/series_value.h"
 #include "common/testing/subprocess.h"
 #include "coordinator/agent_command_sink.h"
 #include "coordinator/caller.h"
@@ -166,15 +165,7 @@ inline std::vector<v1::JobState> StatesOf(const v1::GetJobResponse& r) {
   return states;
 }
 
-// The value of the series `series` (name and labels, as rendered) on `page`; NaN if absent.
-inline double SeriesValue(const std::string& page, const std::string& series) {
-  const size_t at = page.find(series + " ");
-  double value = std::numeric_limits<double>::quiet_NaN();
-  if (at == std::string::npos) return value;
-  const size_t begin = at + series.size() + 1;
-  (void)absl::SimpleAtod(page.substr(begin, page.find('\n', begin) - begin), &value);
-  return value;
-}
+using ::ringmaster::testing::SeriesValue;
 
 inline v1::UpdateNodeRequest NodeUpdate(const std::string& node, v1::NodeAction action,
                                         const std::string& reason = "") {

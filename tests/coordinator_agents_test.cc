@@ -10,10 +10,10 @@
 #include <regex>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "bench/sim_agent_fleet.h"
 #include "common/grpc_client.h"
 #include "common/http_client.h"
+#include "common/testing/series_value.h"
 #include "common/testing/wait.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
@@ -80,17 +80,6 @@ TEST(CoordinatorAgentsTest, AFleetShutsDownWhileHeartbeatsAreSent) {
   }  // each fleet waits for its streams to end, then frees its agents
 }
 
-// The value of the series `name` (with its labels) on a /metrics page; -1 if absent.
-double Sample(const std::string& page, const std::string& name) {
-  const std::string prefix = "\n" + name + " ";
-  const size_t at = page.find(prefix);
-  if (at == std::string::npos) return -1;
-  const size_t from = at + prefix.size();
-  double value = -1;
-  (void)absl::SimpleAtod(page.substr(from, page.find('\n', from) - from), &value);
-  return value;
-}
-
 using AgentStream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
 
 // A coordinator (nodes lost only after 10 minutes) and agents spoken for by the test on raw
@@ -139,7 +128,7 @@ class RawAgentTest : public ::testing::Test {
         [&] {
           auto got = HttpGet("127.0.0.1", coordinator_->metrics_port, "/metrics");
           page = got.ok() ? got->body : "";
-          return Sample(page, series) >= least;
+          return SeriesValue(page, series) >= least;
         },
         absl::Seconds(30)))
         << page;
@@ -173,10 +162,10 @@ TEST_F(RawAgentTest, HeartbeatDelaysAreTimedFromWhenTheAgentQueuedThem) {
   // Handled in order: once the last two are counted, the first was handled too.
   const std::string series = "ringmaster_heartbeat_delay_seconds";
   const std::string page = MetricsOnce(series + "_count", 2);
-  EXPECT_EQ(Sample(page, series + "_count"), 2) << page;
-  EXPECT_EQ(Sample(page, series + "_bucket{le=\"0.001\"}"), 1) << page;   // the clock ahead
-  EXPECT_EQ(Sample(page, series + "_bucket{le=\"16.384\"}"), 1) << page;  // not the 30 s one
-  EXPECT_GE(Sample(page, series + "_sum"), 30) << page;
+  EXPECT_EQ(SeriesValue(page, series + "_count"), 2) << page;
+  EXPECT_EQ(SeriesValue(page, series + "_bucket{le=\"0.001\"}"), 1) << page;   // the clock ahead
+  EXPECT_EQ(SeriesValue(page, series + "_bucket{le=\"16.384\"}"), 1) << page;  // not the 30 s one
+  EXPECT_GE(SeriesValue(page, series + "_sum"), 30) << page;
   context_.TryCancel();
 }
 
@@ -217,7 +206,7 @@ TEST_F(RawAgentTest, HeartbeatsAreReadWhileAMessageWaitsForTheJobLock) {
   const std::string series = "ringmaster_heartbeat_delay_seconds";
   const std::string page = MetricsOnce(series + "_count", 3);
   // Ahead of the exit: it is still waiting (it is counted once handled).
-  EXPECT_EQ(Sample(page, "ringmaster_agent_message_seconds_count{type=\"worker_state\"}"), 0)
+  EXPECT_EQ(SeriesValue(page, "ringmaster_agent_message_seconds_count{type=\"worker_state\"}"), 0)
       << page;
   holder.reset();  // the coordinator's write goes ahead
   std::string state;

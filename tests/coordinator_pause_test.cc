@@ -6,11 +6,10 @@
 #include <signal.h>
 
 #include <fstream>
-#include <regex>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/http_client.h"
+#include "common/testing/series_value.h"
 #include "common/testing/wait.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,17 +84,10 @@ class CoordinatorPauseTest : public ::testing::Test {
     return cluster_->WaitForEnd(id_, absl::Seconds(60));
   }
 
-  // The coordinator's ringmaster_coordinator_stall_seconds_count, or -1 if not exposed.
+  // The coordinator's ringmaster_coordinator_stall_seconds_count, or NaN if not exposed.
   double StallsCounted() {
     auto page = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
-    std::smatch m;
-    double count = -1;
-    const std::string body = page.ok() ? page->body : "";
-    if (std::regex_search(body, m,
-                          std::regex("\nringmaster_coordinator_stall_seconds_count ([0-9.e+]+)"))) {
-      (void)absl::SimpleAtod(m[1].str(), &count);  // the regex guarantees a number
-    }
-    return count;
+    return SeriesValue(page.ok() ? page->body : "", "ringmaster_coordinator_stall_seconds_count");
   }
 
   std::string dir_, id_;
