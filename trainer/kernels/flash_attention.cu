@@ -1,50 +1,45 @@
-#include <mma.h>
-
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
 #include "trainer/kernels/flash_attention_launch.h"
 #include "trainer/kernels/kernel_utils.cuh"
+#include "trainer/kernels/tensor_core.cuh"
 
 namespace ringmaster::kernels {
 namespace {
 
-namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
+using device::AccColumn;
+using device::AccRow;
 using device::LoadPack;
+using device::Mma;
+using device::MmaA;
+using device::MmaB;
+using device::MmaC;
 using device::Pack16;
 using device::StorePack;
 
-// A block is four warps; each warp owns 16 rows (one wmma tile) of the block's 64 query rows
-// (forward, dQ) or key rows (dK, dV), and within its rows lane l works on row l / 2: on the score
-// columns of parity l % 2 (ScoreColumn: interleaved, so that a warp's shared-memory accesses
-// fall in twice as many banks), and on half l % 2 of the output channels.
+// A block is four warps over a tile of 64 rows (queries for the forward and dQ, keys for dK and
+// dV), 16 rows a warp, and walks the other side's tiles of 64. The products run on the tensor
+// cores from registers (tensor_core.cuh): a warp's [16, 64] scores are kScoreTiles accumulators,
+// whose elements the softmax works on where they are and which become the next product's A
+// operand without leaving registers. Only the tiles the warps share (the other side's rows) go
+// through shared memory.
 constexpr int kTile = 64;
 constexpr int kWarps = kTile / 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kHalfTile = kTile / 2;
-// Leading dimensions in shared memory, padded against bank conflicts and kept to wmma's rules
-// (multiples of 16 bytes, every 16-row slice 32-byte aligned): a warp's fp32 score tile, its bf16
-// probabilities, and the bf16 score gradients written over the fp32 scores in place.
-constexpr int kScoreLd = kTile + 4;
-constexpr int kProbLd = kTile + 8;
-constexpr int kGradLd = 2 * kScoreLd;
-
-// The lane's c-th score column (of kHalfTile) in its row.
-__device__ __forceinline__ int ScoreColumn(int c, int half) { return 2 * c + half; }
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+constexpr int kScoreTiles = kTile / 8;   // accumulators of a [16, 64] product
+constexpr int kScoreSteps = kTile / 16;  // A operands of a [16, 64] left factor
 
 template <int kD>
 struct Head {
-  static_assert(kD % 16 == 0 && kD <= kTile, "a head is whole wmma tiles, at most a score tile");
-  static constexpr int kLd = kD + 8;  // a [64, kD] bf16 tile's row in shared memory
-  static constexpr int kSteps = kD / 16;
-  static constexpr int kHalf = kD / 2;  // channels a lane writes
+  static_assert(kD % 32 == 0 && kD <= 128, "a head is whole ldmatrix.x4 loads of 32 channels");
+  // A [64, kD] bf16 tile's row in shared memory, padded by 16 bytes: the 8 rows an ldmatrix
+  // reads at once fall in distinct banks.
+  static constexpr int kLd = kD + 8;
+  static constexpr int kSteps = kD / 16;    // A operands of a warp's [16, kD] rows
+  static constexpr int kOutTiles = kD / 8;  // accumulators of a [16, kD] product
 };
 
 // Rows row0 .. row0 + 63 of a [T, kD] slice (rows `stride` elements apart) into a shared
@@ -65,109 +60,93 @@ __device__ void LoadTile(bf16* tile, const bf16* src, int64_t stride, int row0, 
   }
 }
 
-// The warp's rows (16 of the tile's, from `first`) as kSteps matrix_a operands.
+// The warp's 16 rows of a shared tile (from row `first`) as A operands over the channels.
 template <int kD>
-__device__ void LoadRows(FragA (&frag)[Head<kD>::kSteps], const bf16* tile, int first) {
+__device__ void LoadRows(MmaA (&rows)[Head<kD>::kSteps], const bf16* tile, int first) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int d = 0; d < Head<kD>::kSteps; ++d) {
-    wmma::load_matrix_sync(frag[d], tile + first * Head<kD>::kLd + d * 16, Head<kD>::kLd);
+    // Matrices: rows 0-7 and 8-15 of channels 16d .. 16d + 7, then of 16d + 8 ...
+    device::LoadMatrices<false>(
+        rows[d].r, tile + (first + lane % 16) * Head<kD>::kLd + d * 16 + lane / 16 * 8);
   }
 }
 
-// scores [16, 64] (fp32, kScoreLd) = rows [16, kD] x tile[64, kD]^T.
+// scores [16, 64] = rows [16, kD] x tile [64, kD]^T.
 template <int kD>
-__device__ void RowsTimesTileT(float* scores, const FragA (&rows)[Head<kD>::kSteps],
+__device__ void RowsTimesTileT(MmaC (&scores)[kScoreTiles], const MmaA (&rows)[Head<kD>::kSteps],
                                const bf16* tile) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int n = 0; n < kTile / 16; ++n) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
+  for (int n = 0; n < kScoreTiles; ++n) {
+    scores[n] = MmaC{};
 #pragma unroll
-    for (int d = 0; d < Head<kD>::kSteps; ++d) {
-      FragBT b;
-      wmma::load_matrix_sync(b, tile + n * 16 * Head<kD>::kLd + d * 16, Head<kD>::kLd);
-      wmma::mma_sync(acc, rows[d], b, acc);
+    for (int d = 0; d < Head<kD>::kSteps; d += 2) {
+      // Matrix j: tile rows 8n .. 8n + 7 (the product's columns), channels 16d + 8j ..: the B
+      // operands of channel steps d and d + 1.
+      uint32_t b[4];
+      device::LoadMatrices<false>(
+          b, tile + (n * 8 + lane % 8) * Head<kD>::kLd + d * 16 + lane / 8 * 8);
+      Mma(scores[n], rows[d], MmaB{{b[0], b[1]}});
+      Mma(scores[n], rows[d + 1], MmaB{{b[2], b[3]}});
     }
-    wmma::store_matrix_sync(scores + n * 16, acc, kScoreLd, wmma::mem_row_major);
   }
 }
 
-// acc[kSteps] ([16, kD]) += a [16, 64] (bf16, lda) x tile [64, kD].
+// acc [16, kD] += p [16, 64] x tile [64, kD], p as A operands (AsOperands).
 template <int kD>
-__device__ void Accumulate(FragC (&acc)[Head<kD>::kSteps], const bf16* a, int lda,
+__device__ void Accumulate(MmaC (&acc)[Head<kD>::kOutTiles], const MmaA (&p)[kScoreSteps],
                            const bf16* tile) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < kTile / 16; ++j) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + j * 16, lda);
+  for (int j = 0; j < kScoreSteps; ++j) {
 #pragma unroll
-    for (int n = 0; n < Head<kD>::kSteps; ++n) {
-      FragB b;
-      wmma::load_matrix_sync(b, tile + j * 16 * Head<kD>::kLd + n * 16, Head<kD>::kLd);
-      wmma::mma_sync(acc[n], fa, b, acc[n]);
+    for (int n = 0; n < Head<kD>::kOutTiles; n += 2) {
+      // Matrix m, transposed: tile rows 16j + 8(m % 2) .., channels 8(n + m / 2) ..: the B
+      // operands of output tiles n and n + 1 over rows 16j .. 16j + 15.
+      const int m = lane / 8;
+      uint32_t b[4];
+      device::LoadMatrices<true>(
+          b, tile + (16 * j + m % 2 * 8 + lane % 8) * Head<kD>::kLd + (n + m / 2) * 8);
+      Mma(acc[n], p[j], MmaB{{b[0], b[1]}});
+      Mma(acc[n + 1], p[j], MmaB{{b[2], b[3]}});
     }
   }
 }
 
-// Writes acc * scale ([16, kD]) to rows of `dst` (row `first_row + r` at dst + row * stride),
-// those before T, through the warp's score buffer.
+// A [16, 64] product's values as the A operands of the next product (rounded to bf16).
+__device__ void AsOperands(MmaA (&a)[kScoreSteps], const MmaC (&values)[kScoreTiles]) {
+#pragma unroll
+  for (int j = 0; j < kScoreSteps; ++j)
+    a[j] = device::AccumulatorsAsA(values[2 * j], values[2 * j + 1]);
+}
+
+// Writes acc * scale ([16, kD]) to the rows of `dst` (row `first_row + r` at dst + row * stride)
+// before T, two channels a store.
 template <int kD>
 __device__ void WriteRows(bf16* dst, int64_t stride, int first_row, int T,
-                          FragC (&acc)[Head<kD>::kSteps], float scale, float* scores) {
-  __syncwarp();
+                          const MmaC (&acc)[Head<kD>::kOutTiles], float scale) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int n = 0; n < Head<kD>::kSteps; ++n) {
-    for (int i = 0; i < acc[n].num_elements; ++i) acc[n].x[i] *= scale;
-    wmma::store_matrix_sync(scores + n * 16, acc[n], kScoreLd, wmma::mem_row_major);
-  }
-  __syncwarp();
-  const int lane = threadIdx.x % 32, row = lane / 2, c0 = (lane % 2) * Head<kD>::kHalf;
-  if (first_row + row < T) {
-    bf16* out = dst + (first_row + row) * stride + c0;
+  for (int half = 0; half < 2; ++half) {
+    const int row = first_row + AccRow(lane, 2 * half);
+    if (row >= T) continue;
 #pragma unroll
-    for (int c = 0; c < Head<kD>::kHalf; c += 8) {
-      Pack16<bf16> p;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) p.Set(e, scores[row * kScoreLd + c0 + c + e]);
-      StorePack(out + c, p);
+    for (int n = 0; n < Head<kD>::kOutTiles; ++n) {
+      *reinterpret_cast<uint32_t*>(dst + row * stride + 8 * n + AccColumn(lane, 0)) =
+          device::PackBf16x2(acc[n].c[2 * half] * scale, acc[n].c[2 * half + 1] * scale);
     }
   }
 }
 
-// The probabilities of the lane's half row of scores, recomputed from the log-sum-exp (a
-// column's, lse[col * lse_step], or with lse_step 0 the row's): the row is token `row_token`, the
-// columns are tokens first_col.., queries of that key or keys of that query, and a key after its
-// query gets 0.
-__device__ void Probabilities(float (&p)[kHalfTile], const float* scores, int row_token,
-                              int first_col, bool columns_are_queries, const float* lse,
-                              int lse_step, float scale_log2) {
-  const int lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-#pragma unroll
-  for (int c = 0; c < kHalfTile; ++c) {
-    const int col = ScoreColumn(c, half), col_token = first_col + col;
-    const bool causal = columns_are_queries ? col_token >= row_token : col_token <= row_token;
-    p[c] = causal ? exp2f(scores[row * kScoreLd + col] * scale_log2 - lse[col * lse_step]) : 0.0f;
-  }
+// Over the 4 lanes that hold a row of an accumulator.
+__device__ __forceinline__ float RowMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
-
-// The score gradients dS = P * (dP - delta) (fp32 dP in `scores`, P in `p`, delta per column
-// column, or with delta_step 0 one for the row) replace the scores, as bf16 with leading dimension kGradLd.
-__device__ void ScoreGradientsInPlace(float* scores, float (&p)[kHalfTile], const float* delta,
-                                      int delta_step) {
-  const int lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  __syncwarp();
-#pragma unroll
-  for (int c = 0; c < kHalfTile; ++c) {
-    const int col = ScoreColumn(c, half);
-    p[c] *= scores[row * kScoreLd + col] - delta[col * delta_step];
-  }
-  __syncwarp();  // every lane has read its scores before any are overwritten
-  bf16* grads = reinterpret_cast<bf16*>(scores);
-#pragma unroll
-  for (int c = 0; c < kHalfTile; ++c) {
-    grads[row * kGradLd + ScoreColumn(c, half)] = __float2bfloat16_rn(p[c]);
-  }
-  __syncwarp();
+__device__ __forceinline__ float RowSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 struct Problem {
@@ -176,11 +155,10 @@ struct Problem {
 };
 
 // Where a thread of one of the three tiled kernels works: the block's batch row b and head h
-// (blockIdx.x = b * NH + h), the thread's warp and, within the warp's rows, its row (lane / 2)
-// and half (lane % 2), and the head's queries in qkv (its keys at q + C, its values at q + 2C,
-// rows `stride` apart).
+// (blockIdx.x = b * NH + h), the thread's warp and lane, and the head's queries in qkv (its keys
+// at q + C, its values at q + 2C, rows `stride` apart).
 struct Place {
-  int bh, b, h, warp, row, half;
+  int bh, b, h, warp, lane;
   int64_t stride;
   const bf16* q;
 };
@@ -189,87 +167,97 @@ template <int kD>
 __device__ Place PlaceOf(const bf16* qkv, const Problem& pr) {
   const int bh = blockIdx.x, b = bh / pr.NH, h = bh % pr.NH;
   const int64_t stride = 3 * int64_t{pr.C};
-  const int lane = threadIdx.x % 32;
-  return Place{bh,       b,        h,      static_cast<int>(threadIdx.x / 32),
-               lane / 2, lane % 2, stride, qkv + int64_t{b} * pr.T * stride + h * kD};
+  return Place{bh,
+               b,
+               h,
+               static_cast<int>(threadIdx.x / 32),
+               static_cast<int>(threadIdx.x % 32),
+               stride,
+               qkv + int64_t{b} * pr.T * stride + h * kD};
 }
 
 // Grid (B * NH, query tiles), the longest rows' tiles first.
 template <int kD>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads)
     ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(32) bf16 keys[kTile * H::kLd];
-  __shared__ __align__(32) bf16 values[kTile * H::kLd];
-  __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
-  __shared__ __align__(32) bf16 prob_tiles[kWarps][16 * kProbLd];
-  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
+  __shared__ __align__(16) bf16 keys[kTile * H::kLd];
+  __shared__ __align__(16) bf16 values[kTile * H::kLd];
+  const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
-  float* scores = score_tiles[warp];
-  bf16* probs = prob_tiles[warp];
-  const int query = qt * kTile + warp * 16 + row;
+  const int first = qt * kTile + warp * 16;  // the warp's first query
 
   LoadTile<kD>(keys, q, stride, qt * kTile, pr.T);  // the queries, through the key buffer
   __syncthreads();
-  FragA qa[H::kSteps];
+  MmaA qa[H::kSteps];
   LoadRows<kD>(qa, keys, warp * 16);
 
-  float m = -INFINITY, l = 0, o[H::kHalf];
-#pragma unroll
-  for (int c = 0; c < H::kHalf; ++c) o[c] = 0;
+  // Online softmax in the log2 domain, per row (the lane's rows AccRow(lane, 0) and + 8): the
+  // running maximum, and this lane's part of the row's sum (the 4 lanes' are added at the end).
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+  MmaC o[H::kOutTiles] = {};
   for (int kt = 0; kt <= qt; ++kt) {
     __syncthreads();  // every warp is done with the previous tiles
     LoadTile<kD>(keys, q + pr.C, stride, kt * kTile, pr.T);
     LoadTile<kD>(values, q + 2 * pr.C, stride, kt * kTile, pr.T);
     __syncthreads();
-    RowsTimesTileT<kD>(scores, qa, keys);
-    __syncwarp();
-    // Online softmax in the log2 domain over the lane's half row; keys after the query masked.
-    float x[kHalfTile], tile_max = -INFINITY;
+    MmaC s[kScoreTiles];
+    RowsTimesTileT<kD>(s, qa, keys);
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int c = 0; c < kHalfTile; ++c) {
-      const int col = ScoreColumn(c, half);
-      x[c] = kt * kTile + col <= query ? scores[row * kScoreLd + col] * pr.scale_log2 : -INFINITY;
-      tile_max = fmaxf(tile_max, x[c]);
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        // Keys after the query masked (only the diagonal tile has any).
+        const bool future = kt == qt && n * 8 + AccColumn(lane, i) > warp * 16 + AccRow(lane, i);
+        s[n].c[i] = future ? -INFINITY : s[n].c[i] * pr.scale_log2;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[n].c[i]);
+      }
     }
-    const float m_new = fmaxf(m, fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1)));
-    const float alpha = exp2f(m - m_new);  // 0 on the first tile
-    float sum = 0;
+    float alpha[2];
 #pragma unroll
-    for (int c = 0; c < kHalfTile; ++c) {
-      const float e = exp2f(x[c] - m_new);
-      sum += e;
-      probs[row * kProbLd + ScoreColumn(c, half)] = __float2bfloat16_rn(e);
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m[r], RowMax(tile_max[r]));  // finite: key 0 is in tile 0
+      alpha[r] = exp2f(m[r] - m_new);                        // 0 on the first tile
+      m[r] = m_new;
+      l[r] *= alpha[r];
     }
-    l = l * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
-    m = m_new;
-    __syncwarp();
-    // O = O * alpha + P V, P V through the score buffer.
-    FragC pv[H::kSteps];
 #pragma unroll
-    for (int n = 0; n < H::kSteps; ++n) wmma::fill_fragment(pv[n], 0.0f);
-    Accumulate<kD>(pv, probs, kProbLd, values);
+    for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
-    for (int n = 0; n < H::kSteps; ++n) {
-      wmma::store_matrix_sync(scores + n * 16, pv[n], kScoreLd, wmma::mem_row_major);
+      for (int i = 0; i < 4; ++i) {
+        s[n].c[i] = exp2f(s[n].c[i] - m[i / 2]);
+        l[i / 2] += s[n].c[i];
+      }
     }
-    __syncwarp();
+    // O = O * alpha + P V.
 #pragma unroll
-    for (int c = 0; c < H::kHalf; ++c) {
-      o[c] = o[c] * alpha + scores[row * kScoreLd + half * H::kHalf + c];
+    for (int n = 0; n < H::kOutTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[n].c[i] *= alpha[i / 2];
     }
+    MmaA p[kScoreSteps];
+    AsOperands(p, s);
+    Accumulate<kD>(o, p, values);
   }
-  if (query >= pr.T) return;
-  const float inv = 1.0f / l;
-  bf16* dst = out + (int64_t{b} * pr.T + query) * pr.C + h * kD + half * H::kHalf;
+  float inv[2];
 #pragma unroll
-  for (int c = 0; c < H::kHalf; c += 8) {
-    Pack16<bf16> p;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) p.Set(e, o[c + e] * inv);
-    StorePack(dst + c, p);
+  for (int r = 0; r < 2; ++r) {
+    l[r] = RowSum(l[r]);
+    inv[r] = 1.0f / l[r];
   }
-  if (half == 0) lse[int64_t{bh} * pr.T + query] = m + log2f(l);
+#pragma unroll
+  for (int n = 0; n < H::kOutTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[n].c[i] *= inv[i / 2];
+  }
+  WriteRows<kD>(out + int64_t{b} * pr.T * pr.C + h * kD, pr.C, first, pr.T, o, 1.0f);
+  if (lane % 4 != 0) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int query = first + AccRow(lane, 2 * r);
+    if (query < pr.T) lse[int64_t{bh} * pr.T + query] = m[r] + log2f(l[r]);
+  }
 }
 
 // delta[b, h, t] = dot(dout, out) over the head's channels: one thread per row.
@@ -289,35 +277,28 @@ __global__ void DeltaKernel(float* delta, const bf16* dout, const bf16* out, int
   delta[i] = sum;
 }
 
-// dK and dV. Grid (B * NH, key tiles): each block walks the query tiles from its own on.
+// dK and dV. Grid (B * NH, key tiles): each block walks the query tiles from its own on. The
+// warp's rows are keys, so its products are transposed ones: P^T, dP^T and dS^T.
 template <int kD>
-__global__ void KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                   const float* delta, Problem pr) {
+__global__ void __launch_bounds__(kThreads)
+    KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                       const float* delta, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(32) bf16 queries[kTile * H::kLd];
-  __shared__ __align__(32) bf16 grads[kTile * H::kLd];  // dout rows
+  __shared__ __align__(16) bf16 queries[kTile * H::kLd];
+  __shared__ __align__(16) bf16 grads[kTile * H::kLd];  // dout rows
   __shared__ float lse_tile[kTile], delta_tile[kTile];
-  __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
-  __shared__ __align__(32) bf16 prob_tiles[kWarps][16 * kProbLd];
-  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
+  const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int kt = blockIdx.y, tiles = gridDim.y;
   const bf16* dO = dout + int64_t{b} * pr.T * pr.C + h * kD;
-  float* scores = score_tiles[warp];
-  bf16* probs = prob_tiles[warp];
-  const int key = kt * kTile + warp * 16 + row;
+  const int first = kt * kTile + warp * 16;  // the warp's first key
 
   LoadTile<kD>(queries, q + pr.C, stride, kt * kTile, pr.T);  // the keys and values first
   LoadTile<kD>(grads, q + 2 * pr.C, stride, kt * kTile, pr.T);
   __syncthreads();
-  FragA ka[H::kSteps], va[H::kSteps];
+  MmaA ka[H::kSteps], va[H::kSteps];
   LoadRows<kD>(ka, queries, warp * 16);
   LoadRows<kD>(va, grads, warp * 16);
-  FragC dk[H::kSteps], dv[H::kSteps];
-#pragma unroll
-  for (int n = 0; n < H::kSteps; ++n) {
-    wmma::fill_fragment(dk[n], 0.0f);
-    wmma::fill_fragment(dv[n], 0.0f);
-  }
+  MmaC dk[H::kOutTiles] = {}, dv[H::kOutTiles] = {};
   for (int qt = kt; qt < tiles; ++qt) {
     __syncthreads();
     LoadTile<kD>(queries, q, stride, qt * kTile, pr.T);
@@ -329,69 +310,87 @@ __global__ void KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv
     }
     __syncthreads();
     // P^T (the warp's keys by the tile's queries), recomputed from the scores.
-    RowsTimesTileT<kD>(scores, ka, queries);
-    __syncwarp();
-    float p[kHalfTile];
-    Probabilities(p, scores, key, qt * kTile, /*columns_are_queries=*/true, lse_tile, 1,
-                  pr.scale_log2);
+    MmaC p[kScoreTiles];
+    RowsTimesTileT<kD>(p, ka, queries);
 #pragma unroll
-    for (int c = 0; c < kHalfTile; ++c) {
-      probs[row * kProbLd + ScoreColumn(c, half)] = __float2bfloat16_rn(p[c]);
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int col = n * 8 + AccColumn(lane, i);
+        const bool causal = qt * kTile + col >= first + AccRow(lane, i);
+        p[n].c[i] = causal ? exp2f(p[n].c[i] * pr.scale_log2 - lse_tile[col]) : 0.0f;
+      }
     }
-    __syncwarp();
-    RowsTimesTileT<kD>(scores, va, grads);  // dP^T = V dout^T
-    ScoreGradientsInPlace(scores, p, delta_tile, 1);
-    Accumulate<kD>(dv, probs, kProbLd, grads);
-    Accumulate<kD>(dk, reinterpret_cast<const bf16*>(scores), kGradLd, queries);
+    MmaA operands[kScoreSteps];
+    AsOperands(operands, p);
+    Accumulate<kD>(dv, operands, grads);  // dV += P^T dout
+    MmaC dp[kScoreTiles];
+    RowsTimesTileT<kD>(dp, va, grads);  // dP^T = V dout^T
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        p[n].c[i] *= dp[n].c[i] - delta_tile[n * 8 + AccColumn(lane, i)];  // dS^T
+      }
+    }
+    AsOperands(operands, p);
+    Accumulate<kD>(dk, operands, queries);  // dK += dS^T Q
   }
   bf16* dst = dqkv + int64_t{b} * pr.T * stride + h * kD;
-  WriteRows<kD>(dst + pr.C, stride, kt * kTile + warp * 16, pr.T, dk, pr.scale, scores);
-  WriteRows<kD>(dst + 2 * pr.C, stride, kt * kTile + warp * 16, pr.T, dv, 1.0f, scores);
+  WriteRows<kD>(dst + pr.C, stride, first, pr.T, dk, pr.scale);
+  WriteRows<kD>(dst + 2 * pr.C, stride, first, pr.T, dv, 1.0f);
 }
 
 // dQ. Grid (B * NH, query tiles), the longest rows' tiles first: each block walks the key
 // tiles up to its own.
 template <int kD>
-__global__ void QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv,
-                                      const float* lse, const float* delta, Problem pr) {
+__global__ void __launch_bounds__(kThreads)
+    QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                          const float* delta, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(32) bf16 keys[kTile * H::kLd];
-  __shared__ __align__(32) bf16 values[kTile * H::kLd];
-  __shared__ __align__(32) float score_tiles[kWarps][16 * kScoreLd];
-  const auto [bh, b, h, warp, row, half, stride, q] = PlaceOf<kD>(qkv, pr);
+  __shared__ __align__(16) bf16 keys[kTile * H::kLd];
+  __shared__ __align__(16) bf16 values[kTile * H::kLd];
+  const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
-  float* scores = score_tiles[warp];
-  const int query = qt * kTile + warp * 16 + row;
-  // Rows past T: any finite values (their results are not written).
-  const float row_lse = query < pr.T ? lse[int64_t{bh} * pr.T + query] : 0.0f;
-  const float row_delta = query < pr.T ? delta[int64_t{bh} * pr.T + query] : 0.0f;
+  const int first = qt * kTile + warp * 16;  // the warp's first query
+  // The lane's two rows; rows past T: any finite values (their results are not written).
+  float row_lse[2], row_delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int query = first + AccRow(lane, 2 * r);
+    row_lse[r] = query < pr.T ? lse[int64_t{bh} * pr.T + query] : 0.0f;
+    row_delta[r] = query < pr.T ? delta[int64_t{bh} * pr.T + query] : 0.0f;
+  }
 
   LoadTile<kD>(keys, q, stride, qt * kTile, pr.T);  // the queries and their output gradients
   LoadTile<kD>(values, dout + int64_t{b} * pr.T * pr.C + h * kD, pr.C, qt * kTile, pr.T);
   __syncthreads();
-  FragA qa[H::kSteps], ga[H::kSteps];
+  MmaA qa[H::kSteps], ga[H::kSteps];
   LoadRows<kD>(qa, keys, warp * 16);
   LoadRows<kD>(ga, values, warp * 16);
-  FragC dq[H::kSteps];
-#pragma unroll
-  for (int n = 0; n < H::kSteps; ++n) wmma::fill_fragment(dq[n], 0.0f);
+  MmaC dq[H::kOutTiles] = {};
   for (int kt = 0; kt <= qt; ++kt) {
     __syncthreads();
     LoadTile<kD>(keys, q + pr.C, stride, kt * kTile, pr.T);
     LoadTile<kD>(values, q + 2 * pr.C, stride, kt * kTile, pr.T);
     __syncthreads();
-    RowsTimesTileT<kD>(scores, qa, keys);
-    __syncwarp();
-    float p[kHalfTile];
-    Probabilities(p, scores, query, kt * kTile, /*columns_are_queries=*/false, &row_lse, 0,
-                  pr.scale_log2);
-    __syncwarp();
-    RowsTimesTileT<kD>(scores, ga, values);  // dP = dout V^T
-    ScoreGradientsInPlace(scores, p, &row_delta, 0);
-    Accumulate<kD>(dq, reinterpret_cast<const bf16*>(scores), kGradLd, keys);
+    MmaC p[kScoreTiles], dp[kScoreTiles];
+    RowsTimesTileT<kD>(p, qa, keys);
+    RowsTimesTileT<kD>(dp, ga, values);  // dP = dout V^T
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const bool causal = kt * kTile + n * 8 + AccColumn(lane, i) <= first + AccRow(lane, i);
+        const float prob = causal ? exp2f(p[n].c[i] * pr.scale_log2 - row_lse[i / 2]) : 0.0f;
+        p[n].c[i] = prob * (dp[n].c[i] - row_delta[i / 2]);  // dS
+      }
+    }
+    MmaA operands[kScoreSteps];
+    AsOperands(operands, p);
+    Accumulate<kD>(dq, operands, keys);  // dQ += dS K
   }
-  WriteRows<kD>(dqkv + int64_t{b} * pr.T * stride + h * kD, stride, qt * kTile + warp * 16, pr.T,
-                dq, pr.scale, scores);
+  WriteRows<kD>(dqkv + int64_t{b} * pr.T * stride + h * kD, stride, first, pr.T, dq, pr.scale);
 }
 
 // The head size's kernels: f(std::integral_constant<int, kD>{}); false when none.

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct Block {
   const std::function<void()>* kernel = nullptr;
   std::vector<Fiber> fibers;
   std::vector<uint64_t> slots;  // shuffle values, one per thread
+  std::vector<unsigned char> gathered;  // WarpAllGather's, kMaxGatherBytes per thread
   ucontext_t scheduler;
   jmp_buf back;  // the scheduler, waiting for the fiber it switched to
   Fiber* current = nullptr;
@@ -281,6 +283,7 @@ cudaError_t Execute(const LaunchConfig& config, const std::function<void()>& ker
   block.reverse = order == Order::kReverse;
   block.fibers.resize(static_cast<size_t>(t.x) * t.y * t.z);
   block.slots.resize(block.fibers.size());
+  block.gathered.resize(block.fibers.size() * kMaxGatherBytes);
   for (size_t i = 0; i < block.fibers.size(); ++i) {
     Fiber& f = block.fibers[i];
 #if !defined(__x86_64__)
@@ -330,6 +333,29 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width) {
       source < static_cast<int>(g_block->slots.size()) ? g_block->slots[source] : 0;
   Yield(State::kWarpBarrier);  // nobody overwrites a slot before every lane has read
   return result;
+}
+
+int WarpAllGather(const void* mine, size_t bytes, void* all) {
+  Fiber& f = *g_block->current;
+  if (bytes > kMaxGatherBytes) {
+    Fail(cudaErrorLaunchFailure,
+         "WarpAllGather of " + std::to_string(bytes) + " bytes (" + Where(f) + ")");
+    bytes = kMaxGatherBytes;
+  }
+  std::memcpy(&g_block->gathered[f.linear * kMaxGatherBytes], mine, bytes);
+  Yield(State::kWarpBarrier);
+  const int first = f.linear & ~31, threads = static_cast<int>(g_block->fibers.size());
+  auto* out = static_cast<unsigned char*>(all);
+  for (int lane = 0; lane < 32; ++lane) {
+    // A missing lane (a partial warp, which ReleaseBarriers reports) gives zeros.
+    if (first + lane < threads) {
+      std::memcpy(out + lane * bytes, &g_block->gathered[(first + lane) * kMaxGatherBytes], bytes);
+    } else {
+      std::memset(out + lane * bytes, 0, bytes);
+    }
+  }
+  Yield(State::kWarpBarrier);  // nobody overwrites a slot before every lane has read
+  return f.linear & 31;
 }
 
 void SyncWarp(unsigned mask) {

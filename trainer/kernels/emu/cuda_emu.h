@@ -16,7 +16,8 @@
 // launches run one at a time, under a process-wide lock (a kernel's shared memory is a static).
 // The last error and the failures are per host thread, as CUDA's last error is.
 //
-// Tensor-core tiles (nvcuda::wmma) are emulated as wmma_emu.h says.
+// Tensor-core instructions (tensor_core.cuh's mma.sync and ldmatrix) are emulated as mma_emu.h
+// says.
 //
 // Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
 // GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
@@ -151,6 +152,9 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::SyncWarp(mask); }
 
-#include "trainer/kernels/emu/wmma_emu.h"  // nvcuda::wmma (mma.h is empty outside nvcc)
+// Kernels' code for the GPU and for this emulation part where they reach the hardware
+// (tensor_core.cuh's instructions).
+#define RINGMASTER_CUDA_EMU 1
+#include "trainer/kernels/emu/mma_emu.h"  // tensor_core.cuh's mma.sync and ldmatrix
 
 #endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_

@@ -1,8 +1,8 @@
 // The emulator itself (cuda_emu.h): thread and block indices, barriers, warp shuffles,
-// __syncwarp, tensor-core tiles (wmma_emu.h), and what it must refuse or report: shapes a GPU
-// would not launch, barriers some threads never reach, shuffles over exited lanes, misaligned
-// tiles, and a read of shared memory that lacks its barrier (caught by running the threads in
-// both orders).
+// __syncwarp, tensor-core instructions (mma_emu.h), and what it must refuse or report: shapes a
+// GPU would not launch, barriers some threads never reach, shuffles over exited lanes, misaligned
+// ldmatrix rows, and a read of shared memory that lacks its barrier (caught by running the threads
+// in both orders).
 #include "trainer/kernels/emu/cuda_emu.h"
 
 #include <vector>
@@ -156,65 +156,69 @@ TEST(CudaEmuTest, ShapesAGpuRefusesAreInvalidConfigurations) {
   EXPECT_EQ(emu::GetLastError(), cudaSuccess);  // read once, then cleared
 }
 
-namespace wmma = nvcuda::wmma;
-
-// d = a b + c over one 16x16x16 tile: a row-major (leading dimension 24), b stored transposed
-// (column-major, 32), c read column-major (20) and d written row-major (16).
-__global__ void TileMultiply(const __nv_bfloat16* a, const __nv_bfloat16* b_t, const float* c,
-                             float* d) {
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  wmma::load_matrix_sync(fa, a, 24);
-  wmma::load_matrix_sync(fb, b_t, 32);
-  wmma::load_matrix_sync(acc, c, 20, wmma::mem_col_major);
-  wmma::mma_sync(acc, fa, fb, acc);
-  wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+// d = a b + c over one m16n8k16 tile, with PTX's fragment layouts, twice: B read by ldmatrix
+// from its transpose (rows n, leading dimension 24) and, transposed by ldmatrix, from B itself
+// (rows k, 16). a is row-major with leading dimension 24, c and the two d row-major [16, 8].
+__global__ void TileProduct(const __nv_bfloat16* a, const __nv_bfloat16* b_t,
+                            const __nv_bfloat16* b, const float* c, float* d_from_b_t,
+                            float* d_from_b) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+  uint32_t fa[4], fb_t[4], fb[4];
+  // Matrices: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15.
+  emu::LoadMatricesX4(fa, a + (lane % 16) * 24 + (lane / 16) * 8, /*transposed=*/false);
+  // Matrix j % 2: k 8(j % 2) .. of the 8 columns (j = 2, 3 read the same again).
+  emu::LoadMatricesX4(fb_t, b_t + (lane % 8) * 24 + (lane / 8 % 2) * 8, false);
+  emu::LoadMatricesX4(fb, b + ((lane / 8 % 2) * 8 + lane % 8) * 16, /*transposed=*/true);
+  float d1[4], d2[4];
+  for (int i = 0; i < 4; ++i) d1[i] = d2[i] = c[(g + i / 2 * 8) * 8 + 2 * t + i % 2];
+  emu::MmaM16N8K16(d1, fa, {fb_t[0], fb_t[1]});
+  emu::MmaM16N8K16(d2, fa, {fb[0], fb[1]});
+  for (int i = 0; i < 4; ++i) {
+    d_from_b_t[(g + i / 2 * 8) * 8 + 2 * t + i % 2] = d1[i];
+    d_from_b[(g + i / 2 * 8) * 8 + 2 * t + i % 2] = d2[i];
+  }
 }
 
-TEST(CudaEmuTest, TensorCoreTilesFollowTheDocumentedLayouts) {
-  alignas(32) __nv_bfloat16 a[16 * 24], b_t[16 * 32];
-  alignas(32) float c[16 * 20], d[16 * 16];
+TEST(CudaEmuTest, TensorCoreInstructionsFollowTheDocumentedLayouts) {
+  alignas(16) __nv_bfloat16 a[16 * 24], b_t[8 * 24], b[16 * 16];
+  float c[16 * 8], d_from_b_t[16 * 8], d_from_b[16 * 8];
   auto A = [](int m, int k) { return static_cast<float>((m * 3 + k * 5) % 7 - 3); };
-  auto B = [](int k, int n) { return static_cast<float>((k * 2 + n * 7) % 5 - 2); };
-  auto Cv = [](int m, int n) { return static_cast<float>(m * 16 + n) / 4; };
+  auto B = [](int k, int n) { return static_cast<float>((k * 2 + n * 3) % 5 - 2); };  // B^T differs
+  auto Cv = [](int m, int n) { return static_cast<float>(m * 8 + n) / 4; };
   for (int m = 0; m < 16; ++m) {
     for (int k = 0; k < 16; ++k) a[m * 24 + k] = __float2bfloat16(A(m, k));
   }
   for (int k = 0; k < 16; ++k) {
-    for (int n = 0; n < 16; ++n) b_t[n * 32 + k] = __float2bfloat16(B(k, n));
+    for (int n = 0; n < 8; ++n) {
+      b_t[n * 24 + k] = __float2bfloat16(B(k, n));
+      b[k * 16 + n] = __float2bfloat16(B(k, n));
+    }
   }
   for (int m = 0; m < 16; ++m) {
-    for (int n = 0; n < 16; ++n) c[n * 20 + m] = Cv(m, n);
+    for (int n = 0; n < 8; ++n) c[m * 8 + n] = Cv(m, n);
   }
-  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a, b_t, c, d); });
+  emu::Launch(emu::MakeConfig(1, 32), [&] { TileProduct(a, b_t, b, c, d_from_b_t, d_from_b); });
   ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
   for (int m = 0; m < 16; ++m) {
-    for (int n = 0; n < 16; ++n) {
+    for (int n = 0; n < 8; ++n) {
       float want = Cv(m, n);
       for (int k = 0; k < 16; ++k) want += A(m, k) * B(k, n);  // small integers: exact
-      EXPECT_EQ(d[m * 16 + n], want) << m << "," << n;
+      EXPECT_EQ(d_from_b_t[m * 8 + n], want) << m << "," << n;
+      EXPECT_EQ(d_from_b[m * 8 + n], want) << m << "," << n;
     }
   }
 }
 
-TEST(CudaEmuTest, TensorCoreTilesRefuseWhatAGpuWouldFaultOn) {
-  alignas(32) __nv_bfloat16 a[16 * 24 + 8] = {}, b_t[16 * 32] = {};
-  alignas(32) float c[16 * 20] = {}, d[16 * 16 + 4] = {};
-  // A pointer 16 bytes off the 32-byte alignment; a leading dimension of 12 bf16 (24 bytes).
-  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a + 8, b_t, c, d); });
-  EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
-  EXPECT_THAT(emu::TakeFailures(),
-              HasSubstr("wmma::load_matrix_sync: pointer not 32-byte aligned"));
+TEST(CudaEmuTest, LoadMatricesRefusesARowAddressAGpuWouldFaultOn) {
+  alignas(16) __nv_bfloat16 rows[8 * 24 + 8] = {};
   emu::Launch(emu::MakeConfig(1, 32), [&] {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-    wmma::load_matrix_sync(fa, a, 12);
+    uint32_t r[4];
+    const int lane = static_cast<int>(threadIdx.x);
+    // Lane 5's row starts one element (2 bytes) past a 16-byte boundary.
+    emu::LoadMatricesX4(r, rows + (lane % 8) * 24 + (lane == 5 ? 1 : 0), false);
   });
   EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
-  EXPECT_THAT(emu::TakeFailures(), HasSubstr("leading dimension 12 not a multiple of 16 bytes"));
-  emu::Launch(emu::MakeConfig(1, 32), [&] { TileMultiply(a, b_t, c, d + 4); });
-  EXPECT_EQ(emu::GetLastError(), cudaErrorMisalignedAddress);
-  EXPECT_THAT(emu::TakeFailures(), HasSubstr("wmma::store_matrix_sync"));
+  EXPECT_THAT(emu::TakeFailures(), HasSubstr("ldmatrix: a row address not 16-byte aligned"));
 }
 
 // Each lane publishes its index, then reads its neighbour's after __syncwarp.
