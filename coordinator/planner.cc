@@ -32,6 +32,19 @@ struct StateBytes {
 
 bool IsFp32(const v1::TrainerSpec& trainer) { return trainer.precision() == v1::PRECISION_FP32; }
 
+// Whether the builtin trainer fuses attention: when the job asks, or when it leaves attention
+// unset and the fused kernels take it (bf16, heads of 32 or 64 channels: the CUDA device's
+// ChooseAttention).
+bool FusedAttention(const v1::TrainerSpec& trainer) {
+  if (trainer.attention() != v1::ATTENTION_UNSPECIFIED) {
+    return trainer.attention() == v1::ATTENTION_FUSED;
+  }
+  const v1::ModelSpec& m = trainer.model();
+  if (IsFp32(trainer) || m.heads() < 1 || m.d_model() % m.heads() != 0) return false;
+  const int64_t head = m.d_model() / m.heads();
+  return head == 32 || head == 64;
+}
+
 // bf16: bf16 weights and grads, fp32 master weights and two Adam moments (2 + 2 + 12).
 // fp32: fp32 weights, grads and two Adam moments (4 + 4 + 8).
 StateBytes StateBytesPerParameter(const v1::TrainerSpec& trainer) {
@@ -206,8 +219,7 @@ void Estimate(const v1::JobSpec& spec, int64_t parameters, Candidate* c) {
   const double tokens_x_hidden = s * micro * hidden;  // s*b*d elements.
   // Fused attention keeps no s*s scores or probabilities: the 5*a*s term goes (Estimate is only
   // for the builtin trainer, whose setting it is).
-  const double per_token_attention =
-      trainer.attention() == v1::ATTENTION_FUSED ? 0.0 : 5.0 * model.heads() * s;
+  const double per_token_attention = FusedAttention(trainer) ? 0.0 : 5.0 * model.heads() * s;
   c->activation_bytes =
       ToInt64(layers_per_stage * s * micro * (34 * hidden + per_token_attention) / t);
   const double in_flight = std::min(m, p);
@@ -266,12 +278,16 @@ std::string ModelReason(const v1::JobSpec& spec, int64_t parameters) {
   const v1::ModelSpec& m = trainer.model();
   std::string precision = IsFp32(trainer) ? "fp32" : "bf16";
   if (trainer.precision() == v1::PRECISION_UNSPECIFIED) precision = "bf16 (precision unspecified)";
+  std::string attention;
+  if (FusedAttention(trainer)) {
+    attention = trainer.attention() == v1::ATTENTION_FUSED
+                    ? ", fused attention"
+                    : ", fused attention (attention unspecified)";
+  }
   return absl::StrCat("model: ", parameters, " parameters (", m.layers(), " layers, d_model ",
                       m.d_model(), ", ", m.heads(), " heads, seq_len ", m.seq_len(), ", vocab ",
                       m.vocab(), " padded to ", PaddedVocab(m.vocab()), "); estimates for ",
-                      precision,
-                      trainer.attention() == v1::ATTENTION_FUSED ? ", fused attention" : "",
-                      ", ZeRO stage ", trainer.zero_stage());
+                      precision, attention, ", ZeRO stage ", trainer.zero_stage());
 }
 
 std::string WorldReason(const v1::JobSpec& spec) {

@@ -105,10 +105,20 @@ TEST(PlanTest, FixedLayoutFiguresByHand) {
   EXPECT_DOUBLE_EQ(plan->bubble_fraction(), 0.2);
   // 16 bytes * P/(TP*PP) = 16 * 208,576.
   EXPECT_EQ(plan->memory_per_device_bytes(), 3337216);
-  // (L/PP) * s*b*(34*d + 5*a*s) / TP = 2 * 64*2 * (4,352 + 1,280) / 2 = 720,896.
-  EXPECT_EQ(plan->activation_bytes_per_microbatch(), 720896);
+  // Attention unset, bf16 and heads of 128/4 = 32 channels: fused, as the trainer runs it, so
+  // (L/PP) * s*b*34*d / TP = 2 * 64*2 * 4,352 / 2 = 557,056 (no 5*a*s term).
+  EXPECT_EQ(plan->activation_bytes_per_microbatch(), 557056);
+  EXPECT_THAT(AllReasons(*plan), HasSubstr("bf16 (precision unspecified), fused attention "
+                                           "(attention unspecified), ZeRO stage 0"));
   {
-    // Fused attention: 2 * 64*2 * 4,352 / 2 = 557,056 (no 5*a*s term).
+    // Materialised: 2 * 64*2 * (4,352 + 5*4*64 = 1,280) / 2 = 720,896.
+    v1::JobSpec materialized = SmallFixedJob();
+    materialized.mutable_trainer()->set_attention(v1::ATTENTION_MATERIALIZED);
+    absl::StatusOr<v1::PlanExplanation> materialized_plan = Plan(materialized, {});
+    ASSERT_TRUE(materialized_plan.ok()) << materialized_plan.status();
+    EXPECT_EQ(materialized_plan->activation_bytes_per_microbatch(), 720896);
+    EXPECT_THAT(AllReasons(*materialized_plan), Not(HasSubstr("fused")));
+    // Asked for: the same figure as the default's.
     v1::JobSpec fused = SmallFixedJob();
     fused.mutable_trainer()->set_attention(v1::ATTENTION_FUSED);
     absl::StatusOr<v1::PlanExplanation> fused_plan = Plan(fused, {});
@@ -116,7 +126,12 @@ TEST(PlanTest, FixedLayoutFiguresByHand) {
     EXPECT_EQ(fused_plan->activation_bytes_per_microbatch(), 557056);
     EXPECT_THAT(AllReasons(*fused_plan), HasSubstr("bf16 (precision unspecified), fused attention, "
                                                    "ZeRO stage 0"));
-    EXPECT_THAT(AllReasons(*plan), Not(HasSubstr("fused")));
+    // fp32: materialised (the fused kernels are bf16), as the trainer runs it.
+    v1::JobSpec fp32 = SmallFixedJob();
+    fp32.mutable_trainer()->set_precision(v1::PRECISION_FP32);
+    absl::StatusOr<v1::PlanExplanation> fp32_plan = Plan(fp32, {});
+    ASSERT_TRUE(fp32_plan.ok()) << fp32_plan.status();
+    EXPECT_EQ(fp32_plan->activation_bytes_per_microbatch(), 720896);
   }
   // s*b*d = 64*2*128 = 16,384 elements of 2 bytes (bf16: precision unspecified).
   // TP: 4 all-reduces * 2 layers * 4 microbatches * 2(2-1)/2 * 16,384 * 2 = 1,048,576.
@@ -196,8 +211,9 @@ TEST(PlanTest, FixedLayoutThatDoesNotFitIsKeptWithANote) {
   EXPECT_THAT(AllReasons(*plan), HasSubstr("note: does not fit in memory"));
 }
 
-// GPT-2 124M on one node of 8 devices, b=4, B=256. Memory per device (state + activations of
-// min(m, PP) microbatches; activations per layer s*b*(34d + 5as) = 4,096*87,552 = 358,612,992):
+// GPT-2 124M on one node of 8 devices, b=4, B=256, attention materialised (unset it would be
+// fused: no 5as term). Memory per device (state + activations of min(m, PP) microbatches;
+// activations per layer s*b*(34d + 5as) = 4,096*87,552 = 358,612,992):
 //   TP=1 PP=1: 1,991,614,464 + 12 layers * 358,612,992         = 6,294,970,368
 //   TP=2 PP=1:   995,807,232 + 2,151,677,952                    = 3,147,485,184
 //   TP=1 PP=2:   995,807,232 + 2 in flight * 2,151,677,952      = 5,299,163,136
@@ -219,7 +235,9 @@ class AutoLayoutTest : public ::testing::TestWithParam<AutoCase> {};
 
 TEST_P(AutoLayoutTest, Chooses) {
   const AutoCase& c = GetParam();
-  absl::StatusOr<v1::PlanExplanation> plan = Plan(Job(1, 8, Gpt2Small(), 4, 256), Memory(c.memory));
+  v1::JobSpec spec = Job(1, 8, Gpt2Small(), 4, 256);
+  spec.mutable_trainer()->set_attention(v1::ATTENTION_MATERIALIZED);
+  absl::StatusOr<v1::PlanExplanation> plan = Plan(spec, Memory(c.memory));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(LayoutOf(*plan), c.want);
   EXPECT_EQ(plan->memory_per_device_bytes(), c.want_state_bytes);

@@ -3,7 +3,8 @@
 // checkpoint written from device memory (bf16 working weights, fp32 masters, AdamW moments,
 // ZeRO-sharded state) continues the uninterrupted run's trajectory exactly, losses and final
 // parameters bit for bit; a step with NaN gradients is fatal before its update. In bf16 with
-// materialised and with fused attention (`attention: fused`), and in fp32. Skipped without a
+// materialised attention (`attention: materialized`) and with the default, fused, and in fp32,
+// where the default is materialised. Skipped without a
 // GPU. Under --config=emu the trainer binary itself is built emulated (trainer/kernels/emu), so
 // this runs on the CPU: the trainer's whole GPU wiring (accelerator, communicators, checkpoints),
 // not only the device's kernels. It needs Bazel's runfiles, so the GPU machines' archive
@@ -31,7 +32,9 @@ constexpr int kSteps = 20;
 struct Case {
   const char* precision;
   int zero;
-  const char* attention;  // "" for unset; "fused" takes 2 heads of 32 channels
+  const char* attention;  // "" for unset
+  int heads;              // of d_model 64: 2 heads of 32 channels take the fused kernels
+  const char* runs;       // the attention the trainer reports
 };
 
 class TrainerGpuTest : public ::testing::TestWithParam<Case> {
@@ -47,7 +50,7 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
   std::string Spec(const std::string& checkpoints) {
     const std::string path = dir_ + "/" + checkpoints + ".yaml";
     std::ofstream(path) << "name: t\ntrainer:\n  builtin: gpt\n"
-                        << "  model: {layers: 2, d_model: 64, heads: " << Heads()
+                        << "  model: {layers: 2, d_model: 64, heads: " << GetParam().heads
                         << ", seq_len: 32, vocab: 128}\n"
                         << "  batch: {micro_batch: 4, global_batch: 8}\n"
                         << "  steps: " << kSteps << "\n"
@@ -62,7 +65,6 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
                         << ", every_steps: 5, keep: 2}\n";
     return path;
   }
-  static int Heads() { return std::string(GetParam().attention) == "fused" ? 2 : 4; }
   CommandResult Train(const std::vector<std::string>& args) {
     absl::StatusOr<CommandResult> r = RunTrainer(args);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -77,8 +79,7 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
   // The CUDA accelerator's description (the CPU device has no MFU peak line of this form).
   EXPECT_THAT(straight.output, HasSubstr("training on "));
   EXPECT_THAT(straight.output, HasSubstr("; MFU against "));
-  EXPECT_THAT(straight.output,
-              HasSubstr(Heads() == 2 ? "; attention fused" : "; attention materialized"));
+  EXPECT_THAT(straight.output, HasSubstr(absl::StrCat("; attention ", GetParam().runs)));
 
   const std::string resumed_spec = Spec("resumed");
   CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=10"});
@@ -129,12 +130,14 @@ TEST_P(TrainerGpuTest, ANonFiniteStepIsFatalBeforeItsUpdate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerGpuTest,
-                         ::testing::Values(Case{"bf16", 0, ""}, Case{"fp32", 3, ""},
-                                           Case{"bf16", 1, "fused"}),
+                         // Unset, attention is fused where the kernels take the job (bf16,
+                         // heads of 32 channels) and materialised where they do not (fp32).
+                         ::testing::Values(Case{"bf16", 0, "materialized", 2, "materialized"},
+                                           Case{"fp32", 3, "", 2, "materialized"},
+                                           Case{"bf16", 1, "", 2, "fused"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return absl::StrCat(info.param.precision, "_zero", info.param.zero,
-                                               *info.param.attention != '\0' ? "_" : "",
-                                               info.param.attention);
+                           return absl::StrCat(info.param.precision, "_zero", info.param.zero, "_",
+                                               info.param.runs);
                          });
 
 }  // namespace

@@ -123,18 +123,19 @@ absl::Status Run::Setup() {
   // checkpoint writer thread uses it with host data). Otherwise groups whose members all run on
   // this machine do their collectives in shared memory, the others over Gloo.
   const v1::Precision precision = c_.spec.trainer().precision();
-  const bool fused_attention = c_.spec.trainer().attention() == v1::ATTENTION_FUSED;
+  // Unset, attention is fused where the kernels take the shape (the device chooses).
+  const v1::Attention attention = c_.spec.trainer().attention();
   ASSIGN_OR_RETURN(accelerator_,
                    OpenAccelerator(ProcessEnvironment(),
                                    precision == v1::PRECISION_FP32 ? DType::kF32 : DType::kBF16,
-                                   fused_attention));
+                                   attention != v1::ATTENTION_MATERIALIZED));
   if (accelerator_ == nullptr && precision == v1::PRECISION_BF16) {
     return FieldError(
         "trainer.precision",
         "bf16 needs a GPU, and this rank has none (CUDA_VISIBLE_DEVICES names no GPU, "
         "or the trainer was built without CUDA); the CPU trainer computes in fp32");
   }
-  if (accelerator_ == nullptr && fused_attention) {
+  if (accelerator_ == nullptr && attention == v1::ATTENTION_FUSED) {
     return FieldError("trainer.attention",
                       "fused needs a GPU, and this rank has none (CUDA_VISIBLE_DEVICES names no "
                       "GPU, or the trainer was built without CUDA); the CPU trainer materializes "

@@ -51,8 +51,8 @@ struct CudaDeviceOptions {
   bool fuse_bias = true;
   bool fuse_gelu = true;
   // Fused (flash) attention where the kernels take the shape: bf16, head size 32 or 64 (off:
-  // the materialised probabilities, cuBLAS and the softmax kernels). Off by default until the
-  // fused kernels have run on a GPU (docs/benchmarks.md).
+  // the materialised probabilities, cuBLAS and the softmax kernels). Off unless asked for here;
+  // the trainer asks for it unless a job says `attention: materialized` (OpenAccelerator).
   bool fuse_attention = false;
   // cuBLASLt workspace.
   size_t gemm_workspace_bytes = 32 << 20;

@@ -42,21 +42,17 @@ struct Head {
   static constexpr int kOutTiles = kD / 8;  // accumulators of a [16, kD] product
 };
 
-// Rows row0 .. row0 + 63 of a [T, kD] slice (rows `stride` elements apart) into a shared
-// [64, kD + 8] tile, rows from T on as zeros. All threads of the block take part.
+// Starts copying rows row0 .. row0 + 63 of a [T, kD] slice (rows `stride` elements apart) into
+// a shared [64, kD + 8] tile, rows from T on as zeros (kernel_utils.cuh's CopyPackAsync: the
+// caller commits and waits). All threads of the block take part.
 template <int kD>
-__device__ void LoadTile(bf16* tile, const bf16* src, int64_t stride, int row0, int T) {
+__device__ void CopyTile(bf16* tile, const bf16* src, int64_t stride, int row0, int T) {
   constexpr int kPacks = kD / 8;
   for (int i = threadIdx.x; i < kTile * kPacks; i += kThreads) {
     const int r = i / kPacks, c = (i % kPacks) * 8;
-    Pack16<bf16> p;
-    if (row0 + r < T) {
-      p = LoadPack(src + (row0 + r) * stride + c);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) p.Set(e, 0.0f);
-    }
-    StorePack(tile + r * Head<kD>::kLd + c, p);
+    const bool past = row0 + r >= T;
+    device::CopyPackAsync(tile + r * Head<kD>::kLd + c, past ? src : src + (row0 + r) * stride + c,
+                          past);
   }
 }
 
@@ -181,28 +177,38 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(bf16* out, float* lse, const bf16* qkv, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(16) bf16 keys[kTile * H::kLd];
-  __shared__ __align__(16) bf16 values[kTile * H::kLd];
+  // Two buffers of each: the next tile is copied in while this one is worked on.
+  __shared__ __align__(16) bf16 keys[2][kTile * H::kLd];
+  __shared__ __align__(16) bf16 values[2][kTile * H::kLd];
   const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
   const int first = qt * kTile + warp * 16;  // the warp's first query
 
-  LoadTile<kD>(keys, q, stride, qt * kTile, pr.T);  // the queries, through the key buffer
+  CopyTile<kD>(keys[1], q, stride, qt * kTile, pr.T);  // the queries, through a key buffer
+  CopyTile<kD>(keys[0], q + pr.C, stride, 0, pr.T);
+  CopyTile<kD>(values[0], q + 2 * pr.C, stride, 0, pr.T);
+  device::CommitCopies();
+  device::WaitCopies<0>();
   __syncthreads();
   MmaA qa[H::kSteps];
-  LoadRows<kD>(qa, keys, warp * 16);
+  LoadRows<kD>(qa, keys[1], warp * 16);
 
   // Online softmax in the log2 domain, per row (the lane's rows AccRow(lane, 0) and + 8): the
   // running maximum, and this lane's part of the row's sum (the 4 lanes' are added at the end).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
   MmaC o[H::kOutTiles] = {};
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // every warp is done with the previous tiles
-    LoadTile<kD>(keys, q + pr.C, stride, kt * kTile, pr.T);
-    LoadTile<kD>(values, q + 2 * pr.C, stride, kt * kTile, pr.T);
+    const int cur = kt % 2;
+    __syncthreads();  // every warp is done with the other buffers (the previous tile, the queries)
+    if (kt < qt) {
+      CopyTile<kD>(keys[1 - cur], q + pr.C, stride, (kt + 1) * kTile, pr.T);
+      CopyTile<kD>(values[1 - cur], q + 2 * pr.C, stride, (kt + 1) * kTile, pr.T);
+    }
+    device::CommitCopies();
+    device::WaitCopies<1>();  // this tile's copies, all but the newest group
     __syncthreads();
     MmaC s[kScoreTiles];
-    RowsTimesTileT<kD>(s, qa, keys);
+    RowsTimesTileT<kD>(s, qa, keys[cur]);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
@@ -238,7 +244,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     MmaA p[kScoreSteps];
     AsOperands(p, s);
-    Accumulate<kD>(o, p, values);
+    Accumulate<kD>(o, p, values[cur]);
   }
   float inv[2];
 #pragma unroll
@@ -277,6 +283,12 @@ __global__ void DeltaKernel(float* delta, const bf16* dout, const bf16* out, int
   delta[i] = sum;
 }
 
+// Entry threadIdx.x (< 64) of a query tile of a row of T values, or `past` beyond T.
+__device__ __forceinline__ float TileEntry(const float* row, int tile, int T, float past) {
+  const int t = tile * kTile + static_cast<int>(threadIdx.x);
+  return t < T ? row[t] : past;
+}
+
 // dK and dV. Grid (B * NH, key tiles): each block walks the query tiles from its own on. The
 // warp's rows are keys, so its products are transposed ones: P^T, dP^T and dS^T.
 template <int kD>
@@ -284,57 +296,81 @@ __global__ void __launch_bounds__(kThreads)
     KeysBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                        const float* delta, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(16) bf16 queries[kTile * H::kLd];
-  __shared__ __align__(16) bf16 grads[kTile * H::kLd];  // dout rows
-  __shared__ float lse_tile[kTile], delta_tile[kTile];
+  // Two buffers of each: the next query tile is copied in while this one is worked on.
+  __shared__ __align__(16) bf16 queries[2][kTile * H::kLd];
+  __shared__ __align__(16) bf16 grads[2][kTile * H::kLd];  // dout rows
+  __shared__ float lse_tile[2][kTile], delta_tile[2][kTile];
   const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int kt = blockIdx.y, tiles = gridDim.y;
   const bf16* dO = dout + int64_t{b} * pr.T * pr.C + h * kD;
   const int first = kt * kTile + warp * 16;  // the warp's first key
-
-  LoadTile<kD>(queries, q + pr.C, stride, kt * kTile, pr.T);  // the keys and values first
-  LoadTile<kD>(grads, q + 2 * pr.C, stride, kt * kTile, pr.T);
+  const float* const lse_bh = lse + int64_t{bh} * pr.T;  // past T: P = 0
+  const float* const delta_bh = delta + int64_t{bh} * pr.T;
+  CopyTile<kD>(queries[1], q + pr.C, stride, kt * kTile, pr.T);  // the keys and values first
+  CopyTile<kD>(grads[1], q + 2 * pr.C, stride, kt * kTile, pr.T);
+  CopyTile<kD>(queries[0], q, stride, kt * kTile, pr.T);
+  CopyTile<kD>(grads[0], dO, pr.C, kt * kTile, pr.T);
+  device::CommitCopies();
+  if (threadIdx.x < kTile) {
+    lse_tile[0][threadIdx.x] = TileEntry(lse_bh, kt, pr.T, INFINITY);
+    delta_tile[0][threadIdx.x] = TileEntry(delta_bh, kt, pr.T, 0.0f);
+  }
+  device::WaitCopies<0>();
   __syncthreads();
   MmaA ka[H::kSteps], va[H::kSteps];
-  LoadRows<kD>(ka, queries, warp * 16);
-  LoadRows<kD>(va, grads, warp * 16);
+  LoadRows<kD>(ka, queries[1], warp * 16);
+  LoadRows<kD>(va, grads[1], warp * 16);
   MmaC dk[H::kOutTiles] = {}, dv[H::kOutTiles] = {};
   for (int qt = kt; qt < tiles; ++qt) {
-    __syncthreads();
-    LoadTile<kD>(queries, q, stride, qt * kTile, pr.T);
-    LoadTile<kD>(grads, dO, pr.C, qt * kTile, pr.T);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const int t = qt * kTile + i;
-      lse_tile[i] = t < pr.T ? lse[int64_t{bh} * pr.T + t] : INFINITY;  // P = 0 past T
-      delta_tile[i] = t < pr.T ? delta[int64_t{bh} * pr.T + t] : 0.0f;
+    const int cur = (qt - kt) % 2;
+    const bool more = qt + 1 < tiles;
+    float next_lse = 0, next_delta = 0;  // stored once this tile's work has hidden the reads
+    __syncthreads();  // every warp is done with the other buffers (the previous tile, K and V)
+    if (more) {
+      CopyTile<kD>(queries[1 - cur], q, stride, (qt + 1) * kTile, pr.T);
+      CopyTile<kD>(grads[1 - cur], dO, pr.C, (qt + 1) * kTile, pr.T);
+      if (threadIdx.x < kTile) {
+        next_lse = TileEntry(lse_bh, qt + 1, pr.T, INFINITY);
+        next_delta = TileEntry(delta_bh, qt + 1, pr.T, 0.0f);
+      }
     }
+    device::CommitCopies();
+    device::WaitCopies<1>();  // this tile's copies, all but the newest group
     __syncthreads();
+    const bf16* const qs = queries[cur];
+    const bf16* const gs = grads[cur];
+    const float* const lse_row = lse_tile[cur];
+    const float* const delta_row = delta_tile[cur];
     // P^T (the warp's keys by the tile's queries), recomputed from the scores.
     MmaC p[kScoreTiles];
-    RowsTimesTileT<kD>(p, ka, queries);
+    RowsTimesTileT<kD>(p, ka, qs);
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int col = n * 8 + AccColumn(lane, i);
         const bool causal = qt * kTile + col >= first + AccRow(lane, i);
-        p[n].c[i] = causal ? exp2f(p[n].c[i] * pr.scale_log2 - lse_tile[col]) : 0.0f;
+        p[n].c[i] = causal ? exp2f(p[n].c[i] * pr.scale_log2 - lse_row[col]) : 0.0f;
       }
     }
     MmaA operands[kScoreSteps];
     AsOperands(operands, p);
-    Accumulate<kD>(dv, operands, grads);  // dV += P^T dout
+    Accumulate<kD>(dv, operands, gs);  // dV += P^T dout
     MmaC dp[kScoreTiles];
-    RowsTimesTileT<kD>(dp, va, grads);  // dP^T = V dout^T
+    RowsTimesTileT<kD>(dp, va, gs);  // dP^T = V dout^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        p[n].c[i] *= dp[n].c[i] - delta_tile[n * 8 + AccColumn(lane, i)];  // dS^T
+        p[n].c[i] *= dp[n].c[i] - delta_row[n * 8 + AccColumn(lane, i)];  // dS^T
       }
     }
     AsOperands(operands, p);
-    Accumulate<kD>(dk, operands, queries);  // dK += dS^T Q
+    Accumulate<kD>(dk, operands, qs);   // dK += dS^T Q
+    if (more && threadIdx.x < kTile) {  // read at the next iteration's barrier
+      lse_tile[1 - cur][threadIdx.x] = next_lse;
+      delta_tile[1 - cur][threadIdx.x] = next_delta;
+    }
   }
   bf16* dst = dqkv + int64_t{b} * pr.T * stride + h * kD;
   WriteRows<kD>(dst + pr.C, stride, first, pr.T, dk, pr.scale);
@@ -348,8 +384,9 @@ __global__ void __launch_bounds__(kThreads)
     QueriesBackwardKernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                           const float* delta, Problem pr) {
   using H = Head<kD>;
-  __shared__ __align__(16) bf16 keys[kTile * H::kLd];
-  __shared__ __align__(16) bf16 values[kTile * H::kLd];
+  // Two buffers of each: the next key tile is copied in while this one is worked on.
+  __shared__ __align__(16) bf16 keys[2][kTile * H::kLd];
+  __shared__ __align__(16) bf16 values[2][kTile * H::kLd];
   const auto [bh, b, h, warp, lane, stride, q] = PlaceOf<kD>(qkv, pr);
   const int qt = gridDim.y - 1 - blockIdx.y;
   const int first = qt * kTile + warp * 16;  // the warp's first query
@@ -362,21 +399,31 @@ __global__ void __launch_bounds__(kThreads)
     row_delta[r] = query < pr.T ? delta[int64_t{bh} * pr.T + query] : 0.0f;
   }
 
-  LoadTile<kD>(keys, q, stride, qt * kTile, pr.T);  // the queries and their output gradients
-  LoadTile<kD>(values, dout + int64_t{b} * pr.T * pr.C + h * kD, pr.C, qt * kTile, pr.T);
+  // The queries and their output gradients, through the second buffers.
+  CopyTile<kD>(keys[1], q, stride, qt * kTile, pr.T);
+  CopyTile<kD>(values[1], dout + int64_t{b} * pr.T * pr.C + h * kD, pr.C, qt * kTile, pr.T);
+  CopyTile<kD>(keys[0], q + pr.C, stride, 0, pr.T);
+  CopyTile<kD>(values[0], q + 2 * pr.C, stride, 0, pr.T);
+  device::CommitCopies();
+  device::WaitCopies<0>();
   __syncthreads();
   MmaA qa[H::kSteps], ga[H::kSteps];
-  LoadRows<kD>(qa, keys, warp * 16);
-  LoadRows<kD>(ga, values, warp * 16);
+  LoadRows<kD>(qa, keys[1], warp * 16);
+  LoadRows<kD>(ga, values[1], warp * 16);
   MmaC dq[H::kOutTiles] = {};
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();
-    LoadTile<kD>(keys, q + pr.C, stride, kt * kTile, pr.T);
-    LoadTile<kD>(values, q + 2 * pr.C, stride, kt * kTile, pr.T);
+    const int cur = kt % 2;
+    __syncthreads();  // every warp is done with the other buffers (the previous tile, Q, dout)
+    if (kt < qt) {
+      CopyTile<kD>(keys[1 - cur], q + pr.C, stride, (kt + 1) * kTile, pr.T);
+      CopyTile<kD>(values[1 - cur], q + 2 * pr.C, stride, (kt + 1) * kTile, pr.T);
+    }
+    device::CommitCopies();
+    device::WaitCopies<1>();  // this tile's copies, all but the newest group
     __syncthreads();
     MmaC p[kScoreTiles], dp[kScoreTiles];
-    RowsTimesTileT<kD>(p, qa, keys);
-    RowsTimesTileT<kD>(dp, ga, values);  // dP = dout V^T
+    RowsTimesTileT<kD>(p, qa, keys[cur]);
+    RowsTimesTileT<kD>(dp, ga, values[cur]);  // dP = dout V^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
@@ -388,7 +435,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     MmaA operands[kScoreSteps];
     AsOperands(operands, p);
-    Accumulate<kD>(dq, operands, keys);  // dQ += dS K
+    Accumulate<kD>(dq, operands, keys[cur]);  // dQ += dS K
   }
   WriteRows<kD>(dqkv + int64_t{b} * pr.T * stride + h * kD, stride, first, pr.T, dq, pr.scale);
 }

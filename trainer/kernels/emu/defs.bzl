@@ -24,9 +24,9 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         srcs = [generated],
         hdrs = hdrs,
         textual_hdrs = cu_hdrs,
-        # `#pragma unroll` is nvcc's. Optimised even in fastbuild: every lane of an emulated warp
-        # computes a whole wmma tile product (wmma_emu.h), which unoptimised code makes the
-        # slowest part of the emulated tests.
+        # `#pragma unroll` is nvcc's. Optimised even in fastbuild: the emulated kernels' inner
+        # loops (each lane of a tensor-core product unpacks the warp's operands, mma_emu.h) are
+        # the slowest part of the emulated tests unoptimised.
         copts = ["-Wno-unknown-pragmas", "-O2"],
         # fake_cuda answers the runtime calls the launchers make (cudaGetLastError).
         deps = deps + ["//trainer/kernels/emu:cuda_emu", "//trainer/kernels/emu:fake_cuda"],
