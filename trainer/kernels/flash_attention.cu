@@ -34,7 +34,9 @@ constexpr int kScoreSteps = kTile / 16;  // A operands of a [16, 64] left factor
 
 template <int kD>
 struct Head {
-  static_assert(kD % 32 == 0 && kD <= 128, "a head is whole ldmatrix.x4 loads of 32 channels");
+  // Whole ldmatrix.x4 loads of 32 channels; at most 64, since the double-buffered tiles are
+  // static shared memory (48 KiB at most: 36 KiB at 64).
+  static_assert(kD % 32 == 0 && kD <= 64, "heads of 32 or 64 channels");
   // A [64, kD] bf16 tile's row in shared memory, padded by 16 bytes: the 8 rows an ldmatrix
   // reads at once fall in distinct banks.
   static constexpr int kLd = kD + 8;

@@ -70,34 +70,35 @@ __device__ __forceinline__ void StorePack(T* p, const Pack16<T>& v) {
 // sm_80 and later), or with `zeros` sixteen zero bytes (src is not read). Both addresses
 // 16-byte aligned. Asynchronous: CommitCopies closes the group of copies issued since the last,
 // and WaitCopies<n> waits until at most the n newest groups are pending; a __syncthreads after
-// it shows every thread's copies to the block. Emulated, a copy completes at once.
+// it shows every thread's copies to the block. Emulated, the destination reads as NaNs until
+// the wait (cuda_emu.h's CopyAsync).
 __device__ __forceinline__ void CopyPackAsync(void* dst, const void* src, bool zeros) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__)
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address), "l"(src),
                "r"(zeros ? 0 : 16)
                : "memory");
-#else
+#elif defined(RINGMASTER_CUDA_EMU)
   CheckPackAligned(dst);
-  if (zeros) {
-    memset(dst, 0, 16);
-  } else {
-    CheckPackAligned(src);
-    memcpy(dst, src, 16);
-  }
+  if (!zeros) CheckPackAligned(src);
+  emu::CopyAsync(dst, src, zeros);
 #endif
 }
 
 __device__ __forceinline__ void CommitCopies() {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__)
   asm volatile("cp.async.commit_group;" ::: "memory");
+#elif defined(RINGMASTER_CUDA_EMU)
+  emu::CommitCopies();
 #endif
 }
 
 template <int kPending>
 __device__ __forceinline__ void WaitCopies() {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__)
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+#elif defined(RINGMASTER_CUDA_EMU)
+  emu::WaitCopies(kPending);
 #endif
 }
 

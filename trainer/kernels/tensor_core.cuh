@@ -13,6 +13,11 @@
 #include <cstdint>
 #include <cstring>
 
+// Compiled by nvcc (its host pass leaves the device functions' bodies empty), or emulated.
+#if !defined(__CUDACC__) && !defined(RINGMASTER_CUDA_EMU)
+#error "tensor_core.cuh outside nvcc needs trainer/kernels/emu/cuda_emu.h included first"
+#endif
+
 namespace ringmaster::kernels::device {
 
 // A 16x16 A operand (rows by k): r[0] holds (g, 2t..2t+1), r[1] (g + 8, 2t..), r[2] (g, 2t + 8..),
@@ -20,8 +25,8 @@ namespace ringmaster::kernels::device {
 struct MmaA {
   uint32_t r[4];
 };
-// A 16x8 B operand (k by columns): r[0] holds rows 2t, 2t + 1 of column g, r[1] rows 2t + 8, 2t
-// + 9.
+// A 16x8 B operand (k by columns): r[0] holds rows 2t and 2t + 1 of column g, r[1] rows 2t + 8
+// and 2t + 9.
 struct MmaB {
   uint32_t r[2];
 };

@@ -26,6 +26,12 @@ enum class State { kReady, kBlockBarrier, kWarpBarrier, kDone };
 // A fiber is entered the first time through its ucontext (a fresh stack) and then switched
 // with _setjmp/_longjmp, which unlike swapcontext do not save the signal mask: no system call
 // per switch (the emulator switches at every barrier and shuffle of every thread).
+// A cp.async in flight: what lands at `dst` once the thread waits for its group.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+
 struct Fiber {
   ucontext_t context;
   jmp_buf resume;  // where the fiber waits at a barrier
@@ -36,6 +42,8 @@ struct Fiber {
   int linear = 0;  // index in the block (x fastest): lane = linear % 32
   int predicate = 0;
   int result = 0;
+  std::vector<PendingCopy> open_copies;               // since the last CommitCopies
+  std::vector<std::vector<PendingCopy>> copy_groups;  // committed, oldest first
 };
 
 // The launch being run (one at a time: kernels run on the calling thread).
@@ -92,8 +100,18 @@ char* Stack(int i) {
   return g_stacks[i];
 }
 
+void Land(const std::vector<PendingCopy>& copies) {
+  for (const PendingCopy& c : copies) std::memcpy(c.dst, c.bytes, sizeof c.bytes);
+}
+
 void RunThread() {
   (*g_block->kernel)();
+  // Copies the thread never waited for land when it ends (a GPU completes them eventually).
+  Fiber& f = *g_block->current;
+  for (const auto& group : f.copy_groups) Land(group);
+  Land(f.open_copies);
+  f.copy_groups.clear();
+  f.open_copies.clear();
   g_block->current->state = State::kDone;
   _longjmp(g_block->back, 1);  // never returns: the stack is reused by the next thread
 }
@@ -190,6 +208,8 @@ void RunBlock(Block& b) {
     makecontext(&f.context, RunThread, 0);
 #endif
     f.started = false;
+    f.open_copies.clear();  // an abandoned block's (a deadlock) never land
+    f.copy_groups.clear();
     f.state = State::kReady;
   }
   const int n = static_cast<int>(b.fibers.size());
@@ -347,7 +367,8 @@ int WarpAllGather(const void* mine, size_t bytes, void* all) {
   const int first = f.linear & ~31, threads = static_cast<int>(g_block->fibers.size());
   auto* out = static_cast<unsigned char*>(all);
   for (int lane = 0; lane < 32; ++lane) {
-    // A missing lane (a partial warp, which ReleaseBarriers reports) gives zeros.
+    // A lane missing from a partial warp gives zeros, an exited lane its last slot (a GPU has
+    // no such lanes to exchange with: ReleaseBarriers reports both).
     if (first + lane < threads) {
       std::memcpy(out + lane * bytes, &g_block->gathered[(first + lane) * kMaxGatherBytes], bytes);
     } else {
@@ -356,6 +377,28 @@ int WarpAllGather(const void* mine, size_t bytes, void* all) {
   }
   Yield(State::kWarpBarrier);  // nobody overwrites a slot before every lane has read
   return f.linear & 31;
+}
+
+void CopyAsync(void* dst, const void* src, bool zeros) {
+  PendingCopy copy{dst, {}};
+  if (!zeros) std::memcpy(copy.bytes, src, sizeof copy.bytes);
+  // In flight: whoever reads the destination before the wait, or while it is being refilled,
+  // reads NaNs (all ones in bf16 and fp32).
+  std::memset(dst, 0xff, sizeof copy.bytes);
+  g_block->current->open_copies.push_back(copy);
+}
+
+void CommitCopies() {
+  Fiber& f = *g_block->current;
+  f.copy_groups.push_back(std::move(f.open_copies));
+  f.open_copies.clear();
+}
+
+void WaitCopies(int pending) {
+  Fiber& f = *g_block->current;
+  const int complete = static_cast<int>(f.copy_groups.size()) - pending;
+  for (int i = 0; i < complete; ++i) Land(f.copy_groups[i]);
+  if (complete > 0) f.copy_groups.erase(f.copy_groups.begin(), f.copy_groups.begin() + complete);
 }
 
 void SyncWarp(unsigned mask) {

@@ -96,6 +96,16 @@ void Launch(const LaunchConfig& config, const Kernel& kernel) {
   LaunchInOrder(config, kernel, NextOrder<Kernel>());
 }
 
+// cp.async (kernel_utils.cuh's CopyPackAsync, CommitCopies, WaitCopies): 16 bytes from `src`
+// (or zeros) reach `dst` only when the calling thread waits for their group, and `dst` holds
+// NaNs meanwhile, so a kernel that reads a tile before waiting for it, or refills a buffer
+// another thread still reads, computes NaNs here. Copies not waited for land when the thread
+// ends.
+void CopyAsync(void* dst, const void* src, bool zeros);
+void CommitCopies();
+// Waits until at most `pending` of the calling thread's committed groups are in flight.
+void WaitCopies(int pending);
+
 void SyncThreads();
 int SyncThreadsCount(int predicate);
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask, int width);
@@ -152,8 +162,8 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::SyncWarp(mask); }
 
-// Kernels' code for the GPU and for this emulation part where they reach the hardware
-// (tensor_core.cuh's instructions).
+// Defined here only: the .cu files' helpers (tensor_core.cuh, kernel_utils.cuh) take their
+// emulated branch where a GPU build would use PTX.
 #define RINGMASTER_CUDA_EMU 1
 #include "trainer/kernels/emu/mma_emu.h"  // tensor_core.cuh's mma.sync and ldmatrix
 

@@ -221,6 +221,28 @@ TEST(CudaEmuTest, LoadMatricesRefusesARowAddressAGpuWouldFaultOn) {
   EXPECT_THAT(emu::TakeFailures(), HasSubstr("ldmatrix: a row address not 16-byte aligned"));
 }
 
+TEST(CudaEmuTest, AsyncCopiesLandWhenTheirGroupIsWaitedFor) {
+  alignas(16) unsigned char src[32], dst[32] = {};
+  for (int i = 0; i < 32; ++i) src[i] = static_cast<unsigned char>(i + 1);
+  std::vector<int> seen;  // dst[0] and dst[16] at each point
+  emu::Launch(emu::MakeConfig(1, 1), [&] {
+    emu::CopyAsync(dst, src, /*zeros=*/false);
+    emu::CommitCopies();
+    emu::CopyAsync(dst + 16, src + 16, false);
+    emu::CommitCopies();
+    seen.insert(seen.end(), {dst[0], dst[16]});  // both in flight
+    emu::WaitCopies(1);                          // the older group lands
+    seen.insert(seen.end(), {dst[0], dst[16]});
+    emu::WaitCopies(0);
+    seen.insert(seen.end(), {dst[0], dst[16]});
+    emu::CopyAsync(dst, src, /*zeros=*/true);  // never waited for: lands when the thread ends
+  });
+  ASSERT_EQ(emu::GetLastError(), cudaSuccess) << emu::TakeFailures();
+  EXPECT_EQ(seen, (std::vector<int>{0xff, 0xff, 1, 0xff, 1, 17}));
+  EXPECT_EQ(dst[0], 0);
+  EXPECT_EQ(dst[31], 32);
+}
+
 // Each lane publishes its index, then reads its neighbour's after __syncwarp.
 __global__ void PassToNeighbour(int* out) {
   __shared__ int slots[64];

@@ -53,22 +53,22 @@ inline void MmaM16N8K16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&
   std::memcpy(mine.a, a, sizeof mine.a);
   std::memcpy(mine.b, b, sizeof mine.b);
   const int lane = WarpAllGather(&mine, sizeof mine, all);
-  float A[16][16], B[16][8];
+  float a_tile[16][16], b_tile[16][8];
   for (int l = 0; l < 32; ++l) {
     const int g = l / 4, t = l % 4;
     for (int e = 0; e < 2; ++e) {
-      A[g][2 * t + e] = internal::Bf16Half(all[l].a[0], e);
-      A[g + 8][2 * t + e] = internal::Bf16Half(all[l].a[1], e);
-      A[g][2 * t + 8 + e] = internal::Bf16Half(all[l].a[2], e);
-      A[g + 8][2 * t + 8 + e] = internal::Bf16Half(all[l].a[3], e);
-      B[2 * t + e][g] = internal::Bf16Half(all[l].b[0], e);
-      B[2 * t + 8 + e][g] = internal::Bf16Half(all[l].b[1], e);
+      a_tile[g][2 * t + e] = internal::Bf16Half(all[l].a[0], e);
+      a_tile[g + 8][2 * t + e] = internal::Bf16Half(all[l].a[1], e);
+      a_tile[g][2 * t + 8 + e] = internal::Bf16Half(all[l].a[2], e);
+      a_tile[g + 8][2 * t + 8 + e] = internal::Bf16Half(all[l].a[3], e);
+      b_tile[2 * t + e][g] = internal::Bf16Half(all[l].b[0], e);
+      b_tile[2 * t + 8 + e][g] = internal::Bf16Half(all[l].b[1], e);
     }
   }
   for (int i = 0; i < 4; ++i) {
     const int row = lane / 4 + (i / 2) * 8, column = 2 * (lane % 4) + i % 2;
     float sum = d[i];
-    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][column];
+    for (int k = 0; k < 16; ++k) sum += a_tile[row][k] * b_tile[k][column];
     d[i] = sum;
   }
 }
