@@ -23,15 +23,15 @@ constexpr int kMaxBlockThreads = 1024;
 
 enum class State { kReady, kBlockBarrier, kWarpBarrier, kDone };
 
-// A fiber is entered the first time through its ucontext (a fresh stack) and then switched
-// with _setjmp/_longjmp, which unlike swapcontext do not save the signal mask: no system call
-// per switch (the emulator switches at every barrier and shuffle of every thread).
 // A cp.async in flight: what lands at `dst` once the thread waits for its group.
 struct PendingCopy {
   void* dst;
   unsigned char bytes[16];
 };
 
+// A fiber is entered the first time through its ucontext (a fresh stack) and then switched
+// with _setjmp/_longjmp, which unlike swapcontext do not save the signal mask: no system call
+// per switch (the emulator switches at every barrier and shuffle of every thread).
 struct Fiber {
   ucontext_t context;
   jmp_buf resume;  // where the fiber waits at a barrier
