@@ -47,10 +47,10 @@ class Accelerator {
 // built without CUDA). `compute_dtype` is the GPU's compute type: kBF16 (the default for GPU
 // jobs) or kF32 (a job's `precision: fp32`); `fused_attention` lets the device use the fused
 // attention kernels where they take the shape (a job's `attention` unset or fused;
-// CudaDeviceOptions::fuse_attention). Errors: UNAVAILABLE when
-// the named GPU cannot be used (no driver, no device: a node fault; retryable), as MakeCudaDevice
-// reports them. Sets, before any other thread starts, what the accelerator's libraries read from
-// the environment once (NCCL_RUNTIME_CONNECT: nccl_communicator.h). Nothing without CUDA.
+// CudaDeviceOptions::fuse_attention). Errors: UNAVAILABLE when the named GPU cannot be used (no
+// driver, no device: a node fault; retryable), as MakeCudaDevice reports them. Sets, before any
+// other thread starts, what the accelerator's libraries read from the environment once
+// (NCCL_RUNTIME_CONNECT: nccl_communicator.h). Nothing without CUDA.
 void PrepareAcceleratorEnvironment();
 
 absl::StatusOr<std::unique_ptr<Accelerator>> OpenAccelerator(
