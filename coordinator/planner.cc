@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/status.h"
+#include "coordinator/spec_validation.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -33,16 +34,13 @@ struct StateBytes {
 bool IsFp32(const v1::TrainerSpec& trainer) { return trainer.precision() == v1::PRECISION_FP32; }
 
 // Whether the builtin trainer fuses attention: when the job asks, or when it leaves attention
-// unset and the fused kernels take it (bf16, heads of 32 or 64 channels: the CUDA device's
+// unset and the fused kernels take it (bf16 and their head sizes: the CUDA device's
 // ChooseAttention).
 bool FusedAttention(const v1::TrainerSpec& trainer) {
   if (trainer.attention() != v1::ATTENTION_UNSPECIFIED) {
     return trainer.attention() == v1::ATTENTION_FUSED;
   }
-  const v1::ModelSpec& m = trainer.model();
-  if (IsFp32(trainer) || m.heads() < 1 || m.d_model() % m.heads() != 0) return false;
-  const int64_t head = m.d_model() / m.heads();
-  return head == 32 || head == 64;
+  return !IsFp32(trainer) && FusedAttentionTakesHeads(trainer.model());
 }
 
 // bf16: bf16 weights and grads, fp32 master weights and two Adam moments (2 + 2 + 12).

@@ -258,14 +258,11 @@ void CheckAttention(const v1::TrainerSpec& trainer, Problems* problems) {
                   "fused");
   }
   const v1::ModelSpec& m = trainer.model();
-  if (m.heads() >= 1 && m.d_model() % m.heads() == 0) {
-    const int64_t head = m.d_model() / m.heads();
-    if (head != 32 && head != 64) {
-      problems->Add("trainer.attention",
-                    absl::StrCat("fused needs heads of 32 or 64 channels (model.d_model / "
-                                 "model.heads), got ",
-                                 m.d_model(), " / ", m.heads(), " = ", head));
-    }
+  if (m.heads() >= 1 && m.d_model() % m.heads() == 0 && !FusedAttentionTakesHeads(m)) {
+    problems->Add("trainer.attention",
+                  absl::StrCat("fused needs heads of 32 or 64 channels (model.d_model / "
+                               "model.heads), got ",
+                               m.d_model(), " / ", m.heads(), " = ", m.d_model() / m.heads()));
   }
 }
 
@@ -409,6 +406,12 @@ absl::Status ValidateClusterPaths(const v1::JobSpec& spec) {
   problems.Absolute("checkpoint.dir", spec.checkpoint().dir());
   problems.Absolute("trainer.data.path", spec.trainer().data().path());
   return problems.ToStatus();
+}
+
+bool FusedAttentionTakesHeads(const v1::ModelSpec& model) {
+  if (model.heads() < 1 || model.d_model() % model.heads() != 0) return false;
+  const int64_t head = model.d_model() / model.heads();
+  return head == 32 || head == 64;
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {

@@ -58,6 +58,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 // run by hand resolves them in its own directory, and jobs accepted before the rule keep running.
 absl::Status ValidateClusterPaths(const v1::JobSpec& spec);
 
+// Whether the builtin trainer's fused attention kernels take this model's heads: 32 or 64
+// channels (d_model / heads, d_model divisible by heads). The rule ValidateJobSpec applies to
+// `attention: fused`, and that the planner applies to an unset attention.
+bool FusedAttentionTakesHeads(const v1::ModelSpec& model);
+
 }  // namespace ringmaster::coordinator
 
 #endif  // RINGMASTER_COORDINATOR_SPEC_VALIDATION_H_
