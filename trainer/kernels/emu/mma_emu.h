@@ -17,6 +17,8 @@
 #include <cstring>
 #include <string>
 
+#include "trainer/kernels/bf16.h"
+
 namespace emu {
 
 void RecordError(cudaError_t error, const std::string& what);
@@ -28,11 +30,9 @@ int WarpAllGather(const void* mine, size_t bytes, void* all);
 
 namespace internal {
 
+// The low or high bf16 of a register of two.
 inline float Bf16Half(uint32_t bits, int high) {
-  const uint32_t widened = (high ? bits >> 16 : bits & 0xffffu) << 16;
-  float f;
-  std::memcpy(&f, &widened, sizeof f);
-  return f;
+  return ringmaster::kernels::Bf16BitsToFloat(static_cast<uint16_t>(high ? bits >> 16 : bits));
 }
 
 inline uint32_t Bf16Pair(const __nv_bfloat16* p) {
