@@ -58,6 +58,24 @@ __device__ void CopyTile(bf16* tile, const bf16* src, int64_t stride, int row0, 
   }
 }
 
+// The tile loops' double buffering: a kernel starts copying its first tiles (CopyTile) and waits
+// for them with AwaitAllTiles; then each iteration, after a __syncthreads (nobody reads the
+// other buffers any more), starts copying the next tile into them, if any, and waits for the
+// current one with AwaitCurrentTile. Every thread of the block calls both.
+__device__ __forceinline__ void AwaitAllTiles() {
+  device::CommitCopies();
+  device::WaitCopies<0>();
+  __syncthreads();  // every thread's copies, seen by the block
+}
+
+// Closes the group of the next tile's copies (empty on the last iteration) and waits for the
+// rest: the current tile's.
+__device__ __forceinline__ void AwaitCurrentTile() {
+  device::CommitCopies();
+  device::WaitCopies<1>();
+  __syncthreads();
+}
+
 // The warp's 16 rows of a shared tile (from row `first`) as A operands over the channels.
 template <int kD>
 __device__ void LoadRows(MmaA (&rows)[Head<kD>::kSteps], const bf16* tile, int first) {
@@ -189,9 +207,7 @@ __global__ void __launch_bounds__(kThreads)
   CopyTile<kD>(keys[1], q, stride, qt * kTile, pr.T);  // the queries, through a key buffer
   CopyTile<kD>(keys[0], q + pr.C, stride, 0, pr.T);
   CopyTile<kD>(values[0], q + 2 * pr.C, stride, 0, pr.T);
-  device::CommitCopies();
-  device::WaitCopies<0>();
-  __syncthreads();
+  AwaitAllTiles();
   MmaA qa[H::kSteps];
   LoadRows<kD>(qa, keys[1], warp * 16);
 
@@ -206,9 +222,7 @@ __global__ void __launch_bounds__(kThreads)
       CopyTile<kD>(keys[1 - cur], q + pr.C, stride, (kt + 1) * kTile, pr.T);
       CopyTile<kD>(values[1 - cur], q + 2 * pr.C, stride, (kt + 1) * kTile, pr.T);
     }
-    device::CommitCopies();
-    device::WaitCopies<1>();  // this tile's copies, all but the newest group
-    __syncthreads();
+    AwaitCurrentTile();
     MmaC s[kScoreTiles];
     RowsTimesTileT<kD>(s, qa, keys[cur]);
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -312,13 +326,11 @@ __global__ void __launch_bounds__(kThreads)
   CopyTile<kD>(grads[1], q + 2 * pr.C, stride, kt * kTile, pr.T);
   CopyTile<kD>(queries[0], q, stride, kt * kTile, pr.T);
   CopyTile<kD>(grads[0], dO, pr.C, kt * kTile, pr.T);
-  device::CommitCopies();
   if (threadIdx.x < kTile) {
     lse_tile[0][threadIdx.x] = TileEntry(lse_bh, kt, pr.T, INFINITY);
     delta_tile[0][threadIdx.x] = TileEntry(delta_bh, kt, pr.T, 0.0f);
   }
-  device::WaitCopies<0>();
-  __syncthreads();
+  AwaitAllTiles();
   MmaA ka[H::kSteps], va[H::kSteps];
   LoadRows<kD>(ka, queries[1], warp * 16);
   LoadRows<kD>(va, grads[1], warp * 16);
@@ -336,9 +348,7 @@ __global__ void __launch_bounds__(kThreads)
         next_delta = TileEntry(delta_bh, qt + 1, pr.T, 0.0f);
       }
     }
-    device::CommitCopies();
-    device::WaitCopies<1>();  // this tile's copies, all but the newest group
-    __syncthreads();
+    AwaitCurrentTile();
     const bf16* const qs = queries[cur];
     const bf16* const gs = grads[cur];
     const float* const lse_row = lse_tile[cur];
@@ -406,9 +416,7 @@ __global__ void __launch_bounds__(kThreads)
   CopyTile<kD>(values[1], dout + int64_t{b} * pr.T * pr.C + h * kD, pr.C, qt * kTile, pr.T);
   CopyTile<kD>(keys[0], q + pr.C, stride, 0, pr.T);
   CopyTile<kD>(values[0], q + 2 * pr.C, stride, 0, pr.T);
-  device::CommitCopies();
-  device::WaitCopies<0>();
-  __syncthreads();
+  AwaitAllTiles();
   MmaA qa[H::kSteps], ga[H::kSteps];
   LoadRows<kD>(qa, keys[1], warp * 16);
   LoadRows<kD>(ga, values[1], warp * 16);
@@ -420,9 +428,7 @@ __global__ void __launch_bounds__(kThreads)
       CopyTile<kD>(keys[1 - cur], q + pr.C, stride, (kt + 1) * kTile, pr.T);
       CopyTile<kD>(values[1 - cur], q + 2 * pr.C, stride, (kt + 1) * kTile, pr.T);
     }
-    device::CommitCopies();
-    device::WaitCopies<1>();  // this tile's copies, all but the newest group
-    __syncthreads();
+    AwaitCurrentTile();
     MmaC p[kScoreTiles], dp[kScoreTiles];
     RowsTimesTileT<kD>(p, qa, keys[cur]);
     RowsTimesTileT<kD>(dp, ga, values[cur]);  // dP = dout V^T
