@@ -147,7 +147,9 @@ absl::Status Run() {
                                  "Bytes of worker logs kept on this node (checked every minute; "
                                  "bounded by --log_budget_mb except for running workers).")
                        .WithLabels({});
-  RankMetrics rank_metrics(&registry, Clock::Real(),
+  // Silences and hang timeouts are measured on the steady clock: a step of the system clock must
+  // neither declare a rank hung nor hide one that is.
+  RankMetrics rank_metrics(&registry, Clock::Steady(),
                            absl::Seconds(absl::GetFlag(FLAGS_summary_interval)));
   WatchdogOptions watchdog_options;
   watchdog_options.init_timeout = absl::Seconds(absl::GetFlag(FLAGS_hang_init_timeout));
@@ -155,7 +157,7 @@ absl::Status Run() {
       absl::Seconds(absl::GetFlag(FLAGS_hang_checkpoint_timeout));
   watchdog_options.step_floor = absl::Seconds(absl::GetFlag(FLAGS_hang_step_floor));
   watchdog_options.step_factor = absl::GetFlag(FLAGS_hang_step_factor);
-  LocalWatchdog watchdog(Clock::Real(), watchdog_options);
+  LocalWatchdog watchdog(Clock::Steady(), watchdog_options);
 
   NodeAgentOptions options;
   options.node_name = node;

@@ -351,7 +351,8 @@ void RankMetrics::Refresh() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   for (auto& [key, rank] : ranks_) {
-    // Clock is wall time: a clock stepped back must not show a negative age.
+    // The agent passes the steady clock, but a wall clock stepped back must not show a negative
+    // age.
     rank->last_report_age->Set(std::max(0.0, absl::ToDoubleSeconds(now - rank->last_report)));
   }
 }

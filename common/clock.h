@@ -17,6 +17,12 @@ class Clock {
   virtual absl::Time Now() const = 0;
   // Returns the process-wide real clock; never null, never destroyed.
   static Clock* Real();
+  // Returns the process-wide steady clock; never null, never destroyed. It reads as wall time
+  // (the wall time when first used, advanced since by the monotonic clock), but setting the
+  // system clock (an NTP step, a VM resumed) never moves it: for silences and timeouts, which a
+  // step would fake or hide. It differs from wall time by every step since it was first used, so
+  // it is never for timestamps shown to users or compared with another machine's.
+  static Clock* Steady();
 };
 
 // A clock that moves only when told to. Thread-safe.

@@ -1219,7 +1219,9 @@ void JobManager::OnNodeLost(const std::string& node) {
     if (!RunsOn(job->status, node)) continue;
     std::string what = absl::StrCat("node ", node, " was lost");
     AddRanksOn(job->status, node, &AddEvent(job, "node_lost", what));
-    Fail(job, what, /*fatal=*/false, nodes_->LastHeartbeat(node).value_or(clock_->Now()), node);
+    // The node manager measures silences on its own clock (the steady one, in the coordinator).
+    const absl::Time heard = clock_->Now() - nodes_->SilentFor(node).value_or(absl::ZeroDuration());
+    Fail(job, what, /*fatal=*/false, heard, node);
     changed = true;
   }
   if (changed) ScheduleLocked();

@@ -103,7 +103,9 @@ absl::Status Run() {
   if (forget_after < absl::ZeroDuration()) {
     return FieldError("--forget_lost_node_after", "must be >= 0");
   }
-  coordinator::NodeManager nodes(clock, lost_after, forget_after, &registry);
+  // Liveness is measured on the steady clock: setting the system clock must neither lose every
+  // node (a step forward) nor keep a dead one (a step back).
+  coordinator::NodeManager nodes(Clock::Steady(), lost_after, forget_after, &registry);
   coordinator::RendezvousManager rendezvous(clock, &registry);
   coordinator::AgentService agent_service(&nodes, &rendezvous, clock,
                                           absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval)),
@@ -165,11 +167,9 @@ absl::Status Run() {
       rendezvous.ExpireWaiters();
       for (const std::string& node : nodes.CheckLivenessEvery(kTick)) {
         // Its silence may be longer than --lost_after: the coordinator's stalls are not counted.
-        const std::optional<absl::Time> heard = nodes.LastHeartbeat(node);
+        const std::optional<absl::Duration> silent = nodes.SilentFor(node);
         RM_LOG(WARNING) << "node " << node << " silent for "
-                        << (heard.has_value()
-                                ? absl::Trunc(clock->Now() - *heard, absl::Milliseconds(1))
-                                : lost_after)
+                        << absl::Trunc(silent.value_or(lost_after), absl::Milliseconds(1))
                         << ": lost";
         jobs.OnNodeLost(node);
       }

@@ -308,11 +308,12 @@ std::optional<std::string> NodeManager::HostAddress(const std::string& name) con
   return it->second.registration.host_address();
 }
 
-std::optional<absl::Time> NodeManager::LastHeartbeat(const std::string& name) const {
+std::optional<absl::Duration> NodeManager::SilentFor(const std::string& name) const {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return std::nullopt;
-  return it->second.last_heartbeat;
+  return now - it->second.last_heartbeat;
 }
 
 void NodeManager::SetCordon(const std::string& name, std::optional<v1::NodeCordon> cordon) {

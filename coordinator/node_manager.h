@@ -120,8 +120,8 @@ class NodeManager {
   bool IsAlive(const std::string& node) const;
   // The node's host address from its registration, if the node is known.
   std::optional<std::string> HostAddress(const std::string& node) const;
-  // When the node last sent a heartbeat (or registered), if the node is known.
-  std::optional<absl::Time> LastHeartbeat(const std::string& node) const;
+  // How long ago the node last sent a heartbeat (or registered), if the node is known.
+  std::optional<absl::Duration> SilentFor(const std::string& node) const;
   // Status of every known node, sorted by name; a cordoned node that is not registered has only
   // its name and cordon.
   std::vector<v1::NodeStatus> List() const;
