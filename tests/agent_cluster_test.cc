@@ -686,7 +686,15 @@ TEST_F(AgentClusterTest, UnmodifiedTorchDistributedProgramRunsAsACommandJob) {
 }
 
 TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
-  std::string id = Submit(JobFile("adopt", "\"--steps=60\", \"--step_seconds=0.05\"", 0));
+  // The ranks step for about 3 s, then wait for `release` (however long the restart takes), with
+  // a watchdog that does not call that wait a hang.
+  const std::string release = dir_ + "/release";
+  const std::string file = JobFile(
+      "adopt",
+      absl::StrCat("\"--steps=60\", \"--step_seconds=0.05\", \"--hold_until_file=", release, "\""),
+      0);
+  std::ofstream(file, std::ios::app) << "watchdog: {hang_timeout: 600}\n";
+  std::string id = Submit(file);
   ASSERT_TRUE(WaitFor([&] { return WorkerPid(id, 1, 3) > 0; }, absl::Seconds(30)));
   pid_t rank0 = WorkerPid(id, 1, 0);
 
@@ -695,6 +703,7 @@ TEST_F(AgentClusterTest, CoordinatorRestartAdoptsRunningWorkers) {
   // streams the adopted rank's output until it exits.
   ASSERT_NO_FATAL_FAILURE(RestartCoordinator());
   EXPECT_EQ(kill(rank0, 0), 0);  // Still running.
+  std::ofstream(release) << "go\n";
   CommandResult followed = Ctl({"logs", id, "--rank=0", "--follow"});
   EXPECT_EQ(followed.exit_code, 0) << followed.output;
   EXPECT_NE(followed.output.find("test_worker: started"), std::string::npos) << followed.output;

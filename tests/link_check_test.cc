@@ -119,7 +119,14 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
                                      "\",kind=\"dp\",scope=\"inter_node\",stat=\"min\"}")));
   // The slow link is news, not a failure: the job trains on.
   EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
-  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("link check: dp0 rank 1 <-> rank 2: "));
+  // A running rank's output reaches its log through the agent's pump, unordered with its report.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return cluster_->RankLog(id, 1, 1).find("link check: dp0 rank 1 <-> rank 2: ") !=
+               std::string::npos;
+      },
+      absl::Seconds(30)))
+      << cluster_->RankLog(id, 1, 1);
 
   // Mid-run, on request (once the generation trains): every rank checks again after one step and
   // the verdict comes back.
@@ -139,8 +146,11 @@ TEST_F(LinkCheckTest, ASlowLinkIsNamedWithItsRanksAndNodes) {
   EXPECT_THAT(checked.output,
               HasSubstr("the link check names slow or corrupting link(s) of ranks 1, 2"));
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(Count(cluster_->RankLog(id, 1, rank), std::regex("link check: dp0 rank ")), 4)
-        << "rank " << rank << " checked its two links twice";
+    const auto lines = [&] {
+      return Count(cluster_->RankLog(id, 1, rank), std::regex("link check: dp0 rank "));
+    };
+    WaitFor([&] { return lines() >= 4; }, absl::Seconds(30));
+    EXPECT_EQ(lines(), 4) << "rank " << rank << " checked its two links twice";
   }
   EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(60)), "CANCELLED");
