@@ -88,9 +88,10 @@ class AgentService::Stream
     if (!node_.empty()) {
       service_->Detach(node_, outbox_.get());
       service_->FailLogReads(node_, outbox_.get());
+      // Its jobs learn it from the coordinator's ticker (NodeManager::TakeDisconnected): this
+      // gRPC thread does not wait for the job lock.
       if (!service_->shutting_down_.load() && service_->nodes_->Disconnected(node_, session_)) {
         RM_LOG(WARNING) << "agent " << node_ << " disconnected: node lost";
-        if (service_->jobs_ != nullptr) service_->jobs_->OnNodeLost(node_);
       }
     }
     delete this;

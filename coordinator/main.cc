@@ -165,6 +165,7 @@ absl::Status Run() {
     constexpr absl::Duration kTick = absl::Milliseconds(100);
     while (!stopping.WaitForNotificationWithTimeout(kTick)) {
       rendezvous.ExpireWaiters();
+      for (const std::string& node : nodes.TakeDisconnected()) jobs.OnNodeLost(node);
       for (const std::string& node : nodes.CheckLivenessEvery(kTick)) {
         // Its silence may be longer than --lost_after: the coordinator's stalls are not counted.
         const std::optional<absl::Duration> silent = nodes.SilentFor(node);

@@ -1,6 +1,7 @@
 #include "coordinator/node_manager.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -128,7 +129,13 @@ bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
   if (it == nodes_.end() || it->second.session != session || !it->second.alive) return false;
   MarkLost(&it->second);
   UpdateGauge();
+  disconnected_.push_back(name);
   return true;
+}
+
+std::vector<std::string> NodeManager::TakeDisconnected() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(disconnected_, {});
 }
 
 void NodeManager::MarkLost(Node* node) {

@@ -57,9 +57,13 @@ class NodeManager {
   // Whether `session` is the node's current one and the node is alive.
   bool IsCurrent(const std::string& node, uint64_t session);
 
-  // The session's stream ended. Marks the node lost at once if it is the current session;
-  // returns true in that case.
+  // The session's stream ended. Marks the node lost at once if it is the current session, and
+  // returns true in that case: TakeDisconnected then returns the node too, once.
   bool Disconnected(const std::string& node, uint64_t session);
+  // The nodes Disconnected marked lost since the previous call, in that order (a node lost twice
+  // is there twice). The coordinator's ticker hands them to the job manager, so that a stream's
+  // gRPC thread never waits for the job lock.
+  std::vector<std::string> TakeDisconnected();
 
   // Marks nodes silent for longer than lost_after as lost and returns their names (each lost
   // node is returned once per loss); forgets the nodes lost for forget_after.
@@ -176,6 +180,7 @@ class NodeManager {
   // The longest time without a message read since last_tick_ (up to last_read_).
   absl::Duration longest_unread_ ABSL_GUARDED_BY(mu_);
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> disconnected_ ABSL_GUARDED_BY(mu_);  // for TakeDisconnected
 };
 
 }  // namespace ringmaster::coordinator

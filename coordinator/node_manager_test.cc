@@ -238,11 +238,34 @@ TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
   EXPECT_FALSE(nodes_.Disconnected("a", *first));  // The old stream closing changes nothing.
   EXPECT_TRUE(nodes_.IsAlive("a"));
   EXPECT_EQ(nodes_.Heartbeat("a", *first).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(nodes_.TakeDisconnected().empty());
   EXPECT_TRUE(nodes_.Disconnected("a", *second));
   EXPECT_FALSE(nodes_.IsAlive("a"));
   EXPECT_EQ(nodes_.AliveCount(), 0);
   EXPECT_NE(registry_.RenderText().find("ringmaster_nodes_lost_total{node=\"a\"} 1"),
             std::string::npos);
+  // Lost once, handed on once; the end of a stream already lost is not a second loss.
+  EXPECT_EQ(nodes_.TakeDisconnected(), std::vector<std::string>{"a"});
+  EXPECT_FALSE(nodes_.Disconnected("a", *second));
+  EXPECT_TRUE(nodes_.TakeDisconnected().empty());
+}
+
+TEST_F(NodeManagerTest, DisconnectedNodesAreHandedOnInTheOrderTheyWereLost) {
+  auto a = nodes_.Register(Registration("a", 1));
+  auto b = nodes_.Register(Registration("b", 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(nodes_.Disconnected("b", *b));
+  ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  auto again = nodes_.Register(Registration("b", 1));  // b connects again and is lost again
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(nodes_.Disconnected("b", *again));
+  EXPECT_EQ(nodes_.TakeDisconnected(), (std::vector<std::string>{"b", "a", "b"}));
+  // Lost for silence, a node is CheckLiveness's to return, not TakeDisconnected's.
+  auto c = nodes_.Register(Registration("c", 1));
+  ASSERT_TRUE(c.ok());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"c"});
+  EXPECT_TRUE(nodes_.TakeDisconnected().empty());
 }
 
 TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
