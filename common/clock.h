@@ -13,7 +13,8 @@ namespace ringmaster {
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Wall-clock time (for timestamps shown to users).
+  // The time on this clock: wall-clock time for Real() (timestamps shown to users), see Steady()
+  // for that one's, and whatever a test sets for FakeClock.
   virtual absl::Time Now() const = 0;
   // Returns the process-wide real clock; never null, never destroyed.
   static Clock* Real();

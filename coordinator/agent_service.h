@@ -6,7 +6,9 @@
 // requests to the RendezvousManager (waits hold no thread: the answer is queued on the stream
 // when it comes) on the service's workers, each stream's in order, so that a message waiting for
 // the job lock holds up no other stream's reading (its own stream's only once 64 wait). Commands
-// from the job manager are queued on the node's current stream (AgentCommandSink).
+// from the job manager are queued on the node's current stream (AgentCommandSink). A stream
+// that ends only marks its node lost (NodeManager::Disconnected): the coordinator's ticker tells
+// the job manager.
 //
 // Thread-safe.
 #ifndef RINGMASTER_COORDINATOR_AGENT_SERVICE_H_

@@ -1206,6 +1206,14 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
 
 void JobManager::OnNodeLost(const std::string& node) {
   absl::MutexLock lock(&mu_);
+  // A node lost when its stream ended is handed on by the coordinator's ticker, so its agent may
+  // have registered again first (under this lock): that registration reconciled the node's ranks
+  // with what the agent runs, which is the news now.
+  if (nodes_->IsAlive(node)) {
+    RM_LOG(INFO) << "node " << node
+                 << " registered again before its loss was handled: its ranks were reconciled";
+    return;
+  }
   bool changed = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);

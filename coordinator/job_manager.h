@@ -212,7 +212,7 @@ class JobManager {
   // until a later check is complete, on request or of a later generation, or the job ends).
   // GetJob answers the latest check's summary (LinkCheckSummary) from its first report on.
   void OnLinkReport(const v1::LinkReport& report);
-  // A node was lost: its jobs are failed ranks.
+  // A node was lost: its jobs are failed ranks. Nothing, if it has registered again since.
   void OnNodeLost(const std::string& node);
   // A node's agent is shutting down (the node manager already places nothing there): its running
   // jobs move like for a drain, their workers given the agent's checkpoint grace.

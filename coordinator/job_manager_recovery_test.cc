@@ -172,6 +172,37 @@ TEST_F(JobManagerTest, ANodeThatRegistersAgainWithoutItsRanksRestartsTheJob) {
   EXPECT_EQ(gen2.restarts(), 1);
 }
 
+// The coordinator's ticker hands on a node whose stream ended, so its agent may register again
+// (listing its running workers) before the job manager hears of the loss: that registration
+// reconciled the node's ranks, the job runs on in its generation, and the late loss changes
+// nothing. Handed on before the registration, the loss restarts the job once.
+TEST_F(JobManagerTest, ALossHandedOnAfterTheNodeRegisteredAgainRestartsNothing) {
+  const TwoNodeJob job = RunOnTwoNodes();
+  auto n1 = nodes_->Register(Node("n1", 2));  // a session of n1 to lose (as n1 registered)
+  ASSERT_TRUE(n1.ok());
+  ASSERT_TRUE(nodes_->Disconnected("n1", *n1));
+  std::vector<int> on_n1;
+  for (int rank = 0; rank < 4; ++rank) {
+    if (job.node[rank] == "n1") on_n1.push_back(rank);
+  }
+  Reconnect(Returning("n1", 2, job.running, on_n1));
+  for (const std::string& lost : nodes_->TakeDisconnected()) jobs_->OnNodeLost(lost);
+  v1::JobStatus now = Current(job.id);
+  EXPECT_EQ(now.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(now.generation(), 1);
+  EXPECT_EQ(now.restarts(), 0);
+  EXPECT_TRUE(sink_.Stops().empty());
+
+  auto n2 = nodes_->Register(Node("n2", 2));
+  ASSERT_TRUE(n2.ok());
+  ASSERT_TRUE(nodes_->Disconnected("n2", *n2));
+  for (const std::string& lost : nodes_->TakeDisconnected()) jobs_->OnNodeLost(lost);
+  now = Current(job.id);
+  EXPECT_EQ(now.restarts(), 1);
+  EXPECT_NE(now.state(), v1::JOB_STATE_RUNNING);  // it waits for n2's capacity
+  EXPECT_FALSE(sink_.Stops().empty());            // n1's ranks are stopped
+}
+
 TEST_F(JobManagerTest, RecoveredJobWhoseNodeNeverReturnsIsRestarted) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);

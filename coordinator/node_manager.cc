@@ -316,11 +316,10 @@ std::optional<std::string> NodeManager::HostAddress(const std::string& name) con
 }
 
 std::optional<absl::Duration> NodeManager::SilentFor(const std::string& name) const {
-  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return std::nullopt;
-  return now - it->second.last_heartbeat;
+  return clock_->Now() - it->second.last_heartbeat;
 }
 
 void NodeManager::SetCordon(const std::string& name, std::optional<v1::NodeCordon> cordon) {

@@ -62,7 +62,7 @@ class NodeManager {
   bool Disconnected(const std::string& node, uint64_t session);
   // The nodes Disconnected marked lost since the previous call, in that order (a node lost twice
   // is there twice). The coordinator's ticker hands them to the job manager, so that a stream's
-  // gRPC thread never waits for the job lock.
+  // gRPC thread never waits for the job lock; a process that never calls this keeps them all.
   std::vector<std::string> TakeDisconnected();
 
   // Marks nodes silent for longer than lost_after as lost and returns their names (each lost

@@ -99,7 +99,7 @@ TEST_F(LivenessTest, TheCoordinatorsStallIsNotCountedAsSilence) {
   EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_count 1"), std::string::npos) << page;
   EXPECT_NE(page.find("ringmaster_coordinator_stall_seconds_sum 9"), std::string::npos) << page;
   // b's heartbeats, unread during the stall, arrive; a stays silent: 3 s counted so far. The
-  // heartbeat times the coordinator reports are still the real ones.
+  // silence the coordinator reports is still the real one.
   ASSERT_TRUE(nodes_.Heartbeat("b", b_).ok());
   EXPECT_EQ(nodes_.SilentFor("a"), 12 * tick_);
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick_).empty());
