@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/http_client.h"
+#include "absl/synchronization/notification.h"
 #include "common/metrics/text_format.h"
 #include "common/testing/wait.h"
 #include "gtest/gtest.h"
@@ -20,6 +22,38 @@ namespace ringmaster {
 namespace {
 
 using ::ringmaster::testing::WaitFor;
+
+// A connected loopback TCP socket, or -1.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Closes its descriptors however the test ends.
+struct Sockets {
+  std::vector<int> fds;
+  ~Sockets() {
+    for (int fd : fds) close(fd);
+  }
+};
+
+// Each client socket costs this process a second descriptor (the server's end).
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
 
 TEST(HttpServerTest, ServesMetricsOnAnEphemeralPort) {
   metrics::Registry registry;
@@ -144,6 +178,199 @@ TEST(HttpServerTest, ClientsThatNeverFinishTheirRequestAreDroppedAndOthersServed
   auto got = HttpGet("127.0.0.1", port, "/healthz");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->status, 200);
+}
+
+// The attack of issue 34: hundreds of idle connections, and some that trickle a request they
+// never finish, once held every worker and filled the queue, so /healthz answered 503 or reset.
+// Now they only sit in the event loop; every probe in between is answered 200.
+TEST(HttpServerTest, IdleAndTricklingConnectionsDoNotStarveHealthz) {
+  RaiseDescriptorLimit();
+  metrics::Registry registry;
+  registry.AddGauge("test_value", "A value.", {}).WithLabels({})->Set(1);
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  handlers["/metrics"] = MetricsHandler(&registry);
+  HttpServerOptions options;
+  options.request_timeout = absl::Seconds(120);  // The idle ones stay for the whole test.
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+
+  Sockets idle;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
+    idle.fds.push_back(fd);
+  }
+  Sockets trickling;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(send(fd, "GET /metrics HTTP/1.1\r\nX-Slow: ", 32, MSG_NOSIGNAL), 32);
+    trickling.fds.push_back(fd);
+  }
+  for (int round = 0; round < 20; ++round) {
+    for (int fd : trickling.fds) {
+      ASSERT_EQ(send(fd, "a", 1, MSG_NOSIGNAL), 1) << "round " << round;
+    }
+    auto health = HttpGet("127.0.0.1", port, "/healthz");
+    ASSERT_TRUE(health.ok()) << "round " << round << ": " << health.status();
+    EXPECT_EQ(health->status, 200) << "round " << round;
+    EXPECT_EQ(health->body, "ok\n");
+    auto scrape = HttpGet("127.0.0.1", port, "/metrics");
+    ASSERT_TRUE(scrape.ok()) << "round " << round << ": " << scrape.status();
+    EXPECT_EQ(scrape->status, 200) << "round " << round;
+  }
+  // The idle ones were never closed under it (well within the cap): each is still open.
+  for (int fd : idle.fds) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0);
+  }
+}
+
+// At the connection cap, a newcomer closes the oldest connection that has sent no request yet
+// instead of being refused.
+TEST(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  HttpServerOptions options;
+  options.max_connections = 8;
+  options.request_timeout = absl::Seconds(120);
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  Sockets idle;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    idle.fds.push_back(fd);
+  }
+  for (int round = 0; round < 5; ++round) {
+    auto health = HttpGet("127.0.0.1", port, "/healthz");
+    ASSERT_TRUE(health.ok()) << "round " << round << ": " << health.status();
+    EXPECT_EQ(health->status, 200);
+  }
+  // The first idle connection was the one closed (each probe evicted the oldest left).
+  std::string answer;
+  char buf[256];
+  pollfd p{idle.fds[0], POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1);
+  ssize_t n;
+  while ((n = recv(idle.fds[0], buf, sizeof(buf), 0)) > 0) answer.append(buf, n);
+  EXPECT_TRUE(answer.empty() || answer.rfind("HTTP/1.1 503", 0) == 0) << answer;
+  pollfd newest{idle.fds[7], POLLIN, 0};
+  EXPECT_EQ(poll(&newest, 1, 0), 0);  // Still open.
+}
+
+// A handler that does not return (a huge /metrics) delays only its own path: /healthz is served
+// while three calls of it are stuck, and answers come once it returns.
+TEST(HttpServerTest, ASlowHandlerDoesNotDelayOtherPaths) {
+  absl::Notification release;
+  std::atomic<int> entered{0};
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  handlers["/slow"] = [&](const std::string&) {
+    ++entered;
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+    return HttpResponse{200, "text/plain", "slow\n"};
+  };
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, 2);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::vector<std::string> slow_answers(3);
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 3; ++i) {
+    slow.emplace_back([&, i] {
+      auto got = HttpGet("127.0.0.1", port, "/slow", absl::Seconds(60));
+      slow_answers[i] = got.ok() ? got->body : got.status().ToString();
+    });
+  }
+  EXPECT_TRUE(WaitFor([&] { return entered.load() == 2; }, absl::Seconds(30)));
+  for (int round = 0; round < 5; ++round) {
+    auto health = HttpGet("127.0.0.1", port, "/healthz");
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(health->status, 200);
+  }
+  release.Notify();
+  for (std::thread& t : slow) t.join();
+  for (const std::string& answer : slow_answers) EXPECT_EQ(answer, "slow\n");
+}
+
+// Beyond a lane's backlog, requests for that path get 503 at once instead of piling up.
+TEST(HttpServerTest, AFullLaneAnswers503) {
+  absl::Notification release;
+  std::atomic<int> entered{0};
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/slow"] = [&](const std::string&) {
+    ++entered;
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+    return HttpResponse{200, "text/plain", "slow\n"};
+  };
+  HttpServerOptions options;
+  options.max_queued_per_path = 0;
+  auto server = HttpServer::Start("127.0.0.1:0", handlers, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::string first;
+  std::thread held([&] {
+    auto got = HttpGet("127.0.0.1", port, "/slow", absl::Seconds(60));
+    first = got.ok() ? got->body : got.status().ToString();
+  });
+  EXPECT_TRUE(WaitFor([&] { return entered.load() == 1; }, absl::Seconds(30)));
+  auto refused = HttpGet("127.0.0.1", port, "/slow");
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 503);
+  release.Notify();
+  held.join();
+  EXPECT_EQ(first, "slow\n");
+}
+
+TEST(HttpServerTest, HeadAnswersWithoutABody) {
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  auto server = HttpServer::Start("127.0.0.1:0", handlers);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = Connect((*server)->port());
+  ASSERT_GE(fd, 0);
+  Sockets owned{{fd}};
+  const std::string request = "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buf[512];
+  for (int i = 0; i < 100; ++i) {  // Bounded: the server closes after answering.
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, n);
+  }
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Content-Length: 3\r\n"), std::string::npos) << answer;
+  EXPECT_EQ(answer.substr(answer.size() - 4), "\r\n\r\n") << answer;
+}
+
+TEST(HttpServerTest, OversizedHeadersAre400) {
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  auto server = HttpServer::Start("127.0.0.1:0", handlers);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = Connect((*server)->port());
+  ASSERT_GE(fd, 0);
+  Sockets owned{{fd}};
+  const std::string request = "GET /healthz HTTP/1.1\r\nX: " + std::string(17 * 1024, 'a');
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buf[512];
+  for (int i = 0; i < 100; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, n);
+  }
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << answer;
 }
 
 TEST(HttpServerTest, BadAddressIsInvalidArgument) {
