@@ -5,6 +5,7 @@
 
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/proto_edge.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -163,7 +164,6 @@ void CoordinatorLink::ConnectionLoop() {
       }
     }
     if (registered) {
-      backoff = absl::Milliseconds(100);
       // From connected_ on, senders write (after the queue, which is written first, here) instead
       // of queueing: the queue cannot grow while this holds write_mu_.
       absl::MutexLock write_lock(&write_mu_);
@@ -182,21 +182,27 @@ void CoordinatorLink::ConnectionLoop() {
     if (registered) {
       RM_LOG(INFO) << "connected to the coordinator";
       Stream* stream = CurrentStream();
-      while (stream->Read(&message)) on_command_(message);
+      while (stream->Read(&message)) {
+        // Unknown fields are dropped before anything keeps or passes on the command.
+        SanitizeIncoming(&message);
+        on_command_(message);
+      }
     }
     {
       absl::MutexLock lock(&mu_);
       connected_ = false;
     }
+    // A read fails when the call is over (the coordinator ended it, the connection broke: then
+    // Finish() says why at once, and cancelling does not change a status already final), but also
+    // when a message arrived that this agent cannot parse (malformed, or nested deeper than
+    // protobuf's limit of 100), or a registration was answered with something else: then the
+    // call is still open, and Finish() would wait for the coordinator forever. Cancelled first,
+    // before the write lock is taken, so that a writer blocked in Write() returns too.
+    context.TryCancel();
     absl::Status ended;
     {
       // Wait for any writer to leave the stream before it is destroyed.
       absl::MutexLock write_lock(&write_mu_);
-      // After its read loop the call is over, and Finish() says why at once (for a connection the
-      // keepalive found dead: UNAVAILABLE, "keepalive watchdog timeout"). A registration that
-      // failed may have left it open (an answer that was not the acknowledgement): cancelled
-      // first, which does not change a status already final.
-      if (!registered) context.TryCancel();
       ended = FromGrpcStatus(CurrentStream()->Finish());
       absl::MutexLock lock(&mu_);
       context_ = nullptr;
@@ -204,9 +210,16 @@ void CoordinatorLink::ConnectionLoop() {
     }
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
+    // Our own cancellation is the final status only when the call was still open: a message the
+    // agent could not read. The backoff is not reset then (a coordinator that sends it again on
+    // the next stream is not asked again at once).
+    const bool unreadable = registered && absl::IsCancelled(ended);
+    if (registered && !unreadable) backoff = absl::Milliseconds(100);
     RM_LOG(WARNING) << "coordinator stream "
-                    << (registered ? (ended.ok() ? "ended by the coordinator" : "broke")
-                                   : "not established")
+                    << (unreadable ? "cancelled: a message from the coordinator could not be "
+                                     "parsed (malformed, or nested too deeply)"
+                        : registered ? (ended.ok() ? "ended by the coordinator" : "broke")
+                                     : "not established")
                     << " (" << ended << ")"
                     << "; retrying in about " << backoff;
     std::uniform_real_distribution<double> jitter(0.8, 1.2);

@@ -201,5 +201,154 @@ TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) 
   link->Stop();
 }
 
+std::string Varint(uint64_t v) {
+  std::string s;
+  for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
+  s.push_back(static_cast<char>(v));
+  return s;
+}
+
+std::string LengthDelimited(int field, const std::string& bytes) {
+  return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(bytes.size()) + bytes;
+}
+
+// A CoordinatorMessage launching job `job` whose spec carries `levels` unknown groups, each
+// inside the one before (protobuf parses at most 100 levels of nesting).
+std::string LaunchWithNestedGroups(const std::string& job, int levels) {
+  v1::LaunchWorkers launch;
+  launch.mutable_job()->set_job_id(job);
+  launch.mutable_job()->set_generation(1);
+  v1::JobSpec spec;
+  spec.set_name(job);
+  std::string spec_bytes = spec.SerializeAsString();
+  for (int i = 0; i < levels; ++i) spec_bytes += Varint((1000 << 3) | 3);
+  for (int i = 0; i < levels; ++i) spec_bytes += Varint((1000 << 3) | 4);
+  const std::string launch_bytes =
+      launch.SerializeAsString() + LengthDelimited(v1::LaunchWorkers::kSpecFieldNumber, spec_bytes);
+  return LengthDelimited(v1::CoordinatorMessage::kLaunchFieldNumber, launch_bytes);
+}
+
+grpc::ByteBuffer Buffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// A coordinator that answers each Register, then writes raw bytes: a launch whose spec carries a
+// few levels of unknown fields (parseable), then one nested 120 levels deep, which the agent
+// cannot parse. It reads until the agent goes.
+class UnparseableCoordinator final
+    : public v1::AgentService::WithRawCallbackMethod_Connect<v1::AgentService::Service> {
+ public:
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
+      grpc::CallbackServerContext* context) override {
+    return new Stream(this);
+  }
+
+  int registers() const {
+    absl::MutexLock lock(&mu_);
+    return registers_;
+  }
+  int ended() const {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
+
+ private:
+  class Stream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    explicit Stream(UnparseableCoordinator* owner) : owner_(owner) {
+      v1::CoordinatorMessage ack;
+      ack.mutable_register_ack()->set_heartbeat_interval_seconds(0.05);
+      writes_ = {Buffer(ack.SerializeAsString()), Buffer(LaunchWithNestedGroups("shallow", 5)),
+                 Buffer(LaunchWithNestedGroups("poisoned", 120))};
+      StartRead(&in_);
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) {  // the agent cancelled the call, or went
+        Finish(grpc::Status::OK);
+        return;
+      }
+      if (!registered_) {  // the Register
+        registered_ = true;
+        {
+          absl::MutexLock lock(&owner_->mu_);
+          ++owner_->registers_;
+        }
+        next_ = 1;
+        StartWrite(&writes_[0]);
+      }
+      StartRead(&in_);
+    }
+    void OnWriteDone(bool ok) override {
+      if (ok && next_ < writes_.size()) StartWrite(&writes_[next_++]);
+    }
+    void OnDone() override {
+      {
+        absl::MutexLock lock(&owner_->mu_);
+        ++owner_->ended_;
+      }
+      delete this;
+    }
+
+   private:
+    UnparseableCoordinator* const owner_;
+    grpc::ByteBuffer in_;
+    std::vector<grpc::ByteBuffer> writes_;
+    size_t next_ = 0;  // touched by OnWriteDone only, once the first write started
+    bool registered_ = false;
+  };
+
+  mutable absl::Mutex mu_;
+  int registers_ ABSL_GUARDED_BY(mu_) = 0;
+  int ended_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A message the agent cannot parse ends the stream (the link cancels it rather than waiting for
+// a status that never comes, with the write lock held) and the link connects again; the commands
+// it could parse reach the agent without their unknown fields.
+TEST(CoordinatorLinkUnparseableTest, AMessageTheAgentCannotParseEndsTheStreamAndItReconnects) {
+  UnparseableCoordinator coordinator;
+  GrpcServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.credentials = grpc::InsecureServerCredentials();
+  options.services = {&coordinator};
+  auto server = GrpcServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::Mutex mu;
+  std::vector<v1::CoordinatorMessage> commands;
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                                     grpc::InsecureChannelCredentials());
+  CoordinatorLink link(
+      channel, [] { return v1::Register(); },
+      [&](const v1::CoordinatorMessage& m) {
+        absl::MutexLock lock(&mu);
+        commands.push_back(m);
+      });
+  link.Start();
+  // Three streams: each was cut by the unparseable launch (the coordinator saw it end) and the
+  // link registered again.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return coordinator.registers() >= 3 && coordinator.ended() >= 2 &&
+               link.connections() >= 3;
+      },
+      absl::Seconds(60)))
+      << coordinator.registers() << " registrations, " << coordinator.ended()
+      << " streams ended, " << link.connections() << " connections";
+  // Sending does not wait on a stream stuck in Finish().
+  v1::AgentMessage state;
+  state.mutable_worker_state()->set_rank(1);
+  EXPECT_TRUE(link.Send(state));
+  link.Stop();
+  absl::MutexLock lock(&mu);
+  ASSERT_FALSE(commands.empty());
+  for (const v1::CoordinatorMessage& m : commands) {
+    EXPECT_EQ(m.launch().job().job_id(), "shallow");  // never the one it could not parse
+    v1::JobSpec clean;
+    clean.set_name("shallow");
+    EXPECT_EQ(m.launch().spec().SerializeAsString(), clean.SerializeAsString());
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::agent
