@@ -16,11 +16,12 @@ constexpr size_t kMaxPending = 10000;
 
 CoordinatorLink::CoordinatorLink(std::shared_ptr<grpc::Channel> channel,
                                  RegisterFactory make_register, CommandHandler on_command,
-                                 ResendFactory resend)
+                                 ResendFactory resend, std::string bearer_token)
     : stub_(v1::AgentService::NewStub(channel)),
       make_register_(std::move(make_register)),
       on_command_(std::move(on_command)),
-      resend_(std::move(resend)) {}
+      resend_(std::move(resend)),
+      bearer_token_(std::move(bearer_token)) {}
 
 CoordinatorLink::~CoordinatorLink() { Stop(); }
 
@@ -123,6 +124,7 @@ void CoordinatorLink::ConnectionLoop() {
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {
     grpc::ClientContext context;
+    if (!bearer_token_.empty()) context.AddMetadata("authorization", "Bearer " + bearer_token_);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;

@@ -45,9 +45,11 @@ class CoordinatorLink {
   using ResendFactory = std::function<std::vector<v1::AgentMessage>()>;
 
   // `resend` may be null. The factories are called on the connection thread, without the link's
-  // locks held.
+  // locks held. A non-empty `bearer_token` is sent on every stream as `authorization: Bearer
+  // TOKEN` (the coordinator's agent token, docs/security.md).
   CoordinatorLink(std::shared_ptr<grpc::Channel> channel, RegisterFactory make_register,
-                  CommandHandler on_command, ResendFactory resend = nullptr);
+                  CommandHandler on_command, ResendFactory resend = nullptr,
+                  std::string bearer_token = "");
   ~CoordinatorLink();  // Stop()s.
 
   // Starts the connection and heartbeat threads.
@@ -82,6 +84,7 @@ class CoordinatorLink {
   const RegisterFactory make_register_;
   const CommandHandler on_command_;
   const ResendFactory resend_;
+  const std::string bearer_token_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

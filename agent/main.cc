@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/devices.h"
@@ -21,6 +23,7 @@
 #include "agent/worker_service.h"
 #include "common/build_info.h"
 #include "common/checkpoint_grace.h"
+#include "common/file_contents.h"
 #include "common/flags.h"
 #include "common/grpc_client.h"
 #include "common/grpc_server.h"
@@ -45,6 +48,9 @@ ABSL_FLAG(bool, insecure, false, "Talk to the coordinator in plaintext (local de
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinator's certificate.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate of this agent (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of this agent's certificate.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding this agent's bearer token (role agent in the coordinator's --tokens; read "
+          "once at start). Default: $RINGMASTER_AGENT_TOKEN; neither: no token is sent.");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when the agent exits.");
 ABSL_FLAG(double, leave_checkpoint_grace, 0,
           "On SIGTERM or SIGINT: seconds the node's workers get to checkpoint and exit (SIGUSR1) "
@@ -108,6 +114,32 @@ absl::StatusOr<std::optional<int>> ProtectFromOomKiller(int value) {
   return *started_with;
 }
 
+// The agent's bearer token: the contents of --token_file (surrounding whitespace dropped), else
+// $RINGMASTER_AGENT_TOKEN, else none. INVALID_ARGUMENT naming the source for an unreadable or
+// empty file or a token with whitespace inside.
+absl::StatusOr<std::string> ReadAgentToken() {
+  const std::string path = absl::GetFlag(FLAGS_token_file);
+  std::string source = "--token_file";
+  std::string token;
+  if (!path.empty()) {
+    absl::StatusOr<std::string> contents = ReadFileContents(path);
+    if (!contents.ok()) return FieldError(source, contents.status().message());
+    token = std::string(absl::StripAsciiWhitespace(*contents));
+    if (token.empty()) return FieldError(source, absl::StrCat("\"", path, "\" is empty"));
+  } else {
+    source = "RINGMASTER_AGENT_TOKEN";
+    const char* env = std::getenv("RINGMASTER_AGENT_TOKEN");
+    if (env == nullptr || *env == '\0') return std::string();
+    token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  for (char c : token) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) || !absl::ascii_isprint(c)) {
+      return FieldError(source, "the token must be one word of printable characters");
+    }
+  }
+  return token;
+}
+
 absl::Status Run() {
   std::string node = absl::GetFlag(FLAGS_node_name);
   if (node.empty()) {
@@ -116,6 +148,7 @@ absl::Status Run() {
     node = host;
   }
   ASSIGN_OR_RETURN(std::vector<v1::Device> devices, ParseDevices(absl::GetFlag(FLAGS_devices)));
+  ASSIGN_OR_RETURN(const std::string coordinator_token, ReadAgentToken());
   const std::string work_dir = absl::GetFlag(FLAGS_work_dir);
   std::error_code ec;
   std::filesystem::create_directories(work_dir, ec);
@@ -166,6 +199,7 @@ absl::Status Run() {
   options.socket_path = socket_path;
   options.work_dir = work_dir;
   options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
+  options.coordinator_token = coordinator_token;
   const double log_budget_mb = absl::GetFlag(FLAGS_log_budget_mb);
   if (!(log_budget_mb >= 0)) return FieldError("--log_budget_mb", "must be >= 0");
   const double leave_grace_seconds = absl::GetFlag(FLAGS_leave_checkpoint_grace);

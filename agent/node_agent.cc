@@ -72,7 +72,8 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
           *again.emplace_back().mutable_rendezvous() = std::move(r);
         }
         return again;
-      });
+      },
+      options_.coordinator_token);
   link_->Start();
 }
 

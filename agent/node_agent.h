@@ -62,6 +62,9 @@ struct NodeAgentOptions {
   std::shared_ptr<metrics::Counter> oom_kills;
   // Where the kernel's OOM kill counts are read (oom_kills.h: ROOT/proc, ROOT/sys/fs/cgroup).
   std::string system_root = "/";
+  // The agent's bearer token for AgentService.Connect (role `agent` in the coordinator's tokens
+  // file, docs/security.md); empty: none sent.
+  std::string coordinator_token;
 };
 
 class NodeAgent {

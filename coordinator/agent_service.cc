@@ -26,8 +26,10 @@ class AgentService::Stream
   static constexpr size_t kMaxQueued = 64;
   static constexpr int kBatch = 16;  // messages a worker handles before it lets other streams go
 
-  explicit Stream(AgentService* service)
+  // `caller` is the stream's authenticated agent (anonymous when agents are not authenticated).
+  Stream(AgentService* service, Caller caller)
       : service_(service),
+        caller_(std::move(caller)),
         id_(service->next_stream_id_.fetch_add(1)),
         outbox_(std::make_shared<Outbox>([this](const v1::CoordinatorMessage* m) { StartWrite(m); },
                                          [this](const grpc::Status& s) { Finish(s); })) {
@@ -217,6 +219,18 @@ class AgentService::Stream
     if (!node_.empty()) {
       return absl::FailedPreconditionError("Register sent twice on one stream");
     }
+    // The node name is checked, then claimed for this agent identity, before anything touches
+    // the node: a registration refused here leaves the node's current stream and jobs alone.
+    RETURN_IF_ERROR(NodeManager::ValidateRegistration(registration));
+    if (service_->identities_ != nullptr) {
+      const absl::Status claimed =
+          service_->identities_->Claim(registration.node(), caller_.identity);
+      if (!claimed.ok()) {
+        RM_LOG(WARNING) << "refused a registration of node " << registration.node() << ": "
+                        << claimed.message();
+        return claimed;
+      }
+    }
     // The stream is attached and acknowledged before reconciling sends it any command.
     auto registered = [&](uint64_t session) {
       session_ = session;
@@ -279,6 +293,7 @@ class AgentService::Stream
   }
 
   AgentService* const service_;
+  const Caller caller_;
   const uint64_t id_;  // owner of its rendezvous waits
   std::shared_ptr<Outbox> outbox_;
   v1::AgentMessage in_;  // the read under way
@@ -348,9 +363,47 @@ void AgentService::ObserveHeartbeatDelay(const v1::Heartbeat& heartbeat) {
   heartbeat_delay_->Observe(absl::ToDoubleSeconds(std::max(delay, absl::ZeroDuration())));
 }
 
+namespace {
+
+// A stream refused before anything was read from it. Deletes itself in OnDone.
+class RefusedStream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+absl::StatusOr<Caller> AgentService::AuthenticateAgent(
+    grpc::CallbackServerContext* context) const {
+  if (auth_ == nullptr || !auth_->has_agent_tokens()) return Caller{};
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string header =
+      it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  absl::StatusOr<Caller> caller = auth_->Authenticate(header);
+  if (!caller.ok()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        caller.status().message(), ": agents authenticate with a token of role agent (agent "
+                                   "--token_file or RINGMASTER_AGENT_TOKEN)"));
+  }
+  if (!caller->agent) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("user credentials are not accepted on the agent service (\"",
+                     caller->identity, "\" is not an agent token)"));
+  }
+  return caller;
+}
+
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* AgentService::Connect(
     grpc::CallbackServerContext* context) {
-  return new Stream(this);
+  absl::StatusOr<Caller> caller = AuthenticateAgent(context);
+  if (!caller.ok()) {
+    RM_LOG(WARNING) << "refused an agent stream from " << context->peer() << ": "
+                    << caller.status();
+    return new RefusedStream(caller.status());
+  }
+  return new Stream(this, *std::move(caller));
 }
 
 void AgentService::Attach(const std::string& node, std::shared_ptr<Outbox> outbox) {

@@ -1,5 +1,13 @@
 // AgentService: one bidirectional stream per agent (callback API: no thread per stream).
 //
+// Authentication (docs/security.md): when the tokens file has `agent` tokens (auth.h), a stream
+// is refused before anything is read unless its `authorization: Bearer TOKEN` metadata is an
+// agent's token: UNAUTHENTICATED without a known token, PERMISSION_DENIED for a user's or an
+// admin's. A Register then needs the node name to be free or held by the same agent identity
+// (node_identities.h): PERMISSION_DENIED otherwise, which ends only that stream and leaves the node
+// it named alone. Without agent tokens (only allowed with --insecure) agents are not
+// authenticated and node names are not bound.
+//
 // The first message must be Register; the answer is RegisterAck with the heartbeat interval and
 // the lost-after interval. Then heartbeats go to the NodeManager (O(1), no disk) on the gRPC
 // thread that read them; worker states and step summaries go to the JobManager and rendezvous
@@ -28,7 +36,9 @@
 #include "common/stream_outbox.h"
 #include "common/thread_pool.h"
 #include "coordinator/agent_command_sink.h"
+#include "coordinator/auth.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/node_identities.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
 #include "proto/ringmaster/v1/agent.grpc.pb.h"
@@ -47,6 +57,15 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
                absl::Duration heartbeat_interval, absl::Duration lost_after,
                metrics::Registry* registry);
   void set_jobs(JobManager* jobs) { jobs_ = jobs; }
+  // Authenticates agents with `auth`'s agent tokens and binds node names in `identities` (see
+  // above). Both must outlive the service; call before the server starts. Not called (or null):
+  // no authentication, no binding.
+  void set_identity(const TokenAuthenticator* auth, NodeIdentities* identities) {
+    auth_ = auth;
+    identities_ = identities;
+  }
+  // The node name bindings (null if set_identity was not called): UpdateNode's release_identity.
+  NodeIdentities* node_identities() const { return identities_; }
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
@@ -77,6 +96,9 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   std::shared_ptr<Outbox> StreamOf(const std::string& node);
   void Detach(const std::string& node, const Outbox* outbox);
   void OnLogData(const v1::LogData& data);
+  // The caller of a new stream: an agent (its token's identity), or anonymous when agents are not
+  // authenticated. UNAUTHENTICATED / PERMISSION_DENIED as described above.
+  absl::StatusOr<Caller> AuthenticateAgent(grpc::CallbackServerContext* context) const;
   // Into ringmaster_agent_message_seconds{type}.
   void ObserveHandling(const v1::AgentMessage& message, absl::Duration took);
   // Into ringmaster_heartbeat_delay_seconds, when the agent said when it sent the heartbeat.
@@ -94,6 +116,8 @@ class AgentService final : public v1::AgentService::CallbackService, public Agen
   RendezvousManager* const rendezvous_;
   Clock* const clock_;
   JobManager* jobs_ = nullptr;
+  const TokenAuthenticator* auth_ = nullptr;
+  NodeIdentities* identities_ = nullptr;
   const absl::Duration heartbeat_interval_;
   const absl::Duration lost_after_;
   // Handling time by message type, indexed by AgentMessage::BodyCase.

@@ -19,15 +19,20 @@ absl::StatusOr<TokenAuthenticator> TokenAuthenticator::FromText(const std::strin
     std::vector<std::string> words =
         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (words.empty()) continue;
-    if (words.size() < 2 || words.size() > 3 || (words.size() == 3 && words[2] != "admin")) {
+    if (words.size() < 2 || words.size() > 3 ||
+        (words.size() == 3 && words[2] != "admin" && words[2] != "agent")) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tokens:", line_number, ": expected \"TOKEN NAME [admin]\""));
+          absl::StrCat("tokens:", line_number, ": expected \"TOKEN NAME [admin|agent]\""));
     }
     if (words[0].size() < 16) {
       return absl::InvalidArgumentError(
           absl::StrCat("tokens:", line_number, ": a token must be at least 16 characters"));
     }
-    Caller caller{words[1], words.size() == 3};
+    Caller caller;
+    caller.identity = words[1];
+    caller.admin = words.size() == 3 && words[2] == "admin";
+    caller.agent = words.size() == 3 && words[2] == "agent";
+    auth.has_agent_tokens_ = auth.has_agent_tokens_ || caller.agent;
     if (!auth.tokens_.emplace(words[0], caller).second) {
       return absl::InvalidArgumentError(absl::StrCat("tokens:", line_number, ": duplicate token"));
     }

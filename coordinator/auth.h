@@ -1,10 +1,11 @@
-// Bearer-token authentication of JobService clients.
+// Bearer-token authentication of JobService clients and AgentService agents.
 //
-// The tokens file (--tokens) has one token per line: `TOKEN NAME [admin]`; `#` starts a comment.
-// NAME is the caller's identity (the owner recorded on the jobs it submits); `admin` may act on
-// anyone's job (caller.h says what only owners and admins may do). Without a tokens file
-// authentication is off: every caller is anonymous (identity
-// "", not admin) and may act only on anonymous jobs.
+// The tokens file (--tokens) has one token per line: `TOKEN NAME [admin|agent]`; `#` starts a
+// comment. NAME is the caller's identity (the owner recorded on the jobs it submits); `admin` may
+// act on anyone's job (caller.h says what only owners and admins may do); `agent` is an agent's
+// credential: the AgentService accepts only these once the file has one, the JobService never
+// (docs/security.md). Without a tokens file authentication is off: every caller is anonymous
+// (identity "", no role) and may act only on anonymous jobs.
 //
 // Thread-safe (immutable after construction).
 #ifndef RINGMASTER_COORDINATOR_AUTH_H_
@@ -29,6 +30,9 @@ class TokenAuthenticator {
   static absl::StatusOr<TokenAuthenticator> FromFile(const std::string& path);
 
   bool enabled() const { return enabled_; }
+  // Whether the file has at least one `agent` token: then agents are authenticated
+  // (AgentService.Connect refuses every other caller).
+  bool has_agent_tokens() const { return has_agent_tokens_; }
 
   // `authorization` is the request's "authorization" metadata ("Bearer TOKEN"), empty if absent.
   // UNAUTHENTICATED when auth is on and the header is missing, malformed or unknown.
@@ -36,6 +40,7 @@ class TokenAuthenticator {
 
  private:
   bool enabled_ = false;
+  bool has_agent_tokens_ = false;
   absl::flat_hash_map<std::string, Caller> tokens_;
 };
 

@@ -29,6 +29,32 @@ TEST(TokenAuthenticatorTest, KnownTokensMapToCallers) {
   EXPECT_TRUE(ops->admin);
 }
 
+TEST(TokenAuthenticatorTest, AgentTokensHaveTheAgentRoleOnly) {
+  auto auth = TokenAuthenticator::FromText(
+      "aaaaaaaaaaaaaaaaaaaa alice\n"
+      "bbbbbbbbbbbbbbbbbbbb ops admin\n"
+      "cccccccccccccccccccc node-agents agent\n");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_TRUE(auth->has_agent_tokens());
+  auto agent = auth->Authenticate("Bearer cccccccccccccccccccc");
+  ASSERT_TRUE(agent.ok());
+  EXPECT_EQ(agent->identity, "node-agents");
+  EXPECT_TRUE(agent->agent);
+  EXPECT_FALSE(agent->admin);
+  for (const char* header : {"Bearer aaaaaaaaaaaaaaaaaaaa", "Bearer bbbbbbbbbbbbbbbbbbbb"}) {
+    auto caller = auth->Authenticate(header);
+    ASSERT_TRUE(caller.ok());
+    EXPECT_FALSE(caller->agent) << header;
+  }
+}
+
+TEST(TokenAuthenticatorTest, FilesWithoutAgentTokensSayNoAgentsAreAuthenticated) {
+  EXPECT_FALSE(TokenAuthenticator().has_agent_tokens());
+  auto users = TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbbbbbb ops admin\n");
+  ASSERT_TRUE(users.ok());
+  EXPECT_FALSE(users->has_agent_tokens());
+}
+
 TEST(TokenAuthenticatorTest, MissingMalformedOrWrongTokensAreUnauthenticated) {
   auto auth = TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa alice\n");
   ASSERT_TRUE(auth.ok());
@@ -43,9 +69,13 @@ TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {
   EXPECT_EQ(TokenAuthenticator::FromText("\nshort alice\n").status().message(),
             "tokens:2: a token must be at least 16 characters");
   EXPECT_EQ(TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa\n").status().message(),
-            "tokens:1: expected \"TOKEN NAME [admin]\"");
+            "tokens:1: expected \"TOKEN NAME [admin|agent]\"");
   EXPECT_EQ(TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa a root\n").status().message(),
-            "tokens:1: expected \"TOKEN NAME [admin]\"");
+            "tokens:1: expected \"TOKEN NAME [admin|agent]\"");
+  EXPECT_EQ(TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa a agent admin\n").status().message(),
+            "tokens:1: expected \"TOKEN NAME [admin|agent]\"");
+  EXPECT_EQ(TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa a Agent\n").status().message(),
+            "tokens:1: expected \"TOKEN NAME [admin|agent]\"");
   EXPECT_EQ(TokenAuthenticator::FromText("aaaaaaaaaaaaaaaaaaaa a\naaaaaaaaaaaaaaaaaaaa b\n")
                 .status()
                 .message(),

@@ -1,4 +1,6 @@
-// Who is calling the JobService, as established by authentication (auth.h).
+// Who is calling the JobService or the AgentService, as established by authentication (auth.h).
+// A caller has one role: user (neither flag), admin, or agent. docs/security.md says what each
+// service accepts from which role.
 #ifndef RINGMASTER_COORDINATOR_CALLER_H_
 #define RINGMASTER_COORDINATOR_CALLER_H_
 
@@ -15,6 +17,9 @@ struct Caller {
   std::string identity;
   // Admins may act on any job and read any job's environment values and logs.
   bool admin = false;
+  // An agent's credential: accepted on the AgentService only (the JobService refuses it), and
+  // the identity a node name is bound to (node_identities.h). Never together with `admin`.
+  bool agent = false;
 };
 
 // Whether `caller` owns a job owned by `owner`, or is an admin: who may cancel it, ask for its

@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/job_state.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/stream_outbox.h"
 
@@ -221,7 +223,14 @@ absl::StatusOr<Caller> JobService::Authenticate(grpc::CallbackServerContext* con
   auto it = metadata.find("authorization");
   std::string header =
       it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
-  return auth_->Authenticate(header);
+  absl::StatusOr<Caller> caller = auth_->Authenticate(header);
+  // An agent's token is for the AgentService only: it may neither act as a user (submit jobs, see
+  // them) nor reach an admin path (docs/security.md).
+  if (caller.ok() && caller->agent) {
+    return absl::PermissionDeniedError(
+        "agent credentials are not accepted on the job service (use a user or admin token)");
+  }
+  return caller;
 }
 
 grpc::ServerUnaryReactor* JobService::SubmitJob(grpc::CallbackServerContext* context,
@@ -317,6 +326,26 @@ grpc::ServerUnaryReactor* JobService::UpdateNode(grpc::CallbackServerContext* co
                                                  v1::UpdateNodeResponse* response) {
   auto caller = Authenticate(context);
   if (!caller.ok()) return Done(context, "UpdateNode", caller.status());
+  if (request->release_identity()) {
+    NodeIdentities* identities = agents_->node_identities();
+    if (identities == nullptr) {
+      return Done(context, "UpdateNode",
+                  absl::FailedPreconditionError("node identities are not kept"));
+    }
+    auto released = identities->Release(*request, *caller);
+    if (released.ok()) {
+      RM_LOG(INFO) << "node " << request->node() << ": released from agent identity "
+                   << released->value_or("(none)")
+                   << (caller->identity.empty() ? "" : " by " + caller->identity);
+      auto now = nodes_->Status(request->node());
+      if (now.ok()) {
+        *response->mutable_node() = *std::move(now);
+      } else {
+        response->mutable_node()->set_name(request->node());  // not registered at the moment
+      }
+    }
+    return Done(context, "UpdateNode", released.status());
+  }
   auto updated = jobs_->UpdateNode(*request, *caller);
   if (updated.ok()) *response = *std::move(updated);
   return Done(context, "UpdateNode", updated.status());

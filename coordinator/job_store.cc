@@ -19,7 +19,7 @@ namespace {
 constexpr int32_t kApplicationId = 0x524D4A53;
 // Bumped on every schema change; Open refuses a database with a newer version and migrates an
 // older one.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // How long a statement waits for a lock held by another connection (another process opening the
 // same file) before failing with SQLITE_BUSY.
 constexpr int kBusyTimeoutMs = 5000;
@@ -62,6 +62,14 @@ CREATE TABLE used_job_ids (
 );
 INSERT INTO used_job_ids (job_id) SELECT job_id FROM jobs;
 CREATE INDEX requests_by_job ON requests (job_id);
+)sql";
+
+// Version 4: the agent identity each node name is bound to (node_identities.h).
+constexpr const char* kCreateNodeIdentities = R"sql(
+CREATE TABLE node_identities (
+  node TEXT PRIMARY KEY NOT NULL,
+  identity TEXT NOT NULL
+);
 )sql";
 
 absl::StatusCode CodeForSqlite(int rc) {
@@ -309,6 +317,7 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
     RETURN_IF_ERROR(ExecSql(db, kCreateSchema));
     RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
     RETURN_IF_ERROR(ExecSql(db, kCreateUsedJobIds));
+    RETURN_IF_ERROR(ExecSql(db, kCreateNodeIdentities));
     RETURN_IF_ERROR(ExecSql(db, absl::StrCat("PRAGMA application_id = ", kApplicationId).c_str()));
     return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
   }
@@ -328,7 +337,8 @@ absl::Status CheckOrCreateSchema(sqlite3* db) {
   if (version == kSchemaVersion) return absl::OkStatus();
   // Migrated within Initialize's transaction: all of it or none.
   if (version == 1) RETURN_IF_ERROR(ExecSql(db, kCreateCordons));
-  RETURN_IF_ERROR(ExecSql(db, kCreateUsedJobIds));  // versions 1 and 2
+  if (version <= 2) RETURN_IF_ERROR(ExecSql(db, kCreateUsedJobIds));
+  RETURN_IF_ERROR(ExecSql(db, kCreateNodeIdentities));  // versions 1 to 3
   return ExecSql(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
 }
 
@@ -637,6 +647,41 @@ absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> JobStore::Lo
     if (!cordon.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       return absl::DataLossError(absl::StrCat("the stored cordon of node ", node, " is corrupt"));
     }
+  }
+  return out;
+}
+
+absl::Status JobStore::PutNodeIdentity(const std::string& node,
+                                       const std::optional<std::string>& identity) {
+  if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
+  absl::MutexLock lock(&mu_);
+  if (!identity.has_value()) {
+    ASSIGN_OR_RETURN(Statement stmt,
+                     Statement::Prepare(db_, "DELETE FROM node_identities WHERE node = ?1"));
+    RETURN_IF_ERROR(stmt.BindText(1, node));
+    return stmt.Run();
+  }
+  if (identity->empty()) return absl::InvalidArgumentError("identity: must not be empty");
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_,
+                         "INSERT INTO node_identities (node, identity) VALUES (?1, ?2) "
+                         "ON CONFLICT (node) DO UPDATE SET identity = excluded.identity"));
+  RETURN_IF_ERROR(stmt.BindText(1, node));
+  RETURN_IF_ERROR(stmt.BindText(2, *identity));
+  return stmt.Run();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JobStore::LoadNodeIdentities() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_, "SELECT node, identity FROM node_identities ORDER BY node"));
+  std::vector<std::pair<std::string, std::string>> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    out.emplace_back(std::string(stmt.ColumnBytes(0)), std::string(stmt.ColumnBytes(1)));
   }
   return out;
 }

@@ -3,8 +3,8 @@
 // What is stored: every job's JobStatus (spec, state, generation, assignments, groups, plan,
 // owner, times) as a serialized proto with the indexed columns job_id/state/submit time, the
 // job's append-only events, SubmitJob request ids (for idempotent retries), and the cordoned
-// nodes (schema version 2), and every job id ever used (version 3; an older file gains what it
-// lacks when opened).
+// nodes (schema version 2), every job id ever used (version 3), and the agent identity each node
+// name is bound to (version 4); an older file gains what it lacks when opened.
 //
 // Durability: each mutating call is one transaction, committed before it returns
 // (synchronous=FULL in WAL mode), so a SIGKILL after a call returns loses nothing that call wrote.
@@ -94,6 +94,13 @@ class JobStore {
   // Every stored cordon by node name, sorted by name. DATA_LOSS, naming the node, if one does not
   // parse.
   absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> LoadCordons();
+
+  // Binds `node` to the agent identity (replacing any binding), or removes its binding (nullopt;
+  // a no-op if there is none). INVALID_ARGUMENT for an empty node name or identity.
+  absl::Status PutNodeIdentity(const std::string& node,
+                               const std::optional<std::string>& identity);
+  // Every binding as (node, identity), sorted by node name.
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadNodeIdentities();
 
  private:
   explicit JobStore(sqlite3* db) : db_(db) {}

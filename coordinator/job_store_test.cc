@@ -721,10 +721,10 @@ TEST_F(JobStoreTest, VersionOneFileGainsTheCordonTableAndKeepsItsJobs) {
   }
   RawSql(path_,
          "DROP TABLE node_cordons; DROP TABLE used_job_ids; DROP INDEX requests_by_job; "
-         "PRAGMA user_version = 1");
+         "DROP TABLE node_identities; PRAGMA user_version = 1");
   std::unique_ptr<JobStore> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "4");
   EXPECT_EQ(*store->JobIdUsed("old-job"), true);  // its jobs' ids count as used
   auto jobs = store->LoadAll();
   ASSERT_TRUE(jobs.ok()) << jobs.status();
@@ -742,12 +742,54 @@ TEST_F(JobStoreTest, VersionTwoFileGainsTheUsedJobIds) {
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->CreateJob(FullStatus("v2-job", 1), {Event(1)}, "req").ok());
   }
-  RawSql(path_, "DROP TABLE used_job_ids; DROP INDEX requests_by_job; PRAGMA user_version = 2");
+  RawSql(path_,
+         "DROP TABLE used_job_ids; DROP INDEX requests_by_job; DROP TABLE node_identities; "
+         "PRAGMA user_version = 2");
   std::unique_ptr<JobStore> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "3");
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "4");
   EXPECT_EQ(*store->JobIdUsed("v2-job"), true);
   EXPECT_EQ(*store->FindRequest("req"), std::optional<std::string>("v2-job"));
+}
+
+TEST_F(JobStoreTest, NodeIdentitiesSurviveReopeningAndCanBeReplacedAndRemoved) {
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutNodeIdentity("node-b", "agents-b").ok());
+    ASSERT_TRUE(store->PutNodeIdentity("node-a", "agents-a").ok());
+    ASSERT_TRUE(store->PutNodeIdentity("node-c", "agents-c").ok());
+    ASSERT_TRUE(store->PutNodeIdentity("node-b", "agents-b2").ok());
+    ASSERT_TRUE(store->PutNodeIdentity("node-c", std::nullopt).ok());
+    ASSERT_TRUE(store->PutNodeIdentity("never-bound", std::nullopt).ok());
+  }
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto bound = store->LoadNodeIdentities();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  const std::vector<std::pair<std::string, std::string>> want = {{"node-a", "agents-a"},
+                                                                 {"node-b", "agents-b2"}};
+  EXPECT_EQ(*bound, want);
+  EXPECT_EQ(store->PutNodeIdentity("", "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->PutNodeIdentity("node-d", "").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobStoreTest, VersionThreeFileGainsTheNodeIdentities) {
+  {
+    std::unique_ptr<JobStore> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(FullStatus("v3-job", 1), {Event(1)}, "").ok());
+    ASSERT_TRUE(store->PutCordon("node-a", MakeCordon("r", "")).ok());
+  }
+  RawSql(path_, "DROP TABLE node_identities; PRAGMA user_version = 3");
+  std::unique_ptr<JobStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawSql(path_, "PRAGMA user_version"), "4");
+  EXPECT_EQ(*store->JobIdUsed("v3-job"), true);
+  EXPECT_EQ(store->LoadCordons()->size(), 1);
+  EXPECT_TRUE(store->LoadNodeIdentities()->empty());
+  ASSERT_TRUE(store->PutNodeIdentity("node-a", "agents").ok());
+  EXPECT_EQ(store->LoadNodeIdentities()->size(), 1);
 }
 
 TEST_F(JobStoreTest, CorruptCordonIsDataLossNamingTheNode) {

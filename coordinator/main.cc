@@ -23,6 +23,7 @@
 #include "coordinator/job_manager.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store.h"
+#include "coordinator/node_identities.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
 
@@ -39,7 +40,8 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of the coordinator.");
 ABSL_FLAG(std::string, state, "ringmaster-state.db",
           "SQLite database holding jobs, events and assignments (created if missing).");
 ABSL_FLAG(std::string, tokens, "",
-          "File of bearer tokens, one per line: TOKEN NAME [admin]. Empty: no authentication.");
+          "File of bearer tokens, one per line: TOKEN NAME [admin|agent]. Required, with at least "
+          "one agent token, unless --insecure (empty: no authentication).");
 ABSL_FLAG(double, heartbeat_interval, 0.5, "Seconds between agent heartbeats.");
 ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a node is lost.");
 ABSL_FLAG(double, forget_lost_node_after, 3600,
@@ -93,11 +95,25 @@ absl::Status Run() {
   } else {
     RM_LOG(WARNING) << "no --tokens: clients are not authenticated";
   }
+  // Agents receive every job placed on their node, hidden environment values included: a
+  // coordinator that lets anyone register a node is open to all (docs/security.md).
+  if (!auth.has_agent_tokens()) {
+    if (!absl::GetFlag(FLAGS_insecure)) {
+      return FieldError(
+          "--tokens",
+          "must name a file with at least one agent token (a line \"TOKEN NAME agent\") unless "
+          "--insecure: agents must authenticate, or anyone who reaches the coordinator could "
+          "register a node and receive other users' jobs (for local development only: "
+          "--insecure)");
+    }
+    RM_LOG(WARNING) << "no agent token in --tokens: agents are not authenticated (--insecure)";
+  }
   const absl::Duration lost_after = absl::Seconds(absl::GetFlag(FLAGS_lost_after));
   if (lost_after <= absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval))) {
     return FieldError("--lost_after", "must be longer than --heartbeat_interval");
   }
   ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(absl::GetFlag(FLAGS_state)));
+  ASSIGN_OR_RETURN(auto node_identities, coordinator::NodeIdentities::Load(store.get()));
   Clock* clock = Clock::Real();
   const absl::Duration forget_after = absl::Seconds(absl::GetFlag(FLAGS_forget_lost_node_after));
   if (forget_after < absl::ZeroDuration()) {
@@ -136,6 +152,7 @@ absl::Status Run() {
   coordinator::JobManager jobs(store.get(), &nodes, &rendezvous, &agent_service, clock, &registry,
                                job_options);
   agent_service.set_jobs(&jobs);
+  agent_service.set_identity(&auth, node_identities.get());
   RETURN_IF_ERROR(jobs.Recover());
   coordinator::JobService job_service(&jobs, &nodes, &agent_service, &auth, &registry);
 

@@ -37,7 +37,7 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
   }
 }
 
-absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration) {
+absl::Status NodeManager::ValidateRegistration(const v1::Register& registration) {
   if (registration.node().empty()) return FieldError("register.node", "must not be empty");
   if (registration.devices().empty()) {
     return FieldError("register.devices", "a node must report at least one device");
@@ -52,6 +52,13 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
                         absl::StrCat("must be \"gpu\" or \"cpu\", got \"", d.kind(), "\""));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration) {
+  RETURN_IF_ERROR(ValidateRegistration(registration));
+  absl::flat_hash_set<int> seen;
+  for (const v1::Device& d : registration.devices()) seen.insert(d.index());
   absl::MutexLock lock(&mu_);
   Node& node = nodes_[registration.node()];
   if (lost_total_ != nullptr && node.lost == nullptr) {

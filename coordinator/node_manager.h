@@ -50,6 +50,9 @@ class NodeManager {
   // the field) for an empty node name, no devices, duplicate device indices or a device kind
   // other than "gpu"/"cpu".
   absl::StatusOr<uint64_t> Register(const v1::Register& registration);
+  // Register's validation alone, with its errors (for checks that must come between validating a
+  // registration and recording it, like the node's agent identity).
+  static absl::Status ValidateRegistration(const v1::Register& registration);
 
   // Records a heartbeat. FAILED_PRECONDITION if `session` is not the node's current session.
   absl::Status Heartbeat(const std::string& node, uint64_t session);

@@ -287,6 +287,19 @@ absl::Status UpdateNode(const Client& client, const std::string& node, v1::NodeA
   return absl::OkStatus();
 }
 
+absl::Status ReleaseNode(const Client& client, const std::string& node, std::ostream& out) {
+  v1::UpdateNodeRequest request;
+  request.set_node(node);
+  request.set_release_identity(true);
+  v1::UpdateNodeResponse response;
+  RETURN_IF_ERROR(
+      client.Check(client.jobs()->UpdateNode(client.Context().get(), request, &response)));
+  out << "node " << node
+      << " released: the next agent identity to register it holds it (a connected agent stays "
+         "connected)\n";
+  return absl::OkStatus();
+}
+
 absl::Status Plan(const Client& client, const std::string& file, std::ostream& out) {
   ASSIGN_OR_RETURN(v1::JobSpec spec, ReadJobFile(file));
   v1::PlanJobRequest request;

@@ -50,6 +50,8 @@ absl::Status Nodes(const Client& client, std::ostream& out);
 // cordon|drain|uncordon NODE [--reason TEXT]
 absl::Status UpdateNode(const Client& client, const std::string& node, v1::NodeAction action,
                         const std::string& reason, std::ostream& out);
+// release-node NODE: frees the node name from the agent identity that holds it (admin).
+absl::Status ReleaseNode(const Client& client, const std::string& node, std::ostream& out);
 // plan -f FILE
 absl::Status Plan(const Client& client, const std::string& file, std::ostream& out);
 

@@ -68,6 +68,8 @@ constexpr char kUsage[] =
     "  cordon NODE [--reason=TEXT]   no new placements on the node (admin)\n"
     "  drain NODE [--reason=TEXT]    cordon, and restart its running jobs elsewhere (admin)\n"
     "  uncordon NODE                 placements on the node again (admin)\n"
+    "  release-node NODE             let another agent identity register the node's name\n"
+    "                                (admin; docs/security.md)\n"
     "  plan -f job.yaml              what the planner would choose, without submitting\n"
     "  health                        is the coordinator serving?\n"
     "  version                       ringctl's version\n";
@@ -115,7 +117,7 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
       {"version"},      {"health"},         {"submit"},           {"plan"},
       {"nodes"},        {"get", "jobs"},    {"get", "job", "ID"}, {"describe", "job", "ID"},
       {"cancel", "ID"}, {"watch", "ID"},    {"logs", "ID"},       {"cordon", "ID"},
-      {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}};
+      {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}, {"release-node", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -158,6 +160,7 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
                                                        : v1::NODE_ACTION_UNCORDON;
     return UpdateNode(client, args[2], action, absl::GetFlag(FLAGS_reason), out);
   }
+  if (command == "release-node") return ReleaseNode(client, args[2], out);
   if (command == "logs") {
     return Logs(client, args[2], absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_follow), out);
   }

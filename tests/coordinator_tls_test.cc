@@ -1,5 +1,6 @@
 // Mutual TLS on the coordinator: clients and agents with a certificate from the cluster CA get
-// in; no certificate, a certificate from another CA, or plaintext are refused.
+// in; no certificate, a certificate from another CA, or plaintext are refused. (Agents also need
+// an agent token: tests/agent_identity_test.cc.)
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -7,35 +8,10 @@
 #include "gtest/gtest.h"
 #include "proto/ringmaster/v1/agent.grpc.pb.h"
 #include "tests/local_cluster.h"
+#include "tests/test_pki.h"
 
 namespace ringmaster::testing {
 namespace {
-
-// Runs openssl; fails the test on error.
-void OpenSsl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"openssl"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = RunCommand(argv, "");
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit_code, 0) << r->output;
-}
-
-// Makes `dir/name.key` and `dir/name.pem` signed by `ca` (or self-signed CA when ca is empty).
-void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
-              const std::string& san) {
-  std::string key = dir + "/" + name + ".key", pem = dir + "/" + name + ".pem";
-  if (ca.empty()) {
-    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", key, "-out", pem, "-days", "2", "-subj", "/CN=" + name});
-    return;
-  }
-  std::string csr = dir + "/" + name + ".csr", ext = dir + "/" + name + ".ext";
-  std::ofstream(ext) << "subjectAltName=" << san << "\n";
-  OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-           key, "-out", csr, "-subj", "/CN=" + name});
-  OpenSsl({"x509", "-req", "-in", csr, "-CA", dir + "/" + ca + ".pem", "-CAkey",
-           dir + "/" + ca + ".key", "-CAcreateserial", "-out", pem, "-days", "2", "-extfile", ext});
-}
 
 class CoordinatorTlsTest : public ::testing::Test {
  protected:
@@ -47,12 +23,13 @@ class CoordinatorTlsTest : public ::testing::Test {
     MakeCert(*dir_, "user", "ca", "DNS:user");
     MakeCert(*dir_, "rogue-ca", "", "");
     MakeCert(*dir_, "rogue", "rogue-ca", "DNS:rogue");
+    std::ofstream(Path("tokens")) << kAgentToken << " agents agent\n";
   }
 
   void SetUp() override {
     auto c = StartCoordinator(
         {"--tls_ca=" + Path("ca.pem"), "--tls_cert=" + Path("coordinator.pem"),
-         "--tls_key=" + Path("coordinator.key"),
+         "--tls_key=" + Path("coordinator.key"), "--tokens=" + Path("tokens"),
          "--state=" + TestTempDir() + "/tls-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db"});
     ASSERT_TRUE(c.ok()) << c.status();
@@ -70,12 +47,13 @@ class CoordinatorTlsTest : public ::testing::Test {
     return r.ok() ? *r : CommandResult{};
   }
 
-  // Opens an agent stream with `credentials` and sends Register; returns the stream's status
-  // after the first read (OK with an ack when accepted).
+  // Opens an agent stream with `credentials` and the agent token, and sends Register; returns
+  // the stream's status after the first read (OK with an ack when accepted).
   grpc::Status AgentRegister(std::shared_ptr<grpc::ChannelCredentials> credentials, bool* acked) {
     auto stub = v1::AgentService::NewStub(MakeChannel(coordinator_->address(), credentials));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    context.AddMetadata("authorization", std::string("Bearer ") + kAgentToken);
     auto stream = stub->Connect(&context);
     v1::AgentMessage hello;
     hello.mutable_register_()->set_node("tls-node");
@@ -90,6 +68,7 @@ class CoordinatorTlsTest : public ::testing::Test {
     return *acked ? grpc::Status::OK : status;
   }
 
+  static constexpr char kAgentToken[] = "agent-token-0123456789abcdef";
   static std::string* dir_;
   std::unique_ptr<CoordinatorProcess> coordinator_;
 };
