@@ -651,6 +651,13 @@ void NodeAgent::ForwardLinkReport(const v1::LinkReport& report) {
   link_->Send(message);
 }
 
+void NodeAgent::ForwardCheckpointFailure(const v1::CheckpointFailure& failure) {
+  if (link_ == nullptr) return;
+  v1::AgentMessage message;
+  *message.mutable_checkpoint_failure() = failure;
+  link_->Send(message);
+}
+
 void NodeAgent::Tick() {
   oom_watch_.Sample();
   metrics_->Refresh();

@@ -106,6 +106,9 @@ class NodeAgent {
 
   // Forwards a worker's link check to the coordinator (queued while disconnected, like exits).
   void ForwardLinkReport(const v1::LinkReport& report);
+  // Forwards a worker's failed checkpoint to the coordinator (queued while disconnected, like
+  // link reports).
+  void ForwardCheckpointFailure(const v1::CheckpointFailure& failure);
   // Whether a link check was requested through this worker (a CheckLinks command) since the last
   // call: true once per request.
   bool TakeLinkCheckRequest(const std::string& job_id, int64_t generation, int rank);

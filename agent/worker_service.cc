@@ -147,4 +147,31 @@ grpc::Status WorkerService::ReportLinks(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::ReportCheckpointFailure(
+    grpc::ServerContext* context, const v1::ReportCheckpointFailureRequest* request,
+    v1::ReportResponse* response) {
+  absl::Status ok = Check(request->worker());
+  if (ok.ok() && request->step() < 1) {
+    ok = absl::InvalidArgumentError(absl::StrCat("step must be >= 1, got ", request->step()));
+  }
+  if (ok.ok() && request->consecutive_failures() < 1) {
+    ok = absl::InvalidArgumentError(absl::StrCat("consecutive_failures must be >= 1, got ",
+                                                 request->consecutive_failures()));
+  }
+  if (!ok.ok()) return ToGrpcStatus(ok);
+  v1::CheckpointFailure failure;
+  failure.mutable_job()->set_job_id(request->worker().job_id());
+  failure.mutable_job()->set_generation(request->worker().generation());
+  failure.set_rank(request->worker().rank());
+  failure.set_step(request->step());
+  // One bounded line: the coordinator stores it in the job's events.
+  failure.set_error(OneLine(request->error(), kExitReasonBytes));
+  failure.set_consecutive_failures(request->consecutive_failures());
+  RM_LOG(WARNING) << "rank " << failure.rank() << " of " << failure.job().job_id()
+                  << " could not save its checkpoint at step " << failure.step() << ": "
+                  << failure.error();
+  agent_->ForwardCheckpointFailure(failure);
+  return grpc::Status::OK;
+}
+
 }  // namespace ringmaster::agent

@@ -42,6 +42,11 @@ class WorkerService final : public v1::WorkerService::Service {
   // Forwarded to the coordinator, which judges the job's links once every rank reported.
   grpc::Status ReportLinks(grpc::ServerContext* context, const v1::ReportLinksRequest* request,
                            v1::ReportResponse* response) override;
+  // Forwarded to the coordinator (an event and a counter there). INVALID_ARGUMENT for a step or
+  // count below 1; the error is cut to one line of at most kExitReasonBytes.
+  grpc::Status ReportCheckpointFailure(grpc::ServerContext* context,
+                                       const v1::ReportCheckpointFailureRequest* request,
+                                       v1::ReportResponse* response) override;
 
  private:
   absl::Status Check(const v1::WorkerIdentity& worker) const;

@@ -197,6 +197,11 @@ class AgentService::Stream
       case v1::AgentMessage::kLinkReport:
         if (service_->jobs_ != nullptr) service_->jobs_->OnLinkReport(message.link_report());
         return absl::OkStatus();
+      case v1::AgentMessage::kCheckpointFailure:
+        if (service_->jobs_ != nullptr) {
+          service_->jobs_->OnCheckpointFailure(message.checkpoint_failure());
+        }
+        return absl::OkStatus();
       case v1::AgentMessage::kRendezvous:
         OnRendezvous(message.rendezvous());
         return absl::OkStatus();
@@ -334,7 +339,8 @@ AgentService::AgentService(NodeManager* nodes, RendezvousManager* rendezvous, Cl
       {v1::AgentMessage::kRendezvous, "rendezvous"},
       {v1::AgentMessage::kLogData, "log_data"},
       {v1::AgentMessage::kLeaving, "leaving"},
-      {v1::AgentMessage::kLinkReport, "link_report"}};
+      {v1::AgentMessage::kLinkReport, "link_report"},
+      {v1::AgentMessage::kCheckpointFailure, "checkpoint_failure"}};
   heartbeat_delay_ = registry
                          ->AddHistogram("ringmaster_heartbeat_delay_seconds",
                                         "From an agent queuing a heartbeat (its clock) to the "

@@ -274,6 +274,22 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
         "ringmaster_job_last_checkpoint_timestamp_seconds",
         "When the coordinator learnt of the job's newest complete checkpoint (Unix seconds).",
         {"job_id"});
+    checkpoint_failures_ = &registry->AddCounter(
+        "ringmaster_job_checkpoint_failures_total",
+        "Checkpoints of the job that could not be saved (a rank could not write its file, or "
+        "rank 0 the MANIFEST), each counted once however many ranks failed; the "
+        "\"checkpoint_failed\" events say why. Jobs with a checkpoint.dir.",
+        {"job_id"});
+    steps_since_checkpoint_ = &registry->AddGauge(
+        "ringmaster_job_steps_since_checkpoint",
+        "Steps the running job trained since the checkpoint a restart would resume from (its "
+        "newest committed one, or the step its generation started from): what a restart now "
+        "loses. Jobs with periodic checkpoints, from their start.",
+        {"job_id"});
+    checkpoint_interval_steps_ = &registry->AddGauge(
+        "ringmaster_job_checkpoint_interval_steps",
+        "checkpoint.every_steps of the running job (jobs with periodic checkpoints).",
+        {"job_id"});
     job_failed_ = &registry->AddGauge(
         "ringmaster_job_failed_timestamp_seconds",
         "When the job failed for good (Unix seconds): a fatal error, or its restarts ran out. "
@@ -985,6 +1001,12 @@ bool JobManager::TryPlace(Job* job, Pass* pass) {
   // coordinator started, or as stored with the previous generation's progress.
   job->checkpoint_at_launch =
       std::max(job->newest_checkpoint_step, status.progress().checkpoint_step());
+  // What the previous generation trained, if it stepped (else its predecessor's stands): a
+  // resume from an earlier step loses the difference (StepsLost).
+  if (status.generation_stepped()) job->trained_at_launch = status.progress().step();
+  job->generation_start_step = 0;
+  job->steps_lost.clear();
+  job->failed_checkpoint_step = 0;
   status.clear_progress();
   status.mutable_progress()->set_checkpoint_step(-1);
   const int world = static_cast<int>(placement->assignments.size());
@@ -1464,15 +1486,7 @@ void JobManager::Tick() {
       goodput_->WithLabels(labels)->Set(job->recovery.Goodput(now));
       job_step_->WithLabels(labels)->Set(static_cast<double>(p.step()));
       job_tokens_per_second_->WithLabels(labels)->Set(p.tokens_per_second());
-      if (p.checkpoint_step() > 0) {
-        job_checkpoint_step_->WithLabels(labels)->Set(static_cast<double>(p.checkpoint_step()));
-        // Unknown after a coordinator restart until the next checkpoint is reported: no sample
-        // rather than -Inf.
-        if (job->last_checkpoint_time != absl::InfinitePast()) {
-          job_checkpoint_time_->WithLabels(labels)->Set(
-              absl::ToDoubleSeconds(job->last_checkpoint_time - absl::UnixEpoch()));
-        }
-      }
+      ExportCheckpointSeries(job);
     }
     if (job->progress_dirty && now - job->last_progress_push >= absl::Seconds(1)) {
       v1::WatchJobResponse update = UpdateOf(job->status);

@@ -33,7 +33,16 @@
 //    watchdog.straggler_threshold; "straggler" events (flagged and cleared) and
 //    ringmaster_straggler{rank}; no restart;
 //  - recoveries: recovery_tracker.h; a "recovered" event and ringmaster_recovery_seconds{phase}
-//    once every rank of the new generation has stepped; ringmaster_goodput_ratio.
+//    once every rank of the new generation has stepped; ringmaster_goodput_ratio. When the new
+//    generation resumed behind the step its predecessor had trained to, the event says how many
+//    trained steps were lost and why (checkpointing off, no checkpoint yet, saves failing);
+//  - checkpoints (job_manager_checkpoints.cc): a checkpoint a rank could not save is counted
+//    once (ringmaster_job_checkpoint_failures_total) and is a "checkpoint_failed" event when it
+//    is the first since the newest committed checkpoint, its error differs in kind from the
+//    previous one, or it is the 10th, 100th, ... in a row; a commit after failures is a
+//    "checkpoint" event. For a job with checkpointing on, ringmaster_job_steps_since_checkpoint
+//    and ringmaster_job_checkpoint_interval_steps feed RingmasterCheckpointMissing (a job
+//    that should have checkpointed and did not), from its start.
 // Job-level series are removed when the job ends (bounded cardinality), but for a job that failed
 // for good, whose ringmaster_job_failed_timestamp_seconds a failure starts (RingmasterJobFailed):
 // it goes `failed_series_retention` (an hour) after the failure, and a restarted coordinator
@@ -212,6 +221,11 @@ class JobManager {
   // until a later check is complete, on request or of a later generation, or the job ends).
   // GetJob answers the latest check's summary (LinkCheckSummary) from its first report on.
   void OnLinkReport(const v1::LinkReport& report);
+  // A rank could not save the checkpoint of `failure.step` (its agent forwards it). Counted once
+  // per checkpoint (several ranks may report the same one; a report of an older step than the
+  // generation's newest counted failure is ignored); the event is throttled (see above). Unknown
+  // jobs, jobs not RUNNING and stale generations are ignored.
+  void OnCheckpointFailure(const v1::CheckpointFailure& failure);
   // A node was lost: its jobs are failed ranks. Nothing, if it has registered again since.
   void OnNodeLost(const std::string& node);
   // A node's agent is shutting down (the node manager already places nothing there): its running
@@ -358,6 +372,15 @@ class JobManager {
   // how much is trained again, and ringmaster_job_resumes_behind_checkpoint_total.
   void NoteResumeBehind(Job* job, const v1::StepSummary& summary)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the job's new generation, resuming from `start_step`, lost of what its predecessor had
+  // trained (Job::trained_at_launch), and why; "" when nothing.
+  std::string StepsLost(const Job& job, int64_t start_step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank reported checkpoint `step` committed, newer than any the job had: a failure streak
+  // before it is over (a "checkpoint" event says so).
+  void OnCheckpointCommitted(Job* job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tick's checkpoint series of a running job (step, time, steps since, interval).
+  void ExportCheckpointSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the job's counters at 0 (restarts, hangs, resumes behind): on Submit and on Recover for
   // jobs that have not ended.
   void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -398,6 +421,9 @@ class JobManager {
   metrics::GaugeFamily* job_tokens_per_second_ = nullptr;
   metrics::GaugeFamily* job_checkpoint_step_ = nullptr;
   metrics::GaugeFamily* job_checkpoint_time_ = nullptr;
+  metrics::CounterFamily* checkpoint_failures_ = nullptr;
+  metrics::GaugeFamily* steps_since_checkpoint_ = nullptr;
+  metrics::GaugeFamily* checkpoint_interval_steps_ = nullptr;
   metrics::GaugeFamily* slow_links_ = nullptr;
   metrics::GaugeFamily* link_bandwidth_ = nullptr;
   metrics::GaugeFamily* job_failed_ = nullptr;

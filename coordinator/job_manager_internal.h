@@ -100,6 +100,23 @@ struct JobManager::Job {
   // stored with the previous generation's progress after a coordinator restart): where it
   // should resume.
   int64_t checkpoint_at_launch = -1;
+  // The step the previous generation had trained to when the current one was launched (that of
+  // the latest generation that stepped; 0 before any did), and the step the current one resumed
+  // from (rank 0's report; 0 until then): their difference was trained and lost.
+  int64_t trained_at_launch = 0;
+  int64_t generation_start_step = 0;
+  // StepsLost() of the current generation, said by its "recovered" event.
+  std::string steps_lost;
+  // Checkpoints that could not be saved: the newest step counted in the current generation (its
+  // ranks' reports of it, or of older ones, are not counted again), those since the newest
+  // committed checkpoint (across generations), and the latest one's step, error and its
+  // error's kind (digits elided: the event is repeated when the kind changes).
+  int64_t failed_checkpoint_step = 0;
+  int64_t checkpoint_failures = 0;
+  int64_t last_failed_checkpoint = 0;
+  int64_t last_failed_generation = 0;
+  std::string last_checkpoint_error;
+  std::string last_checkpoint_error_kind;
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();

@@ -152,6 +152,7 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
     progress->set_checkpoint_step(summary.checkpoint_step());
   }
   if (summary.checkpoint_step() > job->newest_checkpoint_step) {
+    OnCheckpointCommitted(job, summary.checkpoint_step());
     job->newest_checkpoint_step = summary.checkpoint_step();
     job->last_checkpoint_time = clock_->Now();
     job->recovery.OnCheckpoint(summary.checkpoint_step());
@@ -209,6 +210,14 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
 
   if (summary.process_start_unix_nanos() > 0) {
+    if (rank == 0 && !job->resumed) {
+      // Before the recovery's event below, which says it (rank 0 may be the last to start).
+      // Only the builtin trainer says where it resumed (see below).
+      job->generation_start_step = summary.start_step();
+      if (job->status.spec().trainer().has_builtin()) {
+        job->steps_lost = StepsLost(*job, summary.start_step());
+      }
+    }
     WorkerStartup startup;
     startup.process_start = absl::FromUnixNanos(summary.process_start_unix_nanos());
     startup.rendezvous_seconds = summary.rendezvous_seconds();
@@ -222,7 +231,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     if (std::optional<RecoveryPhases> phases = job->recovery.OnWorkerStarted(rank, startup)) {
       AddEvent(job, "recovered",
                absl::StrCat("every rank of generation ", job->status.generation(),
-                            " completed a step; recovery took ", phases->ToString()));
+                            " completed a step; recovery took ", phases->ToString(),
+                            job->steps_lost.empty() ? "" : "; ", job->steps_lost));
       Persist(job);
       if (recovery_seconds_ != nullptr) {
         const std::pair<const char*, double> values[] = {{"detect", phases->detect},
@@ -348,6 +358,9 @@ void JobManager::StartSeries(Job* job) {
   restarts_->WithLabels({job->status.job_id()});
   hangs_->WithLabels({job->status.job_id()});
   resumes_behind_->WithLabels({job->status.job_id()});
+  if (!job->status.spec().checkpoint().dir().empty()) {
+    checkpoint_failures_->WithLabels({job->status.job_id()});
+  }
 }
 
 void JobManager::ForgetSeries(Job* job) {
@@ -356,6 +369,9 @@ void JobManager::ForgetSeries(Job* job) {
   restarts_->Remove({id});
   hangs_->Remove({id});
   resumes_behind_->Remove({id});
+  checkpoint_failures_->Remove({id});
+  steps_since_checkpoint_->Remove({id});
+  checkpoint_interval_steps_->Remove({id});
   for (int r : job->straggler_series) stragglers_->Remove({id, absl::StrCat(r)});
   job->straggler_series.clear();
   ClearHangSuspects(job);

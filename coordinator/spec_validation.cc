@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
@@ -49,6 +50,7 @@ constexpr double kMaxLr = 10.0;
 constexpr int64_t kMaxZeroStage = 3;
 constexpr int64_t kMaxRestarts = 1000;
 constexpr int64_t kMaxRestartWindowMinutes = 525600;  // a year
+constexpr int64_t kMaxCheckpointFailures = 1000000;
 // Workers get the whole spec in one environment variable, which Linux caps at 128 KiB.
 constexpr size_t kMaxSpecBytes = 64 * 1024;
 constexpr int kMaxEnvEntries = 256;
@@ -213,6 +215,33 @@ void CheckForExec(const v1::JobSpec& spec, Problems* problems) {
   }
   problems->NoNul("checkpoint.dir", spec.checkpoint().dir());
   problems->NoNul("trainer.data.path", trainer.data().path());
+}
+
+// The kernel's pseudo-filesystems: a checkpoint there writes into the kernel's interfaces (or
+// fails), never to storage.
+constexpr absl::string_view kPseudoFilesystems[] = {"proc", "sys", "dev"};
+
+// Refuses a checkpoint.dir with ".." components (one that climbs out of where it seems to be:
+// "/tmp/../etc") and one in /proc, /sys or /dev or below them (after "." components and repeated
+// slashes are dropped). Symbolic links are not followed: the directory is on the ranks' nodes.
+void CheckCheckpointDir(const std::string& dir, Problems* problems) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    if (part != ".") parts.push_back(part);
+  }
+  if (std::find(parts.begin(), parts.end(), "..") != parts.end()) {
+    problems->Add("checkpoint.dir",
+                  absl::StrCat("must not have \"..\" components (name the directory itself), "
+                               "got ",
+                               Quote(dir)));
+  } else if (!dir.empty() && dir[0] == '/' && !parts.empty() &&
+             std::find(std::begin(kPseudoFilesystems), std::end(kPseudoFilesystems),
+                       parts[0]) != std::end(kPseudoFilesystems)) {
+    problems->Add("checkpoint.dir",
+                  absl::StrCat("must not be in /proc, /sys or /dev (the kernel's "
+                               "pseudo-filesystems, not storage), got ",
+                               Quote(dir)));
+  }
 }
 
 // Checks the trainer's program: exactly one of builtin and command, each well formed.
@@ -477,6 +506,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   problems.AtLeast("checkpoint.every_steps", checkpoint.every_steps(), 0,
                    " (0 disables periodic checkpoints)");
   problems.AtLeast("checkpoint.keep", checkpoint.keep(), 1);
+  problems.InRange("checkpoint.max_consecutive_failures", checkpoint.max_consecutive_failures(), 0,
+                   kMaxCheckpointFailures);
+  CheckCheckpointDir(checkpoint.dir(), &problems);
   if (checkpoint.every_steps() > 0 && checkpoint.dir().empty()) {
     problems.Add("checkpoint.dir", absl::StrCat("is required when every_steps > 0 (every_steps is ",
                                                 checkpoint.every_steps(), "), got \"\""));

@@ -41,7 +41,9 @@ void ApplyDefaults(v1::JobSpec* spec);
 //    [0, lr], warmup_steps >= 0, weight_decay >= 0, clip_grad_norm >= 0, betas in [0, 1),
 //    epsilon > 0;
 //  - zero_stage in [0, 3];
-//  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0;
+//  - checkpoint: every_steps >= 0, keep >= 1, dir required when every_steps > 0, no ".."
+//    component in dir, nor dir in /proc, /sys or /dev (or below them);
+//    max_consecutive_failures in [0, 1000000];
 //  - restart.max_restarts in [0, 1000], restart.window_minutes in [0, 525600] (a year);
 //  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;

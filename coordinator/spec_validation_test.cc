@@ -393,6 +393,28 @@ INSTANTIATE_TEST_SUITE_P(
          "checkpoint.keep: must be >= 1, got -3"},
         {"CheckpointDirMissing", [](v1::JobSpec* s) { s->mutable_checkpoint()->clear_dir(); },
          "checkpoint.dir: is required when every_steps > 0 (every_steps is 50), got \"\""},
+        {"CheckpointDirClimbsOut",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("/tmp/../etc"); },
+         "checkpoint.dir: must not have \"..\" components (name the directory itself), got "
+         "\"/tmp/../etc\""},
+        {"CheckpointDirRelativeClimbsOut",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("ckpt/../../x"); },
+         "checkpoint.dir: must not have \"..\" components (name the directory itself), got "
+         "\"ckpt/../../x\""},
+        {"CheckpointDirInProc",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("/proc/self"); },
+         "checkpoint.dir: must not be in /proc, /sys or /dev (the kernel's pseudo-filesystems, "
+         "not storage), got \"/proc/self\""},
+        {"CheckpointDirIsSys", [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("/sys"); },
+         "checkpoint.dir: must not be in /proc, /sys or /dev (the kernel's pseudo-filesystems, "
+         "not storage), got \"/sys\""},
+        {"CheckpointDirInDevBehindDots",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_dir("//./dev/shm/ckpt"); },
+         "checkpoint.dir: must not be in /proc, /sys or /dev (the kernel's pseudo-filesystems, "
+         "not storage), got \"//./dev/shm/ckpt\""},
+        {"CheckpointMaxFailuresNegative",
+         [](v1::JobSpec* s) { s->mutable_checkpoint()->set_max_consecutive_failures(-1); },
+         "checkpoint.max_consecutive_failures: must be in [0, 1000000], got -1"},
         // restart, watchdog
         {"RestartsNegative", [](v1::JobSpec* s) { s->mutable_restart()->set_max_restarts(-1); },
          "restart.max_restarts: must be in [0, 1000], got -1"},
@@ -441,6 +463,17 @@ INSTANTIATE_TEST_SUITE_P(
          "watchdog.slow_link_ratio: must be a finite number, got nan"},
     }),
     [](const ::testing::TestParamInfo<RuleCase>& info) { return info.param.name; });
+
+// Directories that merely look like the refused ones pass.
+TEST(SpecValidationTest, CheckpointDirsNearTheRefusedOnesPass) {
+  for (const char* dir : {"/procs/ckpt", "/srv/proc/ckpt", "/data/..ckpt", "/data/ckpt..",
+                          "/devices/ckpt", "/mnt/./ckpt", "ckpt/run1"}) {
+    v1::JobSpec spec = ValidSpec();
+    spec.mutable_checkpoint()->set_dir(dir);
+    spec.mutable_checkpoint()->set_max_consecutive_failures(5);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << dir << ": " << ValidateJobSpec(spec);
+  }
+}
 
 // A spec submitted to the coordinator names absolute paths: its ranks start in their agents'
 // working directories. The trainer's own check (ValidateJobSpec) leaves relative ones to a run

@@ -70,6 +70,7 @@ constexpr absl::string_view kAllFields[] = {
     "checkpoint.dir",
     "checkpoint.every_steps",
     "checkpoint.keep",
+    "checkpoint.max_consecutive_failures",
     "restart",
     "restart.max_restarts",
     "restart.window_minutes",
@@ -477,6 +478,8 @@ void Reader::ReadJob(const YAML::Node& root, v1::JobSpec* spec) {
                                  }},
                                 {"every_steps", Int32(c, &v1::CheckpointSpec::set_every_steps)},
                                 {"keep", Int32(c, &v1::CheckpointSpec::set_keep)},
+                                {"max_consecutive_failures",
+                                 Int32(c, &v1::CheckpointSpec::set_max_consecutive_failures)},
                             });
            }},
           {"restart",
@@ -833,6 +836,7 @@ std::string JobSpecToYaml(const v1::JobSpec& spec) {
     EmitStringField(out, "dir", c.dir());
     EmitInt(out, "every_steps", c.every_steps());
     EmitInt(out, "keep", c.keep());
+    EmitInt(out, "max_consecutive_failures", c.max_consecutive_failures());
     out << YAML::EndMap;
   }
   if (spec.has_restart()) {

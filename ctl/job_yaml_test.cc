@@ -89,6 +89,7 @@ v1::JobSpec FullSpec() {
   spec.mutable_checkpoint()->set_dir("/ckpt/gpt-full");
   spec.mutable_checkpoint()->set_every_steps(100);
   spec.mutable_checkpoint()->set_keep(5);
+  spec.mutable_checkpoint()->set_max_consecutive_failures(2);
   spec.mutable_restart()->set_max_restarts(10);
   spec.mutable_restart()->set_window_minutes(720);
   spec.mutable_watchdog()->set_hang_timeout_seconds(600.5);

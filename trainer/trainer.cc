@@ -66,8 +66,11 @@ class Run {
  private:
   absl::Status Phase(v1::WorkerPhase phase, const std::optional<CommittedCheckpoint>& done = {});
   absl::Status Checkpoint(int64_t step);
-  // Waits for the checkpoint being written and reports its commit to the agent.
+  // Waits for the checkpoint being written and reports its commit (or failure) to the agent.
   absl::Status FlushCheckpoint();
+  // Reports the checkpoints this rank could not save (Checkpointer::TakeFailures) to the agent,
+  // which forwards them to the coordinator (a "checkpoint_failed" event and counter).
+  absl::Status ReportCheckpointFailures();
   // Every rank agreed to stop after `step` (a SIGUSR1 reached one of them): checkpoints it unless
   // the periodic checkpoint just did, waits for the commit, and returns ABORTED (exit 75, so the
   // job goes on from that checkpoint).
@@ -356,14 +359,32 @@ absl::Status Run::Checkpoint(int64_t step) {
     state.v.resize(n);
     RETURN_IF_ERROR(optimizer.SaveState(state.master.data(), state.m.data(), state.v.data()));
   }
-  RETURN_IF_ERROR(checkpointer_->Save(std::move(state)));
+  // Save waits for the previous checkpoint: its failure, if it failed, goes out first.
+  const absl::Status saved = checkpointer_->Save(std::move(state));
+  RETURN_IF_ERROR(ReportCheckpointFailures());
+  RETURN_IF_ERROR(saved);
   return Phase(v1::WORKER_PHASE_STEP);
 }
 
 absl::Status Run::FlushCheckpoint() {
-  RETURN_IF_ERROR(checkpointer_->Flush());
+  absl::Status flushed = checkpointer_->Flush();
+  // The failures go out first, also those that end the run (max_consecutive_failures).
+  RETURN_IF_ERROR(ReportCheckpointFailures());
+  RETURN_IF_ERROR(flushed);
   if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
     return Phase(v1::WORKER_PHASE_STEP, done);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run::ReportCheckpointFailures() {
+  for (const CheckpointFailure& f : checkpointer_->TakeFailures()) {
+    if (agent_ == nullptr || !c_.flags.report_metrics) continue;  // the log has said it
+    v1::ReportCheckpointFailureRequest request;
+    request.set_step(f.step);
+    request.set_error(f.error.ToString());
+    request.set_consecutive_failures(f.consecutive);
+    RETURN_IF_ERROR(agent_->ReportCheckpointFailure(std::move(request)));
   }
   return absl::OkStatus();
 }
@@ -420,6 +441,7 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   if (std::optional<CommittedCheckpoint> done = checkpointer_->TakeCommitted()) {
     RETURN_IF_ERROR(Phase(v1::WORKER_PHASE_STEP, done));
   }
+  RETURN_IF_ERROR(ReportCheckpointFailures());
   v1::ReportStepRequest r;
   r.set_step(step);
   r.set_loss(stats.loss);
@@ -472,7 +494,7 @@ absl::Status Run::Train() {
       ASSIGN_OR_RETURN(const RankRequests asked,
                        AnyRankAsks(groups_, {StopRequested(), check, checkpointer_->failed()}));
       if (asked.writer_failed) {
-        RETURN_IF_ERROR(checkpointer_->Flush());
+        RETURN_IF_ERROR(FlushCheckpoint());
         return absl::AbortedError(absl::StrCat("after step ", step + 1,
                                                ": another rank's checkpoint writer failed (its "
                                                "log says why)"));

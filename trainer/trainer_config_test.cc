@@ -57,13 +57,16 @@ EnvLookup Lookup(const std::map<std::string, std::string>& env) {
 }
 
 TEST(TrainerConfigTest, ReadsTheAgentsEnvironment) {
-  auto c = LoadTrainerConfig(Lookup(AgentEnv(Spec())), {});
+  v1::JobSpec spec = Spec();
+  spec.mutable_checkpoint()->set_max_consecutive_failures(4);
+  auto c = LoadTrainerConfig(Lookup(AgentEnv(spec)), {});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->place.rank, 1);
   EXPECT_EQ(c->place.dp, 2);
   EXPECT_EQ(c->micro_steps, 2);  // 8 / (2 * 2)
   EXPECT_EQ(c->model.padded_vocab, 256);
   EXPECT_EQ(c->checkpoint.dir, "/ckpt");
+  EXPECT_EQ(c->checkpoint.max_consecutive_failures, 4);  // the spec's failure policy
   EXPECT_EQ(c->host_address, "10.0.0.7");
   EXPECT_EQ(c->data_seed, 1234u);  // the coordinator's default
   EXPECT_DOUBLE_EQ(c->schedule.min_lr, 1e-4);

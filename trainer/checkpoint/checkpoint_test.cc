@@ -1,3 +1,6 @@
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -394,6 +397,128 @@ TEST_F(CheckpointerTest, AnotherLayoutIsAFatalErrorNotASilentFreshStart) {
     EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
     EXPECT_THAT(s.message(), HasSubstr("same layout"));
   }
+}
+
+// Makes the checkpoint of `step` fail for `rank` (-1: every rank): a directory where the rank's
+// file is written first (its temporary name), or a plain file where the step's directory goes.
+void Block(const std::string& dir, int64_t step, int rank) {
+  const std::string step_dir = dir + "/" + StepDirName(step);
+  if (rank < 0) {
+    fs::create_directories(dir);
+    std::ofstream(step_dir) << "in the way";
+    return;
+  }
+  fs::create_directories(step_dir + "/" + RankFileName(rank) + ".tmp." +
+                         std::to_string(getpid()));
+}
+
+// What each rank's Save/Flush of `steps` returned (the first error, else OK) and the failures it
+// took (TakeFailures), in order.
+struct SaveOutcome {
+  absl::Status status;
+  std::vector<CheckpointFailure> failures;
+  std::vector<int64_t> committed;
+};
+
+class CheckpointFailureTest : public CheckpointerTest {
+ protected:
+  std::vector<SaveOutcome> Save(const std::vector<int64_t>& steps) {
+    std::vector<SaveOutcome> out(2);
+    Ranks(Layout(), [&](Checkpointer& c, int rank) -> absl::Status {
+      SaveOutcome& o = out[rank];
+      for (int64_t step : steps) {
+        o.status = c.Save(State(step, rank));
+        if (o.status.ok()) o.status = c.Flush();
+        for (CheckpointFailure& f : c.TakeFailures()) o.failures.push_back(std::move(f));
+        if (auto done = c.TakeCommitted()) o.committed.push_back(done->step);
+        if (!o.status.ok()) break;
+      }
+      return o.status;
+    });
+    return out;
+  }
+  // The step-* entries left in the directory.
+  std::vector<std::string> StepEntries() {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) == 0) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+// Rank 1 cannot write its file at step 20: the checkpoint is not committed, rank 1 (only) hands
+// over the failure with its error, the step's directory is gone (rank 0's complete file with it),
+// training goes on, and the next checkpoint commits and resets the count.
+TEST_F(CheckpointFailureTest, AFailedSaveIsReportedByTheRankThatFailedAndLeavesNothing) {
+  Block(dir_, 20, /*rank=*/1);
+  const std::vector<SaveOutcome> out = Save({10, 20, 30});
+  for (const SaveOutcome& o : out) {
+    EXPECT_TRUE(o.status.ok()) << o.status;  // max_consecutive_failures 0: keep training
+    EXPECT_EQ(o.committed, (std::vector<int64_t>{10, 30}));
+  }
+  EXPECT_TRUE(out[0].failures.empty());
+  ASSERT_EQ(out[1].failures.size(), 1u);
+  EXPECT_EQ(out[1].failures[0].step, 20);
+  EXPECT_EQ(out[1].failures[0].consecutive, 1);
+  EXPECT_THAT(out[1].failures[0].error.ToString(), HasSubstr("rank-00001.bin.tmp"));
+  EXPECT_EQ(StepEntries(), (std::vector<std::string>{"step-00000010", "step-00000030"}));
+}
+
+// Every rank fails (the step's directory cannot be created): each reports, with the count of
+// checkpoints in a row; nothing of the failed steps stays.
+TEST_F(CheckpointFailureTest, EveryRankReportsAndCountsFailuresInARow) {
+  Block(dir_, 10, -1);
+  Block(dir_, 20, -1);
+  const std::vector<SaveOutcome> out = Save({10, 20});
+  for (const SaveOutcome& o : out) {
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    ASSERT_EQ(o.failures.size(), 2u);
+    EXPECT_EQ(o.failures[0].consecutive, 1);
+    EXPECT_EQ(o.failures[1].step, 20);
+    EXPECT_EQ(o.failures[1].consecutive, 2);
+    EXPECT_THAT(o.failures[1].error.message(), HasSubstr("cannot create"));
+  }
+  EXPECT_TRUE(StepEntries().empty());
+}
+
+// max_consecutive_failures 2: two checkpoints in a row that fail end the run on every rank
+// (FAILED_PRECONDITION naming checkpoint.dir, the policy and the last error); a commit between
+// two failures resets the count.
+TEST_F(CheckpointFailureTest, TooManyFailuresInARowFailTheRunOnEveryRank) {
+  options_.max_consecutive_failures = 2;
+  Block(dir_, 10, -1);
+  Block(dir_, 30, 1);
+  Block(dir_, 40, 1);
+  const std::vector<SaveOutcome> out = Save({10, 20, 30, 40, 50});
+  for (int rank : {0, 1}) {
+    const absl::Status& s = out[rank].status;
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir " + dir_ + ": 2 checkpoints in a row"));
+    EXPECT_THAT(s.message(), HasSubstr("checkpoint.max_consecutive_failures is 2"));
+    EXPECT_THAT(s.message(), HasSubstr("the last, at step 40"));
+    EXPECT_EQ(out[rank].committed, (std::vector<int64_t>{20}));
+  }
+  // Rank 1 quotes its own error; rank 0, whose file was fine, names the rank that failed.
+  EXPECT_THAT(out[1].status.message(), HasSubstr("rank-00001.bin.tmp"));
+  EXPECT_THAT(out[0].status.message(), HasSubstr("rank(s) 1 could not write their files"));
+  EXPECT_EQ(out[1].failures.back().consecutive, 2);
+  EXPECT_EQ(StepEntries(), (std::vector<std::string>{"step-00000020"}));
+}
+
+// Leftovers of checkpoints a killed run never committed are removed when the next run resumes;
+// the committed ones stay.
+TEST_F(CheckpointFailureTest, ResumeSweepsUncommittedDirectories) {
+  SaveSteps({10});
+  for (const char* leftover : {"/step-00000005", "/step-00000020"}) {
+    fs::create_directories(dir_ + leftover);
+    std::ofstream(dir_ + leftover + "/rank-00000.bin") << "partial";
+  }
+  EXPECT_EQ(Resume(), 10);
+  EXPECT_EQ(StepEntries(), (std::vector<std::string>{"step-00000010"}));
 }
 
 }  // namespace

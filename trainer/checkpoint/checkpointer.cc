@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_contents.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -98,7 +100,10 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
   absl::Status owner;          // rank 0's claim of the directory
   if (ctl_->rank() == 0 && !options_.dir.empty()) {
     owner = CheckOwner(/*claim=*/true);
-    if (owner.ok()) steps = CommittedSteps();
+    if (owner.ok()) {
+      RemoveUncommitted(/*before=*/std::numeric_limits<int64_t>::max());
+      steps = CommittedSteps();
+    }
   }
   size_t next = 0;
   for (;;) {
@@ -195,6 +200,11 @@ std::optional<CommittedCheckpoint> Checkpointer::TakeCommitted() {
   return std::exchange(committed_, std::nullopt);
 }
 
+std::vector<CheckpointFailure> Checkpointer::TakeFailures() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(failures_, {});
+}
+
 absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   const int rank = ctl_->rank();
   const std::string dir = StepDir(state.step);
@@ -223,11 +233,14 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
   std::vector<Record> all(ctl_->size());
   RETURN_IF_ERROR(ctl_->AllGather(I32View(&mine, 4), I32View(all.data(), 4 * ctl_->size())));
   int32_t committed = 0;  // 1: committed, -1: this generation is stale
+  absl::Status commit_error;  // rank 0: the MANIFEST's
+  std::vector<int> failed_ranks;  // rank 0: those that could not write their files
   if (rank == 0) {
     std::vector<ManifestFile> files;
     bool complete = true;
     for (int r = 0; r < ctl_->size(); ++r) {
       complete = complete && all[r].ok == 1;
+      if (all[r].ok == 0) failed_ranks.push_back(r);
       if (all[r].ok == -1) committed = -1;
       files.push_back({r, RankFileName(r), all[r].bytes, static_cast<uint32_t>(all[r].crc)});
     }
@@ -242,6 +255,7 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
         committed = 1;
       } else {
         RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: " << s;
+        commit_error = s;
       }
     } else {
       RM_LOG(ERROR) << "checkpoint at step " << state.step << " not committed: a rank failed";
@@ -254,10 +268,69 @@ absl::Status Checkpointer::Write(const RankState& state, double start_seconds) {
                       : fence;
   }
   if (committed == 1) {
+    consecutive_failures_ = 0;
     absl::MutexLock lock(&mu_);
     committed_ = CommittedCheckpoint{state.step, NowSeconds() - start_seconds};
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  // Not committed: nothing of it stays to fill the disk, and this rank's own failure, if it had
+  // one, goes to the caller to report.
+  RemoveFailed(state.step);
+  ++consecutive_failures_;
+  const absl::Status own = !file.ok() ? file.status() : commit_error;
+  if (!own.ok()) {
+    absl::MutexLock lock(&mu_);
+    failures_.push_back({state.step, own, consecutive_failures_});
+  }
+  const int most = options_.max_consecutive_failures;
+  if (most <= 0 || consecutive_failures_ < most) return absl::OkStatus();
+  const std::string why =
+      !own.ok()         ? own.ToString()
+      : rank == 0       ? absl::StrCat("rank(s) ", absl::StrJoin(failed_ranks, ", "),
+                                       " could not write their files (their logs say why)")
+                        : std::string("another rank could not write its file (its log says why)");
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint.dir ", options_.dir, ": ", consecutive_failures_,
+      " checkpoints in a row could not be saved (checkpoint.max_consecutive_failures is ", most,
+      "); the last, at step ", state.step, ": ", why));
+}
+
+void Checkpointer::RemoveFailed(int64_t step) const {
+  const std::string dir = StepDir(step);
+  std::error_code ec;
+  if (ctl_->rank() == 0) {
+    fs::remove_all(dir, ec);
+    if (ec) RM_LOG(WARNING) << "cannot remove " << dir << ": " << ec.message();
+    return;
+  }
+  // Where the directory is shared, rank 0 removes it all; these removals then find nothing (or
+  // a directory not yet empty), which is no error.
+  fs::remove(fs::path(dir) / RankFileName(ctl_->rank()), ec);
+  fs::remove(dir, ec);
+}
+
+void Checkpointer::RemoveUncommitted(int64_t before) const {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    std::error_code exists;
+    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
+        step < before && !fs::exists(entry.path() / "MANIFEST", exists)) {
+      std::error_code gone;
+      fs::remove_all(entry.path(), gone);
+      if (gone) {
+        RM_LOG(WARNING) << "cannot remove " << entry.path().string() << ": " << gone.message();
+      } else {
+        ++removed;
+      }
+    }
+  }
+  if (removed > 0) {
+    RM_LOG(INFO) << "removed " << removed << " uncommitted checkpoint director"
+                 << (removed == 1 ? "y" : "ies") << " from " << options_.dir;
+  }
 }
 
 absl::Status Checkpointer::Commit(int64_t step, const std::vector<ManifestFile>& files) {
@@ -317,14 +390,7 @@ absl::Status Checkpointer::Prune() {
     if (ec) RM_LOG(WARNING) << "cannot remove " << StepDir(steps[i]) << ": " << ec.message();
   }
   // Leftovers of checkpoints that never committed, older than the newest committed one.
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (name.rfind("step-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
-        step < steps.front() && !fs::exists(entry.path() / "MANIFEST")) {
-      fs::remove_all(entry.path(), ec);
-    }
-  }
+  RemoveUncommitted(steps.front());
   return absl::OkStatus();
 }
 

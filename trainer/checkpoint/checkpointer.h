@@ -9,6 +9,13 @@
 // checkpoints happen on a writer thread. A Save() while the previous checkpoint is still being
 // written first waits for it.
 //
+// A checkpoint that is not committed (a rank could not write its file, or rank 0 its MANIFEST:
+// a full disk, a lost mount) leaves nothing behind: rank 0 removes its step directory, each other
+// rank its own file. Training goes on, the next checkpoint tries again, and each rank whose own
+// write failed hands the failure to the caller (TakeFailures) to report; with
+// options.max_consecutive_failures > 0, that many failures in a row end the run on every rank
+// (FAILED_PRECONDITION, from Save or Flush).
+//
 // Threading: one training thread calls the methods. The communicator passed in is used by
 // Resume() on the calling thread (before any Save) and afterwards only by the writer
 // thread; nothing else may use it. Every rank of the job calls Resume() and Save() at the
@@ -44,12 +51,23 @@ struct CheckpointOptions {
   // stops the previous job's generations the same way.
   std::string job;
   int64_t generation = 0;
+  // CheckpointSpec.max_consecutive_failures: 0 keeps training whatever fails; N > 0 fails the
+  // run once N checkpoints in a row were not committed.
+  int max_consecutive_failures = 0;
 };
 
 // A checkpoint committed by rank 0, as every rank learns of it.
 struct CommittedCheckpoint {
   int64_t step = 0;
   double seconds = 0;  // from Save() to the commit
+};
+
+// A checkpoint this rank could not save: its own file, or (rank 0) the MANIFEST. Ranks whose
+// own part succeeded have none for it, so one failed checkpoint may be reported by several ranks.
+struct CheckpointFailure {
+  int64_t step = 0;
+  absl::Status error;
+  int consecutive = 0;  // checkpoints in a row not committed, this one included (every rank alike)
 };
 
 class Checkpointer {
@@ -76,14 +94,19 @@ class Checkpointer {
   // file's header: a restart cannot fix that); a rank's other read error (I/O, permission) on
   // that rank, ABORTED on the others; UNAVAILABLE when the communicator fails; ABORTED on every
   // rank when a newer generation has claimed the directory (options.generation). Otherwise rank 0
-  // first claims the directory for this generation.
+  // first claims the directory for this generation, then removes every step directory without a
+  // MANIFEST: what an earlier run left of checkpoints it never committed (it was killed while
+  // writing); no other run writes there any more (a stale generation stops at its next write or
+  // commit, CheckOwner).
   absl::StatusOr<std::optional<RankState>> Resume(int source_rank);
 
   // Starts writing `state` (state.step is the checkpoint's step) on the writer thread, which
   // checks the directory's owner (CheckOwner) before writing. Returns the error of the previous
   // checkpoint's writing, if it failed (the job must restart): ABORTED on every rank when a rank
   // found, before writing its file, or rank 0 before committing, the directory claimed by a newer
-  // generation of this job or by another job.
+  // generation of this job or by another job; FAILED_PRECONDITION naming checkpoint.dir and the
+  // last error when options.max_consecutive_failures checkpoints in a row were not committed
+  // (every rank alike).
   absl::Status Save(RankState state);
   // Waits for the checkpoint in progress; returns its error as Save() does.
   absl::Status Flush();
@@ -92,6 +115,8 @@ class Checkpointer {
   bool failed() const;
   // The newest checkpoint committed since the last call, if any.
   std::optional<CommittedCheckpoint> TakeCommitted();
+  // The checkpoints this rank could not save since the last call, oldest first. Thread-safe.
+  std::vector<CheckpointFailure> TakeFailures();
 
  private:
   // The writer thread's work for one checkpoint.
@@ -105,6 +130,11 @@ class Checkpointer {
   // of a checkpoint, rank 0 again before the MANIFEST.
   absl::Status CheckOwner(bool claim);
   absl::Status Prune();
+  // Removes the step directories without a MANIFEST (all, or those older than `before`).
+  void RemoveUncommitted(int64_t before) const;
+  // After checkpoint `step` was not committed: rank 0 removes its directory, another rank its
+  // own file there (and the directory, where the file was all it held: a directory not shared).
+  void RemoveFailed(int64_t step) const;
   // Steps with a MANIFEST, newest first.
   std::vector<int64_t> CommittedSteps() const;
   // Checkpoint `step`'s MANIFEST, which must name that step.
@@ -122,6 +152,9 @@ class Checkpointer {
   mutable absl::Mutex mu_;
   absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
   std::optional<CommittedCheckpoint> committed_ ABSL_GUARDED_BY(mu_);
+  std::vector<CheckpointFailure> failures_ ABSL_GUARDED_BY(mu_);
+  // Checkpoints not committed in a row; used by the writer thread only (one at a time).
+  int consecutive_failures_ = 0;
 };
 
 }  // namespace ringmaster::trainer

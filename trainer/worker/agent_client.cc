@@ -111,6 +111,17 @@ absl::Status AgentClient::ReportLinks(v1::ReportLinksRequest request) {
   return FromGrpc("ReportLinks", stub_->ReportLinks(&context, request, &response));
 }
 
+absl::Status AgentClient::ReportCheckpointFailure(v1::ReportCheckpointFailureRequest request) {
+  *request.mutable_worker() = identity_;
+  // Valid UTF-8 on one bounded line, as the agent requires (an error may quote a path).
+  request.set_error(OneLine(request.error(), kExitReasonBytes));
+  v1::ReportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, kRpcTimeout);
+  return FromGrpc("ReportCheckpointFailure",
+                  stub_->ReportCheckpointFailure(&context, request, &response));
+}
+
 absl::Status AgentClient::Set(const std::string& key, const std::string& value) {
   v1::RendezvousSetRequest request;
   *request.mutable_worker() = identity_;

@@ -43,6 +43,9 @@ class AgentClient final : public KeyValueStore {
   absl::Status ReportExit(int exit_code, const std::string& reason);
   absl::Status ReportCollectives(v1::ReportCollectivesRequest request);
   absl::Status ReportLinks(v1::ReportLinksRequest request);
+  // A checkpoint this rank could not save; the error is sent as one line of at most
+  // kExitReasonBytes (common/one_line.h).
+  absl::Status ReportCheckpointFailure(v1::ReportCheckpointFailureRequest request);
   // Whether a link check was requested (ReportResponse.link_check_requested in a step or
   // collectives report's answer) since the last call.
   bool TakeLinkCheckRequest();
