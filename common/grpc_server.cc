@@ -7,6 +7,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 
 namespace ringmaster {
@@ -42,8 +43,15 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, options.credentials, &port);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  // gRPC reads a whole request before checking it against the receive limit or handing it to
+  // a handler: the quota is what bounds the memory many large requests can take at once
+  // (grpc_limits.h).
+  if (options.memory_quota_bytes > 0) {
+    builder.SetResourceQuota(
+        grpc::ResourceQuota("ringmaster-server").Resize(options.memory_quota_bytes));
+  }
   // Clients' keepalive pings (MakeChannel's `keepalive`, from 1 s) are accepted down to half a
   // second apart, also on connections this server sends nothing on: by default it would close
   // those (GOAWAY "too_many_pings") after a few pings less than 5 minutes apart. Half, not all of

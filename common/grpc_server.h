@@ -1,9 +1,12 @@
 // Starting a gRPC server the Ringmaster way: the standard health service (grpc.health.v1.Health)
-// and server reflection are always on, the bound port is read back (so tests bind port 0), and
-// credentials are explicit (see MakeServerCredentials: plaintext only when asked for).
+// and server reflection are always on, the bound port is read back (so tests bind port 0),
+// credentials are explicit (see MakeServerCredentials: plaintext only when asked for), and what a
+// server receives is bounded (a 4 MiB message limit and a 128 MiB transport memory quota by
+// default; grpc_limits.h says why).
 #ifndef RINGMASTER_COMMON_GRPC_SERVER_H_
 #define RINGMASTER_COMMON_GRPC_SERVER_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +39,15 @@ struct GrpcServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   // Services to serve; not owned, must outlive the server.
   std::vector<grpc::Service*> services;
-  // Maximum message size in both directions.
-  int max_message_bytes = kMaxGrpcMessageBytes;
+  // Largest message received: a request (or stream message) beyond it fails with
+  // RESOURCE_EXHAUSTED before any handler sees it. See grpc_limits.h.
+  int max_receive_message_bytes = kMaxGrpcServerReceiveBytes;
+  // Largest message sent (replies, server-stream messages).
+  int max_send_message_bytes = kMaxGrpcMessageBytes;
+  // Memory the server's transport may hold for connections and calls (0: unbounded). Under
+  // pressure gRPC shrinks flow-control windows and at the limit cancels calls
+  // (RESOURCE_EXHAUSTED). See grpc_limits.h.
+  size_t memory_quota_bytes = kGrpcServerMemoryQuotaBytes;
 };
 
 // A running gRPC server. Thread-safe.

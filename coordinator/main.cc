@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "coordinator/agent_service.h"
 #include "coordinator/auth.h"
+#include "coordinator/auth_metadata_processor.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store.h"
@@ -95,6 +96,9 @@ absl::Status Run() {
   } else {
     RM_LOG(WARNING) << "no --tokens: clients are not authenticated";
   }
+  // With TLS, calls with a bad token are refused on their headers, before their body is read.
+  coordinator::InstallTokenMetadataProcessor(credentials.get(), &auth,
+                                             absl::GetFlag(FLAGS_insecure));
   // Agents receive every job placed on their node, hidden environment values included: a
   // coordinator that lets anyone register a node is open to all (docs/security.md).
   if (!auth.has_agent_tokens()) {
