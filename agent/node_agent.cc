@@ -13,6 +13,7 @@
 #include "common/checkpoint_grace.h"
 #include "common/logging.h"
 #include "common/one_line.h"
+#include "common/proto_edge.h"
 #include "common/secret.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -39,6 +40,34 @@ v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int 
 
 // Exits remembered for Register: a node's ranks of its recent jobs' latest generations.
 constexpr size_t kRememberedExits = 1024;
+
+// The agent's own checks of a launch, whatever the coordinator accepted: what it could not run
+// as asked (a job id that is no safe directory name, a spec too large for the worker's
+// RINGMASTER_JOB_SPEC_JSON, strings that cannot go into an environment or argv) fails the
+// launch's ranks, naming the field and the rule, instead of anything else on the node.
+absl::Status CheckLaunchable(const v1::LaunchWorkers& launch) {
+  const std::string& id = launch.job().job_id();
+  if (id.empty() || id.size() > 128 || id == "." || id == ".." ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos) {
+    return FieldError("job.job_id", "must be 1-128 characters of [A-Za-z0-9._-] (a directory name)");
+  }
+  RETURN_IF_ERROR(CheckJsonSize(launch.spec(), "spec", kMaxJobSpecJsonBytes));
+  const v1::TrainerSpec& trainer = launch.spec().trainer();
+  for (const auto& [name, value] : trainer.env()) {
+    if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos ||
+        value.find('\0') != std::string::npos) {
+      return FieldError("spec.trainer.env",
+                        "names must be non-empty without '=' or NUL, and values without NUL");
+    }
+  }
+  for (const std::string& arg : trainer.command().argv()) {
+    if (arg.find('\0') != std::string::npos) {
+      return FieldError("spec.trainer.command.argv", "must not contain NUL");
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -435,6 +464,16 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   older.mutable_job()->set_generation(job.generation() - 1);
   older.set_grace_seconds(5);
   StopJob(older, StopTargets(older));
+  if (absl::Status launchable = CheckLaunchable(launch); !launchable.ok()) {
+    // Only this job fails (a restart cannot fix it: fatal); the stream and the node go on.
+    RM_LOG(ERROR) << "not launching " << job.job_id() << " generation " << job.generation()
+                  << ": " << launchable;
+    for (const v1::RankAssignment& a : launch.assignments()) {
+      ReportExit(job, a.rank(), 0, ExitInfo{kExitFatal, 0},
+                 "cannot launch: " + std::string(launchable.message()));
+    }
+    return;
+  }
   // A baseline of the OOM kill counts from before these workers exist, whatever the last tick saw.
   oom_watch_.Sample();
   for (const v1::RankAssignment& a : launch.assignments()) {
@@ -605,6 +644,15 @@ absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generatio
   }
   return absl::FailedPreconditionError(
       absl::StrCat("no worker of job ", job_id, " rank ", rank, " runs on this node"));
+}
+
+bool NodeAgent::HoldsTokenOf(const std::string& job_id, const std::string& token) const {
+  if (token.empty()) return false;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, w] : workers_) {
+    if (w.job.job_id() == job_id && SameSecret(token, w.token)) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,

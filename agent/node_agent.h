@@ -93,6 +93,10 @@ class NodeAgent {
   // otherwise.
   absl::Status CheckWorker(const std::string& job_id, int64_t generation, int rank,
                            const std::string& token) const;
+  // Whether `token` (non-empty) is the RINGMASTER_WORKER_TOKEN of a worker of `job_id` this agent
+  // launched and still lists (running, or exited and not yet forgotten). The worker API tells
+  // only such a caller why its identity was refused (WorkerService).
+  bool HoldsTokenOf(const std::string& job_id, const std::string& token) const;
 
   // Proxies a rendezvous call to the coordinator and waits for its answer until `deadline`.
   // UNAVAILABLE if the coordinator cannot be reached by then.

@@ -24,7 +24,25 @@ absl::Time Deadline(const grpc::ServerContext* context, absl::Duration timeout) 
 }  // namespace
 
 absl::Status WorkerService::Check(const v1::WorkerIdentity& worker) const {
-  return agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank(), worker.token());
+  absl::Status status =
+      agent_->CheckWorker(worker.job_id(), worker.generation(), worker.rank(), worker.token());
+  if (status.ok()) return status;
+  // Any local process can call: only a worker of the job (its token) learns why its identity was
+  // refused (a stale generation, say). Anyone else learns nothing of the node's jobs,
+  // generations or ranks; the agent's log has the detail.
+  if (!absl::IsPermissionDenied(status) && agent_->HoldsTokenOf(worker.job_id(), worker.token())) {
+    return status;
+  }
+  const int64_t refused = refused_.fetch_add(1) + 1;
+  if (refused <= kRefusalsLoggedInFull || refused % kRefusalsLoggedInFull == 0) {
+    RM_LOG(WARNING) << "worker API: refused a call (" << refused << " so far): " << status;
+  }
+  return absl::PermissionDeniedError(
+      worker.token().empty()
+          ? "worker.token: missing (is RINGMASTER_WORKER_TOKEN missing from the worker's "
+            "environment, or is its client older than the agent?)"
+          : "worker.token: not the RINGMASTER_WORKER_TOKEN of a worker running on this node for "
+            "this identity");
 }
 
 bool WorkerService::TakeLinkCheckRequest(const v1::WorkerIdentity& worker) {

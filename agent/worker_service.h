@@ -1,13 +1,17 @@
 // The worker API (proto/ringmaster/v1/worker.proto), served by the agent on a Unix socket.
-// Every call's identity (job, generation, rank) must be a worker running on this node now;
-// anything else — above all a stale generation — is refused with FAILED_PRECONDITION, and a
-// call without the token the rank was launched with (WorkerIdentity.token) with
-// PERMISSION_DENIED.
+// Every call's identity (job, generation, rank) must be a worker running on this node now, and
+// carry the token that rank was launched with (WorkerIdentity.token). Any local process can
+// connect, so a refusal says nothing of the node's jobs: a caller that does not hold the token
+// of a worker of the job it names gets PERMISSION_DENIED "worker.token: ..." without the job id,
+// generation or rank (the agent logs the detail); one that does (a worker of an older generation,
+// say) gets FAILED_PRECONDITION with the reason ("stale generation ...").
 //
 // Synchronous gRPC service: a node runs a handful of workers, and a rendezvous wait holds one
 // server thread while it is proxied to the coordinator.
 #ifndef RINGMASTER_AGENT_WORKER_SERVICE_H_
 #define RINGMASTER_AGENT_WORKER_SERVICE_H_
+
+#include <atomic>
 
 #include "agent/local_watchdog.h"
 #include "agent/node_agent.h"
@@ -57,9 +61,13 @@ class WorkerService final : public v1::WorkerService::Service {
   absl::StatusOr<std::string> Proxy(const v1::WorkerIdentity& worker, v1::RendezvousRequest request,
                                     absl::Time deadline);
 
+  // Refusals logged in full: the first ones, then one in this many.
+  static constexpr int64_t kRefusalsLoggedInFull = 100;
+
   NodeAgent* const agent_;
   RankMetrics* const metrics_;
   LocalWatchdog* const watchdog_;
+  mutable std::atomic<int64_t> refused_{0};
 };
 
 }  // namespace ringmaster::agent

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/proto_edge.h"
 #include "common/status.h"
 
 namespace ringmaster::coordinator {
@@ -37,6 +38,9 @@ class AgentService::Stream
   }
 
   void OnReadDone(bool ok) override {
+    // Unknown fields are dropped at the edge (common/proto_edge.h): nothing an agent sends is
+    // stored or passed on with them. No read is under way into in_ until this call starts one.
+    if (ok) SanitizeIncoming(&in_);
     bool heartbeat = false, post = false, read_more = false;
     {
       absl::MutexLock lock(&mu_);

@@ -18,6 +18,7 @@
 #include "common/job_state.h"
 #include "common/logging.h"
 #include "common/one_line.h"
+#include "common/proto_edge.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
 #include "coordinator/job_id.h"
@@ -300,6 +301,24 @@ JobManager::JobManager(JobStore* store, NodeManager* nodes, RendezvousManager* r
 
 JobManager::~JobManager() = default;
 
+void JobManager::SanitizeRecovered(Job* job) {
+  // A coordinator older than the API edge's rules (common/proto_edge.h) stored what clients sent,
+  // unknown fields included: a spec with unknown groups nested 99 deep is stored and loads, but
+  // wrapped in a ListJobsResponse or a LaunchWorkers no client or agent can parse it. Dropped
+  // here, once, with an event and a log line naming the job; the job itself goes on. (A spec too
+  // large for the edge's bound is refused by the agents it is launched on, which fails the job
+  // naming the rule.)
+  const size_t before = job->status.ByteSizeLong();
+  if (!SanitizeIncoming(&job->status)) return;
+  for (v1::JobEvent& event : job->events) SanitizeIncoming(&event);
+  const std::string message = absl::StrCat(
+      "the stored job carried ", before - job->status.ByteSizeLong(),
+      " bytes of unknown fields (accepted by an older coordinator); dropped on recovery");
+  RM_LOG(WARNING) << "job " << job->status.job_id() << ": " << message;
+  AddEvent(job, "sanitized", message);
+  Persist(job);
+}
+
 absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(std::vector<StoredJob> stored, store_->LoadAll(options_.events_in_memory));
   ASSIGN_OR_RETURN(auto cordons, store_->LoadCordons());
@@ -312,6 +331,7 @@ absl::Status JobManager::Recover() {
     job->events = std::move(s.events);
     job->last_sequence = job->stored_sequence = s.event_count;
     const std::string id = job->status.job_id();
+    SanitizeRecovered(job.get());
     if (job->status.state() == v1::JOB_STATE_RUNNING) {
       for (const auto& a : job->status.assignments()) job->awaiting[a.node()].insert(a.rank());
       int world = job->status.assignments_size();

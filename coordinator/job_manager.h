@@ -142,7 +142,8 @@ class JobManager {
   ~JobManager();
 
   // Loads every stored job (and exports the failure of a job that failed less than
-  // failed_series_retention ago). Call once, before serving.
+  // failed_series_retention ago). A stored job with unknown fields (an older coordinator kept
+  // them) has them dropped, with a "sanitized" event naming how much. Call once, before serving.
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT listing every problem), plans, stores the job PENDING and tries
@@ -389,6 +390,8 @@ class JobManager {
   // Exports ringmaster_job_failed_timestamp_seconds for a job that failed at its end time, until
   // failed_series_retention after it (no series if that is past already).
   void ExportFailure(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover(): drops a stored job's unknown fields (common/proto_edge.h), with an event.
+  void SanitizeRecovered(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The link check of the job's generation is complete: events and series (OnLinkReport).
   void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.

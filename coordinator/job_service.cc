@@ -8,6 +8,7 @@
 #include "common/grpc_status.h"
 #include "common/job_state.h"
 #include "common/logging.h"
+#include "common/proto_edge.h"
 #include "common/status.h"
 #include "common/stream_outbox.h"
 
@@ -25,13 +26,13 @@ grpc::Status WatchTooFarBehind() {
 }
 
 // Streams a job's events and progress until the job is terminal or the client leaves.
-class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
+class WatchStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  using Outbox = StreamOutbox<v1::WatchJobResponse>;
+  using Outbox = StreamOutbox<grpc::ByteBuffer>;
 
   WatchStream(JobManager* jobs, const v1::WatchJobRequest& request)
       : jobs_(jobs),
-        outbox_(std::make_shared<Outbox>([this](const v1::WatchJobResponse* m) { StartWrite(m); },
+        outbox_(std::make_shared<Outbox>([this](const grpc::ByteBuffer* m) { StartWrite(m); },
                                          [this](const grpc::Status& s) { Finish(s); })) {
     // The job's terminal state event is the last message; the stream finishes after it. Watch()
     // replays the stored events before it returns, all queued at once (at most the manager's
@@ -45,10 +46,10 @@ class WatchStream : public grpc::ServerWriteReactor<v1::WatchJobResponse> {
                                             update.event().kind() == "state" &&
                                             IsTerminal(update.event().state());
                                 if (!live->load()) {
-                                  outbox->Push(update, last);
+                                  outbox->Push(SerializeOutgoing(update), last);
                                 } else {
-                                  outbox->PushBounded(update, last, kMaxWatchBacklog,
-                                                      WatchTooFarBehind());
+                                  outbox->PushBounded(SerializeOutgoing(update), last,
+                                                      kMaxWatchBacklog, WatchTooFarBehind());
                                 }
                               });
     live->store(true);
@@ -91,7 +92,7 @@ void HideEnvironmentFromOthers(const Caller& caller, v1::JobStatus* job) {
 
 // Streams a rank's log from the agent that runs it: one ReadLog round trip per chunk; with
 // `follow`, until the worker has exited and everything was sent (or the client leaves).
-class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
+class LogStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   static constexpr int kChunkBytes = 64 * 1024;
 
@@ -100,7 +101,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
       : state_(std::make_shared<State>()) {
     state_->agents = agents;
     state_->outbox =
-        std::make_shared<Outbox>([this](const v1::ReadLogsResponse* m) { StartWrite(m); },
+        std::make_shared<Outbox>([this](const grpc::ByteBuffer* m) { StartWrite(m); },
                                  [this](const grpc::Status& s) { Finish(s); });
     auto job = jobs->Get(request.job_id());
     if (!job.ok()) {
@@ -147,7 +148,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
   }
 
  private:
-  using Outbox = StreamOutbox<v1::ReadLogsResponse>;
+  using Outbox = StreamOutbox<grpc::ByteBuffer>;
   // Shared with the pending agent round trip, which may answer after the stream is gone.
   struct State {
     AgentService* agents = nullptr;
@@ -173,7 +174,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
         v1::ReadLogsResponse chunk;
         chunk.set_data(data.data());
         chunk.set_next_offset(data.next_offset());
-        state->outbox->Push(std::move(chunk), done);
+        state->outbox->Push(SerializeOutgoing(chunk), done);
       } else if (done) {
         state->outbox->Finish(grpc::Status::OK);
       }
@@ -185,8 +186,7 @@ class LogStream : public grpc::ServerWriteReactor<v1::ReadLogsResponse> {
 };
 
 // Finishes at once with a status (for refused streams).
-template <typename Msg>
-class RefusedStream : public grpc::ServerWriteReactor<Msg> {
+class RefusedStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
@@ -233,130 +233,166 @@ absl::StatusOr<Caller> JobService::Authenticate(grpc::CallbackServerContext* con
   return caller;
 }
 
-grpc::ServerUnaryReactor* JobService::SubmitJob(grpc::CallbackServerContext* context,
-                                                const v1::SubmitJobRequest* request,
-                                                v1::SubmitJobResponse* response) {
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* JobService::Unary(grpc::CallbackServerContext* context,
+                                            const char* method, const grpc::ByteBuffer* in,
+                                            grpc::ByteBuffer* out,
+                                            absl::Status (JobService::*handle)(const Caller&,
+                                                                               const Request&,
+                                                                               Response*)) {
+  // The caller first: a stranger's request is not parsed.
   auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "SubmitJob", caller.status());
-  auto job = jobs_->Submit(request->spec(), request->request_id(), *caller);
-  if (job.ok()) *response->mutable_job() = *std::move(job);
-  return Done(context, "SubmitJob", job.status());
+  if (!caller.ok()) return Done(context, method, caller.status());
+  Request request;
+  absl::Status status = ParseIncoming(*in, &request);
+  Response response;
+  if (status.ok()) status = (this->*handle)(*caller, request, &response);
+  if (status.ok()) *out = SerializeOutgoing(response);
+  return Done(context, method, status);
+}
+
+grpc::ServerUnaryReactor* JobService::SubmitJob(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return Unary(context, "SubmitJob", request, response, &JobService::DoSubmitJob);
 }
 
 grpc::ServerUnaryReactor* JobService::GetJob(grpc::CallbackServerContext* context,
-                                             const v1::GetJobRequest* request,
-                                             v1::GetJobResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "GetJob", caller.status());
-  auto job = jobs_->Get(request->job_id());
-  if (job.ok()) {
-    *response = *std::move(job);
-    HideEnvironmentFromOthers(*caller, response->mutable_job());
-  }
-  return Done(context, "GetJob", job.status());
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) {
+  return Unary(context, "GetJob", request, response, &JobService::DoGetJob);
 }
 
 grpc::ServerUnaryReactor* JobService::ListJobs(grpc::CallbackServerContext* context,
-                                               const v1::ListJobsRequest* request,
-                                               v1::ListJobsResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "ListJobs", caller.status());
-  std::vector<v1::JobState> states;
-  for (int s : request->states()) states.push_back(static_cast<v1::JobState>(s));
-  auto page = jobs_->List(states, request->limit(), request->page_token());
-  if (page.ok()) {
-    for (auto& job : page->jobs) {
-      HideEnvironmentFromOthers(*caller, &job);
-      *response->add_jobs() = std::move(job);
-    }
-    response->set_next_page_token(std::move(page->next_page_token));
-  }
-  return Done(context, "ListJobs", page.status());
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return Unary(context, "ListJobs", request, response, &JobService::DoListJobs);
 }
 
 grpc::ServerUnaryReactor* JobService::CancelJob(grpc::CallbackServerContext* context,
-                                                const v1::CancelJobRequest* request,
-                                                v1::CancelJobResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "CancelJob", caller.status());
-  auto job = jobs_->Cancel(request->job_id(), request->reason(), *caller);
-  if (job.ok()) *response->mutable_job() = *std::move(job);
-  return Done(context, "CancelJob", job.status());
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return Unary(context, "CancelJob", request, response, &JobService::DoCancelJob);
 }
 
 grpc::ServerUnaryReactor* JobService::CheckLinks(grpc::CallbackServerContext* context,
-                                                 const v1::CheckLinksRequest* request,
-                                                 v1::CheckLinksResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "CheckLinks", caller.status());
-  auto requested = jobs_->RequestLinkCheck(request->job_id(), *caller);
-  if (requested.ok()) *response = *std::move(requested);
-  return Done(context, "CheckLinks", requested.status());
-}
-
-grpc::ServerWriteReactor<v1::WatchJobResponse>* JobService::WatchJob(
-    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
-  auto caller = Authenticate(context);
-  Count("WatchJob", caller.status());
-  if (!caller.ok()) return new RefusedStream<v1::WatchJobResponse>(caller.status());
-  return new WatchStream(jobs_, *request);
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  return Unary(context, "CheckLinks", request, response, &JobService::DoCheckLinks);
 }
 
 grpc::ServerUnaryReactor* JobService::PlanJob(grpc::CallbackServerContext* context,
-                                              const v1::PlanJobRequest* request,
-                                              v1::PlanJobResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "PlanJob", caller.status());
-  auto plan = jobs_->Plan(request->spec());
-  if (plan.ok()) *response = *std::move(plan);
-  return Done(context, "PlanJob", plan.status());
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  return Unary(context, "PlanJob", request, response, &JobService::DoPlanJob);
 }
 
 grpc::ServerUnaryReactor* JobService::ListNodes(grpc::CallbackServerContext* context,
-                                                const v1::ListNodesRequest* request,
-                                                v1::ListNodesResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "ListNodes", caller.status());
-  for (auto& node : nodes_->List()) *response->add_nodes() = std::move(node);
-  return Done(context, "ListNodes", absl::OkStatus());
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return Unary(context, "ListNodes", request, response, &JobService::DoListNodes);
 }
 
 grpc::ServerUnaryReactor* JobService::UpdateNode(grpc::CallbackServerContext* context,
-                                                 const v1::UpdateNodeRequest* request,
-                                                 v1::UpdateNodeResponse* response) {
-  auto caller = Authenticate(context);
-  if (!caller.ok()) return Done(context, "UpdateNode", caller.status());
-  if (request->release_identity()) {
-    NodeIdentities* identities = agents_->node_identities();
-    if (identities == nullptr) {
-      return Done(context, "UpdateNode",
-                  absl::FailedPreconditionError("node identities are not kept"));
-    }
-    auto released = identities->Release(*request, *caller);
-    if (released.ok()) {
-      RM_LOG(INFO) << "node " << request->node() << ": released from agent identity "
-                   << released->value_or("(none)")
-                   << (caller->identity.empty() ? "" : " by " + caller->identity);
-      auto now = nodes_->Status(request->node());
-      if (now.ok()) {
-        *response->mutable_node() = *std::move(now);
-      } else {
-        response->mutable_node()->set_name(request->node());  // not registered at the moment
-      }
-    }
-    return Done(context, "UpdateNode", released.status());
-  }
-  auto updated = jobs_->UpdateNode(*request, *caller);
-  if (updated.ok()) *response = *std::move(updated);
-  return Done(context, "UpdateNode", updated.status());
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  return Unary(context, "UpdateNode", request, response, &JobService::DoUpdateNode);
 }
 
-grpc::ServerWriteReactor<v1::ReadLogsResponse>* JobService::ReadLogs(
-    grpc::CallbackServerContext* context, const v1::ReadLogsRequest* request) {
+absl::Status JobService::DoSubmitJob(const Caller& caller, const v1::SubmitJobRequest& request,
+                                     v1::SubmitJobResponse* response) {
+  RETURN_IF_ERROR(CheckJsonSize(request.spec(), "spec", kMaxJobSpecJsonBytes));
+  ASSIGN_OR_RETURN(*response->mutable_job(),
+                   jobs_->Submit(request.spec(), request.request_id(), caller));
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoGetJob(const Caller& caller, const v1::GetJobRequest& request,
+                                  v1::GetJobResponse* response) {
+  ASSIGN_OR_RETURN(*response, jobs_->Get(request.job_id()));
+  HideEnvironmentFromOthers(caller, response->mutable_job());
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoListJobs(const Caller& caller, const v1::ListJobsRequest& request,
+                                    v1::ListJobsResponse* response) {
+  std::vector<v1::JobState> states;
+  for (int s : request.states()) states.push_back(static_cast<v1::JobState>(s));
+  ASSIGN_OR_RETURN(auto page, jobs_->List(states, request.limit(), request.page_token()));
+  for (auto& job : page.jobs) {
+    HideEnvironmentFromOthers(caller, &job);
+    *response->add_jobs() = std::move(job);
+  }
+  response->set_next_page_token(std::move(page.next_page_token));
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoCancelJob(const Caller& caller, const v1::CancelJobRequest& request,
+                                     v1::CancelJobResponse* response) {
+  ASSIGN_OR_RETURN(*response->mutable_job(),
+                   jobs_->Cancel(request.job_id(), request.reason(), caller));
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoCheckLinks(const Caller& caller, const v1::CheckLinksRequest& request,
+                                      v1::CheckLinksResponse* response) {
+  ASSIGN_OR_RETURN(*response, jobs_->RequestLinkCheck(request.job_id(), caller));
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoPlanJob(const Caller& caller, const v1::PlanJobRequest& request,
+                                   v1::PlanJobResponse* response) {
+  RETURN_IF_ERROR(CheckJsonSize(request.spec(), "spec", kMaxJobSpecJsonBytes));
+  ASSIGN_OR_RETURN(*response, jobs_->Plan(request.spec()));
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoListNodes(const Caller& caller, const v1::ListNodesRequest& request,
+                                     v1::ListNodesResponse* response) {
+  for (auto& node : nodes_->List()) *response->add_nodes() = std::move(node);
+  return absl::OkStatus();
+}
+
+absl::Status JobService::DoUpdateNode(const Caller& caller, const v1::UpdateNodeRequest& request,
+                                      v1::UpdateNodeResponse* response) {
+  if (request.release_identity()) {
+    NodeIdentities* identities = agents_->node_identities();
+    if (identities == nullptr) return absl::FailedPreconditionError("node identities are not kept");
+    ASSIGN_OR_RETURN(const std::optional<std::string> released,
+                     identities->Release(request, caller));
+    RM_LOG(INFO) << "node " << request.node() << ": released from agent identity "
+                 << released.value_or("(none)")
+                 << (caller.identity.empty() ? "" : " by " + caller.identity);
+    absl::StatusOr<v1::NodeStatus> now = nodes_->Status(request.node());
+    if (now.ok()) {
+      *response->mutable_node() = *std::move(now);
+    } else {
+      response->mutable_node()->set_name(request.node());  // not registered at the moment
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(*response, jobs_->UpdateNode(request, caller));
+  return absl::OkStatus();
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* JobService::WatchJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   auto caller = Authenticate(context);
-  Count("ReadLogs", caller.status());
-  if (!caller.ok()) return new RefusedStream<v1::ReadLogsResponse>(caller.status());
-  return new LogStream(jobs_, agents_, *request, *caller);
+  v1::WatchJobRequest watch;
+  absl::Status status = caller.ok() ? ParseIncoming(*request, &watch) : caller.status();
+  Count("WatchJob", status);
+  if (!status.ok()) return new RefusedStream(status);
+  return new WatchStream(jobs_, watch);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* JobService::ReadLogs(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  auto caller = Authenticate(context);
+  v1::ReadLogsRequest read;
+  absl::Status status = caller.ok() ? ParseIncoming(*request, &read) : caller.status();
+  Count("ReadLogs", status);
+  if (!status.ok()) return new RefusedStream(status);
+  return new LogStream(jobs_, agents_, read, *caller);
 }
 
 }  // namespace ringmaster::coordinator
