@@ -1023,7 +1023,13 @@ bool JobManager::TryPlace(Job* job, Pass* pass) {
       std::max(job->newest_checkpoint_step, status.progress().checkpoint_step());
   // What the previous generation trained, if it stepped (else its predecessor's stands): a
   // resume from an earlier step loses the difference (StepsLost).
-  if (status.generation_stepped()) job->trained_at_launch = status.progress().step();
+  if (status.generation_stepped()) {
+    job->at_launch.trained = std::max(job->furthest_step, status.progress().step());
+  }
+  job->at_launch.failures = job->checkpoint_failures;
+  job->at_launch.last_failed = job->last_failed_checkpoint;
+  job->at_launch.last_error = job->last_checkpoint_error;
+  job->furthest_step = 0;
   job->generation_start_step = 0;
   job->steps_lost.clear();
   job->failed_checkpoint_step = 0;
@@ -1213,6 +1219,8 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
   }
   const int world = job->status.assignments_size();
   if (!RankIsOn(job->status, state.rank(), node)) return;
+  // How far the rank got, as its agent last heard (a summary may not have said it yet).
+  job->furthest_step = std::max(job->furthest_step, state.step());
   if (state.phase() != v1::WORKER_PHASE_EXITED) {
     if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.

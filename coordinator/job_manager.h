@@ -374,7 +374,7 @@ class JobManager {
   void NoteResumeBehind(Job* job, const v1::StepSummary& summary)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the job's new generation, resuming from `start_step`, lost of what its predecessor had
-  // trained (Job::trained_at_launch), and why; "" when nothing.
+  // trained (Job::at_launch), and why; "" when nothing.
   std::string StepsLost(const Job& job, int64_t start_step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank reported checkpoint `step` committed, newer than any the job had: a failure streak

@@ -114,7 +114,8 @@ void JobManager::OnCheckpointCommitted(Job* job, int64_t step) {
 }
 
 std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
-  const int64_t lost = job.trained_at_launch - start_step;
+  const Job::AtLaunch& before = job.at_launch;
+  const int64_t lost = before.trained - start_step;
   if (lost <= 0) return "";
   const v1::CheckpointSpec& spec = job.status.spec().checkpoint();
   std::string why;
@@ -127,11 +128,10 @@ std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
                        ", could not be used: see the resumed_behind event");
   } else {
     const std::string failed =
-        job.checkpoint_failures > 0
-            ? absl::StrCat(job.checkpoint_failures,
-                           job.checkpoint_failures == 1 ? " save" : " saves",
-                           " failed, the last at step ", job.last_failed_checkpoint, ": ",
-                           job.last_checkpoint_error)
+        before.failures > 0
+            ? absl::StrCat(before.failures, before.failures == 1 ? " save" : " saves",
+                           " failed, the last at step ", before.last_failed, ": ",
+                           before.last_error)
             : "";
     if (job.checkpoint_at_launch <= 0) {
       why = failed.empty() ? absl::StrCat("no checkpoint had been committed yet (one every ",

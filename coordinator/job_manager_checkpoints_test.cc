@@ -150,11 +150,17 @@ TEST_F(JobManagerTest, ARestartSaysHowManyTrainedStepsWereLostAndWhy) {
   for (int64_t step = 10; step <= 120; step += 10) {
     jobs_->OnCheckpointFailure(Failure(gen1, 1, step, step / 10));
   }
-  Progress(*jobs_, gen1, 1658, -1);
-  jobs_->OnWorkerState("n1", Exit(gen1, 1, -1, 9));
+  Progress(*jobs_, gen1, 1600, -1);
+  // The killed rank's agent had heard of step 1658 (its summary had not said it yet).
+  v1::WorkerState killed = Exit(gen1, 1, -1, 9);
+  killed.set_step(1658);
+  jobs_->OnWorkerState("n1", killed);
   const v1::JobStatus gen2 = Current(id);
   ASSERT_EQ(gen2.generation(), 2);
   clock_.Advance(absl::Seconds(1));
+  // Generation 2's first save fails before its rank 0's first summary arrives: the event is
+  // about what generation 1 lost, not this.
+  jobs_->OnCheckpointFailure(Failure(gen2, 1, 10, 1, "UNAVAILABLE: unrelated"));
   Start(*jobs_, clock_.Now(), gen2, 0, 1, -1);
   std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(id), "recovered");
   ASSERT_EQ(recovered.size(), 1u);

@@ -100,10 +100,20 @@ struct JobManager::Job {
   // stored with the previous generation's progress after a coordinator restart): where it
   // should resume.
   int64_t checkpoint_at_launch = -1;
-  // The step the previous generation had trained to when the current one was launched (that of
-  // the latest generation that stepped; 0 before any did), and the step the current one resumed
-  // from (rank 0's report; 0 until then): their difference was trained and lost.
-  int64_t trained_at_launch = 0;
+  // The furthest step a rank of the current generation reported (its summaries, its exit).
+  int64_t furthest_step = 0;
+  // What the job had when the current generation was launched, for StepsLost: the step its
+  // predecessor trained to (that of the latest generation that stepped; 0 before any did), and
+  // the saves that had failed since the newest committed checkpoint (how many, the last one's
+  // step and error).
+  struct AtLaunch {
+    int64_t trained = 0;
+    int64_t failures = 0;
+    int64_t last_failed = 0;
+    std::string last_error;
+  };
+  AtLaunch at_launch;
+  // The step the current generation resumed from (rank 0's report; 0 until then).
   int64_t generation_start_step = 0;
   // StepsLost() of the current generation, said by its "recovered" event.
   std::string steps_lost;

@@ -134,6 +134,7 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
     Persist(job);
   }
   job->rank_step[summary.rank()] = summary.step();
+  job->furthest_step = std::max(job->furthest_step, summary.step());
   // One rank per data-parallel replica counts its tokens (TP and PP ranks share them).
   if (a.tp_rank() == 0 && a.pp_rank() == 0) {
     job->rank_tokens_per_second[summary.rank()] = summary.tokens_per_second();
