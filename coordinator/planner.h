@@ -2,7 +2,7 @@
 // numbers behind it. Pure functions; the coordinator stores the explanation with the job and
 // `ringctl plan` prints it.
 //
-// Decision rules (DESIGN.md), applied in this order:
+// Decision rules (docs/coordinator.md, "Planning"), applied in this order:
 //  1. TP divides devices_per_node and the number of heads (TP <= devices per node: TP stays
 //     inside a node's fast interconnect).
 //  2. PP divides the layers and, when PP > 1, leaves at least 4 layers per stage.
@@ -14,7 +14,7 @@
 //     (which adds a bubble).
 //  5. If none fits in memory, take the layout with the smallest memory per device and say so.
 //
-// Estimates (documented in docs/architecture.md):
+// Estimates (documented in docs/coordinator.md, "Planning"):
 //  - parameters P = V*d + T*d + L*(12 d^2 + 13 d) + 2 d (GPT-2 with tied embeddings, V padded to a
 //    multiple of 128);
 //  - state bytes per device = 16 bytes/param (bf16 weights and grads, fp32 master weights and two

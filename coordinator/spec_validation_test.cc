@@ -22,7 +22,7 @@ using ::testing::UnorderedElementsAreArray;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// DESIGN.md's example job: 2 nodes x 4 devices, TP=2 PP=2 DP=2, defaults applied. Valid.
+// The example job of docs/architecture.md ("The job file"): 2 nodes x 4 devices, TP=2 PP=2 DP=2, defaults applied. Valid.
 v1::JobSpec ValidSpec() {
   v1::JobSpec spec;
   spec.set_name("gpt-small");
