@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "common/status.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::ctl {
@@ -84,6 +86,77 @@ constexpr absl::string_view kAllFields[] = {
 };
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
+
+// Whether protobuf takes `s` for a string field (proto3 strings are UTF-8): raw bytes that are
+// not would make the spec fail to serialize, and the coordinator refuse it with a parse error.
+// RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
+bool IsUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = s[i];
+    size_t n = 0;                        // continuation bytes
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the first continuation byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // cut short
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char b = s[i + k];
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// Where each document of a stream starts; the rest of the events are ignored.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  const std::vector<YAML::Mark>& starts() const { return starts_; }
+  void OnDocumentStart(const YAML::Mark& mark) override { starts_.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  std::vector<YAML::Mark> starts_;
+};
+
+// The mark of a document that starts where the one before it did, if one does. yaml-cpp 0.7
+// (Debian 12) parses some malformed input ("," alone) as an endless series of empty documents,
+// all at the same place, and YAML::LoadAll allocates a node for each until memory runs out
+// (yaml-cpp issue 1040, fixed in 0.8). Walking the documents first, stopping at the first that
+// does not advance, bounds it. Throws what the parser throws.
+std::optional<YAML::Mark> DocumentThatDoesNotAdvance(const std::string& text) {
+  std::stringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentStarts starts;
+  while (parser.HandleNextDocument(starts)) {
+    const std::vector<YAML::Mark>& s = starts.starts();
+    if (s.size() >= 2 && s.back().pos <= s[s.size() - 2].pos) return s.back();
+  }
+  return std::nullopt;
+}
 
 std::string Join(absl::string_view parent, absl::string_view key) {
   return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
@@ -318,7 +391,14 @@ class Reader {
     return std::nullopt;
   }
 
-  std::optional<std::string> String(const Field& f) { return ScalarText(f, "a string"); }
+  std::optional<std::string> String(const Field& f) {
+    std::optional<std::string> text = ScalarText(f, "a string");
+    if (text.has_value() && !IsUtf8(*text)) {
+      Problem(f.mark, f.path, absl::StrCat("expected UTF-8 text, got ", Quote(*text)));
+      return std::nullopt;
+    }
+    return text;
+  }
 
   std::optional<int64_t> Integer(const Field& f, int64_t lo, int64_t hi) {
     std::optional<std::string> text = ScalarText(f, "an integer");
@@ -637,6 +717,11 @@ void Reader::ReadEnv(const Field& f, v1::TrainerSpec* t) {
       continue;
     }
     const std::string& name = key.Scalar();
+    if (!IsUtf8(name)) {
+      Problem(key.Mark(), f.path,
+              absl::StrCat("expected a UTF-8 variable name, got ", Quote(name)));
+      continue;
+    }
     const std::string path = Join(f.path, name);
     auto [first, inserted] = seen.emplace(name, key.Mark());
     if (!inserted) {
@@ -789,6 +874,10 @@ void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
 absl::StatusOr<v1::JobSpec> ParseJobYaml(const std::string& text, const std::string& filename) {
   std::vector<YAML::Node> documents;
   try {
+    if (std::optional<YAML::Mark> stuck = DocumentThatDoesNotAdvance(text); stuck.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(filename, *stuck), "invalid YAML: nothing can be read from here"));
+    }
     documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(

@@ -605,6 +605,14 @@ INSTANTIATE_TEST_SUITE_P(
         {"Empty", "", "job.yaml: empty job file"},
         {"OnlyComments", "# nothing here\n", "job.yaml: empty job file"},
         {"DeepNesting", std::string(100000, '[') + std::string(100000, ']'), "invalid YAML"},
+        // Found by fuzz/job_yaml_fuzz: yaml-cpp 0.7's LoadAll never returned on these (endless
+        // empty documents, memory growing), and strings that are not UTF-8 were accepted into
+        // the spec, which then could not be sent.
+        {"NoProgress", ",", "job.yaml:1:1: invalid YAML: nothing can be read from here"},
+        {"NoProgressAfterComment", "# c\n,#", "job.yaml:2:1: invalid YAML: "},
+        {"NotUtf8", "name: \"a\xff\"\n", "job.yaml:1:1: name: expected UTF-8 text, got \"a\\xff\""},
+        {"EnvNameNotUtf8", "trainer:\n  env: {\"\xc3\": x}\n",
+         "job.yaml:2:9: trainer.env: expected a UTF-8 variable name, got \"\\xc3\""},
     }),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
