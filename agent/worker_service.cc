@@ -185,9 +185,7 @@ grpc::Status WorkerService::ReportCheckpointFailure(
   // One bounded line: the coordinator stores it in the job's events.
   failure.set_error(OneLine(request->error(), kExitReasonBytes));
   failure.set_consecutive_failures(request->consecutive_failures());
-  RM_LOG(WARNING) << "rank " << failure.rank() << " of " << failure.job().job_id()
-                  << " could not save its checkpoint at step " << failure.step() << ": "
-                  << failure.error();
+  // Not logged here: the rank's log has it, and the coordinator's events (throttled).
   agent_->ForwardCheckpointFailure(failure);
   return grpc::Status::OK;
 }
