@@ -54,6 +54,14 @@
 // events) after a restart; running
 // jobs are then reconciled with the agents as they re-register (RegisterNode).
 //
+// Where it lives: JobManager coordinates units that each have an interface of their own
+// (scheduler.h: a scheduling pass's placements and holds; launch_plan.h: a generation's launch
+// messages; generation_state.h: what a launch resets; job_metrics.h: the metric families and
+// each job's series). Its own methods are split by duty over job_manager.cc (state machine,
+// submissions, queries, worker exits), job_manager_tick.cc (Tick), job_manager_scheduling.cc,
+// job_manager_nodes.cc (node loss, drains, registrations), job_manager_watchdog.cc,
+// job_manager_links.cc and job_manager_checkpoints.cc.
+//
 // Thread-safe. Watch callbacks and AgentCommandSink::Send are called with the manager's lock
 // held, which keeps every watch's updates in order: they must only queue (never block, never call
 // back into the manager).
@@ -77,11 +85,13 @@
 #include "common/metrics/registry.h"
 #include "coordinator/agent_command_sink.h"
 #include "coordinator/caller.h"
+#include "coordinator/job_metrics.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/placement.h"
 #include "coordinator/planner.h"
 #include "coordinator/rendezvous_manager.h"
+#include "coordinator/scheduler.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 
@@ -256,6 +266,7 @@ class JobManager {
  private:
   struct Job;
 
+  // --- The state machine and its store (job_manager.cc) ---
   Job* Find(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The planner's options: options_.device_memory_bytes, or the smallest GPU registered now.
   PlannerOptions PlannerOptionsNow() const;
@@ -264,8 +275,8 @@ class JobManager {
   absl::StatusOr<Job*> FindForCaller(const std::string& job_id, const Caller& caller,
                                      const std::string& action) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover(): drops a stored job's unknown fields (common/proto_edge.h), with an event.
+  void SanitizeRecovered(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends an event (not yet persisted) and sends it to the job's watchers.
   v1::JobEvent& AddEvent(Job* job, const std::string& kind, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -274,42 +285,12 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the status and the events not yet stored.
   void Persist(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Devices held for the first job of a scheduling pass that does not fit
-  // (hold_devices_for_oldest_pending).
-  struct Hold {
-    std::string job_id;   // empty: none held yet in this pass
-    Placement placement;  // where that job would run once enough frees up (PlaceOnceFree)
-  };
-  // What one scheduling pass knows. The free devices are read once (again after Forget) and then
-  // updated with each placement; until they change, a job shaped like one that did not fit (same
-  // layout, hold and avoided nodes) gets that one's answer without placing it again.
-  struct Pass {
-    Hold hold;
-    std::optional<std::vector<NodeCapacity>> free;  // unset: read from the nodes at next use
-    std::map<std::string, absl::Status> misfits;    // PlaceBehind's answer, by ShapeOf
-    std::set<std::string> never_fit;                // shapes PlaceOnceFree cannot place
-    // Cordoned nodes, read at first use (cordons change only under the job lock).
-    std::optional<std::vector<std::string>> cordoned;
-    int refused = 0;  // placements Allocate refused (their node was lost or left meanwhile)
-    // After devices were freed or taken outside the pass's own bookkeeping.
-    void Forget() {
-      free.reset();
-      misfits.clear();
-      never_fit.clear();
-    }
-  };
-  // Places the job on free devices; a PENDING job not on those the pass's hold keeps for
-  // another. When it does not fit and nothing is held yet, holds devices for it. True if placed.
-  bool TryPlace(Job* job, Pass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
-  void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded`
-  // nodes if it can. RESOURCE_EXHAUSTED when it does not fit, its message what a user reads:
-  // waiting behind the holder when the held devices are all it lacks, else what is missing and
-  // what is held.
-  static absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free,
-                                               const Hold* hold, const Layout& layout,
-                                               const std::set<std::string>& excluded);
+  void Finish(Job* job, v1::JobState state, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
+  // is attributed to ("" for none), for exclusion after repeated failures.
+  void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
+            const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a failure: counts it towards the crash loop (or resets the count if the generation
   // stepped) and returns how long the next launch waits.
   absl::Duration RestartBackoff(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -323,6 +304,59 @@ class JobManager {
   void Relaunch(Job* job, const std::string& why, absl::Time failed_at, absl::Time not_before,
                 const std::string& reason, const std::string& message,
                 double checkpoint_grace_seconds = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWorkerStateLocked(const std::string& node, const v1::WorkerState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watch's replay once the events older than memory are read (`older`: those after
+  // `after_sequence` up to `replayed`): sends them, then (unless `more_in_store`:
+  // RESOURCE_EXHAUSTED) the stored ones in memory after `replayed`, and registers the watch.
+  absl::StatusOr<uint64_t> WatchLocked(Job* job, int64_t after_sequence, int64_t replayed,
+                                       const std::vector<v1::JobEvent>& older, bool more_in_store,
+                                       WatchCallback callback) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ringmaster_jobs{state}, from every job's state.
+  void UpdateStateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates the job's counters at 0 (restarts, hangs, resumes behind): on Submit and on Recover for
+  // jobs that have not ended.
+  void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the job's job-level series, its counters included.
+  void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exports ringmaster_job_failed_timestamp_seconds for a job that failed at its end time, until
+  // failed_series_retention after it (no series if that is past already).
+  void ExportFailure(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Tick's duties (job_manager_tick.cc), in the order Tick calls them. Each returns true
+  // when it made something placeable (a wait ended, devices freed, a job failed). ---
+  // Deletes the jobs that ended more than ended_job_retention ago (at most once a minute).
+  void PruneEndedJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes again the jobs whose store write failed (pausing while the store refuses).
+  void RetryUnsavedJobs(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes failed jobs' ringmaster_job_failed_timestamp_seconds past failed_series_retention.
+  void ExpireFailureSeries(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the crash-loop backoffs and drain waits that are over.
+  bool EndLaunchWaits(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the hang suspects' series that outlived their job's recovery.
+  void ExpireHangSuspects(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the devices of the ranks of a job that ended during a drain's wait, once its deadline
+  // has passed (they were SIGKILLed).
+  bool FreeEndedDrains(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Declares the hangs that waited for evidence, once it is in or the wait is over.
+  bool DecidePendingHangs(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the recovered running jobs whose nodes did not report their ranks within
+  // reconcile_timeout of Recover().
+  bool FailUnreconciledJobs(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Running jobs' gauges and watchers' progress, at most once a second per job.
+  void PushProgress(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Scheduling (job_manager_scheduling.cc; the pass's decisions are in scheduler.h) ---
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places the job in `pass` and launches it; when it waits, stores why. True if placed.
+  bool TryPlace(Job* job, SchedulingPass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the job's next generation on `placement` (its devices allocated): a fresh
+  // GenerationState, the RUNNING transition stored, then the launches sent.
+  void Launch(Job* job, const Placement& placement) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ringmaster_devices_held for `hold`, replacing the last pass's (hold_).
+  void ExportHold(const Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Nodes: loss, drains, registrations (job_manager_nodes.cc) ---
   // Relaunches a running job elsewhere for a drain of `node` (an operator's, or its agent leaving):
   // no failure, no backoff, no restart counted. Its workers are asked to checkpoint and exit
   // first, within `checkpoint_grace_seconds`; the next launch waits for the exits of the ranks on
@@ -337,18 +371,8 @@ class JobManager {
   // freed; once none is left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReconcileNodeLocked(const v1::Register& registration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Deletes the jobs that ended more than ended_job_retention ago (at most once a minute).
-  void PruneEndedJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `failed_at`: when the failure happened (for the recovery's detect phase); `node`: the node it
-  // is attributed to ("" for none), for exclusion after repeated failures.
-  void Fail(Job* job, const std::string& why, bool fatal, absl::Time failed_at,
-            const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Watch's replay once the events older than memory are read (`older`: those after
-  // `after_sequence` up to `replayed`): sends them, then (unless `more_in_store`:
-  // RESOURCE_EXHAUSTED) the stored ones in memory after `replayed`, and registers the watch.
-  absl::StatusOr<uint64_t> WatchLocked(Job* job, int64_t after_sequence, int64_t replayed,
-                                       const std::vector<v1::JobEvent>& older, bool more_in_store,
-                                       WatchCallback callback) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- The watchdog (job_manager_watchdog.cc) ---
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.
   void Watch(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks to blame for a hang: processes that stopped reporting while their peers report;
@@ -366,15 +390,23 @@ class JobManager {
   // ended since.
   void QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the job's ringmaster_hang_suspect series (only created when the family exists).
+  // Removes the job's ringmaster_hang_suspect series.
   void ClearHangSuspects(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank 0 of the job's new generation resumed from `summary`'s start step, older than the job's
   // newest committed checkpoint when the generation was launched: a "resumed_behind" event saying
   // how much is trained again, and ringmaster_job_resumes_behind_checkpoint_total.
   void NoteResumeBehind(Job* job, const v1::StepSummary& summary)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Link checks (job_manager_links.cc) ---
+  // The link check of the job's generation is complete: events and series (OnLinkReport).
+  void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
+  void AnnounceLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- Checkpoints (job_manager_checkpoints.cc) ---
   // What the job's new generation, resuming from `start_step`, lost of what its predecessor had
-  // trained (Job::at_launch), and why; "" when nothing.
+  // trained (GenerationState::at_launch), and why; "" when nothing.
   std::string StepsLost(const Job& job, int64_t start_step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank reported checkpoint `step` committed, newer than any the job had: a failure streak
@@ -382,28 +414,6 @@ class JobManager {
   void OnCheckpointCommitted(Job* job, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tick's checkpoint series of a running job (step, time, steps since, interval).
   void ExportCheckpointSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Creates the job's counters at 0 (restarts, hangs, resumes behind): on Submit and on Recover for
-  // jobs that have not ended.
-  void StartSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the job's job-level series, its counters included.
-  void ForgetSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Exports ringmaster_job_failed_timestamp_seconds for a job that failed at its end time, until
-  // failed_series_retention after it (no series if that is past already).
-  void ExportFailure(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Recover(): drops a stored job's unknown fields (common/proto_edge.h), with an event.
-  void SanitizeRecovered(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The link check of the job's generation is complete: events and series (OnLinkReport).
-  void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
-  void AnnounceLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Only the link's ringmaster_slow_link series (its bandwidth over its kind's median, or 0).
-  void ExportSlowLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the series of the job's latest link verdict.
-  void ForgetLinkSeries(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finish(Job* job, v1::JobState state, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateStateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobStore* const store_;
   NodeManager* const nodes_;
@@ -411,28 +421,7 @@ class JobManager {
   AgentCommandSink* const agents_;
   Clock* const clock_;
   const JobManagerOptions options_;
-  metrics::GaugeFamily* jobs_by_state_ = nullptr;
-  metrics::CounterFamily* restarts_ = nullptr;
-  metrics::CounterFamily* hangs_ = nullptr;
-  metrics::CounterFamily* resumes_behind_ = nullptr;
-  metrics::GaugeFamily* stragglers_ = nullptr;
-  metrics::GaugeFamily* held_devices_ = nullptr;  // ringmaster_devices_held{job_id,state}
-  metrics::GaugeFamily* hang_suspects_ = nullptr;
-  metrics::GaugeFamily* recovery_seconds_ = nullptr;
-  metrics::GaugeFamily* goodput_ = nullptr;
-  metrics::GaugeFamily* job_step_ = nullptr;
-  metrics::GaugeFamily* job_tokens_per_second_ = nullptr;
-  metrics::GaugeFamily* job_checkpoint_step_ = nullptr;
-  metrics::GaugeFamily* job_checkpoint_time_ = nullptr;
-  metrics::CounterFamily* checkpoint_failures_ = nullptr;
-  metrics::GaugeFamily* steps_since_checkpoint_ = nullptr;
-  metrics::GaugeFamily* checkpoint_interval_steps_ = nullptr;
-  metrics::GaugeFamily* slow_links_ = nullptr;
-  metrics::GaugeFamily* link_bandwidth_ = nullptr;
-  metrics::GaugeFamily* job_failed_ = nullptr;
-  std::shared_ptr<metrics::Counter> submitted_;
-  std::shared_ptr<metrics::Counter> store_errors_;
-  std::shared_ptr<metrics::Histogram> scheduling_pass_seconds_;
+  JobMetrics metrics_;
   absl::Time started_;
 
   mutable absl::Mutex mu_;

@@ -1,8 +1,7 @@
 // JobManager's view of a job's checkpoints: the saves its ranks could not make (counted, and
 // events throttled so that a failing disk does not flood the store), the commit that ends a run
 // of failures, what a restart lost of what was trained, and the series the checkpoint alerts
-// read. The rest of the manager is in job_manager.cc and job_manager_watchdog.cc; the per-job
-// state is in job_manager_internal.h.
+// read. The per-job state is in job_manager_internal.h and generation_state.h.
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -53,8 +52,8 @@ void JobManager::OnCheckpointFailure(const v1::CheckpointFailure& failure) {
     return;
   }
   // Another rank's report of a checkpoint counted already (or of an older one, arriving late).
-  if (failure.step() <= job->failed_checkpoint_step) return;
-  job->failed_checkpoint_step = failure.step();
+  if (failure.step() <= job->gen.failed_checkpoint_step) return;
+  job->gen.failed_checkpoint_step = failure.step();
   ++job->checkpoint_failures;
   // Bounded again: an agent's text is input.
   const std::string error = OneLine(failure.error(), kExitReasonBytes);
@@ -65,15 +64,14 @@ void JobManager::OnCheckpointFailure(const v1::CheckpointFailure& failure) {
   job->last_checkpoint_error = error;
   job->last_checkpoint_error_kind = kind;
   const std::string& id = job->status.job_id();
-  if (checkpoint_failures_ != nullptr) checkpoint_failures_->WithLabels({id})->Increment();
+  metrics_.CountCheckpointFailure(id);
   const int64_t n = job->checkpoint_failures;
   if (!new_kind && !PowerOfTen(n)) return;
 
   const v1::CheckpointSpec& spec = job->status.spec().checkpoint();
   const std::string newest =
       job->newest_checkpoint_step > 0
-          ? absl::StrCat("the newest committed checkpoint (step ", job->newest_checkpoint_step,
-                         ")")
+          ? absl::StrCat("the newest committed checkpoint (step ", job->newest_checkpoint_step, ")")
           : std::string("the job's start (no checkpoint committed yet)");
   const std::string policy =
       spec.max_consecutive_failures() > 0
@@ -96,17 +94,16 @@ void JobManager::OnCheckpointFailure(const v1::CheckpointFailure& failure) {
 
 void JobManager::OnCheckpointCommitted(Job* job, int64_t step) {
   // A commit older than the failure, of the same generation, is a late report: no end of it.
-  if (job->checkpoint_failures == 0 ||
-      (job->last_failed_generation == job->status.generation() &&
-       step < job->last_failed_checkpoint)) {
+  if (job->checkpoint_failures == 0 || (job->last_failed_generation == job->status.generation() &&
+                                        step < job->last_failed_checkpoint)) {
     return;
   }
-  v1::JobEvent& event =
-      AddEvent(job, "checkpoint",
-               absl::StrCat("checkpoint at step ", step, " committed after ",
-                            job->checkpoint_failures, job->checkpoint_failures == 1 ? " save" : " saves",
-                            " that failed (the last at step ", job->last_failed_checkpoint, ": ",
-                            job->last_checkpoint_error, ")"));
+  v1::JobEvent& event = AddEvent(
+      job, "checkpoint",
+      absl::StrCat("checkpoint at step ", step, " committed after ", job->checkpoint_failures,
+                   job->checkpoint_failures == 1 ? " save" : " saves",
+                   " that failed (the last at step ", job->last_failed_checkpoint, ": ",
+                   job->last_checkpoint_error, ")"));
   event.set_step(step);
   job->checkpoint_failures = 0;
   job->last_checkpoint_error_kind.clear();
@@ -114,7 +111,7 @@ void JobManager::OnCheckpointCommitted(Job* job, int64_t step) {
 }
 
 std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
-  const Job::AtLaunch& before = job.at_launch;
+  const GenerationState::AtLaunch& before = job.gen.at_launch;
   const int64_t lost = before.trained - start_step;
   if (lost <= 0) return "";
   const v1::CheckpointSpec& spec = job.status.spec().checkpoint();
@@ -123,8 +120,8 @@ std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
     why = "checkpointing is off: no checkpoint.dir";
   } else if (spec.every_steps() <= 0) {
     why = "no periodic checkpoints: checkpoint.every_steps is 0";
-  } else if (start_step < job.checkpoint_at_launch) {
-    why = absl::StrCat("the newest checkpoint, at step ", job.checkpoint_at_launch,
+  } else if (start_step < job.gen.checkpoint_at_launch) {
+    why = absl::StrCat("the newest checkpoint, at step ", job.gen.checkpoint_at_launch,
                        ", could not be used: see the resumed_behind event");
   } else {
     const std::string failed =
@@ -133,17 +130,16 @@ std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
                            " failed, the last at step ", before.last_failed, ": ",
                            before.last_error)
             : "";
-    if (job.checkpoint_at_launch <= 0) {
+    if (job.gen.checkpoint_at_launch <= 0) {
       why = failed.empty() ? absl::StrCat("no checkpoint had been committed yet (one every ",
                                           spec.every_steps(), " steps)")
                            : absl::StrCat("no checkpoint was ever committed: ", failed);
     } else {
-      why = failed.empty()
-                ? absl::StrCat("the steps since the newest checkpoint, at step ",
-                               job.checkpoint_at_launch, " (one every ", spec.every_steps(),
-                               " steps)")
-                : absl::StrCat("the newest checkpoint is at step ", job.checkpoint_at_launch,
-                               "; since then ", failed);
+      why = failed.empty() ? absl::StrCat("the steps since the newest checkpoint, at step ",
+                                          job.gen.checkpoint_at_launch, " (one every ",
+                                          spec.every_steps(), " steps)")
+                           : absl::StrCat("the newest checkpoint is at step ",
+                                          job.gen.checkpoint_at_launch, "; since then ", failed);
     }
   }
   return absl::StrCat("resumed from step ", start_step, ": ", lost, " trained steps lost (", why,
@@ -151,28 +147,25 @@ std::string JobManager::StepsLost(const Job& job, int64_t start_step) const {
 }
 
 void JobManager::ExportCheckpointSeries(Job* job) {
-  const std::vector<std::string> labels = {job->status.job_id()};
+  const std::string& id = job->status.job_id();
   const v1::JobProgress& p = job->status.progress();
   const bool periodic = PeriodicCheckpoints(job->status.spec());
   if (p.checkpoint_step() > 0) {
-    job_checkpoint_step_->WithLabels(labels)->Set(static_cast<double>(p.checkpoint_step()));
+    metrics_.SetCheckpointStep(id, p.checkpoint_step());
     // Unknown after a coordinator restart until the next checkpoint is reported: no sample
     // rather than -Inf.
     if (job->last_checkpoint_time != absl::InfinitePast()) {
-      job_checkpoint_time_->WithLabels(labels)->Set(
-          absl::ToDoubleSeconds(job->last_checkpoint_time - absl::UnixEpoch()));
+      metrics_.SetCheckpointTime(id, job->last_checkpoint_time);
     }
   } else if (periodic && job->newest_checkpoint_step <= 0) {
     // None yet: step 0, where a restart would begin.
-    job_checkpoint_step_->WithLabels(labels)->Set(0);
+    metrics_.SetCheckpointStep(id, 0);
   }
   if (!periodic) return;
   // Where a restart would resume: this generation's newest commit, else where it started.
-  const int64_t base = std::max(p.checkpoint_step(), job->generation_start_step);
-  steps_since_checkpoint_->WithLabels(labels)->Set(
-      static_cast<double>(std::max<int64_t>(0, p.step() - base)));
-  checkpoint_interval_steps_->WithLabels(labels)->Set(
-      static_cast<double>(job->status.spec().checkpoint().every_steps()));
+  const int64_t base = std::max(p.checkpoint_step(), job->gen.start_step);
+  metrics_.SetStepsSinceCheckpoint(id, std::max<int64_t>(0, p.step() - base));
+  metrics_.SetCheckpointInterval(id, job->status.spec().checkpoint().every_steps());
 }
 
 }  // namespace ringmaster::coordinator

@@ -1,39 +1,56 @@
-// JobManager's internals shared by its translation units (job_manager.cc, and
-// job_manager_watchdog.cc for the watchdog): the state kept per job (JobManager::Job) and the
-// helpers both files use. Not part of the job manager's interface: only those two files include
-// it. Guarded by JobManager::mu_ like the rest of the manager's state.
+// JobManager's internals shared by its translation units (job_manager.cc: the state machine,
+// submissions and queries; job_manager_tick.cc: the periodic duties; job_manager_scheduling.cc;
+// job_manager_nodes.cc: node loss, drains and registrations; job_manager_watchdog.cc;
+// job_manager_links.cc; job_manager_checkpoints.cc): the state kept per job (JobManager::Job) and
+// the helpers several of them use. Not part of the job manager's interface: only those files
+// include it.
+//
+// Threading: every Job is guarded by JobManager::mu_ like the rest of the manager's state.
+// Ownership: JobManager owns its Jobs (jobs_). Errors: none here.
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <memory>
-#include <optional>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "absl/time/time.h"
-#include "coordinator/hang_analysis.h"
+#include "coordinator/generation_state.h"
 #include "coordinator/job_manager.h"
-#include "coordinator/link_analysis.h"
-#include "coordinator/placement.h"
+#include "coordinator/job_metrics.h"
+#include "coordinator/launch_plan.h"
 #include "coordinator/recovery_tracker.h"
-#include "coordinator/straggler_detector.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::coordinator {
 namespace job_manager_internal {
 
-// The job's parallel layout: its spec's degrees, or its plan's where the spec left them to the
-// planner.
-Layout LayoutOf(const v1::JobStatus& status);
-
 // "rank R on N was killed by signal S" or "... exited with code C", and why, as its agent tells
 // it: the worker's own reason or its last output (bounded again here: an agent's text is input).
 std::string DescribeExit(const std::string& node, const v1::WorkerState& state);
+
+// The job's nodes (those of its current assignments).
+std::set<std::string> NodesOf(const v1::JobStatus& status);
+// A running job with ranks on `node`.
+bool RunsOn(const v1::JobStatus& status, const std::string& node);
+// Whether `rank` is one of the job's ranks and placed on `node`: what an agent's report about a
+// rank must be to count (a report about another node's rank, or none, is malformed).
+bool RankIsOn(const v1::JobStatus& status, int rank, const std::string& node);
+// A watch update with the job's state and generation; the caller adds the event or progress.
+v1::WatchJobResponse UpdateOf(const v1::JobStatus& status);
+
+// How soon Tick writes a job again after its store write failed.
+inline constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
+
+// A process stopped when the hang began is silent by kSilentProcess (job_manager_watchdog.cc)
+// after its last summary arrived, and that summary can arrive up to a forwarding interval (1 s)
+// after it stopped. A hang reported sooner after it began (a short watchdog.hang_timeout) with no
+// rank to blame yet waits until then for the evidence before it falls back to naming the reported
+// rank.
+inline constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
 
 }  // namespace job_manager_internal
 
@@ -47,46 +64,23 @@ struct JobManager::Job {
   // The last store write failed: Tick writes the job again (not before `retry_persist_at`).
   bool unsaved = false;
   absl::Time retry_persist_at = absl::InfinitePast();
-  // The current generation's runtime state (reset at every launch).
-  std::set<int> finished_ranks;
-  std::vector<int64_t> rank_step;
-  std::vector<double> rank_tokens_per_second;
+  std::map<uint64_t, WatchCallback> watchers;
+  // Progress changed since watchers last heard (at most once a second), and when they did.
   bool progress_dirty = false;
   absl::Time last_progress_push;
-  // A recovered running job's ranks that no registration has reported yet (running, or exited),
-  // by node.
-  std::map<std::string, std::set<int>> awaiting;
-  std::map<uint64_t, WatchCallback> watchers;
-  // Watchdog state of the current generation.
-  std::map<int, RankCollectives> collectives;  // last reported sequence numbers, by rank
-  // When each rank's last summary arrived, or, after a coordinator restart, when its node
-  // registered again listing it running (a stopped rank sends nothing more and must still count
-  // as silent).
-  std::map<int, absl::Time> last_heard;
-  // When this coordinator began to hear the current generation's ranks: for a recovered job, the
-  // latest re-registration of one of its nodes (InfinitePast otherwise). A hang reported sooner
-  // than kHangEvidenceWait after it waits for evidence, however long ago the hang began.
-  absl::Time heard_from = absl::InfinitePast();
-  std::unique_ptr<StragglerDetector> stragglers;
-  std::set<int> straggler_series;  // ranks with a ringmaster_straggler series
-  std::set<int> hang_suspects;     // ranks with a ringmaster_hang_suspect series
-  absl::Time hang_suspects_until = absl::InfiniteFuture();  // their removal, once recovered
-  // A hang report waiting for evidence of whom to blame (kHangEvidenceWait): its node, the
-  // report, and when the hang began.
-  struct PendingHang {
-    std::string node;
-    v1::WorkerState state;
-    absl::Time began;
-    absl::Time decide_by;  // blame whoever the evidence names by then
-  };
-  std::optional<PendingHang> pending_hang;
+
+  // The current generation's state: replaced whole at every launch.
+  GenerationState gen;
+  // Its series with labels beyond the job id (removed when the job ends).
+  JobSeries series;
+
+  // When the hang suspects' series go, once the job recovered.
+  absl::Time hang_suspects_until = absl::InfiniteFuture();
   // The ranks the last declared hang blamed and the generation that hung: their exits (the
   // agents stop them) get a "suspect_exit" event with why they ended, so their last output.
   // Replaced by the next hang's.
   int64_t hang_generation = 0;
   std::set<int> suspects_to_quote;
-  bool recovery_series = false;  // ringmaster_recovery_seconds exported
-  bool resumed = false;          // the reference rank's start step reached the goodput
   RecoveryTracker recovery;
   // Failures attributed to the same node in a row, and the nodes excluded for it.
   std::string last_failed_node;
@@ -96,32 +90,9 @@ struct JobManager::Job {
   // generation's ranks report the checkpoint they resumed from, which is not a new one.
   int64_t newest_checkpoint_step = -1;
   absl::Time last_checkpoint_time = absl::InfinitePast();
-  // The newest committed checkpoint when the current generation was launched (reported, or
-  // stored with the previous generation's progress after a coordinator restart): where it
-  // should resume.
-  int64_t checkpoint_at_launch = -1;
-  // The furthest step a rank of the current generation reported (its summaries, its exit).
-  int64_t furthest_step = 0;
-  // What the job had when the current generation was launched, for StepsLost: the step its
-  // predecessor trained to (that of the latest generation that stepped; 0 before any did), and
-  // the saves that had failed since the newest committed checkpoint (how many, the last one's
-  // step and error).
-  struct AtLaunch {
-    int64_t trained = 0;
-    int64_t failures = 0;
-    int64_t last_failed = 0;
-    std::string last_error;
-  };
-  AtLaunch at_launch;
-  // The step the current generation resumed from (rank 0's report; 0 until then).
-  int64_t generation_start_step = 0;
-  // StepsLost() of the current generation, said by its "recovered" event.
-  std::string steps_lost;
-  // Checkpoints that could not be saved: the newest step counted in the current generation (its
-  // ranks' reports of it, or of older ones, are not counted again), those since the newest
-  // committed checkpoint (across generations), and the latest one's step, error and its
-  // error's kind (digits elided: the event is repeated when the kind changes).
-  int64_t failed_checkpoint_step = 0;
+  // Checkpoints that could not be saved since the newest committed checkpoint (across
+  // generations), and the latest one's step, generation, error and its error's kind (digits
+  // elided: the event is repeated when the kind changes).
   int64_t checkpoint_failures = 0;
   int64_t last_failed_checkpoint = 0;
   int64_t last_failed_generation = 0;
@@ -130,14 +101,6 @@ struct JobManager::Job {
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();
-  // The current generation's latest link check (made by its first report; a later step's
-  // replaces it), each rank's start-up check seconds (a recovery phase), and the label values of
-  // the latest verdict's series.
-  std::unique_ptr<LinkCheckCollector> link_check;
-  std::map<int, double> start_link_check_seconds;
-  std::vector<std::vector<std::string>> slow_link_series, link_bandwidth_series;
-  // While its ringmaster_job_failed_timestamp_seconds is exported: until when.
-  absl::Time failed_series_until = absl::InfinitePast();
 };
 
 }  // namespace ringmaster::coordinator

@@ -1,0 +1,99 @@
+// What the job manager knows of a job's current generation (one launch of its workers), in one
+// value: a launch replaces it whole (GenerationState::Launched), so nothing of the previous
+// generation's ranks can leak into the next one's. What outlives a generation (the job's status,
+// events, checkpoint history, recovery measurement, node exclusions) stays in JobManager::Job.
+//
+// Threading: a plain value; the job manager guards it with its job lock, like the job holding it.
+// Ownership: owns its straggler detector and link check. Errors: none.
+#ifndef RINGMASTER_COORDINATOR_GENERATION_STATE_H_
+#define RINGMASTER_COORDINATOR_GENERATION_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "coordinator/hang_analysis.h"
+#include "coordinator/link_analysis.h"
+#include "coordinator/straggler_detector.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+
+namespace ringmaster::coordinator {
+
+struct GenerationState {
+  // A freshly launched generation of `world` ranks, its stragglers judged by `straggler_threshold`
+  // (spec.watchdog.straggler_threshold).
+  static GenerationState Launched(int world, double straggler_threshold);
+  // The generation a coordinator restart finds running: its ranks' progress starts at 0 and no
+  // straggler is judged until the job's next launch.
+  static GenerationState Recovered(int world);
+
+  // Ranks that exited 0.
+  std::set<int> finished_ranks;
+  // Each rank's latest step and (one rank per data-parallel replica) tokens per second.
+  std::vector<int64_t> rank_step;
+  std::vector<double> rank_tokens_per_second;
+  // A recovered running job's ranks that no registration has reported yet (running, or exited),
+  // by node.
+  std::map<std::string, std::set<int>> awaiting;
+
+  // Watchdog: the last reported collective sequence numbers, by rank.
+  std::map<int, RankCollectives> collectives;
+  // When each rank's last summary arrived, or, after a coordinator restart, when its node
+  // registered again listing it running (a stopped rank sends nothing more and must still count
+  // as silent).
+  std::map<int, absl::Time> last_heard;
+  // When this coordinator began to hear the generation's ranks: for a recovered job, the latest
+  // re-registration of one of its nodes (InfinitePast otherwise). A hang reported sooner than the
+  // evidence wait after it waits for evidence, however long ago the hang began.
+  absl::Time heard_from = absl::InfinitePast();
+  std::unique_ptr<StragglerDetector> stragglers;  // null: not judged
+  // A hang report waiting for evidence of whom to blame: its node, the report, and when the hang
+  // began.
+  struct PendingHang {
+    std::string node;
+    v1::WorkerState state;
+    absl::Time began;
+    absl::Time decide_by;  // blame whoever the evidence names by then
+  };
+  std::optional<PendingHang> pending_hang;
+  bool resumed = false;  // the reference rank's start step reached the goodput
+
+  // Checkpoints: the newest committed one when the generation was launched (reported, or stored
+  // with the previous generation's progress after a coordinator restart): where it should
+  // resume.
+  int64_t checkpoint_at_launch = -1;
+  // What the job had when the generation was launched, for the steps a restart lost: the step its
+  // predecessor trained to (that of the latest generation that stepped; 0 before any did), and
+  // the saves that had failed since the newest committed checkpoint (how many, the last one's
+  // step and error).
+  struct AtLaunch {
+    int64_t trained = 0;
+    int64_t failures = 0;
+    int64_t last_failed = 0;
+    std::string last_error;
+  };
+  AtLaunch at_launch;
+  // The furthest step a rank reported (its summaries, its exit).
+  int64_t furthest_step = 0;
+  // The step the generation resumed from (rank 0's report; 0 until then).
+  int64_t start_step = 0;
+  // What the generation lost of what its predecessor trained, said by its "recovered" event.
+  std::string steps_lost;
+  // The newest checkpoint step whose failed save was counted in this generation (its ranks'
+  // reports of it, or of older ones, are not counted again).
+  int64_t failed_checkpoint_step = 0;
+
+  // The latest link check (made by its first report; a later step's replaces it), and each
+  // rank's start-up check seconds (a recovery phase).
+  std::unique_ptr<LinkCheckCollector> link_check;
+  std::map<int, double> start_link_check_seconds;
+};
+
+}  // namespace ringmaster::coordinator
+
+#endif  // RINGMASTER_COORDINATOR_GENERATION_STATE_H_

@@ -1,0 +1,139 @@
+// JobManager's scheduling: a pass over the waiting jobs (SchedulingPass, scheduler.h, decides
+// where each goes or why it waits) and the launch of a placed job's next generation (a fresh
+// GenerationState, its launches from LaunchPlan, launch_plan.h).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_manager_internal.h"
+#include "coordinator/launch_plan.h"
+#include "coordinator/scheduler.h"
+
+namespace ringmaster::coordinator {
+
+void JobManager::Schedule() {
+  absl::MutexLock lock(&mu_);
+  ScheduleLocked();
+}
+
+void JobManager::ScheduleLocked() {
+  const absl::Time start = absl::Now();  // real time, whatever clock_ is
+  // Running jobs between generations first, then the pending ones; each in submission order.
+  // (Placing one job changes no other's state.)
+  std::vector<Job*> restarting, pending;
+  const absl::Time now = clock_->Now();
+  for (const std::string& id : order_) {
+    Job* job = Find(id);
+    if (job->status.state() == v1::JOB_STATE_RESTARTING && now >= job->launch_not_before) {
+      restarting.push_back(job);
+    } else if (job->status.state() == v1::JOB_STATE_PENDING) {
+      pending.push_back(job);
+    }
+  }
+  SchedulingPass pass(nodes_, options_.hold_devices_for_oldest_pending);
+  auto try_place = [&](Job* job) {
+    const int refused = pass.refused();
+    // Refused: a node was lost or left since the free devices were read; try once more on
+    // devices read again (no later pass may come soon).
+    if (!TryPlace(job, &pass) && pass.refused() > refused) TryPlace(job, &pass);
+  };
+  for (Job* job : restarting) try_place(job);
+  for (Job* job : pending) try_place(job);
+  ExportHold(pass.hold());
+  hold_ = pass.hold();
+  metrics_.ObserveSchedulingPass(absl::Now() - start);
+}
+
+void JobManager::ExportHold(const Hold& hold) {
+  if (!metrics_.enabled()) return;
+  // Read again, not the pass's: a node may have been lost during the pass.
+  const int idle = hold.job_id.empty() ? 0 : IdleHeldDevices(hold, nodes_->FreeCapacity());
+  const int held = static_cast<int>(hold.placement.assignments.size());
+  metrics_.SetHold(hold_.job_id, hold.job_id, idle, held - idle);
+}
+
+bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
+  // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
+  if (!job->status.stopping_ranks().empty()) {
+    nodes_->Release(job->status.job_id());
+    pass->Forget();
+  }
+  SchedulingPass::Outcome outcome =
+      pass->Place({job->status.job_id(), LayoutOf(job->status),
+                   job->status.state() == v1::JOB_STATE_PENDING, &job->excluded});
+  switch (outcome.kind) {
+    case SchedulingPass::Outcome::kWaiting:
+      if (outcome.reason != job->status.reason()) {
+        job->status.set_reason(outcome.reason);
+        Persist(job);
+      }
+      return false;
+    case SchedulingPass::Outcome::kUnplaceable:
+      Fail(job, absl::StrCat("cannot be placed: ", outcome.reason), /*fatal=*/true, clock_->Now(),
+           "");
+      pass->Forget();  // it may have had devices
+      return false;
+    case SchedulingPass::Outcome::kRefused:
+      return false;
+    case SchedulingPass::Outcome::kPlaced:
+      Launch(job, outcome.placement);
+      return true;
+  }
+  return false;
+}
+
+void JobManager::Launch(Job* job, const Placement& placement) {
+  const std::string& id = job->status.job_id();
+  v1::JobStatus& status = job->status;
+  status.set_generation(status.generation() + 1);
+  status.clear_assignments();
+  for (const auto& a : placement.assignments) *status.add_assignments() = a;
+  *status.mutable_groups() = placement.groups;
+  status.set_reason("");
+  // What the job carries into the new generation. The newest committed checkpoint, where it
+  // should resume: as reported since this coordinator started, or as stored with the previous
+  // generation's progress. What the previous generation trained, if it stepped (else its
+  // predecessor's stands): a resume from an earlier step loses the difference (StepsLost).
+  const int64_t checkpoint_at_launch =
+      std::max(job->newest_checkpoint_step, status.progress().checkpoint_step());
+  GenerationState::AtLaunch at_launch = job->gen.at_launch;
+  if (status.generation_stepped()) {
+    at_launch.trained = std::max(job->gen.furthest_step, status.progress().step());
+  }
+  at_launch.failures = job->checkpoint_failures;
+  at_launch.last_failed = job->last_failed_checkpoint;
+  at_launch.last_error = job->last_checkpoint_error;
+  const int world = static_cast<int>(placement.assignments.size());
+  // Everything else of the previous generation goes: its ranks, their reports, awaited ranks
+  // (a new generation has nothing to reconcile), its link check, a hang being decided.
+  job->gen = GenerationState::Launched(world, status.spec().watchdog().straggler_threshold());
+  job->gen.checkpoint_at_launch = checkpoint_at_launch;
+  job->gen.at_launch = std::move(at_launch);
+  status.clear_progress();
+  status.mutable_progress()->set_checkpoint_step(-1);
+  status.clear_stopping_ranks();  // waited for long enough (Tick) or all gone
+  status.set_stopping_deadline_unix_nanos(0);
+  status.set_backoff_until_unix_nanos(0);
+  status.set_generation_stepped(false);
+  job->recovery.OnLaunch(world, clock_->Now());
+  absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
+  if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
+
+  const LaunchPlan plan =
+      PlanLaunch(status, nodes_->HostAddress(placement.assignments[0].node()).value_or("127.0.0.1"),
+                 MasterPort(options_.master_port_base, id, status.generation()));
+  // Stored before any agent hears of it: a coordinator that dies in between comes back knowing
+  // the generation whose workers the agents may already run, and adopts them.
+  Transition(job, v1::JOB_STATE_RUNNING, plan.Summary(status.generation()));
+  for (const auto& [node, message] : plan.messages) {
+    if (!agents_->Send(node, message)) {
+      RM_LOG(WARNING) << "no stream to " << node << " for launching " << id;
+    }
+  }
+}
+
+}  // namespace ringmaster::coordinator
