@@ -9,11 +9,11 @@
 // request then goes to a real WorkerService over a real NodeAgent, RankMetrics and LocalWatchdog,
 // and the agent's /metrics text is rendered after every call.
 //
-// The running worker is a real process (/bin/sleep) the agent launched once at start-up; its
-// token is read from its environment. The agent's coordinator link points at a socket nobody
-// serves, so what it forwards is queued (bounded), and rendezvous calls never speak for the
-// worker (they would wait for the coordinator's answer until their deadline); with any other
-// identity they are refused by the identity check like every method.
+// The running worker is one the agent launched at start-up through fuzz/fake_launcher.h (no
+// process); its token is the one the agent put into its environment. The agent is never
+// connected, so what it forwards goes nowhere, and rendezvous calls never speak for the worker
+// (they would wait for the coordinator's answer until their deadline); with any other identity
+// they are refused by the identity check like every method.
 //
 // Checks: a call that does not speak for the worker is never OK and its refusal does not name
 // the worker's job (any local process can call), and one that does is never refused for its
@@ -23,8 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 
@@ -39,10 +37,9 @@
 #include "common/clock.h"
 #include "common/grpc_limits.h"
 #include "common/metrics/registry.h"
+#include "fuzz/fake_launcher.h"
 #include "fuzz/fuzz_check.h"
-#include "grpcpp/create_channel.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/ringmaster/v1/worker.grpc.pb.h"
@@ -63,23 +60,11 @@ struct Fixture {
   std::unique_ptr<agent::LocalWatchdog> watchdog;
   std::unique_ptr<agent::NodeAgent> node;
   std::unique_ptr<agent::WorkerService> service;
+  ringmaster::fuzz::FakeLauncher* launcher = nullptr;
   v1::WorkerIdentity worker;  // the running worker's identity, token included
 };
 
-// The token the agent gave `pid`, from its environment once it has exec'd (before, the forked
-// child has the agent's environment); empty if it is not there (yet).
-std::string TokenOf(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
-  const std::string environ((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  constexpr char kName[] = "RINGMASTER_WORKER_TOKEN=";
-  size_t at = environ.find(kName);
-  if (at == std::string::npos) return "";
-  at += sizeof(kName) - 1;
-  return environ.substr(at, environ.find('\0', at) - at);
-}
-
-// Built once; lives until the process exits (its threads and worker with it: the worker gets
-// SIGKILL when the agent's executor thread ends, PR_SET_PDEATHSIG).
+// Built once; lives until the process exits (its threads with it).
 Fixture* MakeFixture() {
   auto* f = new Fixture;
   std::string tmpl = std::filesystem::temp_directory_path() / "worker_api_fuzz.XXXXXX";
@@ -96,9 +81,10 @@ Fixture* MakeFixture() {
   options.devices = *devices;
   options.socket_path = f->work_dir + "/worker.sock";
   options.work_dir = f->work_dir;
-  f->node = std::make_unique<agent::NodeAgent>(options, f->metrics.get(), f->watchdog.get());
-  f->node->Start(grpc::CreateChannel(absl::StrCat("unix:", f->work_dir, "/no-coordinator.sock"),
-                                     grpc::InsecureChannelCredentials()));
+  options.system_root = f->work_dir + "/no-system";  // no OOM kill counts
+  f->node = std::make_unique<agent::NodeAgent>(
+      options, f->metrics.get(), f->watchdog.get(), ringmaster::Clock::Real(),
+      ringmaster::fuzz::FakeLauncher::Factory(&f->launcher));
   f->service =
       std::make_unique<agent::WorkerService>(f->node.get(), f->metrics.get(), f->watchdog.get());
 
@@ -107,8 +93,7 @@ Fixture* MakeFixture() {
   l->mutable_job()->set_job_id(kJob);
   l->mutable_job()->set_generation(kGeneration);
   l->mutable_spec()->set_name("fuzz");
-  l->mutable_spec()->mutable_trainer()->mutable_command()->add_argv("/bin/sleep");
-  l->mutable_spec()->mutable_trainer()->mutable_command()->add_argv("100000");
+  l->mutable_spec()->mutable_trainer()->mutable_command()->add_argv("/nonexistent/worker");
   v1::RankAssignment* a = l->add_assignments();
   a->set_rank(kRank);
   a->set_local_device(1);
@@ -118,13 +103,12 @@ Fixture* MakeFixture() {
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   std::string token;
   while (token.empty()) {
-    const v1::Register r = f->node->MakeRegister();
-    for (const v1::WorkerState& w : r.running_workers()) {
-      if (w.job().job_id() == kJob && w.pid() > 0) token = TokenOf(w.pid());
+    for (const auto& [pid, spec] : f->launcher->Specs()) {
+      auto it = spec.env.find("RINGMASTER_WORKER_TOKEN");
+      if (it != spec.env.end()) token = it->second;
     }
-    FUZZ_CHECK(!token.empty() || absl::Now() < deadline,
-               "the agent did not launch the worker (with its token) in 20 s");
-    if (token.empty()) absl::SleepFor(absl::Milliseconds(10));
+    FUZZ_CHECK(!token.empty() || absl::Now() < deadline, "the agent did not launch the worker");
+    if (token.empty()) absl::SleepFor(absl::Milliseconds(1));
   }
   f->worker.set_job_id(kJob);
   f->worker.set_generation(kGeneration);
