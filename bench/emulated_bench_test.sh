@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU benchmarks run through, on the CPU: gpt_cuda_bench and nccl_collective_bench built
-# emulated (--config=emu, trainer/kernels/emu) on tiny shapes, so that a GPU session does not
+# emulated (--config=emu, testing/cuda_emu) on tiny shapes, so that a GPU session does not
 # spend its time finding that one of them breaks. Checks that each prints its one-line summary
 # with every field docs/benchmarks.md reads, and that the collectives' data check passes; the
 # figures themselves mean nothing here.

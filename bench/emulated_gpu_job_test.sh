@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu_job on emulated GPUs: a local cluster (coordinator, one agent offering the emulated
-# GPUs it discovers) built with --config=emu (trainer/kernels/emu), a one-rank GPT job on GPU 0
+# GPUs it discovers) built with --config=emu (testing/cuda_emu), a one-rank GPT job on GPU 0
 # (small model: GPU_JOB_MODEL=small), the rank SIGKILLed after its first checkpoint, resumed,
 # SUCCEEDED. The GPU machine runs the same script on a real GPU (bench/gpu_bench), so a break in
 # it, the agent's GPU assignment or the trainer's GPU wiring shows here first.

@@ -15,7 +15,7 @@
 //  - NaN gradients on one rank fail the job in that step, before its update (exit 78, no
 //    restart).
 // Skipped with fewer than four GPUs. Under --config=emu the agent and the trainer are built
-// emulated (trainer/kernels/emu): four emulated GPUs, the ranks' NCCL across processes.
+// emulated (testing/cuda_emu): four emulated GPUs, the ranks' NCCL across processes.
 #include <signal.h>
 
 #include <cmath>

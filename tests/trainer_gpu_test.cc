@@ -5,7 +5,7 @@
 // parameters bit for bit; a step with NaN gradients is fatal before its update. In bf16 with
 // materialised attention (`attention: materialized`) and with the default, fused, and in fp32,
 // where the default is materialised. Skipped without a GPU. Under --config=emu the trainer binary
-// itself is built emulated (trainer/kernels/emu), so this runs on the CPU: the trainer's whole GPU
+// itself is built emulated (testing/cuda_emu), so this runs on the CPU: the trainer's whole GPU
 // wiring (accelerator, communicators, checkpoints), not only the device's kernels. It needs Bazel's
 // runfiles, so the GPU machines' archive (bench/gpu_bundle) does not carry it: there bench/gpu_job
 // runs the trainer binary on the GPU instead.

@@ -74,11 +74,11 @@ def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], copts = [], **k
     )
 
 def if_emulated(if_true):
-    """`if_true` under --config=emu (trainer/kernels/emu: the CUDA runtime emulated on the CPU)
+    """`if_true` under --config=emu (testing/cuda_emu: the CUDA runtime emulated on the CPU)
     where CUDA is built, [] otherwise."""
     if not CUDA_FOUND:
         return []
     return select({
-        "//trainer/kernels/emu:emulated": if_true,
+        "//testing/cuda_emu:emulated": if_true,
         "//conditions:default": [],
     })

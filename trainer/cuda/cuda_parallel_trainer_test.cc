@@ -4,7 +4,7 @@
 // thread, ZeRO's gathers, the tied embedding's sync, the loss and norm from host memory), as the
 // trainer runs it on a GPU node (the same groups; the world group, on Gloo there, is not used by
 // ParallelTrainer). The ranks are threads, one GPU each: the layouts need 2, 4 or 8 GPUs and are
-// skipped with fewer. Under --config=emu (trainer/kernels/emu) they run on the CPU with 8
+// skipped with fewer. Under --config=emu (testing/cuda_emu) they run on the CPU with 8
 // emulated GPUs.
 //
 // fp32 (no TF32): every rank reports the same loss curve, and it follows the one-GPU curve

@@ -35,7 +35,7 @@ struct Pack16 {
 };
 
 #ifndef __CUDA_ARCH__
-// Emulated on the CPU (trainer/kernels/emu): a GPU faults on a misaligned vector access, so the
+// Emulated on the CPU (testing/cuda_emu): a GPU faults on a misaligned vector access, so the
 // emulation stops the test too.
 inline void CheckPackAligned(const void* p) {
   if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return;

@@ -4,7 +4,7 @@
 // the next product without a trip through shared memory. For a lane l of the warp, g = l / 4 and
 // t = l % 4; a register of two bf16 holds the lower column in its low half.
 //
-// Emulated on the CPU (trainer/kernels/emu/mma_emu.h) with the same layouts, lane by lane.
+// Emulated on the CPU (testing/cuda_emu/mma_emu.h) with the same layouts, lane by lane.
 #ifndef RINGMASTER_TRAINER_KERNELS_TENSOR_CORE_CUH_
 #define RINGMASTER_TRAINER_KERNELS_TENSOR_CORE_CUH_
 
@@ -15,7 +15,7 @@
 
 // Compiled by nvcc (its host pass leaves the device functions' bodies empty), or emulated.
 #if !defined(__CUDACC__) && !defined(RINGMASTER_CUDA_EMU)
-#error "tensor_core.cuh outside nvcc needs trainer/kernels/emu/cuda_emu.h included first"
+#error "tensor_core.cuh outside nvcc needs testing/cuda_emu/cuda_emu.h included first"
 #endif
 
 namespace ringmaster::kernels::device {

@@ -21,8 +21,8 @@
 //
 // Not emulated: timing, concurrency between streams, the memory model beyond barriers, the
 // GPU's own math (expf & co. are the host's), and anything the .cu files do not use.
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_CUDA_EMU_H_
+#define RINGMASTER_TESTING_CUDA_EMU_CUDA_EMU_H_
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -165,6 +165,6 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::SyncWarp(mask); }
 // Defined here only: the .cu files' helpers (tensor_core.cuh, kernel_utils.cuh) take their
 // emulated branch where a GPU build would use PTX.
 #define RINGMASTER_CUDA_EMU 1
-#include "trainer/kernels/emu/mma_emu.h"  // tensor_core.cuh's mma.sync and ldmatrix
+#include "testing/cuda_emu/mma_emu.h"  // tensor_core.cuh's mma.sync and ldmatrix
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUDA_EMU_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_CUDA_EMU_H_

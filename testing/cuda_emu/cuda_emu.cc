@@ -1,4 +1,4 @@
-#include "trainer/kernels/emu/cuda_emu.h"
+#include "testing/cuda_emu/cuda_emu.h"
 
 #include <setjmp.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace emu {
 namespace {

@@ -3,13 +3,13 @@
 // GPU would not launch, barriers some threads never reach, shuffles over exited lanes, misaligned
 // ldmatrix rows, and a read of shared memory that lacks its barrier (caught by running the threads
 // in both orders).
-#include "trainer/kernels/emu/cuda_emu.h"
+#include "testing/cuda_emu/cuda_emu.h"
 
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace ringmaster::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // What the emulated CUDA runtime (fake_cuda_runtime.cc) knows of its allocations, for the other
 // fakes (fake_nccl.cc checks its buffers against it).
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_FAKE_MEMORY_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_FAKE_MEMORY_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_FAKE_MEMORY_H_
+#define RINGMASTER_TESTING_CUDA_EMU_FAKE_MEMORY_H_
 
 #include <cstddef>
 
@@ -13,4 +13,4 @@ bool IsDeviceRange(const void* p, size_t bytes, int device);
 
 }  // namespace emu
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_FAKE_MEMORY_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_FAKE_MEMORY_H_

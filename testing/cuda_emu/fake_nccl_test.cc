@@ -18,8 +18,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/kernels/emu/fake_memory.h"
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_memory.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 // - the process transport (fake_nccl_process.cc): a rank in another process reaches that clique
 //   through a Unix socket, served there by a stand-in rank (a proxy) that issues its operations.
 // Everything here is guarded by Mu() unless it says otherwise.
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_FAKE_NCCL_CLIQUE_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_FAKE_NCCL_CLIQUE_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_FAKE_NCCL_CLIQUE_H_
+#define RINGMASTER_TESTING_CUDA_EMU_FAKE_NCCL_CLIQUE_H_
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace emu::nccl {
 
@@ -140,4 +140,4 @@ void CloseRemote(ncclComm* c);
 
 }  // namespace emu::nccl
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_FAKE_NCCL_CLIQUE_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_FAKE_NCCL_CLIQUE_H_

@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Streams and events of the emulated CUDA runtime (fake_streams.h), and the runtime's stream
 // and event calls.
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/kernels/emu/cuda_emu.h"
+#include "testing/cuda_emu/cuda_emu.h"
 
 namespace emu {
 

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/kernels/emu/cuda_emu.h"
-#include "trainer/kernels/emu/fake_memory.h"
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/cuda_emu.h"
+#include "testing/cuda_emu/fake_memory.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace {
 

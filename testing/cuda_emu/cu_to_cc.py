@@ -29,7 +29,7 @@ def _matching(text, start, opening, closing):
 
 
 def convert(text):
-    text = _CUB.sub('#include "trainer/kernels/emu/cub_radix_sort.h"', text)
+    text = _CUB.sub('#include "testing/cuda_emu/cub_radix_sort.h"', text)
     out = []
     pos = 0
     while True:
@@ -54,5 +54,5 @@ if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         source = f.read()
     # Errors in the kernels are reported at their lines of the .cu file.
-    sys.stdout.write('#include "trainer/kernels/emu/cuda_emu.h"\n'
+    sys.stdout.write('#include "testing/cuda_emu/cuda_emu.h"\n'
                      f'#line 1 "{sys.argv[1]}"\n' + convert(source))

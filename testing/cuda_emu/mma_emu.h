@@ -6,8 +6,8 @@
 //
 // ldmatrix checks what a GPU faults on: a row address that is not 16-byte aligned fails the
 // launch (cudaErrorMisalignedAddress).
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_MMA_EMU_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_MMA_EMU_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_MMA_EMU_H_
+#define RINGMASTER_TESTING_CUDA_EMU_MMA_EMU_H_
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -96,4 +96,4 @@ inline void LoadMatricesX4(uint32_t (&r)[4], const __nv_bfloat16* row, bool tran
 
 }  // namespace emu
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_MMA_EMU_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_MMA_EMU_H_

@@ -2,8 +2,8 @@
 // (a size query with null temporary storage; a stable sort of the pairs by key, signed keys in
 // numeric order), done by std::stable_sort, in stream order (fake_streams.h: deferred like a
 // kernel). Only what the .cu files call.
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_CUB_RADIX_SORT_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_CUB_RADIX_SORT_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_CUB_RADIX_SORT_H_
+#define RINGMASTER_TESTING_CUDA_EMU_CUB_RADIX_SORT_H_
 
 #include <cuda_runtime.h>
 
@@ -12,7 +12,7 @@
 #include <numeric>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace cub {
 
@@ -51,4 +51,4 @@ struct DeviceRadixSort {
 
 }  // namespace cub
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_CUB_RADIX_SORT_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_CUB_RADIX_SORT_H_

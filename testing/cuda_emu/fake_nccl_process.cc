@@ -40,7 +40,7 @@
 #include <thread>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_nccl_clique.h"
+#include "testing/cuda_emu/fake_nccl_clique.h"
 
 namespace emu::nccl {
 namespace {

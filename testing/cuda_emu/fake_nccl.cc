@@ -70,9 +70,9 @@
 #include <tuple>
 #include <vector>
 
-#include "trainer/kernels/emu/fake_memory.h"
-#include "trainer/kernels/emu/fake_nccl_clique.h"
-#include "trainer/kernels/emu/fake_streams.h"
+#include "testing/cuda_emu/fake_memory.h"
+#include "testing/cuda_emu/fake_nccl_clique.h"
+#include "testing/cuda_emu/fake_streams.h"
 
 namespace emu::nccl {
 

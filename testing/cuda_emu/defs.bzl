@@ -14,8 +14,8 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         name = name + "_source",
         srcs = [src],
         outs = [generated],
-        tools = ["//trainer/kernels/emu:cu_to_cc.py"],
-        cmd = "python3 $(location //trainer/kernels/emu:cu_to_cc.py) $(location " + src +
+        tools = ["//testing/cuda_emu:cu_to_cc.py"],
+        cmd = "python3 $(location //testing/cuda_emu:cu_to_cc.py) $(location " + src +
               ") > $@",
         target_compatible_with = cuda_only(),
     )
@@ -29,7 +29,7 @@ def emulated_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         # the slowest part of the emulated tests unoptimised.
         copts = ["-Wno-unknown-pragmas", "-O2"],
         # fake_cuda answers the runtime calls the launchers make (cudaGetLastError).
-        deps = deps + ["//trainer/kernels/emu:cuda_emu", "//trainer/kernels/emu:fake_cuda"],
+        deps = deps + ["//testing/cuda_emu:cuda_emu", "//testing/cuda_emu:fake_cuda"],
         target_compatible_with = cuda_only(),
     )
 
@@ -41,7 +41,7 @@ def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
     native.alias(
         name = name,
         actual = select({
-            "//trainer/kernels/emu:emulated": ":" + name + "_emulated",
+            "//testing/cuda_emu:emulated": ":" + name + "_emulated",
             "//conditions:default": ":" + name + "_nvcc",
         }),
     )

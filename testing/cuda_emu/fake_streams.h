@@ -42,8 +42,8 @@
 //
 // Thread-safe: one lock for every stream and event, and one per stream that orders the running
 // of its deferred work (held while it runs, never while waiting for another stream's).
-#ifndef RINGMASTER_TRAINER_KERNELS_EMU_FAKE_STREAMS_H_
-#define RINGMASTER_TRAINER_KERNELS_EMU_FAKE_STREAMS_H_
+#ifndef RINGMASTER_TESTING_CUDA_EMU_FAKE_STREAMS_H_
+#define RINGMASTER_TESTING_CUDA_EMU_FAKE_STREAMS_H_
 
 #include <cuda_runtime_api.h>
 
@@ -105,4 +105,4 @@ void SetCurrentDevice(int device);
 
 }  // namespace emu
 
-#endif  // RINGMASTER_TRAINER_KERNELS_EMU_FAKE_STREAMS_H_
+#endif  // RINGMASTER_TESTING_CUDA_EMU_FAKE_STREAMS_H_
