@@ -1,4 +1,5 @@
-"""emulated_kernels: a .cu file's kernels built to run on the CPU (cuda_emu.h), for tests."""
+"""Build rules of the CUDA emulator (testing/cuda_emu): a .cu file's kernels built for the GPU and
+for the CPU (cuda_emu.h), and the tests that run on either."""
 
 load("//third_party/cuda:defs.bzl", "cuda_library", "cuda_only")
 
@@ -52,3 +53,43 @@ def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         cu_hdrs = cu_hdrs,
         deps = deps,
     )
+
+def cuda_test(name, deps, srcs = None, tags = [], **kwargs):
+    """A cc_test of CUDA code that runs on a GPU and on the emulator.
+
+    Tagged `gpu` (bench/gpu_bundle carries it to the GPU machines; it skips where no GPU is
+    visible) and `emulated` (tools/test runs it again under --config=emu, on the CPU). Built only
+    where CUDA is (cuda_only()). `srcs` defaults to `name`.cc.
+    """
+    native.cc_test(
+        name = name,
+        srcs = srcs or [name + ".cc"],
+        tags = ["gpu", "emulated"] + tags,
+        target_compatible_with = cuda_only(),
+        deps = deps,
+        **kwargs
+    )
+
+def emulator_test(name, deps = []):
+    """A test of the fake CUDA runtime and NCCL themselves (this package): `name`.cc linked with
+    the emulator, tagged `emulated`, built only where CUDA is."""
+    native.cc_test(
+        name = name,
+        srcs = [name + ".cc"],
+        tags = ["emulated"],
+        target_compatible_with = cuda_only(),
+        deps = [
+            "//testing/cuda_emu:cuda_emu",
+            "//testing/cuda_emu:fake_cuda",
+            "//testing/cuda_emu:fake_nccl",
+            "//third_party/system:gtest_main",
+        ] + deps,
+    )
+
+def emulated_only():
+    """A target_compatible_with value that builds a target only under --config=emu (a test of
+    programs that need a GPU elsewhere)."""
+    return select({
+        "//testing/cuda_emu:emulated": [],
+        "//conditions:default": ["//third_party/cuda:incompatible"],
+    })
