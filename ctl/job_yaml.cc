@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -17,73 +16,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "common/status.h"
+#include "ctl/job_file_keys.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::ctl {
 namespace {
 
-// Every key of a job file, by path (job_yaml.h). Reader below accepts exactly these; an unknown
-// key is matched against them to suggest where it belongs.
-constexpr absl::string_view kAllFields[] = {
-    "name",
-    "nodes",
-    "devices_per_node",
-    "parallelism",
-    "parallelism.tensor",
-    "parallelism.pipeline",
-    "parallelism.data",
-    "trainer",
-    "trainer.builtin",
-    "trainer.command",
-    "trainer.model",
-    "trainer.model.layers",
-    "trainer.model.d_model",
-    "trainer.model.heads",
-    "trainer.model.seq_len",
-    "trainer.model.vocab",
-    "trainer.batch",
-    "trainer.batch.micro_batch",
-    "trainer.batch.global_batch",
-    "trainer.steps",
-    "trainer.optimizer",
-    "trainer.optimizer.lr",
-    "trainer.optimizer.warmup_steps",
-    "trainer.optimizer.weight_decay",
-    "trainer.optimizer.clip_grad_norm",
-    "trainer.optimizer.min_lr",
-    "trainer.optimizer.beta1",
-    "trainer.optimizer.beta2",
-    "trainer.optimizer.epsilon",
-    "trainer.precision",
-    "trainer.attention",
-    "trainer.zero_stage",
-    "trainer.data",
-    "trainer.data.path",
-    "trainer.data.seed",
-    "trainer.env",
-    "checkpoint",
-    "checkpoint.dir",
-    "checkpoint.every_steps",
-    "checkpoint.keep",
-    "checkpoint.max_consecutive_failures",
-    "restart",
-    "restart.max_restarts",
-    "restart.window_minutes",
-    "watchdog",
-    "watchdog.hang_timeout",
-    "watchdog.straggler_threshold",
-    "watchdog.link_check",
-    "watchdog.link_check_bytes",
-    "watchdog.slow_link_ratio",
-    "watchdog.min_link_bytes_per_second",
-};
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
@@ -233,31 +182,6 @@ std::optional<double> ParseNumber(absl::string_view text, bool* overflow) {
   return value;
 }
 
-// Edit distance counting a swap of neighbours as one edit (optimal string alignment).
-int EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// Whether `typed` is close enough to `known` to suggest it (case does not count).
-bool NearMiss(absl::string_view typed, absl::string_view known) {
-  const size_t limit = known.size() <= 3 ? 1 : known.size() <= 6 ? 2 : 3;
-  // The distance is at least the difference in length: a long key costs nothing to refuse.
-  if (typed.size() > known.size() + limit || known.size() > typed.size() + limit) return false;
-  return EditDistance(absl::AsciiStrToLower(typed), known) <= static_cast<int>(limit);
-}
-
 // A value in the document: the node, where to point at it, and its field path.
 struct Field {
   YAML::Node node;
@@ -265,28 +189,8 @@ struct Field {
   std::string path;
 };
 
-// Walks a parsed document into a JobSpec, collecting every problem. Checks each node's type
-// before reading it, so yaml-cpp's accessors do not throw.
-// The YAML names of an enumeration's values, read case-insensitively and written back; the
-// unspecified value (0) has none and is left out.
-template <typename E>
-struct EnumName {
-  const char* name;
-  E value;
-};
-constexpr EnumName<v1::Precision> kPrecisionNames[] = {{"fp32", v1::PRECISION_FP32},
-                                                       {"bf16", v1::PRECISION_BF16}};
-constexpr EnumName<v1::Attention> kAttentionNames[] = {
-    {"fused", v1::ATTENTION_FUSED}, {"materialized", v1::ATTENTION_MATERIALIZED}};
-
-// "fp32 or bf16".
-template <typename E, size_t N>
-std::string NameList(const EnumName<E> (&names)[N]) {
-  std::string list;
-  for (const EnumName<E>& n : names) absl::StrAppend(&list, list.empty() ? "" : " or ", n.name);
-  return list;
-}
-
+// Walks a parsed document into a JobSpec by the table of keys (job_file_keys.h), collecting every
+// problem. Checks each node's type before reading it, so yaml-cpp's accessors do not throw.
 class Reader {
  public:
   explicit Reader(absl::string_view filename) : filename_(filename) {}
@@ -300,12 +204,6 @@ class Reader {
   }
 
  private:
-  using Handler = std::function<void(const Field&)>;
-  struct Key {
-    absl::string_view name;
-    Handler read;
-  };
-
   void Problem(const YAML::Mark& mark, absl::string_view path, absl::string_view what) {
     problems_.push_back(absl::StrCat(Where(filename_, mark), path, path.empty() ? "" : ": ", what));
   }
@@ -319,9 +217,10 @@ class Reader {
     return false;
   }
 
-  // Reads each key of the mapping `f` with its handler in `keys`; reports unknown and duplicate
-  // keys.
-  void ReadMapping(const Field& f, const std::vector<Key>& keys) {
+  // Reads each key of the mapping `f`, the table's mapping `parent` ("" at the top level), into
+  // `message`; reports unknown and duplicate keys.
+  void ReadMapping(const Field& f, absl::string_view parent, Message* message) {
+    const std::vector<const JobFileKey*> keys = ChildKeys(parent);
     std::map<std::string, YAML::Mark> seen;
     for (const auto& entry : f.node) {
       const YAML::Node& key = entry.first;
@@ -337,50 +236,31 @@ class Reader {
                 absl::StrCat("duplicate key (first at line ", first->second.line + 1, ")"));
         continue;
       }
-      auto known =
-          std::find_if(keys.begin(), keys.end(), [&](const Key& k) { return k.name == name; });
+      auto known = std::find_if(keys.begin(), keys.end(),
+                                [&](const JobFileKey* k) { return k->name() == name; });
       if (known == keys.end()) {
-        Problem(key.Mark(), path, UnknownKey(name, f.path, keys));
+        Problem(key.Mark(), path, UnknownKeyMessage(name, parent));
         continue;
       }
-      known->read(Field{entry.second, key.Mark(), path});
+      ReadKey(**known, Field{entry.second, key.Mark(), path}, message);
     }
   }
 
-  static std::string UnknownKey(absl::string_view name, absl::string_view parent,
-                                const std::vector<Key>& keys) {
-    // The same key elsewhere in the layout: "steps" at the top level belongs under trainer.
-    std::vector<std::string> elsewhere;
-    std::vector<std::string> near_elsewhere;
-    for (absl::string_view field : kAllFields) {
-      const size_t dot = field.rfind('.');
-      const absl::string_view last = dot == absl::string_view::npos ? field : field.substr(dot + 1);
-      const absl::string_view owner = dot == absl::string_view::npos ? "" : field.substr(0, dot);
-      if (owner == parent) continue;
-      if (last == name) elsewhere.push_back(std::string(field));
-      if (NearMiss(name, last)) near_elsewhere.push_back(std::string(field));
-    }
-    if (!elsewhere.empty()) {
-      return absl::StrCat("unknown key here, did you mean ", absl::StrJoin(elsewhere, " or "), "?");
-    }
-    const Key* best = nullptr;
-    int best_distance = 0;
-    for (const Key& k : keys) {
-      if (!NearMiss(name, k.name)) continue;
-      const int distance = EditDistance(absl::AsciiStrToLower(name), k.name);
-      if (best == nullptr || distance < best_distance) {
-        best = &k;
-        best_distance = distance;
-      }
-    }
-    if (best != nullptr) return absl::StrCat("unknown key, did you mean \"", best->name, "\"?");
-    if (!near_elsewhere.empty()) {
-      return absl::StrCat("unknown key here, did you mean ", absl::StrJoin(near_elsewhere, " or "),
-                          "?");
-    }
-    std::vector<absl::string_view> names;
-    for (const Key& k : keys) names.push_back(k.name);
-    return absl::StrCat("unknown key (expected one of: ", absl::StrJoin(names, ", "), ")");
+  // Reads the value `f` of `key` into its field under `parent` (the message of key.parent()).
+  void ReadKey(const JobFileKey& key, const Field& f, Message* parent);
+  void ReadArgv(const JobFileKey& key, const Field& f, Message* parent);
+  void ReadStringMap(const JobFileKey& key, const Field& f, Message* parent);
+
+  // True, with a problem, when the oneof of `key`'s field holds another key's value already
+  // ("set builtin or command, not both").
+  bool OneofTaken(const JobFileKey& key, const Field& f, const Message& parent) {
+    const FieldDescriptor* own = RelativeFieldPath(key).front();
+    const google::protobuf::OneofDescriptor* oneof = own->real_containing_oneof();
+    if (oneof == nullptr) return false;
+    const FieldDescriptor* held = parent.GetReflection()->GetOneofFieldDescriptor(parent, oneof);
+    if (held == nullptr || held == own) return false;
+    Problem(f.mark, f.path, absl::StrCat("set ", OneofKeyNames(key), ", not both"));
+    return true;
   }
 
   // The scalar's text; nullopt, silently, for null and, with a problem, for a list or mapping.
@@ -465,53 +345,26 @@ class Reader {
     return value;
   }
 
-  template <typename M>
-  Handler Int32(M* message, void (M::*set)(int32_t)) {
-    return [this, message, set](const Field& f) {
-      std::optional<int64_t> v =
-          Integer(f, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
-      if (v.has_value()) (message->*set)(static_cast<int32_t>(*v));
-    };
+  // A scalar naming one of the key's enum values (any case).
+  std::optional<int> EnumNumber(const JobFileKey& key, const Field& f) {
+    const std::string expected = EnumNameList(key);
+    std::optional<std::string> text = ScalarText(f, expected);
+    if (!text.has_value()) return std::nullopt;
+    const std::string lower = absl::AsciiStrToLower(*text);
+    for (const EnumName& n : key.names) {
+      if (lower == n.name) return n.number;
+    }
+    Problem(f.mark, f.path, absl::StrCat("expected ", expected, ", got ", Quote(*text)));
+    return std::nullopt;
   }
 
-  template <typename M>
-  Handler Int64(M* message, void (M::*set)(int64_t)) {
-    return [this, message, set](const Field& f) {
-      std::optional<int64_t> v =
-          Integer(f, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-      if (v.has_value()) (message->*set)(*v);
-    };
+  // "auto" (any case) for 0, or a number of seconds.
+  std::optional<double> SecondsOrAuto(const Field& f) {
+    std::optional<std::string> text = ScalarText(f, "auto or a number of seconds");
+    if (!text.has_value()) return std::nullopt;
+    if (absl::AsciiStrToLower(*text) == "auto") return 0.0;
+    return NumberFromText(f, *text, "expected auto or a number of seconds");
   }
-
-  template <typename M>
-  Handler Double(M* message, void (M::*set)(double)) {
-    return [this, message, set](const Field& f) {
-      std::optional<double> v = Number(f);
-      if (v.has_value()) (message->*set)(*v);
-    };
-  }
-
-  // A scalar naming one of `names`.
-  template <typename M, typename E, size_t N>
-  Handler Named(M* message, void (M::*set)(E), const EnumName<E> (&names)[N]) {
-    return [this, message, set, &names](const Field& f) {
-      const std::string expected = NameList(names);
-      std::optional<std::string> text = ScalarText(f, expected);
-      if (!text.has_value()) return;
-      const std::string lower = absl::AsciiStrToLower(*text);
-      for (const EnumName<E>& n : names) {
-        if (lower == n.name) {
-          (message->*set)(n.value);
-          return;
-        }
-      }
-      Problem(f.mark, f.path, absl::StrCat("expected ", expected, ", got ", Quote(*text)));
-    };
-  }
-
-  void ReadTrainer(const Field& f, v1::TrainerSpec* trainer);
-  void ReadCommand(const Field& f, v1::TrainerSpec* trainer);
-  void ReadEnv(const Field& f, v1::TrainerSpec* trainer);
 
   std::string filename_;
   std::vector<std::string> problems_;
@@ -524,159 +377,78 @@ void Reader::ReadJob(const YAML::Node& root, v1::JobSpec* spec) {
                          Describe(root)));
     return;
   }
-  ReadMapping(
-      Field{root, root.Mark(), ""},
-      {
-          {"name",
-           [&](const Field& f) {
-             if (auto s = String(f)) spec->set_name(*s);
-           }},
-          {"nodes", Int32(spec, &v1::JobSpec::set_nodes)},
-          {"devices_per_node", Int32(spec, &v1::JobSpec::set_devices_per_node)},
-          {"parallelism",
-           [&](const Field& f) {
-             if (!IsMapping(f)) return;
-             v1::ParallelismSpec* p = spec->mutable_parallelism();
-             ReadMapping(f, {
-                                {"tensor", Int32(p, &v1::ParallelismSpec::set_tensor)},
-                                {"pipeline", Int32(p, &v1::ParallelismSpec::set_pipeline)},
-                                {"data", Int32(p, &v1::ParallelismSpec::set_data)},
-                            });
-           }},
-          {"trainer",
-           [&](const Field& f) {
-             if (IsMapping(f)) ReadTrainer(f, spec->mutable_trainer());
-           }},
-          {"checkpoint",
-           [&](const Field& f) {
-             if (!IsMapping(f)) return;
-             v1::CheckpointSpec* c = spec->mutable_checkpoint();
-             ReadMapping(f, {
-                                {"dir",
-                                 [&](const Field& v) {
-                                   if (auto s = String(v)) c->set_dir(*s);
-                                 }},
-                                {"every_steps", Int32(c, &v1::CheckpointSpec::set_every_steps)},
-                                {"keep", Int32(c, &v1::CheckpointSpec::set_keep)},
-                                {"max_consecutive_failures",
-                                 Int32(c, &v1::CheckpointSpec::set_max_consecutive_failures)},
-                            });
-           }},
-          {"restart",
-           [&](const Field& f) {
-             if (!IsMapping(f)) return;
-             v1::RestartSpec* r = spec->mutable_restart();
-             ReadMapping(f, {{"max_restarts", Int32(r, &v1::RestartSpec::set_max_restarts)},
-                             {"window_minutes", Int32(r, &v1::RestartSpec::set_window_minutes)}});
-           }},
-          {"watchdog",
-           [&](const Field& f) {
-             if (!IsMapping(f)) return;
-             v1::WatchdogSpec* w = spec->mutable_watchdog();
-             ReadMapping(
-                 f,
-                 {
-                     {"hang_timeout",
-                      [&](const Field& v) {
-                        std::optional<std::string> text =
-                            ScalarText(v, "auto or a number of seconds");
-                        if (!text.has_value()) return;
-                        if (absl::AsciiStrToLower(*text) == "auto") {
-                          w->set_hang_timeout_seconds(0);
-                        } else if (auto seconds = NumberFromText(
-                                       v, *text, "expected auto or a number of seconds")) {
-                          w->set_hang_timeout_seconds(*seconds);
-                        }
-                      }},
-                     {"straggler_threshold", Double(w, &v1::WatchdogSpec::set_straggler_threshold)},
-                     {"link_check",
-                      [&](const Field& v) {
-                        if (auto on = Boolean(v)) w->set_link_check_disabled(!*on);
-                      }},
-                     {"link_check_bytes", Int64(w, &v1::WatchdogSpec::set_link_check_bytes)},
-                     {"slow_link_ratio", Double(w, &v1::WatchdogSpec::set_slow_link_ratio)},
-                     {"min_link_bytes_per_second",
-                      Double(w, &v1::WatchdogSpec::set_min_link_bytes_per_second)},
-                 });
-           }},
+  ReadMapping(Field{root, root.Mark(), ""}, "", spec);
+}
+
+void Reader::ReadKey(const JobFileKey& key, const Field& f, Message* parent) {
+  const FieldDescriptor* field = KeyField(key);
+  // Stores a value read: `assign(reflection, holder)`, unless the key's oneof is taken.
+  auto set = [&](const auto& assign) {
+    if (OneofTaken(key, f, *parent)) return;
+    Message* holder = MutableHolder(key, parent);
+    assign(*holder->GetReflection(), holder);
+  };
+  switch (key.kind) {
+    case KeyKind::kMapping:
+      if (!IsMapping(f)) return;
+      set([&](const Reflection& r, Message* m) {
+        ReadMapping(f, key.key, r.MutableMessage(m, field));
       });
+      return;
+    case KeyKind::kString:
+      if (std::optional<std::string> s = String(f)) {
+        set([&](const Reflection& r, Message* m) { r.SetString(m, field, *s); });
+      }
+      return;
+    case KeyKind::kInt32:
+      if (std::optional<int64_t> v = Integer(f, std::numeric_limits<int32_t>::min(),
+                                             std::numeric_limits<int32_t>::max())) {
+        set([&](const Reflection& r, Message* m) {
+          r.SetInt32(m, field, static_cast<int32_t>(*v));
+        });
+      }
+      return;
+    case KeyKind::kInt64:
+      if (std::optional<int64_t> v = Integer(f, std::numeric_limits<int64_t>::min(),
+                                             std::numeric_limits<int64_t>::max())) {
+        set([&](const Reflection& r, Message* m) { r.SetInt64(m, field, *v); });
+      }
+      return;
+    case KeyKind::kUint64:
+      if (std::optional<uint64_t> v = Unsigned(f)) {
+        set([&](const Reflection& r, Message* m) { r.SetUInt64(m, field, *v); });
+      }
+      return;
+    case KeyKind::kNumber:
+      if (std::optional<double> v = Number(f)) {
+        set([&](const Reflection& r, Message* m) { r.SetDouble(m, field, *v); });
+      }
+      return;
+    case KeyKind::kSecondsOrAuto:
+      if (std::optional<double> v = SecondsOrAuto(f)) {
+        set([&](const Reflection& r, Message* m) { r.SetDouble(m, field, *v); });
+      }
+      return;
+    case KeyKind::kNegatedBool:
+      if (std::optional<bool> on = Boolean(f)) {
+        set([&](const Reflection& r, Message* m) { r.SetBool(m, field, !*on); });
+      }
+      return;
+    case KeyKind::kEnum:
+      if (std::optional<int> number = EnumNumber(key, f)) {
+        set([&](const Reflection& r, Message* m) { r.SetEnumValue(m, field, *number); });
+      }
+      return;
+    case KeyKind::kArgv:
+      ReadArgv(key, f, parent);
+      return;
+    case KeyKind::kStringMap:
+      ReadStringMap(key, f, parent);
+      return;
+  }
 }
 
-void Reader::ReadTrainer(const Field& f, v1::TrainerSpec* t) {
-  ReadMapping(
-      f, {
-             {"builtin",
-              [&](const Field& v) {
-                std::optional<std::string> name = String(v);
-                if (!name.has_value()) return;
-                if (t->has_command()) {
-                  Problem(v.mark, v.path, "set builtin or command, not both");
-                  return;
-                }
-                t->set_builtin(*name);
-              }},
-             {"command", [&](const Field& v) { ReadCommand(v, t); }},
-             {"model",
-              [&](const Field& v) {
-                if (!IsMapping(v)) return;
-                v1::ModelSpec* m = t->mutable_model();
-                ReadMapping(v, {
-                                   {"layers", Int32(m, &v1::ModelSpec::set_layers)},
-                                   {"d_model", Int32(m, &v1::ModelSpec::set_d_model)},
-                                   {"heads", Int32(m, &v1::ModelSpec::set_heads)},
-                                   {"seq_len", Int32(m, &v1::ModelSpec::set_seq_len)},
-                                   {"vocab", Int32(m, &v1::ModelSpec::set_vocab)},
-                               });
-              }},
-             {"batch",
-              [&](const Field& v) {
-                if (!IsMapping(v)) return;
-                v1::BatchSpec* b = t->mutable_batch();
-                ReadMapping(v, {
-                                   {"micro_batch", Int32(b, &v1::BatchSpec::set_micro_batch)},
-                                   {"global_batch", Int32(b, &v1::BatchSpec::set_global_batch)},
-                               });
-              }},
-             {"steps", Int64(t, &v1::TrainerSpec::set_steps)},
-             {"optimizer",
-              [&](const Field& v) {
-                if (!IsMapping(v)) return;
-                v1::OptimizerSpec* o = t->mutable_optimizer();
-                ReadMapping(
-                    v, {
-                           {"lr", Double(o, &v1::OptimizerSpec::set_lr)},
-                           {"warmup_steps", Int32(o, &v1::OptimizerSpec::set_warmup_steps)},
-                           {"weight_decay", Double(o, &v1::OptimizerSpec::set_weight_decay)},
-                           {"clip_grad_norm", Double(o, &v1::OptimizerSpec::set_clip_grad_norm)},
-                           {"min_lr", Double(o, &v1::OptimizerSpec::set_min_lr)},
-                           {"beta1", Double(o, &v1::OptimizerSpec::set_beta1)},
-                           {"beta2", Double(o, &v1::OptimizerSpec::set_beta2)},
-                           {"epsilon", Double(o, &v1::OptimizerSpec::set_epsilon)},
-                       });
-              }},
-             {"precision", Named(t, &v1::TrainerSpec::set_precision, kPrecisionNames)},
-             {"attention", Named(t, &v1::TrainerSpec::set_attention, kAttentionNames)},
-             {"zero_stage", Int32(t, &v1::TrainerSpec::set_zero_stage)},
-             {"data",
-              [&](const Field& v) {
-                if (!IsMapping(v)) return;
-                v1::DataSpec* d = t->mutable_data();
-                ReadMapping(v, {
-                                   {"path",
-                                    [&](const Field& p) {
-                                      if (auto s = String(p)) d->set_path(*s);
-                                    }},
-                                   {"seed",
-                                    [&](const Field& s) {
-                                      if (auto seed = Unsigned(s)) d->set_seed(*seed);
-                                    }},
-                               });
-              }},
-             {"env", [&](const Field& v) { ReadEnv(v, t); }},
-         });
-}
-
-void Reader::ReadCommand(const Field& f, v1::TrainerSpec* t) {
+void Reader::ReadArgv(const JobFileKey& key, const Field& f, Message* parent) {
   if (f.node.IsNull()) return;
   if (!f.node.IsSequence()) {
     std::string hint;
@@ -689,26 +461,33 @@ void Reader::ReadCommand(const Field& f, v1::TrainerSpec* t) {
             absl::StrCat("expected a list of strings (argv), got ", Describe(f.node), hint));
     return;
   }
-  if (t->has_builtin()) {
-    Problem(f.mark, f.path, "set builtin or command, not both");
-    return;
-  }
-  auto* argv = t->mutable_command()->mutable_argv();
+  if (OneofTaken(key, f, *parent)) return;
+  Message* holder = MutableHolder(key, parent);
+  const Reflection& r = *holder->GetReflection();
+  const FieldDescriptor* field = KeyField(key);
   int index = 0;
   for (const YAML::Node& element : f.node) {
     const std::string path = absl::StrCat(f.path, "[", index++, "]");
     if (element.IsNull()) {
-      argv->Add("");
+      r.AddString(holder, field, "");
       continue;
     }
     std::optional<std::string> arg = String(Field{element, element.Mark(), path});
-    if (arg.has_value()) argv->Add(std::move(*arg));
+    if (arg.has_value()) r.AddString(holder, field, std::move(*arg));
   }
 }
 
-void Reader::ReadEnv(const Field& f, v1::TrainerSpec* t) {
+void Reader::ReadStringMap(const JobFileKey& key, const Field& f, Message* parent) {
   if (!IsMapping(f)) return;
-  auto* env = t->mutable_env();
+  Message* holder = MutableHolder(key, parent);
+  const FieldDescriptor* field = KeyField(key);
+  // Adds name: value as an entry of the map field.
+  auto add = [&](const std::string& name, std::string value) {
+    Message* entry = holder->GetReflection()->AddMessage(holder, field);
+    const Reflection& r = *entry->GetReflection();
+    r.SetString(entry, field->message_type()->map_key(), name);
+    r.SetString(entry, field->message_type()->map_value(), std::move(value));
+  };
   std::map<std::string, YAML::Mark> seen;
   for (const auto& entry : f.node) {
     const YAML::Node& key = entry.first;
@@ -730,11 +509,11 @@ void Reader::ReadEnv(const Field& f, v1::TrainerSpec* t) {
       continue;
     }
     if (entry.second.IsNull()) {
-      (*env)[name] = "";
+      add(name, "");
       continue;
     }
     std::optional<std::string> value = String(Field{entry.second, key.Mark(), path});
-    if (value.has_value()) (*env)[name] = std::move(*value);
+    if (value.has_value()) add(name, std::move(*value));
   }
 }
 
@@ -766,107 +545,87 @@ void EmitString(YAML::Emitter& out, const std::string& s) {
   out << s;
 }
 
-// Each Emit* writes `key: value` unless the value is zero (unset).
-void EmitInt(YAML::Emitter& out, const char* key, int64_t value) {
-  if (value != 0) out << YAML::Key << key << YAML::Value << value;
-}
+void EmitKeys(YAML::Emitter& out, absl::string_view parent, const Message& message);
 
-void EmitDouble(YAML::Emitter& out, const char* key, double value) {
-  // -0.0 is not zero to proto3 (its bits are set), so it is written.
-  if (value != 0 || std::signbit(value)) {
-    out << YAML::Key << key << YAML::Value << FormatDouble(value);
-  }
-}
-
-void EmitStringField(YAML::Emitter& out, const char* key, const std::string& value) {
-  if (value.empty()) return;
-  out << YAML::Key << key << YAML::Value;
-  EmitString(out, value);
-}
-
-// `value` by its name in `names`; nothing for the unspecified 0. An undefined enum value has no
-// YAML name: it is written as its number, which ParseJobYaml refuses just as ValidateJobSpec
-// would.
-template <typename E, size_t N>
-void EmitNamed(YAML::Emitter& out, const char* key, E value, const EnumName<E> (&names)[N]) {
-  if (static_cast<int>(value) == 0) return;
-  for (const EnumName<E>& n : names) {
-    if (n.value == value) {
-      out << YAML::Key << key << YAML::Value << n.name;
+// Writes `name: value` for `key` when it is set (KeyIsSet) in `parent`, the message of
+// key.parent().
+void EmitKey(YAML::Emitter& out, const JobFileKey& key, const Message& parent) {
+  if (!KeyIsSet(key, parent)) return;
+  const Message& holder = *Holder(key, parent);
+  const Reflection& r = *holder.GetReflection();
+  const FieldDescriptor* field = KeyField(key);
+  out << YAML::Key << std::string(key.name()) << YAML::Value;
+  switch (key.kind) {
+    case KeyKind::kMapping:
+      if (!WrittenAsBlock(key)) out << YAML::Flow;
+      out << YAML::BeginMap;
+      EmitKeys(out, key.key, r.GetMessage(holder, field));
+      out << YAML::EndMap;
+      return;
+    case KeyKind::kString:
+      EmitString(out, r.GetString(holder, field));
+      return;
+    case KeyKind::kInt32:
+      out << r.GetInt32(holder, field);
+      return;
+    case KeyKind::kInt64:
+      out << r.GetInt64(holder, field);
+      return;
+    case KeyKind::kUint64:
+      out << r.GetUInt64(holder, field);
+      return;
+    case KeyKind::kNumber:
+    case KeyKind::kSecondsOrAuto:  // 0 ("auto") is not set, so never written
+      out << FormatDouble(r.GetDouble(holder, field));
+      return;
+    case KeyKind::kNegatedBool:
+      out << !r.GetBool(holder, field);
+      return;
+    case KeyKind::kEnum: {
+      // An undefined enum value has no YAML name: it is written as its number, which
+      // ParseJobYaml refuses just as ValidateJobSpec would.
+      const int number = r.GetEnumValue(holder, field);
+      for (const EnumName& n : key.names) {
+        if (n.number == number) {
+          out << std::string(n.name);
+          return;
+        }
+      }
+      out << number;
+      return;
+    }
+    case KeyKind::kArgv:
+      out << YAML::Flow << YAML::BeginSeq;
+      for (int i = 0; i < r.FieldSize(holder, field); ++i) {
+        EmitString(out, r.GetRepeatedString(holder, field, i));
+      }
+      out << YAML::EndSeq;
+      return;
+    case KeyKind::kStringMap: {
+      // Sorted: protobuf map order is unspecified and the output should be stable.
+      std::map<std::string, std::string> entries;
+      for (int i = 0; i < r.FieldSize(holder, field); ++i) {
+        const Message& entry = r.GetRepeatedMessage(holder, field, i);
+        const Reflection& e = *entry.GetReflection();
+        entries[e.GetString(entry, field->message_type()->map_key())] =
+            e.GetString(entry, field->message_type()->map_value());
+      }
+      out << YAML::BeginMap;
+      for (const auto& [name, value] : entries) {
+        out << YAML::Key;
+        EmitString(out, name);
+        out << YAML::Value;
+        EmitString(out, value);
+      }
+      out << YAML::EndMap;
       return;
     }
   }
-  out << YAML::Key << key << YAML::Value << static_cast<int>(value);
 }
 
-void EmitTrainer(YAML::Emitter& out, const v1::TrainerSpec& t) {
-  out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
-  switch (t.program_case()) {
-    case v1::TrainerSpec::kBuiltin:
-      out << YAML::Key << "builtin" << YAML::Value;
-      EmitString(out, t.builtin());
-      break;
-    case v1::TrainerSpec::kCommand:
-      out << YAML::Key << "command" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-      for (const std::string& arg : t.command().argv()) EmitString(out, arg);
-      out << YAML::EndSeq;
-      break;
-    case v1::TrainerSpec::PROGRAM_NOT_SET:
-      break;
-  }
-  if (t.has_model()) {
-    const v1::ModelSpec& m = t.model();
-    out << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitInt(out, "layers", m.layers());
-    EmitInt(out, "d_model", m.d_model());
-    EmitInt(out, "heads", m.heads());
-    EmitInt(out, "seq_len", m.seq_len());
-    EmitInt(out, "vocab", m.vocab());
-    out << YAML::EndMap;
-  }
-  if (t.has_batch()) {
-    out << YAML::Key << "batch" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitInt(out, "micro_batch", t.batch().micro_batch());
-    EmitInt(out, "global_batch", t.batch().global_batch());
-    out << YAML::EndMap;
-  }
-  EmitInt(out, "steps", t.steps());
-  if (t.has_optimizer()) {
-    const v1::OptimizerSpec& o = t.optimizer();
-    out << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitDouble(out, "lr", o.lr());
-    EmitInt(out, "warmup_steps", o.warmup_steps());
-    EmitDouble(out, "weight_decay", o.weight_decay());
-    EmitDouble(out, "clip_grad_norm", o.clip_grad_norm());
-    // Fields with presence: written when set, 0 included.
-    if (o.has_min_lr()) out << YAML::Key << "min_lr" << YAML::Value << FormatDouble(o.min_lr());
-    if (o.has_beta1()) out << YAML::Key << "beta1" << YAML::Value << FormatDouble(o.beta1());
-    if (o.has_beta2()) out << YAML::Key << "beta2" << YAML::Value << FormatDouble(o.beta2());
-    EmitDouble(out, "epsilon", o.epsilon());
-    out << YAML::EndMap;
-  }
-  EmitNamed(out, "precision", t.precision(), kPrecisionNames);
-  EmitNamed(out, "attention", t.attention(), kAttentionNames);
-  EmitInt(out, "zero_stage", t.zero_stage());
-  if (t.has_data()) {
-    out << YAML::Key << "data" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitStringField(out, "path", t.data().path());
-    if (t.data().has_seed()) out << YAML::Key << "seed" << YAML::Value << t.data().seed();
-    out << YAML::EndMap;
-  }
-  if (!t.env().empty()) {
-    // Sorted: protobuf map order is unspecified and the output should be stable.
-    std::map<std::string, std::string> env(t.env().begin(), t.env().end());
-    out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
-    for (const auto& [name, value] : env) {
-      out << YAML::Key;
-      EmitString(out, name);
-      out << YAML::Value;
-      EmitString(out, value);
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndMap;
+// The keys of the table's mapping `parent` ("" at the top level), in table order.
+void EmitKeys(YAML::Emitter& out, absl::string_view parent, const Message& message) {
+  for (const JobFileKey* key : ChildKeys(parent)) EmitKey(out, *key, message);
 }
 
 }  // namespace
@@ -907,46 +666,7 @@ absl::StatusOr<v1::JobSpec> ParseJobYaml(const std::string& text, const std::str
 std::string JobSpecToYaml(const v1::JobSpec& spec) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  EmitStringField(out, "name", spec.name());
-  EmitInt(out, "nodes", spec.nodes());
-  EmitInt(out, "devices_per_node", spec.devices_per_node());
-  if (spec.has_parallelism()) {
-    const v1::ParallelismSpec& p = spec.parallelism();
-    out << YAML::Key << "parallelism" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitInt(out, "tensor", p.tensor());
-    EmitInt(out, "pipeline", p.pipeline());
-    EmitInt(out, "data", p.data());
-    out << YAML::EndMap;
-  }
-  if (spec.has_trainer()) EmitTrainer(out, spec.trainer());
-  if (spec.has_checkpoint()) {
-    const v1::CheckpointSpec& c = spec.checkpoint();
-    out << YAML::Key << "checkpoint" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitStringField(out, "dir", c.dir());
-    EmitInt(out, "every_steps", c.every_steps());
-    EmitInt(out, "keep", c.keep());
-    EmitInt(out, "max_consecutive_failures", c.max_consecutive_failures());
-    out << YAML::EndMap;
-  }
-  if (spec.has_restart()) {
-    out << YAML::Key << "restart" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    if (spec.restart().has_max_restarts()) {  // a 0 that is set means no restart
-      out << YAML::Key << "max_restarts" << YAML::Value << spec.restart().max_restarts();
-    }
-    EmitInt(out, "window_minutes", spec.restart().window_minutes());
-    out << YAML::EndMap;
-  }
-  if (spec.has_watchdog()) {
-    const v1::WatchdogSpec& w = spec.watchdog();
-    out << YAML::Key << "watchdog" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    EmitDouble(out, "hang_timeout", w.hang_timeout_seconds());
-    EmitDouble(out, "straggler_threshold", w.straggler_threshold());
-    if (w.link_check_disabled()) out << YAML::Key << "link_check" << YAML::Value << false;
-    EmitInt(out, "link_check_bytes", w.link_check_bytes());
-    EmitDouble(out, "slow_link_ratio", w.slow_link_ratio());
-    EmitDouble(out, "min_link_bytes_per_second", w.min_link_bytes_per_second());
-    out << YAML::EndMap;
-  }
+  EmitKeys(out, "", spec);
   out << YAML::EndMap;
   return absl::StrCat(out.c_str(), "\n");
 }

@@ -1,17 +1,61 @@
-// The job file: YAML with the keys of DESIGN.md's job spec (the user contract), to and from
-// v1::JobSpec.
+// The job file: YAML with the keys of the job spec (the user contract), to and from v1::JobSpec.
+// Threading: pure functions of their arguments, safe from any thread. Ownership: values in,
+// values out. Errors: ParseJobYaml returns INVALID_ARGUMENT (below); JobSpecToYaml cannot fail.
 //
-// Keys (all optional unless the coordinator's validation says otherwise):
-//   name, nodes, devices_per_node,
-//   parallelism: {tensor, pipeline, data},
-//   trainer: {builtin | command: [argv...], model: {layers, d_model, heads, seq_len, vocab},
-//             batch: {micro_batch, global_batch}, steps,
-//             optimizer: {lr, warmup_steps, weight_decay, clip_grad_norm, min_lr, beta1, beta2,
-//                         epsilon},
-//             precision: fp32 | bf16, zero_stage, data: {path, seed}, env: {NAME: value}},
-//   checkpoint: {dir, every_steps, keep},
-//   restart: {max_restarts, window_minutes},
-//   watchdog: {hang_timeout: auto | <seconds>, straggler_threshold}
+// Which keys exist, what each sets and how it is read and written is one table
+// (ctl/job_file_keys.h). All keys are optional unless the coordinator's validation says
+// otherwise. The keys, as JobFileKeyOutline() prints them (job_file_keys_test checks this list):
+//  name (string): 1-63 characters of [a-z0-9-], starting with a letter
+//  nodes (integer): nodes to run on
+//  devices_per_node (integer): devices (GPUs, or CPU slots) used on each node
+//  parallelism (mapping): the parallel layout; omitted: the planner's
+//    tensor (integer): tensor-parallel degree
+//    pipeline (integer): pipeline stages
+//    data (integer): data-parallel replicas
+//  trainer (mapping): what each rank runs
+//    builtin (string): a built-in trainer (gpt)
+//    command ([argv...]): argv of a program run once per rank (no shell); or builtin
+//    model (mapping): model dimensions (builtin)
+//      layers (integer): transformer blocks
+//      d_model (integer): embedding width
+//      heads (integer): attention heads
+//      seq_len (integer): tokens per sequence
+//      vocab (integer): vocabulary size
+//    batch (mapping): batch sizes (builtin)
+//      micro_batch (integer): sequences per micro-batch
+//      global_batch (integer): sequences per optimizer step
+//    steps (integer): optimizer steps to run
+//    optimizer (mapping): AdamW settings (builtin)
+//      lr (number): peak learning rate
+//      warmup_steps (integer): linear warm-up steps
+//      weight_decay (number): decoupled weight decay
+//      clip_grad_norm (number): gradient norm clip
+//      min_lr (number): learning rate at the end of the decay
+//      beta1 (number): Adam beta1
+//      beta2 (number): Adam beta2
+//      epsilon (number): Adam epsilon
+//    precision (fp32 | bf16): omitted: fp32 on CPU, bf16 on GPU
+//    attention (fused | materialized): attention kernels (builtin)
+//    zero_stage (integer): ZeRO stage, 0-3
+//    data (mapping): training data (builtin)
+//      path (string): token file; omitted: a built-in corpus
+//      seed (integer >= 0): data order seed
+//    env ({NAME: value}): extra environment of every rank
+//  checkpoint (mapping): checkpoint policy
+//    dir (string): absolute directory shared by every node
+//    every_steps (integer): steps between checkpoints; 0: none
+//    keep (integer): complete checkpoints kept
+//    max_consecutive_failures (integer): failed saves in a row that fail the job; 0: never
+//  restart (mapping): restart policy
+//    max_restarts (integer): restarts before FAILED; omitted: 3
+//    window_minutes (integer): count only this window's restarts; 0: all
+//  watchdog (mapping): hang, straggler and link detection
+//    hang_timeout (auto | seconds): seconds without progress; auto: from step times
+//    straggler_threshold (number): slowdown factor over peers that flags a straggler
+//    link_check (true | false): check each link as a generation starts
+//    link_check_bytes (integer): bytes per link-check exchange
+//    slow_link_ratio (number): slow below this fraction of its kind's median
+//    min_link_bytes_per_second (number): slow below this bandwidth
 #ifndef RINGMASTER_CTL_JOB_YAML_H_
 #define RINGMASTER_CTL_JOB_YAML_H_
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ctl/job_file_keys.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -195,6 +196,95 @@ TEST(JobYamlTest, EveryKeyRoundTrips) {
             "trainer:\n  optimizer: {min_lr: 0, beta1: 0, beta2: 0}\n  data: {seed: 0}\nrestart: "
             "{max_restarts: 0}\n");
   ExpectRoundTrip(zeros);
+}
+
+// The message of `key`'s mapping in `spec` (spec itself at the top level), created as needed.
+google::protobuf::Message* ParentMessage(const JobFileKey& key, v1::JobSpec* spec) {
+  if (key.parent().empty()) return spec;
+  const JobFileKey& mapping = *FindJobFileKey(key.parent());
+  google::protobuf::Message* holder = MutableHolder(mapping, ParentMessage(mapping, spec));
+  return holder->GetReflection()->MutableMessage(holder, KeyField(mapping));
+}
+
+// A spec with a value for every key of the table, built from the table alone (so a new key is
+// covered without editing this test). Keys of one oneof overwrite each other: `skip_argv` leaves
+// trainer.command out so that trainer.builtin stays.
+v1::JobSpec EveryTableKey(bool skip_argv) {
+  v1::JobSpec spec;
+  int n = 0;
+  for (const JobFileKey& key : JobFileKeys()) {
+    if (skip_argv && key.kind == KeyKind::kArgv) continue;
+    google::protobuf::Message* holder = MutableHolder(key, ParentMessage(key, &spec));
+    const google::protobuf::Reflection& r = *holder->GetReflection();
+    const google::protobuf::FieldDescriptor* field = KeyField(key);
+    ++n;
+    switch (key.kind) {
+      case KeyKind::kMapping:
+        r.MutableMessage(holder, field);
+        break;
+      case KeyKind::kString:
+        r.SetString(holder, field, absl::StrCat("text-", n));
+        break;
+      case KeyKind::kInt32:
+        r.SetInt32(holder, field, -n);
+        break;
+      case KeyKind::kInt64:
+        r.SetInt64(holder, field, int64_t{n} << 40);
+        break;
+      case KeyKind::kUint64:
+        r.SetUInt64(holder, field, std::numeric_limits<uint64_t>::max() - n);
+        break;
+      case KeyKind::kNumber:
+      case KeyKind::kSecondsOrAuto:
+        r.SetDouble(holder, field, n + 0.125);
+        break;
+      case KeyKind::kNegatedBool:
+        r.SetBool(holder, field, true);
+        break;
+      case KeyKind::kEnum:
+        r.SetEnumValue(holder, field, key.names.back().number);
+        break;
+      case KeyKind::kArgv:
+        r.AddString(holder, field, "run");
+        r.AddString(holder, field, absl::StrCat("--n=", n));
+        break;
+      case KeyKind::kStringMap: {
+        google::protobuf::Message* entry = r.AddMessage(holder, field);
+        entry->GetReflection()->SetString(entry, field->message_type()->map_key(), "NAME");
+        entry->GetReflection()->SetString(entry, field->message_type()->map_value(), "value");
+        break;
+      }
+    }
+  }
+  return spec;
+}
+
+// Whether `key` has a value in `spec` that the writer writes.
+bool Written(const JobFileKey& key, v1::JobSpec spec) {
+  return KeyIsSet(key, *ParentMessage(key, &spec));
+}
+
+TEST(JobYamlTest, EveryTableKeyIsWrittenAndReadBack) {
+  const v1::JobSpec with_command = EveryTableKey(/*skip_argv=*/false);
+  const v1::JobSpec with_builtin = EveryTableKey(/*skip_argv=*/true);
+  for (const JobFileKey& key : JobFileKeys()) {
+    EXPECT_TRUE(Written(key, with_command) || Written(key, with_builtin)) << key.key;
+    const std::string name = absl::StrCat(key.name(), ":");
+    EXPECT_THAT(JobSpecToYaml(with_command) + JobSpecToYaml(with_builtin), HasSubstr(name));
+  }
+  EXPECT_TRUE(Written(*FindJobFileKey("trainer.command"), with_command));
+  EXPECT_TRUE(Written(*FindJobFileKey("trainer.builtin"), with_builtin));
+  ExpectRoundTrip(with_command);
+  ExpectRoundTrip(with_builtin);
+}
+
+TEST(JobYamlTest, FullSpecSetsEveryKey) {
+  // FullSpec (builtin) and its command variant between them set every key of the table.
+  v1::JobSpec command = FullSpec();
+  command.mutable_trainer()->mutable_command()->add_argv("torchrun");
+  for (const JobFileKey& key : JobFileKeys()) {
+    EXPECT_TRUE(Written(key, FullSpec()) || Written(key, command)) << key.key;
+  }
 }
 
 TEST(JobYamlTest, UnsetFieldsAreLeftOut) {
