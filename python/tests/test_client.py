@@ -238,6 +238,24 @@ class WorkerOutsideARankTest(unittest.TestCase):
             with w.phase("lunch"):
                 pass
 
+    def test_unreachable_agent_is_logged_once_and_never_raises(self):
+        script = (
+            "import ringmaster.worker as w\n"
+            "for i in range(3):\n"
+            "    w.step(loss=1.0)\n"
+            "with w.phase('eval'):\n"
+            "    pass\n"
+            "print(w.rendezvous_get('k'), w.rendezvous_wait('k', 1), w.enabled())\n")
+        env = dict(os.environ, RINGMASTER_AGENT_SOCKET=os.path.join(tempfile.gettempdir(),
+                                                                     "no-such-agent.sock"),
+                   RINGMASTER_WORKER_TOKEN="t", RINGMASTER_JOB="j", RINGMASTER_GENERATION="1",
+                   RANK="0")
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                text=True, timeout=DEADLINE)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), "None None False")
+        self.assertEqual(result.stderr.count("ringmaster.worker:"), 1, result.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
