@@ -1,16 +1,19 @@
-// Durable coordinator state in SQLite (WAL mode) under the --state path.
+// The coordinator's durable state, as an interface: what the job manager and node identities
+// store and what a restarted coordinator reads back. Implementations: SqliteJobStore
+// (job_store_sqlite.h, the one the coordinator runs) and, for tests, FaultInjectingJobStore
+// (testing/fault_injecting_job_store.h), which wraps another store and makes its writes fail, wait
+// or stop as a crash would (leveldb's Env and db/fault_injection_test.cc are the model).
 //
-// What is stored: every job's JobStatus (spec, state, generation, assignments, groups, plan,
-// owner, times) as a serialized proto with the indexed columns job_id/state/submit time, the
-// job's append-only events, SubmitJob request ids (for idempotent retries), and the cordoned
-// nodes (schema version 2), every job id ever used (version 3), and the agent identity each node
-// name is bound to (version 4); an older file gains what it lacks when opened.
-//
-// Durability: each mutating call is one transaction, committed before it returns
-// (synchronous=FULL in WAL mode), so a SIGKILL after a call returns loses nothing that call wrote.
-// Nothing here is called per heartbeat; callers write only on job transitions and events.
-//
-// Thread-safety: all methods are thread-safe (one connection guarded by a mutex).
+// Threading: every implementation is thread-safe; a call may block (on disk, on a lock another
+// process holds) and callers may hold their own lock across it.
+// Ownership: the caller owns the store; it borrows nothing from its arguments past a call.
+// Errors (every implementation): INVALID_ARGUMENT / FAILED_PRECONDITION / NOT_FOUND /
+// ALREADY_EXISTS as each method says; DATA_LOSS when what is stored cannot be read back (naming the
+// job or node); UNAVAILABLE or RESOURCE_EXHAUSTED when the storage refuses a call for now (locked,
+// full, failing): the caller may write the same thing again later.
+// Durability: each mutating call is all-or-nothing and durable once it returns OK, so a crash
+// after a call returns loses nothing that call wrote. Nothing here is called per heartbeat;
+// callers write only on job transitions and events.
 #ifndef RINGMASTER_COORDINATOR_JOB_STORE_H_
 #define RINGMASTER_COORDINATOR_JOB_STORE_H_
 
@@ -22,13 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
 #include "proto/ringmaster/v1/job.pb.h"
-
-struct sqlite3;
 
 namespace ringmaster::coordinator {
 
@@ -40,74 +40,68 @@ struct StoredJob {
 
 class JobStore {
  public:
-  // Opens (creating if needed) the database at `path` (a file; its directory must exist).
-  // Errors: UNAVAILABLE if it cannot be opened, DATA_LOSS if it is not a Ringmaster database or
-  // is corrupt, FAILED_PRECONDITION if its schema version is newer than this binary knows.
+  // Opens the SQLite store at `path` (SqliteJobStore::Open, which documents its errors).
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
-  ~JobStore();
+  virtual ~JobStore() = default;
 
   // Inserts or replaces the job's status (keyed by status.job_id(), which must be non-empty, else
   // INVALID_ARGUMENT).
-  absl::Status PutJob(const v1::JobStatus& status);
+  virtual absl::Status PutJob(const v1::JobStatus& status) = 0;
 
   // Appends an event; event.sequence() must be the job's next sequence (1 + the last stored),
   // else FAILED_PRECONDITION (so a duplicated or reordered append cannot corrupt the log).
   // NOT_FOUND if the job was never put.
-  absl::Status AppendEvent(const std::string& job_id, const v1::JobEvent& event);
+  virtual absl::Status AppendEvent(const std::string& job_id, const v1::JobEvent& event) = 0;
 
   // Stores the job status and appends events in one transaction (for state transitions). Events
   // follow AppendEvent's sequence rule; if one breaks it, nothing is written.
-  absl::Status PutJobWithEvents(const v1::JobStatus& status,
-                                const std::vector<v1::JobEvent>& events);
+  virtual absl::Status PutJobWithEvents(const v1::JobStatus& status,
+                                        const std::vector<v1::JobEvent>& events) = 0;
 
   // Every job with its newest `newest_events` events (each one read and checked, the older ones
   // then dropped), in the order jobs were first stored (the job manager stores a job when it is
   // submitted, so this is submission order, whatever the wall clock did). DATA_LOSS, naming the
   // job, if a stored status or event does not parse or the event log has a gap.
-  absl::StatusOr<std::vector<StoredJob>> LoadAll(size_t newest_events = SIZE_MAX);
+  virtual absl::StatusOr<std::vector<StoredJob>> LoadAll(size_t newest_events = SIZE_MAX) = 0;
 
   // The job's events with after_sequence < sequence <= up_to_sequence, ascending. DATA_LOSS if
   // one does not parse or one of them is missing.
-  absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(const std::string& job_id,
-                                                       int64_t after_sequence,
-                                                       int64_t up_to_sequence);
+  virtual absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(const std::string& job_id,
+                                                               int64_t after_sequence,
+                                                               int64_t up_to_sequence) = 0;
 
-  // The job id that SubmitJob `request_id` created (see CreateJob), or nullopt.
-  absl::StatusOr<std::optional<std::string>> FindRequest(const std::string& request_id);
+  // The job id that SubmitJob `request_id` created (see CreateJob), or nullopt (always for an
+  // empty request id).
+  virtual absl::StatusOr<std::optional<std::string>> FindRequest(const std::string& request_id) = 0;
 
   // Stores a new job, its first events and (if non-empty) its request id, in one transaction.
   // ALREADY_EXISTS if the request id was used before (the caller then returns that job);
   // FAILED_PRECONDITION if a job with this id is already stored. On error nothing is written.
-  absl::Status CreateJob(const v1::JobStatus& status, const std::vector<v1::JobEvent>& events,
-                         const std::string& request_id);
+  virtual absl::Status CreateJob(const v1::JobStatus& status,
+                                 const std::vector<v1::JobEvent>& events,
+                                 const std::string& request_id) = 0;
 
   // Deletes the jobs with their events and request ids, in one transaction (a job not stored is
   // skipped). On error nothing is deleted. Their ids stay used (JobIdUsed).
-  absl::Status DeleteJobs(const std::vector<std::string>& job_ids);
+  virtual absl::Status DeleteJobs(const std::vector<std::string>& job_ids) = 0;
   // Whether a job with this id was ever stored, deleted since or not: agents remember a job id's
   // generations, so an id must never name another job.
-  absl::StatusOr<bool> JobIdUsed(const std::string& job_id);
+  virtual absl::StatusOr<bool> JobIdUsed(const std::string& job_id) = 0;
 
   // Stores (or replaces) the cordon of `node`, or removes it (nullopt; a no-op if there is none).
   // INVALID_ARGUMENT for an empty node name.
-  absl::Status PutCordon(const std::string& node, const std::optional<v1::NodeCordon>& cordon);
+  virtual absl::Status PutCordon(const std::string& node,
+                                 const std::optional<v1::NodeCordon>& cordon) = 0;
   // Every stored cordon by node name, sorted by name. DATA_LOSS, naming the node, if one does not
   // parse.
-  absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> LoadCordons();
+  virtual absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> LoadCordons() = 0;
 
   // Binds `node` to the agent identity (replacing any binding), or removes its binding (nullopt;
   // a no-op if there is none). INVALID_ARGUMENT for an empty node name or identity.
-  absl::Status PutNodeIdentity(const std::string& node,
-                               const std::optional<std::string>& identity);
+  virtual absl::Status PutNodeIdentity(const std::string& node,
+                                       const std::optional<std::string>& identity) = 0;
   // Every binding as (node, identity), sorted by node name.
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadNodeIdentities();
-
- private:
-  explicit JobStore(sqlite3* db) : db_(db) {}
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  absl::Mutex mu_;
-  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LoadNodeIdentities() = 0;
 };
 
 }  // namespace ringmaster::coordinator

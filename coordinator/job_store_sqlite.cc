@@ -1,4 +1,4 @@
-#include "coordinator/job_store.h"
+#include "coordinator/job_store_sqlite.h"
 
 #include <sqlite3.h>
 
@@ -369,6 +369,11 @@ absl::Status Initialize(sqlite3* db) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteJobStore> store, SqliteJobStore::Open(path));
+  return std::unique_ptr<JobStore>(std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
   const std::string context = absl::StrCat("job store '", path, "'");
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
@@ -379,7 +384,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
     sqlite3_close(db);  // Also allocated on most failures; a no-op on nullptr.
     return status;
   }
-  std::unique_ptr<JobStore> store(new JobStore(db));  // Closes `db` on every return below.
+  std::unique_ptr<SqliteJobStore> store(
+      new SqliteJobStore(db));  // Closes `db` on every return below.
   absl::MutexLock lock(&store->mu_);
   rc = sqlite3_busy_timeout(db, kBusyTimeoutMs);
   if (rc != SQLITE_OK) return SqliteError(db, rc, absl::StrCat(context, ": setting busy timeout"));
@@ -392,16 +398,16 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   return store;
 }
 
-JobStore::~JobStore() {
+SqliteJobStore::~SqliteJobStore() {
   absl::MutexLock lock(&mu_);
   // Every statement is finalized when its call returns, so close cannot report SQLITE_BUSY; any
   // other failure here leaves nothing to do (committed data is already durable).
   sqlite3_close(db_);
 }
 
-absl::Status JobStore::Exec(const char* sql) { return ExecSql(db_, sql); }
+absl::Status SqliteJobStore::Exec(const char* sql) { return ExecSql(db_, sql); }
 
-absl::Status JobStore::PutJob(const v1::JobStatus& status) {
+absl::Status SqliteJobStore::PutJob(const v1::JobStatus& status) {
   RETURN_IF_ERROR(CheckJobId(status.job_id()));
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
@@ -410,7 +416,7 @@ absl::Status JobStore::PutJob(const v1::JobStatus& status) {
       "JobStore::PutJob");
 }
 
-absl::Status JobStore::AppendEvent(const std::string& job_id, const v1::JobEvent& event) {
+absl::Status SqliteJobStore::AppendEvent(const std::string& job_id, const v1::JobEvent& event) {
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
   return Annotate(InTransaction(db, "BEGIN IMMEDIATE",
@@ -425,8 +431,8 @@ absl::Status JobStore::AppendEvent(const std::string& job_id, const v1::JobEvent
                   "JobStore::AppendEvent");
 }
 
-absl::Status JobStore::PutJobWithEvents(const v1::JobStatus& status,
-                                        const std::vector<v1::JobEvent>& events) {
+absl::Status SqliteJobStore::PutJobWithEvents(const v1::JobStatus& status,
+                                              const std::vector<v1::JobEvent>& events) {
   RETURN_IF_ERROR(CheckJobId(status.job_id()));
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
@@ -457,7 +463,7 @@ absl::StatusOr<v1::JobEvent> ParseEventRow(const std::string& job_id, int64_t se
 
 }  // namespace
 
-absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll(size_t newest_events) {
+absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadAll(size_t newest_events) {
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
   std::vector<StoredJob> jobs;
@@ -518,9 +524,9 @@ absl::StatusOr<std::vector<StoredJob>> JobStore::LoadAll(size_t newest_events) {
   return jobs;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> JobStore::ReadEvents(const std::string& job_id,
-                                                               int64_t after_sequence,
-                                                               int64_t up_to_sequence) {
+absl::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ReadEvents(const std::string& job_id,
+                                                                     int64_t after_sequence,
+                                                                     int64_t up_to_sequence) {
   absl::MutexLock lock(&mu_);
   std::vector<v1::JobEvent> events;
   ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_,
@@ -544,7 +550,8 @@ absl::StatusOr<std::vector<v1::JobEvent>> JobStore::ReadEvents(const std::string
   return events;
 }
 
-absl::StatusOr<std::optional<std::string>> JobStore::FindRequest(const std::string& request_id) {
+absl::StatusOr<std::optional<std::string>> SqliteJobStore::FindRequest(
+    const std::string& request_id) {
   if (request_id.empty()) return std::nullopt;  // CreateJob stores no empty request id.
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::optional<std::string>> job_id = LookUpRequest(db_, request_id);
@@ -552,9 +559,9 @@ absl::StatusOr<std::optional<std::string>> JobStore::FindRequest(const std::stri
   return job_id;
 }
 
-absl::Status JobStore::CreateJob(const v1::JobStatus& status,
-                                 const std::vector<v1::JobEvent>& events,
-                                 const std::string& request_id) {
+absl::Status SqliteJobStore::CreateJob(const v1::JobStatus& status,
+                                       const std::vector<v1::JobEvent>& events,
+                                       const std::string& request_id) {
   RETURN_IF_ERROR(CheckJobId(status.job_id()));
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
@@ -584,7 +591,7 @@ absl::Status JobStore::CreateJob(const v1::JobStatus& status,
   return Annotate(result, "JobStore::CreateJob");
 }
 
-absl::StatusOr<bool> JobStore::JobIdUsed(const std::string& job_id) {
+absl::StatusOr<bool> SqliteJobStore::JobIdUsed(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
                    Statement::Prepare(db_, "SELECT 1 FROM used_job_ids WHERE job_id = ?1"));
@@ -592,7 +599,7 @@ absl::StatusOr<bool> JobStore::JobIdUsed(const std::string& job_id) {
   return stmt.Step();
 }
 
-absl::Status JobStore::DeleteJobs(const std::vector<std::string>& job_ids) {
+absl::Status SqliteJobStore::DeleteJobs(const std::vector<std::string>& job_ids) {
   absl::MutexLock lock(&mu_);
   sqlite3* db = db_;
   return Annotate(InTransaction(db, "BEGIN IMMEDIATE",
@@ -613,8 +620,8 @@ absl::Status JobStore::DeleteJobs(const std::vector<std::string>& job_ids) {
                   "JobStore::DeleteJobs");
 }
 
-absl::Status JobStore::PutCordon(const std::string& node,
-                                 const std::optional<v1::NodeCordon>& cordon) {
+absl::Status SqliteJobStore::PutCordon(const std::string& node,
+                                       const std::optional<v1::NodeCordon>& cordon) {
   if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
   absl::MutexLock lock(&mu_);
   if (!cordon.has_value()) {
@@ -633,7 +640,7 @@ absl::Status JobStore::PutCordon(const std::string& node,
   return stmt.Run();
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> JobStore::LoadCordons() {
+absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> SqliteJobStore::LoadCordons() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
                    Statement::Prepare(db_, "SELECT node, cordon FROM node_cordons ORDER BY node"));
@@ -651,8 +658,8 @@ absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> JobStore::Lo
   return out;
 }
 
-absl::Status JobStore::PutNodeIdentity(const std::string& node,
-                                       const std::optional<std::string>& identity) {
+absl::Status SqliteJobStore::PutNodeIdentity(const std::string& node,
+                                             const std::optional<std::string>& identity) {
   if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
   absl::MutexLock lock(&mu_);
   if (!identity.has_value()) {
@@ -672,7 +679,8 @@ absl::Status JobStore::PutNodeIdentity(const std::string& node,
   return stmt.Run();
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> JobStore::LoadNodeIdentities() {
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+SqliteJobStore::LoadNodeIdentities() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(
       Statement stmt,

@@ -23,7 +23,7 @@
 #include "coordinator/auth_metadata_processor.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_service.h"
-#include "coordinator/job_store.h"
+#include "coordinator/job_store_sqlite.h"
 #include "coordinator/node_identities.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
@@ -116,7 +116,8 @@ absl::Status Run() {
   if (lost_after <= absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval))) {
     return FieldError("--lost_after", "must be longer than --heartbeat_interval");
   }
-  ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(absl::GetFlag(FLAGS_state)));
+  // The durable state: SQLite under --state (the one JobStore a coordinator runs on).
+  ASSIGN_OR_RETURN(auto store, coordinator::SqliteJobStore::Open(absl::GetFlag(FLAGS_state)));
   ASSIGN_OR_RETURN(auto node_identities, coordinator::NodeIdentities::Load(store.get()));
   Clock* clock = Clock::Real();
   const absl::Duration forget_after = absl::Seconds(absl::GetFlag(FLAGS_forget_lost_node_after));
