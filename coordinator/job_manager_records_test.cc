@@ -200,22 +200,19 @@ TEST_F(JobManagerTest, ADeletedJobsIdIsNotGivenAgain) {
   EXPECT_EQ(next->job_id().size(), std::string("gpt-test-").size() + 8);  // widened
 }
 
-// A write the store refuses (another process holds it locked past the busy timeout) is written
-// again by Tick once the store takes writes: a job cancelled meanwhile is not brought back by a
-// coordinator restart.
+// A write the store refuses (as SQLite does once another process has held it locked past the
+// busy timeout) is written again by Tick once the store takes writes: a job cancelled meanwhile
+// is not brought back by a coordinator restart.
 TEST_F(JobManagerTest, AFailedStoreWriteIsRetriedUntilItLands) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);
   ASSERT_TRUE(job.ok());
-  sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
-  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());  // its write fails (busy)
+  faults_->FailWrites(std::nullopt);  // every write is refused until healed
+  ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());  // its write fails
   EXPECT_THAT(registry_.RenderText(), HasSubstr("ringmaster_store_write_errors_total 1"));
-  jobs_->Tick();  // too soon to retry: the store is still locked, nothing more fails
+  jobs_->Tick();  // too soon to retry: the store still refuses, nothing more fails
   EXPECT_THAT(registry_.RenderText(), HasSubstr("ringmaster_store_write_errors_total 1"));
-  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(other);
+  faults_->HealWrites();
   clock_.Advance(absl::Seconds(1));
   jobs_->Tick();
   MakeManager();  // the coordinator restarts: what it finds is what was stored

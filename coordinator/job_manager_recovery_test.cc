@@ -1,7 +1,11 @@
 // JobManager across restarts of the coordinator and reconnections of agents (the shared fixture
 // is in job_manager_test_fixture.h): recovery from the store, nodes registering again with or
-// without their workers, and cordon, drain and leaving nodes.
+// without their workers, cordon, drain and leaving nodes, and a coordinator that dies at a store
+// write (FaultInjectingJobStore's crash) coming back on the file.
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -570,6 +574,113 @@ TEST_F(JobManagerTest, RelaunchedRecoveredJobIsNotFailedForTheNodeItLeft) {
   EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(after.generation(), 2);
   EXPECT_EQ(after.restarts(), 0);
+}
+
+// The coordinator's process dies at a store write (FaultInjectingJobStore's crash: the process is
+// taken to die at its first write after it) and a new one starts on the same SQLite file.
+class JobManagerCrashTest : public JobManagerTest {
+ protected:
+  // A new coordinator on the file at `path`, the old one and its store gone first; what was sent
+  // to agents so far is cleared.
+  void StartOn(const std::string& path) {
+    jobs_.reset();
+    store_.reset();
+    faults_ = nullptr;
+    path_ = path;
+    auto store = JobStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto faults = std::make_unique<FaultInjectingJobStore>(std::move(*store));
+    faults_ = faults.get();
+    store_ = std::move(faults);
+    sink_.sent.clear();
+    MakeManager();
+  }
+
+  // What a job's life did before the process died (crash_after < 0: it never does): submitted on
+  // n1, placed, a rank failing and the job relaunched, then both ranks finishing.
+  struct Life {
+    bool acknowledged = false;  // Submit answered before the process died
+    int64_t launched = 0;       // the newest generation an agent was told to launch by then
+    int64_t writes = 0;         // the store writes the life called
+  };
+  Life Live(int64_t crash_after) {
+    Life life;
+    if (crash_after >= 0) faults_->CrashAfterWrites(crash_after);
+    auto alive = [&] { return crash_after < 0 || faults_->write_attempts() <= crash_after; };
+    sink_.on_send = [&](const std::string&, const v1::CoordinatorMessage& m) {
+      if (m.has_launch() && alive()) {
+        life.launched = std::max(life.launched, m.launch().job().generation());
+      }
+    };
+    AddNode("n1", 2);
+    auto job = jobs_->Submit(Spec(), "req", alice_);
+    life.acknowledged = job.ok() && alive();
+    if (job.ok()) {
+      jobs_->OnWorkerState("n1", Exit(Current(job->job_id()), 0, 1));  // generation 2
+      const v1::JobStatus second = Current(job->job_id());
+      jobs_->OnWorkerState("n1", Exit(second, 0, 0));
+      jobs_->OnWorkerState("n1", Exit(second, 1, 0));
+    }
+    sink_.on_send = nullptr;
+    life.writes = faults_->write_attempts();
+    return life;
+  }
+};
+
+// Whichever store write the coordinator dies at, through a job's whole life, the coordinator
+// that starts on the file answers for what the dead one said: a submission it acknowledged is
+// there (and a retry of it gets that job back), the stored generation is at least every one an
+// agent was told to launch (each is stored before its launch is sent), and the job's next launch
+// takes a newer generation than those (an agent would take a reused one for a stale launch).
+TEST_F(JobManagerCrashTest, ACoordinatorDyingAtAnyStoreWriteComesBackWithWhatItAnswered) {
+  const std::string base = path_;
+  const Life whole = Live(-1);
+  ASSERT_GE(whole.writes, 4);  // created, placed, restarting, placed again, ...
+  ASSERT_EQ(whole.launched, 2);
+  for (int64_t crash_after = 0; crash_after < whole.writes; ++crash_after) {
+    SCOPED_TRACE(absl::StrCat("dies at write ", crash_after + 1, " of ", whole.writes));
+    const std::string path = absl::StrCat(base, ".crash-", crash_after);
+    StartOn(path);
+    const Life life = Live(crash_after);
+    ASSERT_TRUE(faults_->crashed());
+    StartOn(path);  // the new coordinator
+    auto recovered = jobs_->List({}, 10);
+    ASSERT_TRUE(recovered.ok()) << recovered.status();
+    if (life.acknowledged) {
+      ASSERT_EQ(recovered->jobs.size(), 1u) << "an acknowledged job is lost";
+    }
+    if (recovered->jobs.empty()) {
+      EXPECT_EQ(life.launched, 0);
+      continue;
+    }
+    const v1::JobStatus back = recovered->jobs[0];
+    EXPECT_GE(back.generation(), life.launched);
+    Reconnect(Node("n1", 2));  // its agent comes back without the job's workers
+    for (const v1::LaunchWorkers& launch : sink_.Launches()) {
+      EXPECT_GT(launch.job().generation(), life.launched);
+    }
+    auto again = jobs_->Submit(Spec(), "req", alice_);  // the client retries its submission
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->job_id(), back.job_id());
+  }
+}
+
+// A job the coordinator had stored but not yet placed when it died runs once its node is back,
+// in generation 1: submitted on a cluster with no node, placed only after the restart.
+TEST_F(JobManagerCrashTest, AJobStoredButNotPlacedBeforeADeathRunsAfterTheRestart) {
+  faults_->CrashAfterWrites(1);
+  auto job = jobs_->Submit(Spec(), "", alice_);  // stored PENDING: no node to place it on
+  ASSERT_TRUE(job.ok()) << job.status();
+  AddNode("n1", 2);  // the placement's write is the one the process dies at
+  EXPECT_TRUE(faults_->crashed());
+  StartOn(path_);
+  EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_PENDING);
+  Reconnect(Node("n1", 2));
+  const v1::JobStatus running = Current(job->job_id());
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.generation(), 1);
+  ASSERT_EQ(sink_.Launches().size(), 1u);
+  EXPECT_EQ(sink_.Launches()[0].job().generation(), 1);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
+#include "coordinator/testing/fault_injecting_job_store.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
@@ -183,7 +184,9 @@ class JobManagerTest : public ::testing::Test {
                          ::testing::UnitTest::GetInstance()->current_test_info()->name(), ".db");
     auto store = JobStore::Open(path_);
     ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
+    auto faults = std::make_unique<FaultInjectingJobStore>(std::move(*store));
+    faults_ = faults.get();
+    store_ = std::move(faults);
     MakeManager();
   }
 
@@ -293,6 +296,7 @@ class JobManagerTest : public ::testing::Test {
   metrics::Registry registry_;
   RecordingSink sink_;
   std::unique_ptr<JobStore> store_;
+  FaultInjectingJobStore* faults_ = nullptr;  // store_: the SQLite file, faults when told
   std::unique_ptr<NodeManager> nodes_;
   std::unique_ptr<RendezvousManager> rendezvous_;
   std::unique_ptr<JobManager> jobs_;
