@@ -77,12 +77,15 @@ class ClusterTest(unittest.TestCase):
         cls.address = wait_for("the coordinator's address in " + coordinator_log,
                                lambda: (pattern.search(read(coordinator_log)) or [None, None])[1]
                                if cls.procs[0].poll() is None else cls._died(coordinator_log))
+        # A Unix socket path has at most 107 bytes: TEST_TMPDIR's is often longer.
+        cls.socket_dir = tempfile.mkdtemp(prefix="rm-py-", dir="/tmp")
         agent_log = os.path.join(cls.dir, "agent.log")
         cls.procs.append(cls._spawn(agent_log, [
             os.path.join(BIN, "agent", "agent"), "--insecure", "--coordinator=" + cls.address,
             "--node_name=py-agent-0", "--devices=cpu:2",
             "--work_dir=" + os.path.join(cls.dir, "agent-0"), "--metrics_listen=127.0.0.1:0",
-            "--token_file=" + agent_token, "--stop_grace=2"]))
+            "--token_file=" + agent_token, "--stop_grace=2",
+            "--worker_socket=" + os.path.join(cls.socket_dir, "agent.sock")]))
         cls.client = Client(cls.address, token=ADMIN_TOKEN, insecure=True)
 
         def node_up():
@@ -114,6 +117,8 @@ class ClusterTest(unittest.TestCase):
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        if getattr(cls, "socket_dir", None) is not None:
+            shutil.rmtree(cls.socket_dir, ignore_errors=True)
         if os.environ.get("TEST_TMPDIR") is None:
             shutil.rmtree(cls.dir, ignore_errors=True)
 
