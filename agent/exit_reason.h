@@ -1,12 +1,13 @@
 // What an agent says of why a worker ended (WorkerState.exit_reason), from how it ended and what
-// the worker announced before (the worker API's ReportExit). Pure logic.
+// the worker announced before (the worker API's ReportExit). Pure logic: thread-compatible, no
+// state, no errors.
 #ifndef RINGMASTER_AGENT_EXIT_REASON_H_
 #define RINGMASTER_AGENT_EXIT_REASON_H_
 
 #include <optional>
 #include <string>
 
-#include "agent/worker_supervisor.h"
+#include "agent/worker_launcher.h"
 #include "common/one_line.h"
 
 namespace ringmaster::agent {

@@ -21,8 +21,10 @@
 #include "agent/oom_score.h"
 #include "agent/rank_metrics.h"
 #include "agent/worker_service.h"
+#include "agent/worker_supervisor.h"
 #include "common/build_info.h"
 #include "common/checkpoint_grace.h"
+#include "common/clock.h"
 #include "common/file_contents.h"
 #include "common/flags.h"
 #include "common/grpc_client.h"
@@ -241,7 +243,8 @@ absl::Status Run() {
   RETURN_IF_ERROR(ParseHostPort("--metrics_listen", absl::GetFlag(FLAGS_metrics_listen),
                                 &metrics_host, &unused));
   options.metrics_address = absl::StrCat(metrics_host, ":", http->port());
-  NodeAgent agent(options, &rank_metrics, &watchdog);
+  // Exits and states are stamped with wall time (shown to users); the workers are real processes.
+  NodeAgent agent(options, &rank_metrics, &watchdog, Clock::Real(), WorkerSupervisorFactory());
 
   WorkerService worker_service(&agent, &rank_metrics, &watchdog);
   GrpcServerOptions server_options;

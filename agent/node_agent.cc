@@ -3,81 +3,45 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "agent/devices.h"
 #include "agent/exit_reason.h"
+#include "agent/worker_env.h"
 #include "common/checkpoint_grace.h"
 #include "common/logging.h"
 #include "common/one_line.h"
-#include "common/proto_edge.h"
 #include "common/secret.h"
 #include "common/status.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace ringmaster::agent {
 namespace {
 
-void CopyEnv(const char* name, std::map<std::string, std::string>* env) {
-  const char* value = std::getenv(name);
-  if (value != nullptr) (*env)[name] = value;
-}
-
 v1::AgentMessage WorkerStateMessage(const v1::JobGeneration& job, int rank, int pid,
-                                    v1::WorkerPhase phase) {
+                                    v1::WorkerPhase phase, absl::Time now) {
   v1::AgentMessage message;
   v1::WorkerState* state = message.mutable_worker_state();
   *state->mutable_job() = job;
   state->set_rank(rank);
   state->set_pid(pid);
   state->set_phase(phase);
-  state->set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  state->set_time_unix_nanos(absl::ToUnixNanos(now));
   return message;
 }
 
 // Exits remembered for Register: a node's ranks of its recent jobs' latest generations.
 constexpr size_t kRememberedExits = 1024;
-
-// The agent's own checks of a launch, whatever the coordinator accepted: what it could not run
-// as asked (a job id that is no safe directory name, a spec too large for the worker's
-// RINGMASTER_JOB_SPEC_JSON, strings that cannot go into an environment or argv) fails the
-// launch's ranks, naming the field and the rule, instead of anything else on the node.
-absl::Status CheckLaunchable(const v1::LaunchWorkers& launch) {
-  const std::string& id = launch.job().job_id();
-  if (id.empty() || id.size() > 128 || id == "." || id == ".." ||
-      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-          std::string::npos) {
-    return FieldError("job.job_id", "must be 1-128 characters of [A-Za-z0-9._-] (a directory name)");
-  }
-  RETURN_IF_ERROR(CheckJsonSize(launch.spec(), "spec", kMaxJobSpecJsonBytes));
-  const v1::TrainerSpec& trainer = launch.spec().trainer();
-  for (const auto& [name, value] : trainer.env()) {
-    if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos ||
-        value.find('\0') != std::string::npos) {
-      return FieldError("spec.trainer.env",
-                        "names must be non-empty without '=' or NUL, and values without NUL");
-    }
-  }
-  for (const std::string& arg : trainer.command().argv()) {
-    if (arg.find('\0') != std::string::npos) {
-      return FieldError("spec.trainer.command.argv", "must not contain NUL");
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog)
+NodeAgent::NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog,
+                     Clock* clock, const WorkerLauncherFactory& make_launcher)
     : options_(std::move(options)),
       metrics_(metrics),
       watchdog_(watchdog),
-      oom_watch_(options_.system_root, Clock::Real()) {
-  supervisor_ =
-      std::make_unique<WorkerSupervisor>([this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
+      clock_(clock),
+      oom_watch_(options_.system_root, clock) {
+  launcher_ = make_launcher([this](pid_t pid, ExitInfo info) { OnExit(pid, info); });
   executor_ = std::thread([this] { ExecutorLoop(); });
   log_reader_ = std::thread([this] { LogReaderLoop(); });
 }
@@ -115,7 +79,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
   if (link_ != nullptr) link_->Stop();
   // Workers are stopped while the executor thread, which forked them, still runs: their
   // PR_SET_PDEATHSIG follows that thread and would SIGKILL them, skipping the grace period.
-  StopInParallel(supervisor_->Running(), grace, absl::ZeroDuration());
+  StopInParallel(launcher_->Running(), grace, absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -123,7 +87,7 @@ void NodeAgent::Shutdown(absl::Duration grace) {
   if (executor_.joinable()) executor_.join();
   JoinStops(/*all=*/true);
   if (log_reader_.joinable()) log_reader_.join();
-  supervisor_.reset();
+  launcher_.reset();
 }
 
 void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
@@ -136,7 +100,7 @@ void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
   }
   if (message.has_launch() || message.has_stop()) {
     absl::MutexLock lock(&mu_);
-    commands_.push_back(message);
+    queue_.Push(message);
   }
   if (message.has_read_log()) {
     absl::MutexLock lock(&mu_);
@@ -167,23 +131,15 @@ void NodeAgent::ExecutorLoop() {
       mu_.Await(absl::Condition(
           +[](NodeAgent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
             return a->shutting_down_ || !a->stops_ended_.empty() ||
-                   (!a->stopping_workers_ && a->NextCommandLocked() != a->commands_.end());
+                   (!a->stopping_workers_ && a->queue_.HasReady());
           },
           this));
       if (shutting_down_) return;
       if (!stopping_workers_) {
-        auto next = NextCommandLocked();
-        if (next != commands_.end()) {
-          command = std::move(*next);
-          commands_.erase(next);
-          // Listed by Register from here on, as it was while queued (no moment without it).
-          if (command.has_launch()) {
-            std::vector<int>& ranks =
-                launching_[{command.launch().job().job_id(), command.launch().job().generation()}];
-            for (const v1::RankAssignment& a : command.launch().assignments()) {
-              ranks.push_back(a.rank());
-            }
-          }
+        // A launch taken is listed by Register from here on, as it was while queued (no moment
+        // without it).
+        if (std::optional<v1::CoordinatorMessage> next = queue_.TakeReady()) {
+          command = *std::move(next);
         }
       }
     }
@@ -191,7 +147,7 @@ void NodeAgent::ExecutorLoop() {
     if (command.has_launch()) {
       Launch(command.launch());
       absl::MutexLock lock(&mu_);
-      launching_.erase({command.launch().job().job_id(), command.launch().job().generation()});
+      queue_.LaunchDone(command.launch().job());
     }
     if (command.has_stop()) {
       std::vector<pid_t> pids = StopTargets(command.stop());
@@ -201,42 +157,18 @@ void NodeAgent::ExecutorLoop() {
   }
 }
 
-std::deque<v1::CoordinatorMessage>::iterator NodeAgent::NextCommandLocked() {
-  std::set<std::string> passed;  // jobs with an earlier command still queued
-  for (auto it = commands_.begin(); it != commands_.end(); ++it) {
-    const std::string& job =
-        it->has_launch() ? it->launch().job().job_id() : it->stop().job().job_id();
-    if (!stops_running_.contains(job) && !passed.count(job) &&
-        !(it->has_launch() && DeviceStillStoppingLocked(it->launch()))) {
-      return it;
-    }
-    passed.insert(job);
-  }
-  return commands_.end();
-}
-
-bool NodeAgent::DeviceStillStoppingLocked(const v1::LaunchWorkers& launch) const {
-  for (const v1::RankAssignment& a : launch.assignments()) {
-    if (devices_stopping_.count(a.local_device())) return true;
-  }
-  return false;
-}
-
 void NodeAgent::StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids) {
   const int64_t id = next_stop_++;
-  ++stops_running_[stop.job().job_id()];
   std::vector<int> devices;
   for (pid_t pid : pids) {
     auto w = workers_.find(pid);
     if (w != workers_.end()) devices.push_back(w->second.device);
   }
-  devices_stopping_.insert(devices.begin(), devices.end());
+  queue_.StopStarted(stop.job().job_id(), devices);
   stop_threads_[id] = std::thread([this, id, stop, pids = std::move(pids), devices] {
     StopJob(stop, pids);
     absl::MutexLock lock(&mu_);
-    auto it = stops_running_.find(stop.job().job_id());
-    if (--it->second == 0) stops_running_.erase(it);
-    for (int d : devices) devices_stopping_.erase(devices_stopping_.find(d));
+    queue_.StopEnded(stop.job().job_id(), devices);
     stops_ended_.push_back(id);
   });
 }
@@ -296,6 +228,7 @@ v1::LogData NodeAgent::ReadLogChunk(const v1::ReadLog& request) {
   const std::string path =
       absl::StrCat(options_.work_dir, "/logs/", request.job().job_id(), "/",
                    request.job().generation(), "/rank-", request.rank(), ".log");
+  // A follow read polls the file with real sleeps, so it waits on real time, not clock_.
   const absl::Time give_up = absl::Now() + absl::Seconds(std::min(request.wait_seconds(), 10.0));
   for (absl::Duration backoff = absl::Milliseconds(10);; backoff *= 2) {
     std::error_code ec;
@@ -334,59 +267,17 @@ v1::LogData NodeAgent::ReadLogChunk(const v1::ReadLog& request) {
 
 absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& launch,
                                                      const v1::RankAssignment& a) const {
-  const v1::JobSpec& spec = launch.spec();
   LaunchSpec ls;
   ls.oom_score_adj = options_.worker_oom_score_adj;
-  if (spec.trainer().has_command()) {
-    ls.argv.assign(spec.trainer().command().argv().begin(), spec.trainer().command().argv().end());
-  } else if (spec.trainer().builtin() == "gpt" && !options_.trainer_binary.empty()) {
-    ls.argv = {options_.trainer_binary};
-  } else {
-    return absl::FailedPreconditionError(absl::StrCat("this agent cannot run builtin trainer \"",
-                                                      spec.trainer().builtin(),
-                                                      "\" (no --trainer_binary)"));
-  }
-  int min_rank = a.rank();
-  for (const auto& other : launch.assignments()) min_rank = std::min(min_rank, other.rank());
-  const int local_world = launch.assignments_size();
-  auto& env = ls.env;
-  CopyEnv("PATH", &env);
-  CopyEnv("HOME", &env);
-  CopyEnv("LANG", &env);
-  env["RANK"] = absl::StrCat(a.rank());
-  env["WORLD_SIZE"] = absl::StrCat(launch.world_size());
-  env["LOCAL_RANK"] = absl::StrCat(a.local_rank());
-  env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world);
-  env["GROUP_RANK"] = absl::StrCat(local_world > 0 ? min_rank / local_world : 0);
-  env["MASTER_ADDR"] = launch.master_addr();
-  env["MASTER_PORT"] = absl::StrCat(launch.master_port());
-  env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(launch.restart_count());
-  env["RINGMASTER_JOB"] = launch.job().job_id();
-  env["RINGMASTER_GENERATION"] = absl::StrCat(launch.job().generation());
-  env["RINGMASTER_AGENT_SOCKET"] = options_.socket_path;
-  env["RINGMASTER_NODE"] = options_.node_name;
-  env["RINGMASTER_HOST_ADDRESS"] = options_.host_address;
-  env["RINGMASTER_TP_RANK"] = absl::StrCat(a.tp_rank());
-  env["RINGMASTER_PP_RANK"] = absl::StrCat(a.pp_rank());
-  env["RINGMASTER_DP_RANK"] = absl::StrCat(a.dp_rank());
-  env["RINGMASTER_TP_SIZE"] = absl::StrCat(launch.layout().tensor());
-  env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
-  env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
-  env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
-  std::string spec_json;
-  // A JobSpec always converts; on the impossible failure the variable is just empty.
-  (void)google::protobuf::util::MessageToJsonString(spec, &spec_json);
-  env["RINGMASTER_JOB_SPEC_JSON"] = spec_json;
-  for (const v1::Device& d : options_.devices) {
-    if (d.index() == a.local_device() && d.kind() == "gpu") {
-      env["CUDA_VISIBLE_DEVICES"] =
-          WorkerVisibleDevice(d.index(), std::getenv("CUDA_VISIBLE_DEVICES"));
-      CopyEnv("CUDA_DEVICE_ORDER", &env);  // the order the agent's ordinals were counted in
-    }
-  }
-  for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
-  // After the job's own variables (which cannot name it: RINGMASTER_* is the agent's).
-  ASSIGN_OR_RETURN(env["RINGMASTER_WORKER_TOKEN"], NewSecret());
+  ASSIGN_OR_RETURN(ls.argv, WorkerArgv(launch.spec(), options_.trainer_binary));
+  ASSIGN_OR_RETURN(const std::string token, NewSecret());
+  WorkerEnvOptions node;
+  node.node_name = options_.node_name;
+  node.host_address = options_.host_address;
+  node.socket_path = options_.socket_path;
+  node.devices = options_.devices;
+  node.inherited = AgentEnvironment();
+  ls.env = WorkerEnv(launch, a, node, token);
   std::string dir = absl::StrCat(options_.work_dir, "/logs/", launch.job().job_id(), "/",
                                  launch.job().generation());
   std::error_code ec;
@@ -413,7 +304,7 @@ void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
     message.mutable_leaving()->set_reason(reason);
     link_->Send(message);
   }
-  StopInParallel(supervisor_->Running(), grace, checkpoint_grace);
+  StopInParallel(launcher_->Running(), grace, checkpoint_grace);
 }
 
 void NodeAgent::StopInParallel(const std::vector<pid_t>& pids, absl::Duration grace,
@@ -421,7 +312,7 @@ void NodeAgent::StopInParallel(const std::vector<pid_t>& pids, absl::Duration gr
   std::vector<std::thread> stops;
   for (pid_t pid : pids) {
     stops.emplace_back([this, pid, grace, checkpoint_grace] {
-      absl::Status s = supervisor_->Stop(pid, grace, checkpoint_grace);
+      absl::Status s = launcher_->Stop(pid, grace, checkpoint_grace);
       if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop " << pid << ": " << s;
     });
   }
@@ -446,9 +337,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   }
   {
     absl::MutexLock lock(&mu_);
-    auto it = generations_.find(job.job_id());
-    if (it != generations_.end() && it->second >= job.generation()) return;  // Repeat or stale.
-    generations_[job.job_id()] = job.generation();
+    if (!queue_.AcceptLaunch(job)) return;  // Repeat or stale.
     // The older generations' exits and rendezvous keys concern the coordinator no more.
     rendezvous_replay_.NewGeneration(job.job_id(), job.generation());
     exits_.erase(std::remove_if(exits_.begin(), exits_.end(),
@@ -485,7 +374,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
       // Shutdown() took its list of workers to stop: one started now would die without a grace.
       pid = stopping_workers_ ? absl::UnavailableError("the agent is stopping")
-                              : supervisor_->Launch(*spec);
+                              : launcher_->Launch(*spec);
       if (pid.ok()) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         workers_[*pid].token = spec->env["RINGMASTER_WORKER_TOKEN"];
@@ -505,7 +394,10 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
     }
     RM_LOG(INFO) << "launched rank " << a.rank() << " of " << job.job_id() << " generation "
                  << job.generation() << " as pid " << *pid;
-    link_->Send(WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING));
+    if (link_ != nullptr) {
+      link_->Send(
+          WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING, clock_->Now()));
+    }
   }
   PruneLogs();  // A new generation's logs start: make room by the older ones.
 }
@@ -518,8 +410,8 @@ LogPruneResult NodeAgent::PruneLogs() {
     for (const auto& [pid, w] : workers_) {
       live.insert({w.job.job_id(), absl::StrCat(w.job.generation())});
     }
-    for (const auto& [launch, ranks] : launching_) {
-      live.insert({launch.first, absl::StrCat(launch.second)});
+    for (const StartingRank& r : queue_.LaunchingRanks()) {
+      live.insert({r.job_id, absl::StrCat(r.generation)});
     }
   }
   return agent::PruneLogs(options_.work_dir + "/logs", options_.log_budget_bytes, live);
@@ -605,7 +497,8 @@ void NodeAgent::NoteExitAnnounced(const std::string& job_id, int64_t generation,
 
 void NodeAgent::ReportExit(const v1::JobGeneration& job, int rank, int pid, ExitInfo info,
                            const std::string& reason) {
-  v1::AgentMessage message = WorkerStateMessage(job, rank, pid, v1::WORKER_PHASE_EXITED);
+  v1::AgentMessage message =
+      WorkerStateMessage(job, rank, pid, v1::WORKER_PHASE_EXITED, clock_->Now());
   message.mutable_worker_state()->set_exit_code(info.exit_code);
   message.mutable_worker_state()->set_signal(info.signal);
   message.mutable_worker_state()->set_exit_reason(OneLine(reason, kExitReasonBytes));
@@ -637,10 +530,10 @@ absl::Status NodeAgent::CheckWorker(const std::string& job_id, int64_t generatio
                                                         ")"));
     }
   }
-  auto it = generations_.find(job_id);
-  if (it != generations_.end() && it->second != generation) {
+  const std::optional<int64_t> latest = queue_.LatestGeneration(job_id);
+  if (latest.has_value() && *latest != generation) {
     return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation, " of job ",
-                                                      job_id, " (current ", it->second, ")"));
+                                                      job_id, " (current ", *latest, ")"));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("no worker of job ", job_id, " rank ", rank, " runs on this node"));
@@ -667,7 +560,8 @@ absl::StatusOr<std::string> NodeAgent::Rendezvous(v1::RendezvousRequest request,
   }
   v1::AgentMessage message;
   *message.mutable_rendezvous() = request;
-  link_->Send(message);
+  // Without a link (a test's agent, never started) no answer comes: UNAVAILABLE at the deadline.
+  if (link_ != nullptr) link_->Send(message);
   absl::MutexLock lock(&mu_);
   struct Arg {
     NodeAgent* agent;
@@ -722,7 +616,7 @@ void NodeAgent::Tick() {
     v1::JobGeneration job;
     job.set_job_id(hung.job_id);
     job.set_generation(hung.generation);
-    v1::AgentMessage message = WorkerStateMessage(job, hung.rank, 0, hung.phase);
+    v1::AgentMessage message = WorkerStateMessage(job, hung.rank, 0, hung.phase, clock_->Now());
     message.mutable_worker_state()->set_last_report_age_seconds(absl::ToDoubleSeconds(hung.silent));
     link_->Send(message);
   }
@@ -758,20 +652,16 @@ v1::Register NodeAgent::MakeRegister() const {
   }
   // Ranks whose launch is queued or under way count as running (STARTING, no pid yet): the
   // coordinator takes a rank this node lists neither way for gone.
-  for (const auto& [launch, ranks] : launching_) {
-    for (int rank : ranks) add(launch.first, launch.second, rank, 0, v1::WORKER_PHASE_STARTING);
+  for (const StartingRank& s : queue_.LaunchingRanks()) {
+    add(s.job_id, s.generation, s.rank, 0, v1::WORKER_PHASE_STARTING);
   }
   // Exited, the exit not recorded yet: still running as far as the coordinator knows; the exit
   // report follows the registration.
   for (const auto& [job_id, generation, rank] : exiting_) {
     add(job_id, generation, rank, 0, v1::WORKER_PHASE_STEP);
   }
-  for (const v1::CoordinatorMessage& command : commands_) {
-    if (!command.has_launch()) continue;
-    const v1::JobGeneration& job = command.launch().job();
-    for (const v1::RankAssignment& a : command.launch().assignments()) {
-      add(job.job_id(), job.generation(), a.rank(), 0, v1::WORKER_PHASE_STARTING);
-    }
+  for (const StartingRank& s : queue_.QueuedRanks()) {
+    add(s.job_id, s.generation, s.rank, 0, v1::WORKER_PHASE_STARTING);
   }
   for (const v1::WorkerState& exit : exits_) *r.add_exited_workers() = exit;
   return r;

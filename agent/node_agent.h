@@ -2,16 +2,19 @@
 // workers (job, generation, rank -> pid), reports their exits, answers the worker API's identity
 // checks (fencing stale generations), and proxies rendezvous calls to the coordinator.
 //
-// Launch is idempotent per (job, generation). Workers get a torchrun-compatible environment
-// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
-// TORCHELASTIC_RESTART_COUNT) plus RINGMASTER_JOB, RINGMASTER_GENERATION,
-// RINGMASTER_AGENT_SOCKET, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
-// RINGMASTER_CHECKPOINT_DIR, RINGMASTER_WORKER_TOKEN (the worker API's proof of identity: 128
-// random bits per launch; see worker.proto for what it does and does not stop),
-// CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, and the job's own `trainer.env`
-// last (it cannot name RINGMASTER_*: the coordinator refuses it).
+// Launch is idempotent per (job, generation), and commands run in the order CommandQueue
+// (command_queue.h) gives. Workers get the environment WorkerEnv (worker_env.h) builds: torchrun's
+// variables, RINGMASTER_*, CUDA_VISIBLE_DEVICES on GPU nodes, PATH and HOME from the agent, the
+// job's own `trainer.env`, and RINGMASTER_WORKER_TOKEN (the worker API's proof of identity: 128
+// random bits per launch; see worker.proto for what it does and does not stop).
 //
-// Thread-safe.
+// Threading: thread-safe. Commands are carried out on the agent's own executor thread (launches)
+// and one thread per stop; exits arrive on the launcher's thread.
+// Ownership: owns its WorkerLauncher (made by the factory given) and its coordinator link; the
+// metrics, watchdog and clock are borrowed and must outlive it.
+// Errors: a command is never refused to the coordinator: what cannot be carried out is reported
+// as the ranks' exits (WorkerState.exit_reason). The worker-facing calls return absl::Status as
+// each states.
 #ifndef RINGMASTER_AGENT_NODE_AGENT_H_
 #define RINGMASTER_AGENT_NODE_AGENT_H_
 
@@ -26,13 +29,13 @@
 #include <string>
 #include <thread>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/command_queue.h"
 #include "agent/coordinator_link.h"
 #include "agent/exit_reason.h"
 #include "agent/local_watchdog.h"
@@ -40,7 +43,8 @@
 #include "agent/oom_kills.h"
 #include "agent/rank_metrics.h"
 #include "agent/rendezvous_replay.h"
-#include "agent/worker_supervisor.h"
+#include "agent/worker_launcher.h"
+#include "common/clock.h"
 #include "common/metrics/metric.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 
@@ -69,8 +73,12 @@ struct NodeAgentOptions {
 
 class NodeAgent {
  public:
-  // `metrics` and `watchdog` must outlive the agent.
-  NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog);
+  // `metrics`, `watchdog` and `clock` (the time of the exits and states reported, and of the OOM
+  // kill counts' samples) must outlive the agent. `make_launcher` is called once, here, with the
+  // callback for the workers' exits; the agent owns the launcher it returns
+  // (WorkerSupervisorFactory() in production).
+  NodeAgent(NodeAgentOptions options, RankMetrics* metrics, LocalWatchdog* watchdog, Clock* clock,
+            const WorkerLauncherFactory& make_launcher);
   ~NodeAgent();
 
   // Connects to the coordinator over `channel` and starts obeying it.
@@ -84,7 +92,8 @@ class NodeAgent {
   // are reported.
   void Leave(absl::Duration checkpoint_grace, absl::Duration grace, const std::string& reason);
 
-  // Handles one command (public for tests; the link calls it).
+  // Handles one command (public for tests; the link calls it): launches and stops are queued for
+  // the executor thread, log reads for the log reader's; it does not wait for either.
   void OnCommand(const v1::CoordinatorMessage& message);
 
   // OK if (job, generation, rank) is a worker currently running here and `token` is the one it
@@ -150,7 +159,7 @@ class NodeAgent {
   std::vector<pid_t> StopTargets(const v1::StopWorkers& stop) const;
   // Stops `pids`, the workers of `stop` (StopTargets), with the graces it gives.
   void StopJob(const v1::StopWorkers& stop, const std::vector<pid_t>& pids);
-  // Stops the workers `pids` at once, in parallel (WorkerSupervisor::Stop with these graces);
+  // Stops the workers `pids` at once, in parallel (WorkerLauncher::Stop with these graces);
   // logs failures other than a worker already gone.
   void StopInParallel(const std::vector<pid_t>& pids, absl::Duration grace,
                       absl::Duration checkpoint_grace);
@@ -158,21 +167,12 @@ class NodeAgent {
   void LogReaderLoop();
   v1::LogData ReadLogChunk(const v1::ReadLog& request);
   bool IsRunning(const v1::JobGeneration& job, int rank) const;
-  // Runs the coordinator's launch and stop commands off the connection thread. A job's commands
-  // run in the order received, each once the job's previous stop has finished (its next launch
-  // must come after it); other jobs' commands do not wait for it, except a launch onto a device
-  // whose previous worker is still being stopped. Launches run on this one long-lived thread (a
-  // worker's PR_SET_PDEATHSIG follows the thread that forked it); each stop runs on a thread of
-  // its own, since it waits up to its graces (a drain's checkpoint grace is minutes).
+  // Runs the coordinator's launch and stop commands off the connection thread, in queue_'s order
+  // (command_queue.h). Launches run on this one long-lived thread (a worker's PR_SET_PDEATHSIG
+  // follows the thread that forked it); each stop runs on a thread of its own, since it waits up
+  // to its graces (a drain's checkpoint grace is minutes).
   void ExecutorLoop();
-  // The first queued command whose job has no stop running and no earlier command queued, and,
-  // for a launch, none of whose devices a worker being stopped still uses; or commands_.end().
-  std::deque<v1::CoordinatorMessage>::iterator NextCommandLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether a stop running for another job has not yet removed a worker on a device of `launch`.
-  bool DeviceStillStoppingLocked(const v1::LaunchWorkers& launch) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts `pids`' stop on a thread of its own, counted in stops_running_ until it ends.
+  // Starts `pids`' stop on a thread of its own, told to queue_ until it ends.
   void StartStopLocked(const v1::StopWorkers& stop, std::vector<pid_t> pids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Joins the stop threads that have ended (every one when `all`), waiting for them if needed.
@@ -188,24 +188,23 @@ class NodeAgent {
   const NodeAgentOptions options_;
   RankMetrics* const metrics_;
   LocalWatchdog* const watchdog_;
+  Clock* const clock_;
   // The kernel's OOM kills, sampled every Tick(): a failing exit soon after one says so.
   OomKillWatch oom_watch_;
   std::unique_ptr<CoordinatorLink> link_;
-  std::unique_ptr<WorkerSupervisor> supervisor_;
+  std::unique_ptr<WorkerLauncher> launcher_;
 
   mutable absl::Mutex mu_;
   std::map<pid_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  // Latest generation launched per job, for idempotent launches and fencing.
-  absl::flat_hash_map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
+  // The launch and stop commands queued and under way, and the latest generation launched per
+  // job (for idempotent launches and fencing).
+  CommandQueue queue_ ABSL_GUARDED_BY(mu_);
   // The exits reported (ReportExit) of each job's latest generation here, newest last, at most
   // kRememberedExits: Register lists them (exited_workers).
   std::deque<v1::WorkerState> exits_ ABSL_GUARDED_BY(mu_);
   // Link checks requested through a worker here (CheckLinks), not handed out yet: (job,
   // generation, rank). Forgotten with the worker.
   std::set<std::tuple<std::string, int64_t, int>> link_check_requests_ ABSL_GUARDED_BY(mu_);
-  // Generations being launched (from when the executor takes the command), with their ranks:
-  // their logs are never pruned, and Register lists the ranks.
-  std::map<std::pair<std::string, int64_t>, std::vector<int>> launching_ ABSL_GUARDED_BY(mu_);
   // Workers that exited, whose exit ReportExit has not recorded yet: (job, generation, rank).
   std::set<std::tuple<std::string, int64_t, int>> exiting_ ABSL_GUARDED_BY(mu_);
   absl::Mutex prune_mu_;  // one PruneLogs() at a time
@@ -213,12 +212,9 @@ class NodeAgent {
   absl::flat_hash_map<int64_t, std::optional<v1::RendezvousResponse>> answers_ ABSL_GUARDED_BY(mu_);
   // What a coordinator that restarted hears again after RegisterAck.
   RendezvousReplay rendezvous_replay_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::CoordinatorMessage> commands_ ABSL_GUARDED_BY(mu_);
-  // Stops running on their own threads: how many per job, the devices of the workers they stop
-  // (until the stop has ended: the worker's whole process group is gone), the threads by id, and
-  // the ids of those that have ended and wait to be joined.
-  absl::flat_hash_map<std::string, int> stops_running_ ABSL_GUARDED_BY(mu_);
-  std::multiset<int> devices_stopping_ ABSL_GUARDED_BY(mu_);
+  // Stops running on their own threads (told to queue_ until the stop has ended: the worker's
+  // whole process group is gone): the threads by id, and the ids of those that have ended and
+  // wait to be joined.
   std::map<int64_t, std::thread> stop_threads_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> stops_ended_ ABSL_GUARDED_BY(mu_);
   int64_t next_stop_ ABSL_GUARDED_BY(mu_) = 0;

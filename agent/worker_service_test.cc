@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "agent/worker_supervisor.h"
 #include "common/clock.h"
 #include "common/metrics/registry.h"
 #include "common/testing/subprocess.h"
@@ -22,7 +23,8 @@ class WorkerServiceTest : public ::testing::Test {
     NodeAgentOptions options;
     options.node_name = "node-a";
     options.work_dir = ringmaster::testing::TestTempDir();
-    agent_ = std::make_unique<NodeAgent>(options, &metrics_, &watchdog_);
+    agent_ = std::make_unique<NodeAgent>(options, &metrics_, &watchdog_, Clock::Real(),
+                                         WorkerSupervisorFactory());
     service_ = std::make_unique<WorkerService>(agent_.get(), &metrics_, &watchdog_);
   }
 

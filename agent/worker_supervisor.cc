@@ -572,4 +572,10 @@ bool WorkerSupervisor::GroupAlive(pid_t pgid) {
   return kill(-pgid, 0) == 0 || errno == EPERM;
 }
 
+WorkerLauncherFactory WorkerSupervisorFactory() {
+  return [](WorkerLauncher::ExitCallback on_exit) -> std::unique_ptr<WorkerLauncher> {
+    return std::make_unique<WorkerSupervisor>(std::move(on_exit));
+  };
+}
+
 }  // namespace ringmaster::agent

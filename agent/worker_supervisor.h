@@ -1,4 +1,10 @@
-// Launching and supervising worker processes on a node.
+// Launching and supervising worker processes on a node: the real WorkerLauncher
+// (worker_launcher.h, where LaunchSpec and ExitInfo are defined).
+//
+// Threading: thread-safe. The exit callback runs on the reaper thread, never with a supervisor
+// lock held; it must not block for long, and must not call Stop() (Stop waits for the reaper).
+// Ownership: at most one per process (see the reaper below); its owner (the agent) destroys it
+// after every caller is done. Errors: absl::Status, each method saying which codes mean what.
 //
 // Each worker is fork/exec'ed directly (no shell) in a process group of its own, with exactly the
 // environment given, its stdout and stderr captured into a size-bounded log file. The supervisor
@@ -28,9 +34,6 @@
 // that leaves the group (setsid, setpgid) escapes Stop(); it is still reaped when it exits, but
 // its output after the worker's group is gone is dropped. The exit of a worker Stop() ends says
 // so (ExitInfo::stopped), with the last line it printed before the first signal.
-//
-// Thread-safe. The exit callback runs on the reaper thread, never with a supervisor lock held;
-// it must not block for long, and must not call Stop() (Stop waits for the reaper).
 #ifndef RINGMASTER_AGENT_WORKER_SUPERVISOR_H_
 #define RINGMASTER_AGENT_WORKER_SUPERVISOR_H_
 
@@ -49,55 +52,25 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/worker_launcher.h"
 
 namespace ringmaster::agent {
 
-struct LaunchSpec {
-  // argv[0] is resolved through the agent's PATH (execvp). Must not be empty.
-  std::vector<std::string> argv;
-  // The complete environment of the worker (nothing is inherited from the agent).
-  std::map<std::string, std::string> env;
-  // Working directory; empty = the agent's.
-  std::string cwd;
-  // stdout and stderr go here, interleaved as written (appended to an existing file). When the
-  // file would grow past max_log_bytes it is rotated: the current file becomes
-  // `log_path + ".1"` (replacing an older one) and a new file starts, so at most
-  // 2 * max_log_bytes are kept per worker.
-  std::string log_path;
-  int64_t max_log_bytes = 64 << 20;
-  // Written to the worker's /proc/self/oom_score_adj before exec (oom_score.h); unset: the
-  // agent's own, inherited. A value the worker may not set is reported in its log and skipped.
-  std::optional<int> oom_score_adj;
-};
-
-struct ExitInfo {
-  int exit_code = -1;  // -1 when killed by a signal.
-  int signal = 0;      // 0 when it exited normally.
-  // The last line the worker printed that was not blank (OutputTail::LastLine: one line, at most
-  // 512 bytes, valid UTF-8), or "". For a worker that ended by itself, as of the exit's report:
-  // everything it wrote when it left no process behind. For a stopped one, the last line before
-  // Stop() signalled it (what it was doing, not how it reacted to the stop).
-  std::string last_line;
-  // A Stop() had begun (taken its last line) before the process ended: the agent ended it, or
-  // it ended on its own meanwhile.
-  bool stopped = false;
-};
-
-class WorkerSupervisor {
+class WorkerSupervisor : public WorkerLauncher {
  public:
   // Called once per launched worker when its process (the group leader) is reaped.
-  using ExitCallback = std::function<void(pid_t pid, ExitInfo info)>;
+  using ExitCallback = WorkerLauncher::ExitCallback;
 
   // Starts the reaper thread and makes this process a child subreaper.
   explicit WorkerSupervisor(ExitCallback on_exit);
   // Stops every worker (grace 0) and joins the threads.
-  ~WorkerSupervisor();
+  ~WorkerSupervisor() override;
 
   // Starts a worker. INVALID_ARGUMENT for an empty argv or log_path or a max_log_bytes below 1;
   // the open(2) error (e.g. NOT_FOUND, PERMISSION_DENIED) if the log file cannot be opened;
   // UNAVAILABLE if fork fails; if exec or chdir fails (e.g. no such program) the worker exits
   // 127 with the reason in its log and the exit is reported like any other.
-  absl::StatusOr<pid_t> Launch(const LaunchSpec& spec);
+  absl::StatusOr<pid_t> Launch(const LaunchSpec& spec) override;
 
   // Stops the worker whose process group is `pid` as described above, and returns when the group
   // is empty and the worker's exit has been reported. NOT_FOUND if `pid` is not a worker this
@@ -110,10 +83,10 @@ class WorkerSupervisor {
   // if called after it: NOT_FOUND once the first removed the worker, or OK when it finds the
   // group empty but the exit not yet reported and finishes the stop itself.
   absl::Status Stop(pid_t pid, absl::Duration grace,
-                    absl::Duration checkpoint_grace = absl::ZeroDuration());
+                    absl::Duration checkpoint_grace = absl::ZeroDuration()) override;
 
   // Pids of workers whose process group still has processes.
-  std::vector<pid_t> Running() const;
+  std::vector<pid_t> Running() const override;
 
  private:
   struct Worker;
@@ -150,6 +123,9 @@ class WorkerSupervisor {
   pid_t wake_child_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread reaper_;
 };
+
+// A WorkerLauncherFactory that makes a WorkerSupervisor (the agent's real launcher).
+WorkerLauncherFactory WorkerSupervisorFactory();
 
 }  // namespace ringmaster::agent
 

@@ -1,0 +1,122 @@
+#include "agent/worker_env.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "agent/devices.h"
+#include "common/proto_edge.h"
+#include "common/status.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ringmaster::agent {
+namespace {
+
+void CopyEnv(const std::map<std::string, std::string>& from, const char* name,
+             std::map<std::string, std::string>* env) {
+  auto it = from.find(name);
+  if (it != from.end()) (*env)[name] = it->second;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> AgentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr) env[name] = value;
+  }
+  return env;
+}
+
+std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
+                                             const v1::RankAssignment& a,
+                                             const WorkerEnvOptions& node,
+                                             const std::string& worker_token) {
+  const v1::JobSpec& spec = launch.spec();
+  int min_rank = a.rank();
+  for (const auto& other : launch.assignments()) min_rank = std::min(min_rank, other.rank());
+  const int local_world = launch.assignments_size();
+  std::map<std::string, std::string> env;
+  CopyEnv(node.inherited, "PATH", &env);
+  CopyEnv(node.inherited, "HOME", &env);
+  CopyEnv(node.inherited, "LANG", &env);
+  env["RANK"] = absl::StrCat(a.rank());
+  env["WORLD_SIZE"] = absl::StrCat(launch.world_size());
+  env["LOCAL_RANK"] = absl::StrCat(a.local_rank());
+  env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world);
+  env["GROUP_RANK"] = absl::StrCat(local_world > 0 ? min_rank / local_world : 0);
+  env["MASTER_ADDR"] = launch.master_addr();
+  env["MASTER_PORT"] = absl::StrCat(launch.master_port());
+  env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(launch.restart_count());
+  env["RINGMASTER_JOB"] = launch.job().job_id();
+  env["RINGMASTER_GENERATION"] = absl::StrCat(launch.job().generation());
+  env["RINGMASTER_AGENT_SOCKET"] = node.socket_path;
+  env["RINGMASTER_NODE"] = node.node_name;
+  env["RINGMASTER_HOST_ADDRESS"] = node.host_address;
+  env["RINGMASTER_TP_RANK"] = absl::StrCat(a.tp_rank());
+  env["RINGMASTER_PP_RANK"] = absl::StrCat(a.pp_rank());
+  env["RINGMASTER_DP_RANK"] = absl::StrCat(a.dp_rank());
+  env["RINGMASTER_TP_SIZE"] = absl::StrCat(launch.layout().tensor());
+  env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
+  env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
+  env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
+  std::string spec_json;
+  // A JobSpec always converts; on the impossible failure the variable is just empty.
+  (void)google::protobuf::util::MessageToJsonString(spec, &spec_json);
+  env["RINGMASTER_JOB_SPEC_JSON"] = spec_json;
+  for (const v1::Device& d : node.devices) {
+    if (d.index() == a.local_device() && d.kind() == "gpu") {
+      auto visible = node.inherited.find("CUDA_VISIBLE_DEVICES");
+      env["CUDA_VISIBLE_DEVICES"] = WorkerVisibleDevice(
+          d.index(), visible == node.inherited.end() ? nullptr : visible->second.c_str());
+      // The order the agent's ordinals were counted in.
+      CopyEnv(node.inherited, "CUDA_DEVICE_ORDER", &env);
+    }
+  }
+  for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
+  // After the job's own variables (which cannot name it: RINGMASTER_* is the agent's).
+  env["RINGMASTER_WORKER_TOKEN"] = worker_token;
+  return env;
+}
+
+absl::StatusOr<std::vector<std::string>> WorkerArgv(const v1::JobSpec& spec,
+                                                    const std::string& trainer_binary) {
+  if (spec.trainer().has_command()) {
+    return std::vector<std::string>(spec.trainer().command().argv().begin(),
+                                    spec.trainer().command().argv().end());
+  }
+  if (spec.trainer().builtin() == "gpt" && !trainer_binary.empty()) {
+    return std::vector<std::string>{trainer_binary};
+  }
+  return absl::FailedPreconditionError(absl::StrCat("this agent cannot run builtin trainer \"",
+                                                    spec.trainer().builtin(),
+                                                    "\" (no --trainer_binary)"));
+}
+
+absl::Status CheckLaunchable(const v1::LaunchWorkers& launch) {
+  const std::string& id = launch.job().job_id();
+  if (id.empty() || id.size() > 128 || id == "." || id == ".." ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos) {
+    return FieldError("job.job_id",
+                      "must be 1-128 characters of [A-Za-z0-9._-] (a directory name)");
+  }
+  RETURN_IF_ERROR(CheckJsonSize(launch.spec(), "spec", kMaxJobSpecJsonBytes));
+  const v1::TrainerSpec& trainer = launch.spec().trainer();
+  for (const auto& [name, value] : trainer.env()) {
+    if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos ||
+        value.find('\0') != std::string::npos) {
+      return FieldError("spec.trainer.env",
+                        "names must be non-empty without '=' or NUL, and values without NUL");
+    }
+  }
+  for (const std::string& arg : trainer.command().argv()) {
+    if (arg.find('\0') != std::string::npos) {
+      return FieldError("spec.trainer.command.argv", "must not contain NUL");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringmaster::agent

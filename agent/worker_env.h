@@ -1,0 +1,72 @@
+// What a worker is started with, from a LaunchWorkers, one of its rank assignments and what the
+// node contributes: its environment (WorkerEnv), its argv (WorkerArgv), and the agent's own
+// refusal of a launch it cannot carry out safely (CheckLaunchable).
+//
+// Threading: pure functions of their arguments (AgentEnvironment() aside, which reads the
+// agent's environment), thread-safe. Ownership: nothing is kept. Errors: INVALID_ARGUMENT in
+// FieldError's form from CheckLaunchable, FAILED_PRECONDITION from WorkerArgv; WorkerEnv cannot
+// fail.
+#ifndef RINGMASTER_AGENT_WORKER_ENV_H_
+#define RINGMASTER_AGENT_WORKER_ENV_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/ringmaster/v1/agent.pb.h"
+
+namespace ringmaster::agent {
+
+// What the node puts into each of its workers' environments.
+struct WorkerEnvOptions {
+  std::string node_name;     // RINGMASTER_NODE
+  std::string host_address;  // RINGMASTER_HOST_ADDRESS
+  std::string socket_path;   // RINGMASTER_AGENT_SOCKET: the worker API's Unix socket
+  // The node's devices: a rank on a "gpu" device gets CUDA_VISIBLE_DEVICES.
+  std::vector<v1::Device> devices;
+  // The agent's own values of the variables workers inherit (AgentEnvironment()); a name absent
+  // here is unset in the agent.
+  std::map<std::string, std::string> inherited;
+};
+
+// The agent's values of the variables a worker may inherit, those set: PATH, HOME, LANG (every
+// worker), CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (GPU workers, see WorkerEnv).
+std::map<std::string, std::string> AgentEnvironment();
+
+// The complete environment of rank `a` of `launch` (nothing else is inherited), torchrun's
+// variables and Ringmaster's, in this order, each later one overriding an earlier one of the same
+// name:
+//  - PATH, HOME, LANG from `node.inherited`;
+//  - RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (the launch's ranks on this node),
+//    GROUP_RANK (the lowest of those ranks / LOCAL_WORLD_SIZE), MASTER_ADDR, MASTER_PORT,
+//    TORCHELASTIC_RESTART_COUNT;
+//  - RINGMASTER_JOB, RINGMASTER_GENERATION, RINGMASTER_AGENT_SOCKET, RINGMASTER_NODE,
+//    RINGMASTER_HOST_ADDRESS, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
+//    RINGMASTER_CHECKPOINT_DIR, RINGMASTER_JOB_SPEC_JSON (the spec as JSON);
+//  - on a "gpu" device: CUDA_VISIBLE_DEVICES (WorkerVisibleDevice of the agent's own list) and
+//    the agent's CUDA_DEVICE_ORDER, if set;
+//  - the job's own `trainer.env`;
+//  - RINGMASTER_WORKER_TOKEN = `worker_token`, last (the job cannot name RINGMASTER_*: the
+//    coordinator refuses it).
+std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
+                                             const v1::RankAssignment& a,
+                                             const WorkerEnvOptions& node,
+                                             const std::string& worker_token);
+
+// The worker's argv: the job's `trainer.command.argv`, or `{trainer_binary}` for the builtin
+// "gpt" trainer. FAILED_PRECONDITION for another builtin, or "gpt" with no trainer_binary.
+absl::StatusOr<std::vector<std::string>> WorkerArgv(const v1::JobSpec& spec,
+                                                    const std::string& trainer_binary);
+
+// The agent's own checks of a launch, whatever the coordinator accepted: what it could not run
+// as asked (a job id that is no safe directory name, a spec too large for the worker's
+// RINGMASTER_JOB_SPEC_JSON, strings that cannot go into an environment or argv) fails the
+// launch's ranks, naming the field and the rule (INVALID_ARGUMENT), instead of anything else on
+// the node.
+absl::Status CheckLaunchable(const v1::LaunchWorkers& launch);
+
+}  // namespace ringmaster::agent
+
+#endif  // RINGMASTER_AGENT_WORKER_ENV_H_

@@ -1,0 +1,226 @@
+// A worker's environment, argv and the agent's own refusal of a launch, as pure functions.
+#include "agent/worker_env.h"
+
+#include <map>
+#include <string>
+
+#include "common/proto_edge.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Ranks 4 and 5 of a job of 8 (tensor 2, pipeline 2, data 2) on this node's devices 0 and 1.
+v1::LaunchWorkers TwoRankLaunch() {
+  v1::LaunchWorkers launch;
+  launch.mutable_job()->set_job_id("llm-7");
+  launch.mutable_job()->set_generation(3);
+  launch.mutable_spec()->mutable_trainer()->set_builtin("gpt");
+  launch.mutable_spec()->mutable_checkpoint()->set_dir("/ckpt/llm-7");
+  launch.mutable_layout()->set_tensor(2);
+  launch.mutable_layout()->set_pipeline(2);
+  launch.mutable_layout()->set_data(2);
+  launch.set_world_size(8);
+  launch.set_master_addr("10.0.0.1");
+  launch.set_master_port(29500);
+  launch.set_restart_count(2);
+  for (int i = 0; i < 2; ++i) {
+    v1::RankAssignment* a = launch.add_assignments();
+    a->set_rank(4 + i);
+    a->set_local_rank(i);
+    a->set_local_device(i);
+    a->set_tp_rank(i);
+    a->set_pp_rank(0);
+    a->set_dp_rank(1);
+  }
+  return launch;
+}
+
+WorkerEnvOptions CpuNode() {
+  WorkerEnvOptions node;
+  node.node_name = "node-b";
+  node.host_address = "10.0.0.2";
+  node.socket_path = "/run/ringmaster/agent.sock";
+  for (int i = 0; i < 2; ++i) {
+    v1::Device& d = node.devices.emplace_back();
+    d.set_index(i);
+    d.set_kind("cpu");
+  }
+  return node;
+}
+
+WorkerEnvOptions GpuNode() {
+  WorkerEnvOptions node = CpuNode();
+  for (v1::Device& d : node.devices) d.set_kind("gpu");
+  return node;
+}
+
+TEST(WorkerEnvTest, TorchrunVariablesOfTheRank) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  std::map<std::string, std::string> env =
+      WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "2");  // lowest rank here (4) / ranks here (2)
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+}
+
+TEST(WorkerEnvTest, RingmasterVariablesOfTheRankAndNode) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  std::map<std::string, std::string> env =
+      WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["RINGMASTER_JOB"], "llm-7");
+  EXPECT_EQ(env["RINGMASTER_GENERATION"], "3");
+  EXPECT_EQ(env["RINGMASTER_AGENT_SOCKET"], "/run/ringmaster/agent.sock");
+  EXPECT_EQ(env["RINGMASTER_NODE"], "node-b");
+  EXPECT_EQ(env["RINGMASTER_HOST_ADDRESS"], "10.0.0.2");
+  EXPECT_EQ(env["RINGMASTER_TP_RANK"], "1");
+  EXPECT_EQ(env["RINGMASTER_PP_RANK"], "0");
+  EXPECT_EQ(env["RINGMASTER_DP_RANK"], "1");
+  EXPECT_EQ(env["RINGMASTER_TP_SIZE"], "2");
+  EXPECT_EQ(env["RINGMASTER_PP_SIZE"], "2");
+  EXPECT_EQ(env["RINGMASTER_DP_SIZE"], "2");
+  EXPECT_EQ(env["RINGMASTER_CHECKPOINT_DIR"], "/ckpt/llm-7");
+  EXPECT_EQ(env["RINGMASTER_WORKER_TOKEN"], "token-1");
+  v1::JobSpec parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(env["RINGMASTER_JOB_SPEC_JSON"], &parsed).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, launch.spec()));
+}
+
+TEST(WorkerEnvTest, InheritsOnlyPathHomeAndLangOnACpuDevice) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  WorkerEnvOptions node = CpuNode();
+  node.inherited = {{"PATH", "/usr/bin"},
+                    {"HOME", "/home/agent"},
+                    {"LANG", "C.UTF-8"},
+                    {"CUDA_VISIBLE_DEVICES", "3,4"},
+                    {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+                    {"SECRET", "agent-only"}};
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PATH"], "/usr/bin");
+  EXPECT_EQ(env["HOME"], "/home/agent");
+  EXPECT_EQ(env["LANG"], "C.UTF-8");
+  EXPECT_FALSE(env.count("SECRET"));
+  EXPECT_FALSE(env.count("CUDA_VISIBLE_DEVICES"));
+  EXPECT_FALSE(env.count("CUDA_DEVICE_ORDER"));
+}
+
+TEST(WorkerEnvTest, AnUnsetVariableStaysUnset) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), CpuNode(), "t");
+  EXPECT_FALSE(env.count("PATH"));
+  EXPECT_FALSE(env.count("HOME"));
+  EXPECT_FALSE(env.count("LANG"));
+}
+
+TEST(WorkerEnvTest, AGpuRankSeesItsDeviceInTheAgentsList) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  WorkerEnvOptions node = GpuNode();
+  node.inherited = {{"CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb"},
+                    {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}};
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(1), node, "t");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-bbbb");
+  EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+}
+
+TEST(WorkerEnvTest, AGpuRankOfAnAgentWithoutAListSeesItsOrdinal) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(1), GpuNode(), "t");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_FALSE(env.count("CUDA_DEVICE_ORDER"));
+}
+
+TEST(WorkerEnvTest, TheJobsOwnVariablesComeLastButTheToken) {
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  auto& job_env = *launch.mutable_spec()->mutable_trainer()->mutable_env();
+  job_env["MASTER_PORT"] = "1234";
+  job_env["PATH"] = "/opt/job/bin";
+  job_env["NCCL_DEBUG"] = "INFO";
+  job_env["RINGMASTER_WORKER_TOKEN"] = "forged";  // the coordinator refuses it; the agent too
+  WorkerEnvOptions node = CpuNode();
+  node.inherited = {{"PATH", "/usr/bin"}};
+  std::map<std::string, std::string> env =
+      WorkerEnv(launch, launch.assignments(0), node, "real-token");
+  EXPECT_EQ(env["MASTER_PORT"], "1234");
+  EXPECT_EQ(env["PATH"], "/opt/job/bin");
+  EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
+  EXPECT_EQ(env["RINGMASTER_WORKER_TOKEN"], "real-token");
+}
+
+TEST(WorkerEnvTest, ArgvOfACommandOrTheBuiltinTrainer) {
+  v1::JobSpec command;
+  command.mutable_trainer()->mutable_command()->add_argv("python3");
+  command.mutable_trainer()->mutable_command()->add_argv("train.py");
+  EXPECT_THAT(*WorkerArgv(command, "/bin/trainer"), ElementsAre("python3", "train.py"));
+
+  v1::JobSpec gpt;
+  gpt.mutable_trainer()->set_builtin("gpt");
+  EXPECT_THAT(*WorkerArgv(gpt, "/bin/trainer"), ElementsAre("/bin/trainer"));
+  absl::StatusOr<std::vector<std::string>> none = WorkerArgv(gpt, "");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(), HasSubstr("no --trainer_binary"));
+
+  v1::JobSpec other;
+  other.mutable_trainer()->set_builtin("bert");
+  absl::StatusOr<std::vector<std::string>> bert = WorkerArgv(other, "/bin/trainer");
+  EXPECT_EQ(bert.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bert.status().message(), HasSubstr("\"bert\""));
+}
+
+TEST(CheckLaunchableTest, AcceptsAnOrdinaryLaunch) {
+  EXPECT_TRUE(CheckLaunchable(TwoRankLaunch()).ok());
+}
+
+TEST(CheckLaunchableTest, RefusesAJobIdThatIsNoDirectoryName) {
+  for (const std::string& id :
+       {std::string(""), std::string("."), std::string(".."), std::string("a/b"),
+        std::string("../etc"), std::string("job 1"), std::string(129, 'x')}) {
+    v1::LaunchWorkers launch = TwoRankLaunch();
+    launch.mutable_job()->set_job_id(id);
+    const absl::Status s = CheckLaunchable(launch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << id;
+    EXPECT_THAT(s.message(), HasSubstr("job.job_id: ")) << id;
+  }
+  v1::LaunchWorkers longest = TwoRankLaunch();
+  longest.mutable_job()->set_job_id(std::string(128, 'x'));
+  EXPECT_TRUE(CheckLaunchable(longest).ok());
+}
+
+TEST(CheckLaunchableTest, RefusesWhatCannotGoIntoAnEnvironmentOrArgv) {
+  const std::map<std::string, std::string> bad_env[] = {
+      {{"", "v"}}, {{"A=B", "v"}}, {{std::string("A\0B", 3), "v"}}, {{"A", std::string("v\0", 2)}}};
+  for (const auto& env : bad_env) {
+    v1::LaunchWorkers launch = TwoRankLaunch();
+    for (const auto& [k, v] : env)
+      (*launch.mutable_spec()->mutable_trainer()->mutable_env())[k] = v;
+    EXPECT_THAT(CheckLaunchable(launch).message(), HasSubstr("spec.trainer.env: "));
+  }
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  launch.mutable_spec()->mutable_trainer()->mutable_command()->add_argv(std::string("a\0b", 3));
+  EXPECT_THAT(CheckLaunchable(launch).message(), HasSubstr("spec.trainer.command.argv: "));
+}
+
+TEST(CheckLaunchableTest, RefusesASpecTooLargeForItsVariable) {
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  (*launch.mutable_spec()->mutable_trainer()->mutable_env())["BIG"] =
+      std::string(kMaxJobSpecJsonBytes, 'x');
+  const absl::Status s = CheckLaunchable(launch);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("spec: "));
+  EXPECT_THAT(s.message(), Not(HasSubstr("spec.trainer")));
+}
+
+}  // namespace
+}  // namespace ringmaster::agent
