@@ -87,7 +87,8 @@ class FaultInjectingJobStore : public JobStore {
 
   // Crash. Once `count` more writes have reached the wrapped store (landed, or refused by it),
   // the store crashes: every later call fails with UNAVAILABLE and the wrapped store is closed as
-  // soon as no call is in it. 0 crashes now.
+  // soon as no call is in it (a write another thread already had in it still lands). 0 crashes
+  // now.
   void CrashAfterWrites(int count);
   bool crashed() const;
 
