@@ -83,7 +83,8 @@ TEST(LaunchPlanTest, TheLayoutComesFromThePlanWhenTheSpecLeavesIt) {
     EXPECT_EQ(layout.tensor, c.want_tensor);
     EXPECT_EQ(layout.pipeline, c.want_pipeline);
     EXPECT_EQ(layout.data, c.want_data);
-    const v1::LaunchWorkers& launch = PlanLaunch(status, "a", 1).messages.at("a").launch();
+    const LaunchPlan plan = PlanLaunch(status, "a", 1);
+    const v1::LaunchWorkers& launch = plan.messages.at("a").launch();
     EXPECT_EQ(launch.layout().tensor(), c.want_tensor);
     EXPECT_EQ(launch.layout().pipeline(), c.want_pipeline);
     EXPECT_EQ(launch.layout().data(), c.want_data);
