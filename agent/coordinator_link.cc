@@ -2,7 +2,9 @@
 
 #include <random>
 #include <set>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/proto_edge.h"
@@ -195,27 +197,45 @@ void CoordinatorLink::ConnectionLoop() {
       connected_ = false;
     }
     // A read fails when the call is over (the coordinator ended it, the connection broke: then
-    // Finish() says why at once, and cancelling does not change a status already final), but also
-    // when a message arrived that this agent cannot parse (malformed, or nested deeper than
-    // protobuf's limit of 100), or a registration was answered with something else: then the
-    // call is still open, and Finish() would wait for the coordinator forever. Cancelled first,
-    // before the write lock is taken, so that a writer blocked in Write() returns too.
-    context.TryCancel();
+    // Finish() says why at once), but also when a message arrived that this agent cannot parse
+    // (malformed, or nested deeper than protobuf's limit of 100): then the call is still open,
+    // and Finish() would wait for the coordinator forever. A call that Finish() has not closed
+    // within kOpenCallGrace is cancelled (also releasing a writer blocked in Write(), which holds
+    // the write lock Finish() waits for). Not at once: cancelling a call whose transport just
+    // failed replaces the reason (say "keepalive watchdog timeout") with CANCELLED. A
+    // registration that failed may have left the call open too (an answer that was not the
+    // acknowledgement): that one is cancelled at once.
+    constexpr absl::Duration kOpenCallGrace = absl::Seconds(1);
+    absl::Notification finished;
+    bool cancelled_open_call = false;  // Written by `canceller`, read after it is joined.
+    std::thread canceller;
+    if (!registered) {
+      context.TryCancel();
+    } else {
+      canceller = std::thread([&] {
+        if (!finished.WaitForNotificationWithTimeout(kOpenCallGrace)) {
+          cancelled_open_call = true;
+          context.TryCancel();
+        }
+      });
+    }
     absl::Status ended;
     {
       // Wait for any writer to leave the stream before it is destroyed.
       absl::MutexLock write_lock(&write_mu_);
       ended = FromGrpcStatus(CurrentStream()->Finish());
+      finished.Notify();
       absl::MutexLock lock(&mu_);
       context_ = nullptr;
       stream_.reset();
     }
+    if (canceller.joinable()) canceller.join();
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    // Our own cancellation is the final status only when the call was still open: a message the
-    // agent could not read. The backoff is not reset then (a coordinator that sends it again on
-    // the next stream is not asked again at once).
-    const bool unreadable = registered && absl::IsCancelled(ended);
+    // The call was open after its last read: a message the agent could not read. The backoff is
+    // not reset then (a coordinator that sends it again on the next stream is not asked again at
+    // once).
+    const bool unreadable = cancelled_open_call;
     if (registered && !unreadable) backoff = absl::Milliseconds(100);
     RM_LOG(WARNING) << "coordinator stream "
                     << (unreadable ? "cancelled: a message from the coordinator could not be "

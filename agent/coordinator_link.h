@@ -6,9 +6,10 @@
 // anything else: what a coordinator that restarted must hear again, see rendezvous_replay.h),
 // then reads commands and hands them to `on_command` (on the connection thread, in order, unknown
 // fields dropped). When the stream breaks, or a message arrives that the agent cannot parse (the
-// stream is cancelled then), it reconnects with exponential backoff (100 ms doubling to 5 s, with
-// jitter; reset by a stream that was established and did not end on such a message). A
-// heartbeat thread sends Heartbeat at the interval the coordinator asked for while connected.
+// stream is cancelled a second after it, if still open), it reconnects with exponential backoff
+// (100 ms doubling to 5 s, with jitter; reset by a stream that was established and did not end
+// on such a message). A heartbeat thread sends Heartbeat at the interval the coordinator asked
+// for while connected.
 //
 // While disconnected, Send() keeps worker states, link reports and rendezvous requests in a
 // bounded queue (oldest dropped past 10,000) and delivers them after the next RegisterAck and
