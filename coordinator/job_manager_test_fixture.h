@@ -1,5 +1,6 @@
 // The fixture and helpers the JobManager tests share (job_manager_test.cc,
-// job_manager_watchdog_test.cc, job_manager_recovery_test.cc): a JobManager over a real JobStore
+// job_manager_records_test.cc, job_manager_scheduling_test.cc, job_manager_watchdog_test.cc,
+// job_manager_checkpoints_test.cc, job_manager_recovery_test.cc): a JobManager over a real JobStore
 // in the test's temporary directory, a fake clock and a sink that records what would go to agents,
 // and builders of the specs, registrations and reports the tests feed it.
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_TEST_FIXTURE_H_
