@@ -31,6 +31,15 @@ constexpr size_t kRequestBytes = 60 << 20;
 // Far below the 1.05 GB (plaintext) and 619 MB (TLS) the attack reached, and above what a
 // coordinator needs at rest plus what it may read of each refused call before refusing it.
 constexpr int64_t kPeakBoundBytes = 300 << 20;
+// Under AddressSanitizer (tools/test's asan pass builds the coordinator with it too) freed memory
+// sits in ASan's quarantine (256 MiB by default) and every allocation carries redzones, so the
+// resident size says nothing about what the coordinator keeps: the bound is checked only in the
+// other configurations; the refusals and the answer afterwards are checked in every one.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMemoryIsMeasurable = false;
+#else
+constexpr bool kMemoryIsMeasurable = true;
+#endif
 
 void OpenSsl(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"openssl"};
@@ -153,7 +162,9 @@ class GrpcMemoryTest : public ::testing::Test {
     }
     const int64_t peak = PeakResidentBytes(coordinator_->process.pid());
     ASSERT_GT(peak, 0);
-    EXPECT_LT(peak, kPeakBoundBytes) << "coordinator peak RSS " << (peak >> 20) << " MiB";
+    if (kMemoryIsMeasurable) {
+      EXPECT_LT(peak, kPeakBoundBytes) << "coordinator peak RSS " << (peak >> 20) << " MiB";
+    }
     std::cout << "coordinator peak RSS after the flood: " << (peak >> 20) << " MiB, RSS now "
               << (PeakResidentBytes(coordinator_->process.pid(), "VmRSS:") >> 20) << " MiB\n";
 
