@@ -1,13 +1,11 @@
 #include "common/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,44 +13,39 @@
 #include "common/http_client.h"
 #include "absl/synchronization/notification.h"
 #include "common/metrics/text_format.h"
+#include "common/testing/raw_socket.h"
 #include "common/testing/wait.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster {
 namespace {
 
+using ::ringmaster::testing::ConnectLoopback;
+using ::ringmaster::testing::OpenIdleConnections;
+using ::ringmaster::testing::OwnedSockets;
+using ::ringmaster::testing::RaiseDescriptorLimit;
 using ::ringmaster::testing::WaitFor;
 
-// A connected loopback TCP socket, or -1.
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+// Handlers that answer /healthz with "ok\n", where most tests here start.
+std::map<std::string, HttpHandler> HealthzHandlers() {
+  std::map<std::string, HttpHandler> handlers;
+  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  return handlers;
 }
 
-// Closes its descriptors however the test ends.
-struct Sockets {
-  std::vector<int> fds;
-  ~Sockets() {
-    for (int fd : fds) close(fd);
+// What the server sends on `fd` until it closes the connection, an error, or 10 s of silence.
+// Bounded (100 reads): the servers under test close after answering.
+std::string ReadUntilClosed(int fd) {
+  std::string answer;
+  char buf[512];
+  for (int i = 0; i < 100; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, n);
   }
-};
-
-// Each client socket costs this process a second descriptor (the server's end).
-void RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  return answer;
 }
 
 TEST(HttpServerTest, ServesMetricsOnAnEphemeralPort) {
@@ -137,8 +130,7 @@ TEST(HttpServerTest, ManySequentialAndConcurrentRequests) {
 // per-read timeout) hold both workers only until the request timeout: they get 408 and are
 // dropped, and a normal request is served.
 TEST(HttpServerTest, ClientsThatNeverFinishTheirRequestAreDroppedAndOthersServed) {
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   auto server = HttpServer::Start("127.0.0.1:0", handlers, 2, absl::Seconds(1));
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
@@ -147,15 +139,8 @@ TEST(HttpServerTest, ClientsThatNeverFinishTheirRequestAreDroppedAndOthersServed
   std::vector<std::thread> slow;
   for (int i = 0; i < 2; ++i) {
     slow.emplace_back([&, i] {
-      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(port);
-      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-        close(fd);
-        return;
-      }
+      const int fd = ConnectLoopback(port);
+      if (fd < 0) return;
       // A byte every 100 ms (the pace, not a wait for anything), until the server answers or
       // closes, for a minute at most.
       for (int sent = 0; sent < 600; ++sent) {
@@ -187,8 +172,7 @@ TEST(HttpServerTest, IdleAndTricklingConnectionsDoNotStarveHealthz) {
   RaiseDescriptorLimit();
   metrics::Registry registry;
   registry.AddGauge("test_value", "A value.", {}).WithLabels({})->Set(1);
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   handlers["/metrics"] = MetricsHandler(&registry);
   HttpServerOptions options;
   options.request_timeout = absl::Seconds(120);  // The idle ones stay for the whole test.
@@ -196,15 +180,11 @@ TEST(HttpServerTest, IdleAndTricklingConnectionsDoNotStarveHealthz) {
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
 
-  Sockets idle;
-  for (int i = 0; i < 300; ++i) {
-    const int fd = Connect(port);
-    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
-    idle.fds.push_back(fd);
-  }
-  Sockets trickling;
+  OwnedSockets idle;
+  ASSERT_NO_FATAL_FAILURE(OpenIdleConnections(port, 300, &idle));
+  OwnedSockets trickling;
   for (int i = 0; i < 50; ++i) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(send(fd, "GET /metrics HTTP/1.1\r\nX-Slow: ", 32, MSG_NOSIGNAL), 32);
     trickling.fds.push_back(fd);
@@ -231,20 +211,15 @@ TEST(HttpServerTest, IdleAndTricklingConnectionsDoNotStarveHealthz) {
 // At the connection cap, a newcomer closes the oldest connection that has sent no request yet
 // instead of being refused.
 TEST(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   HttpServerOptions options;
   options.max_connections = 8;
   options.request_timeout = absl::Seconds(120);
   auto server = HttpServer::Start("127.0.0.1:0", handlers, options);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  Sockets idle;
-  for (int i = 0; i < 8; ++i) {
-    const int fd = Connect(port);
-    ASSERT_GE(fd, 0);
-    idle.fds.push_back(fd);
-  }
+  OwnedSockets idle;
+  ASSERT_NO_FATAL_FAILURE(OpenIdleConnections(port, 8, &idle));
   for (int round = 0; round < 5; ++round) {
     auto health = HttpGet("127.0.0.1", port, "/healthz");
     ASSERT_TRUE(health.ok()) << "round " << round << ": " << health.status();
@@ -267,8 +242,7 @@ TEST(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
 TEST(HttpServerTest, ASlowHandlerDoesNotDelayOtherPaths) {
   absl::Notification release;
   std::atomic<int> entered{0};
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   handlers["/slow"] = [&](const std::string&) {
     ++entered;
     release.WaitForNotificationWithTimeout(absl::Seconds(60));
@@ -326,50 +300,32 @@ TEST(HttpServerTest, AFullLaneAnswers503) {
 }
 
 TEST(HttpServerTest, HeadAnswersWithoutABody) {
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   auto server = HttpServer::Start("127.0.0.1:0", handlers);
   ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = Connect((*server)->port());
+  const int fd = ConnectLoopback((*server)->port());
   ASSERT_GE(fd, 0);
-  Sockets owned{{fd}};
+  OwnedSockets owned{{fd}};
   const std::string request = "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
-  std::string answer;
-  char buf[512];
-  for (int i = 0; i < 100; ++i) {  // Bounded: the server closes after answering.
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10000) != 1) break;
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    answer.append(buf, n);
-  }
+  const std::string answer = ReadUntilClosed(fd);
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
   EXPECT_NE(answer.find("Content-Length: 3\r\n"), std::string::npos) << answer;
   EXPECT_EQ(answer.substr(answer.size() - 4), "\r\n\r\n") << answer;
 }
 
 TEST(HttpServerTest, OversizedHeadersAre400) {
-  std::map<std::string, HttpHandler> handlers;
-  handlers["/healthz"] = [](const std::string&) { return HttpResponse{200, "text/plain", "ok\n"}; };
+  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   auto server = HttpServer::Start("127.0.0.1:0", handlers);
   ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = Connect((*server)->port());
+  const int fd = ConnectLoopback((*server)->port());
   ASSERT_GE(fd, 0);
-  Sockets owned{{fd}};
+  OwnedSockets owned{{fd}};
   const std::string request = "GET /healthz HTTP/1.1\r\nX: " + std::string(17 * 1024, 'a');
   ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
-  std::string answer;
-  char buf[512];
-  for (int i = 0; i < 100; ++i) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10000) != 1) break;
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    answer.append(buf, n);
-  }
+  const std::string answer = ReadUntilClosed(fd);
   EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << answer;
 }
 

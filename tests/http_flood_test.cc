@@ -2,12 +2,7 @@
 // trickle a request they never finish, opened to its metrics port, once held the metrics server's
 // two workers and filled its queue, so /healthz answered 503 or reset the connection. Now /healthz
 // and /metrics keep answering 200 while they stay open.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,55 +10,27 @@
 #include <vector>
 
 #include "common/http_client.h"
+#include "common/testing/raw_socket.h"
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
 
 namespace ringmaster::testing {
 namespace {
 
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-struct Sockets {
-  std::vector<int> fds;
-  ~Sockets() {
-    for (int fd : fds) close(fd);
-  }
-};
-
 TEST(HttpFloodTest, CoordinatorHealthAndMetricsAnswerUnderIdleConnections) {
   // The test holds its client ends; the coordinator (which inherits the limit) its own.
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  RaiseDescriptorLimit();
   auto coordinator =
       StartCoordinator({"--insecure", "--state=" + TestTempDir() + "/http_flood.db"});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   const int port = coordinator->metrics_port;
 
-  Sockets idle;
-  for (int i = 0; i < 300; ++i) {
-    const int fd = Connect(port);
-    ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
-    idle.fds.push_back(fd);
-  }
-  Sockets trickling;
+  OwnedSockets idle;
+  ASSERT_NO_FATAL_FAILURE(OpenIdleConnections(port, 300, &idle));
+  OwnedSockets trickling;
   const std::string start = "GET /metrics HTTP/1.1\r\nX-Slow: ";
   for (int i = 0; i < 30; ++i) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     ASSERT_GE(fd, 0) << std::strerror(errno);
     ASSERT_EQ(send(fd, start.data(), start.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(start.size()));
