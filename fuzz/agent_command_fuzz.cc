@@ -18,7 +18,6 @@
 // pass it on); every worker the agent starts has an argv and the RINGMASTER_WORKER_TOKEN it
 // keeps for it (the job's own variables cannot replace it); the agent carries out a command
 // within 5 s; it remembers at most 1024 exits.
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -30,16 +29,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/devices.h"
-#include "agent/local_watchdog.h"
 #include "agent/node_agent.h"
-#include "agent/rank_metrics.h"
 #include "agent/worker_env.h"
 #include "common/clock.h"
 #include "common/grpc_limits.h"
-#include "common/metrics/registry.h"
 #include "common/proto_edge.h"
 #include "fuzz/fake_launcher.h"
+#include "fuzz/fuzz_agent.h"
 #include "fuzz/fuzz_check.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -55,32 +51,13 @@ using ringmaster::fuzz::FakeLauncher;
 // processes; past it the harness reports the agent stuck.
 constexpr absl::Duration kCommandDeadline = absl::Seconds(5);
 
-// What lives for the whole run: the work directory, the metrics and the watchdog.
-struct Fixture {
-  std::string work_dir;
-  ringmaster::metrics::Registry registry;
-  std::unique_ptr<agent::RankMetrics> metrics;
-  std::unique_ptr<agent::LocalWatchdog> watchdog;
-  agent::NodeAgentOptions options;
-};
+// What lives for the whole run: the work directory, the metrics, the watchdog and the options.
+using Fixture = ringmaster::fuzz::AgentParts;
 
 Fixture* MakeFixture() {
   auto* f = new Fixture;
-  std::string tmpl = std::filesystem::temp_directory_path() / "agent_command_fuzz.XXXXXX";
-  FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr, "mkdtemp " + tmpl);
-  f->work_dir = tmpl;
-  f->metrics = std::make_unique<agent::RankMetrics>(&f->registry, ringmaster::Clock::Steady(),
-                                                    absl::Seconds(1));
-  f->watchdog =
-      std::make_unique<agent::LocalWatchdog>(ringmaster::Clock::Steady(), agent::WatchdogOptions{});
-  f->options.node_name = "fuzz-node";
-  auto devices = agent::ParseDevices("cpu:4");
-  FUZZ_CHECK(devices.ok(), devices.status().ToString());
-  f->options.devices = *devices;
-  f->options.socket_path = f->work_dir + "/worker.sock";
-  f->options.work_dir = f->work_dir;
+  ringmaster::fuzz::InitAgentParts("agent_command_fuzz", "cpu:4", f);
   f->options.trainer_binary = "/nonexistent/ringmaster-trainer";  // never executed
-  f->options.system_root = f->work_dir + "/no-system";            // no OOM kill counts
   return f;
 }
 

@@ -18,26 +18,21 @@
 // Checks: a call that does not speak for the worker is never OK and its refusal does not name
 // the worker's job (any local process can call), and one that does is never refused for its
 // identity.
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/devices.h"
-#include "agent/local_watchdog.h"
 #include "agent/node_agent.h"
-#include "agent/rank_metrics.h"
 #include "agent/worker_service.h"
 #include "common/clock.h"
 #include "common/grpc_limits.h"
-#include "common/metrics/registry.h"
 #include "fuzz/fake_launcher.h"
+#include "fuzz/fuzz_agent.h"
 #include "fuzz/fuzz_check.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/server_context.h"
@@ -54,10 +49,7 @@ constexpr int64_t kGeneration = 3;
 constexpr int kRank = 1;
 
 struct Fixture {
-  std::string work_dir;
-  ringmaster::metrics::Registry registry;
-  std::unique_ptr<agent::RankMetrics> metrics;
-  std::unique_ptr<agent::LocalWatchdog> watchdog;
+  ringmaster::fuzz::AgentParts parts;  // what the node is built from
   std::unique_ptr<agent::NodeAgent> node;
   std::unique_ptr<agent::WorkerService> service;
   ringmaster::fuzz::FakeLauncher* launcher = nullptr;
@@ -67,26 +59,12 @@ struct Fixture {
 // Built once; lives until the process exits (its threads with it).
 Fixture* MakeFixture() {
   auto* f = new Fixture;
-  std::string tmpl = std::filesystem::temp_directory_path() / "worker_api_fuzz.XXXXXX";
-  FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr, "mkdtemp " + tmpl);
-  f->work_dir = tmpl;
-  f->metrics = std::make_unique<agent::RankMetrics>(&f->registry, ringmaster::Clock::Steady(),
-                                                    absl::Seconds(1));
-  f->watchdog =
-      std::make_unique<agent::LocalWatchdog>(ringmaster::Clock::Steady(), agent::WatchdogOptions{});
-  agent::NodeAgentOptions options;
-  options.node_name = "fuzz-node";
-  auto devices = agent::ParseDevices("cpu:2");
-  FUZZ_CHECK(devices.ok(), devices.status().ToString());
-  options.devices = *devices;
-  options.socket_path = f->work_dir + "/worker.sock";
-  options.work_dir = f->work_dir;
-  options.system_root = f->work_dir + "/no-system";  // no OOM kill counts
+  ringmaster::fuzz::InitAgentParts("worker_api_fuzz", "cpu:2", &f->parts);
   f->node = std::make_unique<agent::NodeAgent>(
-      options, f->metrics.get(), f->watchdog.get(), ringmaster::Clock::Real(),
+      f->parts.options, f->parts.metrics.get(), f->parts.watchdog.get(), ringmaster::Clock::Real(),
       ringmaster::fuzz::FakeLauncher::Factory(&f->launcher));
-  f->service =
-      std::make_unique<agent::WorkerService>(f->node.get(), f->metrics.get(), f->watchdog.get());
+  f->service = std::make_unique<agent::WorkerService>(f->node.get(), f->parts.metrics.get(),
+                                                      f->parts.watchdog.get());
 
   v1::CoordinatorMessage launch;
   v1::LaunchWorkers* l = launch.mutable_launch();
@@ -210,8 +188,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                absl::StrCat("a refusal without a message, code ", status.error_code()));
   }
   // What Prometheus would scrape, and what the agent would send the coordinator.
-  (void)f->registry.RenderText();
-  f->metrics->Refresh();
-  (void)f->metrics->TakeSummaries();
+  (void)f->parts.registry.RenderText();
+  f->parts.metrics->Refresh();
+  (void)f->parts.metrics->TakeSummaries();
   return 0;
 }
