@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/grpc_server.h"
 #include "common/testing/wait.h"
+#include "common/testing/wire_bytes.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -20,6 +21,8 @@
 namespace ringmaster::agent {
 namespace {
 
+using ::ringmaster::testing::LengthDelimited;
+using ::ringmaster::testing::NestedUnknownGroups;
 using ::ringmaster::testing::WaitFor;
 
 // Acknowledges each Register, then reads until the agent goes or, with `close_after` > 0, ends
@@ -201,17 +204,6 @@ TEST_F(CoordinatorLinkTest, MessagesSentAroundTheConnectionArriveAllAndInOrder) 
   link->Stop();
 }
 
-std::string Varint(uint64_t v) {
-  std::string s;
-  for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
-  s.push_back(static_cast<char>(v));
-  return s;
-}
-
-std::string LengthDelimited(int field, const std::string& bytes) {
-  return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(bytes.size()) + bytes;
-}
-
 // A CoordinatorMessage launching job `job` whose spec carries `levels` unknown groups, each
 // inside the one before (protobuf parses at most 100 levels of nesting).
 std::string LaunchWithNestedGroups(const std::string& job, int levels) {
@@ -220,9 +212,7 @@ std::string LaunchWithNestedGroups(const std::string& job, int levels) {
   launch.mutable_job()->set_generation(1);
   v1::JobSpec spec;
   spec.set_name(job);
-  std::string spec_bytes = spec.SerializeAsString();
-  for (int i = 0; i < levels; ++i) spec_bytes += Varint((1000 << 3) | 3);
-  for (int i = 0; i < levels; ++i) spec_bytes += Varint((1000 << 3) | 4);
+  const std::string spec_bytes = spec.SerializeAsString() + NestedUnknownGroups(levels);
   const std::string launch_bytes =
       launch.SerializeAsString() + LengthDelimited(v1::LaunchWorkers::kSpecFieldNumber, spec_bytes);
   return LengthDelimited(v1::CoordinatorMessage::kLaunchFieldNumber, launch_bytes);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "common/testing/wire_bytes.h"
 #include "gtest/gtest.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
@@ -16,21 +17,8 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-
-std::string Varint(uint64_t v) {
-  std::string s;
-  for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
-  s.push_back(static_cast<char>(v));
-  return s;
-}
-
-// `levels` unknown groups (field 1000), each inside the one before.
-std::string NestedGroups(int levels) {
-  std::string s;
-  for (int i = 0; i < levels; ++i) s += Varint((1000 << 3) | 3);
-  for (int i = 0; i < levels; ++i) s += Varint((1000 << 3) | 4);
-  return s;
-}
+using ::ringmaster::testing::LengthDelimited;
+using ::ringmaster::testing::NestedUnknownGroups;
 
 grpc::ByteBuffer Buffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
@@ -41,8 +29,8 @@ grpc::ByteBuffer Buffer(const std::string& bytes) {
 std::string PoisonedSubmit(int levels) {
   v1::JobSpec spec;
   spec.set_name("poison");
-  const std::string bytes = spec.SerializeAsString() + NestedGroups(levels);
-  return Varint((1 << 3) | 2) + Varint(bytes.size()) + bytes;
+  return LengthDelimited(v1::SubmitJobRequest::kSpecFieldNumber,
+                         spec.SerializeAsString() + NestedUnknownGroups(levels));
 }
 
 // The deepest chain of message fields below `d`; fails the test on a cycle.
@@ -106,7 +94,7 @@ TEST(ProtoEdgeTest, SanitizeSaysWhetherAnythingWasDropped) {
   v1::JobStatus status;
   status.set_job_id("a");
   EXPECT_FALSE(SanitizeIncoming(&status));
-  ASSERT_TRUE(status.mutable_spec()->mutable_trainer()->MergeFromString(NestedGroups(5)));
+  ASSERT_TRUE(status.mutable_spec()->mutable_trainer()->MergeFromString(NestedUnknownGroups(5)));
   EXPECT_TRUE(SanitizeIncoming(&status));
   EXPECT_EQ(status.spec().trainer().ByteSizeLong(), 0u);
   EXPECT_EQ(status.job_id(), "a");

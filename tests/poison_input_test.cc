@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/grpc_client.h"
 #include "common/testing/wait.h"
+#include "common/testing/wire_bytes.h"
 #include "coordinator/job_store.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -30,23 +31,9 @@ using ::testing::HasSubstr;
 
 constexpr char kStoredPoisonId[] = "old-poison-0001";
 
-std::string Varint(uint64_t v) {
-  std::string s;
-  for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
-  s.push_back(static_cast<char>(v));
-  return s;
-}
-
-std::string LengthDelimited(int field, const std::string& bytes) {
-  return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(bytes.size()) + bytes;
-}
-
 // `message` followed by `levels` unknown groups (field 1000), each inside the one before.
 std::string WithNestedUnknownGroups(const google::protobuf::Message& message, int levels) {
-  std::string bytes = message.SerializeAsString();
-  for (int i = 0; i < levels; ++i) bytes += Varint((1000 << 3) | 3);
-  for (int i = 0; i < levels; ++i) bytes += Varint((1000 << 3) | 4);
-  return bytes;
+  return message.SerializeAsString() + NestedUnknownGroups(levels);
 }
 
 // A 2-node x 1-slot command job of the test worker, 3 quick steps.
