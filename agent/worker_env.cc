@@ -111,6 +111,10 @@ absl::Status CheckLaunchable(const v1::LaunchWorkers& launch) {
                         "names must be non-empty without '=' or NUL, and values without NUL");
     }
   }
+  if (trainer.has_command() &&
+      (trainer.command().argv().empty() || trainer.command().argv(0).empty())) {
+    return FieldError("spec.trainer.command.argv", "must name a program (argv[0] non-empty)");
+  }
   for (const std::string& arg : trainer.command().argv()) {
     if (arg.find('\0') != std::string::npos) {
       return FieldError("spec.trainer.command.argv", "must not contain NUL");

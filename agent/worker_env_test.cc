@@ -212,6 +212,19 @@ TEST(CheckLaunchableTest, RefusesWhatCannotGoIntoAnEnvironmentOrArgv) {
   EXPECT_THAT(CheckLaunchable(launch).message(), HasSubstr("spec.trainer.command.argv: "));
 }
 
+TEST(CheckLaunchableTest, RefusesACommandWithoutAProgram) {
+  // The coordinator never sends one, but the agent must not launch "" (found by
+  // agent_command_fuzz).
+  v1::LaunchWorkers empty = TwoRankLaunch();
+  empty.mutable_spec()->mutable_trainer()->mutable_command()->clear_argv();
+  EXPECT_THAT(CheckLaunchable(empty).message(), HasSubstr("spec.trainer.command.argv: "));
+  v1::LaunchWorkers blank = TwoRankLaunch();
+  blank.mutable_spec()->mutable_trainer()->mutable_command()->clear_argv();
+  blank.mutable_spec()->mutable_trainer()->mutable_command()->add_argv("");
+  blank.mutable_spec()->mutable_trainer()->mutable_command()->add_argv("x");
+  EXPECT_THAT(CheckLaunchable(blank).message(), HasSubstr("spec.trainer.command.argv: "));
+}
+
 TEST(CheckLaunchableTest, RefusesASpecTooLargeForItsVariable) {
   v1::LaunchWorkers launch = TwoRankLaunch();
   (*launch.mutable_spec()->mutable_trainer()->mutable_env())["BIG"] =

@@ -540,8 +540,17 @@ bool LooksTyped(absl::string_view s) {
          absl::StartsWith(lower, "0o") || absl::StartsWith(s, "---") || absl::StartsWith(s, "...");
 }
 
+// Whether `s` holds a control character (a carriage return, say) that the emitter could leave
+// raw in a plain scalar, where a reader drops or folds it: double quotes escape every one.
+bool HasControl(absl::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const unsigned char u = c;
+    return u < 0x20 || u == 0x7F;
+  });
+}
+
 void EmitString(YAML::Emitter& out, const std::string& s) {
-  if (LooksTyped(s)) out << YAML::DoubleQuoted;
+  if (LooksTyped(s) || HasControl(s)) out << YAML::DoubleQuoted;
   out << s;
 }
 

@@ -363,7 +363,11 @@ TEST(JobYamlTest, TrickyStringsRoundTrip) {
                                            "...",
                                            "unicode \u00e9\u2603",
                                            "a\x01"
-                                           "b"};
+                                           "b",
+                                           "\r",
+                                           "a\rb",
+                                           " \r ",
+                                           "del\x7f"};
   for (const std::string& s : tricky) {
     SCOPED_TRACE(testing::Message() << "string: \"" << s << "\"");
     v1::JobSpec spec;
