@@ -1,0 +1,1 @@
+"""Ringmaster's zero-code watch of a Python rank (docs/python.md). Placeholder."""
