@@ -20,6 +20,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/ringmaster/v1/coordinator.grpc.pb.h"
 #include "tests/local_cluster.h"
+#include "tests/test_pki.h"
 
 namespace ringmaster::testing {
 namespace {
@@ -41,14 +42,6 @@ constexpr bool kMemoryIsMeasurable = false;
 constexpr bool kMemoryIsMeasurable = true;
 #endif
 
-void OpenSsl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"openssl"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = RunCommand(argv, "");
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit_code, 0) << r->output;
-}
-
 // The coordinator's peak resident set (VmHWM), in bytes, or -1.
 int64_t PeakResidentBytes(pid_t pid, const char* field = "VmHWM:") {
   auto status = ReadFileContents(absl::StrCat("/proc/", pid, "/status"));
@@ -68,15 +61,8 @@ class GrpcMemoryTest : public ::testing::Test {
     dir_ = new std::string(TestTempDir() + "/grpc_memory");
     RunCommand({"mkdir", "-p", *dir_}, "").IgnoreError();
     std::ofstream(Path("tokens")) << kUserToken << " alice\n" << kAgentToken << " node agent\n";
-    const std::string ca_key = Path("ca.key"), ca = Path("ca.pem");
-    OpenSsl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=ca"});
-    std::ofstream(Path("server.ext")) << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
-    OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", Path("server.key"), "-out", Path("server.csr"), "-subj", "/CN=server"});
-    OpenSsl({"x509", "-req", "-in", Path("server.csr"), "-CA", ca, "-CAkey", ca_key,
-             "-CAcreateserial", "-out", Path("server.pem"), "-days", "2", "-extfile",
-             Path("server.ext")});
+    MakeCert(*dir_, "ca", "", "");
+    MakeCert(*dir_, "server", "ca", "IP:127.0.0.1,DNS:localhost");
   }
   static std::string Path(const std::string& file) { return *dir_ + "/" + file; }
 
