@@ -129,7 +129,8 @@ TEST_F(JobManagerTest, ANodeThatRegistersAgainKeepsItsRecoveredWorkersDevices) {
   EXPECT_TRUE(sink_.Stops().empty());
   EXPECT_TRUE(sink_.Launches().empty());
   // An invalid registration is refused, naming the field, and reconciles nothing.
-  auto refused = jobs_->RegisterNode(Node("", 2), [](uint64_t) { ADD_FAILURE() << "registered"; });
+  auto refused =
+      jobs_->RegisterNode(NodeRegistration("", 2), [](uint64_t) { ADD_FAILURE() << "registered"; });
   EXPECT_THAT(refused.status().message(), HasSubstr("register.node"));
 }
 
@@ -182,7 +183,8 @@ TEST_F(JobManagerTest, ANodeThatRegistersAgainWithoutItsRanksRestartsTheJob) {
 // nothing. Handed on before the registration, the loss restarts the job once.
 TEST_F(JobManagerTest, ALossHandedOnAfterTheNodeRegisteredAgainRestartsNothing) {
   const TwoNodeJob job = RunOnTwoNodes();
-  auto n1 = nodes_->Register(Node("n1", 2));  // a session of n1 to lose (as n1 registered)
+  // A session of n1 to lose (as n1 registered).
+  auto n1 = nodes_->Register(NodeRegistration("n1", 2));
   ASSERT_TRUE(n1.ok());
   ASSERT_TRUE(nodes_->Disconnected("n1", *n1));
   std::vector<int> on_n1;
@@ -197,7 +199,7 @@ TEST_F(JobManagerTest, ALossHandedOnAfterTheNodeRegisteredAgainRestartsNothing) 
   EXPECT_EQ(now.restarts(), 0);
   EXPECT_TRUE(sink_.Stops().empty());
 
-  auto n2 = nodes_->Register(Node("n2", 2));
+  auto n2 = nodes_->Register(NodeRegistration("n2", 2));
   ASSERT_TRUE(n2.ok());
   ASSERT_TRUE(nodes_->Disconnected("n2", *n2));
   for (const std::string& lost : nodes_->TakeDisconnected()) jobs_->OnNodeLost(lost);
@@ -354,7 +356,8 @@ TEST_F(JobManagerTest, ADrainLaunchesWithoutTheExitsOnceTheGracesHavePassed) {
   // Node b is lost, so its rank will not report; a's rank never does either. The job launches
   // once the checkpoint grace (120 s), the stop grace (10 s) and 5 s have passed.
   const auto refresh = [&] {  // a, c and d stay alive
-    for (const char* node : {"a", "c", "d"}) ASSERT_TRUE(nodes_->Register(Node(node, 1)).ok());
+    for (const char* node : {"a", "c", "d"})
+      ASSERT_TRUE(nodes_->Register(NodeRegistration(node, 1)).ok());
   };
   clock_.Advance(absl::Seconds(2));
   refresh();
@@ -655,7 +658,7 @@ TEST_F(JobManagerCrashTest, ACoordinatorDyingAtAnyStoreWriteComesBackWithWhatItA
     }
     const v1::JobStatus back = recovered->jobs[0];
     EXPECT_GE(back.generation(), life.launched);
-    Reconnect(Node("n1", 2));  // its agent comes back without the job's workers
+    Reconnect(NodeRegistration("n1", 2));  // its agent comes back without the job's workers
     for (const v1::LaunchWorkers& launch : sink_.Launches()) {
       EXPECT_GT(launch.job().generation(), life.launched);
     }
@@ -675,7 +678,7 @@ TEST_F(JobManagerCrashTest, AJobStoredButNotPlacedBeforeADeathRunsAfterTheRestar
   EXPECT_TRUE(faults_->crashed());
   StartOn(path_);
   EXPECT_EQ(Current(job->job_id()).state(), v1::JOB_STATE_PENDING);
-  Reconnect(Node("n1", 2));
+  Reconnect(NodeRegistration("n1", 2));
   const v1::JobStatus running = Current(job->job_id());
   EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(running.generation(), 1);

@@ -37,7 +37,7 @@ class SchedulingTest : public JobManagerTest {
   // does not fit.
   std::string LoseANodeOfATwoNodeJob() {
     AddNode("n1", 2);
-    auto n2 = nodes_->Register(Node("n2", 2));
+    auto n2 = nodes_->Register(NodeRegistration("n2", 2));
     EXPECT_TRUE(n2.ok()) << n2.status();
     if (!n2.ok()) return "";
     AddNode("n3", 2);
@@ -75,7 +75,7 @@ class SchedulingTest : public JobManagerTest {
 // at once (not at some later pass).
 TEST_F(SchedulingTest, APlacementOnANodeLostDuringThePassIsMadeAgainElsewhere) {
   AddNode("n1", 1);
-  auto n2 = nodes_->Register(Node("n2", 1));
+  auto n2 = nodes_->Register(NodeRegistration("n2", 1));
   ASSERT_TRUE(n2.ok()) << n2.status();
   AddNode("n3", 1);
   const std::string big = SubmitOk(Spec(3, 1));
@@ -203,7 +203,7 @@ TEST_F(SchedulingTest, TheDevicesNearestToBeingFreeAreHeld) {
 // node holds n4 (with n1 and n3), and a younger one sharing n4 restarts there all the same.
 TEST_F(SchedulingTest, ARestartingJobTakesHeldDevices) {
   for (const char* node : {"n1", "n3", "n4"}) AddNode(node, 2);
-  auto n2 = nodes_->Register(Node("n2", 2));
+  auto n2 = nodes_->Register(NodeRegistration("n2", 2));
   ASSERT_TRUE(n2.ok());
   v1::JobSpec restarts = Spec(3, 2);
   restarts.mutable_restart()->set_max_restarts(3);

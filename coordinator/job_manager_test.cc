@@ -41,7 +41,7 @@ TEST_F(JobManagerTest, ThePlannerKnowsTheRegisteredGpusMemory) {
   };
   AddNode("cpu", 2);
   EXPECT_NE(reasons().find("device memory unknown"), std::string::npos) << reasons();
-  v1::Register gpus = Node("gpus", 2);
+  v1::Register gpus = NodeRegistration("gpus", 2);
   for (int i = 0; i < 2; ++i) {
     gpus.mutable_devices(i)->set_kind("gpu");
     gpus.mutable_devices(i)->set_memory_bytes(int64_t{i == 0 ? 80 : 40} << 30);
@@ -495,9 +495,9 @@ TEST_F(JobManagerTest, LostNodeRestartsTheJobElsewhere) {
   auto job = jobs_->Submit(Spec(), "", alice_);
   ASSERT_TRUE(job.ok());
   ASSERT_EQ(Current(job->job_id()).assignments(0).node(), "n1");
-  ASSERT_TRUE(nodes_->Register(Node("n2", 2)).ok());
+  ASSERT_TRUE(nodes_->Register(NodeRegistration("n2", 2)).ok());
   clock_.Advance(absl::Seconds(2));
-  ASSERT_TRUE(nodes_->Register(Node("n2", 2)).ok());  // n2 fresh, n1 silent.
+  ASSERT_TRUE(nodes_->Register(NodeRegistration("n2", 2)).ok());  // n2 fresh, n1 silent.
   clock_.Advance(absl::Seconds(2));
   for (const std::string& lost : nodes_->CheckLiveness()) jobs_->OnNodeLost(lost);
   v1::JobStatus moved = Current(job->job_id());

@@ -27,6 +27,7 @@
 #include "coordinator/node_manager.h"
 #include "coordinator/rendezvous_manager.h"
 #include "coordinator/testing/fault_injecting_job_store.h"
+#include "coordinator/testing/node_registration.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
@@ -81,18 +82,6 @@ inline v1::JobSpec Spec(int nodes = 1, int devices_per_node = 2) {
   return spec;
 }
 
-inline v1::Register Node(const std::string& name, int devices) {
-  v1::Register r;
-  r.set_node(name);
-  r.set_host_address(name + ".local");
-  for (int i = 0; i < devices; ++i) {
-    v1::Device* d = r.add_devices();
-    d->set_index(i);
-    d->set_kind("cpu");
-  }
-  return r;
-}
-
 inline v1::JobGeneration Generation(const v1::JobStatus& job) {
   v1::JobGeneration g;
   g.set_job_id(job.job_id());
@@ -116,7 +105,7 @@ inline v1::WorkerState Exit(const v1::JobStatus& job, int rank, int code, int si
 inline v1::Register Returning(const std::string& name, int devices, const v1::JobStatus& job,
                               const std::vector<int>& running,
                               const std::vector<v1::WorkerState>& exits = {}) {
-  v1::Register r = Node(name, devices);
+  v1::Register r = NodeRegistration(name, devices);
   for (int rank : running) {
     v1::WorkerState* w = r.add_running_workers();
     w->mutable_job()->set_job_id(job.job_id());
@@ -208,7 +197,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   void AddNode(const std::string& name, int devices) {
-    ASSERT_TRUE(nodes_->Register(Node(name, devices)).ok());
+    ASSERT_TRUE(nodes_->Register(NodeRegistration(name, devices)).ok());
     jobs_->Schedule();
   }
 

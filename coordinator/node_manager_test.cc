@@ -1,22 +1,10 @@
 #include "coordinator/node_manager.h"
 
+#include "coordinator/testing/node_registration.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
 namespace {
-
-v1::Register Registration(const std::string& name, int devices, int domains = 1) {
-  v1::Register r;
-  r.set_node(name);
-  r.set_host_address(name + ".local");
-  for (int i = 0; i < devices; ++i) {
-    v1::Device* d = r.add_devices();
-    d->set_index(i);
-    d->set_kind("cpu");
-    d->set_interconnect_domain(i * domains / devices);
-  }
-  return r;
-}
 
 Placement OnNode(const std::string& node, std::vector<int> devices) {
   Placement p;
@@ -37,21 +25,21 @@ class NodeManagerTest : public ::testing::Test {
 };
 
 TEST_F(NodeManagerTest, RegisterValidates) {
-  EXPECT_EQ(nodes_.Register(Registration("", 2)).status().code(),
+  EXPECT_EQ(nodes_.Register(NodeRegistration("", 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(nodes_.Register(Registration("a", 0)).status().message(),
+  EXPECT_EQ(nodes_.Register(NodeRegistration("a", 0)).status().message(),
             "register.devices: a node must report at least one device");
-  v1::Register dup = Registration("a", 2);
+  v1::Register dup = NodeRegistration("a", 2);
   dup.mutable_devices(1)->set_index(0);
   EXPECT_EQ(nodes_.Register(dup).status().message(), "register.devices.index: duplicate index 0");
-  v1::Register kind = Registration("a", 1);
+  v1::Register kind = NodeRegistration("a", 1);
   kind.mutable_devices(0)->set_kind("tpu");
   EXPECT_EQ(nodes_.Register(kind).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
-  auto a = nodes_.Register(Registration("a", 2));
-  auto b = nodes_.Register(Registration("b", 2));
+  auto a = nodes_.Register(NodeRegistration("a", 2));
+  auto b = nodes_.Register(NodeRegistration("b", 2));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(nodes_.AliveCount(), 2);
   clock_.Advance(absl::Seconds(2));
@@ -68,7 +56,7 @@ TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
   EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"b\"} 0"), std::string::npos) << page;
   // A late heartbeat on the lost session does not revive it; a new registration does.
   EXPECT_EQ(nodes_.Heartbeat("a", *a).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   EXPECT_TRUE(nodes_.IsAlive("a"));
 }
 
@@ -76,8 +64,8 @@ TEST_F(NodeManagerTest, SilentNodeIsLostAfterTheIntervalOnce) {
 class LivenessTest : public NodeManagerTest {
  protected:
   void SetUp() override {
-    auto a = nodes_.Register(Registration("a", 1));
-    auto b = nodes_.Register(Registration("b", 1));
+    auto a = nodes_.Register(NodeRegistration("a", 1));
+    auto b = nodes_.Register(NodeRegistration("b", 1));
     ASSERT_TRUE(a.ok() && b.ok());
     a_ = *a;
     b_ = *b;
@@ -156,7 +144,7 @@ class PausingClock : public Clock {
 TEST(NodeManagerPauseTest, APauseDuringACheckIsNotSilence) {
   PausingClock clock;
   NodeManager nodes(&clock, absl::Seconds(3), absl::ZeroDuration(), nullptr);
-  ASSERT_TRUE(nodes.Register(Registration("a", 1)).ok());
+  ASSERT_TRUE(nodes.Register(NodeRegistration("a", 1)).ok());
   const absl::Duration tick = absl::Seconds(1);
   EXPECT_TRUE(nodes.CheckLivenessEvery(tick).empty());
   clock.PauseAfter(1, absl::Seconds(10));  // right after the next check's first reading
@@ -183,7 +171,7 @@ TEST_F(LivenessTest, OnlyTheTimeNoMessageWasReadIsAStall) {
 // silent node's silence.
 TEST_F(NodeManagerTest, RepeatedStallsStillLoseASilentNode) {
   const absl::Duration tick = absl::Seconds(1);
-  ASSERT_TRUE(nodes_.Register(Registration("a", 1)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
   EXPECT_TRUE(nodes_.CheckLivenessEvery(tick).empty());
   int checks = 0;
   while (nodes_.IsAlive("a") && checks < 100) {
@@ -217,10 +205,10 @@ TEST_F(LivenessTest, ANodeIsNotSilentWhileItsStreamIsPaused) {
   // A registration while the old session's stream is paused (the agent connected again): the
   // new session's silence counts from the registration, and the old session's resume is
   // ignored.
-  auto again = nodes_.Register(Registration("a", 1));
+  auto again = nodes_.Register(NodeRegistration("a", 1));
   ASSERT_TRUE(again.ok());
   nodes_.StreamPaused("a", *again);
-  auto third = nodes_.Register(Registration("a", 1));
+  auto third = nodes_.Register(NodeRegistration("a", 1));
   ASSERT_TRUE(third.ok());
   nodes_.StreamResumed("a", *again);
   for (int i = 0; i < 3; ++i) {
@@ -232,8 +220,8 @@ TEST_F(LivenessTest, ANodeIsNotSilentWhileItsStreamIsPaused) {
 }
 
 TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
-  auto first = nodes_.Register(Registration("a", 1));
-  auto second = nodes_.Register(Registration("a", 1));  // Reconnect replaces the session.
+  auto first = nodes_.Register(NodeRegistration("a", 1));
+  auto second = nodes_.Register(NodeRegistration("a", 1));  // Reconnect replaces the session.
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_FALSE(nodes_.Disconnected("a", *first));  // The old stream closing changes nothing.
   EXPECT_TRUE(nodes_.IsAlive("a"));
@@ -251,17 +239,17 @@ TEST_F(NodeManagerTest, DisconnectOfCurrentSessionOnly) {
 }
 
 TEST_F(NodeManagerTest, DisconnectedNodesAreHandedOnInTheOrderTheyWereLost) {
-  auto a = nodes_.Register(Registration("a", 1));
-  auto b = nodes_.Register(Registration("b", 1));
+  auto a = nodes_.Register(NodeRegistration("a", 1));
+  auto b = nodes_.Register(NodeRegistration("b", 1));
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(nodes_.Disconnected("b", *b));
   ASSERT_TRUE(nodes_.Disconnected("a", *a));
-  auto again = nodes_.Register(Registration("b", 1));  // b connects again and is lost again
+  auto again = nodes_.Register(NodeRegistration("b", 1));  // b connects again and is lost again
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(nodes_.Disconnected("b", *again));
   EXPECT_EQ(nodes_.TakeDisconnected(), (std::vector<std::string>{"b", "a", "b"}));
   // Lost for silence, a node is CheckLiveness's to return, not TakeDisconnected's.
-  auto c = nodes_.Register(Registration("c", 1));
+  auto c = nodes_.Register(NodeRegistration("c", 1));
   ASSERT_TRUE(c.ok());
   clock_.Advance(absl::Hours(1));
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"c"});
@@ -269,8 +257,8 @@ TEST_F(NodeManagerTest, DisconnectedNodesAreHandedOnInTheOrderTheyWereLost) {
 }
 
 TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
-  auto a = nodes_.Register(Registration("a", 2));
-  auto b = nodes_.Register(Registration("b", 2));
+  auto a = nodes_.Register(NodeRegistration("a", 2));
+  auto b = nodes_.Register(NodeRegistration("b", 2));
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(nodes_.Allocate("j1", OnNode("b", {0})).ok());
   ASSERT_TRUE(nodes_.Disconnected("a", *a));
@@ -293,7 +281,7 @@ TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
   EXPECT_TRUE(nodes_.CheckLiveness().empty());
   EXPECT_TRUE(nodes_.List().empty());
   // A forgotten node that comes back registers afresh, its losses counted from 0.
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   EXPECT_TRUE(nodes_.IsAlive("a"));
   EXPECT_EQ(nodes_.AliveCount(), 1);
   page = registry_.RenderText();
@@ -301,8 +289,8 @@ TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
 }
 
 TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
-  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("b", 2)).ok());
   v1::NodeCordon cordon;
   cordon.set_reason("ECC errors");
   cordon.set_by("alice");
@@ -332,8 +320,8 @@ TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
 }
 
 TEST_F(NodeManagerTest, ALeavingNodeOffersNoCapacityUntilItRegistersAgain) {
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
-  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("b", 2)).ok());
   nodes_.SetLeaving("a");
   nodes_.SetLeaving("zz");  // unknown: ignored
   std::vector<NodeCapacity> free = nodes_.FreeCapacity();
@@ -347,13 +335,13 @@ TEST_F(NodeManagerTest, ALeavingNodeOffersNoCapacityUntilItRegistersAgain) {
   EXPECT_TRUE(nodes_.Adopt("j1", "a", 1).ok());
   nodes_.Release("j1");
   // The agent came back (a new process): the node is used again.
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   EXPECT_FALSE(nodes_.Status("a")->leaving());
   EXPECT_EQ(nodes_.FreeCapacity().size(), 2u);
 }
 
 TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItReturns) {
-  auto a = nodes_.Register(Registration("a", 2));
+  auto a = nodes_.Register(NodeRegistration("a", 2));
   ASSERT_TRUE(a.ok());
   nodes_.SetCordon("a", v1::NodeCordon());
   nodes_.SetCordon("ghost", v1::NodeCordon());  // a stored cordon of a node not yet registered
@@ -369,7 +357,7 @@ TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItRetur
   EXPECT_EQ(list[1].name(), "ghost");
   EXPECT_TRUE(nodes_.Status("a").ok());
   EXPECT_EQ(nodes_.Status("b").status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(nodes_.Register(Registration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   EXPECT_TRUE(nodes_.FreeCapacity().empty());
   EXPECT_TRUE(nodes_.Status("a")->has_cordon());
   EXPECT_EQ(nodes_.Status("a")->devices(), 2);
@@ -378,7 +366,7 @@ TEST_F(NodeManagerTest, CordonOutlivesTheNodeBeingForgottenAndAppliesWhenItRetur
 TEST(NodeManagerForgetTest, ZeroKeepsLostNodesForever) {
   FakeClock clock;
   NodeManager nodes(&clock, absl::Seconds(3), absl::ZeroDuration(), nullptr);
-  auto a = nodes.Register(Registration("a", 1));
+  auto a = nodes.Register(NodeRegistration("a", 1));
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(nodes.Disconnected("a", *a));
   clock.Advance(absl::Hours(24 * 365));
@@ -387,8 +375,8 @@ TEST(NodeManagerForgetTest, ZeroKeepsLostNodesForever) {
 }
 
 TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {
-  ASSERT_TRUE(nodes_.Register(Registration("a", 4, 2)).ok());
-  ASSERT_TRUE(nodes_.Register(Registration("b", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 4, 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("b", 2)).ok());
   ASSERT_TRUE(nodes_.Allocate("j1", OnNode("a", {0, 1})).ok());
   auto free = nodes_.FreeCapacity();
   ASSERT_EQ(free.size(), 2u);
@@ -416,7 +404,7 @@ TEST_F(NodeManagerTest, AllocationHidesDevicesUntilReleased) {
 }
 
 TEST_F(NodeManagerTest, LostNodesOfferNoCapacity) {
-  auto a = nodes_.Register(Registration("a", 2));
+  auto a = nodes_.Register(NodeRegistration("a", 2));
   ASSERT_TRUE(a.ok());
   nodes_.Disconnected("a", *a);
   EXPECT_TRUE(nodes_.FreeCapacity().empty());

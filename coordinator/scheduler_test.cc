@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "coordinator/testing/node_registration.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,18 +13,6 @@ namespace ringmaster::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
-
-v1::Register Node(const std::string& name, int devices) {
-  v1::Register r;
-  r.set_node(name);
-  r.set_host_address(name + ".local");
-  for (int i = 0; i < devices; ++i) {
-    v1::Device* d = r.add_devices();
-    d->set_index(i);
-    d->set_kind("cpu");
-  }
-  return r;
-}
 
 Layout Shape(int nodes, int devices_per_node) {
   Layout layout;
@@ -53,7 +42,7 @@ class SchedulingPassTest : public ::testing::Test {
 };
 
 TEST_F(SchedulingPassTest, APlacedJobHasItsDevicesAllocated) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
   const SchedulingPass::Outcome outcome = pass.Place(Job("j", Shape(1, 2)));
   ASSERT_EQ(outcome.kind, SchedulingPass::Outcome::kPlaced) << outcome.reason;
@@ -64,7 +53,7 @@ TEST_F(SchedulingPassTest, APlacedJobHasItsDevicesAllocated) {
 }
 
 TEST_F(SchedulingPassTest, TheFirstMisfitHoldsDevicesThatPendingJobsAfterItDoNotTake) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 4)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 4)).ok());
   Occupy("busy", 2);
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
   const SchedulingPass::Outcome big = pass.Place(Job("big", Shape(1, 4)));
@@ -83,7 +72,7 @@ TEST_F(SchedulingPassTest, TheFirstMisfitHoldsDevicesThatPendingJobsAfterItDoNot
 }
 
 TEST_F(SchedulingPassTest, WithoutHoldingEveryJobTakesWhatIsFree) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 4)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 4)).ok());
   Occupy("busy", 2);
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/false);
   EXPECT_EQ(pass.Place(Job("big", Shape(1, 4))).kind, SchedulingPass::Outcome::kWaiting);
@@ -92,7 +81,7 @@ TEST_F(SchedulingPassTest, WithoutHoldingEveryJobTakesWhatIsFree) {
 }
 
 TEST_F(SchedulingPassTest, AJobThatWouldNeverFitHoldsNothing) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
   const SchedulingPass::Outcome outcome = pass.Place(Job("huge", Shape(2, 2)));
   EXPECT_EQ(outcome.kind, SchedulingPass::Outcome::kWaiting);
@@ -101,7 +90,7 @@ TEST_F(SchedulingPassTest, AJobThatWouldNeverFitHoldsNothing) {
 }
 
 TEST_F(SchedulingPassTest, AnImpossibleLayoutIsUnplaceable) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
   Layout layout = Shape(1, 2);
   layout.data = 3;  // tensor * pipeline * data != nodes * devices_per_node
@@ -111,8 +100,8 @@ TEST_F(SchedulingPassTest, AnImpossibleLayoutIsUnplaceable) {
 }
 
 TEST_F(SchedulingPassTest, AnAllocationOfALostNodeIsRefusedAndTheDevicesAreReadAgain) {
-  ASSERT_TRUE(nodes_.Register(Node("a", 2)).ok());
-  ASSERT_TRUE(nodes_.Register(Node("b", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("b", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
   // The pass reads the free devices at its first placement: "a" is among them.
   ASSERT_EQ(pass.Place(Job("first", Shape(1, 2))).kind, SchedulingPass::Outcome::kPlaced);
