@@ -37,19 +37,6 @@ v1::CheckpointFailure Failure(const v1::JobStatus& job, int rank, int64_t step, 
   return f;
 }
 
-// Every rank of a 2-rank generation reports its first step summary: started from `start_step`,
-// now at `step`, its newest committed checkpoint `checkpoint` (-1: none).
-void Start(JobManager& jobs, absl::Time now, const v1::JobStatus& gen, int64_t start_step,
-           int64_t step, int64_t checkpoint) {
-  for (int rank = 0; rank < 2; ++rank) {
-    v1::StepSummary s = Summary(gen, rank, step, 1, 1);
-    s.set_process_start_unix_nanos(absl::ToUnixNanos(now));
-    s.set_start_step(start_step);
-    s.set_checkpoint_step(checkpoint);
-    jobs.OnStepSummary(s);
-  }
-}
-
 // A later summary of every rank: at `step`, newest checkpoint `checkpoint`.
 void Progress(JobManager& jobs, const v1::JobStatus& gen, int64_t step, int64_t checkpoint) {
   for (int rank = 0; rank < 2; ++rank) {
@@ -72,7 +59,7 @@ TEST_F(JobManagerTest, FailedSavesAreCountedOnceAndTheirEventsThrottled) {
       absl::StrCat("ringmaster_job_checkpoint_failures_total{job_id=\"", id, "\"}");
   EXPECT_EQ(SeriesValue(registry_.RenderText(), counter), 0) << "exported from the start";
   const v1::JobStatus gen1 = Current(id);
-  Start(*jobs_, clock_.Now(), gen1, 0, 5, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), gen1, 0, 5, -1);
 
   for (int64_t step = 10; step <= 100; step += 10) {
     for (int rank : {1, 0}) jobs_->OnCheckpointFailure(Failure(gen1, rank, step, step / 10));
@@ -146,7 +133,7 @@ TEST_F(JobManagerTest, ARestartSaysHowManyTrainedStepsWereLostAndWhy) {
   ASSERT_TRUE(job.ok()) << job.status();
   const std::string id = job->job_id();
   const v1::JobStatus gen1 = Current(id);
-  Start(*jobs_, clock_.Now(), gen1, 0, 1, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), gen1, 0, 1, -1);
   for (int64_t step = 10; step <= 120; step += 10) {
     jobs_->OnCheckpointFailure(Failure(gen1, 1, step, step / 10));
   }
@@ -161,7 +148,7 @@ TEST_F(JobManagerTest, ARestartSaysHowManyTrainedStepsWereLostAndWhy) {
   // Generation 2's first save fails before its rank 0's first summary arrives: the event is
   // about what generation 1 lost, not this.
   jobs_->OnCheckpointFailure(Failure(gen2, 1, 10, 1, "UNAVAILABLE: unrelated"));
-  Start(*jobs_, clock_.Now(), gen2, 0, 1, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), gen2, 0, 1, -1);
   std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(id), "recovered");
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_THAT(recovered[0].message(),
@@ -176,7 +163,7 @@ TEST_F(JobManagerTest, ARestartSaysHowManyTrainedStepsWereLostAndWhy) {
   const v1::JobStatus gen3 = Current(id);
   ASSERT_EQ(gen3.generation(), 3);
   clock_.Advance(absl::Seconds(1));
-  Start(*jobs_, clock_.Now(), gen3, 40, 41, 40);
+  StartTwoRanks(*jobs_, clock_.Now(), gen3, 40, 41, 40);
   recovered = EventsOf(*jobs_->Get(id), "recovered");
   ASSERT_EQ(recovered.size(), 2u);
   EXPECT_THAT(recovered[1].message(),
@@ -190,11 +177,11 @@ TEST_F(JobManagerTest, ARestartFromWhereTheJobWasLosesNothing) {
   auto job = jobs_->Submit(CheckpointingSpec(), "", alice_);
   ASSERT_TRUE(job.ok()) << job.status();
   const v1::JobStatus gen1 = Current(job->job_id());
-  Start(*jobs_, clock_.Now(), gen1, 0, 20, 20);
+  StartTwoRanks(*jobs_, clock_.Now(), gen1, 0, 20, 20);
   jobs_->OnWorkerState("n1", Exit(gen1, 0, 75));
   const v1::JobStatus gen2 = Current(job->job_id());
   clock_.Advance(absl::Seconds(1));
-  Start(*jobs_, clock_.Now(), gen2, 20, 21, 20);
+  StartTwoRanks(*jobs_, clock_.Now(), gen2, 20, 21, 20);
   const std::vector<v1::JobEvent> recovered = EventsOf(*jobs_->Get(job->job_id()), "recovered");
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_THAT(recovered[0].message(), Not(HasSubstr("lost")));
@@ -210,8 +197,8 @@ TEST_F(JobManagerTest, CheckpointSeriesExistBeforeTheFirstCheckpoint) {
   ASSERT_TRUE(job.ok() && plain.ok()) << job.status() << plain.status();
   const std::string label = absl::StrCat("{job_id=\"", job->job_id(), "\"}");
   const v1::JobStatus gen1 = Current(job->job_id());
-  Start(*jobs_, clock_.Now(), gen1, 0, 35, -1);
-  Start(*jobs_, clock_.Now(), Current(plain->job_id()), 0, 35, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), gen1, 0, 35, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), Current(plain->job_id()), 0, 35, -1);
   clock_.Advance(absl::Seconds(2));
   jobs_->Tick();
   std::string page = registry_.RenderText();

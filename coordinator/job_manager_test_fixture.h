@@ -140,6 +140,19 @@ inline v1::StepSummary Summary(const v1::JobStatus& job, int rank, int64_t step,
 }
 
 // The events of `kind`.
+// Generation `gen` of a 2-rank job starts: every rank's first summary, at `now`, from
+// `start_step`, at step `step`, with `checkpoint` its newest committed checkpoint (-1: none).
+inline void StartTwoRanks(JobManager& jobs, absl::Time now, const v1::JobStatus& gen,
+                          int64_t start_step, int64_t step, int64_t checkpoint) {
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StepSummary s = Summary(gen, rank, step, 1, 1);
+    s.set_process_start_unix_nanos(absl::ToUnixNanos(now));
+    s.set_start_step(start_step);
+    s.set_checkpoint_step(checkpoint);
+    jobs.OnStepSummary(s);
+  }
+}
+
 inline std::vector<v1::JobEvent> EventsOf(const v1::GetJobResponse& r, const std::string& kind) {
   std::vector<v1::JobEvent> out;
   for (const auto& e : r.events()) {

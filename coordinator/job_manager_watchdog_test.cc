@@ -251,19 +251,6 @@ TEST_F(JobManagerTest, AnEarlyHangReportWithNoEvidenceNamesTheReportedRankAfterT
   EXPECT_EQ(Current(job->job_id()).generation(), 2);
 }
 
-// Generation `gen` of a 2-rank job starts: every rank's first summary, at `now`, from
-// `start_step`, at step `step`, with `checkpoint` its newest committed checkpoint (-1: none).
-void Start(JobManager& jobs, absl::Time now, const v1::JobStatus& gen, int64_t start_step,
-           int64_t step, int64_t checkpoint) {
-  for (int rank = 0; rank < 2; ++rank) {
-    v1::StepSummary s = Summary(gen, rank, step, 1, 1);
-    s.set_process_start_unix_nanos(absl::ToUnixNanos(now));
-    s.set_start_step(start_step);
-    s.set_checkpoint_step(checkpoint);
-    jobs.OnStepSummary(s);
-  }
-}
-
 // A generation that resumes from an older step than the job's newest committed checkpoint (rank
 // 0 could not read the newer ones: damaged, or on storage its node does not see) says so in an
 // event and a counter; one that resumes from the newest does not.
@@ -278,16 +265,16 @@ TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
   EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos)
       << registry_.RenderText();
   const v1::JobStatus gen1 = Current(job->job_id());
-  Start(*jobs_, clock_.Now(), gen1, 0, 200, 200);  // a checkpoint at step 200 committed
+  StartTwoRanks(*jobs_, clock_.Now(), gen1, 0, 200, 200);  // a checkpoint at step 200 committed
   jobs_->OnWorkerState(gen1.assignments(0).node(), Exit(gen1, 0, 75));
   const v1::JobStatus gen2 = Current(job->job_id());
-  Start(*jobs_, clock_.Now(), gen2, 200, 201, 200);  // resumed from it
+  StartTwoRanks(*jobs_, clock_.Now(), gen2, 200, 201, 200);  // resumed from it
   EXPECT_TRUE(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").empty());
   EXPECT_NE(registry_.RenderText().find(counter + "0\n"), std::string::npos);
 
   jobs_->OnWorkerState(gen2.assignments(0).node(), Exit(gen2, 0, 75));
   const v1::JobStatus gen3 = Current(job->job_id());
-  Start(*jobs_, clock_.Now(), gen3, 0, 1, -1);  // from scratch
+  StartTwoRanks(*jobs_, clock_.Now(), gen3, 0, 1, -1);  // from scratch
   std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(job->job_id()), "resumed_behind");
   ASSERT_EQ(behind.size(), 1u);
   EXPECT_EQ(behind[0].message(),
@@ -297,7 +284,7 @@ TEST_F(JobManagerTest, AResumeBehindTheNewestCheckpointIsAnEventAndACounter) {
   EXPECT_NE(registry_.RenderText().find(counter + "1\n"), std::string::npos)
       << registry_.RenderText();
   // Only rank 0's first summary of a generation counts: later ones change nothing.
-  Start(*jobs_, clock_.Now(), gen3, 0, 2, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), gen3, 0, 2, -1);
   EXPECT_EQ(EventsOf(*jobs_->Get(job->job_id()), "resumed_behind").size(), 1u);
   ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
   EXPECT_EQ(registry_.RenderText().find(counter), std::string::npos) << "removed with the job";
@@ -316,8 +303,8 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   auto b = jobs_->Submit(command, "", alice_);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   const v1::JobStatus a1 = Current(a->job_id()), b1 = Current(b->job_id());
-  Start(*jobs_, clock_.Now(), a1, 0, 100, 100);
-  Start(*jobs_, clock_.Now(), b1, 0, 100, 100);
+  StartTwoRanks(*jobs_, clock_.Now(), a1, 0, 100, 100);
+  StartTwoRanks(*jobs_, clock_.Now(), b1, 0, 100, 100);
 
   MakeManager();  // a coordinator restart: new managers over the same store
   v1::Register both = Returning("n1", 4, a1, {0, 1});
@@ -329,8 +316,8 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   const v1::JobStatus a2 = Current(a->job_id()), b2 = Current(b->job_id());
   ASSERT_EQ(a2.generation(), a1.generation() + 1);
   ASSERT_EQ(b2.generation(), b1.generation() + 1);
-  Start(*jobs_, clock_.Now(), a2, 0, 100, -1);
-  Start(*jobs_, clock_.Now(), b2, 0, 100, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), a2, 0, 100, -1);
+  StartTwoRanks(*jobs_, clock_.Now(), b2, 0, 100, -1);
   std::vector<v1::JobEvent> behind = EventsOf(*jobs_->Get(a->job_id()), "resumed_behind");
   ASSERT_EQ(behind.size(), 1u);
   EXPECT_NE(behind[0].message().find("committed a checkpoint at step 100: 100 steps"),
