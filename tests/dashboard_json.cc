@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/json_struct.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ringmaster::testing {
@@ -15,11 +16,6 @@ namespace {
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-const Value* Field(const Struct& s, const std::string& name) {
-  auto it = s.fields().find(name);
-  return it == s.fields().end() ? nullptr : &it->second;
-}
 
 std::string String(const Struct& s, const std::string& name) {
   const Value* v = Field(s, name);

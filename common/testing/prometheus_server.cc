@@ -6,22 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/http_client.h"
+#include "common/testing/json_struct.h"
 #include "common/testing/wait.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ringmaster::testing {
-namespace {
-
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-const Value* Field(const Struct& s, const std::string& name) {
-  auto it = s.fields().find(name);
-  return it == s.fields().end() ? nullptr : &it->second;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
     const std::vector<std::string>& targets, absl::Duration scrape_interval,
