@@ -177,6 +177,12 @@ absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args) {
   return RunCommand(argv, "");
 }
 
+CommandResult TrainOrFail(const std::vector<std::string>& args) {
+  absl::StatusOr<CommandResult> r = RunTrainer(args);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : CommandResult{};
+}
+
 double TrainerLossValue(const std::string& printed) {
   double v = 0;
   if (absl::SimpleAtod(printed, &v)) return v;

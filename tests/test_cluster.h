@@ -69,6 +69,10 @@ class TestCluster {
 // `args`, to completion.
 absl::StatusOr<CommandResult> RunTrainer(const std::vector<std::string>& args);
 
+// RunTrainer, for tests that go on to check its result: a trainer that could not be run at all
+// is a test failure (non-fatal) and an empty result.
+CommandResult TrainOrFail(const std::vector<std::string>& args);
+
 // The losses a trainer printed ("step N/M loss X"), by step, as printed.
 std::vector<std::pair<int, std::string>> TrainerLosses(const std::string& log);
 

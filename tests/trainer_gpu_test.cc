@@ -64,16 +64,11 @@ class TrainerGpuTest : public ::testing::TestWithParam<Case> {
                         << ", every_steps: 5, keep: 2}\n";
     return path;
   }
-  CommandResult Train(const std::vector<std::string>& args) {
-    absl::StatusOr<CommandResult> r = RunTrainer(args);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : CommandResult{};
-  }
   std::string dir_;
 };
 
 TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
-  CommandResult straight = Train({"--spec=" + Spec("straight")});
+  CommandResult straight = TrainOrFail({"--spec=" + Spec("straight")});
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   // The CUDA accelerator's description (the CPU device has no MFU peak line of this form).
   EXPECT_THAT(straight.output, HasSubstr("training on "));
@@ -81,9 +76,9 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
   EXPECT_THAT(straight.output, HasSubstr(absl::StrCat("; attention ", GetParam().runs)));
 
   const std::string resumed_spec = Spec("resumed");
-  CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=10"});
+  CommandResult first = TrainOrFail({"--spec=" + resumed_spec, "--exit_after_step=10"});
   EXPECT_EQ(first.exit_code, 75) << first.output;  // retryable
-  CommandResult second = Train({"--spec=" + resumed_spec});
+  CommandResult second = TrainOrFail({"--spec=" + resumed_spec});
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_THAT(second.output, HasSubstr("resumed from the checkpoint at step 10"));
 
@@ -110,15 +105,15 @@ TEST_P(TrainerGpuTest, LearnsAndAResumedRunContinuesTheSameTrajectoryExactly) {
 // checkpoint is step 5's, and a run resumed from it without the fault ends with the parameters of
 // the uninterrupted run.
 TEST_P(TrainerGpuTest, ANonFiniteStepIsFatalBeforeItsUpdate) {
-  CommandResult straight = Train({"--spec=" + Spec("straight")});
+  CommandResult straight = TrainOrFail({"--spec=" + Spec("straight")});
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   const std::string spec = Spec("nan");
-  CommandResult failed = Train({"--spec=" + spec, "--nan_gradients_at_step=7"});
+  CommandResult failed = TrainOrFail({"--spec=" + spec, "--nan_gradients_at_step=7"});
   EXPECT_EQ(failed.exit_code, 78) << failed.output;
   EXPECT_THAT(failed.output, HasSubstr("step 7: the gradient norm is nan"));
   EXPECT_EQ(TrainerLosses(failed.output).size(), 6u) << failed.output;
   EXPECT_EQ(CheckpointDirs(dir_ + "/nan"), std::vector<std::string>{"step-00000005"});
-  CommandResult resumed = Train({"--spec=" + spec});
+  CommandResult resumed = TrainOrFail({"--spec=" + spec});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_THAT(resumed.output, HasSubstr("resumed from the checkpoint at step 5"));
   auto losses = TrainerLosses(resumed.output);

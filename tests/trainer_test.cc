@@ -38,17 +38,12 @@ class TrainerTest : public ::testing::Test {
                         << extra;
     return path;
   }
-  CommandResult Train(const std::vector<std::string>& args) {
-    absl::StatusOr<CommandResult> r = RunTrainer(args);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : CommandResult{};
-  }
   std::string dir_;
   int specs_ = 0;
 };
 
 TEST_F(TrainerTest, TwoLayerModelLossFallsClearlyOnTheBuiltinCorpus) {
-  CommandResult r = Train({"--spec=" + Spec("", 80)});
+  CommandResult r = TrainOrFail({"--spec=" + Spec("", 80)});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto losses = TrainerLosses(r.output);
   ASSERT_EQ(losses.size(), 80u) << r.output;
@@ -68,15 +63,15 @@ TEST_P(TrainerResumeTest, ResumedRunContinuesTheSameTrajectoryExactly) {
   const std::string zero = "  zero_stage: " + std::to_string(GetParam()) + "\n";
   const std::string straight_spec =
       Spec(zero + "checkpoint: {dir: " + dir_ + "/straight, every_steps: 10, keep: 2}\n");
-  CommandResult straight = Train({"--spec=" + straight_spec});
+  CommandResult straight = TrainOrFail({"--spec=" + straight_spec});
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
   const std::string resumed_spec =
       Spec(zero + "checkpoint: {dir: " + dir_ + "/resumed, every_steps: 10, keep: 2}\n");
-  CommandResult first = Train({"--spec=" + resumed_spec, "--exit_after_step=20"});
+  CommandResult first = TrainOrFail({"--spec=" + resumed_spec, "--exit_after_step=20"});
   EXPECT_EQ(first.exit_code, 75) << first.output;  // retryable
   EXPECT_THAT(first.output, HasSubstr("injected failure after step 20"));
-  CommandResult second = Train({"--spec=" + resumed_spec});
+  CommandResult second = TrainOrFail({"--spec=" + resumed_spec});
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_THAT(second.output, HasSubstr("resumed from the checkpoint at step 20"));
 
@@ -169,13 +164,14 @@ TEST_F(TrainerTest, Sigusr1StopsAfterACheckpointAndTheResumeLosesNothing) {
 
   // The resumed run continues exactly where an uninterrupted one would be.
   const int until = at + 10;
-  CommandResult resumed = Train({"--spec=" + spec, absl::StrCat("--exit_after_step=", until)});
+  CommandResult resumed =
+      TrainOrFail({"--spec=" + spec, absl::StrCat("--exit_after_step=", until)});
   EXPECT_EQ(resumed.exit_code, 75) << resumed.output;
   EXPECT_THAT(resumed.output, HasSubstr(absl::StrCat("resumed from the checkpoint at step ", at)));
   const std::string straight_spec =
       Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 100000, keep: 2}\n", 1000000);
   CommandResult straight =
-      Train({"--spec=" + straight_spec, absl::StrCat("--exit_after_step=", until)});
+      TrainOrFail({"--spec=" + straight_spec, absl::StrCat("--exit_after_step=", until)});
   EXPECT_EQ(straight.exit_code, 75) << straight.output;
   auto a = TrainerLosses(straight.output);
   auto b = TrainerLosses(stopped);
@@ -192,12 +188,12 @@ TEST_F(TrainerTest, Sigusr1StopsAfterACheckpointAndTheResumeLosesNothing) {
 TEST_F(TrainerTest, ANonFiniteStepIsFatalAndTheLastGoodCheckpointResumes) {
   const std::string straight_spec =
       Spec("checkpoint: {dir: " + dir_ + "/straight, every_steps: 5, keep: 2}\n", 20);
-  CommandResult straight = Train({"--spec=" + straight_spec});
+  CommandResult straight = TrainOrFail({"--spec=" + straight_spec});
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
   const std::string spec =
       Spec("checkpoint: {dir: " + dir_ + "/nan, every_steps: 5, keep: 2}\n", 20);
-  CommandResult failed = Train({"--spec=" + spec, "--nan_gradients_at_step=8"});
+  CommandResult failed = TrainOrFail({"--spec=" + spec, "--nan_gradients_at_step=8"});
   EXPECT_EQ(failed.exit_code, 78) << failed.output;  // fatal: a restart would repeat it
   EXPECT_THAT(failed.output, HasSubstr("step 8: the gradient norm is nan"));
   EXPECT_THAT(failed.output, HasSubstr("the parameters are those of step 7"));
@@ -207,7 +203,7 @@ TEST_F(TrainerTest, ANonFiniteStepIsFatalAndTheLastGoodCheckpointResumes) {
   EXPECT_EQ(CheckpointDirs(dir_ + "/nan"), std::vector<std::string>{"step-00000005"});
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/nan/step-00000005/MANIFEST"));
 
-  CommandResult resumed = Train({"--spec=" + spec});
+  CommandResult resumed = TrainOrFail({"--spec=" + spec});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_THAT(resumed.output, HasSubstr("resumed from the checkpoint at step 5"));
   EXPECT_EQ(TrainerFinalCrc(resumed.output), TrainerFinalCrc(straight.output));
@@ -215,24 +211,24 @@ TEST_F(TrainerTest, ANonFiniteStepIsFatalAndTheLastGoodCheckpointResumes) {
 }
 
 TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
-  CommandResult small_vocab = Train({"--spec=" + Spec("", 10, 100)});
+  CommandResult small_vocab = TrainOrFail({"--spec=" + Spec("", 10, 100)});
   EXPECT_EQ(small_vocab.exit_code, 78) << small_vocab.output;
   EXPECT_THAT(small_vocab.output, HasSubstr("trainer.model.vocab: must be >= 128"));
 
   const std::string bad_data = dir_ + "/bad.bin";
   std::ofstream(bad_data) << "not tokens";
-  CommandResult data = Train({"--spec=" + Spec("  data: {path: " + bad_data + "}\n", 10)});
+  CommandResult data = TrainOrFail({"--spec=" + Spec("  data: {path: " + bad_data + "}\n", 10)});
   EXPECT_EQ(data.exit_code, 78) << data.output;
   EXPECT_THAT(data.output, HasSubstr("trainer.data.path"));
 
   // No GPU is named (CUDA_VISIBLE_DEVICES), so this rank trains on the CPU, which has no bf16.
-  CommandResult bf16 = Train({"--spec=" + Spec("  precision: bf16\n", 10)});
+  CommandResult bf16 = TrainOrFail({"--spec=" + Spec("  precision: bf16\n", 10)});
   EXPECT_EQ(bf16.exit_code, 78) << bf16.output;
   EXPECT_THAT(bf16.output, HasSubstr("trainer.precision: bf16 needs a GPU"));
 
   // Fused attention: heads of 16 channels are refused by the spec's rules; heads of 32 pass
   // them, and then need a GPU.
-  CommandResult narrow = Train({"--spec=" + Spec("  attention: fused\n", 10)});
+  CommandResult narrow = TrainOrFail({"--spec=" + Spec("  attention: fused\n", 10)});
   EXPECT_EQ(narrow.exit_code, 78) << narrow.output;
   EXPECT_THAT(narrow.output, HasSubstr("trainer.attention: fused needs heads of 32 or 64 "
                                        "channels (model.d_model / model.heads), got 64 / 4 = 16"));
@@ -241,17 +237,17 @@ TEST_F(TrainerTest, ConfigurationErrorsAreFatalAndNameTheField) {
                       << "  model: {layers: 2, d_model: 64, heads: 2, seq_len: 32, vocab: 128}\n"
                       << "  batch: {micro_batch: 4, global_batch: 8}\n  steps: 10\n"
                       << "  optimizer: {lr: 2.0e-3}\n";
-  CommandResult fused = Train({"--spec=" + wide});
+  CommandResult fused = TrainOrFail({"--spec=" + wide});
   EXPECT_EQ(fused.exit_code, 78) << fused.output;
   EXPECT_THAT(fused.output, HasSubstr("trainer.attention: fused needs a GPU"));
 
-  CommandResult mode = Train({"--mode=bogus"});
+  CommandResult mode = TrainOrFail({"--mode=bogus"});
   EXPECT_EQ(mode.exit_code, 78);
   EXPECT_THAT(mode.output, HasSubstr("--mode: must be train or collective-bench"));
 }
 
 TEST_F(TrainerTest, CollectiveBenchRunsStandalone) {
-  CommandResult r = Train({"--mode=collective-bench", "--bench_max_bytes=65536"});
+  CommandResult r = TrainOrFail({"--mode=collective-bench", "--bench_max_bytes=65536"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("data check passed"));
 }
