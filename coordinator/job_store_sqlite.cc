@@ -366,6 +366,27 @@ absl::Status Initialize(sqlite3* db) {
   return absl::OkStatus();
 }
 
+// One node's row of a per-node table (node_cordons, node_identities): deleted when `value` is
+// nullopt, else inserted or replaced with `value` in `column`, bound as a blob (a serialized
+// message) or as text. The caller holds the store's lock.
+absl::Status PutNodeRow(sqlite3* db, absl::string_view table, absl::string_view column,
+                        const std::string& node, const std::optional<std::string>& value,
+                        bool as_blob) {
+  if (!value.has_value()) {
+    const std::string sql = absl::StrCat("DELETE FROM ", table, " WHERE node = ?1");
+    ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql.c_str()));
+    RETURN_IF_ERROR(stmt.BindText(1, node));
+    return stmt.Run();
+  }
+  const std::string sql =
+      absl::StrCat("INSERT INTO ", table, " (node, ", column, ") VALUES (?1, ?2) ",
+                   "ON CONFLICT (node) DO UPDATE SET ", column, " = excluded.", column);
+  ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db, sql.c_str()));
+  RETURN_IF_ERROR(stmt.BindText(1, node));
+  RETURN_IF_ERROR(as_blob ? stmt.BindBlob(2, *value) : stmt.BindText(2, *value));
+  return stmt.Run();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
@@ -624,20 +645,11 @@ absl::Status SqliteJobStore::PutCordon(const std::string& node,
                                        const std::optional<v1::NodeCordon>& cordon) {
   if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
   absl::MutexLock lock(&mu_);
-  if (!cordon.has_value()) {
-    ASSIGN_OR_RETURN(Statement stmt,
-                     Statement::Prepare(db_, "DELETE FROM node_cordons WHERE node = ?1"));
-    RETURN_IF_ERROR(stmt.BindText(1, node));
-    return stmt.Run();
+  std::optional<std::string> bytes;
+  if (cordon.has_value()) {
+    ASSIGN_OR_RETURN(bytes, Serialize(*cordon, absl::StrCat("the cordon of ", node)));
   }
-  ASSIGN_OR_RETURN(std::string bytes, Serialize(*cordon, absl::StrCat("the cordon of ", node)));
-  ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_,
-                                      "INSERT INTO node_cordons (node, cordon) VALUES (?1, ?2) "
-                                      "ON CONFLICT (node) DO UPDATE SET cordon = excluded.cordon"));
-  RETURN_IF_ERROR(stmt.BindText(1, node));
-  RETURN_IF_ERROR(stmt.BindBlob(2, bytes));
-  return stmt.Run();
+  return PutNodeRow(db_, "node_cordons", "cordon", node, bytes, /*as_blob=*/true);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, v1::NodeCordon>>> SqliteJobStore::LoadCordons() {
@@ -662,21 +674,10 @@ absl::Status SqliteJobStore::PutNodeIdentity(const std::string& node,
                                              const std::optional<std::string>& identity) {
   if (node.empty()) return absl::InvalidArgumentError("node: must not be empty");
   absl::MutexLock lock(&mu_);
-  if (!identity.has_value()) {
-    ASSIGN_OR_RETURN(Statement stmt,
-                     Statement::Prepare(db_, "DELETE FROM node_identities WHERE node = ?1"));
-    RETURN_IF_ERROR(stmt.BindText(1, node));
-    return stmt.Run();
+  if (identity.has_value() && identity->empty()) {
+    return absl::InvalidArgumentError("identity: must not be empty");
   }
-  if (identity->empty()) return absl::InvalidArgumentError("identity: must not be empty");
-  ASSIGN_OR_RETURN(
-      Statement stmt,
-      Statement::Prepare(db_,
-                         "INSERT INTO node_identities (node, identity) VALUES (?1, ?2) "
-                         "ON CONFLICT (node) DO UPDATE SET identity = excluded.identity"));
-  RETURN_IF_ERROR(stmt.BindText(1, node));
-  RETURN_IF_ERROR(stmt.BindText(2, *identity));
-  return stmt.Run();
+  return PutNodeRow(db_, "node_identities", "identity", node, identity, /*as_blob=*/false);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
