@@ -299,33 +299,33 @@ TEST(HttpServerTest, AFullLaneAnswers503) {
   EXPECT_EQ(first, "slow\n");
 }
 
-TEST(HttpServerTest, HeadAnswersWithoutABody) {
+// Sends `request` as is to a new server with HealthzHandlers and sets `answer` to all it sends
+// back until it closes. A fatal test failure when the server cannot start or take the request.
+void ExchangeWithHealthzServer(const std::string& request, std::string* answer) {
   std::map<std::string, HttpHandler> handlers = HealthzHandlers();
   auto server = HttpServer::Start("127.0.0.1:0", handlers);
   ASSERT_TRUE(server.ok()) << server.status();
   const int fd = ConnectLoopback((*server)->port());
   ASSERT_GE(fd, 0);
   OwnedSockets owned{{fd}};
-  const std::string request = "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
-  const std::string answer = ReadUntilClosed(fd);
+  *answer = ReadUntilClosed(fd);
+}
+
+TEST(HttpServerTest, HeadAnswersWithoutABody) {
+  const std::string request = "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string answer;
+  ASSERT_NO_FATAL_FAILURE(ExchangeWithHealthzServer(request, &answer));
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
   EXPECT_NE(answer.find("Content-Length: 3\r\n"), std::string::npos) << answer;
   EXPECT_EQ(answer.substr(answer.size() - 4), "\r\n\r\n") << answer;
 }
 
 TEST(HttpServerTest, OversizedHeadersAre400) {
-  std::map<std::string, HttpHandler> handlers = HealthzHandlers();
-  auto server = HttpServer::Start("127.0.0.1:0", handlers);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = ConnectLoopback((*server)->port());
-  ASSERT_GE(fd, 0);
-  OwnedSockets owned{{fd}};
   const std::string request = "GET /healthz HTTP/1.1\r\nX: " + std::string(17 * 1024, 'a');
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  const std::string answer = ReadUntilClosed(fd);
+  std::string answer;
+  ASSERT_NO_FATAL_FAILURE(ExchangeWithHealthzServer(request, &answer));
   EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << answer;
 }
 
