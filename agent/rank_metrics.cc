@@ -113,7 +113,8 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
       collective_busbw_(&registry->AddGauge(
           "ringmaster_collective_busbw_bytes_per_second",
           "Bus bandwidth of the collective in the last step that ran it: algbw times 2(n-1)/n for "
-          "all_reduce, (n-1)/n for all_gather and reduce_scatter, 1 otherwise (nccl-tests' busbw).",
+          "all_reduce, (n-1)/n for all_gather, reduce_scatter, gather, scatter and all_to_all, 0 "
+          "for barrier, 1 otherwise (nccl-tests' busbw).",
           kCollectiveLabels)),
       collective_seconds_(&registry->AddCounter("ringmaster_collective_seconds_total",
                                                 "Seconds the rank spent in the collective.",

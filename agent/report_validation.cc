@@ -57,11 +57,10 @@ absl::Status Sequences(const std::string& field,
 }
 
 absl::Status Collective(const std::string& field, const v1::CollectiveStat& stat) {
-  bool known = false;
-  for (const char* op : kCollectiveOpNames) known = known || stat.op() == op;
-  if (!known) {
+  if (!IsReportableCollectiveOp(stat.op())) {
     return FieldError(absl::StrCat(field, ".op"),
-                      absl::StrCat("must be one of ", absl::StrJoin(kCollectiveOpNames, ", "),
+                      absl::StrCat("must be one of ",
+                                   absl::StrJoin(kReportableCollectiveOpNames, ", "),
                                    "; got \"", absl::CEscape(stat.op().substr(0, 32)), "\""));
   }
   if (!ValidGroupName(stat.group())) return GroupNameError(field + ".group", stat.group());

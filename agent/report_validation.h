@@ -21,9 +21,12 @@ inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
 //  - step >= 1; tokens, state_bytes >= 0; the seconds, mfu and bandwidths finite and >= 0;
 //    bubble_fraction in [0, 1]; the loss may be anything (a NaN loss is news, not an error);
 //  - collectives: at most kMaxReportedCollectives; op one of all_reduce, reduce_scatter,
-//    all_gather, broadcast, send, recv; group a valid group name; count, bytes >= 0;
+//    all_gather, broadcast, send, recv, reduce, gather, scatter, all_to_all, barrier
+//    (common/collective_ops.h); group a valid group name; count, bytes >= 0;
 //  - collective_entered/completed: at most kMaxReportedGroups, valid names, values >= 0.
-// A valid group name is 1 to 64 characters of [A-Za-z0-9_.-].
+// A valid group name is 1 to 64 characters of [A-Za-z0-9_.-]: the builtin trainer's "dp0",
+// "tp1", ... and the Python watch's "world" (torch.distributed's default group) and "pg1", "pg2",
+// ... (its new_group()s in creation order) alike. Link reports keep a stricter rule (below).
 absl::Status ValidateStepReport(const v1::ReportStepRequest& report);
 //  - links: at most kMaxReportedLinks; group a tp, pp, dp or emb group name with its number
 //    (common/link_groups.h: they become the `kind` label); peer_rank >= 0; bytes > 0; seconds

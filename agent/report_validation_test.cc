@@ -107,7 +107,8 @@ TEST(ValidateStepReportTest, LabelsMustBeKnownOpsAndBoundedGroupNames) {
   r.mutable_collectives(0)->set_op("allreduce");
   EXPECT_EQ(Message(ValidateStepReport(r)),
             "collectives[0].op: must be one of all_reduce, reduce_scatter, all_gather, "
-            "broadcast, send, recv; got \"allreduce\"");
+            "broadcast, send, recv, reduce, gather, scatter, all_to_all, barrier; got "
+            "\"allreduce\"");
   r = GoodStep();
   r.mutable_collectives(3)->set_group("dp 0\n");
   EXPECT_EQ(Message(ValidateStepReport(r)),
@@ -125,6 +126,33 @@ TEST(ValidateStepReportTest, LabelsMustBeKnownOpsAndBoundedGroupNames) {
   r = GoodStep();
   (*r.mutable_collective_completed())["dp0"] = -1;
   EXPECT_EQ(Message(ValidateStepReport(r)), "collective_completed[dp0]: must be >= 0, got -1");
+}
+
+// What the Python watch reports of a torch.distributed program: its ops beyond the builtin
+// trainer's, and its groups "world" and "pg<N>" (not link groups: a link report keeps refusing
+// them, see ValidateLinksReportTest).
+TEST(ValidateStepReportTest, TorchDistributedOpsAndGroupNames) {
+  v1::ReportStepRequest r = GoodStep();
+  r.clear_collectives();
+  for (const char* op : {"reduce", "gather", "scatter", "all_to_all", "barrier", "all_reduce"}) {
+    for (const char* group : {"world", "pg1", "pg12"}) {
+      v1::CollectiveStat* stat = r.add_collectives();
+      stat->set_op(op);
+      stat->set_group(group);
+      stat->set_count(2);
+      stat->set_bytes(std::string(op) == "barrier" ? 0 : 4096);
+      stat->set_seconds(0.01);
+    }
+  }
+  (*r.mutable_collective_entered())["world"] = 41;
+  (*r.mutable_collective_completed())["world"] = 41;
+  (*r.mutable_collective_entered())["pg1"] = 3;
+  (*r.mutable_collective_completed())["pg1"] = 2;
+  EXPECT_TRUE(ValidateStepReport(r).ok()) << ValidateStepReport(r);
+  v1::ReportCollectivesRequest c;
+  (*c.mutable_collective_entered())["world"] = 42;
+  (*c.mutable_collective_completed())["pg3"] = 1;
+  EXPECT_TRUE(ValidateCollectivesReport(c).ok()) << ValidateCollectivesReport(c);
 }
 
 TEST(ValidateStepReportTest, HowManyGroupsAndCollectivesIsBounded) {
