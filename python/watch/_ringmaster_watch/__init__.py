@@ -1,1 +1,168 @@
-"""Ringmaster's zero-code watch of a Python rank (docs/python.md). Placeholder."""
+"""Ringmaster's zero-code watch of a Python rank (docs/python.md, "The watch").
+
+The agent puts this package and a sitecustomize.py first on a Python rank's PYTHONPATH and
+sets RINGMASTER_PYTHON_WATCH=1. `start()` (called by that sitecustomize) checks that this is a
+rank (identity and RINGMASTER_REPORT_SOCKET set, not a torchrun child), installs an import hook,
+and instruments torch when the program imports it: optimizer steps, the loss, collectives (DDP's
+buckets included), checkpoint phases, and an uncaught exception's exit reason, reported as
+WorkerReport datagrams to the agent (_reporter.py). It never imports torch itself.
+
+Stdlib only. Threading: `start` runs once, at interpreter start-up; see each module for its
+hooks. Errors: `start` never raises; any surprise in the instrumentation logs one line to stderr
+("ringmaster watch: disabled: ...") and every hook becomes a pass-through.
+"""
+
+import os
+import sys
+
+from . import _core
+
+_finder = None
+_watch = None  # The instrumentation objects, for tests and the debugger.
+
+
+def active_reason(env):
+    """None when the watch should run in a process with environment `env`, else why not."""
+    if env.get("RINGMASTER_PYTHON_WATCH") != "1":
+        return "RINGMASTER_PYTHON_WATCH is not 1"
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return "inside torchrun (TORCHELASTIC_RUN_ID is set)"
+    owner = env.get("RINGMASTER_PYTHON_WATCH_PID")
+    if owner and owner != str(os.getpid()):
+        return "a child of the watched process %s" % owner
+    from ._reporter import IDENTITY_VARIABLES
+
+    missing = [v for v in IDENTITY_VARIABLES if not env.get(v)]
+    if missing:
+        return "%s not set" % ", ".join(missing)
+    return None
+
+
+def start(env=None):
+    """Activates the watch in this process if it is a Ringmaster rank; never raises."""
+    global _finder
+    env = os.environ if env is None else env
+    try:
+        if _core.enabled or active_reason(env) is not None:
+            return False
+        from . import _imports, _reporter
+
+        reporter = _reporter.from_env(env)
+        _core.activate()
+        _watch_state["reporter"] = reporter
+        _finder = _imports.PostImportFinder(
+            {"torch": _on_torch, "torch.distributed": _on_distributed,
+             "torch.nn.parallel.distributed": _on_distributed,
+             "torch.distributed.checkpoint": _on_checkpoint},
+            lambda name, exc: _core.fail("instrumenting %s" % name, exc))
+        sys.meta_path.insert(0, _finder)
+        _core.on_disable(_remove_finder)
+        _install_excepthook(reporter)
+        _finder.run_loaded()
+        return True
+    except Exception as exc:  # noqa: BLE001
+        if _core.enabled:
+            _core.fail("start", exc)
+        else:
+            _log("not started: %s: %s" % (type(exc).__name__, exc))
+        return False
+
+
+_watch_state = {}
+
+
+def _log(message):
+    try:
+        sys.stderr.write("ringmaster watch: %s\n" % message)
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _remove_finder():
+    if _finder is not None:
+        _finder.clear()
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+
+
+def _install_excepthook(reporter):
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if _core.enabled and _core.is_owner() and not issubclass(kind, KeyboardInterrupt):
+            try:
+                reason = "".join(
+                    __import__("traceback").format_exception_only(kind, value)).strip()
+                reason = " ".join(reason.split())[:512]
+                reporter.send("exit", {"exitCode": 1, "reason": reason})
+            except Exception:  # noqa: BLE001  Never in the way of the program's own report.
+                pass
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+
+    def take_back():
+        if sys.excepthook is excepthook:
+            sys.excepthook = previous
+
+    _core.on_disable(take_back)
+
+
+# -- instrumentation, as torch's modules finish importing --------------------------------------
+def _on_torch(torch):
+    if "steps" in _watch_state or not _core.enabled:
+        return
+    # Claim the rank: a process this one starts (spawned DataLoader workers...) stays unwatched.
+    os.environ["RINGMASTER_PYTHON_WATCH_PID"] = str(os.getpid())
+    from . import _comm, _steps
+
+    comm = _comm.Comm()
+    steps = _steps.Steps(torch, _watch_state["reporter"], comm)
+    _watch_state["comm"] = comm
+    _watch_state["steps"] = steps
+    steps.install()
+    if "torch.distributed" in sys.modules:
+        _on_distributed(sys.modules["torch.distributed"])
+    if "torch.distributed.checkpoint" in sys.modules:
+        _on_checkpoint(sys.modules["torch.distributed.checkpoint"])
+
+
+def _on_distributed(_module):
+    if "collectives" in _watch_state or "steps" not in _watch_state or not _core.enabled:
+        return  # Before torch itself finished: _on_torch calls back.
+    torch = sys.modules.get("torch")
+    dist = sys.modules.get("torch.distributed")
+    parallel = sys.modules.get("torch.nn.parallel.distributed")
+    if torch is None or dist is None or parallel is None:
+        return  # The next of these imports calls back.
+    if not getattr(dist, "is_available", lambda: False)():
+        _watch_state["collectives"] = None  # A torch built without distributed.
+        return
+    from . import _collectives, _ddp, _ticker
+
+    comm = _watch_state["comm"]
+    compiler = getattr(torch, "compiler", None)
+    collectives = _collectives.Collectives(
+        dist, comm, is_compiling=getattr(compiler, "is_compiling", None))
+    ddp = _ddp.DdpWatch(torch, dist, comm, collectives)  # Before the patches: takes originals.
+    ddp.check()
+    _watch_state["collectives"] = collectives
+    collectives.install()
+    ddp.install(parallel.DistributedDataParallel)
+    ticker = _ticker.Ticker(_watch_state["reporter"], comm)
+    collectives.on_init.append(ticker.start)
+    steps = _watch_state["steps"]
+    steps.collectives = collectives
+    steps.ddp = ddp
+    _watch_state["ddp"] = ddp
+    _watch_state["ticker"] = ticker
+
+
+def _on_checkpoint(dcp):
+    if "steps" not in _watch_state or "checkpoint" in _watch_state or not _core.enabled:
+        return
+    _watch_state["checkpoint"] = True
+    _watch_state["steps"].install_checkpoint(dcp)

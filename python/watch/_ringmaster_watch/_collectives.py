@@ -1,0 +1,244 @@
+"""Wraps torch.distributed's collective functions, new_group and init_process_group.
+
+Each wrapped call on a group enters the group's next sequence number; a synchronous call
+completes it on return (its duration is time blocked); an async_op=True call completes it when
+its work's wait() returns (the wait is the time blocked, not the overlap before it) or when the
+work says is_completed(). A call made inside another wrapped call (all_gather_object's own
+all_gather...) counts once, as the inner one. Both names are patched: torch.distributed.X and
+torch.distributed.distributed_c10d.X (the functions torch's own helpers call).
+
+Threading: the wrappers run on any thread; the depth guard is thread-local. Errors: an
+exception of the wrapped function passes through unchanged; one of ours disables the watch and
+the call proceeds as if unwrapped.
+"""
+
+import functools
+import threading
+import time
+
+from . import _core
+
+# torch.distributed function -> (op name reported, parameter whose tensors are the size).
+COLLECTIVES = {
+    "all_reduce": ("all_reduce", "tensor"),
+    "reduce": ("reduce", "tensor"),
+    "broadcast": ("broadcast", "tensor"),
+    "all_gather": ("all_gather", "tensor_list"),
+    "all_gather_into_tensor": ("all_gather", "output_tensor"),
+    "_all_gather_base": ("all_gather", "output_tensor"),
+    "reduce_scatter": ("reduce_scatter", "input_list"),
+    "reduce_scatter_tensor": ("reduce_scatter", "input"),
+    "_reduce_scatter_base": ("reduce_scatter", "input"),
+    "all_to_all": ("all_to_all", "input_tensor_list"),
+    "all_to_all_single": ("all_to_all", "input"),
+    "gather": ("gather", "tensor"),
+    "scatter": ("scatter", "tensor"),
+    "barrier": ("barrier", None),
+    "send": ("send", "tensor"),
+    "recv": ("recv", "tensor"),
+    "isend": ("send", "tensor"),
+    "irecv": ("recv", "tensor"),
+}
+ASYNC_ALWAYS = ("isend", "irecv")  # They return a work without an async_op argument.
+
+_tls = threading.local()
+
+
+def _nbytes(value):
+    if value is None:
+        return 0
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    numel = getattr(value, "numel", None)
+    size = getattr(value, "element_size", None)
+    if numel is None or size is None:
+        return 0
+    return int(numel()) * int(size())
+
+
+def _locator(fn, name):
+    """A fast reader of argument `name` from (args, kwargs), from fn's signature."""
+    import inspect  # Only when torch.distributed is instrumented.
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for i, p in enumerate(params):
+        if p.name == name:
+            default = None if p.default is inspect.Parameter.empty else p.default
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                return lambda args, kwargs, i=i, d=default: (
+                    args[i] if len(args) > i else kwargs.get(name, d))
+            return lambda args, kwargs, d=default: kwargs.get(name, d)
+    return None
+
+
+class Collectives:
+    """The torch.distributed instrumentation of one process."""
+
+    def __init__(self, dist, comm, clock=time.perf_counter, is_compiling=None):
+        self.dist = dist
+        self.comm = comm
+        self.clock = clock
+        self._is_compiling = is_compiling or (lambda: False)
+        self.init_returned = None  # perf_counter when init_process_group returned.
+        self.init_returned_unix = None
+        self.on_init = []  # Callables run after init_process_group returns.
+        c10d = getattr(dist, "distributed_c10d", None)
+        self._modules = [dist] + ([c10d] if c10d is not None else [])
+        self._non_member = getattr(getattr(c10d, "GroupMember", None), "NON_GROUP_MEMBER", object())
+
+    # -- installation --------------------------------------------------------------------------
+    def install(self):
+        dist = self.dist
+        for name, (op, size_param) in COLLECTIVES.items():
+            fn = getattr(dist, name, None)
+            if fn is None:
+                continue
+            group_of = _locator(fn, "group")
+            if group_of is None:
+                raise RuntimeError("torch.distributed.%s has no group parameter" % name)
+            async_of = (lambda a, k: True) if name in ASYNC_ALWAYS else _locator(fn, "async_op")
+            if async_of is None:
+                async_of = lambda a, k: False  # noqa: E731
+            size_of = _locator(fn, size_param) if size_param else None
+            self._patch_everywhere(name, fn, self._wrap(fn, op, group_of, async_of, size_of))
+        for name, make in (("new_group", self._wrap_new_group),
+                           ("init_process_group", self._wrap_init)):
+            fn = getattr(dist, name, None)
+            if fn is None:
+                raise RuntimeError("torch.distributed.%s is missing" % name)
+            self._patch_everywhere(name, fn, make(fn))
+        work = self._work_class()
+        if work is not None and hasattr(work, "wait"):
+            _core.patch(work, "wait", self._wrap_wait(work.wait))
+
+    def _work_class(self):
+        c = getattr(self.dist, "Work", None)
+        if c is None:
+            c = getattr(getattr(self.dist, "distributed_c10d", None), "Work", None)
+        return c if isinstance(c, type) else None
+
+    def _patch_everywhere(self, name, original, wrapper):
+        for module in self._modules:
+            if getattr(module, name, None) is original:
+                _core.patch(module, name, wrapper)
+
+    # -- group helpers -------------------------------------------------------------------------
+    def _size(self, pg):
+        dist = self.dist
+        if pg is None:
+            return int(dist.get_world_size())
+        return int(dist.get_world_size(pg))
+
+    # -- wrappers ------------------------------------------------------------------------------
+    def _wrap(self, fn, op, group_of, async_of, size_of):
+        comm = self.comm
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if (not _core.enabled or getattr(_tls, "depth", 0) or self._is_compiling()
+                    or not self.dist.is_initialized()):
+                return fn(*args, **kwargs)  # Before init_process_group torch raises its error.
+            try:
+                pg = group_of(args, kwargs)
+                if pg is self._non_member:
+                    return fn(*args, **kwargs)  # Not in the group: no collective here.
+                group = comm.group(pg, self._size)
+                is_async = bool(async_of(args, kwargs))
+                nbytes = _nbytes(size_of(args, kwargs)) if size_of is not None else 0
+                seq = comm.enter(group)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("torch.distributed.%s" % fn.__name__, exc)
+                return fn(*args, **kwargs)
+            _tls.depth = 1
+            comm.begin_blocking()
+            t0 = self.clock()
+            result = None
+            try:
+                result = fn(*args, **kwargs)
+                return result
+            finally:
+                seconds = self.clock() - t0
+                _tls.depth = 0
+                comm.end_blocking()
+                try:
+                    if is_async and result is not None and hasattr(result, "wait"):
+                        comm.watch_work(result, group, seq, op, nbytes)
+                    else:
+                        comm.complete(group, seq, op, nbytes, seconds)
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("torch.distributed.%s" % fn.__name__, exc)
+
+        return wrapper
+
+    def _wrap_wait(self, wait):
+        comm = self.comm
+
+        @functools.wraps(wait)
+        def wrapper(work, *args, **kwargs):
+            if not _core.enabled or not comm.is_watched(work):
+                return wait(work, *args, **kwargs)
+            comm.begin_blocking()
+            t0 = self.clock()
+            try:
+                return wait(work, *args, **kwargs)
+            finally:
+                seconds = self.clock() - t0
+                comm.end_blocking()
+                try:
+                    comm.waited(work, seconds)
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("Work.wait", exc)
+
+        return wrapper
+
+    def _wrap_new_group(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            # Nested new_group calls (new_subgroups -> new_group) name each group once.
+            if not _core.enabled or getattr(_tls, "creating", False):
+                return fn(*args, **kwargs)
+            _tls.creating = True
+            try:
+                pg = fn(*args, **kwargs)
+            finally:
+                _tls.creating = False
+            try:
+                member = pg is not None and pg is not self._non_member
+                self.comm.created(pg if member else None, self._size(pg) if member else 0)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("torch.distributed.new_group", exc)
+            return pg
+
+        return wrapper
+
+    def _wrap_init(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            if not _core.enabled:
+                return result
+            try:
+                self.init_returned = self.clock()
+                self.init_returned_unix = time.time()
+                world = self._default_group()
+                self.comm.set_world(world, self._size(None))
+                for callback in self.on_init:
+                    callback()
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("torch.distributed.init_process_group", exc)
+            return result
+
+        return wrapper
+
+    def _default_group(self):
+        c10d = getattr(self.dist, "distributed_c10d", None)
+        get = getattr(c10d, "_get_default_group", None)
+        if get is not None:
+            try:
+                return get()
+            except Exception:  # noqa: BLE001  Fall back to the public name.
+                pass
+        return getattr(getattr(self.dist, "group", None), "WORLD", None)

@@ -1,0 +1,248 @@
+"""Collective bookkeeping: per-group sequence numbers, bytes, and time blocked.
+
+Groups are named "world" (the default process group) and "pg1", "pg2", ... in the order
+new_group() created them (every rank calls new_group in the same order, so the names agree
+across ranks); a group first seen in a collective without having been created through
+new_group gets the next name then. Each collective on a group enters the next sequence number;
+`completed` is the highest number whose collective and all before it have finished.
+
+Threading: one `Comm` per process, every method thread-safe under its lock (DDP's comm hook
+runs on the autograd thread, future callbacks on the backend's threads, the ticker on its own).
+Ownership: it holds the async works it watches until they complete (at most MAX_PENDING).
+Errors: none raised by design; callers catch anything unexpected and disable the watch.
+"""
+
+import threading
+import time
+
+MAX_PENDING = 4096  # Async works watched at once; beyond, the oldest counts as completed.
+MAX_GROUPS = 64  # The agent accepts at most 64 groups per report (agent/report_validation.h).
+
+# busbw / algbw per op (nccl-tests; common/collective_ops.h).
+def bus_factor(op, n):
+    if n < 1:
+        return 0.0
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("reduce_scatter", "all_gather", "gather", "scatter", "all_to_all"):
+        return (n - 1) / n
+    if op == "barrier":
+        return 0.0
+    return 1.0
+
+
+class _Group:
+    __slots__ = ("name", "size", "entered", "outstanding", "completed")
+
+    def __init__(self, name, size):
+        self.name = name
+        self.size = size
+        self.entered = 0
+        self.outstanding = []  # Sequence numbers entered and not completed, ascending.
+        self.completed = 0
+
+    def complete(self, seq):
+        try:
+            self.outstanding.remove(seq)
+        except ValueError:
+            return
+        self.completed = self.outstanding[0] - 1 if self.outstanding else self.entered
+
+
+class Comm:
+    """The process's collective counters and the current step's accumulators."""
+
+    def __init__(self, clock=time.perf_counter):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._names = {}  # id(process group) -> _Group
+        self._refs = []  # The process groups named, kept so their ids stay theirs.
+        self._groups = {}  # name -> _Group
+        self._created = 0
+        self._world = None
+        self._pending = {}  # id(work) -> (work, group, seq, op, nbytes)
+        self._inside = 0  # Threads now blocked in a collective or a wait.
+        self.version = 0  # Bumped on every change of a sequence number.
+        # The current step's accumulators.
+        self._blocked = 0.0
+        self._stats = {}  # (op, group name) -> [count, bytes, seconds]
+        # DDP's buckets of the current backward pass.
+        self._ddp_outstanding = 0
+        self._ddp_last_launch = None
+        self._ddp_last_done = None
+
+    # -- groups --------------------------------------------------------------------------------
+    def set_world(self, pg, size):
+        with self._lock:
+            self._world = pg
+            if "world" not in self._groups:
+                self._groups["world"] = _Group("world", size)
+            self._groups["world"].size = size
+            if pg is not None:
+                self._names[id(pg)] = self._groups["world"]
+                self._refs.append(pg)
+
+    def created(self, pg, size):
+        """A new_group() call returned `pg` (None or a sentinel on ranks outside it)."""
+        with self._lock:
+            self._created += 1
+            name = "pg%d" % self._created
+            if pg is None or not hasattr(pg, "size"):
+                return  # This rank is not in the group: it never uses the name.
+            group = _Group(name, size)
+            self._groups[name] = group
+            self._names[id(pg)] = group
+            self._refs.append(pg)
+
+    def group(self, pg, size_of):
+        """The _Group of a collective's `group` argument (None: the default group)."""
+        with self._lock:
+            if pg is None or pg is self._world:
+                g = self._groups.get("world")
+                if g is None:
+                    g = self._groups["world"] = _Group("world", size_of(None))
+                return g
+            g = self._names.get(id(pg))
+            if g is not None:
+                return g
+            self._created += 1
+            g = _Group("pg%d" % self._created, size_of(pg))
+            self._groups[g.name] = g
+            self._names[id(pg)] = g
+            self._refs.append(pg)
+            return g
+
+    # -- one collective ------------------------------------------------------------------------
+    def enter(self, group):
+        with self._lock:
+            group.entered += 1
+            group.outstanding.append(group.entered)
+            self.version += 1
+            return group.entered
+
+    def begin_blocking(self):
+        with self._lock:
+            self._inside += 1
+
+    def end_blocking(self):
+        with self._lock:
+            self._inside -= 1
+
+    def complete(self, group, seq, op, nbytes, seconds):
+        """A collective finished after blocking its caller `seconds`."""
+        with self._lock:
+            group.complete(seq)
+            self.version += 1
+            self._add(op, group.name, nbytes, seconds)
+
+    def _add(self, op, name, nbytes, seconds):
+        self._blocked += seconds
+        stat = self._stats.get((op, name))
+        if stat is None:
+            stat = self._stats[(op, name)] = [0, 0, 0.0]
+        stat[0] += 1
+        stat[1] += nbytes
+        stat[2] += seconds
+
+    # -- async works ---------------------------------------------------------------------------
+    def watch_work(self, work, group, seq, op, nbytes):
+        with self._lock:
+            if len(self._pending) >= MAX_PENDING:
+                oldest = next(iter(self._pending))
+                _, g, s, o, b = self._pending.pop(oldest)
+                g.complete(s)
+                self._add(o, g.name, b, 0.0)
+            self._pending[id(work)] = (work, group, seq, op, nbytes)
+
+    def waited(self, work, seconds):
+        """work.wait() returned after `seconds`; no-op for a work this does not watch."""
+        with self._lock:
+            entry = self._pending.pop(id(work), None)
+            if entry is None or entry[0] is not work:
+                if entry is not None:
+                    self._pending[id(work)] = entry
+                return
+            _, group, seq, op, nbytes = entry
+            group.complete(seq)
+            self.version += 1
+            self._add(op, group.name, nbytes, seconds)
+
+    def is_watched(self, work):
+        with self._lock:
+            entry = self._pending.get(id(work))
+            return entry is not None and entry[0] is work
+
+    def poll(self):
+        """Counts as completed the watched works that say so (is_completed() never blocks)."""
+        with self._lock:
+            works = list(self._pending.items())
+        done = []
+        for key, entry in works:
+            try:
+                finished = entry[0].is_completed()
+            except Exception:  # noqa: BLE001  A work that cannot say: it counts as done.
+                finished = True
+            if finished:
+                done.append(key)
+        if not done:
+            return
+        with self._lock:
+            for key in done:
+                entry = self._pending.pop(key, None)
+                if entry is None:
+                    continue
+                _, group, seq, op, nbytes = entry
+                group.complete(seq)
+                self._add(op, group.name, nbytes, 0.0)
+            self.version += 1
+
+    # -- DDP buckets ---------------------------------------------------------------------------
+    def bucket_launched(self, is_last):
+        with self._lock:
+            self._ddp_outstanding += 1
+            if is_last:
+                self._ddp_last_launch = self._clock()
+            self._inside += 1
+
+    def bucket_done(self, group, seq, nbytes):
+        """A bucket's all-reduce completed; the last one closes the backward pass's wait."""
+        with self._lock:
+            now = self._clock()
+            self._inside -= 1
+            group.complete(seq)
+            self.version += 1
+            self._ddp_outstanding -= 1
+            self._ddp_last_done = now if self._ddp_last_done is None else max(
+                self._ddp_last_done, now)
+            blocked = 0.0
+            if self._ddp_outstanding == 0 and self._ddp_last_launch is not None:
+                blocked = max(0.0, self._ddp_last_done - self._ddp_last_launch)
+                self._ddp_last_launch = None
+                self._ddp_last_done = None
+            # The bucket's own seconds are the tail the backward pass waited, credited to the
+            # bucket that closed it.
+            self._add("all_reduce", group.name, nbytes, blocked)
+
+    # -- reports -------------------------------------------------------------------------------
+    def sequences(self):
+        """({group: entered}, {group: completed}, inside a collective now, version)."""
+        with self._lock:
+            groups = list(self._groups.values())[:MAX_GROUPS]
+            return ({g.name: str(g.entered) for g in groups},
+                    {g.name: str(g.completed) for g in groups}, self._inside > 0, self.version)
+
+    def take_step(self):
+        """(seconds blocked, CollectiveStat JSON list) since the last call; resets them."""
+        with self._lock:
+            blocked, stats = self._blocked, self._stats
+            self._blocked, self._stats = 0.0, {}
+            sizes = {g.name: g.size for g in self._groups.values()}
+        out = []
+        for (op, name), (count, nbytes, seconds) in sorted(stats.items()):
+            if len(out) >= 6 * MAX_GROUPS:
+                break
+            algbw = nbytes / seconds if seconds > 0 else 0.0
+            out.append({"op": op, "group": name, "count": str(count), "bytes": str(nbytes),
+                        "seconds": seconds, "algbwBytesPerSecond": algbw,
+                        "busbwBytesPerSecond": algbw * bus_factor(op, sizes.get(name, 1))})
+        return blocked, out

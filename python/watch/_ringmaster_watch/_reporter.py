@@ -1,0 +1,94 @@
+"""Sends WorkerReport datagrams to the node's agent (proto/ringmaster/v1/worker.proto).
+
+Each report is one datagram on the agent's Unix SOCK_DGRAM socket (RINGMASTER_REPORT_SOCKET):
+the WorkerReport in protobuf's JSON form, e.g. {"step": {"worker": {...}, "step": "10", ...}}
+(int64 fields as JSON strings). Sends never block: a report the socket cannot take right now
+(EAGAIN, ENOBUFS), or that no agent listens for (ECONNREFUSED, ENOENT), is dropped and counted.
+
+Threading: `send` may be called from any thread (one sendto per report). Errors: `Reporter(...)`
+raises ValueError for a malformed identity (the caller stays inactive); `send` never raises.
+"""
+
+import json
+import math
+import os
+import socket
+
+MAX_DATAGRAM = 65536  # The agent reads at most this many bytes per report.
+
+IDENTITY_VARIABLES = ("RINGMASTER_JOB", "RINGMASTER_GENERATION", "RANK",
+                      "RINGMASTER_WORKER_TOKEN", "RINGMASTER_REPORT_SOCKET")
+
+
+def identity_from_env(env):
+    """The WorkerIdentity JSON object from the rank's environment; ValueError names the bad one."""
+    missing = [v for v in IDENTITY_VARIABLES if not env.get(v)]
+    if missing:
+        raise ValueError("%s not set" % ", ".join(missing))
+    try:
+        generation = int(env["RINGMASTER_GENERATION"])
+    except ValueError:
+        raise ValueError("RINGMASTER_GENERATION must be an integer, got %r"
+                         % env["RINGMASTER_GENERATION"][:32]) from None
+    try:
+        rank = int(env["RANK"])
+    except ValueError:
+        raise ValueError("RANK must be an integer, got %r" % env["RANK"][:32]) from None
+    return {"jobId": env["RINGMASTER_JOB"], "generation": str(generation), "rank": rank,
+            "token": env["RINGMASTER_WORKER_TOKEN"]}
+
+
+def json_double(value):
+    """A double as protobuf JSON writes it: NaN and the infinities as strings."""
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+class Reporter:
+    """One non-blocking datagram socket to the agent, and the identity stamped on each report."""
+
+    def __init__(self, path, identity):
+        self._path = path
+        self._identity = identity
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setblocking(False)
+        self.sent = 0
+        self.dropped = 0
+
+    def send(self, kind, body):
+        """Sends {kind: body + worker identity}; returns whether the socket took it."""
+        body["worker"] = self._identity
+        try:
+            data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError):
+            self.dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
+            return False
+        if len(data) > MAX_DATAGRAM:
+            self.dropped += 1
+            return False
+        try:
+            self._sock.sendto(data, self._path)
+        except OSError:
+            # EAGAIN/ENOBUFS (the agent's queue is full), ECONNREFUSED/ENOENT (no agent now):
+            # the report is dropped rather than block or fail the program.
+            self.dropped += 1
+            return False
+        self.sent += 1
+        return True
+
+    def close(self):
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+def from_env(env=None):
+    """A Reporter for this rank, or ValueError naming what is missing or malformed."""
+    env = os.environ if env is None else env
+    identity = identity_from_env(env)
+    return Reporter(env["RINGMASTER_REPORT_SOCKET"], identity)

@@ -1,0 +1,295 @@
+"""Optimizer steps, the loss, checkpoint phases and torch.load, reported as WorkerReports.
+
+- Steps: torch 2.x's global `register_optimizer_step_post_hook` where it exists; else (1.13)
+  each optimizer's `step` is wrapped at its construction (Optimizer.__init__ patched), as a
+  bound method so LR schedulers can still wrap it. The first optimizer that steps is the
+  step clock (a GAN's second optimizer does not double the count). Step number: the
+  optimizer's per-parameter state 'step' when it is a CPU number (Adam, AdamW...: a resumed
+  run continues its count), else the count since start_step.
+- step_seconds: between step ends (the first: since the first DDP forward or backward, else
+  since init_process_group); comm_seconds: time blocked in collectives during it;
+  compute_seconds: the rest.
+- Loss: the mean of the scalar CPU tensors backward() was called on during the step, read
+  after the step (a CUDA loss is never read: that would synchronise the GPU).
+- Phases: CHECKPOINT around torch.save to a path or file and around
+  torch.distributed.checkpoint's save/save_state_dict (nesting-safe), back to STEP after.
+- restore_seconds: time in torch.load before the first step.
+
+Threading: steps and backward on the training thread; saves may come from any thread (a lock
+guards the phase depth). Errors: a failure of ours disables the watch; the program's calls,
+return values and exceptions pass through unchanged.
+"""
+
+import functools
+import io
+import math
+import os
+import threading
+import time
+import types
+import weakref
+
+from . import _core
+from ._reporter import json_double
+
+
+def _process_start_unix():
+    """When this process started, in Unix seconds (from /proc; else now)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().decode()
+        start_ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.time()
+
+
+class Steps:
+    """The step, loss and phase instrumentation of one process."""
+
+    def __init__(self, torch, reporter, comm, clock=time.perf_counter):
+        self.torch = torch
+        self.reporter = reporter
+        self.comm = comm
+        self.clock = clock
+        self.collectives = None  # Set once torch.distributed is instrumented.
+        self.ddp = None
+        self.process_start_unix = _process_start_unix()
+        self._activated = clock()
+        self._primary = None  # weakref to the optimizer whose steps count.
+        self._last_end = None
+        self._first_backward = None
+        self._step = 0
+        self._start_step = None
+        self._losses = []
+        self._restore_seconds = 0.0
+        self._phase_lock = threading.Lock()
+        self._phase_depth = 0
+        self._phase_start = 0.0
+
+    # -- installation --------------------------------------------------------------------------
+    def install(self):
+        torch = self.torch
+        optim_module = getattr(getattr(torch, "optim", None), "optimizer", None)
+        register = getattr(optim_module, "register_optimizer_step_post_hook", None)
+        if register is not None:
+            handle = register(self._post_hook)
+            _core.on_disable(handle.remove)
+        else:
+            optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
+            if optimizer is None or "__init__" not in vars(optimizer):
+                raise RuntimeError("torch.optim.Optimizer.__init__ is missing")
+            _core.patch(optimizer, "__init__", self._wrap_optimizer_init(optimizer.__init__))
+        tensor = getattr(torch, "Tensor", None)
+        if tensor is None or not callable(getattr(tensor, "backward", None)):
+            raise RuntimeError("torch.Tensor.backward is missing")
+        _core.patch(tensor, "backward", self._wrap_backward(tensor.backward))
+        serialization = getattr(torch, "serialization", None)
+        for name, wrap in (("save", self._wrap_save), ("load", self._wrap_load)):
+            fn = getattr(torch, name, None)
+            if fn is None:
+                raise RuntimeError("torch.%s is missing" % name)
+            wrapper = wrap(fn)
+            _core.patch(torch, name, wrapper)
+            if serialization is not None and getattr(serialization, name, None) is fn:
+                _core.patch(serialization, name, wrapper)
+
+    def install_checkpoint(self, dcp):
+        """torch.distributed.checkpoint: its synchronous saves are the checkpoint phase."""
+        for name in ("save", "save_state_dict"):
+            fn = getattr(dcp, name, None)
+            if fn is not None:
+                _core.patch(dcp, name, self._wrap_phase(fn))
+
+    # -- optimizer steps -----------------------------------------------------------------------
+    def _wrap_optimizer_init(self, init):
+        watch = self
+
+        @functools.wraps(init)
+        def wrapper(optimizer, *args, **kwargs):
+            init(optimizer, *args, **kwargs)
+            if _core.enabled and "step" not in optimizer.__dict__:
+                try:
+                    # A bound method named `step`: LR schedulers rewrap it (they need
+                    # __self__/__func__), pickling finds it by name.
+                    optimizer.step = types.MethodType(_watched_step_for(watch), optimizer)
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("Optimizer.__init__", exc)
+
+        return wrapper
+
+    def _post_hook(self, optimizer, args, kwargs):
+        if _core.enabled:
+            try:
+                self.step_ended(optimizer)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("optimizer step hook", exc)
+
+    def step_ended(self, optimizer):
+        now = self.clock()
+        primary = self._primary() if self._primary is not None else None
+        if primary is None:
+            self._primary = weakref.ref(optimizer)
+        elif primary is not optimizer:
+            return
+        first = self._last_end is None
+        if first:
+            starts = [t for t in (self.ddp.first_forward if self.ddp else None,
+                                  self._first_backward) if t is not None]
+            if not starts and self.collectives is not None:
+                starts = [t for t in (self.collectives.init_returned,) if t is not None]
+            began = min(starts) if starts else self._activated
+        else:
+            began = self._last_end
+        self._last_end = now
+        state_step = _state_step(optimizer)
+        if self._start_step is None:
+            self._start_step = max(0, state_step - 1) if state_step is not None else 0
+            self._step = self._start_step
+        self._step = state_step if state_step is not None and state_step > self._step \
+            else self._step + 1
+        self.comm.poll()
+        blocked, collectives = self.comm.take_step()
+        step_seconds = max(0.0, now - began)
+        comm_seconds = min(blocked, step_seconds)
+        entered, completed, _, _ = self.comm.sequences()
+        body = {"step": str(self._step), "stepSeconds": step_seconds,
+                "computeSeconds": step_seconds - comm_seconds, "commSeconds": comm_seconds,
+                "endTimeUnixNanos": str(time.time_ns())}
+        if collectives:
+            body["collectives"] = collectives
+        if entered:
+            body["collectiveEntered"] = entered
+            body["collectiveCompleted"] = completed
+        losses, self._losses = self._losses, []
+        values = [float(t) for t in losses]
+        if values:
+            body["loss"] = json_double(math.fsum(values) / len(values))
+        if first:
+            body["processStartUnixNanos"] = str(int(self.process_start_unix * 1e9))
+            body["startStep"] = str(self._start_step)
+            body["restoreSeconds"] = self._restore_seconds
+            init_unix = self.collectives.init_returned_unix if self.collectives else None
+            if init_unix is not None:
+                body["rendezvousSeconds"] = max(0.0, init_unix - self.process_start_unix)
+        self.reporter.send("step", body)
+
+    # -- backward: the loss --------------------------------------------------------------------
+    def _wrap_backward(self, backward):
+        watch = self
+
+        @functools.wraps(backward)
+        def wrapper(tensor, *args, **kwargs):
+            if _core.enabled:
+                try:
+                    if watch._first_backward is None:
+                        watch._first_backward = watch.clock()
+                    if (tensor.device.type == "cpu" and tensor.dim() == 0
+                            and tensor.is_floating_point() and len(watch._losses) < 1024):
+                        watch._losses.append(tensor.detach())
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("Tensor.backward", exc)
+            return backward(tensor, *args, **kwargs)
+
+        return wrapper
+
+    # -- phases --------------------------------------------------------------------------------
+    def _wrap_save(self, save):
+        phase = self._wrap_phase(save)
+
+        @functools.wraps(save)
+        def wrapper(*args, **kwargs):
+            f = args[1] if len(args) > 1 else kwargs.get("f")
+            if isinstance(f, (str, bytes, os.PathLike)) or (
+                    hasattr(f, "write") and not isinstance(f, io.BytesIO)):
+                return phase(*args, **kwargs)
+            return save(*args, **kwargs)  # In memory: serialisation, not a checkpoint.
+
+        return wrapper
+
+    def _wrap_phase(self, fn):
+        watch = self
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _core.enabled:
+                return fn(*args, **kwargs)
+            watch._enter_checkpoint()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                watch._leave_checkpoint()
+
+        return wrapper
+
+    def _enter_checkpoint(self):
+        try:
+            with self._phase_lock:
+                self._phase_depth += 1
+                if self._phase_depth > 1:
+                    return
+                self._phase_start = self.clock()
+            self.reporter.send("phase", {"phase": "WORKER_PHASE_CHECKPOINT"})
+        except Exception as exc:  # noqa: BLE001
+            _core.fail("checkpoint phase", exc)
+
+    def _leave_checkpoint(self):
+        try:
+            with self._phase_lock:
+                self._phase_depth -= 1
+                if self._phase_depth > 0:
+                    return
+                seconds = self.clock() - self._phase_start
+            self.reporter.send("phase", {"phase": "WORKER_PHASE_STEP",
+                                         "checkpointStep": str(self._step),
+                                         "checkpointSeconds": max(0.0, seconds)})
+        except Exception as exc:  # noqa: BLE001
+            _core.fail("checkpoint phase", exc)
+
+    def _wrap_load(self, load):
+        watch = self
+
+        @functools.wraps(load)
+        def wrapper(*args, **kwargs):
+            if not _core.enabled or watch._last_end is not None:
+                return load(*args, **kwargs)
+            t0 = watch.clock()
+            try:
+                return load(*args, **kwargs)
+            finally:
+                watch._restore_seconds += watch.clock() - t0
+
+        return wrapper
+
+
+def _watched_step_for(watch):
+    def step(self, *args, **kwargs):
+        result = type(self).step(self, *args, **kwargs)
+        if _core.enabled:
+            try:
+                watch.step_ended(self)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("optimizer step", exc)
+        return result
+
+    return step
+
+
+def _state_step(optimizer):
+    """The optimizer's own step count when it keeps one on the CPU (Adam...), else None."""
+    state = getattr(optimizer, "state", None)
+    if not state:
+        return None
+    for param_state in state.values():
+        step = param_state.get("step") if isinstance(param_state, dict) else None
+        if step is None:
+            return None
+        if isinstance(step, (int, float)):
+            return int(step)
+        device = getattr(step, "device", None)
+        if device is not None and device.type == "cpu" and step.numel() == 1:
+            return int(step.item())
+        return None
+    return None

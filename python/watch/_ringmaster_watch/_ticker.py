@@ -1,0 +1,52 @@
+"""A daemon thread that reports the collective sequence numbers about once a second.
+
+It sends ReportCollectives while some thread is blocked in a collective, or when a sequence
+number changed since its last report, so a rank stuck in (or before) a collective still tells
+the agent how far it got. It is a daemon thread: it never keeps the process alive.
+
+Threading: its own thread; reads Comm (thread-safe). Errors: a failure disables the watch and
+ends the thread.
+"""
+
+import threading
+
+from . import _core
+
+INTERVAL_SECONDS = 1.0
+
+
+class Ticker:
+    def __init__(self, reporter, comm, interval=INTERVAL_SECONDS):
+        self._reporter = reporter
+        self._comm = comm
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = None
+        self._sent_version = -1
+
+    def start(self):
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="ringmaster-watch", daemon=True)
+        self._thread.start()
+        _core.on_disable(self._stop.set)
+
+    def _run(self):
+        while not self._stop.wait(self._interval):
+            if not _core.enabled or not _core.is_owner():
+                return
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("collectives reporter", exc)
+                return
+
+    def tick(self):
+        """Sends one ReportCollectives if something is in flight or changed."""
+        self._comm.poll()
+        entered, completed, inside, version = self._comm.sequences()
+        if not entered or (not inside and version == self._sent_version):
+            return
+        if self._reporter.send("collectives", {"collectiveEntered": entered,
+                                               "collectiveCompleted": completed}):
+            self._sent_version = version
