@@ -29,12 +29,56 @@ struct PendingCopy {
   unsigned char bytes[16];
 };
 
-// A fiber is entered the first time through its ucontext (a fresh stack) and then switched
-// with _setjmp/_longjmp, which unlike swapcontext do not save the signal mask: no system call
-// per switch (the emulator switches at every barrier and shuffle of every thread).
+#if defined(__x86_64__)
+// Saves the callee-saved registers (and the SSE and x87 control words) on the current stack,
+// stores the stack pointer in *from, and resumes the context whose stack pointer is `to`: a
+// stack switch of a few instructions, where _setjmp/_longjmp cost a signal-mask check and an
+// unwind of pthread cleanups per switch (the emulator switches at every thread start, barrier
+// and shuffle).
+extern "C" __attribute__((visibility("hidden"))) void ringmaster_emu_switch(void** from,
+                                                                            void* to);
+asm(R"(
+  .pushsection .text
+  .p2align 4
+  .hidden ringmaster_emu_switch
+  .type ringmaster_emu_switch, @function
+ringmaster_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size ringmaster_emu_switch, .-ringmaster_emu_switch
+  .popsection
+)");
+#endif
+
+// A fiber is entered the first time on a fresh stack and then switched with
+// ringmaster_emu_switch (x86-64), or elsewhere through its ucontext and then _setjmp/_longjmp,
+// which unlike swapcontext do not save the signal mask: no system call per switch.
 struct Fiber {
+#if defined(__x86_64__)
+  void* sp = nullptr;  // where the fiber waits at a barrier
+#else
   ucontext_t context;
   jmp_buf resume;  // where the fiber waits at a barrier
+#endif
   bool started = false;
   char* stack = nullptr;  // usable part, above the guard page
   State state = State::kDone;
@@ -52,8 +96,12 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<uint64_t> slots;  // shuffle values, one per thread
   std::vector<unsigned char> gathered;  // WarpAllGather's, kMaxGatherBytes per thread
+#if defined(__x86_64__)
+  void* back = nullptr;  // the scheduler, waiting for the fiber it switched to
+#else
   ucontext_t scheduler;
   jmp_buf back;  // the scheduler, waiting for the fiber it switched to
+#endif
   Fiber* current = nullptr;
   bool reverse = false;  // the order of this launch's threads
 };
@@ -113,42 +161,65 @@ void RunThread() {
   f.copy_groups.clear();
   f.open_copies.clear();
   g_block->current->state = State::kDone;
-  _longjmp(g_block->back, 1);  // never returns: the stack is reused by the next thread
+  // Never returns: the stack is reused by the next thread.
+#if defined(__x86_64__)
+  void* abandoned;
+  ringmaster_emu_switch(&abandoned, g_block->back);
+  __builtin_unreachable();
+#else
+  _longjmp(g_block->back, 1);
+#endif
 }
 
 void Yield(State state) {
   Fiber* f = g_block->current;
   f->state = state;
-  if (_setjmp(f->resume) == 0) _longjmp(g_block->back, 1);
-}
-
-// Starts RunThread on `f`'s stack. It never returns here: the thread jumps back to the scheduler.
-void Start(Block& b, Fiber& f) {
 #if defined(__x86_64__)
-  // Onto the fresh stack and into RunThread without a system call (swapcontext would save the
-  // signal mask), 16-byte aligned as the ABI wants at a call.
-  char* top = f.stack + kStackBytes;
-  asm volatile(
-      "mov %0, %%rsp\n\t"
-      "call *%1\n\t"
-      :
-      : "r"(top), "r"(&RunThread)
-      : "memory");
-  __builtin_unreachable();
+  ringmaster_emu_switch(&f->sp, g_block->back);
 #else
-  swapcontext(&b.scheduler, &f.context);
+  if (_setjmp(f->resume) == 0) _longjmp(g_block->back, 1);
 #endif
 }
+
+#if defined(__x86_64__)
+// The stack pointer of a fiber about to start: a frame ringmaster_emu_switch resumes into
+// RunThread, entered as if called (the stack 16-byte aligned before the return address), with
+// the scheduler's SSE and x87 control words.
+void* FreshFrame(char* stack) {
+  auto* top = reinterpret_cast<uint64_t*>(stack + kStackBytes);  // 16-byte aligned
+  uint64_t* sp = top - 9;
+  uint32_t mxcsr = 0;
+  uint16_t fpu_cw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpu_cw));
+  sp[0] = uint64_t{mxcsr} | uint64_t{fpu_cw} << 32;  // the control words
+  for (int i = 1; i <= 6; ++i) sp[i] = 0;             // r15, r14, r13, r12, rbx, rbp
+  sp[7] = reinterpret_cast<uint64_t>(&RunThread);     // ringmaster_emu_switch's return
+  sp[8] = 0;                                          // RunThread's (it never returns)
+  return sp;
+}
+#else
+// Starts RunThread on `f`'s stack. It never returns here: the thread jumps back to the scheduler.
+void Start(Block& b, Fiber& f) { swapcontext(&b.scheduler, &f.context); }
+#endif
 
 // Runs `f` until it waits at a barrier or ends.
 void SwitchTo(Block& b, Fiber& f) {
   b.current = &f;
+#if defined(__x86_64__)
+  if (!f.started) {
+    f.started = true;
+    f.sp = FreshFrame(f.stack);
+  }
+  ringmaster_emu_switch(&b.back, f.sp);
+#else
   if (_setjmp(b.back) != 0) return;
   if (!f.started) {
     f.started = true;
     Start(b, f);
   }
   _longjmp(f.resume, 1);
+#endif
 }
 
 std::string Where(const Fiber& f) {
