@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/enum_name.h"
 
 namespace ringmaster {
 namespace {
@@ -17,19 +19,12 @@ namespace {
 std::atomic<int> g_min_severity{static_cast<int>(LogSeverity::kInfo)};
 
 char SeverityLetter(LogSeverity severity) {
-  switch (severity) {
-    case LogSeverity::kDebug:
-      return 'D';
-    case LogSeverity::kInfo:
-      return 'I';
-    case LogSeverity::kWarning:
-      return 'W';
-    case LogSeverity::kError:
-      return 'E';
-    case LogSeverity::kFatal:
-      return 'F';
-  }
-  return '?';
+  static constexpr std::pair<LogSeverity, char> kNames[] = {{LogSeverity::kDebug, 'D'},
+                                                            {LogSeverity::kInfo, 'I'},
+                                                            {LogSeverity::kWarning, 'W'},
+                                                            {LogSeverity::kError, 'E'},
+                                                            {LogSeverity::kFatal, 'F'}};
+  return EnumName(kNames, severity, '?');
 }
 
 absl::string_view Basename(absl::string_view path) {

@@ -2,8 +2,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/enum_name.h"
 
 namespace ringmaster::metrics {
 namespace {
@@ -26,15 +28,11 @@ std::string Escape(absl::string_view in, bool quote) {
 }
 
 const char* TypeName(MetricType type) {
-  switch (type) {
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kHistogram:
-      return "histogram";
-  }
-  return "untyped";
+  static constexpr std::pair<MetricType, const char*> kNames[] = {
+      {MetricType::kCounter, "counter"},
+      {MetricType::kGauge, "gauge"},
+      {MetricType::kHistogram, "histogram"}};
+  return EnumName(kNames, type, "untyped");
 }
 
 // Appends `name{l1="v1",...,extra_name="extra_value"} value\n`.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/enum_name.h"
 #include "common/status.h"
 
 namespace ringmaster::coordinator {
@@ -13,23 +14,15 @@ absl::Status Crashed() { return absl::UnavailableError("the store crashed (injec
 }  // namespace
 
 absl::string_view JobStoreWriteName(JobStoreWrite write) {
-  switch (write) {
-    case JobStoreWrite::kPutJob:
-      return "PutJob";
-    case JobStoreWrite::kAppendEvent:
-      return "AppendEvent";
-    case JobStoreWrite::kPutJobWithEvents:
-      return "PutJobWithEvents";
-    case JobStoreWrite::kCreateJob:
-      return "CreateJob";
-    case JobStoreWrite::kDeleteJobs:
-      return "DeleteJobs";
-    case JobStoreWrite::kPutCordon:
-      return "PutCordon";
-    case JobStoreWrite::kPutNodeIdentity:
-      return "PutNodeIdentity";
-  }
-  return "?";
+  static constexpr std::pair<JobStoreWrite, absl::string_view> kNames[] = {
+      {JobStoreWrite::kPutJob, "PutJob"},
+      {JobStoreWrite::kAppendEvent, "AppendEvent"},
+      {JobStoreWrite::kPutJobWithEvents, "PutJobWithEvents"},
+      {JobStoreWrite::kCreateJob, "CreateJob"},
+      {JobStoreWrite::kDeleteJobs, "DeleteJobs"},
+      {JobStoreWrite::kPutCordon, "PutCordon"},
+      {JobStoreWrite::kPutNodeIdentity, "PutNodeIdentity"}};
+  return EnumName(kNames, write, "?");
 }
 
 absl::Status FaultInjectingJobStore::InjectedFailure() {

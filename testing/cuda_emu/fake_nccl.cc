@@ -68,8 +68,10 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "common/enum_name.h"
 #include "testing/cuda_emu/fake_memory.h"
 #include "testing/cuda_emu/fake_nccl_clique.h"
 #include "testing/cuda_emu/fake_streams.h"
@@ -181,17 +183,12 @@ ncclResult_t Fail(ncclResult_t r, const std::string& detail) {
 }
 
 const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kAllReduce:
-      return "ncclAllReduce";
-    case Kind::kReduceScatter:
-      return "ncclReduceScatter";
-    case Kind::kAllGather:
-      return "ncclAllGather";
-    case Kind::kBroadcast:
-      return "ncclBroadcast";
-  }
-  return "?";
+  static constexpr std::pair<Kind, const char*> kNames[] = {
+      {Kind::kAllReduce, "ncclAllReduce"},
+      {Kind::kReduceScatter, "ncclReduceScatter"},
+      {Kind::kAllGather, "ncclAllGather"},
+      {Kind::kBroadcast, "ncclBroadcast"}};
+  return ringmaster::EnumName(kNames, k, "?");
 }
 
 size_t TypeSize(ncclDataType_t t) {

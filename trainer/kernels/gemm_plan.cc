@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "common/enum_name.h"
 
 namespace ringmaster::kernels {
 
@@ -72,17 +75,12 @@ std::string FormatGemmPlanCounts(const GemmPlanCounts& counts) {
 }
 
 const char* EpilogueName(Epilogue e) {
-  switch (e) {
-    case Epilogue::kNone:
-      return "none";
-    case Epilogue::kBias:
-      return "bias";
-    case Epilogue::kGeluAux:
-      return "gelu_aux";
-    case Epilogue::kGeluAuxBias:
-      return "gelu_aux_bias";
-  }
-  return "?";
+  static constexpr std::pair<Epilogue, const char*> kNames[] = {
+      {Epilogue::kNone, "none"},
+      {Epilogue::kBias, "bias"},
+      {Epilogue::kGeluAux, "gelu_aux"},
+      {Epilogue::kGeluAuxBias, "gelu_aux_bias"}};
+  return EnumName(kNames, e, "?");
 }
 
 EpiloguePlan PlanMatmulEpilogue(bool has_bias, bool has_gelu, bool fuse_bias, bool fuse_gelu,

@@ -1,17 +1,15 @@
 #include "trainer/model/tensor.h"
 
+#include <utility>
+
+#include "common/enum_name.h"
+
 namespace ringmaster::trainer {
 
 const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI32:
-      return "i32";
-  }
-  return "?";
+  static constexpr std::pair<DType, const char*> kNames[] = {
+      {DType::kF32, "f32"}, {DType::kBF16, "bf16"}, {DType::kI32, "i32"}};
+  return EnumName(kNames, dtype, "?");
 }
 
 }  // namespace ringmaster::trainer
