@@ -14,13 +14,8 @@
 #include "trainer/kernels/adamw.h"
 #include "trainer/kernels/cuda_test_util.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::ExpectClose;
-using testing::RoundTo;
-using testing::Uniform;
 
 class AdamWCudaTest : public ::testing::Test {
  protected:
@@ -82,4 +77,4 @@ TEST_F(AdamWCudaTest, MatchesCpuOverSteps) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

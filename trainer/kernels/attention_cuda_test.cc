@@ -24,15 +24,8 @@
 #include "trainer/kernels/attention.h"
 #include "trainer/kernels/cuda_test_util.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::CublasTypedTest;
-using testing::DeviceArray;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 struct Traits;
@@ -176,4 +169,4 @@ TEST_F(FusedAttentionTest, RefusesFp32AndMisalignedTensors) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

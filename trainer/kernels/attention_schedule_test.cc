@@ -3,7 +3,6 @@
 #include "trainer/kernels/attention_schedule.h"
 
 #include <cmath>
-#include <random>
 #include <tuple>
 #include <vector>
 
@@ -11,7 +10,7 @@
 #include "trainer/kernels/attention.h"
 #include "trainer/kernels/gemm_test_util.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
 
 class CpuAttentionSteps final : public AttentionSteps {
@@ -21,9 +20,9 @@ class CpuAttentionSteps final : public AttentionSteps {
                            int batch) override {
     ++gemm_calls;
     for (int i = 0; i < batch; ++i) {
-      testing::NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a) + i * stride_a,
-                                 static_cast<const float*>(b) + i * stride_b, beta,
-                                 static_cast<float*>(c) + i * stride_c);
+      NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a) + i * stride_a,
+                        static_cast<const float*>(b) + i * stride_b, beta,
+                        static_cast<float*>(c) + i * stride_c);
     }
     return absl::OkStatus();
   }
@@ -37,14 +36,6 @@ class CpuAttentionSteps final : public AttentionSteps {
   }
   int gemm_calls = 0;
 };
-
-std::vector<float> Random(size_t n, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size());
@@ -61,11 +52,11 @@ TEST(AttentionScheduleTest, MatchesTheCpuReference) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " C=" << C << " NH=" << NH);
     const size_t nqkv = size_t{1} * B * T * 3 * C, natt = size_t{1} * B * NH * T * T;
     const size_t nout = size_t{1} * B * T * C;
-    const std::vector<float> qkv = Random(nqkv, ++seed), dout = Random(nout, ++seed);
+    const std::vector<float> qkv = RandomVector(nqkv, ++seed), dout = RandomVector(nout, ++seed);
 
     std::vector<float> out_ref(nout), att_ref(natt);
     AttentionForwardCpu(out_ref.data(), att_ref.data(), qkv.data(), B, T, C, NH);
-    std::vector<float> out = Random(nout, ++seed), att = Random(natt, ++seed);
+    std::vector<float> out = RandomVector(nout, ++seed), att = RandomVector(natt, ++seed);
     CpuAttentionSteps steps;
     ASSERT_TRUE(
         RunAttentionForward(steps, 4, out.data(), att.data(), qkv.data(), B, T, C, NH).ok());
@@ -76,7 +67,7 @@ TEST(AttentionScheduleTest, MatchesTheCpuReference) {
     std::vector<float> dqkv_ref(nqkv), datt_ref(natt);
     AttentionBackwardCpu(dqkv_ref.data(), datt_ref.data(), dout.data(), qkv.data(), att_ref.data(),
                          B, T, C, NH);
-    std::vector<float> dqkv = Random(nqkv, ++seed), datt = Random(natt, ++seed);
+    std::vector<float> dqkv = RandomVector(nqkv, ++seed), datt = RandomVector(natt, ++seed);
     ASSERT_TRUE(RunAttentionBackward(steps, 4, dqkv.data(), datt.data(), dout.data(), qkv.data(),
                                      att.data(), B, T, C, NH)
                     .ok());
@@ -85,4 +76,4 @@ TEST(AttentionScheduleTest, MatchesTheCpuReference) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

@@ -17,16 +17,8 @@
 #include "trainer/kernels/cross_entropy.h"
 #include "trainer/kernels/cuda_test_util.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::DeviceBufferOf;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 class CrossEntropyCudaTest : public GpuTypedTest<T> {};
@@ -68,4 +60,4 @@ TYPED_TEST(CrossEntropyCudaTest, LossesAndGradientsMatchCpu) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

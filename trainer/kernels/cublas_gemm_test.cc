@@ -12,15 +12,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/gemm_test_util.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::CublasTypedTest;
-using testing::DeviceArray;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 struct Traits;
@@ -88,4 +81,4 @@ TYPED_TEST(CublasGemmTest, RefusesStridesThatDoNotCoverTheMatrices) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

@@ -16,15 +16,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/elementwise.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::DeviceBufferOf;
-using testing::ElementTypes;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 class ElementwiseCudaTest : public GpuTypedTest<T> {};
@@ -98,4 +91,4 @@ TEST(ConvertCudaTest, BitExactWithTheCpuReference) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

@@ -15,16 +15,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/embedding.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::DeviceBufferOf;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 class EmbeddingCudaTest : public GpuTypedTest<T> {};
@@ -80,4 +72,4 @@ TYPED_TEST(EmbeddingCudaTest, ForwardAndBackwardMatchCpu) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

@@ -12,15 +12,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/gelu.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 struct Tol;
@@ -84,4 +77,4 @@ TYPED_TEST(GeluCudaTest, BackwardInPlaceOverDout) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

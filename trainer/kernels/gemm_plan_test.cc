@@ -1,6 +1,5 @@
 #include "trainer/kernels/gemm_plan.h"
 
-#include <random>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -9,19 +8,8 @@
 #include "trainer/kernels/gemm_test_util.h"
 #include "trainer/kernels/matmul.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::NaiveColumnMajorGemm;
-using testing::NaiveRowMajorGemm;
-
-std::vector<float> Random(size_t n, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // Elements a row-major operand with `rows` rows of stride `ld` spans.
 size_t Span(int rows, int64_t ld) { return static_cast<size_t>(rows) * ld; }
@@ -34,9 +22,9 @@ TEST(GemmPlanTest, ColumnMajorMappingComputesTheRowMajorProduct) {
         for (int pad : {0, 3}) {
           RowMajorGemm g{ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad};
           ASSERT_TRUE(StridesValid(g));
-          const std::vector<float> a = Random(Span(ta ? k : m, g.lda), ++seed);
-          const std::vector<float> b = Random(Span(tb ? n : k, g.ldb), ++seed);
-          std::vector<float> want = Random(Span(m, g.ldc), ++seed);
+          const std::vector<float> a = RandomVector(Span(ta ? k : m, g.lda), ++seed);
+          const std::vector<float> b = RandomVector(Span(tb ? n : k, g.ldb), ++seed);
+          std::vector<float> want = RandomVector(Span(m, g.ldc), ++seed);
           std::vector<float> got = want;
           NaiveRowMajorGemm(g, 0.5f, a.data(), b.data(), 2.0f, want.data());
           // cuBLAS's A is the row-major b and its B the row-major a.
@@ -78,14 +66,14 @@ TEST(GemmPlanTest, StridesValid) {
 
 TEST(GemmPlanTest, DenseLayerGemmsMatchTheCpuReference) {
   const int N = 6, IC = 10, OC = 7;
-  const std::vector<float> inp = Random(N * IC, 1), weight = Random(OC * IC, 2);
-  const std::vector<float> dout = Random(N * OC, 3);
+  const std::vector<float> inp = RandomVector(N * IC, 1), weight = RandomVector(OC * IC, 2);
+  const std::vector<float> dout = RandomVector(N * OC, 3);
   std::vector<float> out_ref(N * OC), out(N * OC);
   MatmulForwardCpu(out_ref.data(), nullptr, inp.data(), weight.data(), nullptr, N, IC, OC);
   NaiveRowMajorGemm(MatmulForwardGemm(N, IC, OC), 1, inp.data(), weight.data(), 0, out.data());
   for (int i = 0; i < N * OC; ++i) EXPECT_NEAR(out[i], out_ref[i], 1e-5) << i;
 
-  std::vector<float> dinp_ref(N * IC), dw_ref = Random(OC * IC, 4);
+  std::vector<float> dinp_ref(N * IC), dw_ref = RandomVector(OC * IC, 4);
   std::vector<float> dinp(N * IC), dw = dw_ref;
   MatmulBackwardCpu(dinp_ref.data(), dw_ref.data(), nullptr, dout.data(), inp.data(), weight.data(),
                     N, IC, OC);
@@ -200,4 +188,4 @@ TEST(GemmPlanTest, AttentionGemmsHaveValidStrides) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

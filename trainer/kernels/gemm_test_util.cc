@@ -1,5 +1,7 @@
 #include "trainer/kernels/gemm_test_util.h"
 
+#include <random>
+
 namespace ringmaster::kernels::testing {
 
 void NaiveRowMajorGemm(const RowMajorGemm& g, float alpha, const float* a, const float* b,
@@ -32,6 +34,14 @@ void NaiveColumnMajorGemm(const ColumnMajorGemm& g, float alpha, const float* A,
       out = beta == 0.0f ? alpha * sum : alpha * sum + beta * out;
     }
   }
+}
+
+std::vector<float> RandomVector(size_t n, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
 }
 
 }  // namespace ringmaster::kernels::testing

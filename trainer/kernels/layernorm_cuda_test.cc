@@ -16,15 +16,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/layernorm.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 struct Tol;
@@ -133,4 +126,4 @@ TYPED_TEST(LayerNormCudaTest, BackwardAccumulatesLikeCpu) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

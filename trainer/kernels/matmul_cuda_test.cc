@@ -17,13 +17,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/matmul.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::ExpectClose;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 struct Traits;
@@ -135,4 +130,4 @@ TYPED_TEST(MatmulCudaTest, BackwardMatchesCpu) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

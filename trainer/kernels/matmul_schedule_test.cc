@@ -2,7 +2,6 @@
 // every fallback produces the CPU reference's results.
 #include "trainer/kernels/matmul_schedule.h"
 
-#include <random>
 #include <set>
 #include <vector>
 
@@ -13,7 +12,7 @@
 #include "trainer/kernels/matmul.h"
 #include "trainer/kernels/reduce.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
 
 class CpuMatmulSteps final : public MatmulSteps {
@@ -32,8 +31,8 @@ class CpuMatmulSteps final : public MatmulSteps {
     }
     if (has_gelu && beta != 0) return absl::InternalError("GELU epilogue with beta != 0");
     float* out = static_cast<float*>(has_gelu ? aux : c);
-    testing::NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a), static_cast<const float*>(b),
-                               beta, out);
+    NaiveRowMajorGemm(g, alpha, static_cast<const float*>(a), static_cast<const float*>(b), beta,
+                      out);
     if (has_bias) AddBiasCpu(out, static_cast<const float*>(bias), g.m, g.n);
     if (has_gelu) GeluForwardCpu(static_cast<float*>(c), out, int64_t{g.m} * g.n);
     return true;
@@ -60,14 +59,6 @@ class CpuMatmulSteps final : public MatmulSteps {
  private:
   std::set<Epilogue> unsupported_;
 };
-
-std::vector<float> Random(size_t n, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -106,13 +97,15 @@ TEST(MatmulScheduleTest, ForwardMatchesTheCpuReferenceUnderEveryPlan) {
   for (const ForwardCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "bias=" << c.bias << " gelu=" << c.gelu << " OC=" << c.OC
                                       << " fuse=" << c.fusion.bias << c.fusion.gelu);
-    const std::vector<float> inp = Random(N * IC, ++seed), weight = Random(c.OC * IC, ++seed);
-    const std::vector<float> bias = Random(c.OC, ++seed);
+    const std::vector<float> inp = RandomVector(N * IC, ++seed),
+                             weight = RandomVector(c.OC * IC, ++seed);
+    const std::vector<float> bias = RandomVector(c.OC, ++seed);
     std::vector<float> out_ref(N * c.OC), gelu_ref(N * c.OC);
     MatmulForwardCpu(out_ref.data(), c.gelu ? gelu_ref.data() : nullptr, inp.data(), weight.data(),
                      c.bias ? bias.data() : nullptr, N, IC, c.OC);
     // Outputs start as garbage: the schedule must overwrite them.
-    std::vector<float> out = Random(N * c.OC, ++seed), gelu_out = Random(N * c.OC, ++seed);
+    std::vector<float> out = RandomVector(N * c.OC, ++seed),
+                       gelu_out = RandomVector(N * c.OC, ++seed);
     CpuMatmulSteps steps(c.unsupported);
     absl::StatusOr<EpiloguePlan> plan =
         RunMatmulForward(steps, c.fusion, out.data(), c.gelu ? gelu_out.data() : nullptr,
@@ -140,12 +133,13 @@ TEST(MatmulScheduleTest, BackwardMatchesTheCpuReference) {
   int seed = 100;
   for (bool with_dinp : {false, true}) {
     for (bool with_dbias : {false, true}) {
-      const std::vector<float> inp = Random(N * IC, ++seed), weight = Random(OC * IC, ++seed);
-      const std::vector<float> dout = Random(N * OC, ++seed);
+      const std::vector<float> inp = RandomVector(N * IC, ++seed),
+                               weight = RandomVector(OC * IC, ++seed);
+      const std::vector<float> dout = RandomVector(N * OC, ++seed);
       // dweight and dbias accumulate onto what is there; dinp is overwritten.
-      std::vector<float> dw_ref = Random(OC * IC, ++seed), db_ref = Random(OC, ++seed);
+      std::vector<float> dw_ref = RandomVector(OC * IC, ++seed), db_ref = RandomVector(OC, ++seed);
       std::vector<float> dinp_ref(N * IC);
-      std::vector<float> dw = dw_ref, db = db_ref, dinp = Random(N * IC, ++seed);
+      std::vector<float> dw = dw_ref, db = db_ref, dinp = RandomVector(N * IC, ++seed);
       MatmulBackwardCpu(with_dinp ? dinp_ref.data() : nullptr, dw_ref.data(),
                         with_dbias ? db_ref.data() : nullptr, dout.data(), inp.data(),
                         weight.data(), N, IC, OC);
@@ -162,4 +156,4 @@ TEST(MatmulScheduleTest, BackwardMatchesTheCpuReference) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing

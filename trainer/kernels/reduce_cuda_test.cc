@@ -20,16 +20,8 @@
 #include "trainer/kernels/cuda_test_util.h"
 #include "trainer/kernels/reduce.h"
 
-namespace ringmaster::kernels {
+namespace ringmaster::kernels::testing {
 namespace {
-
-using testing::DeviceArray;
-using testing::DeviceBufferOf;
-using testing::ElementTypes;
-using testing::ExpectClose;
-using testing::GpuTypedTest;
-using testing::RoundTo;
-using testing::Uniform;
 
 template <typename T>
 class ReduceCudaTest : public GpuTypedTest<T> {};
@@ -90,4 +82,4 @@ TYPED_TEST(ReduceCudaTest, ColumnSumsMatchCpu) {
 }
 
 }  // namespace
-}  // namespace ringmaster::kernels
+}  // namespace ringmaster::kernels::testing
