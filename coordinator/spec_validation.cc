@@ -19,11 +19,19 @@
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/trainer_keys.h"
 
 namespace ringmaster::coordinator {
 namespace {
 
-// Defaults documented in job.proto.
+// Defaults documented in job.proto. The optimizer's are GPT-2/3-style pretraining settings
+// (nanoGPT's and llm.c's): AdamW at 3e-4 with betas 0.9/0.95, weight decay 0.1, gradient
+// clipping at norm 1.0, a short linear warmup and a cosine decay to lr/10.
+constexpr double kDefaultLr = 3e-4;
+constexpr int64_t kDefaultWarmupDivisor = 20;  // 5% of the steps...
+constexpr int64_t kMaxDefaultWarmupSteps = 1000;  // ...at most this many
+constexpr double kDefaultWeightDecay = 0.1;
+constexpr double kDefaultClipGradNorm = 1.0;
 constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.95;
 constexpr double kDefaultEpsilon = 1e-8;
@@ -362,11 +370,9 @@ void CheckGpt(const v1::TrainerSpec& trainer, const v1::ParallelismSpec* layout,
 
 void CheckOptimizer(const v1::TrainerSpec& trainer, Problems* problems) {
   const v1::OptimizerSpec& o = trainer.optimizer();
-  // A command trainer does not use the optimizer, so it may leave lr unset.
-  const bool lr_optional = trainer.program_case() == v1::TrainerSpec::kCommand && o.lr() == 0;
   bool lr_ok = false;
   if (problems->Finite("trainer.optimizer.lr", o.lr())) {
-    lr_ok = lr_optional || (o.lr() > 0 && o.lr() <= kMaxLr);
+    lr_ok = o.lr() > 0 && o.lr() <= kMaxLr;
     if (!lr_ok) {
       problems->Add("trainer.optimizer.lr", absl::StrCat("must be in (0, ", FormatDouble(kMaxLr),
                                                          "], got ", FormatDouble(o.lr())));
@@ -406,12 +412,27 @@ void CheckOptimizer(const v1::TrainerSpec& trainer, Problems* problems) {
 }  // namespace
 
 void ApplyDefaults(v1::JobSpec* spec) {
-  v1::OptimizerSpec* optimizer = spec->mutable_trainer()->mutable_optimizer();
-  // Fields with presence: only an unset one takes its default (0 is a value: decay to zero).
-  if (!optimizer->has_min_lr()) optimizer->set_min_lr(optimizer->lr() / 10);
-  if (!optimizer->has_beta1()) optimizer->set_beta1(kDefaultBeta1);
-  if (!optimizer->has_beta2()) optimizer->set_beta2(kDefaultBeta2);
-  if (optimizer->epsilon() == 0) optimizer->set_epsilon(kDefaultEpsilon);
+  // The builtin trainer's settings, only where its program runs: a command job may not set them.
+  if (spec::ReadsBuiltinKeys(spec->trainer())) {
+    v1::OptimizerSpec* optimizer = spec->mutable_trainer()->mutable_optimizer();
+    if (optimizer->lr() == 0) optimizer->set_lr(kDefaultLr);
+    // Fields with presence: only an unset one takes its default (0 is a value: no warmup, no
+    // decay, no clipping, decay to zero).
+    if (!optimizer->has_warmup_steps()) {
+      const int64_t steps = spec->trainer().steps();
+      optimizer->set_warmup_steps(static_cast<int32_t>(
+          std::clamp<int64_t>(steps / kDefaultWarmupDivisor, 0, kMaxDefaultWarmupSteps)));
+    }
+    if (!optimizer->has_weight_decay()) optimizer->set_weight_decay(kDefaultWeightDecay);
+    if (!optimizer->has_clip_grad_norm()) optimizer->set_clip_grad_norm(kDefaultClipGradNorm);
+    if (!optimizer->has_min_lr()) optimizer->set_min_lr(optimizer->lr() / 10);
+    if (!optimizer->has_beta1()) optimizer->set_beta1(kDefaultBeta1);
+    if (!optimizer->has_beta2()) optimizer->set_beta2(kDefaultBeta2);
+    if (optimizer->epsilon() == 0) optimizer->set_epsilon(kDefaultEpsilon);
+    if (!spec->trainer().data().has_seed()) {
+      spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
+    }
+  }
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(kDefaultCheckpointKeep);
   if (!spec->restart().has_max_restarts()) {
     spec->mutable_restart()->set_max_restarts(kDefaultMaxRestarts);
@@ -424,9 +445,6 @@ void ApplyDefaults(v1::JobSpec* spec) {
   }
   if (spec->watchdog().slow_link_ratio() == 0) {
     spec->mutable_watchdog()->set_slow_link_ratio(kDefaultSlowLinkRatio);
-  }
-  if (!spec->trainer().data().has_seed()) {
-    spec->mutable_trainer()->mutable_data()->set_seed(kDefaultDataSeed);
   }
 }
 
@@ -493,14 +511,22 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (trainer.program_case() == v1::TrainerSpec::kBuiltin && trainer.builtin() == "gpt") {
     CheckGpt(trainer, layout_given ? &p : nullptr, &problems);
   }
-  problems.InRange("trainer.steps", trainer.steps(), 1, kMaxSteps);
-  CheckOptimizer(trainer, &problems);
-  if (!v1::Precision_IsValid(trainer.precision())) {
-    problems.Add("trainer.precision",
-                 absl::StrCat("must be fp32 or bf16 (or unset), got ", trainer.precision()));
+  if (trainer.has_command() && !spec::ReadsBuiltinKeys(trainer)) {
+    // A user's program: it succeeds when every rank exits 0, so steps is only information.
+    problems.InRange("trainer.steps", trainer.steps(), 0, kMaxSteps);
+    for (absl::string_view key : spec::RefusedBuiltinOnlyKeys(trainer)) {
+      problems.Add(key, spec::kBuiltinOnlyRule);
+    }
+  } else {
+    problems.InRange("trainer.steps", trainer.steps(), 1, kMaxSteps);
+    CheckOptimizer(trainer, &problems);
+    if (!v1::Precision_IsValid(trainer.precision())) {
+      problems.Add("trainer.precision",
+                   absl::StrCat("must be fp32 or bf16 (or unset), got ", trainer.precision()));
+    }
+    CheckAttention(trainer, &problems);
+    problems.InRange("trainer.zero_stage", trainer.zero_stage(), 0, kMaxZeroStage);
   }
-  CheckAttention(trainer, &problems);
-  problems.InRange("trainer.zero_stage", trainer.zero_stage(), 0, kMaxZeroStage);
 
   const v1::CheckpointSpec& checkpoint = spec.checkpoint();
   problems.AtLeast("checkpoint.every_steps", checkpoint.every_steps(), 0,

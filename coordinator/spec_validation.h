@@ -11,12 +11,14 @@
 
 namespace ringmaster::coordinator {
 
-// Fills unset fields with their documented defaults (job.proto): optimizer min_lr = lr/10,
-// beta1 0.9, beta2 0.95 (these three, data.seed and restart.max_restarts have presence: a 0 that
-// is set stays 0), epsilon 1e-8; checkpoint.keep 3; restart.max_restarts 3;
-// watchdog.straggler_threshold 1.2,
-// link_check_bytes 4 MiB, slow_link_ratio 0.5; data.seed 1234; trainer.steps stays as given.
-// Idempotent.
+// Fills unset fields with their documented defaults (job.proto). For a job whose program reads
+// the builtin trainer's keys (spec/trainer_keys.h ReadsBuiltinKeys: builtin, or a command running
+// the trainer's program) the optimizer's: lr 3e-4 (when 0), warmup_steps 5% of trainer.steps at
+// most 1000, weight_decay 0.1, clip_grad_norm 1.0, min_lr = lr/10, beta1 0.9, beta2 0.95 (these
+// six have presence: a 0 that is set stays 0), epsilon 1e-8; and data.seed 1234 (presence too).
+// A command job gets none of them: it may not set those keys. For every job: checkpoint.keep 3;
+// restart.max_restarts 3 (presence); watchdog.straggler_threshold 1.2, link_check_bytes 4 MiB,
+// slow_link_ratio 0.5. trainer.steps stays as given. Idempotent.
 void ApplyDefaults(v1::JobSpec* spec);
 
 // Checks `spec` (after ApplyDefaults). When parallelism is all zero the planner chooses it, and
@@ -26,6 +28,11 @@ void ApplyDefaults(v1::JobSpec* spec);
 //  - parallelism: all three zero, or all three >= 1 with tensor*pipeline*data ==
 //    nodes*devices_per_node; tensor divides devices_per_node;
 //  - trainer: exactly one of builtin ("gpt") and command (non-empty argv, no empty argv[0]);
+//  - a command job whose program is not the builtin trainer's (spec/trainer_keys.h) sets none of
+//    model, batch, optimizer, precision, attention, zero_stage and data ("trainer.model: only
+//    the builtin trainer reads it; ..."), and its steps may be 0 (unset): in [0, 10^9]; the
+//    rules below on steps, the optimizer, precision, attention and zero_stage are the builtin
+//    trainer's and apply to the other jobs;
 //  - what the agent passes to exec: at most 256 trainer.env variables, named
 //    [A-Za-z_][A-Za-z0-9_]* and none of those the agent sets (RANK, WORLD_SIZE, LOCAL_RANK,
 //    LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
@@ -37,7 +44,7 @@ void ApplyDefaults(v1::JobSpec* spec);
 //    heads divisible by tensor) and batch (micro_batch >= 1, micro_batch*seq_len <= 2^31-1,
 //    global_batch >= 1 and divisible by micro_batch * data, by micro_batch alone when the planner
 //    chooses);
-//  - steps in [1, 10^9]; optimizer lr in (0, 10] (a command trainer may leave it 0), min_lr in
+//  - steps in [1, 10^9]; optimizer lr in (0, 10], min_lr in
 //    [0, lr], warmup_steps >= 0, weight_decay >= 0, clip_grad_norm >= 0, betas in [0, 1),
 //    epsilon > 0;
 //  - zero_stage in [0, 3];

@@ -101,27 +101,79 @@ TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
                                      "(4), got 10"));
 }
 
-TEST(SpecValidationTest, CommandTrainerNeedsNoModelBatchOrLearningRate) {
+// A user's program: name, shape and argv are all it needs (no steps, model, batch or optimizer),
+// and the defaults add none of the builtin trainer's keys.
+v1::JobSpec CommandSpec() {
   v1::JobSpec spec;
   spec.set_name("torch-job");
   spec.set_nodes(1);
   spec.set_devices_per_node(2);
   spec.mutable_trainer()->mutable_command()->add_argv("python3");
   spec.mutable_trainer()->mutable_command()->add_argv("train.py");
-  spec.mutable_trainer()->set_steps(10);
+  return spec;
+}
+
+TEST(SpecValidationTest, CommandTrainerNeedsNoStepsModelBatchOrOptimizer) {
+  v1::JobSpec spec = CommandSpec();
   ApplyDefaults(&spec);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_FALSE(spec.trainer().has_optimizer());
+  EXPECT_FALSE(spec.trainer().has_data());
+  EXPECT_EQ(spec.trainer().steps(), 0);
 
-  // A learning rate that is set is still checked.
-  spec.mutable_trainer()->mutable_optimizer()->set_lr(-1);
-  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
-              HasSubstr("trainer.optimizer.lr: must be in (0, 10]"));
-  spec.mutable_trainer()->mutable_optimizer()->set_lr(0);
+  spec.mutable_trainer()->set_steps(10);  // information for the program: allowed
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_trainer()->set_steps(-1);
+  EXPECT_THAT(Lines(ValidateJobSpec(spec)),
+              ::testing::ElementsAre("trainer.steps: must be in [0, 1000000000], got -1"));
+  spec.mutable_trainer()->set_steps(0);
+
   // exec would cut an argument at a NUL byte.
   spec.mutable_trainer()->mutable_command()->set_argv(1, std::string("train.py\0--x", 12));
   EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
               HasSubstr("trainer.command[1]: must not contain a NUL byte, got "
                         "\"train.py\\x00--x\""));
+}
+
+TEST(SpecValidationTest, CommandJobRefusesEveryKeyOnlyTheBuiltinTrainerReads) {
+  v1::JobSpec spec = CommandSpec();
+  v1::TrainerSpec* t = spec.mutable_trainer();
+  t->mutable_model()->set_layers(2);
+  t->mutable_batch();  // present, even empty
+  t->mutable_optimizer()->set_lr(-1);  // refused as a key, not judged as a value
+  t->set_precision(v1::PRECISION_BF16);
+  t->set_attention(v1::ATTENTION_FUSED);
+  t->set_zero_stage(9);
+  t->mutable_data()->set_path("/data/tokens.bin");
+  ApplyDefaults(&spec);
+  const std::string rule =
+      ": only the builtin trainer reads it; a command job's program takes its settings from its "
+      "own argv and trainer.env (remove the key, or use builtin: gpt)";
+  EXPECT_THAT(Lines(ValidateJobSpec(spec)),
+              ::testing::ElementsAre("trainer.model" + rule, "trainer.batch" + rule,
+                                     "trainer.optimizer" + rule, "trainer.precision" + rule,
+                                     "trainer.attention" + rule, "trainer.zero_stage" + rule,
+                                     "trainer.data" + rule));
+  // What the agent passes still counts: a NUL byte in data.path is reported too.
+  t->mutable_data()->set_path(std::string("a\0b", 3));
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()),
+              HasSubstr("trainer.data.path: must not contain a NUL byte"));
+}
+
+TEST(SpecValidationTest, TheTrainersOwnProgramAsACommandReadsTheBuiltinKeys) {
+  // Tests and benches run the builtin trainer as a command to pass it flags: it reads the model,
+  // batch and optimizer as a builtin job does, and gets their defaults.
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_trainer()->mutable_command()->add_argv("/opt/ringmaster/trainer");
+  spec.mutable_trainer()->mutable_command()->add_argv("--exit_after_step=3");
+  spec.mutable_trainer()->clear_optimizer();
+  ApplyDefaults(&spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_DOUBLE_EQ(spec.trainer().optimizer().lr(), 3e-4);
+  // Its steps are the trainer's: required.
+  spec.mutable_trainer()->set_steps(0);
+  EXPECT_THAT(Lines(ValidateJobSpec(spec)),
+              ::testing::ElementsAre("trainer.steps: must be in [1, 1000000000], got 0"));
 }
 
 struct RuleCase {
@@ -139,6 +191,18 @@ v1::ModelSpec* Model(v1::JobSpec* s) { return s->mutable_trainer()->mutable_mode
 v1::BatchSpec* Batch(v1::JobSpec* s) { return s->mutable_trainer()->mutable_batch(); }
 v1::OptimizerSpec* Opt(v1::JobSpec* s) { return s->mutable_trainer()->mutable_optimizer(); }
 v1::ParallelismSpec* Par(v1::JobSpec* s) { return s->mutable_parallelism(); }
+// `s` as a command job: its shape, without the keys only the builtin trainer reads.
+v1::CommandSpec* Command(v1::JobSpec* s) {
+  v1::TrainerSpec* t = s->mutable_trainer();
+  t->clear_model();
+  t->clear_batch();
+  t->clear_optimizer();
+  t->clear_precision();
+  t->clear_attention();
+  t->clear_zero_stage();
+  t->clear_data();
+  return t->mutable_command();
+}
 
 class RuleTest : public ::testing::TestWithParam<RuleCase> {};
 
@@ -264,12 +328,12 @@ INSTANTIATE_TEST_SUITE_P(
          "trainer: must set exactly one of builtin and command, got neither"},
         {"UnknownBuiltin", [](v1::JobSpec* s) { s->mutable_trainer()->set_builtin("bert"); },
          "trainer.builtin: must be \"gpt\" (the only built-in trainer), got \"bert\""},
-        {"EmptyCommand", [](v1::JobSpec* s) { s->mutable_trainer()->mutable_command(); },
+        {"EmptyCommand", [](v1::JobSpec* s) { Command(s); },
          "trainer.command: must be a non-empty argv list, got []"},
         {"EmptyArgv0",
          [](v1::JobSpec* s) {
-           s->mutable_trainer()->mutable_command()->add_argv("");
-           s->mutable_trainer()->mutable_command()->add_argv("train.py");
+           Command(s)->add_argv("");
+           Command(s)->add_argv("train.py");
          },
          "trainer.command[0]: must not be empty"},
         // model
@@ -538,9 +602,14 @@ TEST(SpecValidationTest, EmptySpecNamesEveryRequiredField) {
 
 TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
   v1::JobSpec spec;
-  spec.mutable_trainer()->mutable_optimizer()->set_lr(3e-4);
+  spec.mutable_trainer()->set_builtin("gpt");
+  spec.mutable_trainer()->set_steps(200);
   ApplyDefaults(&spec);
   const v1::OptimizerSpec& o = spec.trainer().optimizer();
+  EXPECT_EQ(o.lr(), 3e-4);
+  EXPECT_EQ(o.warmup_steps(), 10);  // 5% of 200 steps
+  EXPECT_EQ(o.weight_decay(), 0.1);
+  EXPECT_EQ(o.clip_grad_norm(), 1.0);
   EXPECT_DOUBLE_EQ(o.min_lr(), 3e-5);
   EXPECT_EQ(o.beta1(), 0.9);
   EXPECT_EQ(o.beta2(), 0.95);
@@ -553,15 +622,48 @@ TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
   EXPECT_EQ(spec.watchdog().slow_link_ratio(), 0.5);
   EXPECT_FALSE(spec.watchdog().link_check_disabled());
   EXPECT_EQ(spec.trainer().data().seed(), 1234u);
-  EXPECT_EQ(spec.trainer().steps(), 0);                  // Stays as given.
+  EXPECT_EQ(spec.trainer().steps(), 200);                // Stays as given.
   EXPECT_EQ(spec.watchdog().hang_timeout_seconds(), 0);  // 0 is "auto", not unset.
   EXPECT_EQ(spec.checkpoint().every_steps(), 0);
 }
 
+TEST(ApplyDefaultsTest, WarmupIsFivePercentOfTheStepsAtMostAThousand) {
+  for (const auto& [steps, warmup] : std::vector<std::pair<int64_t, int32_t>>{
+           {0, 0}, {19, 0}, {20, 1}, {200, 10}, {20000, 1000}, {1000000000, 1000}, {-40, 0}}) {
+    v1::JobSpec spec;
+    spec.mutable_trainer()->set_builtin("gpt");
+    spec.mutable_trainer()->set_steps(steps);
+    ApplyDefaults(&spec);
+    EXPECT_EQ(spec.trainer().optimizer().warmup_steps(), warmup) << steps;
+    EXPECT_TRUE(spec.trainer().optimizer().has_warmup_steps());
+  }
+}
+
+TEST(ApplyDefaultsTest, ABuiltinJobWithoutAnOptimizerIsValid) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_trainer()->clear_optimizer();
+  spec.mutable_trainer()->clear_data();
+  ApplyDefaults(&spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ApplyDefaultsTest, ACommandJobGetsNoneOfTheBuiltinTrainersDefaults) {
+  v1::JobSpec spec = CommandSpec();
+  ApplyDefaults(&spec);
+  EXPECT_FALSE(spec.trainer().has_optimizer());
+  EXPECT_FALSE(spec.trainer().has_data());
+  EXPECT_EQ(spec.restart().max_restarts(), 3);  // the job's own defaults still apply
+  EXPECT_EQ(spec.watchdog().straggler_threshold(), 1.2);
+}
+
 TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
   v1::JobSpec spec;
+  spec.mutable_trainer()->set_builtin("gpt");
   v1::OptimizerSpec* o = spec.mutable_trainer()->mutable_optimizer();
   o->set_lr(1e-3);
+  o->set_warmup_steps(7);
+  o->set_weight_decay(0.01);
+  o->set_clip_grad_norm(0.5);
   o->set_min_lr(5e-4);
   o->set_beta1(0.8);
   o->set_beta2(0.99);
@@ -579,7 +681,15 @@ TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
 }
 
 TEST(ApplyDefaultsTest, IsIdempotent) {
-  for (v1::JobSpec spec : {v1::JobSpec(), ValidSpec()}) {
+  for (v1::JobSpec spec : {v1::JobSpec(), ValidSpec(), CommandSpec()}) {
+    if (spec.trainer().has_command()) {
+      ApplyDefaults(&spec);
+      const v1::JobSpec once = spec;
+      ApplyDefaults(&spec);
+      EXPECT_TRUE(MessageDifferencer::Equals(once, spec)) << spec.DebugString();
+      continue;
+    }
+    spec.mutable_trainer()->set_builtin("gpt");
     spec.mutable_trainer()->mutable_optimizer()->set_lr(2e-4);
     spec.mutable_trainer()->mutable_optimizer()->clear_min_lr();
     ApplyDefaults(&spec);
@@ -591,12 +701,17 @@ TEST(ApplyDefaultsTest, IsIdempotent) {
   }
 }
 
-// A zero the user set is a value, not "unset": cosine decay to zero, no momentum, seed 0, no
-// restart.
+// A zero the user set is a value, not "unset": no warmup, no weight decay, no clipping, cosine
+// decay to zero, no momentum, seed 0, no restart.
 TEST(ApplyDefaultsTest, ASetZeroIsKept) {
   v1::JobSpec spec;
+  spec.mutable_trainer()->set_builtin("gpt");
+  spec.mutable_trainer()->set_steps(1000);
   v1::OptimizerSpec* o = spec.mutable_trainer()->mutable_optimizer();
   o->set_lr(1e-3);
+  o->set_warmup_steps(0);
+  o->set_weight_decay(0);
+  o->set_clip_grad_norm(0);
   o->set_min_lr(0);
   o->set_beta1(0);
   o->set_beta2(0);
@@ -604,6 +719,9 @@ TEST(ApplyDefaultsTest, ASetZeroIsKept) {
   spec.mutable_restart()->set_max_restarts(0);
   ApplyDefaults(&spec);
   EXPECT_EQ(spec.restart().max_restarts(), 0);
+  EXPECT_EQ(spec.trainer().optimizer().warmup_steps(), 0);
+  EXPECT_EQ(spec.trainer().optimizer().weight_decay(), 0);
+  EXPECT_EQ(spec.trainer().optimizer().clip_grad_norm(), 0);
   EXPECT_EQ(spec.trainer().optimizer().min_lr(), 0);
   EXPECT_EQ(spec.trainer().optimizer().beta1(), 0);
   EXPECT_EQ(spec.trainer().optimizer().beta2(), 0);

@@ -33,7 +33,8 @@ enum class KeyKind {
   kUint64,         // an integer in [0, 2^64)
   kNumber,         // a double: YAML's number forms, .inf, -.inf, .nan
   kSecondsOrAuto,  // a double of seconds, or "auto" (any case) for 0
-  kNegatedBool,    // true or false, stored negated (link_check: false sets link_check_disabled)
+  kNegatedBool,    // true or false, stored negated (link_check: false sets link_check_disabled,
+                   // python_watch: false sets python_watch_disabled)
   kEnum,           // one of `names` (any case); an enum field, 0 (unspecified) unnamed
   kArgv,           // a list of strings; the repeated string field of a message (command.argv)
   kStringMap,      // a mapping of names to strings; a map<string, string> field

@@ -24,6 +24,7 @@
 #include "ctl/job_file_keys.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "spec/trainer_keys.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -243,6 +244,20 @@ class Reader {
         continue;
       }
       ReadKey(**known, Field{entry.second, key.Mark(), path}, message);
+    }
+    if (parent == "trainer") RefuseBuiltinOnlyKeys(f, seen, *message);
+  }
+
+  // Once the whole trainer mapping is read: the keys only the builtin trainer reads, set in a
+  // command job of another program (spec/trainer_keys.h), each pointed at by its key.
+  void RefuseBuiltinOnlyKeys(const Field& f, const std::map<std::string, YAML::Mark>& seen,
+                             const Message& message) {
+    const auto* trainer = dynamic_cast<const v1::TrainerSpec*>(&message);
+    if (trainer == nullptr) return;  // Not reached: "trainer" is a TrainerSpec (the table).
+    for (absl::string_view key : spec::RefusedBuiltinOnlyKeys(*trainer)) {
+      const absl::string_view name = key.substr(key.rfind('.') + 1);
+      auto it = seen.find(std::string(name));
+      Problem(it == seen.end() ? f.mark : it->second, Join(f.path, name), spec::kBuiltinOnlyRule);
     }
   }
 

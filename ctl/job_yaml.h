@@ -24,19 +24,19 @@
 //    batch (mapping): batch sizes (builtin)
 //      micro_batch (integer): sequences per micro-batch
 //      global_batch (integer): sequences per optimizer step
-//    steps (integer): optimizer steps to run
-//    optimizer (mapping): AdamW settings (builtin)
-//      lr (number): peak learning rate
-//      warmup_steps (integer): linear warm-up steps
-//      weight_decay (number): decoupled weight decay
-//      clip_grad_norm (number): gradient norm clip
-//      min_lr (number): learning rate at the end of the decay
-//      beta1 (number): Adam beta1
-//      beta2 (number): Adam beta2
-//      epsilon (number): Adam epsilon
-//    precision (fp32 | bf16): omitted: fp32 on CPU, bf16 on GPU
+//    steps (integer): optimizer steps to run; optional for a command
+//    optimizer (mapping): AdamW settings (builtin); each has a default
+//      lr (number): peak learning rate; omitted: 3e-4
+//      warmup_steps (integer): linear warm-up steps; omitted: 5% of steps, at most 1000
+//      weight_decay (number): decoupled weight decay; omitted: 0.1
+//      clip_grad_norm (number): gradient norm clip; omitted: 1.0; 0: none
+//      min_lr (number): learning rate at the end of the decay; omitted: lr/10
+//      beta1 (number): Adam beta1; omitted: 0.9
+//      beta2 (number): Adam beta2; omitted: 0.95
+//      epsilon (number): Adam epsilon; omitted: 1e-8
+//    precision (fp32 | bf16): (builtin) omitted: fp32 on CPU, bf16 on GPU
 //    attention (fused | materialized): attention kernels (builtin)
-//    zero_stage (integer): ZeRO stage, 0-3
+//    zero_stage (integer): ZeRO stage, 0-3 (builtin)
 //    data (mapping): training data (builtin)
 //      path (string): token file; omitted: a built-in corpus
 //      seed (integer >= 0): data order seed
@@ -56,6 +56,7 @@
 //    link_check_bytes (integer): bytes per link-check exchange
 //    slow_link_ratio (number): slow below this fraction of its kind's median
 //    min_link_bytes_per_second (number): slow below this bandwidth
+//    python_watch (true | false): watch a Python command's PyTorch steps (docs/python.md)
 #ifndef RINGMASTER_CTL_JOB_YAML_H_
 #define RINGMASTER_CTL_JOB_YAML_H_
 
@@ -70,12 +71,15 @@ namespace ringmaster::ctl {
 // errors, unknown keys (with the closest known key as a suggestion), wrong types ("expected an
 // integer, got \"four\""), out-of-range integers, and a mapping where a scalar is expected (or
 // the reverse). Example: "job.yaml:7:5: trainer.batch.micro_batch: expected an integer, got
-// \"four\"". Range and consistency rules are the coordinator's (ValidateJobSpec), not this
-// parser's.
+// \"four\""; and, as the coordinator would, a key only the builtin trainer reads set in a
+// command job of another program (spec/trainer_keys.h): "job.yaml:6:3: trainer.model: only the
+// builtin trainer reads it; ...". Other range and consistency rules are the coordinator's
+// (ValidateJobSpec), not this parser's.
 absl::StatusOr<v1::JobSpec> ParseJobYaml(const std::string& text, const std::string& filename);
 
-// Writes `spec` as a job file that ParseJobYaml reads back to an equal spec. Unset (zero) fields
-// are left out.
+// Writes `spec` as a job file that ParseJobYaml reads back to an equal spec (any spec it read, and
+// any other without a key ParseJobYaml refuses for a command job). Unset (zero) fields are left
+// out.
 std::string JobSpecToYaml(const v1::JobSpec& spec);
 
 }  // namespace ringmaster::ctl

@@ -99,6 +99,7 @@ v1::JobSpec FullSpec() {
   spec.mutable_watchdog()->set_link_check_bytes(1 << 20);
   spec.mutable_watchdog()->set_slow_link_ratio(0.25);
   spec.mutable_watchdog()->set_min_link_bytes_per_second(2.5e10);
+  spec.mutable_watchdog()->set_python_watch_disabled(true);
   return spec;
 }
 
@@ -170,10 +171,20 @@ trainer:
 TEST(JobYamlTest, EveryKeyRoundTrips) {
   ExpectRoundTrip(FullSpec());
 
+  // The builtin trainer's program run as a command reads every key.
   v1::JobSpec command = FullSpec();
-  command.mutable_trainer()->mutable_command()->add_argv("torchrun");
-  command.mutable_trainer()->mutable_command()->add_argv("--nproc-per-node=8");
-  command.mutable_trainer()->mutable_command()->add_argv("train.py");
+  command.mutable_trainer()->mutable_command()->add_argv("/usr/local/bin/ringmaster-trainer");
+  command.mutable_trainer()->mutable_command()->add_argv("--exit_after_step=8");
+  ExpectRoundTrip(command);
+  // A user's command, with every key it may set.
+  command.mutable_trainer()->mutable_command()->set_argv(0, "torchrun");
+  command.mutable_trainer()->clear_model();
+  command.mutable_trainer()->clear_batch();
+  command.mutable_trainer()->clear_optimizer();
+  command.mutable_trainer()->clear_precision();
+  command.mutable_trainer()->clear_attention();
+  command.mutable_trainer()->clear_zero_stage();
+  command.mutable_trainer()->clear_data();
   ExpectRoundTrip(command);
 
   // Oneof cases that hold no value are kept too.
@@ -184,17 +195,20 @@ TEST(JobYamlTest, EveryKeyRoundTrips) {
   empty_builtin.mutable_trainer()->set_builtin("");
   ExpectRoundTrip(empty_builtin);
 
-  // A zero that is set (decay to zero, no momentum, seed 0, no restart) is written and read back
-  // as set.
+  // A zero that is set (no warmup, decay or clipping, decay to zero, no momentum, seed 0, no
+  // restart) is written and read back as set.
   v1::JobSpec zeros;
+  zeros.mutable_trainer()->mutable_optimizer()->set_warmup_steps(0);
+  zeros.mutable_trainer()->mutable_optimizer()->set_weight_decay(0);
+  zeros.mutable_trainer()->mutable_optimizer()->set_clip_grad_norm(0);
   zeros.mutable_trainer()->mutable_optimizer()->set_min_lr(0);
   zeros.mutable_trainer()->mutable_optimizer()->set_beta1(0);
   zeros.mutable_trainer()->mutable_optimizer()->set_beta2(0);
   zeros.mutable_trainer()->mutable_data()->set_seed(0);
   zeros.mutable_restart()->set_max_restarts(0);
   EXPECT_EQ(JobSpecToYaml(zeros),
-            "trainer:\n  optimizer: {min_lr: 0, beta1: 0, beta2: 0}\n  data: {seed: 0}\nrestart: "
-            "{max_restarts: 0}\n");
+            "trainer:\n  optimizer: {warmup_steps: 0, weight_decay: 0, clip_grad_norm: 0, min_lr: 0, "
+            "beta1: 0, beta2: 0}\n  data: {seed: 0}\nrestart: {max_restarts: 0}\n");
   ExpectRoundTrip(zeros);
 }
 
@@ -245,7 +259,8 @@ v1::JobSpec EveryTableKey(bool skip_argv) {
         r.SetEnumValue(holder, field, key.names.back().number);
         break;
       case KeyKind::kArgv:
-        r.AddString(holder, field, "run");
+        // The builtin trainer's program, which reads every other key of the trainer.
+        r.AddString(holder, field, "trainer");
         r.AddString(holder, field, absl::StrCat("--n=", n));
         break;
       case KeyKind::kStringMap: {
@@ -309,16 +324,85 @@ TEST(JobYamlTest, WritesTheDesignLayout) {
   spec.set_nodes(2);
   spec.mutable_parallelism()->set_tensor(2);
   spec.mutable_trainer()->mutable_command()->add_argv("python3");
-  spec.mutable_trainer()->set_precision(v1::PRECISION_BF16);
+  spec.mutable_trainer()->set_steps(10);
   spec.mutable_watchdog()->set_straggler_threshold(1.2);
+  spec.mutable_watchdog()->set_python_watch_disabled(true);
   EXPECT_EQ(JobSpecToYaml(spec),
             "name: gpt-small\n"
             "nodes: 2\n"
             "parallelism: {tensor: 2}\n"
             "trainer:\n"
             "  command: [python3]\n"
-            "  precision: bf16\n"
-            "watchdog: {straggler_threshold: 1.2}\n");
+            "  steps: 10\n"
+            "watchdog: {straggler_threshold: 1.2, python_watch: false}\n");
+}
+
+TEST(JobYamlTest, ACommandJobNeedsOnlyItsProgram) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(
+      "name: torch\nnodes: 1\ndevices_per_node: 2\ntrainer:\n  command: [python3, train.py]\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->trainer().steps(), 0);
+  EXPECT_FALSE(spec->trainer().has_optimizer());
+  ExpectRoundTrip(*spec);
+}
+
+TEST(JobYamlTest, ACommandJobRefusesTheBuiltinTrainersKeysWhereTheyAre) {
+  // In any order (model before command), every one, each at its key; an unset value (zero_stage:
+  // 0, a null mapping) is no value and passes, as it would at the coordinator.
+  const absl::StatusOr<v1::JobSpec> spec = ParseJobYaml(R"(name: torch
+trainer:
+  model: {layers: 2}
+  command: [python3, train.py]
+  batch: {}
+  steps: 10
+  optimizer: {lr: 1.0e-3}
+  precision: bf16
+  attention: materialized
+  zero_stage: 0
+  data: ~
+  env: {A: "1"}
+)",
+                                                        "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string rule =
+      ": only the builtin trainer reads it; a command job's program takes its settings from its "
+      "own argv and trainer.env (remove the key, or use builtin: gpt)";
+  EXPECT_THAT(Lines(spec), ElementsAre("job.yaml:3:3: trainer.model" + rule,
+                                       "job.yaml:5:3: trainer.batch" + rule,
+                                       "job.yaml:7:3: trainer.optimizer" + rule,
+                                       "job.yaml:8:3: trainer.precision" + rule,
+                                       "job.yaml:9:3: trainer.attention" + rule));
+
+  // zero_stage and data, set; and the builtin trainer's own program may have them all.
+  const std::string more = "trainer:\n  command: [python3]\n  zero_stage: 1\n  data: {seed: 0}\n";
+  EXPECT_THAT(Lines(ParseJobYaml(more, "job.yaml")),
+              ElementsAre("job.yaml:3:3: trainer.zero_stage" + rule,
+                          "job.yaml:4:3: trainer.data" + rule));
+  const absl::StatusOr<v1::JobSpec> trainer = ParseJobYaml(
+      "trainer:\n  command: [/opt/bin/trainer, --slow_rank=1]\n  zero_stage: 1\n"
+      "  model: {layers: 2}\n  data: {seed: 0}\n",
+      "job.yaml");
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ExpectRoundTrip(*trainer);
+  // A builtin job, of course.
+  EXPECT_TRUE(ParseJobYaml("trainer:\n  builtin: gpt\n  zero_stage: 1\n", "job.yaml").ok());
+}
+
+TEST(JobYamlTest, PythonWatchIsOnUnlessTurnedOff) {
+  absl::StatusOr<v1::JobSpec> off =
+      ParseJobYaml("trainer: {command: [python3, train.py]}\nwatchdog: {python_watch: false}\n",
+                   "job.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->watchdog().python_watch_disabled());
+  ExpectRoundTrip(*off);
+  absl::StatusOr<v1::JobSpec> on = ParseJobYaml("watchdog: {python_watch: true}\n", "job.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_FALSE(on->watchdog().python_watch_disabled());
+  EXPECT_THAT(Lines(ParseJobYaml("watchdog:\n  python_watch: maybe\n", "job.yaml")),
+              ElementsAre("job.yaml:2:3: watchdog.python_watch: expected true or false, got "
+                          "\"maybe\""));
 }
 
 TEST(JobYamlTest, TrickyStringsRoundTrip) {
@@ -374,10 +458,13 @@ TEST(JobYamlTest, TrickyStringsRoundTrip) {
     spec.set_name(s);
     spec.mutable_trainer()->mutable_command()->add_argv(s);
     spec.mutable_trainer()->mutable_command()->add_argv("x");
-    spec.mutable_trainer()->mutable_data()->set_path(s);
     (*spec.mutable_trainer()->mutable_env())[s] = s;
     (*spec.mutable_trainer()->mutable_env())["K"] = s;
     spec.mutable_checkpoint()->set_dir(s);
+    ExpectRoundTrip(spec);
+    // data.path is the builtin trainer's.
+    spec.mutable_trainer()->set_builtin(s);
+    spec.mutable_trainer()->mutable_data()->set_path(s);
     ExpectRoundTrip(spec);
   }
 }

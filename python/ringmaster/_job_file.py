@@ -2,8 +2,10 @@
 
 This is a port of ``ctl/job_file_keys.cc`` and the reader of ``ctl/job_yaml.cc``: the same keys,
 the same value forms and the same problem texts, so a spec refused by ``ringctl submit`` is refused
-here with the same words. Range and consistency rules are the coordinator's (it answers
-INVALID_ARGUMENT naming the field); this reader checks only keys and value types.
+here with the same words. Like ringctl, it also refuses the keys only the builtin trainer reads
+(``BUILTIN_ONLY_KEYS``, ported from ``spec/trainer_keys.h``) in a command job of another program.
+Range and consistency rules are the coordinator's (it answers INVALID_ARGUMENT naming the field);
+this reader checks only keys, value types and that rule.
 
 ``tests/test_client.py`` compares ``KEYS`` with the key outline in ``ctl/job_yaml.h`` (which
 ``//ctl:job_file_keys_test`` compares with the C++ table), so a key added there and not here fails
@@ -109,9 +111,47 @@ KEYS: Tuple[Key, ...] = (
     Key("watchdog.link_check_bytes", INT64, "watchdog.link_check_bytes"),
     Key("watchdog.slow_link_ratio", NUMBER, "watchdog.slow_link_ratio"),
     Key("watchdog.min_link_bytes_per_second", NUMBER, "watchdog.min_link_bytes_per_second"),
+    Key("watchdog.python_watch", NEGATED_BOOL, "watchdog.python_watch_disabled"),
 )
 
+# spec/trainer_keys.h: the keys only the builtin trainer reads, in job-file order, and the problem
+# text for one of them set in a command job of another program.
+BUILTIN_ONLY_KEYS: Tuple[str, ...] = (
+    "trainer.model", "trainer.batch", "trainer.optimizer", "trainer.precision",
+    "trainer.attention", "trainer.zero_stage", "trainer.data",
+)
+BUILTIN_ONLY_RULE = ("only the builtin trainer reads it; a command job's program takes its "
+                     "settings from its own argv and trainer.env (remove the key, or use "
+                     "builtin: gpt)")
+
 _BY_KEY = {k.key: k for k in KEYS}
+
+
+def is_builtin_trainer_program(argv0: str) -> bool:
+    """Whether ``argv0`` names the builtin trainer's program (basename ``trainer`` or
+    ``ringmaster-trainer``), which reads the builtin-only keys as a builtin job does."""
+    return argv0.rpartition("/")[2] in ("trainer", "ringmaster-trainer")
+
+
+def refused_builtin_only_keys(trainer: _message.Message) -> List[str]:
+    """The builtin-only keys a ``TrainerSpec`` sets in a command job of another program: a message
+    key when its message is present, an enum or integer key when not 0; empty for other specs."""
+    if trainer.WhichOneof("program") != "command":
+        return []
+    argv = trainer.command.argv
+    if argv and is_builtin_trainer_program(argv[0]):
+        return []
+    refused = []
+    for key in BUILTIN_ONLY_KEYS:
+        name = key.rpartition(".")[2]
+        field = trainer.DESCRIPTOR.fields_by_name[name]
+        if field.message_type is not None:
+            is_set = trainer.HasField(name)
+        else:
+            is_set = getattr(trainer, name) != 0
+        if is_set:
+            refused.append(key)
+    return refused
 
 
 def child_keys(parent: str) -> List[Key]:
@@ -304,6 +344,11 @@ class _Reader:
             # Values are pointed at by their key's position, as ringctl does.
             value_at = _Node(value.kind, value.value, key_node.line, key_node.column)
             self.read_key(key, value_at, key_path, message)
+        if parent == "trainer":
+            # Once the whole trainer mapping is read, as ringctl does.
+            for refused in refused_builtin_only_keys(message):
+                name = refused.rpartition(".")[2]
+                self.problem(seen.get(name, node), path + "." + name, BUILTIN_ONLY_RULE)
 
     # The message holding the key's field, reached from `parent` (creating what is in between),
     # and the field's name in it.

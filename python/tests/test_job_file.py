@@ -30,9 +30,9 @@ class JobFileTest(unittest.TestCase):
     def test_dict_maps_onto_job_spec(self):
         spec = read_job_spec({
             "name": "hello", "nodes": 2, "devices_per_node": 1,
-            "trainer": {"command": ["/bin/echo", "hi"], "steps": 3, "env": {"A": "1", "B": None},
-                        "precision": "BF16"},
-            "watchdog": {"hang_timeout": "auto", "link_check": False, "straggler_threshold": 1.5},
+            "trainer": {"command": ["/bin/echo", "hi"], "steps": 3, "env": {"A": "1", "B": None}},
+            "watchdog": {"hang_timeout": "auto", "link_check": False, "straggler_threshold": 1.5,
+                         "python_watch": False},
             "restart": {"max_restarts": 0},
         })
         self.assertEqual(spec.name, "hello")
@@ -40,8 +40,8 @@ class JobFileTest(unittest.TestCase):
         self.assertEqual(list(spec.trainer.command.argv), ["/bin/echo", "hi"])
         self.assertEqual(spec.trainer.steps, 3)
         self.assertEqual(dict(spec.trainer.env), {"A": "1", "B": ""})
-        self.assertEqual(spec.trainer.precision, 2)
         self.assertTrue(spec.watchdog.link_check_disabled)
+        self.assertTrue(spec.watchdog.python_watch_disabled)
         self.assertEqual(spec.watchdog.straggler_threshold, 1.5)
         self.assertTrue(spec.HasField("restart"))
         self.assertEqual(spec.restart.max_restarts, 0)
@@ -81,6 +81,7 @@ class JobFileTest(unittest.TestCase):
             self.assertEqual(cm.exception.problems, [
                 path + ':5:3: trainer.stepz: unknown key, did you mean "steps"?',
                 path + ':6:11: trainer.batch.micro_batch: expected an integer, got "four"',
+                path + ":6:3: trainer.batch: " + _job_file.BUILTIN_ONLY_RULE,
             ])
             with open(path, "w") as f:
                 f.write("name: x\nnodes: 1\ntrainer:\n  command: [/bin/true]\n  steps: 2\n"
@@ -89,6 +90,51 @@ class JobFileTest(unittest.TestCase):
             self.assertEqual(spec.trainer.steps, 2)
             self.assertEqual(spec.watchdog.hang_timeout_seconds, 30)
             self.assertTrue(spec.watchdog.link_check_disabled)
+
+    def test_a_command_job_needs_only_its_program(self):
+        spec = read_job_spec({"name": "torch", "nodes": 1, "devices_per_node": 2,
+                              "trainer": {"command": ["python3", "train.py"]}})
+        self.assertEqual(spec.trainer.steps, 0)
+        self.assertFalse(spec.trainer.HasField("optimizer"))
+        self.assertFalse(spec.watchdog.python_watch_disabled)
+
+    def test_a_command_job_refuses_the_builtin_trainers_keys(self):
+        rule = (": only the builtin trainer reads it; a command job's program takes its settings "
+                "from its own argv and trainer.env (remove the key, or use builtin: gpt)")
+        self.assertEqual(_job_file.BUILTIN_ONLY_RULE, rule[2:])
+        with self.assertRaises(JobSpecError) as cm:
+            read_job_spec({"trainer": {
+                "model": {"layers": 2}, "command": ["python3", "train.py"], "batch": {},
+                "steps": 10, "optimizer": {"lr": 1e-3}, "precision": "bf16",
+                "attention": "materialized", "zero_stage": 1, "data": {"seed": 0},
+                "env": {"A": "1"}}})
+        self.assertEqual(cm.exception.problems, [
+            "job: trainer." + k + rule for k in
+            ("model", "batch", "optimizer", "precision", "attention", "zero_stage", "data")])
+        # Unset values are no values (as at the coordinator): zero_stage 0, a null mapping.
+        read_job_spec({"trainer": {"command": ["python3"], "zero_stage": 0, "data": None}})
+        # In a file, each is pointed at by its key, as ringctl does.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "job.yaml")
+            with open(path, "w") as f:
+                f.write("name: x\ntrainer:\n  optimizer: {lr: 1.0e-3}\n  command: [python3]\n")
+            with self.assertRaises(JobSpecError) as cm:
+                read_job_spec(path)
+            self.assertEqual(cm.exception.problems, [path + ":3:3: trainer.optimizer" + rule])
+        # The builtin trainer's own program reads them; a builtin job too.
+        spec = read_job_spec({"trainer": {"command": ["/usr/local/bin/ringmaster-trainer"],
+                                          "model": {"layers": 2}, "zero_stage": 1}})
+        self.assertEqual(spec.trainer.model.layers, 2)
+        spec = read_job_spec({"trainer": {"builtin": "gpt", "precision": "BF16"}})
+        self.assertEqual(spec.trainer.precision, 2)
+
+    def test_optimizer_zeros_that_are_set_stay_set(self):
+        spec = read_job_spec({"trainer": {"builtin": "gpt", "optimizer": {
+            "warmup_steps": 0, "weight_decay": 0, "clip_grad_norm": 0}}})
+        o = spec.trainer.optimizer
+        self.assertTrue(o.HasField("warmup_steps") and o.HasField("weight_decay")
+                        and o.HasField("clip_grad_norm"))
+        self.assertFalse(o.HasField("min_lr"))
 
 
 if __name__ == "__main__":
