@@ -2,12 +2,17 @@
 
 It sends ReportCollectives while some thread is blocked in a collective, or when a sequence
 number changed since its last report, so a rank stuck in (or before) a collective still tells
-the agent how far it got. It is a daemon thread: it never keeps the process alive.
+the agent how far it got. It is a daemon thread: it never keeps the process alive; an atexit
+handler stops it before the interpreter finalises. It never calls into torch: a daemon thread
+inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
+through noexcept frames, and abort the process ("terminate called without an active
+exception"). Async works are polled on the training thread instead (at each step).
 
 Threading: its own thread; reads Comm (thread-safe). Errors: a failure disables the watch and
 ends the thread.
 """
 
+import atexit
 import threading
 
 from . import _core
@@ -30,6 +35,13 @@ class Ticker:
         self._thread = threading.Thread(target=self._run, name="ringmaster-watch", daemon=True)
         self._thread.start()
         _core.on_disable(self._stop.set)
+        atexit.register(self.stop)
+
+    def stop(self):
+        """Stops the thread and waits for it (bounded: its tick never blocks)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
 
     def _run(self):
         while not self._stop.wait(self._interval):
@@ -43,7 +55,6 @@ class Ticker:
 
     def tick(self):
         """Sends one ReportCollectives if something is in flight or changed."""
-        self._comm.poll()
         entered, completed, inside, version = self._comm.sequences()
         if not entered or (not inside and version == self._sent_version):
             return

@@ -1,0 +1,93 @@
+"""A plain PyTorch DDP training script, as a user would write it (it knows nothing of the watch).
+
+Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (env://, gloo).
+Trains a tiny MLP on seeded random data and writes each rank's final parameters (torch.save) to --out.RANK.
+Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-step (that rank
+blocks before the step's forward until --release exists), --save-every, --raise-at.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
+    parser.add_argument("--out", required=True)
+    # 300 wide, 4 deep: 1.5 MB of gradients, more than DDP's first 1 MB bucket, so several.
+    parser.add_argument("--width", type=int, default=300)
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--scheduler", action="store_true")
+    parser.add_argument("--bucket-view", action="store_true")
+    parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument("--resume", default="")
+    parser.add_argument("--stuck-rank", type=int, default=-1)
+    parser.add_argument("--stuck-step", type=int, default=0)
+    parser.add_argument("--release", default="")
+    parser.add_argument("--raise-at", type=int, default=0)
+    parser.add_argument("--extra-collectives", action="store_true")
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(1234)
+    layers = [nn.Linear(16, args.width), nn.Tanh()]
+    for _ in range(args.depth):
+        layers += [nn.Linear(args.width, args.width), nn.Tanh()]
+    model = nn.Sequential(*layers, nn.Linear(args.width, 1))
+    ddp = DDP(model, bucket_cap_mb=0.001, gradient_as_bucket_view=args.bucket_view)
+    if args.optimizer == "adam":
+        opt = torch.optim.Adam(ddp.parameters(), lr=1e-2)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-2, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5) if args.scheduler else None
+    start = 0
+    if args.resume:
+        state = torch.load(args.resume)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+    group = dist.new_group([0, 1]) if args.extra_collectives else None
+    gen = torch.Generator().manual_seed(100 + rank)
+    for step in range(start + 1, start + args.steps + 1):
+        if rank == args.stuck_rank and step == args.stuck_step:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(args.release) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for _ in range(args.accumulate):
+            x = torch.randn(8, 16, generator=gen)
+            y = x.sum(dim=1, keepdim=True).sin()
+            loss = nn.functional.mse_loss(ddp(x), y) / args.accumulate
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if sched is not None:
+            sched.step()
+        if args.extra_collectives:
+            t = torch.ones(3) * rank
+            dist.all_reduce(t, group=group)
+            work = dist.broadcast(t, src=0, async_op=True)
+            work.wait()
+            dist.barrier()
+        if args.raise_at and step == args.raise_at:
+            raise RuntimeError("injected failure at step %d" % step)
+        if args.save_every and step % args.save_every == 0 and rank == 0:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
+                       args.out + ".ckpt")
+    torch.save([p.detach().clone() for p in model.parameters()], "%s.%d" % (args.out, rank))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Tests of the zero-code Python watch (python/watch) with real PyTorch (gloo on loopback).
+
+Each rank is a real /usr/bin/python3 process running an unmodified DDP script
+(ddp_train.py) with python/watch first on its PYTHONPATH, as the agent launches it; a fake
+agent (a real Unix datagram socket) decodes the WorkerReport JSON they send.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import harness
+
+sys.path.insert(0, harness.WATCH_DIR)
+from _ringmaster_watch import _comm, _reporter  # noqa: E402  (stdlib-only modules)
+
+STEPS = 6
+TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
+              "--save-every", "3"]
+
+
+def steps_by_rank(agent, world):
+    return {r: sorted(agent.reports("step", r), key=lambda s: int(s["step"])) for r in range(world)}
+
+
+class ReporterTest(unittest.TestCase):
+    def test_sends_json_and_never_blocks(self):
+        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")  # AF_UNIX: a short path.
+        self.addCleanup(shutil.rmtree, d, True)
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        path = os.path.join(d, "s")
+        receiver.bind(path)
+        reporter = _reporter.Reporter(path, {"jobId": "j", "generation": "1", "rank": 0,
+                                             "token": "t"})
+        self.assertTrue(reporter.send("step", {"step": "1", "loss": _reporter.json_double(
+            float("nan"))}))
+        got = json.loads(receiver.recv(65536))
+        self.assertEqual(got["step"]["step"], "1")
+        self.assertEqual(got["step"]["loss"], "NaN")
+        self.assertEqual(got["step"]["worker"]["jobId"], "j")
+        # Nobody reads: the queue fills, sends drop instead of blocking, within a bounded count.
+        dropped = False
+        for _ in range(100000):
+            if not reporter.send("collectives", {"collectiveEntered": {"world": "1"}}):
+                dropped = True
+                break
+        self.assertTrue(dropped)
+        receiver.close()
+        os.unlink(path)
+        self.assertFalse(reporter.send("step", {"step": "2"}))  # No agent: dropped, no raise.
+        reporter.close()
+
+    def test_identity_errors_name_the_variable(self):
+        env = {"RINGMASTER_JOB": "j", "RINGMASTER_GENERATION": "x", "RANK": "0",
+               "RINGMASTER_WORKER_TOKEN": "t", "RINGMASTER_REPORT_SOCKET": "/s"}
+        with self.assertRaisesRegex(ValueError, "RINGMASTER_GENERATION"):
+            _reporter.identity_from_env(env)
+        del env["RANK"]
+        with self.assertRaisesRegex(ValueError, "RANK not set"):
+            _reporter.identity_from_env(env)
+
+
+class CommTest(unittest.TestCase):
+    def test_completed_is_the_highest_with_all_before_done(self):
+        comm = _comm.Comm()
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        first, second = comm.enter(world), comm.enter(world)
+        comm.complete(world, second, "all_reduce", 8, 0.5)
+        entered, completed, _, _ = comm.sequences()
+        self.assertEqual((entered["world"], completed["world"]), ("2", "0"))
+        comm.complete(world, first, "all_reduce", 8, 0.25)
+        self.assertEqual(comm.sequences()[1]["world"], "2")
+        blocked, stats = comm.take_step()
+        self.assertEqual(blocked, 0.75)
+        self.assertEqual(stats[0]["count"], "2")
+        self.assertEqual(stats[0]["bytes"], "16")
+
+
+class DdpTest(unittest.TestCase):
+    """One baseline run without the watch; the watched runs compare with it bit for bit."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = harness.tmpdir()
+        cls.base = os.path.join(cls.dir, "base")
+        results = harness.run_ranks(harness.train_argv(cls.base, *TRAIN_ARGS), 2, cls.dir,
+                                    watch=False)
+        for rc, log in results:
+            assert rc == 0, log
+        cls.base_params = [harness.load_params("%s.%d" % (cls.base, r)) for r in range(2)]
+
+    def run_watched(self, name, argv_prefix=(), extra_args=(), world=2, timeout=120):
+        d = harness.tmpdir()
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        out = os.path.join(d, name)
+        argv = list(argv_prefix) + harness.train_argv(out, *TRAIN_ARGS, *extra_args)
+        results = harness.run_ranks(argv, world, d, agent=agent, timeout=timeout)
+        for rc, log in results:
+            self.assertEqual(rc, 0, log)
+        return agent, out, results
+
+    def test_reports_steps_collectives_and_identical_results(self):
+        agent, out, results = self.run_watched("watched")
+        for rank in range(2):
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)), self.base_params[rank],
+                             "rank %d's parameters differ with the watch" % rank)
+            self.assertNotIn("ringmaster watch", results[rank][1])
+            self.assertNotIn("lr_scheduler.step()", results[rank][1])  # The scheduler still sees steps.
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == STEPS for r in range(2)),
+                       what="every step report")
+        steps = steps_by_rank(agent, 2)
+        for rank in range(2):
+            self.assertEqual([int(s["step"]) for s in steps[rank]], list(range(1, STEPS + 1)))
+            first = steps[rank][0]
+            self.assertEqual(first["startStep"], "0")
+            self.assertGreater(int(first["processStartUnixNanos"]), 0)
+            self.assertGreater(first["rendezvousSeconds"], 0)
+            self.assertEqual(first["worker"], {"jobId": "job-0001", "generation": "2",
+                                               "rank": rank, "token": "tok-%d" % rank})
+            for s in steps[rank]:
+                self.assertGreater(s["stepSeconds"], 0)
+                self.assertGreater(s["commSeconds"], 0)
+                self.assertGreater(s["computeSeconds"], 0)
+                self.assertAlmostEqual(s["computeSeconds"] + s["commSeconds"], s["stepSeconds"])
+                self.assertIsInstance(s["loss"], float)
+                ops = {(c["op"], c["group"]) for c in s["collectives"]}
+                if int(s["step"]) > 1:
+                    self.assertLessEqual({("all_reduce", "world"), ("all_reduce", "pg1"),
+                                          ("broadcast", "world"), ("barrier", "world")}, ops)
+        # The same collectives in the same order on both ranks: equal sequence numbers.
+        for a, b in zip(steps[0], steps[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+            self.assertEqual(a["collectiveCompleted"], a["collectiveEntered"])
+        last = steps[0][-1]["collectiveEntered"]
+        # Each step: DDP's buckets (more than one) for 2 backward passes, then 4 calls.
+        self.assertGreater(int(last["world"]), STEPS * 2 * 2)
+        self.assertEqual(last["pg1"], str(STEPS - 1))  # The script's own come after opt.step().
+        # Checkpoints: rank 0 saved at steps 3 and 6, every rank its parameters at the end.
+        phases = agent.reports("phase", 0)
+        self.assertEqual([p["phase"] for p in phases],
+                         ["WORKER_PHASE_CHECKPOINT", "WORKER_PHASE_STEP"] * 3)
+        self.assertEqual([p.get("checkpointStep") for p in phases[1::2]], ["3", "6", "6"])
+
+        # A resumed run continues the optimizer's count and says where it started.
+        agent2, _, _ = self.run_watched(
+            "resumed", extra_args=["--resume", out + ".ckpt", "--steps", "2"])
+        agent2.wait_for(lambda a: len(a.reports("step", 1)) == 2, what="resumed steps")
+        resumed = steps_by_rank(agent2, 2)[1]
+        self.assertEqual([s["step"] for s in resumed], ["7", "8"])
+        self.assertEqual(resumed[0]["startStep"], "6")
+        self.assertGreater(resumed[0]["restoreSeconds"], 0)
+
+    def test_unknown_torch_disables_and_leaves_results_identical(self):
+        # A torch whose GradBucket lacks is_last, as an unforeseen version might.
+        wrapper = os.path.join(harness.tmpdir(), "break_torch.py")
+        with open(wrapper, "w") as f:
+            f.write(textwrap.dedent("""\
+                import runpy, sys
+                import torch.distributed
+                del torch._C._distributed_c10d.GradBucket.is_last
+                sys.argv = sys.argv[1:]
+                runpy.run_path(sys.argv[0], run_name="__main__")
+                """))
+        agent, out, results = self.run_watched("broken", argv_prefix=[wrapper])
+        for rank in range(2):
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)), self.base_params[rank])
+            log = results[rank][1]
+            self.assertEqual(log.count("ringmaster watch: disabled:"), 1, log)
+            self.assertIn("GradBucket.is_last is missing", log)
+        self.assertEqual(agent.reports("step"), [])
+
+    def test_three_ranks_same_arithmetic_as_ddp(self):
+        # 1/3 is not exact: the hook must multiply as DDP's reducer does, bit for bit.
+        d = harness.tmpdir()
+        args = ["--steps", "3", "--optimizer", "sgd"]
+        base = os.path.join(d, "base")
+        for rc, log in harness.run_ranks(harness.train_argv(base, *args), 3, d, watch=False):
+            self.assertEqual(rc, 0, log)
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        out = os.path.join(d, "watched")
+        for rc, log in harness.run_ranks(harness.train_argv(out, *args), 3, d, agent=agent):
+            self.assertEqual(rc, 0, log)
+        for rank in range(3):
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)),
+                             harness.load_params("%s.%d" % (base, rank)))
+        agent.wait_for(lambda a: len(a.reports("step", 2)) == 3, what="steps of rank 2")
+        # SGD keeps no step count: counted from 1.
+        self.assertEqual([s["step"] for s in steps_by_rank(agent, 3)[2]], ["1", "2", "3"])
+        self.assertGreater(int(steps_by_rank(agent, 3)[2][-1]["collectiveEntered"]["world"]), 3)
+
+
+class StuckRankTest(unittest.TestCase):
+    def test_side_thread_reports_while_blocked(self):
+        d = harness.tmpdir()
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        release = os.path.join(d, "release")
+        ranks = harness.Ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", "4", "--stuck-rank", "1", "--stuck-step", "3",
+            "--release", release), 2, d, agent=agent)
+        try:
+            agent.wait_for(lambda a: len(a.reports("step", 0)) == 2, what="rank 0's step 2")
+            n = len(agent.reports("collectives", 0))
+
+            def blocked_reports(a):
+                reports = a.reports("collectives", 0)[n:]
+                return len(reports) >= 2 and all(
+                    int(r["collectiveEntered"]["world"]) > int(r["collectiveCompleted"]["world"])
+                    for r in reports)
+
+            # Rank 0 waits in step 3's first bucket; its side thread keeps saying so.
+            agent.wait_for(blocked_reports, timeout=30, what="rank 0 blocked in a collective")
+            waiting = agent.reports("collectives", 0)[-1]
+            stuck = agent.reports("step", 1)[-1]
+            self.assertEqual(stuck["step"], "2")
+            self.assertLess(int(stuck["collectiveEntered"]["world"]),
+                            int(waiting["collectiveEntered"]["world"]))
+            open(release, "w").close()
+            results = ranks.wait(timeout=60)
+        finally:
+            ranks.kill()
+        for rc, log in results:
+            self.assertEqual(rc, 0, log)
+        agent.wait_for(lambda a: len(a.reports("step", 1)) == 4, what="the run to finish")
+
+
+class ExitTest(unittest.TestCase):
+    def test_uncaught_exception_is_reported(self):
+        d = harness.tmpdir()
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        results = harness.run_ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", "4", "--raise-at", "2"), 2, d, agent=agent)
+        for rc, log in results:
+            self.assertEqual(rc, 1, log)
+            self.assertIn("RuntimeError: injected failure at step 2", log)  # Still printed.
+        agent.wait_for(lambda a: len(a.reports("exit")) == 2, what="both exit reports")
+        for report in agent.reports("exit"):
+            self.assertEqual(report["exitCode"], 1)
+            self.assertEqual(report["reason"], "RuntimeError: injected failure at step 2")
+
+
+PROBE = textwrap.dedent("""\
+    import json, sys
+    import sitecustomize
+    import torch, torch.distributed as dist
+    import _ringmaster_watch as w
+    print(json.dumps({
+        "sitecustomize": getattr(sitecustomize, "__file__", None),
+        "marker": getattr(sitecustomize, "MARKER", None),
+        "enabled": w._core.enabled,
+        "wrapped": hasattr(dist.all_reduce, "__wrapped__"),
+        "finder": any(type(f).__name__ == "PostImportFinder" for f in sys.meta_path),
+        "optimizer_init": "__wrapped__" in vars(torch.optim.Optimizer.__init__),
+    }))
+    """)
+
+
+class SiteTest(unittest.TestCase):
+    def probe(self, extra=None, pythonpath=None, watch=True):
+        d = harness.tmpdir()
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        env = harness.rank_env(0, 1, 1, agent=agent, watch=watch, pythonpath=pythonpath,
+                               extra=extra)
+        if not watch:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (harness.WATCH_DIR, pythonpath) if p)
+        proc = subprocess.run([harness.PYTHON, "-c", PROBE], env=env, capture_output=True,
+                              text=True, timeout=60, cwd=d)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    def test_active_in_a_rank(self):
+        got, err = self.probe()
+        self.assertTrue(got["enabled"] and got["wrapped"] and got["optimizer_init"], got)
+        self.assertEqual(err, "")
+
+    def test_chains_to_the_users_sitecustomize(self):
+        user = harness.tmpdir()
+        with open(os.path.join(user, "sitecustomize.py"), "w") as f:
+            f.write("MARKER = 'user'\n")
+        got, _ = self.probe(pythonpath=user)
+        self.assertEqual(got["marker"], "user")
+        self.assertEqual(got["sitecustomize"], os.path.join(user, "sitecustomize.py"))
+        self.assertTrue(got["enabled"] and got["wrapped"])
+
+    def test_chains_to_the_distributions_sitecustomize_when_off(self):
+        plain = subprocess.run(
+            [harness.PYTHON, "-c", "import sitecustomize; print(sitecustomize.__file__)"],
+            env={"PATH": os.environ.get("PATH", "")}, capture_output=True, text=True, timeout=60)
+        got, _ = self.probe(watch=False)
+        self.assertNotEqual(os.path.dirname(got["sitecustomize"]), harness.WATCH_DIR)
+        self.assertEqual(got["sitecustomize"], plain.stdout.strip() or None)
+
+    def test_no_op_outside_a_rank(self):
+        cases = [({"RINGMASTER_PYTHON_WATCH": "0"}, True),
+                 ({"TORCHELASTIC_RUN_ID": "x"}, True),
+                 ({"RINGMASTER_REPORT_SOCKET": ""}, True),
+                 ({}, False)]  # No RINGMASTER_* at all.
+        for extra, watch in cases:
+            with self.subTest(extra=extra, watch=watch):
+                got, err = self.probe(extra=extra, watch=watch)
+                self.assertFalse(got["enabled"] or got["wrapped"] or got["finder"]
+                                 or got["optimizer_init"], got)
+                self.assertEqual(err, "")
+
+
+if __name__ == "__main__":
+    unittest.main()
