@@ -54,16 +54,19 @@ def cuda_kernels(name, src, hdrs, cu_hdrs = [], deps = []):
         deps = deps,
     )
 
-def cuda_test(name, deps, srcs = None, tags = [], **kwargs):
+def cuda_test(name, deps, srcs = None, tags = [], copts = [], **kwargs):
     """A cc_test of CUDA code that runs on a GPU and on the emulator.
 
     Tagged `gpu` (bench/gpu_bundle carries it to the GPU machines; it skips where no GPU is
     visible) and `emulated` (tools/test runs it again under --config=emu, on the CPU). Built only
-    where CUDA is (cuda_only()). `srcs` defaults to `name`.cc.
+    where CUDA is (cuda_only()). `srcs` defaults to `name`.cc. Optimised even in fastbuild: the
+    parity tests fill, convert and compare millions of host elements, which unoptimised took
+    as long as the emulated kernels themselves.
     """
     native.cc_test(
         name = name,
         srcs = srcs or [name + ".cc"],
+        copts = ["-O2"] + copts,
         tags = ["gpu", "emulated"] + tags,
         target_compatible_with = cuda_only(),
         deps = deps,
