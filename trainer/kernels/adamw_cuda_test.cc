@@ -24,14 +24,15 @@ class AdamWCudaTest : public ::testing::Test {
 
 enum class Mode { kF32Aliased, kF32Separate, kBF16 };
 
-void RunSteps(Mode mode, int64_t n, float weight_decay, float grad_scale) {
+void RunSteps(Mode mode, int64_t n, float weight_decay, float grad_scale, int steps = 3) {
   SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode) << " n=" << n
-                                    << " wd=" << weight_decay << " scale=" << grad_scale);
+                                    << " wd=" << weight_decay << " scale=" << grad_scale
+                                    << " steps=" << steps);
   const bool bf16 = mode == Mode::kBF16;
   std::vector<float> master = Uniform(n, -1, 1, 1), m(n, 0.0f), v(n, 0.0f);
   DeviceArray<float> d_master(master), d_m(n), d_v(n), d_working_f32(n);
   DeviceArray<__nv_bfloat16> d_working_bf16(RoundTo<__nv_bfloat16>(master));
-  for (int64_t t = 1; t <= 3; ++t) {
+  for (int64_t t = 1; t <= steps; ++t) {
     std::vector<float> grad = Uniform(n, -0.1f, 0.1f, 10 + t);
     if (bf16) grad = RoundTo<__nv_bfloat16>(grad);
     AdamWHyper h;
@@ -68,10 +69,14 @@ void RunSteps(Mode mode, int64_t n, float weight_decay, float grad_scale) {
 }
 
 TEST_F(AdamWCudaTest, MatchesCpuOverSteps) {
+  // Beyond the grid cap (65535 blocks of 256 threads) the grid-stride loop runs twice. Emulated,
+  // that size takes one step: the later steps' arithmetic is the small sizes' (same kernel, same
+  // expression), and three steps of 16.8M elements were most of the emulated pass's time here.
+  const int big_steps = Emulated() ? 1 : 3;
   for (Mode mode : {Mode::kF32Aliased, Mode::kF32Separate, Mode::kBF16}) {
-    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{65535} * 256 + 5}) {
-      RunSteps(mode, n, 0.0f, 1.0f);
-    }
+    RunSteps(mode, 1, 0.0f, 1.0f);
+    RunSteps(mode, 1000, 0.0f, 1.0f);
+    RunSteps(mode, int64_t{65535} * 256 + 5, 0.0f, 1.0f, big_steps);
     RunSteps(mode, 4097, 0.1f, 0.5f);
   }
 }

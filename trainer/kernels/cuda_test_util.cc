@@ -29,6 +29,16 @@ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
 
 }  // namespace
 
+bool Emulated() {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  // fake_cuda_runtime.cc's name.
+  return std::strncmp(prop.name, "Emulated GPU", 12) == 0;
+}
+
 bool HaveGpu() {
   const absl::StatusOr<int> count = CudaDeviceCount();
   if (!count.ok()) {

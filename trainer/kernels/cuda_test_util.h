@@ -21,6 +21,10 @@ namespace ringmaster::kernels::testing {
 // use (a driver too old for it) is a test failure, not "no GPU" (CudaDeviceCount).
 bool HaveGpu();
 
+// True when device 0 is the CPU emulator's (testing/cuda_emu, --config=emu): a test may then
+// repeat a case that only its size makes slow fewer times, never skip a code path.
+bool Emulated();
+
 #define RM_SKIP_WITHOUT_GPU()                                              \
   do {                                                                     \
     const ::absl::StatusOr<int> rm_gpus = ::ringmaster::CudaDeviceCount(); \
