@@ -14,6 +14,8 @@
 - Phases: CHECKPOINT around torch.save to a path or file and around
   torch.distributed.checkpoint's save/save_state_dict (nesting-safe), back to STEP after.
 - restore_seconds: time in torch.load before the first step.
+- A program that reports its own steps through ringmaster.worker.step() keeps them: the watch
+  then sends no step reports (collectives and phases still).
 
 Threading: steps and backward on the training thread; saves may come from any thread (a lock
 guards the phase depth). Errors: a failure of ours disables the watch; the program's calls,
@@ -24,6 +26,7 @@ import functools
 import io
 import math
 import os
+import sys
 import threading
 import time
 import types
@@ -129,6 +132,8 @@ class Steps:
 
     def step_ended(self, optimizer):
         now = self.clock()
+        if _explicit_steps():
+            return  # The program reports its own steps (ringmaster.worker.step): no doubles.
         primary = self._primary() if self._primary is not None else None
         if primary is None:
             self._primary = weakref.ref(optimizer)
@@ -262,6 +267,12 @@ class Steps:
                 watch._restore_seconds += watch.clock() - t0
 
         return wrapper
+
+
+def _explicit_steps():
+    """Whether the program called ringmaster.worker.step() (python/ringmaster/worker.py)."""
+    worker = sys.modules.get("ringmaster.worker")
+    return worker is not None and getattr(getattr(worker, "_state", None), "step", 0) > 0
 
 
 def _watched_step_for(watch):

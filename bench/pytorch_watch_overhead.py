@@ -1,0 +1,171 @@
+"""The Python watch's overhead (python/watch, docs/python.md): steps/s of a small DDP model on
+N gloo ranks (Debian's python3-torch, /usr/bin/python3) with and without the watch on the
+ranks' PYTHONPATH, as the agent would launch them, reporting to a datagram socket this script
+binds and drains (a stand-in for the agent).
+
+Each round runs both variants (order alternating), each a fresh set of ranks: warm-up steps,
+then timed steps between two barriers, timed by rank 0. Reported: the median steps/s of each
+variant over the rounds, the overhead in % of step time and in microseconds per step, and the
+reports received per watched run (one step report per rank and step, so the watch was on).
+
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 5
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WATCH_DIR = os.path.join(REPO, "python", "watch")
+
+WORKER = r'''
+import json, sys, time
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+width, depth, batch, warmup, steps = (int(a) for a in sys.argv[1:6])
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+layers = [nn.Linear(width, width) for _ in range(depth)]
+model = DDP(nn.Sequential(*[m for l in layers for m in (l, nn.ReLU())], nn.Linear(width, 1)))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+gen = torch.Generator().manual_seed(dist.get_rank())
+x = torch.randn(batch, width, generator=gen)
+y = torch.randn(batch, 1, generator=gen)
+def step():
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+for _ in range(warmup):
+    step()
+dist.barrier()
+t0 = time.perf_counter()
+for _ in range(steps):
+    step()
+dist.barrier()
+seconds = time.perf_counter() - t0
+if dist.get_rank() == 0:
+    print(json.dumps({"steps_per_second": steps / seconds}))
+dist.destroy_process_group()
+'''
+
+
+class Drain:
+    """A datagram socket the watched ranks report to; counts what arrives."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "report.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.2)
+        self.count = 0
+        self.steps = 0
+        self.closed = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.closed:
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.count += 1
+            self.steps += data.startswith(b'{"step"')
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(args, worker, drain):
+    port = free_port()
+    procs = []
+    for rank in range(args.nproc):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("RINGMASTER_") and k != "PYTHONPATH"}
+        env.update(RANK=str(rank), WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        if drain is not None:
+            env.update(PYTHONPATH=WATCH_DIR, RINGMASTER_PYTHON_WATCH="1",
+                       RINGMASTER_JOB="bench", RINGMASTER_GENERATION="1",
+                       RINGMASTER_WORKER_TOKEN="t%d" % rank, RINGMASTER_REPORT_SOCKET=drain.path)
+        procs.append(subprocess.Popen(
+            [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
+             str(args.warmup), str(args.steps)], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        if p.returncode != 0 or "ringmaster watch" in err:
+            raise SystemExit("a rank failed (%d): %s" % (p.returncode, err[-2000:]))
+    return json.loads(outs[0][0].strip().splitlines()[-1])["steps_per_second"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    directory = tempfile.mkdtemp(prefix="rm-watch-bench-", dir="/tmp")
+    try:
+        worker = os.path.join(directory, "worker.py")
+        with open(worker, "w") as f:
+            f.write(WORKER)
+        base, watched, reports = [], [], []
+        for i in range(args.rounds):
+            for variant in ((False, True) if i % 2 == 0 else (True, False)):
+                if variant:
+                    drain = Drain(directory)
+                    try:
+                        watched.append(run(args, worker, drain))
+                        deadline = time.monotonic() + 5
+                        want = args.nproc * (args.warmup + args.steps)
+                        while drain.steps < want and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                        reports.append(drain.steps)
+                    finally:
+                        drain.close()
+                        os.unlink(drain.path)
+                else:
+                    base.append(run(args, worker, None))
+        b, w = statistics.median(base), statistics.median(watched)
+        result = {
+            "ranks": args.nproc, "model": "MLP %dx%d, batch %d" % (args.depth, args.width,
+                                                                  args.batch),
+            "rounds": args.rounds, "timed_steps": args.steps,
+            "steps_per_second_without": round(b, 2), "steps_per_second_with": round(w, 2),
+            "step_ms_without": round(1e3 / b, 3), "step_ms_with": round(1e3 / w, 3),
+            "overhead_percent": round(100.0 * (b / w - 1.0), 2),
+            "overhead_us_per_step": round(1e6 * (1 / w - 1 / b), 1),
+            "step_reports_per_watched_run": reports,
+            "all_rounds_without": [round(x, 2) for x in base],
+            "all_rounds_with": [round(x, 2) for x in watched],
+        }
+        print(json.dumps(result, indent=2))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
