@@ -5,9 +5,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::Store;
-
 template <typename G, typename W>
 __global__ void AdamWKernel(float* master, W* working, const G* grad, float* m, float* v, int64_t n,
                             AdamWParams p) {

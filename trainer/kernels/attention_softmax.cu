@@ -5,12 +5,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::LoadPack;
-using device::Pack16;
-using device::Store;
-using device::StorePack;
-
 constexpr int kWarpsPerBlock = 8;
 
 template <typename T>

@@ -6,12 +6,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::LoadPack;
-using device::Pack16;
-using device::Store;
-using device::StorePack;
-
 constexpr int kThreads = 512;
 
 __device__ SoftmaxState WarpMerge(SoftmaxState s) {

@@ -5,9 +5,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::Store;
-
 #define RM_GRID_STRIDE(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{gridDim.x} * blockDim.x)

@@ -7,9 +7,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::Store;
-
 constexpr int kTokenThreads = 256;
 
 size_t Align(size_t bytes) { return (bytes + 255) / 256 * 256; }

@@ -12,13 +12,10 @@ namespace {
 using bf16 = __nv_bfloat16;
 using device::AccColumn;
 using device::AccRow;
-using device::LoadPack;
 using device::Mma;
 using device::MmaA;
 using device::MmaB;
 using device::MmaC;
-using device::Pack16;
-using device::StorePack;
 
 // A block is four warps over a tile of 64 rows (queries for the forward and dQ, keys for dK and
 // dV), 16 rows a warp, and walks the other side's tiles of 64. The products run on the tensor

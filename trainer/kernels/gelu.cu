@@ -5,12 +5,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::LoadPack;
-using device::Pack16;
-using device::Store;
-using device::StorePack;
-
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 

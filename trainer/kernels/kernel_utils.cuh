@@ -137,6 +137,14 @@ __device__ __forceinline__ double BlockSumDouble(double v, double* shared) {
 
 namespace ringmaster::kernels {
 
+// The element loads and stores every kernel file uses, by their short names in the kernels'
+// namespace (only the kernels' .cu files include this header).
+using device::Load;
+using device::LoadPack;
+using device::Pack16;
+using device::Store;
+using device::StorePack;
+
 // Calls launch(std::integral_constant<int, N>{}) for the compiled variant N (1, 2, 4 or 8
 // vectors a lane) of a vectorized one-warp-per-row kernel that `chunks` names (launch_shape.h's
 // WarpRowChunks, or 0 when the rows are not vectorizable); returns false, having called nothing,

@@ -5,11 +5,6 @@
 namespace ringmaster::kernels {
 namespace {
 
-using device::Load;
-using device::LoadPack;
-using device::Pack16;
-using device::Store;
-
 constexpr int kSumThreads = 256;
 // Column reductions: blocks of 32 columns x 8 row lanes.
 constexpr int kColumns = 32;
