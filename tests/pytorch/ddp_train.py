@@ -1,0 +1,131 @@
+"""A plain PyTorch data-parallel training program, as a user writes it: torch.distributed (gloo,
+or NCCL with DEVICE=cuda) + DistributedDataParallel + SGD on a tiny regression model, data a
+deterministic function of (rank, step). Nothing in it knows Ringmaster (its fault knobs aside,
+which read RINGMASTER_GENERATION): it runs the same under torchrun.
+tests/pytorch/pytorch_watch_test.cc and bench/pytorch_hang_bench run it as a command
+job (`/usr/bin/python3 ddp_train.py`) to prove Ringmaster's zero-code watch (docs/python.md).
+
+Knobs, from the environment (the job's trainer.env); each fault happens in generation 1 only
+(RINGMASTER_GENERATION, 1 outside Ringmaster), so the restarted job runs clean:
+  STEPS=N                     optimizer steps (default 100)
+  COMPUTE_MS=M                each forward also spends M ms in a simulated device kernel (the
+                              process waits, as for a GPU kernel), so a slow rank can be made
+  SLOW_RANK=R SLOW_FACTOR=F   rank R's simulated kernels take F times as long (a slower device)
+  STUCK_RANK=R STUCK_STEP=N   rank R's data loader blocks forever before step N's batch
+  SAVE_STEP=N SAVE_SECONDS=S  after step N, rank 0 torch.saves the model to SAVE_PATH through a
+                              file whose first write stalls S seconds (a slow network disk)
+  DEVICE=cuda                 the model on this rank's GPU (LOCAL_RANK) and NCCL
+At the end every rank prints "rank R done N steps params sha256 HEX", the digest of its final
+parameters' bytes (equal on every rank: DDP keeps the replicas identical)."""
+import hashlib
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def env_int(name, default):
+    return int(os.environ.get(name, default))
+
+
+class SimulatedKernel(torch.nn.Module):
+    """Identity whose forward lasts `seconds`, as a device kernel would (the CPU waits)."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x):
+        if self.seconds > 0:
+            time.sleep(self.seconds)
+        return x
+
+
+class Batches:
+    """Step n's batch of rank r, deterministic; blocks forever before `stuck_step`."""
+
+    def __init__(self, rank, steps, device, stuck_step):
+        self.rank, self.steps, self.device, self.stuck_step = rank, steps, device, stuck_step
+
+    def __iter__(self):
+        for step in range(1, self.steps + 1):
+            if step == self.stuck_step:
+                print(f"rank {self.rank} data loader stuck before step {step} "
+                      f"at unix {time.time():.3f}", flush=True)
+                threading.Event().wait()  # never set: a loader waiting on a dead worker
+            g = torch.Generator().manual_seed(self.rank * 1000003 + step)
+            x = torch.randn(16, 8, generator=g)
+            yield x.to(self.device), (x.sum(dim=1, keepdim=True) * 0.5).to(self.device)
+
+
+class StallingFile:
+    """A file whose first write stalls `seconds` (an overloaded network filesystem)."""
+
+    def __init__(self, path, seconds):
+        self.file, self.stall = open(path, "wb"), seconds
+
+    def write(self, data):
+        if self.stall > 0:
+            time.sleep(self.stall)
+            self.stall = 0
+        return self.file.write(data)
+
+    def flush(self):
+        self.file.flush()
+
+    def close(self):
+        self.file.close()
+
+
+def main():
+    device = os.environ.get("DEVICE", "cpu")
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    first = env_int("RINGMASTER_GENERATION", "1") <= 1
+    steps = env_int("STEPS", "100")
+    print(f"rank {rank}/{world} pid {os.getpid()} generation "
+          f"{os.environ.get('RINGMASTER_GENERATION', '-')} torch {torch.__version__} "
+          f"on {device}", flush=True)
+
+    kernel = env_int("COMPUTE_MS", "0") / 1000.0
+    if first and rank == env_int("SLOW_RANK", "-1"):
+        kernel *= float(os.environ.get("SLOW_FACTOR", "1"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), SimulatedKernel(kernel),
+                                torch.nn.Linear(32, 1)).to(device)
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    stuck = env_int("STUCK_STEP", "0") if first and rank == env_int("STUCK_RANK", "-1") else 0
+    save_step = env_int("SAVE_STEP", "0") if first else 0
+
+    for step, (x, y) in enumerate(Batches(rank, steps, device, stuck), start=1):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        if step % 100 == 0 or step == steps:
+            print(f"rank {rank} step {step}/{steps} loss {loss.item():.6f}", flush=True)
+        if step == save_step and rank == 0:
+            began = time.time()
+            out = StallingFile(os.environ["SAVE_PATH"], float(os.environ.get("SAVE_SECONDS", "0")))
+            torch.save({"step": step, "model": model.state_dict()}, out)
+            out.close()
+            print(f"rank 0 saved step {step} in {time.time() - began:.1f} s", flush=True)
+
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
+    print(f"rank {rank} done {steps} steps params sha256 {digest.hexdigest()}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

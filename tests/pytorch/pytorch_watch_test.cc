@@ -1,0 +1,338 @@
+// Issue 36's "done when", with real processes: a coordinator and two agents on loopback, and
+// unmodified PyTorch DDP programs (tests/pytorch/ddp_train.py, gloo, 2 ranks on 2 nodes) run as
+// command jobs under /usr/bin/python3, watched by the agents' zero-code Python watch. The test
+// only sets the script's fault knobs in trainer.env (ddp_train.py's docstring).
+//
+// One cluster for the whole suite: SetUpTestSuite submits every job at once (the scheduler runs
+// four at a time on the 2 x 4 slots and queues the rest), and each case checks its own jobs, so
+// the jobs' idle waits (a stuck loader, a stalled save) overlap. Everything the suite started is
+// killed in TearDownTestSuite, also after a failure.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/http_client.h"
+#include "common/testing/subprocess.h"
+#include "common/testing/wait.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/promtool_check.h"
+#include "tests/test_cluster.h"
+
+namespace ringmaster::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int kCleanSteps = 1000;  // x 2 ranks: the 2,000 clean rank-steps
+constexpr int kStuckStep = 30;
+
+// A two-rank command job of ddp_train.py with `env` added to its environment. `steps` 0 leaves
+// trainer.steps out; `extra` is more top-level YAML.
+std::string Job(const std::string& name, const std::map<std::string, std::string>& env, int steps,
+                const std::string& extra = "") {
+  std::string yaml = absl::StrCat(
+      "name: ", name,
+      "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [\"/usr/bin/python3\", \"",
+      TestCluster::Runfile("tests/pytorch/ddp_train.py"), "\"]\n");
+  if (steps > 0) absl::StrAppend(&yaml, "  steps: ", steps, "\n");
+  absl::StrAppend(&yaml, "  env: {OMP_NUM_THREADS: \"1\"");
+  for (const auto& [key, value] : env) absl::StrAppend(&yaml, ", ", key, ": \"", value, "\"");
+  absl::StrAppend(&yaml, "}\nrestart: {max_restarts: 2}\n", extra);
+  return yaml;
+}
+
+// The Unix seconds of the first event of `kind` in `json` (`ringctl get job -o json`), or 0.
+double EventSeconds(const std::string& json, const std::string& kind) {
+  std::smatch m;
+  int64_t nanos = 0;
+  if (std::regex_search(json, m,
+                        std::regex("\"time_unix_nanos\": \"(\\d+)\",\\s*\"generation\": "
+                                   "\"\\d+\",\\s*\"kind\": \"" +
+                                   kind + "\""))) {
+    (void)absl::SimpleAtoi(m[1].str(), &nanos);  // the regex guarantees digits
+  }
+  return nanos / 1e9;
+}
+
+// The digest a rank printed at its end ("params sha256 HEX"), or "".
+std::string ParamsDigest(const std::string& log) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex("params sha256 ([0-9a-f]{64})")) ? m[1].str() : "";
+}
+
+class PyTorchWatchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto probe = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, "");
+    torch_ = probe.ok() && probe->exit_code == 0;
+    if (!torch_) return;  // each case fails, saying why
+    TestClusterOptions options;
+    options.slots = 4;
+    auto c = TestCluster::Start(TestTempDir() + "/pytorch-cluster", options);
+    if (!c.ok()) {
+      start_error_ = new std::string(c.status().ToString());
+      return;
+    }
+    cluster_ = c->release();
+    jobs_ = new std::map<std::string, std::string>();
+    auto submit = [](const std::string& name, const std::string& yaml) {
+      (*jobs_)[name] = cluster_->Submit(name, yaml);
+    };
+    // The straggler first: its figures are the ones CPU contention could blur.
+    submit(
+        "slow",
+        Job("slow",
+            {{"COMPUTE_MS", "30"}, {"SLOW_RANK", "1"}, {"SLOW_FACTOR", "1.3"}, {"STEPS", "100000"}},
+            100000));
+    submit(
+        "stuck",
+        Job("stuck",
+            {{"STUCK_RANK", "1"}, {"STUCK_STEP", absl::StrCat(kStuckStep)}, {"STEPS", "80"}}, 80));
+    submit("save", Job("save",
+                       {{"SAVE_STEP", "40"},
+                        {"SAVE_SECONDS", "20"},
+                        {"STEPS", "80"},
+                        {"SAVE_PATH", cluster_->dir() + "/save.pt"}},
+                       80));
+    submit("clean",
+           Job("clean", {{"COMPUTE_MS", "5"}, {"STEPS", absl::StrCat(kCleanSteps)}}, kCleanSteps));
+    // The same training three ways, for the checksums.
+    submit("watched", Job("watched", {{"STEPS", "200"}}, 200));
+    // A user's sitecustomize (the watch chains to it) makes torch look unexpected to the watch.
+    submit("broken", Job("broken",
+                         {{"STEPS", "200"},
+                          {"PYTHONPATH", TestCluster::Runfile("tests/pytorch/unexpected_torch")}},
+                         200));
+    submit("unwatched",
+           Job("unwatched", {{"STEPS", "200"}}, 200, "watchdog: {python_watch: false}\n"));
+    // No trainer.steps: a command job succeeds when its ranks exit 0.
+    submit("nosteps", Job("nosteps", {{"STEPS", "20"}}, 0));
+  }
+
+  static void TearDownTestSuite() {
+    delete cluster_;  // kills the agents (their workers with them) and the coordinator
+    cluster_ = nullptr;
+    delete jobs_;
+    jobs_ = nullptr;
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(torch_) << "/usr/bin/python3 cannot import torch: install Debian's python3-torch "
+                           "(tools/setup does)";
+    ASSERT_NE(cluster_, nullptr) << (start_error_ ? *start_error_ : "no cluster");
+  }
+
+  // The id of the job submitted as `name` (a test failure when its submission failed).
+  static std::string Id(const std::string& name) {
+    const std::string id = jobs_->count(name) ? (*jobs_)[name] : "";
+    EXPECT_FALSE(id.empty()) << "job " << name << " was not submitted";
+    return id;
+  }
+  static std::string JobJson(const std::string& id) {
+    return cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
+  }
+  // Every agent's /metrics page, concatenated.
+  static std::string AgentMetrics() {
+    std::string pages;
+    for (int i = 0; i < cluster_->agent_count(); ++i) {
+      auto page = HttpGet("127.0.0.1", cluster_->AgentMetricsPort(i), "/metrics");
+      if (page.ok()) pages += page->body;
+    }
+    return pages;
+  }
+
+  static bool torch_;
+  static std::string* start_error_;
+  static TestCluster* cluster_;
+  static std::map<std::string, std::string>* jobs_;  // name -> job id
+};
+
+bool PyTorchWatchTest::torch_ = false;
+std::string* PyTorchWatchTest::start_error_ = nullptr;
+TestCluster* PyTorchWatchTest::cluster_ = nullptr;
+std::map<std::string, std::string>* PyTorchWatchTest::jobs_ = nullptr;
+
+// Rank 1's data loader blocks before step 30: its agent's watchdog, which knows the ranks step
+// (the watch reports them), reports a hang after the step allowance, the coordinator blames
+// rank 1 (it has not entered the all-reduce rank 0 waits in), and the restarted job succeeds.
+TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
+  const std::string id = Id("stuck");
+  ASSERT_FALSE(id.empty());
+  std::string json;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json = JobJson(id);
+        return json.find("\"kind\": \"hang\"") != std::string::npos;
+      },
+      absl::Seconds(150)))
+      << json << cluster_->RankLog(id, 1, 1);
+  EXPECT_EQ(HangBlamedRank(json), 1) << json;
+  std::smatch event;
+  if (std::regex_search(json, event,
+                        std::regex("\"kind\": \"hang\",\\s*\"message\": \"([^\"]*)\""))) {
+    std::printf("hang event: %s\n", event[1].str().c_str());
+  }
+  // How long from the stuck loader to the hang event (the bound is bench/pytorch_hang_bench's;
+  // here: well under the 10 minutes a rank that never reported a step would get).
+  std::smatch m;
+  const std::string log = cluster_->RankLog(id, 1, 1);
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("stuck before step \\d+ at unix ([0-9.]+)")))
+      << log;
+  double stuck = 0;
+  ASSERT_TRUE(absl::SimpleAtod(m[1].str(), &stuck));
+  const double detected = EventSeconds(json, "hang") - stuck;
+  std::printf("stuck loader to hang event: %.1f s\n", detected);
+  EXPECT_GT(detected, 0);
+  EXPECT_LT(detected, 60) << json;
+
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_THAT(described, HasSubstr("hang")) << described;
+  EXPECT_THAT(described, HasSubstr("rank 1")) << described;
+  auto coordinator = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  EXPECT_THAT(coordinator->body,
+              HasSubstr(absl::StrCat("ringmaster_job_hangs_total{job_id=\"", id, "\"} 1")));
+
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(150)), "SUCCEEDED") << JobJson(id);
+  EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 80 steps")) << JobJson(id);
+}
+
+// The agents' /metrics carry the watched ranks' step-time histogram and collective waits, and
+// the pages pass promtool's lint.
+TEST_F(PyTorchWatchTest, AgentMetricsHaveStepTimesAndCollectiveWaits) {
+  const std::string id = Id("slow");  // runs until the next case cancels it
+  ASSERT_FALSE(id.empty());
+  std::string pages;
+  const std::string histogram = absl::StrCat("ringmaster_step_seconds_bucket{job_id=\"", id, "\"");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        pages = AgentMetrics();
+        return pages.find(absl::StrCat("ringmaster_step_seconds_count{job_id=\"", id,
+                                       "\",rank=\"1\"}")) != std::string::npos &&
+               pages.find(absl::StrCat("ringmaster_communication_seconds{job_id=\"", id,
+                                       "\",rank=\"0\"}")) != std::string::npos;
+      },
+      absl::Seconds(120)))
+      << pages;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string labels = absl::StrCat("{job_id=\"", id, "\",rank=\"", rank, "\"");
+    EXPECT_THAT(pages, HasSubstr("ringmaster_step_seconds_bucket" + labels)) << pages;
+    EXPECT_THAT(pages, HasSubstr("ringmaster_communication_seconds" + labels)) << pages;
+    EXPECT_THAT(pages, HasSubstr("ringmaster_collective_sequence" + labels)) << pages;
+    EXPECT_THAT(pages, HasSubstr("ringmaster_collective_seconds_total" + labels +
+                                 ",op=\"all_reduce\",group=\"world\"}"))
+        << pages;
+  }
+  for (int i = 0; i < cluster_->agent_count(); ++i) {
+    auto page = HttpGet("127.0.0.1", cluster_->AgentMetricsPort(i), "/metrics");
+    ASSERT_TRUE(page.ok()) << page.status();
+    ExpectPromtoolClean(page->body);
+  }
+}
+
+// Rank 1's simulated kernels take 1.3 times as long: flagged, and rank 0 (which waits for it in
+// every all-reduce, a wait the watch does not count as compute) is not.
+TEST_F(PyTorchWatchTest, RankSlowedInItsComputeIsTheOnlyStraggler) {
+  const std::string id = Id("slow");
+  ASSERT_FALSE(id.empty());
+  std::string described;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        described = cluster_->Ctl({"describe", "job", id}).output;
+        return std::regex_search(described, std::regex("rank 1 on agent-\\d computes"));
+      },
+      absl::Seconds(180)))
+      << described << JobJson(id);
+  EXPECT_FALSE(std::regex_search(described, std::regex("rank 0 on agent-\\d computes")))
+      << described;
+  std::smatch m;
+  if (std::regex_search(described, m, std::regex("[^\n]*rank 1 on agent-\\d computes[^\n]*"))) {
+    std::printf("%s\n", m[0].str().c_str());
+  }
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
+}
+
+// 2 ranks x 1,000 steps with nothing wrong: no straggler flag, no hang; the job succeeds.
+TEST_F(PyTorchWatchTest, CleanRunRaisesNoFlag) {
+  const std::string id = Id("clean");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"straggler\""))) << json;
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(cluster_->RankLog(id, 1, rank),
+                HasSubstr(absl::StrCat("rank ", rank, " done ", kCleanSteps, " steps")));
+  }
+}
+
+// Rank 0 spends 20 s in torch.save (rank 1 waits in the next all-reduce meanwhile): a checkpoint,
+// not a hang.
+TEST_F(PyTorchWatchTest, TwentySecondTorchSaveIsNotAHang) {
+  const std::string id = Id("save");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  std::smatch m;
+  const std::string log = cluster_->RankLog(id, 1, 0);
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("rank 0 saved step 40 in ([0-9.]+) s"))) << log;
+  double seconds = 0;
+  ASSERT_TRUE(absl::SimpleAtod(m[1].str(), &seconds));
+  EXPECT_GE(seconds, 20);
+  EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
+}
+
+// The same training watched, with the watch failing on itself, and unwatched
+// (watchdog.python_watch: false, and no trainer.steps): the final parameters are bit for bit the
+// same, and each job succeeds.
+TEST_F(PyTorchWatchTest, TheWatchNeverChangesResultsEvenWhenItFails) {
+  std::map<std::string, std::string> digests;
+  for (const char* name : {"watched", "broken", "unwatched"}) {
+    const std::string id = Id(name);
+    ASSERT_FALSE(id.empty());
+    EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << name << JobJson(id);
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string digest = ParamsDigest(cluster_->RankLog(id, 1, rank));
+      EXPECT_FALSE(digest.empty()) << name << " rank " << rank << cluster_->RankLog(id, 1, rank);
+      if (rank == 0) digests[name] = digest;
+      EXPECT_EQ(digest, digests[name]) << name << ": the replicas differ";
+    }
+  }
+  EXPECT_EQ(digests["broken"], digests["watched"]);
+  EXPECT_EQ(digests["unwatched"], digests["watched"]);
+  // The broken watch said so once per rank, on stderr; the unwatched job never heard of it.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string broken = cluster_->RankLog(Id("broken"), 1, rank);
+    EXPECT_THAT(broken, HasSubstr("unexpected_torch: GradBucket.is_last removed")) << broken;
+    EXPECT_THAT(broken, HasSubstr("ringmaster watch: disabled: instrumenting torch: RuntimeError: "
+                                  "torch.distributed.GradBucket.is_last is missing"))
+        << broken;
+    EXPECT_EQ(broken.find("ringmaster watch"), broken.rfind("ringmaster watch")) << broken;
+    EXPECT_THAT(cluster_->RankLog(Id("unwatched"), 1, rank), Not(HasSubstr("ringmaster watch")));
+  }
+}
+
+// A command job without trainer.steps (issue 36: it uses only what it needs) succeeds once
+// every rank exits 0.
+TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
+  const std::string id = Id("nosteps");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
+  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("rank 1 done 20 steps"));
+}
+
+}  // namespace
+}  // namespace ringmaster::testing
