@@ -19,7 +19,9 @@
 #include "agent/local_watchdog.h"
 #include "agent/node_agent.h"
 #include "agent/oom_score.h"
+#include "agent/python_watch_files.h"
 #include "agent/rank_metrics.h"
+#include "agent/report_socket.h"
 #include "agent/worker_service.h"
 #include "agent/worker_supervisor.h"
 #include "common/build_info.h"
@@ -46,6 +48,12 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9401",
 ABSL_FLAG(std::string, worker_socket, "",
           "Unix socket of the worker API (default: WORK_DIR/agent.sock); at most 107 bytes.");
 ABSL_FLAG(std::string, trainer_binary, "", "Program run for builtin (\"gpt\") jobs.");
+ABSL_FLAG(std::string, python_watch_dir, "",
+          "Directory holding the Python watch (sitecustomize.py and _ringmaster_watch/) put first "
+          "on the PYTHONPATH of Python command jobs (docs/python.md). Default: the copy built "
+          "into the agent, written to WORK_DIR/python-watch-<digest> at start. Set it to a "
+          "source tree's python/watch to try changes without rebuilding; \"none\": no job is "
+          "watched.");
 ABSL_FLAG(bool, insecure, false, "Talk to the coordinator in plaintext (local development).");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate that signed the coordinator's certificate.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate of this agent (mutual TLS).");
@@ -142,6 +150,25 @@ absl::StatusOr<std::string> ReadAgentToken() {
   return token;
 }
 
+// The directory of the Python watch: --python_watch_dir as given (checked to hold
+// sitecustomize.py), "" for "none", else the embedded files written under `work_dir`.
+absl::StatusOr<std::string> PythonWatchDir(const std::string& work_dir) {
+  const std::string flag = absl::GetFlag(FLAGS_python_watch_dir);
+  if (flag == "none") return std::string();
+  if (flag.empty()) {
+    absl::StatusOr<std::string> written = WritePythonWatch(work_dir);
+    if (!written.ok()) return Annotate(written.status(), "the Python watch (--work_dir)");
+    return written;
+  }
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(flag, ec);
+  if (ec || !std::filesystem::is_regular_file(dir / "sitecustomize.py", ec)) {
+    return FieldError("--python_watch_dir",
+                      absl::StrCat("\"", flag, "\" holds no sitecustomize.py"));
+  }
+  return dir.string();
+}
+
 absl::Status Run() {
   std::string node = absl::GetFlag(FLAGS_node_name);
   if (node.empty()) {
@@ -164,6 +191,8 @@ absl::Status Run() {
                      " (\"", socket_path, "\"); set --worker_socket to a shorter path"));
   }
   std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
+  const std::string report_socket_path = ReportSocketPath(socket_path);
+  ASSIGN_OR_RETURN(const std::string python_watch_dir, PythonWatchDir(work_dir));
 
   metrics::Registry registry;
   registry
@@ -199,6 +228,8 @@ absl::Status Run() {
   options.devices = devices;
   options.host_address = absl::GetFlag(FLAGS_host_address);
   options.socket_path = socket_path;
+  options.report_socket_path = report_socket_path;
+  options.python_watch_dir = python_watch_dir;
   options.work_dir = work_dir;
   options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
   options.coordinator_token = coordinator_token;
@@ -252,6 +283,13 @@ absl::Status Run() {
   server_options.credentials = grpc::InsecureServerCredentials();  // Local socket only.
   server_options.services = {&worker_service};
   ASSIGN_OR_RETURN(auto worker_server, GrpcServer::Start(server_options));
+  // Reports as datagrams (the Python watch's way), handled as the same calls.
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ReportSocket> report_socket,
+      ReportSocket::Start(
+          report_socket_path,
+          [&worker_service](const v1::WorkerReport& r) { return worker_service.HandleReport(r); },
+          &registry));
 
   ClientTlsOptions tls{absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
                        absl::GetFlag(FLAGS_tls_key)};
@@ -263,6 +301,10 @@ absl::Status Run() {
   // Tests and tools/cluster read these lines.
   RM_LOG(INFO) << "agent " << node << " with " << devices.size()
                << " devices, worker API on unix:" << socket_path;
+  RM_LOG(INFO) << "worker reports (datagrams) on unix:" << report_socket_path
+               << "; Python watch "
+               << (python_watch_dir.empty() ? std::string("off (--python_watch_dir=none)")
+                                            : absl::StrCat("in ", python_watch_dir));
   RM_LOG(INFO) << "agent metrics listening on " << options.metrics_address;
 
   absl::Notification stopping;
@@ -288,6 +330,7 @@ absl::Status Run() {
   ticker.join();
   agent.Shutdown(stop_grace);
   worker_server->Shutdown();
+  report_socket->Stop();
   return absl::OkStatus();
 }
 

@@ -275,6 +275,8 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
   node.node_name = options_.node_name;
   node.host_address = options_.host_address;
   node.socket_path = options_.socket_path;
+  node.report_socket_path = options_.report_socket_path;
+  node.python_watch_dir = options_.python_watch_dir;
   node.devices = options_.devices;
   node.inherited = AgentEnvironment();
   ls.env = WorkerEnv(launch, a, node, token);

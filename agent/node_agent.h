@@ -56,6 +56,11 @@ struct NodeAgentOptions {
   std::string host_address = "127.0.0.1";  // MASTER_ADDR other nodes use for this node.
   std::string metrics_address;
   std::string socket_path;     // The worker API's Unix socket.
+  // The report datagram socket (report_socket.h), RINGMASTER_REPORT_SOCKET; empty: none.
+  std::string report_socket_path;
+  // The Python watch's directory (python_watch_files.h) for Python command jobs (worker_env.h);
+  // empty: no job is watched.
+  std::string python_watch_dir;
   std::string work_dir;        // Logs go to work_dir/logs/JOB/GENERATION/rank-R.log.
   std::string trainer_binary;  // Program for builtin jobs ("gpt"); empty: builtin jobs fail.
   int64_t max_log_bytes = 64 << 20;

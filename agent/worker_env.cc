@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "agent/devices.h"
 #include "common/proto_edge.h"
 #include "common/status.h"
@@ -22,11 +25,29 @@ void CopyEnv(const std::map<std::string, std::string>& from, const char* name,
 
 std::map<std::string, std::string> AgentEnvironment() {
   std::map<std::string, std::string> env;
-  for (const char* name : {"PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}) {
+  for (const char* name :
+       {"PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONPATH"}) {
     const char* value = std::getenv(name);
     if (value != nullptr) env[name] = value;
   }
   return env;
+}
+
+bool IsPythonInterpreter(const std::string& argv0) {
+  const size_t slash = argv0.rfind('/');
+  const absl::string_view name =
+      slash == std::string::npos ? absl::string_view(argv0) : absl::string_view(argv0).substr(slash + 1);
+  if (!absl::StartsWith(name, "python")) return false;
+  for (char c : name.substr(6)) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
+  }
+  return true;
+}
+
+bool WatchesPython(const v1::JobSpec& spec) {
+  return spec.trainer().has_command() && spec.trainer().command().argv_size() > 0 &&
+         IsPythonInterpreter(spec.trainer().command().argv(0)) &&
+         !spec.watchdog().python_watch_disabled();
 }
 
 std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
@@ -74,7 +95,21 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
       CopyEnv(node.inherited, "CUDA_DEVICE_ORDER", &env);
     }
   }
+  if (!node.report_socket_path.empty()) env["RINGMASTER_REPORT_SOCKET"] = node.report_socket_path;
   for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
+  if (!node.python_watch_dir.empty() && WatchesPython(spec)) {
+    auto job_path = spec.trainer().env().find("PYTHONPATH");
+    auto agent_path = node.inherited.find("PYTHONPATH");
+    std::string rest;
+    if (job_path != spec.trainer().env().end()) {
+      rest = job_path->second;
+    } else if (agent_path != node.inherited.end()) {
+      rest = agent_path->second;
+    }
+    env["PYTHONPATH"] = rest.empty() ? node.python_watch_dir
+                                     : absl::StrCat(node.python_watch_dir, ":", rest);
+    env["RINGMASTER_PYTHON_WATCH"] = "1";
+  }
   // After the job's own variables (which cannot name it: RINGMASTER_* is the agent's).
   env["RINGMASTER_WORKER_TOKEN"] = worker_token;
   return env;

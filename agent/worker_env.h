@@ -24,6 +24,11 @@ struct WorkerEnvOptions {
   std::string node_name;     // RINGMASTER_NODE
   std::string host_address;  // RINGMASTER_HOST_ADDRESS
   std::string socket_path;   // RINGMASTER_AGENT_SOCKET: the worker API's Unix socket
+  // RINGMASTER_REPORT_SOCKET: the report datagram socket (report_socket.h); empty: not set.
+  std::string report_socket_path;
+  // The directory holding the Python watch (python_watch_files.h: sitecustomize.py and
+  // _ringmaster_watch/); empty: no worker is watched.
+  std::string python_watch_dir;
   // The node's devices: a rank on a "gpu" device gets CUDA_VISIBLE_DEVICES.
   std::vector<v1::Device> devices;
   // The agent's own values of the variables workers inherit (AgentEnvironment()); a name absent
@@ -32,8 +37,17 @@ struct WorkerEnvOptions {
 };
 
 // The agent's values of the variables a worker may inherit, those set: PATH, HOME, LANG (every
-// worker), CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (GPU workers, see WorkerEnv).
+// worker), CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (GPU workers), PYTHONPATH (behind the Python
+// watch only); see WorkerEnv.
 std::map<std::string, std::string> AgentEnvironment();
+
+// Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
+// "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
+bool IsPythonInterpreter(const std::string& argv0);
+
+// Whether rank processes of `spec` get the Python watch: a command job whose argv[0]
+// IsPythonInterpreter and whose spec does not set watchdog.python_watch_disabled.
+bool WatchesPython(const v1::JobSpec& spec);
 
 // The complete environment of rank `a` of `launch` (nothing else is inherited), torchrun's
 // variables and Ringmaster's, in this order, each later one overriding an earlier one of the same
@@ -47,7 +61,12 @@ std::map<std::string, std::string> AgentEnvironment();
 //    RINGMASTER_CHECKPOINT_DIR, RINGMASTER_JOB_SPEC_JSON (the spec as JSON);
 //  - on a "gpu" device: CUDA_VISIBLE_DEVICES (WorkerVisibleDevice of the agent's own list) and
 //    the agent's CUDA_DEVICE_ORDER, if set;
+//  - RINGMASTER_REPORT_SOCKET, if `node.report_socket_path` is set;
 //  - the job's own `trainer.env`;
+//  - when WatchesPython(spec) and `node.python_watch_dir` is set: PYTHONPATH =
+//    python_watch_dir, then ":" and the job's `trainer.env` PYTHONPATH if it sets one, else the
+//    agent's own (node.inherited) if set (the agent's PYTHONPATH reaches no other worker), and
+//    RINGMASTER_PYTHON_WATCH = "1";
 //  - RINGMASTER_WORKER_TOKEN = `worker_token`, last (the job cannot name RINGMASTER_*: the
 //    coordinator refuses it).
 std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,

@@ -159,6 +159,99 @@ TEST(WorkerEnvTest, TheJobsOwnVariablesComeLastButTheToken) {
   EXPECT_EQ(env["RINGMASTER_WORKER_TOKEN"], "real-token");
 }
 
+// Which argv[0] is a Python interpreter the watch is put into.
+TEST(WorkerEnvTest, PythonInterpretersByTheBasenameOfArgv0) {
+  for (const char* argv0 : {"python", "python3", "python3.11", "python2.7", "/usr/bin/python3",
+                            "/opt/conda/envs/x/bin/python", "./venv/bin/python3.12"}) {
+    EXPECT_TRUE(IsPythonInterpreter(argv0)) << argv0;
+  }
+  for (const char* argv0 : {"", "py", "ipython", "python3-config", "pythonw", "python3.11m",
+                            "/usr/bin/env", "torchrun", "/usr/bin/python3/", "mypython",
+                            "/python3/train"}) {
+    EXPECT_FALSE(IsPythonInterpreter(argv0)) << argv0;
+  }
+}
+
+// A command job on Python, in the order the watch's PYTHONPATH promises.
+v1::LaunchWorkers PythonLaunch(const std::string& argv0) {
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  v1::TrainerSpec* trainer = launch.mutable_spec()->mutable_trainer();
+  trainer->mutable_command()->add_argv(argv0);
+  trainer->mutable_command()->add_argv("train.py");
+  return launch;
+}
+
+WorkerEnvOptions WatchingNode() {
+  WorkerEnvOptions node = CpuNode();
+  node.report_socket_path = "/run/ringmaster/agent-report.sock";
+  node.python_watch_dir = "/var/lib/ringmaster/python-watch-0123";
+  return node;
+}
+
+TEST(WorkerEnvTest, EveryWorkerGetsTheReportSocket) {
+  const v1::LaunchWorkers launch = TwoRankLaunch();  // the builtin trainer
+  std::map<std::string, std::string> env =
+      WorkerEnv(launch, launch.assignments(0), WatchingNode(), "t");
+  EXPECT_EQ(env["RINGMASTER_REPORT_SOCKET"], "/run/ringmaster/agent-report.sock");
+  EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH"));  // not a Python command
+  EXPECT_FALSE(env.count("PYTHONPATH"));
+  env = WorkerEnv(launch, launch.assignments(0), CpuNode(), "t");
+  EXPECT_FALSE(env.count("RINGMASTER_REPORT_SOCKET"));  // an agent without one
+}
+
+TEST(WorkerEnvTest, APythonCommandGetsTheWatchFirstOnItsPath) {
+  for (const char* argv0 : {"python", "/usr/bin/python3", "python3.11"}) {
+    const v1::LaunchWorkers launch = PythonLaunch(argv0);
+    WorkerEnvOptions node = WatchingNode();
+    std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+    EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123") << argv0;
+    EXPECT_EQ(env["RINGMASTER_PYTHON_WATCH"], "1") << argv0;
+  }
+  // Not Python, or no watch on this agent: nothing.
+  for (const char* argv0 : {"torchrun", "/usr/bin/env", "./train"}) {
+    const v1::LaunchWorkers launch = PythonLaunch(argv0);
+    std::map<std::string, std::string> env =
+        WorkerEnv(launch, launch.assignments(0), WatchingNode(), "t");
+    EXPECT_FALSE(env.count("PYTHONPATH")) << argv0;
+    EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH")) << argv0;
+  }
+  const v1::LaunchWorkers launch = PythonLaunch("python3");
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), CpuNode(), "t");
+  EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH"));
+}
+
+TEST(WorkerEnvTest, TheWatchKeepsTheJobsOrElseTheAgentsPythonPathAfterIt) {
+  v1::LaunchWorkers launch = PythonLaunch("python3");
+  WorkerEnvOptions node = WatchingNode();
+  node.inherited = {{"PYTHONPATH", "/agent/lib"}};
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123:/agent/lib");
+  (*launch.mutable_spec()->mutable_trainer()->mutable_env())["PYTHONPATH"] = "/job/src:/job/lib";
+  env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123:/job/src:/job/lib");
+  // A job that empties it gets only the watch.
+  (*launch.mutable_spec()->mutable_trainer()->mutable_env())["PYTHONPATH"] = "";
+  env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123");
+  // Without the watch, the agent's PYTHONPATH is not a worker's: only PATH, HOME, LANG are.
+  launch = TwoRankLaunch();
+  env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_FALSE(env.count("PYTHONPATH"));
+}
+
+TEST(WorkerEnvTest, AJobThatOptsOutRunsAsWritten) {
+  v1::LaunchWorkers launch = PythonLaunch("python3");
+  launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
+  (*launch.mutable_spec()->mutable_trainer()->mutable_env())["PYTHONPATH"] = "/job/src";
+  WorkerEnvOptions node = WatchingNode();
+  node.inherited = {{"PYTHONPATH", "/agent/lib"}};
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PYTHONPATH"], "/job/src");
+  EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH"));
+  EXPECT_EQ(env["RINGMASTER_REPORT_SOCKET"], "/run/ringmaster/agent-report.sock");
+  EXPECT_FALSE(WatchesPython(launch.spec()));
+}
+
 TEST(WorkerEnvTest, ArgvOfACommandOrTheBuiltinTrainer) {
   v1::JobSpec command;
   command.mutable_trainer()->mutable_command()->add_argv("python3");

@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/one_line.h"
+#include "common/status.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -97,55 +98,114 @@ grpc::Status WorkerService::RendezvousWait(grpc::ServerContext* context,
   return ToGrpcStatus(value.status());
 }
 
+absl::Status WorkerService::Step(const v1::ReportStepRequest& request,
+                                 v1::ReportResponse* response) {
+  RETURN_IF_ERROR(Check(request.worker()));
+  RETURN_IF_ERROR(ValidateStepReport(request));
+  metrics_->OnStep(request);
+  watchdog_->Report(request.worker().job_id(), request.worker().generation(),
+                    request.worker().rank(), v1::WORKER_PHASE_STEP, request.step_seconds());
+  if (response != nullptr) {
+    response->set_link_check_requested(TakeLinkCheckRequest(request.worker()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::Phase(const v1::ReportPhaseRequest& request) {
+  RETURN_IF_ERROR(Check(request.worker()));
+  RETURN_IF_ERROR(ValidatePhaseReport(request));
+  metrics_->OnPhase(request);
+  watchdog_->Report(request.worker().job_id(), request.worker().generation(),
+                    request.worker().rank(), request.phase(), 0);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::Exit(const v1::ReportExitRequest& request) {
+  RETURN_IF_ERROR(Check(request.worker()));
+  // Kept and logged as the one line of at most kExitReasonBytes the exit reports anyway: a
+  // worker's message could be megabytes, or forge log lines with its newlines.
+  const std::string reason = OneLine(request.reason(), kExitReasonBytes);
+  RM_LOG(INFO) << "rank " << request.worker().rank() << " of " << request.worker().job_id()
+               << " is exiting with code " << request.exit_code() << ": " << reason;
+  agent_->NoteExitAnnounced(request.worker().job_id(), request.worker().generation(),
+                            request.worker().rank(), request.exit_code(), reason);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::Collectives(const v1::ReportCollectivesRequest& request,
+                                        v1::ReportResponse* response) {
+  RETURN_IF_ERROR(Check(request.worker()));
+  RETURN_IF_ERROR(ValidateCollectivesReport(request));
+  metrics_->OnCollectives(request);
+  if (response != nullptr) {
+    response->set_link_check_requested(TakeLinkCheckRequest(request.worker()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::CheckpointFailure(const v1::ReportCheckpointFailureRequest& request) {
+  RETURN_IF_ERROR(Check(request.worker()));
+  if (request.step() < 1) {
+    return FieldError("step", absl::StrCat("must be >= 1, got ", request.step()));
+  }
+  if (request.consecutive_failures() < 1) {
+    return FieldError("consecutive_failures",
+                      absl::StrCat("must be >= 1, got ", request.consecutive_failures()));
+  }
+  v1::CheckpointFailure failure;
+  failure.mutable_job()->set_job_id(request.worker().job_id());
+  failure.mutable_job()->set_generation(request.worker().generation());
+  failure.set_rank(request.worker().rank());
+  failure.set_step(request.step());
+  // One bounded line: the coordinator stores it in the job's events.
+  failure.set_error(OneLine(request.error(), kExitReasonBytes));
+  failure.set_consecutive_failures(request.consecutive_failures());
+  // Not logged here: the rank's log has it, and the coordinator's events (throttled).
+  agent_->ForwardCheckpointFailure(failure);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::HandleReport(const v1::WorkerReport& report) {
+  switch (report.report_case()) {
+    case v1::WorkerReport::kStep:
+      return Step(report.step(), nullptr);
+    case v1::WorkerReport::kPhase:
+      return Phase(report.phase());
+    case v1::WorkerReport::kExit:
+      return Exit(report.exit());
+    case v1::WorkerReport::kCollectives:
+      return Collectives(report.collectives(), nullptr);
+    case v1::WorkerReport::kCheckpointFailure:
+      return CheckpointFailure(report.checkpoint_failure());
+    case v1::WorkerReport::REPORT_NOT_SET:
+      break;
+  }
+  return FieldError("report",
+                    "must carry one of step, phase, exit, collectives, checkpointFailure");
+}
+
 grpc::Status WorkerService::ReportStep(grpc::ServerContext* context,
                                        const v1::ReportStepRequest* request,
                                        v1::ReportResponse* response) {
-  absl::Status ok = Check(request->worker());
-  if (ok.ok()) ok = ValidateStepReport(*request);
-  if (!ok.ok()) return ToGrpcStatus(ok);
-  metrics_->OnStep(*request);
-  watchdog_->Report(request->worker().job_id(), request->worker().generation(),
-                    request->worker().rank(), v1::WORKER_PHASE_STEP, request->step_seconds());
-  response->set_link_check_requested(TakeLinkCheckRequest(request->worker()));
-  return grpc::Status::OK;
+  return ToGrpcStatus(Step(*request, response));
 }
 
 grpc::Status WorkerService::ReportPhase(grpc::ServerContext* context,
                                         const v1::ReportPhaseRequest* request,
                                         v1::ReportResponse* response) {
-  absl::Status ok = Check(request->worker());
-  if (ok.ok()) ok = ValidatePhaseReport(*request);
-  if (!ok.ok()) return ToGrpcStatus(ok);
-  metrics_->OnPhase(*request);
-  watchdog_->Report(request->worker().job_id(), request->worker().generation(),
-                    request->worker().rank(), request->phase(), 0);
-  return grpc::Status::OK;
+  return ToGrpcStatus(Phase(*request));
 }
 
 grpc::Status WorkerService::ReportExit(grpc::ServerContext* context,
                                        const v1::ReportExitRequest* request,
                                        v1::ReportResponse* response) {
-  absl::Status ok = Check(request->worker());
-  if (!ok.ok()) return ToGrpcStatus(ok);
-  // Kept and logged as the one line of at most kExitReasonBytes the exit reports anyway: a
-  // worker's message could be megabytes, or forge log lines with its newlines.
-  const std::string reason = OneLine(request->reason(), kExitReasonBytes);
-  RM_LOG(INFO) << "rank " << request->worker().rank() << " of " << request->worker().job_id()
-               << " is exiting with code " << request->exit_code() << ": " << reason;
-  agent_->NoteExitAnnounced(request->worker().job_id(), request->worker().generation(),
-                            request->worker().rank(), request->exit_code(), reason);
-  return grpc::Status::OK;
+  return ToGrpcStatus(Exit(*request));
 }
 
 grpc::Status WorkerService::ReportCollectives(grpc::ServerContext* context,
                                               const v1::ReportCollectivesRequest* request,
                                               v1::ReportResponse* response) {
-  absl::Status ok = Check(request->worker());
-  if (ok.ok()) ok = ValidateCollectivesReport(*request);
-  if (!ok.ok()) return ToGrpcStatus(ok);
-  metrics_->OnCollectives(*request);
-  response->set_link_check_requested(TakeLinkCheckRequest(request->worker()));
-  return grpc::Status::OK;
+  return ToGrpcStatus(Collectives(*request, response));
 }
 
 grpc::Status WorkerService::ReportLinks(grpc::ServerContext* context,
@@ -168,26 +228,7 @@ grpc::Status WorkerService::ReportLinks(grpc::ServerContext* context,
 grpc::Status WorkerService::ReportCheckpointFailure(
     grpc::ServerContext* context, const v1::ReportCheckpointFailureRequest* request,
     v1::ReportResponse* response) {
-  absl::Status ok = Check(request->worker());
-  if (ok.ok() && request->step() < 1) {
-    ok = absl::InvalidArgumentError(absl::StrCat("step must be >= 1, got ", request->step()));
-  }
-  if (ok.ok() && request->consecutive_failures() < 1) {
-    ok = absl::InvalidArgumentError(absl::StrCat("consecutive_failures must be >= 1, got ",
-                                                 request->consecutive_failures()));
-  }
-  if (!ok.ok()) return ToGrpcStatus(ok);
-  v1::CheckpointFailure failure;
-  failure.mutable_job()->set_job_id(request->worker().job_id());
-  failure.mutable_job()->set_generation(request->worker().generation());
-  failure.set_rank(request->worker().rank());
-  failure.set_step(request->step());
-  // One bounded line: the coordinator stores it in the job's events.
-  failure.set_error(OneLine(request->error(), kExitReasonBytes));
-  failure.set_consecutive_failures(request->consecutive_failures());
-  // Not logged here: the rank's log has it, and the coordinator's events (throttled).
-  agent_->ForwardCheckpointFailure(failure);
-  return grpc::Status::OK;
+  return ToGrpcStatus(CheckpointFailure(*request));
 }
 
 }  // namespace ringmaster::agent

@@ -6,8 +6,13 @@
 // generation or rank (the agent logs the detail); one that does (a worker of an older generation,
 // say) gets FAILED_PRECONDITION with the reason ("stale generation ...").
 //
+// The reports also arrive as datagrams (v1::WorkerReport, report_socket.h): HandleReport runs the
+// same handlers as the gRPC calls, with the same checks, and returns their status instead of
+// answering (a datagram has no reply).
+//
 // Synchronous gRPC service: a node runs a handful of workers, and a rendezvous wait holds one
-// server thread while it is proxied to the coordinator.
+// server thread while it is proxied to the coordinator. Thread-safe: the gRPC threads and the
+// report socket's reader call it concurrently.
 #ifndef RINGMASTER_AGENT_WORKER_SERVICE_H_
 #define RINGMASTER_AGENT_WORKER_SERVICE_H_
 
@@ -52,7 +57,23 @@ class WorkerService final : public v1::WorkerService::Service {
                                        const v1::ReportCheckpointFailureRequest* request,
                                        v1::ReportResponse* response) override;
 
+  // One report that came as a datagram: the handler of the call it carries, as that call would
+  // run it (PERMISSION_DENIED / FAILED_PRECONDITION for the identity, INVALID_ARGUMENT naming the
+  // field for the report's form; "report: ..." for a WorkerReport that carries none). A link
+  // check requested through the worker is not handed out here (nobody would read the answer): its
+  // next ReportStep or ReportCollectives call gets it.
+  absl::Status HandleReport(const v1::WorkerReport& report);
+
  private:
+  // The reports' handlers, shared by the gRPC calls and HandleReport. `response` may be null (a
+  // datagram): then no link check request is taken.
+  absl::Status Step(const v1::ReportStepRequest& request, v1::ReportResponse* response);
+  absl::Status Phase(const v1::ReportPhaseRequest& request);
+  absl::Status Exit(const v1::ReportExitRequest& request);
+  absl::Status Collectives(const v1::ReportCollectivesRequest& request,
+                           v1::ReportResponse* response);
+  absl::Status CheckpointFailure(const v1::ReportCheckpointFailureRequest& request);
+
   absl::Status Check(const v1::WorkerIdentity& worker) const;
   // A link check requested through this worker and not handed out yet (answered in its next
   // ReportStep or ReportCollectives response).
