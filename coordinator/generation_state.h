@@ -43,6 +43,8 @@ struct GenerationState {
 
   // Watchdog: the last reported collective sequence numbers, by rank.
   std::map<int, RankCollectives> collectives;
+  // Each rank's phase as its latest summary said (hang_analysis.h's checkpoint rule).
+  std::map<int, v1::WorkerPhase> phase;
   // When each rank's last summary arrived, or, after a coordinator restart, when its node
   // registered again listing it running (a stopped rank sends nothing more and must still count
   // as silent).

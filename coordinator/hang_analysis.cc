@@ -47,4 +47,21 @@ std::string DescribeLaggards(const std::vector<Laggard>& laggards) {
   return absl::StrJoin(lines, "; ");
 }
 
+std::vector<Suspect> OutsideCheckpoints(const std::vector<Suspect>& suspects,
+                                        const std::set<int>& checkpointing,
+                                        std::vector<int>* checkpoint_waits) {
+  std::vector<Suspect> blamed;
+  for (const Suspect& s : suspects) {
+    if (checkpointing.count(s.rank) > 0) {
+      if (std::find(checkpoint_waits->begin(), checkpoint_waits->end(), s.rank) ==
+          checkpoint_waits->end()) {
+        checkpoint_waits->push_back(s.rank);
+      }
+    } else {
+      blamed.push_back(s);
+    }
+  }
+  return blamed;
+}
+
 }  // namespace ringmaster::coordinator

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,31 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks);
 
 // "rank 2 has not entered all_reduce #57 of dp0 that ranks 0, 1, 3 wait in" lines, joined by "; ".
 std::string DescribeLaggards(const std::vector<Laggard>& laggards);
+
+// One rank a hang's evidence names (a laggard, or a process that stopped reporting while its
+// peers report), and the line that says why.
+struct Suspect {
+  int rank = 0;
+  std::string why;
+};
+
+// The checkpoint rule: a rank that waits for a peer writing a checkpoint is not hung. A program
+// may save on one rank only (PyTorch's `if rank == 0: torch.save(...)`) while the others go on to
+// the next collective and wait there, silent, for longer than their step allowance; their agents
+// then report them hung, and the evidence names the saving rank (behind the front, not in a
+// collective, and silent). A rank in the CHECKPOINT phase is watched by its own agent with the
+// checkpoint allowance (--hang_checkpoint_timeout), which reports it hung past that; until then
+// it is not a culprit.
+//
+// `checkpointing`: the ranks whose latest report put them in CHECKPOINT, without the rank whose
+// hang is being judged (its agent's report is the newer word on its phase). Returns the suspects
+// to blame: those not in `checkpointing`. `*checkpoint_waits` gets the suspects left out; when it
+// is not empty and nothing is returned, the evidence names only ranks writing a checkpoint: the
+// report is a wait for it, not a hang. A rank truly stuck outside a checkpoint is still named
+// (and only it, when both kinds are named).
+std::vector<Suspect> OutsideCheckpoints(const std::vector<Suspect>& suspects,
+                                        const std::set<int>& checkpointing,
+                                        std::vector<int>* checkpoint_waits);
 
 }  // namespace ringmaster::coordinator
 

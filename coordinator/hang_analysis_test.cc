@@ -1,5 +1,9 @@
 #include "coordinator/hang_analysis.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -54,6 +58,37 @@ TEST(HangAnalysisTest, TableOfOtherShapes) {
     std::vector<int> got;
     for (const Laggard& l : FindLaggards(c.ranks)) got.push_back(l.rank);
     EXPECT_EQ(got, c.laggards) << c.name;
+  }
+}
+
+// The checkpoint rule: ranks writing a checkpoint are not blamed; a report whose evidence names
+// only them is a wait, not a hang; one that also names a rank stuck elsewhere blames that rank.
+TEST(HangAnalysisTest, RanksWritingACheckpointAreNotBlamed) {
+  struct Case {
+    std::string name;
+    std::vector<int> suspects;
+    std::set<int> checkpointing;
+    std::vector<int> blamed;
+    std::vector<int> waits;
+  };
+  const std::vector<Case> cases = {
+      {"nobody checkpoints", {2}, {}, {2}, {}},
+      {"the only suspect checkpoints", {0}, {0}, {}, {0}},
+      {"a stuck rank beside a checkpointing one", {0, 2}, {0}, {2}, {0}},
+      {"someone else checkpoints", {2}, {0}, {2}, {}},
+      {"no evidence at all", {}, {0}, {}, {}},
+      {"one rank named twice", {0, 0}, {0}, {}, {0}},
+  };
+  for (const Case& c : cases) {
+    std::vector<Suspect> suspects;
+    for (int r : c.suspects) suspects.push_back({r, "why"});
+    std::vector<int> waits;
+    std::vector<int> blamed;
+    for (const Suspect& s : OutsideCheckpoints(suspects, c.checkpointing, &waits)) {
+      blamed.push_back(s.rank);
+    }
+    EXPECT_EQ(blamed, c.blamed) << c.name;
+    EXPECT_EQ(waits, c.waits) << c.name;
   }
 }
 

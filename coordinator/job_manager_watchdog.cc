@@ -120,6 +120,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   const std::string& id = job->status.job_id();
   const v1::RankAssignment& a = job->status.assignments(rank);
   job->gen.last_heard[rank] = clock_->Now();
+  if (summary.phase() != v1::WORKER_PHASE_UNSPECIFIED) job->gen.phase[rank] = summary.phase();
   RankCollectives& numbers = job->gen.collectives[rank];
   numbers.clear();
   for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
@@ -204,45 +205,93 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
 }
 
-std::vector<int> JobManager::HangEvidence(const Job& job, std::string* description) const {
+namespace {
+
+// What a hang's evidence says of a generation (JobManager::HangEvidence): the ranks to blame,
+// why, and the ranks it named that are writing a checkpoint (hang_analysis.h's checkpoint rule).
+struct Evidence {
+  std::vector<int> blamed;
+  std::string description;
+  std::vector<int> checkpoint_waits;
+};
+
+// The ranks of `gen` whose latest summary put them in CHECKPOINT, but `judged` (-1: none).
+std::set<int> Checkpointing(const GenerationState& gen, int judged) {
+  std::set<int> ranks;
+  for (const auto& [rank, phase] : gen.phase) {
+    if (phase == v1::WORKER_PHASE_CHECKPOINT && rank != judged) ranks.insert(rank);
+  }
+  return ranks;
+}
+
+Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
+  const std::set<int> checkpointing = Checkpointing(gen, judged);
+  Evidence evidence;
+  auto conclude = [&evidence](const std::vector<Suspect>& blamed) {
+    std::vector<std::string> lines;
+    for (const Suspect& s : blamed) {
+      if (std::find(evidence.blamed.begin(), evidence.blamed.end(), s.rank) ==
+          evidence.blamed.end()) {
+        evidence.blamed.push_back(s.rank);
+      }
+      lines.push_back(s.why);
+    }
+    evidence.description = absl::StrJoin(lines, "; ");
+  };
   // First: a process that stopped reporting while its peers still report is the one they wait
   // for (stopped, or stuck so hard its side thread is too).
-  const absl::Time now = clock_->Now();
   bool peers_alive = false;
-  std::vector<int> silent;
-  std::vector<std::string> lines;
-  for (const auto& [r, heard] : job.gen.last_heard) {
+  std::vector<Suspect> silent;
+  for (const auto& [r, heard] : gen.last_heard) {
     if (now - heard > kSilentProcess) {
-      silent.push_back(r);
-      lines.push_back(absl::StrFormat(
-          "rank %d's process stopped reporting %.1f s ago while its peers report (stopped or "
-          "stuck)",
-          r, absl::ToDoubleSeconds(now - heard)));
+      silent.push_back({r, absl::StrFormat("rank %d's process stopped reporting %.1f s ago while "
+                                           "its peers report (stopped or stuck)",
+                                           r, absl::ToDoubleSeconds(now - heard))});
     } else if (now - heard < kLiveProcess) {
       peers_alive = true;
     }
   }
   if (peers_alive && !silent.empty()) {
-    *description = absl::StrJoin(lines, "; ");
-    return silent;
-  }
-  // Then: the ranks that never entered the collective their group waits in.
-  std::vector<int> suspects;
-  const std::vector<Laggard> laggards = FindLaggards(job.gen.collectives);
-  for (const Laggard& l : laggards) {
-    if (std::find(suspects.begin(), suspects.end(), l.rank) == suspects.end()) {
-      suspects.push_back(l.rank);
+    std::vector<Suspect> blamed = OutsideCheckpoints(silent, checkpointing,
+                                                     &evidence.checkpoint_waits);
+    if (!blamed.empty()) {
+      conclude(blamed);
+      return evidence;
     }
   }
-  *description = DescribeLaggards(laggards);
-  return suspects;
+  // Then: the ranks that never entered the collective their group waits in.
+  std::vector<Suspect> laggards;
+  for (const Laggard& l : FindLaggards(gen.collectives)) {
+    laggards.push_back({l.rank, DescribeLaggards({l})});
+  }
+  conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));
+  return evidence;
+}
+
+}  // namespace
+
+std::vector<int> JobManager::HangEvidence(const Job& job, std::string* description) const {
+  Evidence evidence = EvidenceOf(job.gen, clock_->Now(), /*judged=*/-1);
+  *description = std::move(evidence.description);
+  return evidence.blamed;
 }
 
 void JobManager::DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
                              absl::Time began) {
   job->gen.pending_hang.reset();
-  std::string why;
-  std::vector<int> suspects = HangEvidence(*job, &why);
+  Evidence evidence = EvidenceOf(job->gen, clock_->Now(), state.rank());
+  if (evidence.blamed.empty() && !evidence.checkpoint_waits.empty()) {
+    // The checkpoint rule (hang_analysis.h): the rank waits for peers that write a checkpoint,
+    // whose own agents report them if it outlasts their checkpoint allowance.
+    RM_LOG(INFO) << absl::StrFormat(
+        "job %s: rank %d on %s, silent for %.1f s in phase %s, waits for rank(s) %s writing a "
+        "checkpoint: not a hang",
+        job->status.job_id(), state.rank(), node, state.last_report_age_seconds(),
+        PhaseName(state.phase()), absl::StrJoin(evidence.checkpoint_waits, ", "));
+    return;
+  }
+  const std::string why = evidence.description;
+  std::vector<int> suspects = evidence.blamed;
   if (suspects.empty()) suspects.push_back(state.rank());
   std::string what =
       absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),

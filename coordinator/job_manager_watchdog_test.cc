@@ -299,6 +299,10 @@ TEST_F(JobManagerTest, AResumeBehindIsCaughtAfterACoordinatorRestartAndNotForCom
   builtin.mutable_restart()->set_max_restarts(3);
   command.mutable_restart()->set_max_restarts(3);
   command.mutable_trainer()->mutable_command()->add_argv("/bin/train");
+  // Keys only the builtin trainer reads are refused for a command job.
+  command.mutable_trainer()->clear_model();
+  command.mutable_trainer()->clear_batch();
+  command.mutable_trainer()->clear_optimizer();
   auto a = jobs_->Submit(builtin, "", alice_);
   auto b = jobs_->Submit(command, "", alice_);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();

@@ -1,0 +1,151 @@
+// The checkpoint rule (hang_analysis.h) in the job manager: a command job's rank 0 saves a
+// checkpoint alone (PyTorch's `if rank == 0: torch.save(...)`) while rank 1 waits in the next
+// collective beyond its step allowance: that is no hang. A rank stuck elsewhere meanwhile is still
+// blamed by the sequence numbers, and a checkpoint that outlasts its own allowance is a hang.
+#include <string>
+#include <vector>
+
+#include "coordinator/job_manager.h"
+#include "coordinator/job_manager_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A Python command job of `ranks` ranks on one node, as a user's DDP script runs.
+v1::JobSpec PythonJob(int ranks) {
+  v1::JobSpec spec;
+  spec.set_name("ddp");
+  spec.set_nodes(1);
+  spec.set_devices_per_node(ranks);
+  spec.mutable_parallelism()->set_tensor(1);
+  spec.mutable_parallelism()->set_pipeline(1);
+  spec.mutable_parallelism()->set_data(ranks);
+  spec.mutable_trainer()->mutable_command()->add_argv("python3");
+  spec.mutable_trainer()->mutable_command()->add_argv("train.py");
+  spec.mutable_restart()->set_max_restarts(1);
+  return spec;
+}
+
+// What the Python watch's reports make of a rank, through its agent's summary: the default
+// group's sequence numbers and the phase.
+v1::StepSummary Watched(const v1::JobStatus& job, int rank, int64_t step, int64_t entered,
+                        int64_t completed, v1::WorkerPhase phase) {
+  v1::StepSummary s;
+  s.mutable_job()->set_job_id(job.job_id());
+  s.mutable_job()->set_generation(job.generation());
+  s.set_rank(rank);
+  s.set_step(step);
+  s.set_phase(phase);
+  (*s.mutable_collective_entered())["world"] = entered;
+  (*s.mutable_collective_completed())["world"] = completed;
+  return s;
+}
+
+class CheckpointHangTest : public JobManagerTest {
+ protected:
+  // Submits a Python job of `ranks` ranks, each of which completed step 10 (collective #41).
+  v1::JobStatus StartAtStep10(int ranks) {
+    AddNode("n1", ranks);
+    auto job = jobs_->Submit(PythonJob(ranks), "", alice_);
+    EXPECT_TRUE(job.ok()) << job.status();
+    const v1::JobStatus gen = Current(job->job_id());
+    for (int r = 0; r < ranks; ++r) {
+      v1::StepSummary s = Watched(gen, r, 10, 41, 41, v1::WORKER_PHASE_STEP);
+      s.set_steps_in_summary(1);
+      s.set_mean_compute_seconds(0.2);
+      jobs_->OnStepSummary(s);
+    }
+    return gen;
+  }
+
+  // `seconds` pass: rank 1, waiting inside #42, keeps sending its sequence numbers (the watch's
+  // side thread); the other ranks send nothing (rank 0 inside torch.save, say).
+  void Wait(const v1::JobStatus& gen, int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+      jobs_->Tick();
+    }
+  }
+
+  std::vector<v1::JobEvent> Hangs(const v1::JobStatus& gen) {
+    return EventsOf(*jobs_->Get(gen.job_id()), "hang");
+  }
+};
+
+TEST_F(CheckpointHangTest, RankOneWaitingForRankZerosSaveIsNotHung) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  // Rank 0 saves; rank 1 goes on into #42 and waits there.
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));
+  Wait(gen, 10);
+  // Rank 1's agent: silent beyond max(9 s, 5 x p99 step) in STEP.
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  for (int s = 0; s < 5; ++s) Wait(gen, 1);
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+  EXPECT_EQ(Current(gen.job_id()).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_hang_suspect{"), std::string::npos);
+
+  // The save ends after 20 s; both complete #42 and step on.
+  Wait(gen, 5);
+  jobs_->OnStepSummary(Watched(gen, 0, 11, 42, 42, v1::WORKER_PHASE_STEP));
+  jobs_->OnStepSummary(Watched(gen, 1, 11, 42, 42, v1::WORKER_PHASE_STEP));
+  jobs_->Tick();
+  EXPECT_TRUE(Hangs(gen).empty());
+  EXPECT_EQ(Current(gen.job_id()).progress().step(), 11);
+
+  // Later, rank 0 is stuck in a step (no checkpoint): rank 1's next report blames it.
+  jobs_->OnStepSummary(Watched(gen, 1, 11, 43, 42, v1::WORKER_PHASE_STEP));
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
+}
+
+TEST_F(CheckpointHangTest, ARankStuckElsewhereWhileRankZeroSavesIsBlamedAlone) {
+  const v1::JobStatus gen = StartAtStep10(3);
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));
+  // Rank 2 never reaches #42 (a stuck data loader), and says nothing more.
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(2));
+  EXPECT_THAT(hangs[0].message(), HasSubstr("rank 2's process stopped reporting"));
+  EXPECT_THAT(hangs[0].message(), Not(HasSubstr("rank 0")));
+  EXPECT_NE(registry_.RenderText().find("ringmaster_hang_suspect{job_id=\"" + gen.job_id() +
+                                        "\",rank=\"2\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointHangTest, ASaveThatOutlastsItsAllowanceIsAHang) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  EXPECT_TRUE(Hangs(gen).empty());
+  // Rank 0's own agent: silent in CHECKPOINT past --hang_checkpoint_timeout.
+  Wait(gen, 20);
+  v1::WorkerState stuck = HangReport(gen, 0, 30);
+  stuck.set_phase(v1::WORKER_PHASE_CHECKPOINT);
+  jobs_->OnWorkerState("n1", stuck);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_THAT(hangs[0].message(), HasSubstr("rank 0 on n1 made no progress for 30.0 s in phase "
+                                            "checkpoint: hung"));
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
