@@ -170,11 +170,13 @@ std::pair<int, std::string> FirstBrokenRule(const v1::JobSpec& spec, const Candi
     return {1, absl::StrCat("TP=", c.tensor, " does not divide the ", model.heads(), " heads")};
   }
   if (model.layers() % c.pipeline != 0) {
-    return {2, absl::StrCat("PP=", c.pipeline, " does not divide the ", model.layers(), " layers")};
+    return {2, absl::StrCat("PP=", c.pipeline, " does not divide the ", model.layers(),
+                            model.layers() == 1 ? " layer" : " layers")};
   }
   if (c.pipeline > 1 && model.layers() / c.pipeline < kMinLayersPerStage) {
     return {2, absl::StrCat("PP=", c.pipeline, " leaves ", model.layers() / c.pipeline,
-                            " layers per stage, fewer than ", kMinLayersPerStage)};
+                            model.layers() / c.pipeline == 1 ? " layer" : " layers",
+                            " per stage, fewer than ", kMinLayersPerStage)};
   }
   const int64_t per_step = int64_t{batch.micro_batch()} * c.data;
   if (batch.global_batch() % per_step != 0) {
@@ -282,7 +284,8 @@ std::string ModelReason(const v1::JobSpec& spec, int64_t parameters) {
                     ? ", fused attention"
                     : ", fused attention (attention unspecified)";
   }
-  return absl::StrCat("model: ", parameters, " parameters (", m.layers(), " layers, d_model ",
+  return absl::StrCat("model: ", parameters, " parameters (", m.layers(),
+                      m.layers() == 1 ? " layer" : " layers", ", d_model ",
                       m.d_model(), ", ", m.heads(), " heads, seq_len ", m.seq_len(), ", vocab ",
                       m.vocab(), " padded to ", PaddedVocab(m.vocab()), "); estimates for ",
                       precision, attention, ", ZeRO stage ", trainer.zero_stage());
