@@ -33,10 +33,15 @@ class Client {
   std::unique_ptr<grpc::ClientContext> Context(bool streaming = false) const;
 
   // Converts an RPC's status to a one-line absl::Status; UNAVAILABLE becomes
-  // "coordinator HOST:PORT unreachable: ...".
+  // "coordinator HOST:PORT unreachable: ..." followed by what to do when the cause is known (TLS
+  // against a plaintext coordinator, plaintext against TLS, an untrusted certificate, nothing
+  // listening); NOT_FOUND for a job says how to list the jobs.
   absl::Status Check(const grpc::Status& status) const;
 
  private:
+  // ". What to do ..." for a connection failure's message, or "".
+  std::string ConnectHint(absl::string_view message) const;
+
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;

@@ -1,6 +1,10 @@
 #include "ctl/commands.h"
 
+#include <thread>
+#include <vector>
+
 #include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -10,8 +14,8 @@
 #include "common/status.h"
 #include "ctl/format.h"
 #include "ctl/job_yaml.h"
+#include "ctl/proto_yaml.h"
 #include "google/protobuf/util/json_util.h"
-#include "yaml-cpp/yaml.h"
 
 namespace ringmaster::ctl {
 namespace {
@@ -67,11 +71,31 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
   }
 }
 
-// JSON (as protobuf maps it) re-emitted as block YAML.
-std::string JsonToYaml(const std::string& json) {
-  YAML::Emitter emitter;
-  emitter << YAML::Load(json);
-  return std::string(emitter.c_str()) + "\n";
+// `message` as -o json or -o yaml print it: every field, zeros included, proto field names.
+absl::Status PrintStructured(const google::protobuf::Message& message, const std::string& output,
+                             std::ostream& out) {
+  if (output == "yaml") {
+    out << ProtoToYaml(message);
+    return absl::OkStatus();
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
+    return absl::InternalError("cannot render the response as JSON");
+  }
+  out << json;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GetJobResponse> FetchJob(const Client& client, const std::string& id) {
+  v1::GetJobRequest request;
+  request.set_job_id(id);
+  v1::GetJobResponse response;
+  RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), request, &response)));
+  return response;
 }
 
 }  // namespace
@@ -126,7 +150,17 @@ absl::StatusOr<std::vector<v1::JobState>> ParseStates(const std::string& list) {
 
 }  // namespace
 
-absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out) {
+absl::Status CheckOutputFormat(const std::string& output) {
+  if (output == "table" || output == "wide" || output == "json" || output == "yaml") {
+    return absl::OkStatus();
+  }
+  return InputError(
+      FieldError("-o", absl::StrCat("must be table, wide, json or yaml, got \"", output, "\"")));
+}
+
+absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out,
+                     const std::string& output) {
+  RETURN_IF_ERROR(CheckOutputFormat(output));
   ASSIGN_OR_RETURN(std::vector<v1::JobState> wanted, ParseStates(states));
   v1::ListJobsRequest request;
   for (v1::JobState state : wanted) request.add_states(state);
@@ -141,32 +175,24 @@ absl::Status GetJobs(const Client& client, const std::string& states, std::ostre
     }
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
-  out << FormatJobTable(jobs, absl::Now());
+  if (output == "json" || output == "yaml") {
+    v1::ListJobsResponse all;
+    for (v1::JobStatus& j : jobs) *all.add_jobs() = std::move(j);
+    return PrintStructured(all, output, out);
+  }
+  out << FormatJobTable(jobs, absl::Now(), output == "wide");
   return absl::OkStatus();
 }
 
 absl::Status GetJob(const Client& client, const std::string& id, const std::string& output,
                     std::ostream& out) {
-  if (output != "table" && output != "json" && output != "yaml") {
-    return FieldError("-o", absl::StrCat("must be table, json or yaml, got \"", output, "\""));
-  }
-  v1::GetJobRequest request;
-  request.set_job_id(id);
-  v1::GetJobResponse response;
-  RETURN_IF_ERROR(client.Check(client.jobs()->GetJob(client.Context().get(), request, &response)));
-  if (output == "table") {
-    out << FormatJobTable({response.job()}, absl::Now());
+  RETURN_IF_ERROR(CheckOutputFormat(output));
+  ASSIGN_OR_RETURN(v1::GetJobResponse response, FetchJob(client, id));
+  if (output == "table" || output == "wide") {
+    out << FormatJobTable({response.job()}, absl::Now(), output == "wide");
     return absl::OkStatus();
   }
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(response, &json, options).ok()) {
-    return absl::InternalError("cannot render the job as JSON");
-  }
-  out << (output == "json" ? json : JsonToYaml(json));
-  return absl::OkStatus();
+  return PrintStructured(response, output, out);
 }
 
 absl::Status Describe(const Client& client, const std::string& id, std::ostream& out) {
@@ -180,6 +206,17 @@ absl::Status Describe(const Client& client, const std::string& id, std::ostream&
 
 absl::Status Cancel(const Client& client, const std::string& id, const std::string& reason,
                     std::ostream& out) {
+  ASSIGN_OR_RETURN(v1::GetJobResponse before, FetchJob(client, id));
+  const v1::JobState ended = before.job().state();
+  if (ended == v1::JOB_STATE_CANCELLED) {
+    out << "job " << id << " was already CANCELLED (" << before.job().reason() << ")\n";
+    return absl::OkStatus();
+  }
+  if (IsTerminal(ended)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " already ended ", StateName(ended), ": there is nothing to cancel (`ringctl "
+        "describe job ", id, "` shows how it ended)"));
+  }
   v1::CancelJobRequest request;
   request.set_job_id(id);
   request.set_reason(reason);
@@ -250,8 +287,13 @@ absl::Status Watch(const Client& client, const std::string& id, std::ostream& ou
   return absl::OkStatus();
 }
 
-absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
-                  std::ostream& out) {
+namespace {
+
+// Prints one rank's log as it arrives: raw with prefix "", else whole lines, each after `prefix`
+// (a last line without a newline is printed at the end), under `mu` so ranks do not interleave
+// within a line.
+absl::Status StreamRankLog(const Client& client, const std::string& id, int rank, bool follow,
+                           const std::string& prefix, absl::Mutex* mu, std::ostream& out) {
   auto context = client.Context(/*streaming=*/true);
   v1::ReadLogsRequest request;
   request.set_job_id(id);
@@ -259,18 +301,78 @@ absl::Status Logs(const Client& client, const std::string& id, int rank, bool fo
   request.set_follow(follow);
   auto reader = client.jobs()->ReadLogs(context.get(), request);
   v1::ReadLogsResponse chunk;
+  std::string pending;
   while (reader->Read(&chunk)) {
-    out << chunk.data();
+    if (prefix.empty()) {
+      absl::MutexLock lock(mu);
+      out << chunk.data();
+      out.flush();
+      continue;
+    }
+    pending += chunk.data();
+    const size_t end = pending.rfind('\n');
+    if (end == std::string::npos) continue;
+    std::string lines;
+    for (absl::string_view line : absl::StrSplit(absl::string_view(pending).substr(0, end), '\n')) {
+      absl::StrAppend(&lines, prefix, line, "\n");
+    }
+    pending.erase(0, end + 1);
+    absl::MutexLock lock(mu);
+    out << lines;
     out.flush();
+  }
+  if (!pending.empty()) {
+    absl::MutexLock lock(mu);
+    out << prefix << pending << "\n";
   }
   return client.Check(reader->Finish());
 }
 
-absl::Status Nodes(const Client& client, std::ostream& out) {
+}  // namespace
+
+absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
+                  std::ostream& out) {
+  ASSIGN_OR_RETURN(v1::GetJobResponse job, FetchJob(client, id));
+  const int ranks = job.job().assignments_size();
+  if (ranks == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " is ", StateName(job.job().state()),
+        job.job().reason().empty() ? "" : " (" + job.job().reason() + ")",
+        " and has no ranks placed, so no logs yet: `ringctl watch ", id,
+        "` shows when its ranks start"));
+  }
+  if (rank >= ranks) {
+    return FieldError("--rank", absl::StrCat("job ", id, " has ranks 0 to ", ranks - 1, ", got ",
+                                             rank, " (leave --rank out for every rank)"));
+  }
+  absl::Mutex mu;
+  if (rank >= 0) return StreamRankLog(client, id, rank, follow, "", &mu, out);
+  if (!follow) {  // one rank after the other
+    for (int r = 0; r < ranks; ++r) {
+      RETURN_IF_ERROR(StreamRankLog(client, id, r, false, absl::StrCat("[rank ", r, "] "), &mu, out));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<absl::Status> results(ranks);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < ranks; ++r) {
+    readers.emplace_back([&, r] {
+      results[r] = StreamRankLog(client, id, r, true, absl::StrCat("[rank ", r, "] "), &mu, out);
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status Nodes(const Client& client, std::ostream& out, const std::string& output) {
+  RETURN_IF_ERROR(CheckOutputFormat(output));
   v1::ListNodesResponse response;
   RETURN_IF_ERROR(client.Check(
       client.jobs()->ListNodes(client.Context().get(), v1::ListNodesRequest(), &response)));
-  out << FormatNodes({response.nodes().begin(), response.nodes().end()}, absl::Now());
+  if (output == "json" || output == "yaml") return PrintStructured(response, output, out);
+  out << FormatNodes({response.nodes().begin(), response.nodes().end()}, absl::Now(),
+                     output == "wide");
   return absl::OkStatus();
 }
 

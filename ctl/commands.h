@@ -18,16 +18,21 @@ bool IsInputError(const absl::Status& status);
 // fails unless it SUCCEEDED.
 absl::Status Submit(const Client& client, const std::string& file, bool wait,
                     const std::string& request_id, std::ostream& out);
-// get jobs [--state LIST]: every job, newest first, fetched page by page; `states` is a
-// comma-separated list of states to show (case-insensitive; empty: all), an input error naming
-// --state when a name is not a state.
-absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out);
-// get job ID [-o json|yaml|table]
+// The -o formats: table, wide, json, yaml. An input error naming -o for another.
+absl::Status CheckOutputFormat(const std::string& output);
+
+// get jobs [--state LIST] [-o FORMAT]: every job, newest first, fetched page by page; `states`
+// is a comma-separated list of states to show (case-insensitive; empty: all), an input error
+// naming --state when a name is not a state. json/yaml print a ListJobsResponse of them all.
+absl::Status GetJobs(const Client& client, const std::string& states, std::ostream& out,
+                     const std::string& output = "table");
+// get job ID [-o FORMAT]: json and yaml print the GetJobResponse with every field, zeros included.
 absl::Status GetJob(const Client& client, const std::string& id, const std::string& output,
                     std::ostream& out);
 // describe job ID
 absl::Status Describe(const Client& client, const std::string& id, std::ostream& out);
-// cancel ID
+// cancel ID: a job that already ended is not cancelled: OK (with a note) if it was cancelled
+// before, FAILED_PRECONDITION naming its state otherwise.
 absl::Status Cancel(const Client& client, const std::string& id, const std::string& reason,
                     std::ostream& out);
 // check-links ID: asks the running job's ranks for a link check. With `wait`, polls the job until
@@ -42,11 +47,14 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
 // coordinator cuts for falling behind (RESOURCE_EXHAUSTED) is watched again after the last event
 // printed: each event is printed once, in order.
 absl::Status Watch(const Client& client, const std::string& id, std::ostream& out);
-// logs ID --rank N [--follow]: the rank's stdout and stderr, read through the coordinator.
+// logs ID [--rank N] [--follow]: the rank's stdout and stderr, read through the coordinator;
+// with rank < 0, every rank's, each line prefixed "[rank N] " (with `follow`, ranks read at once,
+// whole lines interleaved). FAILED_PRECONDITION saying what to do for a job with no ranks placed
+// (pending), INVALID_ARGUMENT naming --rank for a rank the job does not have.
 absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
                   std::ostream& out);
-// nodes
-absl::Status Nodes(const Client& client, std::ostream& out);
+// nodes [-o FORMAT]
+absl::Status Nodes(const Client& client, std::ostream& out, const std::string& output = "table");
 // cordon|drain|uncordon NODE [--reason TEXT]
 absl::Status UpdateNode(const Client& client, const std::string& node, v1::NodeAction action,
                         const std::string& reason, std::ostream& out);

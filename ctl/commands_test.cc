@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_server.h"
 #include "ctl/client.h"
@@ -63,12 +66,43 @@ class ScriptedJobs final : public v1::JobService::Service {
   // A job whose spec carries `env_bytes` of environment: a response past gRPC's default 4 MiB.
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
                       v1::GetJobResponse* response) override {
+    if (request->job_id() == "nope") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job \"nope\"");
+    }
+    *response->mutable_job() = job;
     response->mutable_job()->set_job_id(request->job_id());
     (*response->mutable_job()->mutable_spec()->mutable_trainer()->mutable_env())["BIG"] =
         std::string(env_bytes, 'x');
     return grpc::Status::OK;
   }
   size_t env_bytes = 0;
+  v1::JobStatus job;  // what GetJob answers (with the id asked for)
+
+  // Rank N's log: "rank N line 1\nrank N line 2\n" in two chunks split inside a line.
+  grpc::Status ReadLogs(grpc::ServerContext*, const v1::ReadLogsRequest* request,
+                        grpc::ServerWriter<v1::ReadLogsResponse>* writer) override {
+    const std::string text =
+        absl::StrCat("rank ", request->rank(), " line 1\nrank ", request->rank(), " line 2\n");
+    v1::ReadLogsResponse chunk;
+    chunk.set_data(text.substr(0, 10));
+    writer->Write(chunk);
+    chunk.set_data(text.substr(10));
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++cancels_;
+    response->mutable_job()->set_job_id(request->job_id());
+    response->mutable_job()->set_state(v1::JOB_STATE_CANCELLED);
+    return grpc::Status::OK;
+  }
+  int cancels() {
+    absl::MutexLock lock(&mu_);
+    return cancels_;
+  }
 
   // Lists jobs job-0 (newest) to job-<listed - 1>, two a page whatever the limit asked, with
   // tokens "after-job-N"; records each request.
@@ -108,11 +142,12 @@ class ScriptedJobs final : public v1::JobService::Service {
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> afters_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListJobsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
+  int cancels_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class WatchTest : public ::testing::Test {
  protected:
-  void Serve(ScriptedJobs* jobs) {
+  void Serve(ScriptedJobs* jobs, bool insecure = true) {
     GrpcServerOptions options;
     options.address = "127.0.0.1:0";
     options.credentials = grpc::InsecureServerCredentials();
@@ -122,7 +157,8 @@ class WatchTest : public ::testing::Test {
     server_ = std::move(*server);
     ClientOptions client;
     client.coordinator = "127.0.0.1:" + std::to_string(server_->port());
-    client.insecure = true;
+    client.insecure = insecure;
+    client.timeout = absl::Seconds(5);
     absl::StatusOr<Client> connected = Client::Connect(client);
     ASSERT_TRUE(connected.ok()) << connected.status();
     client_ = std::make_unique<Client>(std::move(*connected));
@@ -226,6 +262,97 @@ TEST_F(WatchTest, ResponsesLargerThanGrpcsDefaultLimitArrive) {
   const grpc::Status status = client_->jobs()->GetJob(&context, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.job().spec().trainer().env().at("BIG").size(), size_t{6} << 20);
+}
+
+// The errors say what to do: golden messages.
+TEST_F(WatchTest, ErrorsSayWhatToDo) {
+  ScriptedJobs jobs({});
+  jobs.job.set_state(v1::JOB_STATE_PENDING);
+  jobs.job.set_reason("needs 4 devices, 2 free");
+  Serve(&jobs);
+  std::ostringstream out;
+  for (int rank : {-1, 0}) {
+    EXPECT_EQ(Logs(*client_, "job-1", rank, false, out).message(),
+              "job job-1 is PENDING (needs 4 devices, 2 free) and has no ranks placed, so no logs "
+              "yet: `ringctl watch job-1` shows when its ranks start");
+  }
+  EXPECT_EQ(Describe(*client_, "job-1", out).ok(), true);
+  EXPECT_THAT(out.str(), HasSubstr("Ranks:        none running yet (PENDING: needs 4 devices, 2 "
+                                   "free); `ringctl watch job-1` shows when they start\n"));
+  EXPECT_EQ(GetJob(*client_, "nope", "table", out).message(),
+            "no job \"nope\": `ringctl get jobs` lists the jobs you may see");
+
+  jobs.job.set_state(v1::JOB_STATE_SUCCEEDED);
+  jobs.job.add_assignments()->set_node("agent-0");
+  EXPECT_EQ(Logs(*client_, "job-1", 1, false, out).message(),
+            "--rank: job job-1 has ranks 0 to 0, got 1 (leave --rank out for every rank)");
+  EXPECT_EQ(Cancel(*client_, "job-1", "", out).message(),
+            "job job-1 already ended SUCCEEDED: there is nothing to cancel (`ringctl describe "
+            "job job-1` shows how it ended)");
+  jobs.job.set_state(v1::JOB_STATE_CANCELLED);
+  jobs.job.set_reason("cancelled by alice");
+  std::ostringstream cancelled;
+  EXPECT_TRUE(Cancel(*client_, "job-1", "", cancelled).ok());
+  EXPECT_EQ(cancelled.str(), "job job-1 was already CANCELLED (cancelled by alice)\n");
+  EXPECT_EQ(jobs.cancels(), 0) << "an ended job is not cancelled again";
+  jobs.job.set_state(v1::JOB_STATE_RUNNING);
+  EXPECT_TRUE(Cancel(*client_, "job-1", "", cancelled).ok());
+  EXPECT_EQ(jobs.cancels(), 1);
+  EXPECT_TRUE(IsInputError(GetJob(*client_, "job-1", "xml", out)));
+}
+
+// ringctl speaking TLS to a plaintext coordinator says to pass --insecure.
+TEST_F(WatchTest, TlsAgainstAPlaintextCoordinatorSaysToPassInsecure) {
+  ScriptedJobs jobs({});
+  Serve(&jobs, /*insecure=*/false);
+  std::ostringstream out;
+  const absl::Status status = GetJob(*client_, "job-1", "table", out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr(". The coordinator speaks plaintext, not TLS (a local cluster from "
+                        "tools/cluster?): pass --insecure or set RINGMASTER_INSECURE=1"));
+}
+
+// Without --rank, every rank's lines, each prefixed; with --rank, that rank's bytes as they are.
+TEST_F(WatchTest, LogsOfEveryRankArePrefixed) {
+  ScriptedJobs jobs({});
+  jobs.job.set_state(v1::JOB_STATE_RUNNING);
+  jobs.job.add_assignments()->set_rank(0);
+  jobs.job.add_assignments()->set_rank(1);
+  Serve(&jobs);
+  for (bool follow : {false, true}) {
+    std::ostringstream out;
+    ASSERT_TRUE(Logs(*client_, "job-1", -1, follow, out).ok());
+    std::vector<std::string> lines = absl::StrSplit(out.str(), '\n', absl::SkipEmpty());
+    std::sort(lines.begin(), lines.end());
+    EXPECT_THAT(lines, ElementsAre("[rank 0] rank 0 line 1", "[rank 0] rank 0 line 2",
+                                   "[rank 1] rank 1 line 1", "[rank 1] rank 1 line 2"))
+        << out.str();
+  }
+  std::ostringstream one;
+  ASSERT_TRUE(Logs(*client_, "job-1", 1, false, one).ok());
+  EXPECT_EQ(one.str(), "rank 1 line 1\nrank 1 line 2\n");
+}
+
+// -o json keeps zeros (rank 0, restarts 0); -o yaml is block style; -o wide adds its columns.
+TEST_F(WatchTest, OutputFormats) {
+  ScriptedJobs jobs({});
+  jobs.job.set_state(v1::JOB_STATE_RUNNING);
+  jobs.job.mutable_spec()->set_nodes(1);
+  jobs.job.mutable_spec()->set_devices_per_node(2);
+  jobs.job.add_assignments()->set_node("agent-0");
+  Serve(&jobs);
+  std::ostringstream json, yaml, wide;
+  ASSERT_TRUE(GetJob(*client_, "job-1", "json", json).ok());
+  EXPECT_THAT(json.str(), HasSubstr("\"rank\": 0,"));
+  EXPECT_THAT(json.str(), HasSubstr("\"restarts\": 0,"));
+  ASSERT_TRUE(GetJob(*client_, "job-1", "yaml", yaml).ok());
+  EXPECT_THAT(yaml.str(), HasSubstr("\n  job_id: job-1\n"));
+  EXPECT_THAT(yaml.str(), HasSubstr("\n    - rank: 0\n      node: agent-0\n"));
+  ASSERT_TRUE(GetJob(*client_, "job-1", "wide", wide).ok());
+  EXPECT_THAT(wide.str(), HasSubstr("ID     NAME  STATE    GEN  RESTARTS  STEP  AGE"));
+  EXPECT_THAT(wide.str(), HasSubstr("OWNER  NODES    DEVICES  LAYOUT  LOSS  TOKENS/S  REASON"));
+  EXPECT_THAT(wide.str(), HasSubstr("-      agent-0  1x2      -       -     -"));
 }
 
 }  // namespace

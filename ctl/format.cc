@@ -133,13 +133,32 @@ std::string HumanBytes(int64_t bytes) {
   return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
-std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now) {
+std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now, bool wide) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "NAME", "STATE", "GEN", "RESTARTS", "STEP", "AGE", "REASON"}};
+      {"ID", "NAME", "STATE", "GEN", "RESTARTS", "STEP", "AGE"}};
+  if (wide) rows[0].insert(rows[0].end(), {"OWNER", "NODES", "DEVICES", "LAYOUT", "LOSS", "TOKENS/S"});
+  rows[0].push_back("REASON");
   for (const auto& j : jobs) {
     rows.push_back({j.job_id(), j.spec().name(), StateName(j.state()), absl::StrCat(j.generation()),
                     absl::StrCat(j.restarts()), absl::StrCat(j.progress().step()),
-                    Age(j.submit_time_unix_nanos(), now), j.reason()});
+                    Age(j.submit_time_unix_nanos(), now)});
+    if (wide) {
+      std::vector<std::string> nodes;
+      for (const auto& a : j.assignments()) {
+        if (std::find(nodes.begin(), nodes.end(), a.node()) == nodes.end()) nodes.push_back(a.node());
+      }
+      const v1::ParallelismSpec& p = j.plan().parallelism();
+      const bool reported = j.progress().step() > 0;
+      rows.back().insert(
+          rows.back().end(),
+          {j.owner().empty() ? "-" : j.owner(), nodes.empty() ? "-" : absl::StrJoin(nodes, ","),
+           absl::StrCat(j.spec().nodes(), "x", j.spec().devices_per_node()),
+           p.data() > 0 ? absl::StrFormat("TP%d,PP%d,DP%d", p.tensor(), p.pipeline(), p.data())
+                        : "-",
+           reported ? absl::StrFormat("%.4f", j.progress().loss()) : "-",
+           reported ? absl::StrFormat("%.0f", j.progress().tokens_per_second()) : "-"});
+    }
+    rows.back().push_back(j.reason());
   }
   return Table(rows);
 }
@@ -188,11 +207,27 @@ std::string FormatPlan(const v1::PlanJobResponse& response) {
   return out;
 }
 
-std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now) {
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now, bool wide) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "SCHEDULING", "JOBS"}};
+  if (wide) rows[0].insert(rows[0].end(), {"CORDONED-BY", "REASON"});
   std::string cordons;
   for (const auto& n : nodes) {
+    if (wide) {
+      const std::string by = n.has_cordon() && !n.cordon().by().empty() ? n.cordon().by() : "-";
+      const std::string why =
+          n.has_cordon() && !n.cordon().reason().empty() ? n.cordon().reason() : "-";
+      if (n.device_kind().empty()) {
+        rows.push_back({n.name(), "-", "-", "-", "-", "unregistered", "CORDONED", "-", by, why});
+        continue;
+      }
+      rows.push_back({n.name(), n.device_kind(), absl::StrCat(n.devices()),
+                      absl::StrCat(n.devices_in_use()), n.alive() ? "yes" : "LOST",
+                      absl::StrFormat("%.1fs", n.last_heartbeat_age_seconds()),
+                      n.has_cordon() ? "CORDONED" : n.leaving() ? "LEAVING" : "yes",
+                      n.jobs().empty() ? "-" : absl::StrJoin(n.jobs(), ","), by, why});
+      continue;
+    }
     const std::string scheduling = n.has_cordon() ? "CORDONED" : n.leaving() ? "LEAVING" : "yes";
     if (n.has_cordon()) {
       absl::StrAppend(&cordons, n.name(), ": cordoned ", Age(n.cordon().since_unix_nanos(), now),
@@ -261,6 +296,11 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
                     " vocab=", m.vocab(), ", ", spec.trainer().steps(), " steps\n");
   }
   absl::StrAppend(&out, "Progress:     ", FormatProgress(j.progress()), "\n");
+  if (j.assignments().empty() && !IsTerminal(j.state())) {
+    absl::StrAppend(&out, "Ranks:        none running yet (", StateName(j.state()),
+                    j.reason().empty() ? "" : ": " + j.reason(),
+                    "); `ringctl watch ", j.job_id(), "` shows when they start\n");
+  }
   absl::StrAppend(&out, "\nPlan:\n");
   v1::PlanJobResponse plan;
   *plan.mutable_plan() = j.plan();

@@ -11,8 +11,12 @@
 
 namespace ringmaster::ctl {
 
-// Columns ID NAME STATE GEN RESTARTS STEP AGE REASON; ages relative to `now`.
-std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now);
+// Columns ID NAME STATE GEN RESTARTS STEP AGE REASON; ages relative to `now`. `wide` (-o wide)
+// adds OWNER NODES DEVICES LAYOUT LOSS TOKENS/S: the nodes of the placement (comma-separated),
+// the shape asked for (NODESxDEVICES), the layout (TP1,PP1,DP2), and "-" for no value. The
+// columns and their order are a stable interface (docs/ringctl.md).
+std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now,
+                           bool wide = false);
 
 // The "Links" section of describe: a link check's kinds of link (median, lowest) and the links it
 // named, slow or corrupting.
@@ -25,8 +29,10 @@ std::string DescribeJob(const v1::GetJobResponse& job);
 std::string FormatPlan(const v1::PlanJobResponse& plan);
 
 // Columns NAME KIND DEVICES IN-USE ALIVE HEARTBEAT SCHEDULING JOBS, then one line per cordoned
-// node: since when, by whom and why.
-std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now);
+// node: since when, by whom and why. `wide` (-o wide) adds CORDONED-BY and REASON columns
+// instead of those lines ("-" for none). Stable columns (docs/ringctl.md).
+std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now,
+                        bool wide = false);
 // What `ringctl cordon|drain|uncordon` did.
 std::string FormatNodeUpdate(v1::NodeAction action, const v1::UpdateNodeResponse& response);
 

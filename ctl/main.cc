@@ -1,15 +1,20 @@
 // ringctl: the Ringmaster command-line client (kubectl-like).
 //
-// The coordinator address comes from --coordinator, else $RINGMASTER_COORDINATOR; the bearer
-// token from --token, else $RINGMASTER_TOKEN.
+// Each connection flag falls back to an environment variable: --coordinator to
+// $RINGMASTER_COORDINATOR, --token to $RINGMASTER_TOKEN, --insecure to $RINGMASTER_INSECURE,
+// --tls_ca/--tls_cert/--tls_key to $RINGMASTER_TLS_CA/_CERT/_KEY. Help texts: ctl/help.h.
 // Exit codes: 0 success; 1 the command failed (RPC error, job did not succeed with --wait);
 // 2 bad usage or a bad job file.
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/build_info.h"
@@ -18,6 +23,8 @@
 #include "common/status.h"
 #include "ctl/client.h"
 #include "ctl/commands.h"
+#include "ctl/completion.h"
+#include "ctl/help.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address HOST:PORT (default: $RINGMASTER_COORDINATOR).");
@@ -35,44 +42,18 @@ ABSL_FLAG(std::string, request_id, "", "submit: idempotency key; a retry returns
 ABSL_FLAG(double, wait_timeout, 300,
           "check-links --wait: seconds to wait for the result (the ranks run the check after "
           "their next step).");
-ABSL_FLAG(std::string, o, "table", "get job: output format, table, json or yaml.");
+ABSL_FLAG(std::string, o, "table", "get jobs, get job, nodes: table, wide, json or yaml.");
 ABSL_FLAG(std::string, reason, "",
           "cancel: reason recorded in the job's events; cordon, drain: reason kept with the "
           "cordon.");
 ABSL_FLAG(std::string, state, "",
           "get jobs: only jobs in these states, comma-separated (pending, running, restarting, "
           "succeeded, failed, cancelled).");
-ABSL_FLAG(int, rank, 0, "logs: the global rank whose log to show.");
+ABSL_FLAG(int, rank, -1, "logs: the global rank whose log to show (default: every rank).");
 ABSL_FLAG(bool, follow, false, "logs: keep printing new output until the rank exits.");
 
 namespace ringmaster::ctl {
 namespace {
-
-constexpr char kUsage[] =
-    "ringctl: the Ringmaster command-line client.\n"
-    "\n"
-    "usage: ringctl [flags] COMMAND [ARGS]\n"
-    "\n"
-    "commands:\n"
-    "  submit -f job.yaml [--wait]   submit a job (with --wait: follow it to the end)\n"
-    "  get jobs [--state=S,...]      list jobs, newest first (all of them, or those in\n"
-    "                                the states named)\n"
-    "  get job ID [-o json|yaml]     one job\n"
-    "  describe job ID               assignments, groups, events, planner reasoning\n"
-    "  cancel ID [--reason=TEXT]     cancel a job and stop its workers\n"
-    "  check-links ID [--wait]       have a running job's ranks measure their links again\n"
-    "                                (--wait: print the result; exit 1 if a link is slow)\n"
-    "  watch ID                      live events and progress\n"
-    "  logs ID --rank N [--follow]   a rank's stdout and stderr\n"
-    "  nodes                         registered nodes (and cordoned ones)\n"
-    "  cordon NODE [--reason=TEXT]   no new placements on the node (admin)\n"
-    "  drain NODE [--reason=TEXT]    cordon, and restart its running jobs elsewhere (admin)\n"
-    "  uncordon NODE                 placements on the node again (admin)\n"
-    "  release-node NODE             let another agent identity register the node's name\n"
-    "                                (admin; docs/security.md)\n"
-    "  plan -f job.yaml              what the planner would choose, without submitting\n"
-    "  health                        is the coordinator serving?\n"
-    "  version                       ringctl's version\n";
 
 std::string FromFlagOrEnv(const std::string& flag, const char* env) {
   if (!flag.empty()) return flag;
@@ -80,14 +61,27 @@ std::string FromFlagOrEnv(const std::string& flag, const char* env) {
   return value == nullptr ? "" : value;
 }
 
-absl::StatusOr<Client> Connect() {
+// --insecure when given on the command line (so --insecure=false overrides the environment),
+// else $RINGMASTER_INSECURE: 1, true or yes (any case) for plaintext; 0, false, no or empty for TLS.
+// `insecure_given`: --insecure, --insecure=..., or --noinsecure was on the command line.
+absl::StatusOr<bool> Insecure(bool insecure_given) {
+  if (insecure_given) return absl::GetFlag(FLAGS_insecure);
+  const char* env = std::getenv("RINGMASTER_INSECURE");
+  const std::string value = absl::AsciiStrToLower(env == nullptr ? "" : env);
+  if (value == "1" || value == "true" || value == "yes") return true;
+  if (value.empty() || value == "0" || value == "false" || value == "no") return false;
+  return FieldError("RINGMASTER_INSECURE",
+                    absl::StrCat("must be 1, true, yes, 0, false or no, got \"", env, "\""));
+}
+
+absl::StatusOr<Client> Connect(bool insecure_given) {
   ClientOptions options;
   options.coordinator = FromFlagOrEnv(absl::GetFlag(FLAGS_coordinator), "RINGMASTER_COORDINATOR");
   options.token = FromFlagOrEnv(absl::GetFlag(FLAGS_token), "RINGMASTER_TOKEN");
-  options.insecure = absl::GetFlag(FLAGS_insecure);
-  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  ASSIGN_OR_RETURN(options.insecure, Insecure(insecure_given));
+  options.tls_ca = FromFlagOrEnv(absl::GetFlag(FLAGS_tls_ca), "RINGMASTER_TLS_CA");
+  options.tls_cert = FromFlagOrEnv(absl::GetFlag(FLAGS_tls_cert), "RINGMASTER_TLS_CERT");
+  options.tls_key = FromFlagOrEnv(absl::GetFlag(FLAGS_tls_key), "RINGMASTER_TLS_KEY");
   options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
   return Client::Connect(options);
 }
@@ -112,12 +106,13 @@ bool Matches(const std::vector<std::string>& args, const std::vector<std::string
 }
 
 // Runs the command in args (args[0] is the program). Sets *usage_error for bad usage.
-absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
+absl::Status Run(const std::vector<std::string>& args, bool insecure_given, bool* usage_error) {
   static const std::vector<std::vector<std::string>> kShapes = {
       {"version"},      {"health"},         {"submit"},           {"plan"},
       {"nodes"},        {"get", "jobs"},    {"get", "job", "ID"}, {"describe", "job", "ID"},
       {"cancel", "ID"}, {"watch", "ID"},    {"logs", "ID"},       {"cordon", "ID"},
-      {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}, {"release-node", "ID"}};
+      {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}, {"release-node", "ID"},
+      {"completion", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -133,7 +128,16 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
     std::cout << "ringctl " << kVersion << "\n";
     return absl::OkStatus();
   }
-  absl::StatusOr<Client> client_or = Connect();
+  if (command == "completion") {
+    std::optional<std::string> script = CompletionScript(args[2]);
+    if (!script.has_value()) {
+      *usage_error = true;
+      return FieldError("completion", absl::StrCat("the shell must be bash or zsh, got \"", args[2], "\""));
+    }
+    std::cout << *script;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Client> client_or = Connect(insecure_given);
   if (!client_or.ok()) return client_or.status();
   Client client = *std::move(client_or);
   std::ostream& out = std::cout;
@@ -143,9 +147,9 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
                   absl::GetFlag(FLAGS_request_id), out);
   }
   if (command == "plan") return Plan(client, absl::GetFlag(FLAGS_f), out);
-  if (command == "nodes") return Nodes(client, out);
+  if (command == "nodes") return Nodes(client, out, absl::GetFlag(FLAGS_o));
   if (command == "get" && (*shape)[1] == "jobs") {
-    return GetJobs(client, absl::GetFlag(FLAGS_state), out);
+    return GetJobs(client, absl::GetFlag(FLAGS_state), out, absl::GetFlag(FLAGS_o));
   }
   if (command == "get") return GetJob(client, args[3], absl::GetFlag(FLAGS_o), out);
   if (command == "describe") return Describe(client, args[3], out);
@@ -167,19 +171,62 @@ absl::Status Run(const std::vector<std::string>& args, bool* usage_error) {
   return Watch(client, args[2], out);
 }
 
+// The words of `ringctl [help] WORDS... --help`: nullopt unless help is asked for.
+std::optional<std::vector<std::string>> HelpWords(int argc, char** argv) {
+  std::vector<std::string> words;
+  bool help = false;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull" ||
+        arg == "--helpshort" || arg == "-?") {
+      help = true;
+    } else if (i == 1 && arg == "help") {
+      help = true;
+    } else if (!absl::StartsWith(arg, "-")) {
+      words.push_back(std::string(arg));
+    }
+  }
+  if (!help) return std::nullopt;
+  return words;
+}
+
 int Main(int argc, char** argv) {
+  // gRPC's own log lines (a TLS handshake's failure) would repeat, less clearly, the one-line
+  // error ringctl prints; a user who wants them sets GRPC_VERBOSITY.
+  setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
+  // Our help, not Abseil's flag dump: asked for, it is all that runs.
+  if (std::optional<std::vector<std::string>> words = HelpWords(argc, argv); words.has_value()) {
+    if (words->empty()) {
+      std::cout << MainHelp();
+      return 0;
+    }
+    std::optional<std::string> text = CommandHelpText(*words);
+    if (!text.has_value()) {
+      std::cerr << "ringctl: unknown command \"" << absl::StrJoin(*words, " ") << "\"\n\n"
+                << MainHelp();
+      return 2;
+    }
+    std::cout << *text;
+    return 0;
+  }
   std::vector<std::string> args;
-  absl::Status status = InitBinary(argc, argv, kUsage, &args);
+  absl::Status status = InitBinary(argc, argv, "ringctl COMMAND [ARGS] [FLAGS]; ringctl --help", &args);
   if (!status.ok()) {
     std::cerr << "ringctl: " << status.message() << "\n";
     return 2;
   }
   bool usage_error = false;
-  status = Run(args, &usage_error);
+  bool insecure_given = false;
+  for (int i = 1; i < argc; ++i) {
+    if (absl::string_view(argv[i]) == "--") break;
+    const absl::string_view arg = absl::StripPrefix(absl::StripPrefix(argv[i], "-"), "-");
+    insecure_given |= arg == "insecure" || arg == "noinsecure" || absl::StartsWith(arg, "insecure=");
+  }
+  status = Run(args, insecure_given, &usage_error);
   if (status.ok()) return 0;
   std::cerr << "ringctl: " << status.message() << "\n";
   if (usage_error) {
-    std::cerr << "\n" << kUsage;
+    std::cerr << "\n" << MainHelp();
     return 2;
   }
   // A bad job file is the user's input to fix, like bad usage.
