@@ -5,8 +5,10 @@ binds and drains (a stand-in for the agent).
 
 Each round runs both variants (order alternating), each a fresh set of ranks: warm-up steps,
 then timed steps between two barriers, timed by rank 0. Reported: the median steps/s of each
-variant over the rounds, the overhead in % of step time and in microseconds per step, and the
-reports received per watched run (one step report per rank and step, so the watch was on).
+variant over the rounds, the overhead in % of step time and in microseconds per step, rank 0's
+CPU time per step (all its threads: less sensitive than wall time to other load on a shared
+machine), and the reports received per watched run (one step report per rank and step, so the
+watch was on).
 
   /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 5
 """
@@ -46,13 +48,14 @@ def step():
 for _ in range(warmup):
     step()
 dist.barrier()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(steps):
     step()
+c1 = time.process_time()
 dist.barrier()
 seconds = time.perf_counter() - t0
 if dist.get_rank() == 0:
-    print(json.dumps({"steps_per_second": steps / seconds}))
+    print(json.dumps({"steps_per_second": steps / seconds, "cpu_ms": 1e3 * (c1 - c0) / steps}))
 dist.destroy_process_group()
 '''
 
@@ -114,7 +117,8 @@ def run(args, worker, drain):
     for p, (out, err) in zip(procs, outs):
         if p.returncode != 0 or "ringmaster watch" in err:
             raise SystemExit("a rank failed (%d): %s" % (p.returncode, err[-2000:]))
-    return json.loads(outs[0][0].strip().splitlines()[-1])["steps_per_second"]
+    got = json.loads(outs[0][0].strip().splitlines()[-1])
+    return got["steps_per_second"], got["cpu_ms"]
 
 
 def main():
@@ -149,7 +153,8 @@ def main():
                         os.unlink(drain.path)
                 else:
                     base.append(run(args, worker, None))
-        b, w = statistics.median(base), statistics.median(watched)
+        b, w = statistics.median(x[0] for x in base), statistics.median(x[0] for x in watched)
+        bc, wc = statistics.median(x[1] for x in base), statistics.median(x[1] for x in watched)
         result = {
             "ranks": args.nproc, "model": "MLP %dx%d, batch %d" % (args.depth, args.width,
                                                                   args.batch),
@@ -158,9 +163,12 @@ def main():
             "step_ms_without": round(1e3 / b, 3), "step_ms_with": round(1e3 / w, 3),
             "overhead_percent": round(100.0 * (b / w - 1.0), 2),
             "overhead_us_per_step": round(1e6 * (1 / w - 1 / b), 1),
+            "rank0_cpu_ms_per_step_without": round(bc, 3),
+            "rank0_cpu_ms_per_step_with": round(wc, 3),
+            "cpu_overhead_percent": round(100.0 * (wc / bc - 1.0), 2),
             "step_reports_per_watched_run": reports,
-            "all_rounds_without": [round(x, 2) for x in base],
-            "all_rounds_with": [round(x, 2) for x in watched],
+            "all_rounds_without": [round(x[0], 2) for x in base],
+            "all_rounds_with": [round(x[0], 2) for x in watched],
         }
         print(json.dumps(result, indent=2))
     finally:
