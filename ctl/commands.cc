@@ -31,7 +31,8 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   return spec;
 }
 
-// Streams WatchJob; returns the final state seen. A watch the coordinator ends with
+// Streams WatchJob, one line per event and per progress change (no line for a snapshot with no
+// step yet, nor for one equal to the last printed); returns the final state seen. A watch the coordinator ends with
 // RESOURCE_EXHAUSTED after sending updates (it fell behind: this end read too slowly, e.g. into a
 // stalled pipe; or it replayed as many stored events as one watch may) is resumed after the last
 // event printed, so every event is printed once, in order (progress snapshots missed meanwhile
@@ -42,6 +43,7 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
                                     std::ostream& out) {
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
   int64_t after = 0;
+  std::string last_progress;
   while (true) {
     auto context = client.Context(/*streaming=*/true);
     v1::WatchJobRequest request;
@@ -56,8 +58,12 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
       if (update.has_event()) {
         out << FormatEvent(update.event()) << "\n";
         after = update.event().sequence();
-      } else if (update.has_progress()) {
-        out << "progress  " << FormatProgress(update.progress()) << "\n";
+      } else if (update.has_progress() && update.progress().step() > 0) {
+        // One line per change: a generation's start (step 0, nothing measured yet) and a
+        // snapshot equal to the last one printed say nothing new.
+        std::string line = FormatProgress(update.progress());
+        if (line != last_progress) out << "progress  " << line << "\n";
+        last_progress = std::move(line);
       }
       out.flush();
     }

@@ -26,6 +26,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::WatchJobResponse Event(int64_t sequence, const std::string& message,
                            v1::JobState state = v1::JOB_STATE_RUNNING) {
@@ -171,9 +172,11 @@ TEST_F(WatchTest, ACutWatchResumesAfterTheLastEventPrinted) {
   const grpc::Status cut(grpc::StatusCode::RESOURCE_EXHAUSTED, "this watch fell behind");
   v1::WatchJobResponse progress;
   progress.set_state(v1::JOB_STATE_RUNNING);
+  v1::WatchJobResponse zero = progress;  // a generation's start: not printed
+  zero.mutable_progress();
   progress.mutable_progress()->set_step(7);
   ScriptedJobs jobs({
-      {{Event(1, "first"), Event(2, "second"), progress}, cut},
+      {{Event(1, "first"), zero, Event(2, "second"), progress, progress}, cut},
       {{Event(3, "third")}, cut},
       {{Event(4, "done", v1::JOB_STATE_SUCCEEDED)}, grpc::Status::OK},
   });
@@ -182,6 +185,7 @@ TEST_F(WatchTest, ACutWatchResumesAfterTheLastEventPrinted) {
   ASSERT_TRUE(Watch(*client_, "job-1", out).ok()) << out.str();
   EXPECT_THAT(jobs.afters(), ElementsAre(0, 2, 3));
   const std::string text = out.str();
+  EXPECT_THAT(text, Not(HasSubstr("progress  step 0 "))) << text;
   size_t at = 0;
   for (const char* line :
        {"first", "second", "progress  step 7",
