@@ -100,8 +100,9 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "ringmaster_collective_algbw_bytes_per_second",
       c, " 8000\n",
       "# HELP ringmaster_collective_busbw_bytes_per_second Bus bandwidth of the collective in the "
-      "last step that ran it: algbw times 2(n-1)/n for all_reduce, (n-1)/n for all_gather and "
-      "reduce_scatter, 1 otherwise (nccl-tests' busbw).\n"
+      "last step that ran it: algbw times 2(n-1)/n for all_reduce, (n-1)/n for all_gather, "
+      "reduce_scatter, gather, scatter and all_to_all, 0 for barrier, 1 otherwise (nccl-tests' "
+      "busbw).\n"
       "# TYPE ringmaster_collective_busbw_bytes_per_second gauge\n"
       "ringmaster_collective_busbw_bytes_per_second",
       c, " 12000\n",
