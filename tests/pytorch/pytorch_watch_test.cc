@@ -62,6 +62,16 @@ double EventSeconds(const std::string& json, const std::string& kind) {
   return nanos / 1e9;
 }
 
+// The job's progress step (the lowest step every rank reported) in `json`, or 0.
+int ProgressStep(const std::string& json) {
+  std::smatch m;
+  int step = 0;
+  if (std::regex_search(json, m, std::regex("\"progress\": \\{\\s*\"step\": \"(\\d+)\""))) {
+    (void)absl::SimpleAtoi(m[1].str(), &step);  // the regex guarantees digits
+  }
+  return step;
+}
+
 // The digest a rank printed at its end ("params sha256 HEX"), or "".
 std::string ParamsDigest(const std::string& log) {
   std::smatch m;
@@ -292,6 +302,8 @@ TEST_F(PyTorchWatchTest, TwentySecondTorchSaveIsNotAHang) {
   double seconds = 0;
   ASSERT_TRUE(absl::SimpleAtod(m[1].str(), &seconds));
   EXPECT_GE(seconds, 20);
+  // Watched (else no step allowance applies and no save could be a hang): its steps were heard.
+  EXPECT_EQ(ProgressStep(json), 80) << json;
   EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
 }
 
@@ -312,6 +324,11 @@ TEST_F(PyTorchWatchTest, TheWatchNeverChangesResultsEvenWhenItFails) {
     }
   }
   EXPECT_EQ(digests["broken"], digests["watched"]);
+  // Only the working watch reported steps: the broken one stopped before the first, and
+  // python_watch: false kept the unwatched job's ranks unwatched.
+  EXPECT_EQ(ProgressStep(JobJson(Id("watched"))), 200);
+  EXPECT_EQ(ProgressStep(JobJson(Id("broken"))), 0);
+  EXPECT_EQ(ProgressStep(JobJson(Id("unwatched"))), 0);
   EXPECT_EQ(digests["unwatched"], digests["watched"]);
   // The broken watch said so once per rank, on stderr; the unwatched job never heard of it.
   for (int rank = 0; rank < 2; ++rank) {
