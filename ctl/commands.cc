@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -334,16 +335,22 @@ absl::Status StreamRankLog(const Client& client, const std::string& id, int rank
   return client.Check(reader->Finish());
 }
 
-}  // namespace
-
-absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
-                  std::ostream& out) {
-  ASSIGN_OR_RETURN(v1::GetJobResponse job, FetchJob(client, id));
-  const int ranks = job.job().assignments_size();
+// The coordinator is the authority on who may read a job's logs and which ranks exist: its
+// range error ("rank: must be in [0, N), got R"), met only after its owner check, is explained
+// here with what to do. Any other status, or one that GetJob cannot explain, passes unchanged.
+absl::Status ExplainRankError(const Client& client, const std::string& id, int rank,
+                              const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument ||
+      !absl::StartsWith(status.message(), "rank: must be in [0, ")) {
+    return status;
+  }
+  absl::StatusOr<v1::GetJobResponse> job = FetchJob(client, id);
+  if (!job.ok()) return status;
+  const int ranks = job->job().assignments_size();
   if (ranks == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " is ", StateName(job.job().state()),
-        job.job().reason().empty() ? "" : " (" + job.job().reason() + ")",
+        "job ", id, " is ", StateName(job->job().state()),
+        job->job().reason().empty() ? "" : " (" + job->job().reason() + ")",
         " and has no ranks placed, so no logs yet: `ringctl watch ", id,
         "` shows when its ranks start"));
   }
@@ -351,8 +358,25 @@ absl::Status Logs(const Client& client, const std::string& id, int rank, bool fo
     return FieldError("--rank", absl::StrCat("job ", id, " has ranks 0 to ", ranks - 1, ", got ",
                                              rank, " (leave --rank out for every rank)"));
   }
+  return status;
+}
+
+}  // namespace
+
+absl::Status Logs(const Client& client, const std::string& id, int rank, bool follow,
+                  std::ostream& out) {
   absl::Mutex mu;
-  if (rank >= 0) return StreamRankLog(client, id, rank, follow, "", &mu, out);
+  if (rank >= 0) {
+    return ExplainRankError(client, id, rank,
+                            StreamRankLog(client, id, rank, follow, "", &mu, out));
+  }
+  ASSIGN_OR_RETURN(v1::GetJobResponse job, FetchJob(client, id));
+  const int ranks = job.job().assignments_size();
+  if (ranks == 0) {
+    // Rank 0 asked of the coordinator, which checks the caller first: someone else's job says
+    // so, one's own pending job that it has no ranks (placed meanwhile, rank 0's log prints).
+    return ExplainRankError(client, id, 0, StreamRankLog(client, id, 0, follow, "", &mu, out));
+  }
   if (!follow) {  // one rank after the other
     for (int r = 0; r < ranks; ++r) {
       RETURN_IF_ERROR(StreamRankLog(client, id, r, false, absl::StrCat("[rank ", r, "] "), &mu, out));

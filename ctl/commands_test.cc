@@ -79,9 +79,15 @@ class ScriptedJobs final : public v1::JobService::Service {
   size_t env_bytes = 0;
   v1::JobStatus job;  // what GetJob answers (with the id asked for)
 
-  // Rank N's log: "rank N line 1\nrank N line 2\n" in two chunks split inside a line.
+  // Rank N's log: "rank N line 1\nrank N line 2\n" in two chunks split inside a line; a rank
+  // outside `job`'s assignments is refused in the coordinator's words.
   grpc::Status ReadLogs(grpc::ServerContext*, const v1::ReadLogsRequest* request,
                         grpc::ServerWriter<v1::ReadLogsResponse>* writer) override {
+    if (request->rank() < 0 || request->rank() >= job.assignments_size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("rank: must be in [0, ", job.assignments_size(), "), got ",
+                                       request->rank()));
+    }
     const std::string text =
         absl::StrCat("rank ", request->rank(), " line 1\nrank ", request->rank(), " line 2\n");
     v1::ReadLogsResponse chunk;
