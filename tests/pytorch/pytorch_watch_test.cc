@@ -174,7 +174,8 @@ std::map<std::string, std::string>* PyTorchWatchTest::jobs_ = nullptr;
 
 // Rank 1's data loader blocks before step 30: its agent's watchdog, which knows the ranks step
 // (the watch reports them), reports a hang after the step allowance, the coordinator blames
-// rank 1 (it has not entered the all-reduce rank 0 waits in), and the restarted job succeeds.
+// rank 1 (it has not entered the all-reduce rank 0 waits in: the watch keeps reporting its
+// sequence numbers), and the restarted job succeeds.
 TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
   const std::string id = Id("stuck");
   ASSERT_FALSE(id.empty());
@@ -187,6 +188,9 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
       absl::Seconds(150)))
       << json << cluster_->RankLog(id, 1, 1);
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
+  // Named from the sequence numbers the watch keeps reporting while rank 1 is stuck outside any
+  // collective, not as a silent process.
+  EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
   std::smatch event;
   if (std::regex_search(json, event,
                         std::regex("\"kind\": \"hang\",\\s*\"message\": \"([^\"]*)\""))) {

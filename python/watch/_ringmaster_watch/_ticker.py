@@ -1,8 +1,11 @@
 """A daemon thread that reports the collective sequence numbers about once a second.
 
-It sends ReportCollectives while some thread is blocked in a collective, or when a sequence
-number changed since its last report, so a rank stuck in (or before) a collective still tells
-the agent how far it got. It is a daemon thread: it never keeps the process alive; an atexit
+It sends ReportCollectives every interval once the program has entered a collective, changed
+or not (as the builtin trainer's side thread does): a rank stuck in (or before) a collective
+still tells the agent how far it got, and a rank stuck outside any collective (a data loader
+that never returns) is heard while it does not step, so the coordinator names it from the
+sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
+than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon thread: it never keeps the process alive; an atexit
 handler stops it before the interpreter finalises. It never calls into torch: a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
@@ -54,9 +57,9 @@ class Ticker:
                 return
 
     def tick(self):
-        """Sends one ReportCollectives if something is in flight or changed."""
-        entered, completed, inside, version = self._comm.sequences()
-        if not entered or (not inside and version == self._sent_version):
+        """Sends one ReportCollectives once any collective was entered."""
+        entered, completed, _, version = self._comm.sequences()
+        if not entered:
             return
         if self._reporter.send("collectives", {"collectiveEntered": entered,
                                                "collectiveCompleted": completed}):
