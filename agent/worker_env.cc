@@ -97,15 +97,16 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   }
   if (!node.report_socket_path.empty()) env["RINGMASTER_REPORT_SOCKET"] = node.report_socket_path;
   for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
+  // A Python command inherits the agent's PYTHONPATH unless the job sets its own, watched or not.
+  const bool python_command = spec.trainer().has_command() &&
+                              spec.trainer().command().argv_size() > 0 &&
+                              IsPythonInterpreter(spec.trainer().command().argv(0));
+  if (python_command && spec.trainer().env().count("PYTHONPATH") == 0) {
+    CopyEnv(node.inherited, "PYTHONPATH", &env);
+  }
   if (!node.python_watch_dir.empty() && WatchesPython(spec)) {
-    auto job_path = spec.trainer().env().find("PYTHONPATH");
-    auto agent_path = node.inherited.find("PYTHONPATH");
-    std::string rest;
-    if (job_path != spec.trainer().env().end()) {
-      rest = job_path->second;
-    } else if (agent_path != node.inherited.end()) {
-      rest = agent_path->second;
-    }
+    auto path = env.find("PYTHONPATH");
+    const std::string rest = path == env.end() ? "" : path->second;
     env["PYTHONPATH"] = rest.empty() ? node.python_watch_dir
                                      : absl::StrCat(node.python_watch_dir, ":", rest);
     env["RINGMASTER_PYTHON_WATCH"] = "1";

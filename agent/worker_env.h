@@ -37,8 +37,8 @@ struct WorkerEnvOptions {
 };
 
 // The agent's values of the variables a worker may inherit, those set: PATH, HOME, LANG (every
-// worker), CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (GPU workers), PYTHONPATH (behind the Python
-// watch only); see WorkerEnv.
+// worker), CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (GPU workers), PYTHONPATH (Python command
+// jobs only); see WorkerEnv.
 std::map<std::string, std::string> AgentEnvironment();
 
 // Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
@@ -63,10 +63,11 @@ bool WatchesPython(const v1::JobSpec& spec);
 //    the agent's CUDA_DEVICE_ORDER, if set;
 //  - RINGMASTER_REPORT_SOCKET, if `node.report_socket_path` is set;
 //  - the job's own `trainer.env`;
-//  - when WatchesPython(spec) and `node.python_watch_dir` is set: PYTHONPATH =
-//    python_watch_dir, then ":" and the job's `trainer.env` PYTHONPATH if it sets one, else the
-//    agent's own (node.inherited) if set (the agent's PYTHONPATH reaches no other worker), and
-//    RINGMASTER_PYTHON_WATCH = "1";
+//  - for a command job whose argv[0] IsPythonInterpreter, watched or not, whose `trainer.env`
+//    does not set PYTHONPATH: the agent's own PYTHONPATH (node.inherited), if set (the agent's
+//    PYTHONPATH reaches no other worker);
+//  - when WatchesPython(spec) and `node.python_watch_dir` is set: python_watch_dir prepended to
+//    that PYTHONPATH (then ":" and it, if non-empty), and RINGMASTER_PYTHON_WATCH = "1";
 //  - RINGMASTER_WORKER_TOKEN = `worker_token`, last (the job cannot name RINGMASTER_*: the
 //    coordinator refuses it).
 std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,

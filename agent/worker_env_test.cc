@@ -252,6 +252,24 @@ TEST(WorkerEnvTest, AJobThatOptsOutRunsAsWritten) {
   EXPECT_FALSE(WatchesPython(launch.spec()));
 }
 
+// The agent's PYTHONPATH reaches a Python command whether the watch is on, opted out of, or off
+// on the node; the watch only puts its directory first.
+TEST(WorkerEnvTest, TheAgentsPythonPathDoesNotDependOnTheWatch) {
+  v1::LaunchWorkers launch = PythonLaunch("python3");
+  WorkerEnvOptions watching = WatchingNode();
+  watching.inherited = {{"PYTHONPATH", "/agent/lib"}};
+  EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), watching, "t")["PYTHONPATH"],
+            "/var/lib/ringmaster/python-watch-0123:/agent/lib");
+  WorkerEnvOptions unwatched = CpuNode();
+  unwatched.inherited = watching.inherited;
+  EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), unwatched, "t")["PYTHONPATH"], "/agent/lib");
+  launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
+  EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), watching, "t")["PYTHONPATH"], "/agent/lib");
+  // Not Python: not inherited.
+  launch = PythonLaunch("torchrun");
+  EXPECT_FALSE(WorkerEnv(launch, launch.assignments(0), watching, "t").count("PYTHONPATH"));
+}
+
 TEST(WorkerEnvTest, ArgvOfACommandOrTheBuiltinTrainer) {
   v1::JobSpec command;
   command.mutable_trainer()->mutable_command()->add_argv("python3");
