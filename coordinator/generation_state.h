@@ -54,15 +54,27 @@ struct GenerationState {
   // evidence wait after it waits for evidence, however long ago the hang began.
   absl::Time heard_from = absl::InfinitePast();
   std::unique_ptr<StragglerDetector> stragglers;  // null: not judged
-  // A hang report waiting for evidence of whom to blame: its node, the report, and when the hang
-  // began.
+  // The hang reports waiting for evidence of whom to blame, by reported rank: its node, the
+  // report, and when the hang began. Each is decided on its own (a second report is never dropped
+  // while a first waits: the first may be set aside by the checkpoint rule).
   struct PendingHang {
     std::string node;
     v1::WorkerState state;
     absl::Time began;
     absl::Time decide_by;  // blame whoever the evidence names by then
   };
-  std::optional<PendingHang> pending_hang;
+  std::map<int, PendingHang> pending_hangs;
+  // The hang reports set aside by the checkpoint rule, by reported rank. The agent reports that
+  // rank again only once it reports again, so the coordinator judges it again itself: dropped
+  // when the rank steps on or changes phase; once no rank is in CHECKPOINT any more, held again
+  // (pending_hangs) if the rank stays silent as long again as when it was reported.
+  struct SetAsideHang {
+    PendingHang report;
+    int64_t step = 0;                                      // the rank's step when set aside
+    v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;  // and its summaries' phase
+    absl::Time checkpoints_over = absl::InfiniteFuture();  // when no rank was in CHECKPOINT
+  };
+  std::map<int, SetAsideHang> set_aside_hangs;
   bool resumed = false;  // the reference rank's start step reached the goodput
 
   // Checkpoints: the newest committed one when the generation was launched (reported, or stored

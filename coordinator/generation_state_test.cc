@@ -16,7 +16,8 @@ TEST(GenerationStateTest, ALaunchedGenerationStartsFromNothingWithItsRanksAtZero
   EXPECT_TRUE(state.awaiting.empty());
   EXPECT_TRUE(state.last_heard.empty());
   EXPECT_EQ(state.heard_from, absl::InfinitePast());
-  EXPECT_FALSE(state.pending_hang.has_value());
+  EXPECT_TRUE(state.pending_hangs.empty());
+  EXPECT_TRUE(state.set_aside_hangs.empty());
   EXPECT_FALSE(state.resumed);
   EXPECT_EQ(state.checkpoint_at_launch, -1);
   EXPECT_EQ(state.furthest_step, 0);
@@ -37,7 +38,9 @@ TEST(GenerationStateTest, ALaunchReplacesEverythingOfThePreviousGeneration) {
   state.rank_step = {7, 9};
   state.awaiting["a"].insert(0);
   state.last_heard[0] = absl::UnixEpoch();
-  state.pending_hang = GenerationState::PendingHang{"a", {}, absl::UnixEpoch(), absl::UnixEpoch()};
+  state.pending_hangs[1] =
+      GenerationState::PendingHang{"a", {}, absl::UnixEpoch(), absl::UnixEpoch()};
+  state.set_aside_hangs[0].step = 7;
   state.resumed = true;
   state.furthest_step = 9;
   state.steps_lost = "resumed from step 0";
@@ -47,7 +50,8 @@ TEST(GenerationStateTest, ALaunchReplacesEverythingOfThePreviousGeneration) {
   EXPECT_EQ(state.rank_step, std::vector<int64_t>(3, 0));
   EXPECT_TRUE(state.awaiting.empty());
   EXPECT_TRUE(state.last_heard.empty());
-  EXPECT_FALSE(state.pending_hang.has_value());
+  EXPECT_TRUE(state.pending_hangs.empty());
+  EXPECT_TRUE(state.set_aside_hangs.empty());
   EXPECT_FALSE(state.resumed);
   EXPECT_EQ(state.furthest_step, 0);
   EXPECT_TRUE(state.steps_lost.empty());

@@ -688,16 +688,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
   if (state.phase() != v1::WORKER_PHASE_EXITED) {
     if (state.last_report_age_seconds() <= 0) return;  // A phase change, not a hang report.
     // The agent's watchdog saw no report from the rank beyond its phase's allowance.
-    if (job->gen.pending_hang.has_value()) return;  // The first report is being decided.
-    const absl::Time began = clock_->Now() - absl::Seconds(state.last_report_age_seconds());
-    const absl::Time decide_by = std::max(began, job->gen.heard_from) + kHangEvidenceWait;
-    std::string why;
-    if (HangEvidence(*job, &why).empty() && clock_->Now() < decide_by) {
-      job->gen.pending_hang = GenerationState::PendingHang{node, state, began, decide_by};
-      return;  // Tick() decides once the evidence is in, or the wait is over.
-    }
-    DeclareHang(job, node, state, began);
-    ScheduleLocked();
+    if (JudgeHangReport(job, node, state)) ScheduleLocked();
     return;
   }
   if (state.exit_code() == 0 && state.signal() == 0) {

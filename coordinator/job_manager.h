@@ -338,8 +338,17 @@ class JobManager {
   // Frees the devices of the ranks of a job that ended during a drain's wait, once its deadline
   // has passed (they were SIGKILLed).
   bool FreeEndedDrains(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Declares the hangs that waited for evidence, once it is in or the wait is over.
+  // Declares the hangs that waited for evidence, once it is in or the wait is over, and judges
+  // again the reports the checkpoint rule set aside (GenerationState::set_aside_hangs).
   bool DecidePendingHangs(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A hang report of a running job's current generation: held for evidence
+  // (GenerationState::pending_hangs; each rank's own, a report of a rank already held is
+  // ignored), or declared now. True if the job failed for it.
+  bool JudgeHangReport(Job* job, const std::string& node, const v1::WorkerState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holds again the set-aside reports of `job` whose rank stayed silent after the checkpoints
+  // ended, and forgets those whose rank stepped on. True if the job failed for one.
+  bool RejudgeSetAsideHangs(Job* job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the recovered running jobs whose nodes did not report their ranks within
   // reconcile_timeout of Recover().
   bool FailUnreconciledJobs(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -147,5 +147,46 @@ TEST_F(CheckpointHangTest, ASaveThatOutlastsItsAllowanceIsAHang) {
                                             "checkpoint: hung"));
 }
 
+// Rank 1's report (a short hang_timeout) waits for evidence when rank 0, stuck inside its save,
+// is reported by its own agent: that report is decided too, not dropped, though rank 1's is set
+// aside (each agent reports a rank once until it reports again).
+TEST_F(CheckpointHangTest, ASaversReportWhileAWaitersIsHeldIsNotDropped) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 2));  // held: it began 2 s ago
+  EXPECT_TRUE(Hangs(gen).empty());
+  v1::WorkerState stuck = HangReport(gen, 0, 30);
+  stuck.set_phase(v1::WORKER_PHASE_CHECKPOINT);
+  jobs_->OnWorkerState("n1", stuck);
+  for (int s = 0; s < 5 && Hangs(gen).empty(); ++s) Wait(gen, 1);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
+}
+
+// Rank 1's report was set aside while rank 0 saved; rank 0 then stops right after its save,
+// before the next collective. Rank 1's agent does not report it again (it never reported again),
+// so the coordinator judges it again once it stays silent as long again: rank 0 is blamed.
+TEST_F(CheckpointHangTest, ASetAsideReportIsJudgedAgainWhenTheRankStaysSilent) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  EXPECT_TRUE(Hangs(gen).empty());
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP));  // the save ended
+  Wait(gen, 9);
+  EXPECT_TRUE(Hangs(gen).empty());
+  for (int s = 0; s < 10 && Hangs(gen).empty(); ++s) Wait(gen, 1);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_THAT(hangs[0].message(), HasSubstr("rank 0's process stopped reporting"));
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -160,14 +160,25 @@ bool JobManager::DecidePendingHangs(absl::Time now) {
   bool declared = false;
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() != v1::JOB_STATE_RUNNING || !job->gen.pending_hang.has_value()) {
+    if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    if (RejudgeSetAsideHangs(job, now)) {
+      declared = true;
       continue;
     }
+    if (job->gen.pending_hangs.empty()) continue;
     std::string unused;
-    if (now < job->gen.pending_hang->decide_by && HangEvidence(*job, &unused).empty()) continue;
-    const GenerationState::PendingHang pending = *job->gen.pending_hang;
-    DeclareHang(job, pending.node, pending.state, pending.began);  // the job is no longer running
-    declared = true;
+    const bool evidence = !HangEvidence(*job, &unused).empty();
+    // Each report due, oldest rank first, until one fails the job (a launch replaces the
+    // generation, reports and all); one set aside leaves the job running.
+    std::vector<GenerationState::PendingHang> due;
+    for (const auto& [rank, pending] : job->gen.pending_hangs) {
+      if (evidence || now >= pending.decide_by) due.push_back(pending);
+    }
+    for (const GenerationState::PendingHang& pending : due) {
+      if (job->status.state() != v1::JOB_STATE_RUNNING) break;
+      DeclareHang(job, pending.node, pending.state, pending.began);
+    }
+    declared |= job->status.state() != v1::JOB_STATE_RUNNING;
   }
   return declared;
 }

@@ -51,6 +51,7 @@ std::string PhaseName(v1::WorkerPhase phase) {
 }  // namespace
 
 using job_manager_internal::DescribeExit;
+using job_manager_internal::kHangEvidenceWait;
 
 void JobManager::QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state) {
   if (state.phase() != v1::WORKER_PHASE_EXITED ||
@@ -252,8 +253,8 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
     }
   }
   if (peers_alive && !silent.empty()) {
-    std::vector<Suspect> blamed = OutsideCheckpoints(silent, checkpointing,
-                                                     &evidence.checkpoint_waits);
+    std::vector<Suspect> blamed =
+        OutsideCheckpoints(silent, checkpointing, &evidence.checkpoint_waits);
     if (!blamed.empty()) {
       conclude(blamed);
       return evidence;
@@ -276,13 +277,73 @@ std::vector<int> JobManager::HangEvidence(const Job& job, std::string* descripti
   return evidence.blamed;
 }
 
+bool JobManager::JudgeHangReport(Job* job, const std::string& node, const v1::WorkerState& state) {
+  const int rank = state.rank();
+  if (job->gen.pending_hangs.count(rank) > 0) return false;  // being decided
+  job->gen.set_aside_hangs.erase(rank);                      // this report replaces it
+  const absl::Time now = clock_->Now();
+  const absl::Time began = now - absl::Seconds(state.last_report_age_seconds());
+  const absl::Time decide_by = std::max(began, job->gen.heard_from) + kHangEvidenceWait;
+  std::string why;
+  if (HangEvidence(*job, &why).empty() && now < decide_by) {
+    job->gen.pending_hangs[rank] = GenerationState::PendingHang{node, state, began, decide_by};
+    return false;  // Tick() decides once the evidence is in, or the wait is over.
+  }
+  DeclareHang(job, node, state, began);
+  return job->status.state() != v1::JOB_STATE_RUNNING;
+}
+
+bool JobManager::RejudgeSetAsideHangs(Job* job, absl::Time now) {
+  GenerationState& gen = job->gen;
+  const bool checkpointing = !Checkpointing(gen, /*judged=*/-1).empty();
+  std::vector<int> again;
+  for (auto it = gen.set_aside_hangs.begin(); it != gen.set_aside_hangs.end();) {
+    const int rank = it->first;
+    GenerationState::SetAsideHang& aside = it->second;
+    auto phase = gen.phase.find(rank);
+    const bool phase_changed = phase != gen.phase.end() && phase->second != aside.phase;
+    if (gen.rank_step[rank] > aside.step || phase_changed) {
+      it = gen.set_aside_hangs.erase(it);  // it reported again: its agent watches it afresh
+      continue;
+    }
+    if (checkpointing) {
+      aside.checkpoints_over = absl::InfiniteFuture();
+    } else if (aside.checkpoints_over == absl::InfiniteFuture()) {
+      aside.checkpoints_over = now;
+    } else if (now - aside.checkpoints_over >=
+               absl::Seconds(aside.report.state.last_report_age_seconds())) {
+      again.push_back(rank);  // silent as long again as when its agent reported it
+    }
+    ++it;
+  }
+  for (int rank : again) {
+    if (job->status.state() != v1::JOB_STATE_RUNNING) break;
+    GenerationState::PendingHang report = gen.set_aside_hangs[rank].report;
+    gen.set_aside_hangs.erase(rank);
+    report.state.set_last_report_age_seconds(absl::ToDoubleSeconds(now - report.began));
+    RM_LOG(INFO) << absl::StrFormat(
+        "job %s: rank %d on %s, set aside while peers wrote a checkpoint, is still silent: "
+        "judged again",
+        job->status.job_id(), rank, report.node);
+    JudgeHangReport(job, report.node, report.state);
+  }
+  return job->status.state() != v1::JOB_STATE_RUNNING;
+}
+
 void JobManager::DeclareHang(Job* job, const std::string& node, const v1::WorkerState& state,
                              absl::Time began) {
-  job->gen.pending_hang.reset();
+  job->gen.pending_hangs.erase(state.rank());
   Evidence evidence = EvidenceOf(job->gen, clock_->Now(), state.rank());
   if (evidence.blamed.empty() && !evidence.checkpoint_waits.empty()) {
     // The checkpoint rule (hang_analysis.h): the rank waits for peers that write a checkpoint,
-    // whose own agents report them if it outlasts their checkpoint allowance.
+    // whose own agents report them if it outlasts their checkpoint allowance. Kept, to be judged
+    // again if the rank stays silent after the checkpoints (RejudgeSetAsideHangs).
+    GenerationState::SetAsideHang& aside = job->gen.set_aside_hangs[state.rank()];
+    aside = GenerationState::SetAsideHang{};
+    aside.report = GenerationState::PendingHang{node, state, began, began};
+    aside.step = job->gen.rank_step[state.rank()];
+    auto phase = job->gen.phase.find(state.rank());
+    if (phase != job->gen.phase.end()) aside.phase = phase->second;
     RM_LOG(INFO) << absl::StrFormat(
         "job %s: rank %d on %s, silent for %.1f s in phase %s, waits for rank(s) %s writing a "
         "checkpoint: not a hang",
