@@ -46,7 +46,8 @@ ABSL_FLAG(std::string, work_dir, "/var/lib/ringmaster/agent",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9401",
           "HTTP address serving /metrics and /healthz (port 0 picks a free port).");
 ABSL_FLAG(std::string, worker_socket, "",
-          "Unix socket of the worker API (default: WORK_DIR/agent.sock); at most 107 bytes.");
+          "Unix socket of the worker API (default: WORK_DIR/agent.sock); at most 100 bytes, as "
+          "the report socket beside it (NAME-report.sock) is 7 longer.");
 ABSL_FLAG(std::string, trainer_binary, "", "Program run for builtin (\"gpt\") jobs.");
 ABSL_FLAG(std::string, python_watch_dir, "",
           "Directory holding the Python watch (sitecustomize.py and _ringmaster_watch/) put first "
@@ -184,14 +185,20 @@ absl::Status Run() {
   if (ec) return FieldError("--work_dir", absl::StrCat("cannot create: ", ec.message()));
   std::string socket_path = absl::GetFlag(FLAGS_worker_socket);
   if (socket_path.empty()) socket_path = work_dir + "/agent.sock";
-  if (socket_path.size() > 107) {  // sizeof(sockaddr_un::sun_path) - 1
-    return FieldError(
-        "--worker_socket",
-        absl::StrCat("a Unix socket path must be at most 107 bytes, got ", socket_path.size(),
-                     " (\"", socket_path, "\"); set --worker_socket to a shorter path"));
+  const std::string report_socket_path = ReportSocketPath(socket_path);
+  // Both sockets' paths must fit sizeof(sockaddr_un::sun_path) - 1 = 107 bytes; the report
+  // socket's is 7 longer ("-report").
+  for (const std::string& path : {socket_path, report_socket_path}) {
+    if (path.size() > 107) {
+      return FieldError(
+          "--worker_socket",
+          absl::StrCat("must be at most 100 bytes, as its report socket's path adds 7 and a Unix "
+                       "socket path has at most 107; got ",
+                       path.size(), " bytes for \"", path,
+                       "\": set --worker_socket (default WORK_DIR/agent.sock) to a shorter path"));
+    }
   }
   std::filesystem::remove(socket_path, ec);  // A stale socket from an earlier run.
-  const std::string report_socket_path = ReportSocketPath(socket_path);
   ASSIGN_OR_RETURN(const std::string python_watch_dir, PythonWatchDir(work_dir));
 
   metrics::Registry registry;
