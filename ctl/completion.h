@@ -1,6 +1,7 @@
 // `ringctl completion bash|zsh`: a completion script for commands, flags and job ids, generated
 // from the help tables (ctl/help.h). Job ids come from `ringctl get jobs` when completing, so the
-// connection settings of the shell (RINGMASTER_*) apply. Pure functions (thread-safe).
+// connection settings of the shell (RINGMASTER_*) apply. Pure functions (thread-safe); the
+// script is returned by value (the caller owns it). Errors: an unknown shell gives nullopt.
 #ifndef RINGMASTER_CTL_COMPLETION_H_
 #define RINGMASTER_CTL_COMPLETION_H_
 

@@ -1,5 +1,5 @@
 // Block-style YAML of any protobuf message, as `ringctl ... -o yaml` prints it. Pure function
-// (thread-safe; no errors).
+// (thread-safe; no errors); it only reads `message` (the caller's) and returns the text by value.
 //
 // The same fields as `-o json` (protobuf's JSON with always_print_primitive_fields and the proto
 // field names): every scalar field without presence is printed, zero included (rank: 0); fields

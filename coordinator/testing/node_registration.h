@@ -1,5 +1,6 @@
 // The Register message a node agent sends, for coordinator unit tests that register nodes
-// without an agent. A pure function; thread-safe.
+// without an agent. A pure function; thread-safe; the message is returned by value (the caller
+// owns it). Errors: none (no input is checked; tests pass sensible values).
 #ifndef RINGMASTER_COORDINATOR_TESTING_NODE_REGISTRATION_H_
 #define RINGMASTER_COORDINATOR_TESTING_NODE_REGISTRATION_H_
 
