@@ -13,28 +13,12 @@
 
 #include "testing/cuda_emu/fake_streams.h"
 
-namespace emu {
-namespace {
-
-// Kernels here use small frames; the guard page below each stack turns an overflow into a crash
-// rather than a corruption.
-constexpr size_t kStackBytes = 256 * 1024;
-constexpr int kMaxBlockThreads = 1024;
-
-enum class State { kReady, kBlockBarrier, kWarpBarrier, kDone };
-
-// A cp.async in flight: what lands at `dst` once the thread waits for its group.
-struct PendingCopy {
-  void* dst;
-  unsigned char bytes[16];
-};
-
 #if defined(__x86_64__)
 // Saves the callee-saved registers (and the SSE and x87 control words) on the current stack,
 // stores the stack pointer in *from, and resumes the context whose stack pointer is `to`: a
 // stack switch of a few instructions, where _setjmp/_longjmp cost a signal-mask check and an
 // unwind of pthread cleanups per switch (the emulator switches at every thread start, barrier
-// and shuffle).
+// and shuffle). At file scope: a C-linkage function belongs to no namespace.
 extern "C" __attribute__((visibility("hidden"))) void ringmaster_emu_switch(void** from,
                                                                             void* to);
 asm(R"(
@@ -68,6 +52,22 @@ ringmaster_emu_switch:
   .popsection
 )");
 #endif
+
+namespace emu {
+namespace {
+
+// Kernels here use small frames; the guard page below each stack turns an overflow into a crash
+// rather than a corruption.
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kMaxBlockThreads = 1024;
+
+enum class State { kReady, kBlockBarrier, kWarpBarrier, kDone };
+
+// A cp.async in flight: what lands at `dst` once the thread waits for its group.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
 
 // A fiber is entered the first time on a fresh stack and then switched with
 // ringmaster_emu_switch (x86-64), or elsewhere through its ucontext and then _setjmp/_longjmp,
