@@ -158,6 +158,11 @@ absl::Status JobManager::Recover() {
     job->last_sequence = job->stored_sequence = s.event_count;
     const std::string id = job->status.job_id();
     SanitizeRecovered(job.get());
+    if (KeepPreDefaultsOptimizerZeros(job->status.mutable_spec())) {
+      RM_LOG(INFO) << "job " << id << ": stored before the optimizer defaults; its absent "
+                   << "warmup_steps, weight_decay and clip_grad_norm kept at 0";
+      Persist(job.get());
+    }
     if (job->status.state() == v1::JOB_STATE_RUNNING) {
       job->gen = GenerationState::Recovered(job->status.assignments_size());
       for (const auto& a : job->status.assignments()) {

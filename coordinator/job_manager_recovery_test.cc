@@ -11,7 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_test_fixture.h"
+#include "coordinator/spec_validation.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::coordinator {
@@ -50,6 +53,49 @@ TEST_F(JobManagerTest, RecoveryKeepsJobsAndAdoptsWorkersOfTheCurrentGeneration) 
   clock_.Advance(absl::Seconds(11));
   jobs_->Tick();
   EXPECT_EQ(Current(job->job_id()).generation(), before.generation());  // Adopted, not failed.
+}
+
+// A builtin job stored before the optimizer defaults (its 0 warmup, decay and clipping absent on
+// the wire) keeps its 0s after a coordinator restart; a job submitted since keeps its defaults.
+// The trainer applies the defaults again to the spec it is sent: they change nothing.
+TEST_F(JobManagerTest, AJobStoredBeforeTheOptimizerDefaultsKeepsItsZeros) {
+  AddNode("n1", 2);
+  auto old_job = jobs_->Submit(Spec(), "", alice_);
+  auto new_job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(old_job.ok() && new_job.ok());
+  v1::JobStatus stored = Current(old_job->job_id());
+  v1::OptimizerSpec* o = stored.mutable_spec()->mutable_trainer()->mutable_optimizer();
+  o->clear_warmup_steps();
+  o->clear_weight_decay();
+  o->clear_clip_grad_norm();
+  ASSERT_TRUE(store_->PutJob(stored).ok());
+
+  MakeManager();
+  const v1::JobSpec old_spec = Current(old_job->job_id()).spec();
+  const v1::OptimizerSpec& kept = old_spec.trainer().optimizer();
+  EXPECT_TRUE(kept.has_warmup_steps() && kept.has_weight_decay() && kept.has_clip_grad_norm());
+  EXPECT_EQ(kept.warmup_steps(), 0);
+  EXPECT_EQ(kept.weight_decay(), 0);
+  EXPECT_EQ(kept.clip_grad_norm(), 0);
+  const v1::OptimizerSpec& fresh = Current(new_job->job_id()).spec().trainer().optimizer();
+  EXPECT_DOUBLE_EQ(fresh.weight_decay(), 0.1);
+  EXPECT_DOUBLE_EQ(fresh.clip_grad_norm(), 1.0);
+  EXPECT_EQ(fresh.warmup_steps(), 0);  // 5% of 10 steps
+  EXPECT_TRUE(fresh.has_warmup_steps());
+  // Stored so: a second restart finds the same.
+  MakeManager();
+  EXPECT_EQ(Current(old_job->job_id()).spec().trainer().optimizer().weight_decay(), 0);
+
+  // What the agent hands the trainer (RINGMASTER_JOB_SPEC_JSON), read back and defaulted again.
+  for (const v1::JobSpec& sent : {old_spec, Current(new_job->job_id()).spec()}) {
+    std::string json;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(sent, &json).ok());
+    v1::JobSpec read;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &read).ok());
+    ApplyDefaults(&read);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(read, sent))
+        << read.DebugString() << " vs " << sent.DebugString();
+  }
 }
 
 TEST_F(JobManagerTest, RanksThatFinishedBeforeACoordinatorRestartStayFinished) {

@@ -411,6 +411,25 @@ void CheckOptimizer(const v1::TrainerSpec& trainer, Problems* problems) {
 
 }  // namespace
 
+bool KeepPreDefaultsOptimizerZeros(v1::JobSpec* spec) {
+  if (!spec::ReadsBuiltinKeys(spec->trainer())) return false;
+  v1::OptimizerSpec* optimizer = spec->mutable_trainer()->mutable_optimizer();
+  bool changed = false;
+  if (!optimizer->has_warmup_steps()) {
+    optimizer->set_warmup_steps(0);
+    changed = true;
+  }
+  if (!optimizer->has_weight_decay()) {
+    optimizer->set_weight_decay(0);
+    changed = true;
+  }
+  if (!optimizer->has_clip_grad_norm()) {
+    optimizer->set_clip_grad_norm(0);
+    changed = true;
+  }
+  return changed;
+}
+
 void ApplyDefaults(v1::JobSpec* spec) {
   // The builtin trainer's settings, only where its program runs: a command job may not set them.
   if (spec::ReadsBuiltinKeys(spec->trainer())) {

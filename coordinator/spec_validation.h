@@ -21,6 +21,14 @@ namespace ringmaster::coordinator {
 // slow_link_ratio 0.5. trainer.steps stays as given. Idempotent.
 void ApplyDefaults(v1::JobSpec* spec);
 
+// A job stored before trainer.optimizer's warmup_steps, weight_decay and clip_grad_norm had
+// presence and defaults (5% of steps, 0.1, 1.0): its 0s were absent on the wire, and meant 0.
+// Since ApplyDefaults sets all three for every job that runs the builtin trainer's program, such
+// a stored job lacking one predates them: it is set to 0 explicitly, so that neither this
+// coordinator nor the trainer (which applies the defaults again) changes how the job trains.
+// Run on each stored job when the coordinator loads it. True if it changed `spec`.
+bool KeepPreDefaultsOptimizerZeros(v1::JobSpec* spec);
+
 // Checks `spec` (after ApplyDefaults). When parallelism is all zero the planner chooses it, and
 // the layout rules below are skipped. Rules:
 //  - name: 1-63 chars of [a-z0-9-], starting with a letter;
