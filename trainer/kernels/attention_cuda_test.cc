@@ -28,17 +28,7 @@ namespace ringmaster::kernels::testing {
 namespace {
 
 template <typename T>
-struct Traits;
-template <>
-struct Traits<float> {
-  static constexpr ElementType kType = ElementType::kF32;
-  static constexpr double kAtol = 1e-5, kRtol = 1e-4;
-};
-template <>
-struct Traits<__nv_bfloat16> {
-  static constexpr ElementType kType = ElementType::kBF16;
-  static constexpr double kAtol = 3e-2, kRtol = 3e-2;
-};
+constexpr Tol kTol = PerType<T>(Tol{1e-5, 1e-4}, Tol{3e-2, 3e-2});
 
 template <typename T>
 class AttentionCudaTest : public CublasTypedTest<T> {};
@@ -49,12 +39,11 @@ TYPED_TEST_SUITE(AttentionCudaTest, ElementTypes);
 template <typename T>
 void ExpectMatchesCpu(cublasHandle_t cublas, AttentionImpl impl, int B, int Tn, int C, int NH,
                       int seed, float range = 1) {
-  using Tr = Traits<T>;
   SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << Tn << " C=" << C << " NH=" << NH
                                     << " inputs in +-" << range);
   const int64_t nqkv = int64_t{B} * Tn * 3 * C, natt = int64_t{B} * NH * Tn * Tn;
   const int64_t nout = int64_t{B} * Tn * C;
-  const int64_t nstate = AttentionStateElements(impl, Tr::kType, B, Tn, NH);
+  const int64_t nstate = AttentionStateElements(impl, kElementType<T>, B, Tn, NH);
   const std::vector<float> qkv = RoundTo<T>(Uniform(nqkv, -range, range, seed));
   const std::vector<float> dout = RoundTo<T>(Uniform(nout, -1, 1, seed + 1));
   std::vector<float> out(nout), att(natt), dqkv(nqkv), datt(natt);
@@ -63,21 +52,21 @@ void ExpectMatchesCpu(cublasHandle_t cublas, AttentionImpl impl, int B, int Tn, 
 
   DeviceArray<T> d_qkv(qkv), d_dout(dout), d_out(Uniform(nout, 5, 6, 1)),
       d_att(Uniform(nstate, 5, 6, 2)), d_dqkv(Uniform(nqkv, 5, 6, 3)), d_datt(nstate);
-  ASSERT_TRUE(AttentionForwardCuda(impl, cublas, Tr::kType, d_out.get(), d_att.get(), d_qkv.get(),
-                                   B, Tn, C, NH, nullptr)
+  ASSERT_TRUE(AttentionForwardCuda(impl, cublas, kElementType<T>, d_out.get(), d_att.get(),
+                                   d_qkv.get(), B, Tn, C, NH, nullptr)
                   .ok());
   if (impl == AttentionImpl::kMaterialized) {
-    ExpectClose(d_att.Download(), att, Tr::kAtol, Tr::kRtol, "att");
+    ExpectClose(d_att.Download(), att, kTol<T>.atol, kTol<T>.rtol, "att");
   }
-  ExpectClose(d_out.Download(), out, Tr::kAtol, Tr::kRtol, "out");
-  ASSERT_TRUE(AttentionBackwardCuda(impl, cublas, Tr::kType, d_dqkv.get(), d_datt.get(),
+  ExpectClose(d_out.Download(), out, kTol<T>.atol, kTol<T>.rtol, "out");
+  ASSERT_TRUE(AttentionBackwardCuda(impl, cublas, kElementType<T>, d_dqkv.get(), d_datt.get(),
                                     d_dout.get(), d_out.get(), d_qkv.get(), d_att.get(), B, Tn, C,
                                     NH, nullptr)
                   .ok());
   const std::vector<float> first = d_dqkv.Download();
-  ExpectClose(first, dqkv, Tr::kAtol, Tr::kRtol, "dqkv");
+  ExpectClose(first, dqkv, kTol<T>.atol, kTol<T>.rtol, "dqkv");
   // Deterministic: the same inputs give the same bits again.
-  ASSERT_TRUE(AttentionBackwardCuda(impl, cublas, Tr::kType, d_dqkv.get(), d_datt.get(),
+  ASSERT_TRUE(AttentionBackwardCuda(impl, cublas, kElementType<T>, d_dqkv.get(), d_datt.get(),
                                     d_dout.get(), d_out.get(), d_qkv.get(), d_att.get(), B, Tn, C,
                                     NH, nullptr)
                   .ok());

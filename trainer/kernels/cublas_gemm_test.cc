@@ -16,17 +16,7 @@ namespace ringmaster::kernels::testing {
 namespace {
 
 template <typename T>
-struct Traits;
-template <>
-struct Traits<float> {
-  static constexpr ElementType kType = ElementType::kF32;
-  static constexpr double kTol = 1e-5;
-};
-template <>
-struct Traits<__nv_bfloat16> {
-  static constexpr ElementType kType = ElementType::kBF16;
-  static constexpr double kTol = 1e-2;
-};
+constexpr double kTol = PerType<T>(1e-5, 1e-2);
 
 template <typename T>
 class CublasGemmTest : public CublasTypedTest<T> {};
@@ -34,7 +24,6 @@ TYPED_TEST_SUITE(CublasGemmTest, ElementTypes);
 
 TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
   using T = TypeParam;
-  using Tr = Traits<T>;
   int seed = 0;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -56,14 +45,14 @@ TYPED_TEST(CublasGemmTest, MatchesNaiveRowMajorGemm) {
               testing::NaiveRowMajorGemm(g, 0.5f, a.data() + i * sa, b.data() + i * sb, beta,
                                          c.data() + i * sc);
             }
-            absl::Status s =
-                batch == 1 ? RowMajorGemmCuda(this->cublas_, Tr::kType, g, 0.5f, d_a.get(),
-                                              d_b.get(), beta, d_c.get())
-                           : RowMajorBatchedGemmCuda(this->cublas_, Tr::kType, g, 0.5f, d_a.get(),
-                                                     sa, d_b.get(), sb, beta, d_c.get(), sc, batch);
+            absl::Status s = batch == 1 ? RowMajorGemmCuda(this->cublas_, kElementType<T>, g, 0.5f,
+                                                           d_a.get(), d_b.get(), beta, d_c.get())
+                                        : RowMajorBatchedGemmCuda(this->cublas_, kElementType<T>, g,
+                                                                  0.5f, d_a.get(), sa, d_b.get(),
+                                                                  sb, beta, d_c.get(), sc, batch);
             ASSERT_TRUE(s.ok()) << s;
             // The padding between rows of c must be left alone: compare everything.
-            ExpectClose(d_c.Download(), RoundTo<T>(c), Tr::kTol, Tr::kTol, "c");
+            ExpectClose(d_c.Download(), RoundTo<T>(c), kTol<T>, kTol<T>, "c");
           }
         }
       }
@@ -75,7 +64,7 @@ TYPED_TEST(CublasGemmTest, RefusesStridesThatDoNotCoverTheMatrices) {
   const RowMajorGemm g{false, false, 4, 4, 4, /*lda=*/3, 4, 4};
   DeviceArray<TypeParam> x(64);
   EXPECT_EQ(
-      RowMajorGemmCuda(this->cublas_, Traits<TypeParam>::kType, g, 1, x.get(), x.get(), 0, x.get())
+      RowMajorGemmCuda(this->cublas_, kElementType<TypeParam>, g, 1, x.get(), x.get(), 0, x.get())
           .code(),
       absl::StatusCode::kInvalidArgument);
 }

@@ -10,10 +10,12 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/cuda_device_count.h"
 #include "gtest/gtest.h"
+#include "trainer/kernels/gemm_plan.h"
 
 namespace ringmaster::kernels::testing {
 
@@ -36,6 +38,23 @@ bool Emulated();
 
 // The element types the typed parity tests run over.
 using ElementTypes = ::testing::Types<float, __nv_bfloat16>;
+
+// The ElementType of T (float or __nv_bfloat16).
+template <typename T>
+constexpr ElementType kElementType =
+    std::is_same_v<T, float> ? ElementType::kF32 : ElementType::kBF16;
+
+// `f32` when T is float, else `bf16`: a test's constant per element type, e.g.
+// `template <typename T> constexpr Tol kTol = PerType<T>(Tol{1e-5, 1e-5}, Tol{1e-2, 1e-2});`.
+template <typename T, typename V>
+constexpr V PerType(V f32, V bf16) {
+  return std::is_same_v<T, float> ? f32 : bf16;
+}
+
+// A tolerance of ExpectClose: |got - want| <= atol + rtol * |want|.
+struct Tol {
+  double atol = 0, rtol = 0;
+};
 
 // Fixture of the typed parity tests: every test is skipped without a GPU.
 template <typename T>

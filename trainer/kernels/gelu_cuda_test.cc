@@ -15,19 +15,11 @@
 namespace ringmaster::kernels::testing {
 namespace {
 
-template <typename T>
-struct Tol;
 // The backward's 1 - tanh^2 cancels near |tanh| = 1: the 1-2 ulp between the CPU's TanhFast and
 // the GPU's tanhf become up to ~2.5e-6 absolute on gradients with |dout| <= 6 (simulated on CPU
-// over this test's inputs), hence atol 1e-5 rather than fp32 rounding alone.
-template <>
-struct Tol<float> {
-  static constexpr double kAtol = 1e-5, kRtol = 1e-5;
-};
-template <>
-struct Tol<__nv_bfloat16> {
-  static constexpr double kAtol = 2e-5, kRtol = 4e-3;
-};
+// over this test's inputs), hence fp32's atol 1e-5 rather than fp32 rounding alone.
+template <typename T>
+constexpr Tol kTol = PerType<T>(Tol{1e-5, 1e-5}, Tol{2e-5, 4e-3});
 
 template <typename T>
 class GeluCudaTest : public GpuTypedTest<T> {};
@@ -50,16 +42,16 @@ TYPED_TEST(GeluCudaTest, ForwardAndBackwardMatchCpu) {
     std::vector<float> out(n);
     GeluForwardCpu(out.data(), in.data(), n);
     ASSERT_TRUE(GeluForwardCuda(d_out.get(), d_in.get(), n, nullptr).ok());
-    ExpectClose(d_out.Download(), out, Tol<T>::kAtol, Tol<T>::kRtol, "forward");
+    ExpectClose(d_out.Download(), out, kTol<T>.atol, kTol<T>.rtol, "forward");
 
     // Accumulate into `prior`, then overwrite: both branches.
     std::vector<float> din = prior;
     GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/true);
     ASSERT_TRUE(GeluBackwardCuda(d_din.get(), d_in.get(), d_dout.get(), n, true, nullptr).ok());
-    ExpectClose(d_din.Download(), din, Tol<T>::kAtol, Tol<T>::kRtol, "backward accumulate");
+    ExpectClose(d_din.Download(), din, kTol<T>.atol, kTol<T>.rtol, "backward accumulate");
     GeluBackwardCpu(din.data(), in.data(), dout.data(), n, /*accumulate=*/false);
     ASSERT_TRUE(GeluBackwardCuda(d_din.get(), d_in.get(), d_dout.get(), n, false, nullptr).ok());
-    ExpectClose(d_din.Download(), din, Tol<T>::kAtol, Tol<T>::kRtol, "backward overwrite");
+    ExpectClose(d_din.Download(), din, kTol<T>.atol, kTol<T>.rtol, "backward overwrite");
   }
 }
 
@@ -73,7 +65,7 @@ TYPED_TEST(GeluCudaTest, BackwardInPlaceOverDout) {
   DeviceArray<T> d_in(in), d_grad(dout);
   // The Device contract: dinp may alias dout.
   ASSERT_TRUE(GeluBackwardCuda(d_grad.get(), d_in.get(), d_grad.get(), n, false, nullptr).ok());
-  ExpectClose(d_grad.Download(), want, Tol<T>::kAtol, Tol<T>::kRtol, "in place");
+  ExpectClose(d_grad.Download(), want, kTol<T>.atol, kTol<T>.rtol, "in place");
 }
 
 }  // namespace

@@ -20,15 +20,7 @@ namespace ringmaster::kernels::testing {
 namespace {
 
 template <typename T>
-struct Tol;
-template <>
-struct Tol<float> {
-  static constexpr double kAtol = 1e-5, kRtol = 1e-4;
-};
-template <>
-struct Tol<__nv_bfloat16> {
-  static constexpr double kAtol = 2e-2, kRtol = 1e-2;
-};
+constexpr Tol kTol = PerType<T>(Tol{1e-5, 1e-4}, Tol{2e-2, 1e-2});
 
 template <typename T>
 class LayerNormCudaTest : public GpuTypedTest<T> {};
@@ -76,7 +68,7 @@ TYPED_TEST(LayerNormCudaTest, ForwardMatchesCpu) {
                                        mode == Residual::kNone ? nullptr : d_other.get(), residual,
                                        d_weight.get(), d_bias.get(), N, C, nullptr)
                       .ok());
-      ExpectClose(d_out.Download(), out, Tol<T>::kAtol, Tol<T>::kRtol, "out");
+      ExpectClose(d_out.Download(), out, kTol<T>.atol, kTol<T>.rtol, "out");
       ExpectClose(d_mean.Download(), mean, 1e-5, 1e-4, "mean");
       ExpectClose(d_rstd.Download(), rstd, 1e-5, 1e-4, "rstd");
       if (mode == Residual::kSeparate) ExpectClose(d_residual.Download(), x, 0, 0, "residual");
@@ -115,12 +107,12 @@ TYPED_TEST(LayerNormCudaTest, BackwardAccumulatesLikeCpu) {
                                         d_inp.get(), d_weight.get(), d_mean.get(), d_rstd.get(), N,
                                         C, scratch, nullptr)
                       .ok());
-      ExpectClose(d_dinp.Download(), dinp, Tol<T>::kAtol, Tol<T>::kRtol, "dinp");
+      ExpectClose(d_dinp.Download(), dinp, kTol<T>.atol, kTol<T>.rtol, "dinp");
       // Sums over N rows: allow fp32 rounding growing with N.
-      const double sum_atol = Tol<T>::kAtol + 2e-7 * N;
-      ExpectClose(d_dweight.Download(), dweight, sum_atol, Tol<T>::kRtol, "dweight");
+      const double sum_atol = kTol<T>.atol + 2e-7 * N;
+      ExpectClose(d_dweight.Download(), dweight, sum_atol, kTol<T>.rtol, "dweight");
       // Without a bias gradient, dbias is left as it was.
-      ExpectClose(d_dbias.Download(), dbias, sum_atol, Tol<T>::kRtol, "dbias");
+      ExpectClose(d_dbias.Download(), dbias, sum_atol, kTol<T>.rtol, "dbias");
     }
   }
 }

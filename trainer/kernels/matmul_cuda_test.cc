@@ -21,25 +21,17 @@ namespace ringmaster::kernels::testing {
 namespace {
 
 template <typename T>
-struct Traits;
-template <>
-struct Traits<float> {
-  static constexpr ElementType kType = ElementType::kF32;
-  static constexpr double kAtol = 1e-4, kRtol = 1e-4, kGeluRtol = 1e-3;
-};
-template <>
-struct Traits<__nv_bfloat16> {
-  static constexpr ElementType kType = ElementType::kBF16;
-  static constexpr double kAtol = 1e-2, kRtol = 1e-2, kGeluRtol = 1e-2;
-};
+constexpr Tol kTol = PerType<T>(Tol{1e-4, 1e-4}, Tol{1e-2, 1e-2});
+// The GELU output's relative tolerance when fused into the GEMM's epilogue.
+template <typename T>
+constexpr double kGeluRtol = PerType<T>(1e-3, 1e-2);
 
 template <typename T>
 class MatmulCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RM_SKIP_WITHOUT_GPU();
-    absl::StatusOr<std::unique_ptr<MatmulCuda>> m =
-        MatmulCuda::Create(0, Traits<T>::kType, nullptr);
+    absl::StatusOr<std::unique_ptr<MatmulCuda>> m = MatmulCuda::Create(0, kElementType<T>, nullptr);
     ASSERT_TRUE(m.ok()) << m.status();
     matmul_ = std::move(*m);
   }
@@ -54,7 +46,6 @@ const std::tuple<int, int, int> kShapes[] = {
 
 TYPED_TEST(MatmulCudaTest, ForwardMatchesCpuWithAndWithoutFusion) {
   using T = TypeParam;
-  using Tr = Traits<T>;
   int seed = 0;
   for (auto [N, IC, OC] : kShapes) {
     for (bool bias : {false, true}) {
@@ -77,12 +68,12 @@ TYPED_TEST(MatmulCudaTest, ForwardMatchesCpuWithAndWithoutFusion) {
           if (!fuse) {
             EXPECT_EQ(plan->epilogue, Epilogue::kNone);
           }
-          ExpectClose(d_out.Download(), out, Tr::kAtol, Tr::kRtol, "out (pre-activation)");
+          ExpectClose(d_out.Download(), out, kTol<T>.atol, kTol<T>.rtol, "out (pre-activation)");
           if (gelu) {
             const bool fused =
                 plan->epilogue == Epilogue::kGeluAux || plan->epilogue == Epilogue::kGeluAuxBias;
-            ExpectClose(d_gelu.Download(), gelu_out, Tr::kAtol, fused ? Tr::kGeluRtol : Tr::kRtol,
-                        "gelu_out");
+            ExpectClose(d_gelu.Download(), gelu_out, kTol<T>.atol,
+                        fused ? kGeluRtol<T> : kTol<T>.rtol, "gelu_out");
           }
         }
       }
@@ -98,7 +89,6 @@ TYPED_TEST(MatmulCudaTest, ForwardMatchesCpuWithAndWithoutFusion) {
 
 TYPED_TEST(MatmulCudaTest, BackwardMatchesCpu) {
   using T = TypeParam;
-  using Tr = Traits<T>;
   int seed = 100;
   for (auto [N, IC, OC] : kShapes) {
     for (bool with_dinp : {false, true}) {
@@ -121,9 +111,9 @@ TYPED_TEST(MatmulCudaTest, BackwardMatchesCpu) {
                                    with_dbias ? d_db.get() : nullptr, d_dout.get(), d_inp.get(),
                                    d_w.get(), N, IC, OC)
                         .ok());
-        if (with_dinp) ExpectClose(d_dinp.Download(), dinp, Tr::kAtol, Tr::kRtol, "dinp");
-        ExpectClose(d_dw.Download(), dw, Tr::kAtol, Tr::kRtol, "dweight");
-        ExpectClose(d_db.Download(), db, Tr::kAtol + 2e-7 * N, Tr::kRtol, "dbias");
+        if (with_dinp) ExpectClose(d_dinp.Download(), dinp, kTol<T>.atol, kTol<T>.rtol, "dinp");
+        ExpectClose(d_dw.Download(), dw, kTol<T>.atol, kTol<T>.rtol, "dweight");
+        ExpectClose(d_db.Download(), db, kTol<T>.atol + 2e-7 * N, kTol<T>.rtol, "dbias");
       }
     }
   }
