@@ -492,21 +492,13 @@ void CudaDeviceImpl::AdamW(const AdamWStep& s, Tensor master, Tensor working, Te
     Record(absl::InvalidArgumentError("adamw: tensors of different sizes"));
     return;
   }
-  kernels::AdamWHyper h;
-  h.lr = s.lr;
-  h.beta1 = s.beta1;
-  h.beta2 = s.beta2;
-  h.epsilon = s.epsilon;
-  h.weight_decay = s.weight_decay;
-  h.t = s.t;
-  h.grad_scale = s.grad_scale;
   // fp32 training: the working weights are the master weights (the same memory).
   const bool separate = !working.empty() && working.data != master.data;
   Record(bf16_ ? kernels::AdamWCuda(Ptr<float>(master), separate ? Ptr<bf16>(working) : nullptr,
-                                    Ptr<bf16>(grad), Ptr<float>(m), Ptr<float>(v), master.size, h,
+                                    Ptr<bf16>(grad), Ptr<float>(m), Ptr<float>(v), master.size, s,
                                     stream_)
                : kernels::AdamWCuda(Ptr<float>(master), separate ? Ptr<float>(working) : nullptr,
-                                    Ptr<float>(grad), Ptr<float>(m), Ptr<float>(v), master.size, h,
+                                    Ptr<float>(grad), Ptr<float>(m), Ptr<float>(v), master.size, s,
                                     stream_));
 }
 

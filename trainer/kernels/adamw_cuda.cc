@@ -10,16 +10,10 @@ namespace {
 
 // As AdamWCpu computes them (pow in double, then float).
 AdamWParams Params(const AdamWHyper& h) {
-  AdamWParams p;
-  p.lr = h.lr;
-  p.beta1 = h.beta1;
-  p.beta2 = h.beta2;
-  p.epsilon = h.epsilon;
-  p.weight_decay = h.weight_decay;
-  p.grad_scale = h.grad_scale;
-  p.c1 = 1.0f / (1.0f - static_cast<float>(std::pow(h.beta1, static_cast<double>(h.t))));
-  p.c2 = 1.0f / (1.0f - static_cast<float>(std::pow(h.beta2, static_cast<double>(h.t))));
-  return p;
+  const auto t = static_cast<double>(h.t);
+  const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(h.beta1, t)));
+  const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(h.beta2, t)));
+  return AdamWParams{h.lr, h.beta1, h.beta2, h.epsilon, h.weight_decay, c1, c2, h.grad_scale};
 }
 
 }  // namespace

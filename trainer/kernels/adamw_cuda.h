@@ -10,15 +10,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "trainer/kernels/adamw_hyper.h"
 
 namespace ringmaster::kernels {
-
-// Hyper-parameters as AdamWCpu takes them (t is the 1-based step).
-struct AdamWHyper {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, epsilon = 1e-8f, weight_decay = 0;
-  int64_t t = 1;
-  float grad_scale = 1;
-};
 
 // working may be null (fp32 training, where the master is the working copy).
 absl::Status AdamWCuda(float* master, float* working, const float* grad, float* m, float* v,

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "trainer/kernels/adamw_hyper.h"
 #include "trainer/model/tensor.h"
 
 namespace ringmaster::trainer {
@@ -72,15 +73,7 @@ class DeviceMark {
 };
 
 // Hyper-parameters of one AdamW update (decoupled weight decay, bias-corrected moments).
-struct AdamWStep {
-  float lr = 0;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float epsilon = 1e-8f;
-  float weight_decay = 0;  // Already 0 for tensors that are not decayed.
-  int64_t t = 1;           // 1-based step number, for bias correction.
-  float grad_scale = 1;    // Gradients are multiplied by this first (clipping).
-};
+using AdamWStep = kernels::AdamWHyper;
 
 class Device {
  public:
