@@ -12,21 +12,6 @@
 #include "grpcpp/security/credentials.h"
 
 namespace ringmaster::trainer {
-namespace {
-
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
-
-absl::Status FromGrpc(const char* rpc, const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(rpc, ": ", status.error_message()));
-}
-
-void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
-
-}  // namespace
 
 EnvLookup ProcessEnvironment() {
   return [](const char* name) -> std::optional<std::string> {
@@ -60,89 +45,79 @@ absl::StatusOr<std::unique_ptr<AgentClient>> AgentClient::FromEnvironment(const 
 }
 
 absl::Status AgentClient::ReportPhase(v1::ReportPhaseRequest request) {
-  *request.mutable_worker() = identity_;
   v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportPhase", stub_->ReportPhase(&context, request, &response));
+  return Call("ReportPhase", &Stub::ReportPhase, request, &response);
 }
 
 absl::Status AgentClient::ReportStep(v1::ReportStepRequest request) {
-  *request.mutable_worker() = identity_;
-  v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  absl::Status s = FromGrpc("ReportStep", stub_->ReportStep(&context, request, &response));
-  if (s.ok() && response.link_check_requested()) link_check_requested_.store(true);
-  return s;
+  return Report("ReportStep", &Stub::ReportStep, request);
 }
 
 absl::Status AgentClient::ReportExit(int exit_code, const std::string& reason) {
   v1::ReportExitRequest request;
-  *request.mutable_worker() = identity_;
   request.set_exit_code(exit_code);
   // A proto string must be valid UTF-8 (a Status message may quote anything): the agent would
   // refuse the call, and the reason would be lost.
   request.set_reason(OneLine(reason, kExitReasonBytes));
   v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportExit", stub_->ReportExit(&context, request, &response));
+  return Call("ReportExit", &Stub::ReportExit, request, &response);
 }
 
 absl::Status AgentClient::ReportCollectives(v1::ReportCollectivesRequest request) {
-  *request.mutable_worker() = identity_;
-  v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  absl::Status s =
-      FromGrpc("ReportCollectives", stub_->ReportCollectives(&context, request, &response));
-  if (s.ok() && response.link_check_requested()) link_check_requested_.store(true);
-  return s;
+  return Report("ReportCollectives", &Stub::ReportCollectives, request);
 }
 
 bool AgentClient::TakeLinkCheckRequest() { return link_check_requested_.exchange(false); }
 
 absl::Status AgentClient::ReportLinks(v1::ReportLinksRequest request) {
-  *request.mutable_worker() = identity_;
   v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportLinks", stub_->ReportLinks(&context, request, &response));
+  return Call("ReportLinks", &Stub::ReportLinks, request, &response);
 }
 
 absl::Status AgentClient::ReportCheckpointFailure(v1::ReportCheckpointFailureRequest request) {
-  *request.mutable_worker() = identity_;
   // Valid UTF-8 on one bounded line, as the agent requires (an error may quote a path).
   request.set_error(OneLine(request.error(), kExitReasonBytes));
   v1::ReportResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("ReportCheckpointFailure",
-                  stub_->ReportCheckpointFailure(&context, request, &response));
+  return Call("ReportCheckpointFailure", &Stub::ReportCheckpointFailure, request, &response);
 }
 
 absl::Status AgentClient::Set(const std::string& key, const std::string& value) {
   v1::RendezvousSetRequest request;
-  *request.mutable_worker() = identity_;
   request.set_key(key);
   request.set_value(value);
   v1::RendezvousSetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kRpcTimeout);
-  return FromGrpc("RendezvousSet", stub_->RendezvousSet(&context, request, &response));
+  return Call("RendezvousSet", &Stub::RendezvousSet, request, &response);
 }
 
 absl::StatusOr<std::string> AgentClient::Wait(const std::string& key, absl::Duration timeout) {
   v1::RendezvousWaitRequest request;
-  *request.mutable_worker() = identity_;
   request.set_key(key);
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   v1::RendezvousGetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout + kRpcTimeout);
-  RETURN_IF_ERROR(FromGrpc("RendezvousWait", stub_->RendezvousWait(&context, request, &response)));
+  RETURN_IF_ERROR(
+      Call("RendezvousWait", &Stub::RendezvousWait, request, &response, timeout + kRpcTimeout));
   return response.value();
+}
+
+template <typename Request, typename Response>
+absl::Status AgentClient::Call(const char* name, Rpc<Request, Response> rpc, Request& request,
+                               Response* response, absl::Duration timeout) {
+  *request.mutable_worker() = identity_;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const grpc::Status status = (stub_.get()->*rpc)(&context, request, response);
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(name, ": ", status.error_message()));
+}
+
+template <typename Request>
+absl::Status AgentClient::Report(const char* name, Rpc<Request, v1::ReportResponse> rpc,
+                                 Request& request) {
+  v1::ReportResponse response;
+  absl::Status s = Call(name, rpc, request, &response);
+  if (s.ok() && response.link_check_requested()) link_check_requested_.store(true);
+  return s;
 }
 
 }  // namespace ringmaster::trainer

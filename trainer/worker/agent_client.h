@@ -55,10 +55,24 @@ class AgentClient final : public KeyValueStore {
   absl::StatusOr<std::string> Wait(const std::string& key, absl::Duration timeout) override;
 
  private:
-  AgentClient(std::unique_ptr<v1::WorkerService::Stub> stub, v1::WorkerIdentity identity)
+  using Stub = v1::WorkerService::Stub;
+  template <typename Request, typename Response>
+  using Rpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
+  static constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+
+  AgentClient(std::unique_ptr<Stub> stub, v1::WorkerIdentity identity)
       : stub_(std::move(stub)), identity_(std::move(identity)) {}
 
-  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  // Sends `request`, with this worker's identity, through `rpc` within `timeout`; an error is
+  // the call's, prefixed with `name`.
+  template <typename Request, typename Response>
+  absl::Status Call(const char* name, Rpc<Request, Response> rpc, Request& request,
+                    Response* response, absl::Duration timeout = kRpcTimeout);
+  // Call of a report whose answer may request a link check (TakeLinkCheckRequest).
+  template <typename Request>
+  absl::Status Report(const char* name, Rpc<Request, v1::ReportResponse> rpc, Request& request);
+
+  std::unique_ptr<Stub> stub_;
   const v1::WorkerIdentity identity_;
   std::atomic<bool> link_check_requested_{false};
 };
