@@ -8,17 +8,9 @@
 
 namespace ringmaster::kernels {
 
+// C = op(A) op(B) row-major is C^T = op(B)^T op(A)^T column-major: the operands and m, n swap.
 ColumnMajorGemm ToColumnMajor(const RowMajorGemm& g) {
-  ColumnMajorGemm c;
-  c.trans_a = g.trans_b;
-  c.trans_b = g.trans_a;
-  c.m = g.n;
-  c.n = g.m;
-  c.k = g.k;
-  c.lda = g.ldb;
-  c.ldb = g.lda;
-  c.ldc = g.ldc;
-  return c;
+  return ColumnMajorGemm{g.trans_b, g.trans_a, g.n, g.m, g.k, g.ldb, g.lda, g.ldc};
 }
 
 bool StridesValid(const RowMajorGemm& g) {
