@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ctl/job_file_keys.h"
+#include "ctl/job_yaml_test_util.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -23,21 +24,9 @@ using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string ReadTestFile(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Message(const absl::StatusOr<v1::JobSpec>& parsed) {
-  return std::string(parsed.status().message());
-}
-
-std::vector<std::string> Lines(const absl::StatusOr<v1::JobSpec>& parsed) {
-  return absl::StrSplit(parsed.status().message(), '\n');
-}
+using ::ringmaster::ctl::yaml_testing::Lines;
+using ::ringmaster::ctl::yaml_testing::Message;
+using ::ringmaster::ctl::yaml_testing::ReadTestFile;
 
 // spec -> YAML -> spec must give back an equal spec.
 void ExpectRoundTrip(const v1::JobSpec& spec) {
