@@ -63,11 +63,15 @@ TEST(HelpTest, TheBinaryPrintsOurHelpAndNoBoilerplate) {
   const RunResult main = Ringctl("--help");
   EXPECT_EQ(main.exit_code, 0);
   EXPECT_EQ(main.output, MainHelp());
-  for (const char* args : {"logs --help", "help logs", "logs job-0001 -h", "--helpfull logs"}) {
+  for (const char* args : {"logs --help", "help logs", "logs job-0001 -h", "--helpshort logs"}) {
     const RunResult run = Ringctl(args);
     EXPECT_EQ(run.exit_code, 0) << args;
     EXPECT_EQ(run.output, *CommandHelpText({"logs"})) << args;
   }
+  // --helpfull is Abseil's list of every flag (deploy/validation reads flags from it).
+  const RunResult full = Ringctl("--helpfull");
+  EXPECT_THAT(full.output, HasSubstr("--coordinator"));
+  EXPECT_THAT(full.output, HasSubstr("--insecure"));
   const RunResult unknown = Ringctl("frobnicate --help");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.output, HasSubstr("unknown command \"frobnicate\""));

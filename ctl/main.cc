@@ -177,8 +177,9 @@ std::optional<std::vector<std::string>> HelpWords(int argc, char** argv) {
   bool help = false;
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull" ||
-        arg == "--helpshort" || arg == "-?") {
+    // --helpfull stays Abseil's list of every flag the binary accepts (libraries' included):
+    // what tools read to check the flags they pass (deploy/validation/binaries_test.js).
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" || arg == "-?") {
       help = true;
     } else if (i == 1 && arg == "help") {
       help = true;
