@@ -77,7 +77,7 @@ TEST_F(JobManagerTest, AJobStoredBeforeTheOptimizerDefaultsKeepsItsZeros) {
   EXPECT_EQ(kept.warmup_steps(), 0);
   EXPECT_EQ(kept.weight_decay(), 0);
   EXPECT_EQ(kept.clip_grad_norm(), 0);
-  const v1::OptimizerSpec& fresh = Current(new_job->job_id()).spec().trainer().optimizer();
+  const v1::OptimizerSpec fresh = Current(new_job->job_id()).spec().trainer().optimizer();
   EXPECT_DOUBLE_EQ(fresh.weight_decay(), 0.1);
   EXPECT_DOUBLE_EQ(fresh.clip_grad_norm(), 1.0);
   EXPECT_EQ(fresh.warmup_steps(), 0);  // 5% of 10 steps
