@@ -1,7 +1,7 @@
 """The Python watch's overhead (python/watch, docs/python.md): steps/s of a small DDP model on
 N gloo ranks (Debian's python3-torch, /usr/bin/python3) with and without the watch on the
 ranks' PYTHONPATH, as the agent would launch them, reporting to a datagram socket this script
-binds and drains (a stand-in for the agent).
+binds and reads (the watch tests' fake agent, a stand-in for the agent).
 
 Each round runs both variants (order alternating), each a fresh set of ranks: warm-up steps,
 then timed steps between two barriers, timed by rank 0. Reported: the median steps/s of each
@@ -16,16 +16,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WATCH_DIR = os.path.join(REPO, "python", "watch")
+# The watch tests' fake agent and rank environment (python/watch/tests/harness.py).
+sys.path.insert(0, os.path.join(REPO, "python", "watch", "tests"))
+import harness  # noqa: E402
 
 WORKER = r'''
 import json, sys, time
@@ -60,55 +60,12 @@ dist.destroy_process_group()
 '''
 
 
-class Drain:
-    """A datagram socket the watched ranks report to; counts what arrives."""
-
-    def __init__(self, directory):
-        self.path = os.path.join(directory, "report.sock")
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(self.path)
-        self.sock.settimeout(0.2)
-        self.count = 0
-        self.steps = 0
-        self.closed = False
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.closed:
-            try:
-                data = self.sock.recv(65536)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.count += 1
-            self.steps += data.startswith(b'{"step"')
-
-    def close(self):
-        self.closed = True
-        self.sock.close()
-        self.thread.join(timeout=5)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(args, worker, drain):
-    port = free_port()
+def run(args, worker, agent):
+    """One variant: the ranks without the watch (agent None) or with it, reporting to agent."""
+    port = harness.free_port()
     procs = []
     for rank in range(args.nproc):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("RINGMASTER_") and k != "PYTHONPATH"}
-        env.update(RANK=str(rank), WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-        if drain is not None:
-            env.update(PYTHONPATH=WATCH_DIR, RINGMASTER_PYTHON_WATCH="1",
-                       RINGMASTER_JOB="bench", RINGMASTER_GENERATION="1",
-                       RINGMASTER_WORKER_TOKEN="t%d" % rank, RINGMASTER_REPORT_SOCKET=drain.path)
+        env = harness.rank_env(rank, args.nproc, port, agent=agent, watch=agent is not None)
         procs.append(subprocess.Popen(
             [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
              str(args.warmup), str(args.steps)], env=env, stdout=subprocess.PIPE,
@@ -140,17 +97,17 @@ def main():
         for i in range(args.rounds):
             for variant in ((False, True) if i % 2 == 0 else (True, False)):
                 if variant:
-                    drain = Drain(directory)
+                    agent = harness.FakeAgent()
                     try:
-                        watched.append(run(args, worker, drain))
+                        watched.append(run(args, worker, agent))
                         deadline = time.monotonic() + 5
                         want = args.nproc * (args.warmup + args.steps)
-                        while drain.steps < want and time.monotonic() < deadline:
+                        while (len(agent.reports("step")) < want and
+                               time.monotonic() < deadline):
                             time.sleep(0.05)
-                        reports.append(drain.steps)
+                        reports.append(len(agent.reports("step")))
                     finally:
-                        drain.close()
-                        os.unlink(drain.path)
+                        agent.close()
                 else:
                     base.append(run(args, worker, None))
         b, w = statistics.median(x[0] for x in base), statistics.median(x[0] for x in watched)
