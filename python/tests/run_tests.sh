@@ -2,7 +2,8 @@
 # Bazel sh_test driver for the ringmaster package's tests (python/BUILD): copies the package into
 # $TEST_TMPDIR, generates its stubs there with python/generate_stubs.sh (from the runfiles'
 # proto/), and runs the unittest suites under Debian's /usr/bin/python3 (python3-grpcio,
-# python3-protobuf, python3-yaml: tools/setup). Prints "N passed, N failed" last, for CI.
+# python3-protobuf, python3-yaml: tools/setup). Prints "N passed, N failed" last, for CI
+# (python/run_unittest.sh).
 set -euo pipefail
 
 runfiles="${TEST_SRCDIR:?run me with bazel test}/${TEST_WORKSPACE:-ringmaster}"
@@ -16,11 +17,4 @@ export RINGMASTER_TEST_BIN="$runfiles"
 export RINGMASTER_TEST_SRC="$runfiles"
 export PYTHONPATH="$pkg"
 cd "$runfiles/python/tests"
-set +e
-/usr/bin/python3 -m unittest -v test_job_file test_client 2>&1 | tee "$TEST_TMPDIR/unittest.log"
-rc=${PIPESTATUS[0]}
-set -e
-ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$TEST_TMPDIR/unittest.log" | tail -1)
-failed=$(grep -cE '^(FAIL|ERROR): ' "$TEST_TMPDIR/unittest.log" || true)
-echo "$(( ${ran:-0} - failed )) passed, $failed failed"
-exit "$rc"
+exec "$runfiles/python/run_unittest.sh" test_job_file test_client
