@@ -22,6 +22,7 @@
 #include "common/format_double.h"
 #include "common/status.h"
 #include "ctl/job_file_keys.h"
+#include "ctl/yaml_scalar.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "spec/trainer_keys.h"
@@ -138,49 +139,6 @@ std::string Describe(const YAML::Node& node) {
 bool IsIntegerText(absl::string_view text) {
   if (!text.empty() && (text[0] == '+' || text[0] == '-')) text.remove_prefix(1);
   return !text.empty() && std::all_of(text.begin(), text.end(), absl::ascii_isdigit);
-}
-
-// YAML's number forms: [+-] digits [. digits] [e [+-] digits] (integers included), .inf, -.inf,
-// .nan (any case). nullopt when `text` is not a number; `*overflow` when a finite literal is too
-// large for a double.
-std::optional<double> ParseNumber(absl::string_view text, bool* overflow) {
-  *overflow = false;
-  const std::string lower = absl::AsciiStrToLower(text);
-  absl::string_view body = lower;
-  if (body == ".nan") return std::numeric_limits<double>::quiet_NaN();
-  bool negative = false;
-  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
-    negative = body[0] == '-';
-    body.remove_prefix(1);
-  }
-  if (body == ".inf") {
-    return negative ? -std::numeric_limits<double>::infinity()
-                    : std::numeric_limits<double>::infinity();
-  }
-  size_t i = 0;
-  int mantissa_digits = 0;
-  auto digits = [&]() {
-    int n = 0;
-    for (; i < body.size() && absl::ascii_isdigit(body[i]); ++i) ++n;
-    return n;
-  };
-  mantissa_digits += digits();
-  if (i < body.size() && body[i] == '.') {
-    ++i;
-    mantissa_digits += digits();
-  }
-  if (mantissa_digits == 0) return std::nullopt;
-  if (i < body.size() && body[i] == 'e') {
-    ++i;
-    if (i < body.size() && (body[i] == '+' || body[i] == '-')) ++i;
-    if (digits() == 0) return std::nullopt;
-  }
-  if (i != body.size()) return std::nullopt;
-  double value = 0;
-  if (!absl::SimpleAtod(body, &value)) return std::nullopt;
-  if (negative) value = -value;
-  *overflow = !std::isfinite(value);
-  return value;
 }
 
 // A value in the document: the node, where to point at it, and its field path.
@@ -348,7 +306,7 @@ class Reader {
   std::optional<double> NumberFromText(const Field& f, const std::string& text,
                                        absl::string_view expected) {
     bool overflow = false;
-    std::optional<double> value = ParseNumber(text, &overflow);
+    std::optional<double> value = ParseYamlNumber(text, &overflow);
     if (!value.has_value()) {
       Problem(f.mark, f.path, absl::StrCat(expected, ", got ", Quote(text)));
       return std::nullopt;
@@ -542,33 +500,6 @@ std::string FormatDouble(double v) {
   return FormatFiniteDouble(v);
 }
 
-// Whether a YAML reader would take `s`, written plain, for something other than this string
-// (null, a boolean, a number, a document marker).
-bool LooksTyped(absl::string_view s) {
-  const std::string lower = absl::AsciiStrToLower(s);
-  for (absl::string_view word :
-       {"", "~", "null", "true", "false", "yes", "no", "on", "off", "y", "n"}) {
-    if (lower == word) return true;
-  }
-  bool overflow = false;
-  return ParseNumber(s, &overflow).has_value() || absl::StartsWith(lower, "0x") ||
-         absl::StartsWith(lower, "0o") || absl::StartsWith(s, "---") || absl::StartsWith(s, "...");
-}
-
-// Whether `s` holds a control character (a carriage return, say) that the emitter could leave
-// raw in a plain scalar, where a reader drops or folds it: double quotes escape every one.
-bool HasControl(absl::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char c) {
-    const unsigned char u = c;
-    return u < 0x20 || u == 0x7F;
-  });
-}
-
-void EmitString(YAML::Emitter& out, const std::string& s) {
-  if (LooksTyped(s) || HasControl(s)) out << YAML::DoubleQuoted;
-  out << s;
-}
-
 void EmitKeys(YAML::Emitter& out, absl::string_view parent, const Message& message);
 
 // Writes `name: value` for `key` when it is set (KeyIsSet) in `parent`, the message of
@@ -587,7 +518,7 @@ void EmitKey(YAML::Emitter& out, const JobFileKey& key, const Message& parent) {
       out << YAML::EndMap;
       return;
     case KeyKind::kString:
-      EmitString(out, r.GetString(holder, field));
+      EmitYamlString(out, r.GetString(holder, field));
       return;
     case KeyKind::kInt32:
       out << r.GetInt32(holder, field);
@@ -621,7 +552,7 @@ void EmitKey(YAML::Emitter& out, const JobFileKey& key, const Message& parent) {
     case KeyKind::kArgv:
       out << YAML::Flow << YAML::BeginSeq;
       for (int i = 0; i < r.FieldSize(holder, field); ++i) {
-        EmitString(out, r.GetRepeatedString(holder, field, i));
+        EmitYamlString(out, r.GetRepeatedString(holder, field, i));
       }
       out << YAML::EndSeq;
       return;
@@ -637,9 +568,9 @@ void EmitKey(YAML::Emitter& out, const JobFileKey& key, const Message& parent) {
       out << YAML::BeginMap;
       for (const auto& [name, value] : entries) {
         out << YAML::Key;
-        EmitString(out, name);
+        EmitYamlString(out, name);
         out << YAML::Value;
-        EmitString(out, value);
+        EmitYamlString(out, value);
       }
       out << YAML::EndMap;
       return;

@@ -1,8 +1,7 @@
 #include "ctl/proto_yaml.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
+#include "ctl/yaml_scalar.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringmaster::ctl {
@@ -11,18 +10,6 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
-
-// A string YAML would read as a number, boolean or null (or an empty one) is quoted.
-void EmitString(YAML::Emitter& e, const std::string& s) {
-  const std::string lower = absl::AsciiStrToLower(s);
-  double number;
-  const bool ambiguous = s.empty() || absl::SimpleAtod(s, &number) || lower == "true" ||
-                         lower == "false" || lower == "yes" || lower == "no" || lower == "on" ||
-                         lower == "off" || lower == "null" || lower == "~" || lower == "y" ||
-                         lower == "n";
-  if (ambiguous) e << YAML::DoubleQuoted;
-  e << s;
-}
 
 void EmitMessage(YAML::Emitter& e, const Message& m);
 
@@ -60,7 +47,7 @@ void EmitValue(YAML::Emitter& e, const Message& m, const FieldDescriptor* f, int
       if (f->type() == FieldDescriptor::TYPE_BYTES) {
         e << YAML::DoubleQuoted << absl::Base64Escape(s);
       } else {
-        EmitString(e, s);
+        EmitYamlString(e, s);
       }
       break;
     }

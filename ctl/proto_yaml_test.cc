@@ -51,5 +51,20 @@ TEST(ProtoYamlTest, ReadsBackAsTheSameValues) {
   EXPECT_FALSE(nodes[0]["cordon"].IsDefined()) << "an unset message is left out";
 }
 
+TEST(ProtoYamlTest, StringsReadBackExactly) {
+  // The job file's writer's rules (ctl/yaml_scalar.h): control characters, hex-looking text and
+  // document markers are quoted too.
+  v1::ListNodesResponse nodes;
+  const std::string names[] = {"0x1F", "---", "\r", "stuck\r", "tab\there", ".inf", "-.5"};
+  for (const std::string& name : names) nodes.add_nodes()->set_name(name);
+  const std::string yaml = ProtoToYaml(nodes);
+  const YAML::Node read = YAML::Load(yaml)["nodes"];
+  ASSERT_EQ(read.size(), std::size(names)) << yaml;
+  for (size_t i = 0; i < std::size(names); ++i) {
+    EXPECT_EQ(read[i]["name"].Tag(), "!") << names[i] << "\n" << yaml;
+    EXPECT_EQ(read[i]["name"].as<std::string>(), names[i]) << yaml;
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::ctl
