@@ -17,50 +17,13 @@
 #include "common/logging.h"
 #include "common/proto_edge.h"
 #include "common/status.h"
+#include "common/utf8.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ringmaster::agent {
 namespace {
 
 constexpr size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
-
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF).
-bool IsUtf8(absl::string_view text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const unsigned char* end = p + text.size();
-  while (p < end) {
-    const unsigned char c = *p;
-    int more = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      more = 1;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      more = 2;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      more = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (end - p <= more) return false;
-    for (int i = 1; i <= more; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if ((more == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (more == 3 && (cp < 0x10000 || cp > 0x10FFFF))) {
-      return false;
-    }
-    p += more + 1;
-  }
-  return true;
-}
 
 // The deepest nesting of JSON objects and arrays in `json` (outside strings).
 int JsonDepth(absl::string_view json) {

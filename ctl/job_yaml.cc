@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "common/status.h"
+#include "common/utf8.h"
 #include "ctl/job_file_keys.h"
 #include "ctl/yaml_scalar.h"
 #include "google/protobuf/descriptor.h"
@@ -37,40 +38,6 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
-
-// Whether protobuf takes `s` for a string field (proto3 strings are UTF-8): raw bytes that are
-// not would make the spec fail to serialize, and the coordinator refuse it with a parse error.
-// RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool IsUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = s[i];
-    size_t n = 0;                        // continuation bytes
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the first continuation byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;  // cut short
-    for (size_t k = 1; k <= n; ++k) {
-      const unsigned char b = s[i + k];
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 // Where each document of a stream starts; the rest of the events are ignored.
 class DocumentStarts : public YAML::EventHandler {
