@@ -1,8 +1,8 @@
 // The link check on a real cluster (coordinator, two agents, four trainer processes over Gloo on
 // loopback): a link made slow with the trainer's fault injection (--slow_link) is named with its
 // two ranks and nodes by `ringctl describe job`, a "slow_link" event and the coordinator's
-// ringmaster_slow_link series; the check is skipped for groups in one machine's shared memory and
-// off with `link_check: false`.
+// ringmaster_slow_link series; the check is skipped for groups in one node's shared memory (two
+// agents on one machine are two nodes: their ranks use Gloo) and off with `link_check: false`.
 #include <regex>
 #include <string>
 
@@ -20,12 +20,14 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Four data-parallel ranks of the trainer (two per agent) as a command job with `flags`.
+// Two data-parallel ranks of the trainer per agent on `nodes` agents (four on two by default) as
+// a command job with `flags`.
 std::string Job(const std::string& name, const std::string& flags, int steps,
-                const std::string& watchdog) {
-  return absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 2\n",
-                      "parallelism: {tensor: 1, pipeline: 1, data: 4}\ntrainer:\n  command: [\"",
-                      TestCluster::Runfile("trainer/trainer"), "\"", flags, "]\n",
+                const std::string& watchdog, int nodes = 2) {
+  return absl::StrCat("name: ", name, "\nnodes: ", nodes, "\ndevices_per_node: 2\n",
+                      "parallelism: {tensor: 1, pipeline: 1, data: ", 2 * nodes,
+                      "}\ntrainer:\n  command: [\"", TestCluster::Runfile("trainer/trainer"), "\"",
+                      flags, "]\n",
                       "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n"
                       "  batch: {micro_batch: 2, global_batch: 8}\n"
                       "  optimizer: {lr: 2.0e-3}\n  steps: ",
@@ -199,15 +201,30 @@ TEST_F(LinkCheckTest, ALinkThatCorruptsDataIsNamedAndFailsTheGeneration) {
 }
 
 TEST_F(LinkCheckTest, SharedMemoryGroupsCrossNoLinkAndTheCheckCanBeTurnedOff) {
-  // Both agents run on this machine: with shared memory the group crosses no link.
-  const std::string shm = cluster_->Submit("shm", Job("shm", "", 4, "{}"));
+  // Two ranks of one node: with shared memory (the default) the group crosses no link.
+  const std::string shm = cluster_->Submit("shm", Job("shm", "", 4, "{}", /*nodes=*/1));
   ASSERT_FALSE(shm.empty());
   ASSERT_EQ(cluster_->WaitForEnd(shm, absl::Seconds(120)), "SUCCEEDED");
   std::string described = cluster_->Ctl({"describe", "job", shm}).output;
-  EXPECT_THAT(described, HasSubstr("4 of 4 ranks reported):\n  none measured (no group crosses "
+  EXPECT_THAT(described, HasSubstr("2 of 2 ranks reported):\n  none measured (no group crosses "
                                    "a link)\n"));
+  EXPECT_THAT(cluster_->RankLog(shm, 1, 0), HasSubstr("collectives through shared memory"));
   EXPECT_THAT(cluster_->RankLog(shm, 1, 0),
               HasSubstr("link check: none of this rank's groups crosses a link"));
+
+  // Both agents run on this machine, but they are two nodes: the group's collectives go over
+  // Gloo between them, never through shared memory, so its links are measured, both kinds.
+  const std::string nodes = cluster_->Submit("two-nodes", Job("two-nodes", "", 4, "{}"));
+  ASSERT_FALSE(nodes.empty());
+  ASSERT_EQ(cluster_->WaitForEnd(nodes, absl::Seconds(120)), "SUCCEEDED");
+  described = cluster_->Ctl({"describe", "job", nodes}).output;
+  EXPECT_THAT(described, HasSubstr("4 of 4 ranks reported)"));
+  EXPECT_THAT(described, Not(HasSubstr("none measured")));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(cluster_->RankLog(nodes, 1, rank),
+                Not(HasSubstr("collectives through shared memory")))
+        << "rank " << rank;
+  }
 
   const std::string off =
       cluster_->Submit("off", Job("off", ", \"--shared_memory=false\"", 4, "{link_check: false}"));

@@ -69,9 +69,9 @@ ABSL_FLAG(int, nan_gradients_rank, -1,
           "Fault injection: the global rank of --nan_gradients_at_step, on the last pipeline "
           "stage (-1: every rank there).");
 ABSL_FLAG(bool, shared_memory, true,
-          "Collectives of groups whose ranks are all on this machine go through shared memory "
-          "instead of Gloo over TCP (about 2x the bus bandwidth on the development machine; see "
-          "docs/benchmarks.md).");
+          "Collectives of groups whose ranks are all on this machine and node (RINGMASTER_NODE) "
+          "go through shared memory instead of Gloo over TCP (about 2x the bus bandwidth on the "
+          "development machine; see docs/benchmarks.md).");
 ABSL_FLAG(int64_t, exit_in_generation, 0,
           "Fault injection: --exit_after_step applies only in this job generation "
           "(RINGMASTER_GENERATION; 0: in every generation).");
@@ -114,8 +114,9 @@ absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
   ASSIGN_OR_RETURN(auto network,
                    GlooNetwork::Create(env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1")));
   ASSIGN_OR_RETURN(auto comm, ConnectGroup(*network, "bench", rank, world, store,
-                                          absl::Seconds(absl::GetFlag(FLAGS_comm_timeout)),
-                                          absl::GetFlag(FLAGS_shared_memory)));
+                                           absl::Seconds(absl::GetFlag(FLAGS_comm_timeout)),
+                                           absl::GetFlag(FLAGS_shared_memory),
+                                           env("RINGMASTER_NODE").value_or("")));
   if (agent != nullptr) {
     v1::ReportPhaseRequest phase;
     phase.set_phase(v1::WORKER_PHASE_STEP);

@@ -124,7 +124,7 @@ absl::Status Run::Setup() {
                    network_->ConnectRing("world", p.rank, p.world, store, c_.flags.comm_timeout));
   // A GPU named by CUDA_VISIBLE_DEVICES: its groups use NCCL (the world group stays on Gloo: the
   // checkpoint writer thread uses it with host data). Otherwise groups whose members all run on
-  // this machine do their collectives in shared memory, the others over Gloo.
+  // this machine and node do their collectives in shared memory, the others over Gloo.
   const v1::Precision precision = c_.spec.trainer().precision();
   // Unset, attention is fused where the kernels take the shape (the device chooses).
   const v1::Attention attention = c_.spec.trainer().attention();
@@ -151,7 +151,7 @@ absl::Status Run::Setup() {
                                                     c_.flags.comm_timeout);
                      }
                      return ConnectGroup(*network_, name, rank, size, store,
-                                         c_.flags.comm_timeout, c_.flags.shared_memory);
+                                         c_.flags.comm_timeout, c_.flags.shared_memory, c_.node);
                    }));
   rendezvous_seconds_ = absl::ToDoubleSeconds(absl::Now() - c_.process_start);
   if (agent_ != nullptr && c_.flags.report_metrics) {
@@ -266,7 +266,7 @@ absl::Status Run::CheckLinks(int64_t step) {
   const double seconds = Since(start);
   if (links.empty()) {
     RM_LOG(INFO) << "link check: none of this rank's groups crosses a link (one rank, or one "
-                    "machine's shared memory)";
+                    "node's shared memory)";
   }
   v1::ReportLinksRequest report;
   report.set_seconds(seconds);

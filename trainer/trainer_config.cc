@@ -140,6 +140,7 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   c.checkpoint.keep = c.spec.checkpoint().keep();
   c.checkpoint.max_consecutive_failures = c.spec.checkpoint().max_consecutive_failures();
   c.host_address = env("RINGMASTER_HOST_ADDRESS").value_or("127.0.0.1");
+  c.node = env("RINGMASTER_NODE").value_or("");
   ASSIGN_OR_RETURN(c.local_world, IntEnv(env, "LOCAL_WORLD_SIZE", 1));
   ASSIGN_OR_RETURN(int generation, IntEnv(env, "RINGMASTER_GENERATION", 0));
   c.generation = generation;

@@ -61,6 +61,9 @@ struct TrainerConfig {
   uint64_t data_seed = 0;
   CheckpointOptions checkpoint;
   std::string host_address;  // where peers reach this rank (RINGMASTER_HOST_ADDRESS)
+  // The node the coordinator placed this rank on (RINGMASTER_NODE; empty standalone): only
+  // ranks of one node share memory (ConnectGroup).
+  std::string node;
   int local_world = 1;       // ranks on this node (LOCAL_WORLD_SIZE)
   absl::Time process_start;  // when main() started (for the startup figures of the first report)
   int64_t generation = 0;    // the job generation (RINGMASTER_GENERATION; 0 standalone)

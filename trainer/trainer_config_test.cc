@@ -45,7 +45,8 @@ std::map<std::string, std::string> AgentEnv(const v1::JobSpec& spec) {
           {"RINGMASTER_DP_SIZE", "2"},
           {"RINGMASTER_CHECKPOINT_DIR", "/ckpt"},
           {"RINGMASTER_JOB", "gpt-1"},
-          {"RINGMASTER_HOST_ADDRESS", "10.0.0.7"}};
+          {"RINGMASTER_HOST_ADDRESS", "10.0.0.7"},
+          {"RINGMASTER_NODE", "node-b"}};
 }
 
 EnvLookup Lookup(const std::map<std::string, std::string>& env) {
@@ -68,6 +69,7 @@ TEST(TrainerConfigTest, ReadsTheAgentsEnvironment) {
   EXPECT_EQ(c->checkpoint.dir, "/ckpt");
   EXPECT_EQ(c->checkpoint.max_consecutive_failures, 4);  // the spec's failure policy
   EXPECT_EQ(c->host_address, "10.0.0.7");
+  EXPECT_EQ(c->node, "node-b");  // only ranks of one node share memory
   EXPECT_EQ(c->data_seed, 1234u);  // the coordinator's default
   EXPECT_DOUBLE_EQ(c->schedule.min_lr, 1e-4);
 

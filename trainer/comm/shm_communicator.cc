@@ -207,6 +207,11 @@ std::string MachineIdentity() {
   return absl::StrCat(absl::StripAsciiWhitespace(id), "/", host);
 }
 
+std::string NodeIdentity(const std::string& node) {
+  // The node's name after a byte no host name holds, so "a"+"/b" and "a/"+"b" differ.
+  return node.empty() ? MachineIdentity() : absl::StrCat(MachineIdentity(), "\n", node);
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectSharedMemory(
     const std::string& name, int rank, int size, KeyValueStore* store,
     std::unique_ptr<Communicator> peer_to_peer, ShmOptions options) {

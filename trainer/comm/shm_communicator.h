@@ -41,9 +41,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectSharedMemory(
     const std::string& name, int rank, int size, KeyValueStore* store,
     std::unique_ptr<Communicator> peer_to_peer, ShmOptions options = {});
 
-// This machine's identity for deciding whether ranks share memory: the kernel's boot id and the
-// host name (two agents on one machine share it; two machines never do).
+// This machine's identity: the kernel's boot id and the host name (two agents on one machine
+// share it; two machines never do).
 std::string MachineIdentity();
+// What ranks compare to decide whether they share memory: MachineIdentity() and, when not empty,
+// the node the coordinator placed the rank on (RINGMASTER_NODE), so that two agents on one
+// machine (in separate network namespaces, say) are two nodes to the transport as they are to
+// the placement and the link check. Empty `node`: MachineIdentity() alone.
+std::string NodeIdentity(const std::string& node);
 
 }  // namespace ringmaster::trainer
 

@@ -113,20 +113,51 @@ TEST(ShmCommunicatorTest, AMemberThatNeverArrivesIsADeadline) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(results[0])) << results[0];
 }
 
-TEST(ConnectGroupTest, MembersOnOneMachineUseSharedMemory) {
+// Two members on this machine with the nodes the coordinator placed them on: they share memory
+// only when the nodes are the same (or neither has one: a trainer run without an agent).
+// Different nodes (two agents on one host, in separate network namespaces) connect over Gloo,
+// so the bytes take the link between the nodes.
+struct NodesCase {
+  std::string node0, node1;
+  bool shm;
+};
+
+class ConnectGroupTest : public ::testing::TestWithParam<NodesCase> {};
+
+TEST_P(ConnectGroupTest, OnlyMembersOfOneNodeShareMemory) {
+  const NodesCase& c = GetParam();
   InMemoryStore store;
+  std::string transports[2];
   auto results = testing::RunRanks(2, [&](int rank) -> absl::Status {
     auto network = GlooNetwork::Create("127.0.0.1");
     if (!network.ok()) return network.status();
-    auto comm = ConnectGroup(**network, "dp0", rank, 2, &store, absl::Seconds(30), true);
+    auto comm = ConnectGroup(**network, "dp0", rank, 2, &store, absl::Seconds(30), true,
+                             rank == 0 ? c.node0 : c.node1);
     if (!comm.ok()) return comm.status();
+    transports[rank] = (*comm)->transport();
     std::vector<float> data(4, 1.0f);
     if (auto s = (*comm)->AllReduce(View(data)); !s.ok()) return s;
-    // The segment's name went through the store: that is the shared-memory path.
-    if (!store.Wait("shm/dp0", absl::Seconds(1)).ok()) return absl::InternalError("not shm");
     return data[3] == 2.0f ? absl::OkStatus() : absl::InternalError("wrong sum");
   });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  const std::string want = c.shm ? "shm" : "gloo";
+  EXPECT_EQ(transports[0], want) << "nodes \"" << c.node0 << "\" and \"" << c.node1 << "\"";
+  EXPECT_EQ(transports[1], want);
+  // The segment's name goes through the store on the shared-memory path only.
+  EXPECT_EQ(store.Wait("shm/dp0", absl::ZeroDuration()).ok(), c.shm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, ConnectGroupTest,
+                         ::testing::Values(NodesCase{"", "", true},
+                                           NodesCase{"node-a", "node-a", true},
+                                           NodesCase{"node-a", "node-b", false},
+                                           NodesCase{"node-a", "", false}));
+
+TEST(NodeIdentityTest, TheNodeIsPartOfTheIdentity) {
+  EXPECT_EQ(NodeIdentity(""), MachineIdentity());
+  EXPECT_NE(NodeIdentity("a"), NodeIdentity("b"));
+  EXPECT_NE(NodeIdentity("a"), MachineIdentity());
+  EXPECT_EQ(NodeIdentity("a"), NodeIdentity("a"));
 }
 
 }  // namespace
