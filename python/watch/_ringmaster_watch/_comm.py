@@ -7,13 +7,23 @@ new_group gets the next name then. Each collective on a group enters the next se
 `completed` is the highest number whose collective and all before it have finished.
 
 Threading: one `Comm` per process, every method thread-safe under its lock (DDP's comm hook
-runs on the autograd thread, future callbacks on the backend's threads, the ticker on its own).
+runs on the autograd thread, future callbacks on the backend's threads, the ticker on its own),
+except `bucket_finished`, a lock-free append for the bucket callbacks: the per-bucket cost on
+the backend's thread is one call and one append (bench/pytorch_watch_overhead.py).
 Ownership: it holds the async works it watches until they complete (at most MAX_PENDING).
 Errors: none raised by design; callers catch anything unexpected and disable the watch.
 """
 
+import collections
 import threading
 import time
+
+from ._reporter import json_number
+
+# One CollectiveStat in JSON (proto/ringmaster/v1/worker.proto; int64s as strings). Op and
+# group names are this module's own ("all_reduce", "world", "pg3"): nothing to escape.
+_STAT = ('{"op":"%s","group":"%s","count":"%d","bytes":"%d","seconds":%s,'
+         '"algbwBytesPerSecond":%s,"busbwBytesPerSecond":%s}')
 
 MAX_PENDING = 4096  # Async works watched at once; beyond, the oldest counts as completed.
 MAX_GROUPS = 64  # The agent accepts at most 64 groups per report (agent/report_validation.h).
@@ -54,6 +64,7 @@ class Comm:
 
     def __init__(self, clock=time.perf_counter):
         self._clock = clock
+        self.clock = clock  # For the bucket callbacks' timestamps (bucket_finished).
         self._lock = threading.Lock()
         self._names = {}  # id(process group) -> _Group
         self._refs = []  # The process groups named, kept so their ids stay theirs.
@@ -70,6 +81,11 @@ class Comm:
         self._ddp_outstanding = 0
         self._ddp_last_launch = None
         self._ddp_last_done = None
+        # Buckets whose all-reduce finished, (perf_counter, _Group, seq, bytes), appended by
+        # the comm hook's future callback on the backend's thread without taking the lock
+        # (deque.append is atomic); folded into the counters by the next reader (_drain).
+        self._finished = collections.deque()
+        self.bucket_finished = self._finished.append
 
     # -- groups --------------------------------------------------------------------------------
     def set_world(self, pg, size):
@@ -174,6 +190,8 @@ class Comm:
 
     def poll(self):
         """Counts as completed the watched works that say so (is_completed() never blocks)."""
+        if not self._pending:
+            return  # The usual step: no async work watched (a racy read only delays a poll).
         with self._lock:
             works = list(self._pending.items())
         done = []
@@ -197,43 +215,85 @@ class Comm:
             self.version += 1
 
     # -- DDP buckets ---------------------------------------------------------------------------
-    def bucket_launched(self, is_last):
+    def bucket_launched(self, group, is_last):
+        """DDP's comm hook launches a bucket's all-reduce on `group`: its sequence number.
+
+        Its completion comes back through bucket_finished((perf_counter(), group, seq, bytes)).
+        """
         with self._lock:
+            group.entered += 1
+            group.outstanding.append(group.entered)
+            self.version += 1
             self._ddp_outstanding += 1
             if is_last:
                 self._ddp_last_launch = self._clock()
             self._inside += 1
+            return group.entered
 
-    def bucket_done(self, group, seq, nbytes):
-        """A bucket's all-reduce completed; the last one closes the backward pass's wait."""
-        with self._lock:
-            now = self._clock()
+    def _drain(self):
+        """Folds the finished buckets into the counters (caller holds the lock).
+
+        The last bucket of a backward pass closes its wait: the tail from the last launch to
+        the last completion, credited to the bucket that closed it.
+        """
+        finished = self._finished
+        while finished:
+            now, group, seq, nbytes = finished.popleft()
             self._inside -= 1
             group.complete(seq)
             self.version += 1
             self._ddp_outstanding -= 1
-            self._ddp_last_done = now if self._ddp_last_done is None else max(
-                self._ddp_last_done, now)
+            if self._ddp_last_done is None or now > self._ddp_last_done:
+                self._ddp_last_done = now
             blocked = 0.0
             if self._ddp_outstanding == 0 and self._ddp_last_launch is not None:
                 blocked = max(0.0, self._ddp_last_done - self._ddp_last_launch)
                 self._ddp_last_launch = None
                 self._ddp_last_done = None
-            # The bucket's own seconds are the tail the backward pass waited, credited to the
-            # bucket that closed it.
             self._add("all_reduce", group.name, nbytes, blocked)
 
     # -- reports -------------------------------------------------------------------------------
     def sequences(self):
         """({group: entered}, {group: completed}, inside a collective now, version)."""
         with self._lock:
+            self._drain()
             groups = list(self._groups.values())[:MAX_GROUPS]
             return ({g.name: str(g.entered) for g in groups},
                     {g.name: str(g.completed) for g in groups}, self._inside > 0, self.version)
 
+    def step_members(self):
+        """(seconds blocked, JSON members) of the step report since the last call; resets them.
+
+        The members are take_step's "collectives" and sequences' "collectiveEntered" and
+        "collectiveCompleted", as JSON text (Reporter.send_members), each left out when empty;
+        one lock and no intermediate dicts (the step report's path).
+        """
+        with self._lock:
+            self._drain()
+            blocked, stats = self._blocked, self._stats
+            self._blocked, self._stats = 0.0, {}
+            groups = list(self._groups.values())[:MAX_GROUPS]
+            entered = ",".join('"%s":"%d"' % (g.name, g.entered) for g in groups)
+            completed = ",".join('"%s":"%d"' % (g.name, g.completed) for g in groups)
+            sizes = {g.name: g.size for g in groups} if len(stats) else None
+        members = []
+        if stats:
+            out = []
+            for (op, name), (count, nbytes, seconds) in sorted(stats.items())[:6 * MAX_GROUPS]:
+                algbw = nbytes / seconds if seconds > 0 else 0.0
+                out.append(_STAT % (op, name, count, nbytes, json_number(seconds),
+                                    json_number(algbw),
+                                    json_number(algbw * bus_factor(op, sizes.get(name, 1)))))
+            members.append('"collectives":[%s]' % ",".join(out))
+        if entered:
+            members.append('"collectiveEntered":{%s},"collectiveCompleted":{%s}'
+                           % (entered, completed))
+        return blocked, ",".join(members)
+
     def take_step(self):
         """(seconds blocked, CollectiveStat JSON list) since the last call; resets them."""
         with self._lock:
+            self._drain()
             blocked, stats = self._blocked, self._stats
             self._blocked, self._stats = 0.0, {}
             sizes = {g.name: g.size for g in self._groups.values()}

@@ -94,6 +94,18 @@ class DdpWatch:
 
         return wrapper
 
+    def _allreduce_for(self, pg):
+        """tensor -> Future of the sum all-reduce of [tensor] on `pg`, as DDP's reducer calls it.
+
+        The process group's own allreduce (what DDP's C++ default hook calls) when it has one;
+        else torch.distributed's all_reduce (the original, unwatched: a bucket counts once).
+        """
+        allreduce = getattr(pg, "allreduce", None) if pg is not None else None
+        if allreduce is not None:
+            return lambda tensor: allreduce([tensor]).get_future()
+        all_reduce = self._all_reduce
+        return lambda tensor: all_reduce(tensor, group=pg, async_op=True).get_future()
+
     def _maybe_register(self, ddp):
         if getattr(ddp, "_comm_hooks", None):
             return  # A hook registered some other way (torch 2.x's python reducer list).
@@ -106,15 +118,18 @@ class DdpWatch:
             return  # DDP divides a bucket-view gradient by n: x/n != x*(1/n) for this n.
         self.check()
         group = self.comm.group(pg, self.collectives._size)
-        state = {"pg": pg, "n": n, "group": group, "user": None}
+        state = {"pg": pg, "n": n, "scale": 1.0 / n, "group": group, "user": None,
+                 "allreduce": self._allreduce_for(pg)}
         ddp.__dict__["_ringmaster_hook"] = state
         self._register(ddp, state, _allreduce_hook_for(self))
 
 
 
 def _allreduce_hook_for(watch):
-    all_reduce = watch._all_reduce
     comm = watch.comm
+    launched = comm.bucket_launched
+    finished = comm.bucket_finished
+    clock = comm.clock
 
     def _ringmaster_allreduce_hook(state, bucket):
         user = state["user"]
@@ -124,28 +139,23 @@ def _allreduce_hook_for(watch):
         if buffer.is_sparse:
             buffer.div_(state["n"])  # DDP's sparse path divides.
         else:
-            buffer.mul_(1.0 / state["n"])
+            buffer.mul_(state["scale"])
         if not _core.enabled:
-            return all_reduce(buffer, group=state["pg"], async_op=True).get_future().then(
-                _first_value)
-        group = state["group"]
+            return state["allreduce"](buffer).then(_first_value)
         try:
+            group = state["group"]
+            seq = launched(group, bucket.is_last())
             nbytes = buffer.numel() * buffer.element_size()
-            seq = comm.enter(group)
-            comm.bucket_launched(bucket.is_last())
         except Exception as exc:  # noqa: BLE001
             _core.fail("DDP comm hook", exc)
-            return all_reduce(buffer, group=state["pg"], async_op=True).get_future().then(
-                _first_value)
+            return state["allreduce"](buffer).then(_first_value)
 
         def done(fut):
-            try:
-                comm.bucket_done(group, seq, nbytes)
-            except Exception as exc:  # noqa: BLE001
-                _core.fail("DDP comm hook", exc)
+            # On the backend's thread: one append; Comm folds it in on its next read.
+            finished((clock(), group, seq, nbytes))
             return fut.value()[0]
 
-        return all_reduce(buffer, group=state["pg"], async_op=True).get_future().then(done)
+        return state["allreduce"](buffer).then(done)
 
     return _ringmaster_allreduce_hook
 

@@ -38,6 +38,14 @@ def identity_from_env(env):
             "token": env["RINGMASTER_WORKER_TOKEN"]}
 
 
+def json_number(value):
+    """A float as JSON text, as json.dumps writes it (repr); NaN and infinities as strings."""
+    value = float(value)
+    if value - value == 0.0:
+        return repr(value)
+    return '"%s"' % json_double(value)
+
+
 def json_double(value):
     """A double as protobuf JSON writes it: NaN and the infinities as strings."""
     value = float(value)
@@ -54,6 +62,7 @@ class Reporter:
     def __init__(self, path, identity):
         self._path = path
         self._identity = identity
+        self._identity_json = json.dumps(identity, separators=(",", ":"))
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
         self.sent = 0
@@ -67,6 +76,22 @@ class Reporter:
         except (TypeError, ValueError):
             self.dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
+        return self._send(data)
+
+    def send_members(self, kind, members):
+        """As send, with the body given as JSON object members ('"a":1,"b":"x"'), not a dict.
+
+        The step report's path (one per step): no dict to build and encode. `members` must be
+        valid JSON members (json_number for floats); the identity is appended here.
+        """
+        try:
+            data = ('{"%s":{%s,"worker":%s}}' % (kind, members, self._identity_json)).encode()
+        except UnicodeError:
+            self.dropped += 1
+            return False
+        return self._send(data)
+
+    def _send(self, data):
         if len(data) > MAX_DATAGRAM:
             self.dropped += 1
             return False

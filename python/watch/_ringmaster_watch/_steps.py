@@ -33,7 +33,7 @@ import types
 import weakref
 
 from . import _core
-from ._reporter import json_double
+from ._reporter import json_number
 
 
 def _process_start_unix():
@@ -156,30 +156,30 @@ class Steps:
         self._step = state_step if state_step is not None and state_step > self._step \
             else self._step + 1
         self.comm.poll()
-        blocked, collectives = self.comm.take_step()
+        blocked, collective_members = self.comm.step_members()
         step_seconds = max(0.0, now - began)
         comm_seconds = min(blocked, step_seconds)
-        entered, completed, _, _ = self.comm.sequences()
-        body = {"step": str(self._step), "stepSeconds": step_seconds,
-                "computeSeconds": step_seconds - comm_seconds, "commSeconds": comm_seconds,
-                "endTimeUnixNanos": str(time.time_ns())}
-        if collectives:
-            body["collectives"] = collectives
-        if entered:
-            body["collectiveEntered"] = entered
-            body["collectiveCompleted"] = completed
-        losses, self._losses = self._losses, []
-        values = [float(t) for t in losses]
-        if values:
-            body["loss"] = json_double(math.fsum(values) / len(values))
+        # The ReportStepRequest as JSON members, written directly (no dict to encode).
+        members = ['"step":"%d","stepSeconds":%s,"computeSeconds":%s,"commSeconds":%s,'
+                   '"endTimeUnixNanos":"%d"' % (
+                       self._step, json_number(step_seconds),
+                       json_number(step_seconds - comm_seconds), json_number(comm_seconds),
+                       time.time_ns())]
+        if collective_members:
+            members.append(collective_members)
+        if self._losses:
+            losses, self._losses = self._losses, []
+            values = [float(t) for t in losses]
+            members.append('"loss":%s' % json_number(math.fsum(values) / len(values)))
         if first:
-            body["processStartUnixNanos"] = str(int(self.process_start_unix * 1e9))
-            body["startStep"] = str(self._start_step)
-            body["restoreSeconds"] = self._restore_seconds
+            members.append('"processStartUnixNanos":"%d","startStep":"%d","restoreSeconds":%s'
+                           % (int(self.process_start_unix * 1e9), self._start_step,
+                              json_number(self._restore_seconds)))
             init_unix = self.collectives.init_returned_unix if self.collectives else None
             if init_unix is not None:
-                body["rendezvousSeconds"] = max(0.0, init_unix - self.process_start_unix)
-        self.reporter.send("step", body)
+                members.append('"rendezvousSeconds":%s' % json_number(
+                    max(0.0, init_unix - self.process_start_unix)))
+        self.reporter.send_members("step", ",".join(members))
 
     # -- backward: the loss --------------------------------------------------------------------
     def _wrap_backward(self, backward):
@@ -191,7 +191,7 @@ class Steps:
                 try:
                     if watch._first_backward is None:
                         watch._first_backward = watch.clock()
-                    if (tensor.device.type == "cpu" and tensor.dim() == 0
+                    if (tensor.is_cpu and tensor.dim() == 0
                             and tensor.is_floating_point() and len(watch._losses) < 1024):
                         watch._losses.append(tensor.detach())
                 except Exception as exc:  # noqa: BLE001
@@ -299,8 +299,11 @@ def _state_step(optimizer):
             return None
         if isinstance(step, (int, float)):
             return int(step)
-        device = getattr(step, "device", None)
-        if device is not None and device.type == "cpu" and step.numel() == 1:
+        is_cpu = getattr(step, "is_cpu", None)
+        if is_cpu is None:  # A torch without Tensor.is_cpu.
+            device = getattr(step, "device", None)
+            is_cpu = device is not None and device.type == "cpu"
+        if is_cpu and step.numel() == 1:
             return int(step.item())
         return None
     return None

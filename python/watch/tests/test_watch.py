@@ -84,6 +84,39 @@ class CommTest(unittest.TestCase):
         self.assertEqual(stats[0]["bytes"], "16")
 
 
+    def test_step_members_are_take_step_and_sequences_as_json(self):
+        # The step report's fast path writes its JSON by hand: it must say what the dict path
+        # (take_step, sequences and json.dumps) says, DDP buckets included.
+        def filled():
+            comm = _comm.Comm(clock=iter([10.0, 10.25]).__next__)
+            comm.set_world(None, 2)
+            world, pg = comm.group(None, lambda pg: 2), comm.group(object(), lambda pg: 3)
+            comm.complete(pg, comm.enter(pg), "broadcast", 12, 1e-7)
+            comm.complete(world, comm.enter(world), "barrier", 0, 0.0)
+            comm.bucket_finished((10.5, world, comm.bucket_launched(world, True), 4096))
+            return comm
+        blocked, members = filled().step_members()
+        comm = filled()
+        want_blocked, stats = comm.take_step()
+        entered, completed, _, _ = comm.sequences()
+        self.assertEqual(blocked, want_blocked)
+        self.assertAlmostEqual(blocked, 0.5 + 1e-7)  # The bucket tail and the broadcast.
+        self.assertEqual(json.loads("{%s}" % members), {
+            "collectives": json.loads(json.dumps(stats)), "collectiveEntered": entered,
+            "collectiveCompleted": completed})
+        self.assertEqual(entered, {"world": "2", "pg1": "1"})
+        self.assertEqual(completed, entered)
+        self.assertEqual(filled().step_members()[1].count('"op"'), 3)
+        self.assertEqual(_comm.Comm().step_members(), (0.0, ""))
+
+    def test_json_number_is_json_dumps(self):
+        for value in (0.0, 1e-07, 0.1, 123456789.125, 1e300, -2.5):
+            self.assertEqual(_reporter.json_number(value), json.dumps(value))
+        for value, text in ((float("nan"), '"NaN"'), (float("inf"), '"Infinity"'),
+                            (float("-inf"), '"-Infinity"')):
+            self.assertEqual(_reporter.json_number(value), text)
+
+
 class DdpTest(unittest.TestCase):
     """One baseline run without the watch; the watched runs compare with it bit for bit."""
 
