@@ -1,7 +1,9 @@
 #include "agent/rank_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -33,6 +35,17 @@ std::vector<double> StepSecondsBuckets() { return metrics::ExponentialBuckets(0.
 std::vector<std::string> CollectiveLabels(const std::vector<std::string>& rank_labels,
                                           const std::string& op, const std::string& group) {
   return {rank_labels[0], rank_labels[1], op, group};
+}
+
+// Steps the summaries' step-time percentiles cover, per rank.
+constexpr size_t kStepTimeWindow = 100;
+
+// The nearest-rank `q` quantile (in (0, 1]) of `values` (not empty).
+double NearestRank(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  size_t index = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  index = std::clamp<size_t>(index, 1, values.size());
+  return values[index - 1];
 }
 
 }  // namespace
@@ -81,6 +94,8 @@ struct RankMetrics::Rank {
   // Compute seconds of the steps since the last summary taken (for its mean).
   double compute_sum = 0;
   int compute_steps = 0;
+  // Wall seconds of the generation's last steps (at most kStepTimeWindow), for the percentiles.
+  std::deque<double> recent_step_seconds;
 };
 
 RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Duration summary_interval)
@@ -190,6 +205,7 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
     rank.summary.mutable_job()->set_generation(worker.generation());
     rank.summary.set_rank(worker.rank());
     rank.summary.set_checkpoint_step(-1);
+    rank.recent_step_seconds.clear();
   }
   if (alive) {
     rank.last_report = clock_->Now();
@@ -274,6 +290,19 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   rank->compute_steps += 1;
   s.set_mean_compute_seconds(rank->compute_sum / rank->compute_steps);
   s.set_steps_in_summary(rank->compute_steps);
+  s.set_mfu(report.mfu());
+  double bus_seconds = 0, bus_weighted = 0;
+  for (const v1::CollectiveStat& stat : report.collectives()) {
+    bus_seconds += stat.seconds();
+    bus_weighted += stat.busbw_bytes_per_second() * stat.seconds();
+  }
+  s.set_busbw_bytes_per_second(bus_seconds > 0 ? bus_weighted / bus_seconds : 0);
+  rank->recent_step_seconds.push_back(step_seconds);
+  if (rank->recent_step_seconds.size() > kStepTimeWindow) rank->recent_step_seconds.pop_front();
+  const std::vector<double> recent(rank->recent_step_seconds.begin(),
+                                   rank->recent_step_seconds.end());
+  s.set_step_seconds_p50(NearestRank(recent, 0.5));
+  s.set_step_seconds_p99(NearestRank(recent, 0.99));
   if (report.process_start_unix_nanos() > 0) {  // the process's first step: its startup figures
     s.set_process_start_unix_nanos(report.process_start_unix_nanos());
     s.set_rendezvous_seconds(report.rendezvous_seconds());

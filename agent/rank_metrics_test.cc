@@ -302,6 +302,38 @@ TEST_F(RankMetricsTest, SummaryCarriesTheLatestReport) {
   EXPECT_EQ(s.checkpoint_step(), -1);
 }
 
+// What `ringctl top` shows of a rank: its step-time percentiles over its last 100 steps (this
+// generation's only), its MFU and its collectives' busbw weighted by their seconds.
+TEST_F(RankMetricsTest, SummaryCarriesStepTimePercentilesMfuAndBusbw) {
+  for (int step = 1; step <= 150; ++step) {
+    v1::ReportStepRequest r = Step("gpt-1", 1, 0, step);
+    // Steps 51..150 (the window) take 0.01 s .. 1.00 s; the first 50 take 9 s (out of it).
+    r.set_step_seconds(step <= 50 ? 9 : 0.01 * (step - 50));
+    r.set_mfu(0.25);
+    v1::CollectiveStat* c = r.add_collectives();  // 0.375 s at 4000 B/s besides 0.125 s at 12000
+    c->set_op("all_gather");
+    c->set_group("tp0");
+    c->set_seconds(0.375);
+    c->set_busbw_bytes_per_second(4000);
+    metrics_.OnStep(r);
+  }
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(summaries[0].step_seconds_p50(), 0.50);
+  EXPECT_DOUBLE_EQ(summaries[0].step_seconds_p99(), 0.99);
+  EXPECT_EQ(summaries[0].mfu(), 0.25);
+  EXPECT_DOUBLE_EQ(summaries[0].busbw_bytes_per_second(), 6000);
+  // A relaunch starts its window over.
+  clock_.Advance(absl::Seconds(1));
+  v1::ReportStepRequest next = Step("gpt-1", 2, 0, 151);
+  next.set_step_seconds(2);
+  metrics_.OnStep(next);
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].step_seconds_p50(), 2);
+  EXPECT_EQ(summaries[0].step_seconds_p99(), 2);
+}
+
 TEST_F(RankMetricsTest, SummaryCarriesPhaseAndNewestCheckpoint) {
   metrics_.OnStep(Step("gpt-1", 1, 0, 50));
   metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT));

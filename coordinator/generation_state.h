@@ -21,6 +21,7 @@
 #include "coordinator/link_analysis.h"
 #include "coordinator/straggler_detector.h"
 #include "proto/ringmaster/v1/agent.pb.h"
+#include "proto/ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::coordinator {
 
@@ -37,6 +38,9 @@ struct GenerationState {
   // Each rank's latest step and (one rank per data-parallel replica) tokens per second.
   std::vector<int64_t> rank_step;
   std::vector<double> rank_tokens_per_second;
+  // Each rank's figures from its latest step summary (GetJob's RankLiveState fields
+  // step_seconds_p50 to mfu), by rank; absent before its first step.
+  std::map<int, v1::RankLiveState> rank_figures;
   // A recovered running job's ranks that no registration has reported yet (running, or exited),
   // by node.
   std::map<std::string, std::set<int>> awaiting;

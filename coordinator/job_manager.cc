@@ -398,6 +398,13 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
       }
       live->set_hang_suspect(job->series.hang_suspects.count(rank) > 0);
       live->set_finished(job->gen.finished_ranks.count(rank) > 0);
+      if (auto f = job->gen.rank_figures.find(rank); f != job->gen.rank_figures.end()) {
+        live->set_step_seconds_p50(f->second.step_seconds_p50());
+        live->set_step_seconds_p99(f->second.step_seconds_p99());
+        live->set_compute_share(f->second.compute_share());
+        live->set_busbw_bytes_per_second(f->second.busbw_bytes_per_second());
+        live->set_mfu(f->second.mfu());
+      }
     }
   }
   if (job->gen.link_check != nullptr)

@@ -129,6 +129,34 @@ TEST_F(JobManagerTest, SucceedsWhenEveryRankExitsZero) {
   EXPECT_EQ(nodes_->FreeCapacity()[0].free.size(), 2u);  // Devices released.
 }
 
+// `ringctl top` and the live block read each rank's latest figures and the job's MFU from GetJob.
+TEST_F(JobManagerTest, GetJobShowsEachRanksStepTimesComputeShareBusbwAndMfu) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus running = Current(job->job_id());
+  for (int rank : {0, 1}) {
+    v1::StepSummary s = Summary(running, rank, 3, 3, 3);
+    s.set_step_seconds(0.5);
+    s.set_compute_seconds(0.4);
+    s.set_step_seconds_p50(0.5 + rank);
+    s.set_step_seconds_p99(0.75 + rank);
+    s.set_busbw_bytes_per_second(1e9 * (rank + 1));
+    s.set_mfu(rank == 0 ? 0.2 : 0.4);
+    jobs_->OnStepSummary(s);
+  }
+  const auto got = jobs_->Get(job->job_id());
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->ranks_size(), 2);
+  const v1::RankLiveState& r1 = got->ranks(1);
+  EXPECT_EQ(r1.step_seconds_p50(), 1.5);
+  EXPECT_EQ(r1.step_seconds_p99(), 1.75);
+  EXPECT_DOUBLE_EQ(r1.compute_share(), 0.8);
+  EXPECT_EQ(r1.busbw_bytes_per_second(), 2e9);
+  EXPECT_EQ(r1.mfu(), 0.4);
+  EXPECT_DOUBLE_EQ(got->job().progress().mfu(), 0.3);  // the mean over the ranks
+}
+
 TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRunOut) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(), "", alice_);

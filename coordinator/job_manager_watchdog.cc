@@ -100,6 +100,21 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   double tps = 0;
   for (double t : job->gen.rank_tokens_per_second) tps += t;
   progress->set_tokens_per_second(tps);
+  if (summary.step() > 0) {
+    v1::RankLiveState& figures = job->gen.rank_figures[summary.rank()];
+    figures.set_step_seconds_p50(summary.step_seconds_p50());
+    figures.set_step_seconds_p99(summary.step_seconds_p99());
+    figures.set_compute_share(
+        summary.step_seconds() > 0 ? summary.compute_seconds() / summary.step_seconds() : 0);
+    figures.set_busbw_bytes_per_second(summary.busbw_bytes_per_second());
+    figures.set_mfu(summary.mfu());
+    double mfu_sum = 0;
+    int mfu_ranks = 0;
+    for (const auto& [rank, f] : job->gen.rank_figures) {
+      if (f.mfu() > 0) mfu_sum += f.mfu(), ++mfu_ranks;
+    }
+    progress->set_mfu(mfu_ranks > 0 ? mfu_sum / mfu_ranks : 0);
+  }
   if (summary.checkpoint_step() > progress->checkpoint_step()) {
     progress->set_checkpoint_step(summary.checkpoint_step());
   }
