@@ -1,5 +1,6 @@
 #include "ctl/commands.h"
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "common/status.h"
 #include "ctl/format.h"
 #include "ctl/job_yaml.h"
+#include "ctl/live_block.h"
 #include "ctl/proto_yaml.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -32,6 +34,24 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
   return spec;
 }
 
+// The status block of a watch on a terminal, with what it shows.
+struct LiveView {
+  LiveBlock block;
+  LiveStatus status;
+
+  // Draws the block for the job as GetJob sees it now.
+  absl::Status Start(const Client& client, const std::string& id);
+  // An update of the watch: an event printed above the block, the block redrawn with the state
+  // and progress. A snapshot with no step yet (a generation's start) keeps the figures shown.
+  void Show(const v1::WatchJobResponse& update) {
+    status.state = update.state();
+    status.generation = update.generation();
+    if (update.has_event()) block.Print(FormatEvent(update.event()));
+    if (update.has_progress() && update.progress().step() > 0) status.progress = update.progress();
+    block.Update(status);
+  }
+};
+
 // Streams WatchJob, one line per event and per progress change (no line for a snapshot with no
 // step yet, nor for one equal to the last printed); returns the final state seen. A watch the coordinator ends with
 // RESOURCE_EXHAUSTED after sending updates (it fell behind: this end read too slowly, e.g. into a
@@ -40,8 +60,10 @@ absl::StatusOr<v1::JobSpec> ReadJobFile(const std::string& file) {
 // are not replayed: they are not stored). The coordinator cuts only a watch
 // 1,024 updates behind, so each resume follows updates this end read; a RESOURCE_EXHAUSTED before
 // any update (an oversized event, which the replay sends first) ends the watch instead.
+//
+// With `live` (a terminal), events go above the live block instead and progress redraws it.
 absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
-                                    std::ostream& out) {
+                                    std::ostream& out, LiveView* live) {
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
   int64_t after = 0;
   std::string last_progress;
@@ -56,6 +78,11 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
     while (reader->Read(&update)) {
       got_updates = true;
       state = update.state();
+      if (live != nullptr) {
+        live->Show(update);
+        if (update.has_event()) after = update.event().sequence();
+        continue;
+      }
       if (update.has_event()) {
         out << FormatEvent(update.event()) << "\n";
         after = update.event().sequence();
@@ -73,8 +100,14 @@ absl::StatusOr<v1::JobState> Stream(const Client& client, const std::string& id,
       RETURN_IF_ERROR(client.Check(status));
       return state;
     }
-    out << "(the coordinator ended this watch: " << status.error_message()
-        << "; resuming after event " << after << ")\n";
+    const std::string note = absl::StrCat("(the coordinator ended this watch: ",
+                                          status.error_message(), "; resuming after event ",
+                                          after, ")");
+    if (live != nullptr) {
+      live->block.Print(note);
+    } else {
+      out << note << "\n";
+    }
   }
 }
 
@@ -105,6 +138,44 @@ absl::StatusOr<v1::GetJobResponse> FetchJob(const Client& client, const std::str
   return response;
 }
 
+absl::Status LiveView::Start(const Client& client, const std::string& id) {
+  ASSIGN_OR_RETURN(v1::GetJobResponse job, FetchJob(client, id));
+  status.job_id = id;
+  status.state = job.job().state();
+  status.generation = job.job().generation();
+  status.total_steps = job.job().spec().trainer().steps();
+  status.progress = job.job().progress();
+  block.Update(status);
+  return absl::OkStatus();
+}
+
+// Streams the watch of `id` to `out`: on a terminal (`live_view`) with the live block, which ends
+// showing the job as GetJob sees it at the end (its last progress; the watch sends no snapshot
+// once the job ended), with `final_line` printed above it; plain lines otherwise.
+absl::StatusOr<v1::JobState> WatchTo(const Client& client, const std::string& id, bool live_view,
+                                     std::ostream& out,
+                                     const std::function<std::string(v1::JobState)>& final_line) {
+  if (!live_view) {
+    ASSIGN_OR_RETURN(v1::JobState state, Stream(client, id, out, nullptr));
+    const std::string line = final_line(state);
+    if (!line.empty()) out << line << "\n";
+    return state;
+  }
+  LiveView live{LiveBlock(&out, TerminalWidth()), {}};
+  RETURN_IF_ERROR(live.Start(client, id));
+  ASSIGN_OR_RETURN(v1::JobState state, Stream(client, id, out, &live));
+  live.status.state = state;
+  if (absl::StatusOr<v1::GetJobResponse> end = FetchJob(client, id); end.ok()) {
+    if (end->job().progress().step() > 0) live.status.progress = end->job().progress();
+    live.status.state = end->job().state();
+    live.status.generation = end->job().generation();
+  }  // else: the block keeps the last update seen (the stream's end was reported already)
+  const std::string line = final_line(state);
+  if (!line.empty()) live.block.Print(line);
+  live.block.Update(live.status);
+  return state;
+}
+
 }  // namespace
 
 absl::Status InputError(absl::Status status) {
@@ -117,7 +188,7 @@ bool IsInputError(const absl::Status& status) {
 }
 
 absl::Status Submit(const Client& client, const std::string& file, bool wait,
-                    const std::string& request_id, std::ostream& out) {
+                    const std::string& request_id, std::ostream& out, bool live) {
   ASSIGN_OR_RETURN(v1::JobSpec spec, ReadJobFile(file));
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
@@ -129,7 +200,9 @@ absl::Status Submit(const Client& client, const std::string& file, bool wait,
   out << "job " << job.job_id() << " submitted: " << StateName(job.state())
       << (job.reason().empty() ? "" : " (" + job.reason() + ")") << "\n";
   if (!wait) return absl::OkStatus();
-  ASSIGN_OR_RETURN(v1::JobState final_state, Stream(client, job.job_id(), out));
+  ASSIGN_OR_RETURN(v1::JobState final_state,
+                   WatchTo(client, job.job_id(), live, out,
+                           [](v1::JobState) { return std::string(); }));
   if (final_state != v1::JOB_STATE_SUCCEEDED) {
     return absl::AbortedError(
         absl::StrCat("job ", job.job_id(), " ended ", StateName(final_state)));
@@ -288,9 +361,37 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
   }
 }
 
-absl::Status Watch(const Client& client, const std::string& id, std::ostream& out) {
-  ASSIGN_OR_RETURN(v1::JobState state, Stream(client, id, out));
-  if (IsTerminal(state)) out << "job " << id << " ended " << StateName(state) << "\n";
+absl::Status Watch(const Client& client, const std::string& id, std::ostream& out, bool live) {
+  return WatchTo(client, id, live, out, [&](v1::JobState state) {
+           return IsTerminal(state) ? absl::StrCat("job ", id, " ended ", StateName(state))
+                                    : std::string();
+         }).status();
+}
+
+absl::Status Top(const Client& client, const std::string& id, absl::Duration interval,
+                 int iterations, bool live, int width, std::ostream& out) {
+  if (interval <= absl::ZeroDuration()) {
+    return InputError(FieldError("--interval", absl::StrCat("must be > 0 seconds, got ",
+                                                            absl::FormatDuration(interval))));
+  }
+  if (iterations < 0) {
+    return InputError(FieldError("-n", absl::StrCat("must be >= 0 (0: until the job ends), got ",
+                                                    iterations)));
+  }
+  google::protobuf::RepeatedPtrField<v1::RankLiveState> last_seen;
+  for (int i = 0; iterations == 0 || i < iterations; ++i) {
+    if (i > 0) absl::SleepFor(interval);  // the refresh period, not a synchronisation
+    ASSIGN_OR_RETURN(v1::GetJobResponse job, FetchJob(client, id));
+    if (job.ranks_size() > 0) last_seen = job.ranks();
+    const std::string screen = RenderTop(job, last_seen, live ? width : 0);
+    if (live) {
+      out << "\x1b[H\x1b[2J" << screen;  // cursor home, clear the screen, redraw
+    } else {
+      out << (i > 0 ? "\n" : "") << screen;
+    }
+    out.flush();
+    if (IsTerminal(job.job().state())) break;
+  }
   return absl::OkStatus();
 }
 

@@ -14,10 +14,10 @@ namespace ringmaster::ctl {
 absl::Status InputError(absl::Status status);
 bool IsInputError(const absl::Status& status);
 
-// submit -f FILE [--wait]: with `wait`, streams events as Watch does until the job ends and
-// fails unless it SUCCEEDED.
+// submit -f FILE [--wait]: with `wait`, streams events as Watch does (with `live`, its live
+// block) until the job ends and fails unless it SUCCEEDED.
 absl::Status Submit(const Client& client, const std::string& file, bool wait,
-                    const std::string& request_id, std::ostream& out);
+                    const std::string& request_id, std::ostream& out, bool live = false);
 // The -o formats: table, wide, json, yaml. An input error naming -o for another.
 absl::Status CheckOutputFormat(const std::string& output);
 
@@ -45,8 +45,17 @@ absl::Status CheckLinks(const Client& client, const std::string& id, bool wait,
                         absl::Duration timeout, std::ostream& out);
 // watch ID: events and live progress until the job ends (or the stream breaks). A watch the
 // coordinator cuts for falling behind (RESOURCE_EXHAUSTED) is watched again after the last event
-// printed: each event is printed once, in order.
-absl::Status Watch(const Client& client, const std::string& id, std::ostream& out);
+// printed: each event is printed once, in order. With `live` (`out` is a terminal), a status
+// block (ctl/live_block.h) stays under the events, redrawn in place, and ends showing the final
+// state; without, one plain line per event and per progress change.
+absl::Status Watch(const Client& client, const std::string& id, std::ostream& out,
+                   bool live = false);
+// top ID [--interval S] [-n N]: the job's per-rank table (ctl/live_block.h RenderTop) every
+// `interval` until the job ends (then its final state, with the ranks as last seen) or after
+// `iterations` tables (0: no limit). With `live`, each table replaces the screen (clear and
+// redraw, lines cut to `width`); without, the tables follow one another, a blank line apart.
+absl::Status Top(const Client& client, const std::string& id, absl::Duration interval,
+                 int iterations, bool live, int width, std::ostream& out);
 // logs ID [--rank N] [--follow]: the rank's stdout and stderr, read through the coordinator;
 // with rank < 0, every rank's, each line prefixed "[rank N] " (with `follow`, ranks read at once,
 // whole lines interleaved). FAILED_PRECONDITION saying what to do for a job with no ranks placed

@@ -46,7 +46,7 @@ std::string BashFunction() {
       "    1:get) COMPREPLY=($(compgen -W \"jobs job\" -- \"$cur\")) ;;\n"
       "    1:describe) COMPREPLY=($(compgen -W \"job\" -- \"$cur\")) ;;\n"
       "    1:completion) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
-      "    1:cancel|1:watch|1:logs|1:check-links|2:get|2:describe)\n"
+      "    1:cancel|1:watch|1:top|1:logs|1:check-links|2:get|2:describe)\n"
       "      [[ $cmd == \"get jobs\" ]] && return\n"
       "      COMPREPLY=($(compgen -W \"$(ringctl get jobs 2>/dev/null | awk 'NR>1 {print $1}')\" "
       "-- \"$cur\")) ;;\n"

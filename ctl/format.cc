@@ -10,9 +10,7 @@
 #include "common/job_state.h"
 
 namespace ringmaster::ctl {
-namespace {
 
-// Left-aligned columns separated by two spaces.
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
@@ -30,6 +28,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   }
   return out;
 }
+
+namespace {
 
 std::string Age(int64_t since_unix_nanos, absl::Time now) {
   absl::Duration d = now - absl::FromUnixNanos(since_unix_nanos);

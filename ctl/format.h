@@ -42,6 +42,9 @@ std::string FormatEvent(const v1::JobEvent& event);
 // One line of live progress: "step 120  loss 3.41  tokens/s 5120  step 0.21s  ckpt 100".
 std::string FormatProgress(const v1::JobProgress& progress);
 
+// Left-aligned columns separated by two spaces, one line per row.
+std::string Table(const std::vector<std::vector<std::string>>& rows);
+
 // Byte counts as "1.5 GiB".
 std::string HumanBytes(int64_t bytes);
 

@@ -26,6 +26,10 @@ const std::vector<FlagHelp>& OtherFlags() {
       {"rank", "N", "", "Only this global rank (default: every rank, each line prefixed)."},
       {"follow", "", "", "Keep printing new output until the ranks exit."},
       {"wait_timeout", "SECONDS", "", "With --wait: how long to wait for the result (300)."},
+      {"plain", "", "",
+       "Plain lines even on a terminal (no live block, no screen redraw): what a pipe gets."},
+      {"interval", "SECONDS", "", "Seconds between two refreshes (2)."},
+      {"n", "N", "", "Stop after N refreshes (0, the default: when the job ends); also --iterations=N."},
   };
   return *flags;
 }
@@ -70,7 +74,7 @@ const std::vector<CommandHelp>& Commands() {
        "-f FILE [--wait]",
        "submit a job",
        "Prints the job's id. With --wait, follows the job as `watch` does until it ends.",
-       {"f", "wait", "request_id"},
+       {"f", "wait", "request_id", "plain"},
        true,
        "ringctl submit -f job.yaml --wait"},
       {{"get", "jobs"},
@@ -104,12 +108,24 @@ const std::vector<CommandHelp>& Commands() {
        true,
        "ringctl cancel job-0001 --reason=\"wrong dataset\""},
       {{"watch"},
-       "ID",
+       "ID [--plain]",
        "follow a job's events and progress until it ends",
-       "",
-       {},
+       "On a terminal, a status block stays at the bottom, redrawn in place: state, a progress "
+       "bar over the\njob's steps with ETA, loss, tokens/s, MFU, step time, checkpoint, "
+       "restarts; events print above it.\nPiped (or with --plain, or TERM=dumb): one line per "
+       "event and per progress change.",
+       {"plain"},
        true,
        "ringctl watch job-0001"},
+      {{"top"},
+       "ID [--interval=SECONDS] [-n N] [--plain]",
+       "a running job's ranks, refreshed in place",
+       "Columns: RANK NODE STEP STEP-P50 STEP-P99 COMPUTE BUSBW MFU HEARD FLAGS (flags: "
+       "straggler, hung,\ndone, silent). Ends when the job ends, showing its final state. "
+       "Piped (or with --plain), one table per\nrefresh, a blank line apart.",
+       {"interval", "n", "plain"},
+       true,
+       "ringctl top job-0001 --interval=1"},
       {{"logs"},
        "ID [--rank=N] [--follow]",
        "the ranks' stdout and stderr",

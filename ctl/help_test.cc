@@ -43,6 +43,8 @@ TEST(HelpTest, CommandHelpsAreGolden) {
   ExpectGolden(*CommandHelpText({"submit"}), "help_submit.txt");
   ExpectGolden(*CommandHelpText({"logs"}), "help_logs.txt");
   ExpectGolden(*CommandHelpText({"get", "jobs"}), "help_get_jobs.txt");
+  ExpectGolden(*CommandHelpText({"top"}), "help_top.txt");
+  ExpectGolden(*CommandHelpText({"watch"}), "help_watch.txt");
 }
 
 TEST(HelpTest, EveryCommandHasHelpWithAnExample) {

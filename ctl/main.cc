@@ -25,6 +25,7 @@
 #include "ctl/commands.h"
 #include "ctl/completion.h"
 #include "ctl/help.h"
+#include "ctl/live_block.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address HOST:PORT (default: $RINGMASTER_COORDINATOR).");
@@ -51,6 +52,11 @@ ABSL_FLAG(std::string, state, "",
           "succeeded, failed, cancelled).");
 ABSL_FLAG(int, rank, -1, "logs: the global rank whose log to show (default: every rank).");
 ABSL_FLAG(bool, follow, false, "logs: keep printing new output until the rank exits.");
+ABSL_FLAG(bool, plain, false,
+          "watch, submit --wait, top: plain lines even on a terminal (no live block, no redraw).");
+ABSL_FLAG(double, interval, 2, "top: seconds between two refreshes.");
+ABSL_FLAG(int, n, 0, "top: stop after N refreshes (0: when the job ends).");
+ABSL_FLAG(int, iterations, 0, "top: the same as -n.");
 
 namespace ringmaster::ctl {
 namespace {
@@ -112,7 +118,7 @@ absl::Status Run(const std::vector<std::string>& args, bool insecure_given, bool
       {"nodes"},        {"get", "jobs"},    {"get", "job", "ID"}, {"describe", "job", "ID"},
       {"cancel", "ID"}, {"watch", "ID"},    {"logs", "ID"},       {"cordon", "ID"},
       {"drain", "ID"},  {"uncordon", "ID"}, {"check-links", "ID"}, {"release-node", "ID"},
-      {"completion", "ID"}};
+      {"completion", "ID"}, {"top", "ID"}};
   const std::vector<std::string>* shape = nullptr;
   for (const auto& s : kShapes) {
     if (Matches(args, s)) shape = &s;
@@ -141,10 +147,12 @@ absl::Status Run(const std::vector<std::string>& args, bool insecure_given, bool
   if (!client_or.ok()) return client_or.status();
   Client client = *std::move(client_or);
   std::ostream& out = std::cout;
+  // Live views (ctl/live_block.h) on a terminal that can move the cursor, unless --plain.
+  const bool live = !absl::GetFlag(FLAGS_plain) && LiveOutputWanted();
   if (command == "health") return Health(client);
   if (command == "submit") {
     return Submit(client, absl::GetFlag(FLAGS_f), absl::GetFlag(FLAGS_wait),
-                  absl::GetFlag(FLAGS_request_id), out);
+                  absl::GetFlag(FLAGS_request_id), out, live);
   }
   if (command == "plan") return Plan(client, absl::GetFlag(FLAGS_f), out);
   if (command == "nodes") return Nodes(client, out, absl::GetFlag(FLAGS_o));
@@ -168,7 +176,12 @@ absl::Status Run(const std::vector<std::string>& args, bool insecure_given, bool
   if (command == "logs") {
     return Logs(client, args[2], absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_follow), out);
   }
-  return Watch(client, args[2], out);
+  if (command == "top") {
+    return Top(client, args[2], absl::Seconds(absl::GetFlag(FLAGS_interval)),
+               absl::GetFlag(FLAGS_n) != 0 ? absl::GetFlag(FLAGS_n) : absl::GetFlag(FLAGS_iterations),
+               live, TerminalWidth(), out);
+  }
+  return Watch(client, args[2], out, live);
 }
 
 // The words of `ringctl [help] WORDS... --help`: nullopt unless help is asked for.
