@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "coordinator/hang_analysis.h"
 #include "coordinator/link_analysis.h"
+#include "coordinator/link_watch.h"
 #include "coordinator/straggler_detector.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
@@ -110,6 +111,9 @@ struct GenerationState {
   // rank's start-up check seconds (a recovery phase).
   std::unique_ptr<LinkCheckCollector> link_check;
   std::map<int, double> start_link_check_seconds;
+  // When to check the links unasked (job_manager_links.cc; null until the generation stepped, and
+  // for jobs without the automatic check).
+  std::unique_ptr<LinkWatch> link_watch;
 };
 
 }  // namespace ringmaster::coordinator

@@ -412,6 +412,12 @@ class JobManager {
   void JudgeLinks(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A "slow_link" event and a ringmaster_slow_link series for one slow or corrupting link.
   void AnnounceLink(Job* job, const v1::LinkState& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The automatic link check (link_watch.h): feeds the summary to the job's link watch and sends
+  // the check it owes, if any (Watch).
+  void WatchLinks(Job* job, const v1::StepSummary& summary) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks rank 0 of the job's generation to start a link check; false if its node is not
+  // connected.
+  bool SendLinkCheck(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- Checkpoints (job_manager_checkpoints.cc) ---
   // What the job's new generation, resuming from `start_step`, lost of what its predecessor had

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "coordinator/generation_state.h"
@@ -82,6 +83,9 @@ struct JobManager::Job {
   int64_t hang_generation = 0;
   std::set<int> suspects_to_quote;
   RecoveryTracker recovery;
+  // The slow links of the job's latest complete link check (any generation's): a later verdict
+  // without one of them says it recovered.
+  std::vector<v1::LinkState> slow_links;
   // Failures attributed to the same node in a row, and the nodes excluded for it.
   std::string last_failed_node;
   int failure_streak = 0;

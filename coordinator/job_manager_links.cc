@@ -1,8 +1,12 @@
-// JobManager's link checks: a rank's start-up check and the checks a user requests
-// (RequestLinkCheck), collected per generation (LinkCheckCollector, link_analysis.h), their
-// corrupting links named at once and their slow links once every rank reported, with the
-// events and series of the verdict.
+// JobManager's link checks: a rank's start-up check, the checks a user requests
+// (RequestLinkCheck) and those the coordinator runs by itself when a job's step time rises
+// unexplained and when it comes back (WatchLinks, link_watch.h), collected per generation
+// (LinkCheckCollector, link_analysis.h), their corrupting links named at once and their slow links
+// once every rank reported, with the events and series of the verdict, and the links of the
+// previous verdict that recovered.
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,6 +21,7 @@
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/link_analysis.h"
+#include "coordinator/link_watch.h"
 #include "coordinator/spec_validation.h"
 
 namespace ringmaster::coordinator {
@@ -45,13 +50,7 @@ absl::StatusOr<v1::CheckLinksResponse> JobManager::RequestLinkCheck(const std::s
         absl::StrCat("job ", job_id, " generation ", job->status.generation(),
                      " has not completed a step yet; ask again once it trains"));
   }
-  // One rank is told; the ranks' per-step vote spreads it, so the request runs one check.
-  v1::CoordinatorMessage message;
-  v1::CheckLinks* check = message.mutable_check_links();
-  check->mutable_job()->set_job_id(job_id);
-  check->mutable_job()->set_generation(job->status.generation());
-  check->set_rank(0);
-  if (!agents_->Send(job->status.assignments(0).node(), message)) {
+  if (!SendLinkCheck(job)) {
     return absl::UnavailableError(absl::StrCat("node ", job->status.assignments(0).node(),
                                                " (rank 0) is not connected; try again"));
   }
@@ -66,6 +65,60 @@ absl::StatusOr<v1::CheckLinksResponse> JobManager::RequestLinkCheck(const std::s
   *response.mutable_job() = job->status;
   response.set_request_sequence(sequence);
   return response;
+}
+
+bool JobManager::SendLinkCheck(Job* job) {
+  // One rank is told; the ranks' per-step vote spreads it, so the request runs one check.
+  v1::CoordinatorMessage message;
+  v1::CheckLinks* check = message.mutable_check_links();
+  check->mutable_job()->set_job_id(job->status.job_id());
+  check->mutable_job()->set_generation(job->status.generation());
+  check->set_rank(0);
+  return agents_->Send(job->status.assignments(0).node(), message);
+}
+
+void JobManager::WatchLinks(Job* job, const v1::StepSummary& summary) {
+  const v1::JobSpec& spec = job->status.spec();
+  // Only the builtin trainer runs the check; a one-rank job has no link; the generation's own
+  // start-up check runs before its first step.
+  if (summary.steps_in_summary() <= 0 || !spec.trainer().has_builtin() ||
+      spec.watchdog().link_check_disabled() || spec.watchdog().auto_link_check_disabled() ||
+      job->status.assignments_size() < 2 || !job->status.generation_stepped()) {
+    return;
+  }
+  GenerationState& gen = job->gen;
+  if (gen.link_watch == nullptr) {
+    v1::JobSpec defaulted = spec;
+    ApplyDefaults(&defaulted);  // a job stored before the interval existed gets its default
+    LinkWatchOptions options;
+    options.min_interval =
+        absl::Seconds(defaulted.watchdog().auto_link_check_interval_seconds());
+    gen.link_watch = std::make_unique<LinkWatch>(options);
+  }
+  bool straggler = false;
+  if (gen.stragglers != nullptr) {
+    for (const auto& [rank, ratio] : gen.stragglers->ratios()) {
+      straggler = straggler || gen.stragglers->flagged(rank);
+    }
+  }
+  const absl::Time now = clock_->Now();
+  const std::optional<LinkWatch::Trigger> trigger = gen.link_watch->Add(
+      {summary.rank(), summary.step(), summary.step_seconds(), summary.compute_seconds()}, now,
+      straggler);
+  // Not sent (rank 0's node is not connected): still owed, asked again at the next summary.
+  if (!trigger.has_value() || !SendLinkCheck(job)) return;
+  gen.link_watch->Sent(now);
+  const bool drop = trigger->kind == LinkWatch::Trigger::kDrop;
+  RM_LOG(INFO) << "job " << job->status.job_id() << " generation " << job->status.generation()
+               << ": automatic link check: " << trigger->why;
+  v1::JobEvent& event =
+      AddEvent(job, "link_check",
+               absl::StrCat(drop ? "link check started by the coordinator: "
+                                 : "link check started by the coordinator to confirm the links "
+                                   "recovered: ",
+                            trigger->why, "; the ranks run it after an upcoming step"));
+  event.set_step(summary.step());
+  Persist(job);
 }
 
 void JobManager::OnLinkReport(const v1::LinkReport& report) {
@@ -141,6 +194,29 @@ void JobManager::JudgeLinks(Job* job) {
   // The verdict's series replace the previous check's (and this one's corruptions, named again).
   metrics_.ForgetLinks(&job->series);
   bool announced = false;
+  // The previous verdict's slow links that this one does not name: recovered (its series is gone
+  // with the others).
+  auto same = [](const v1::LinkState& a, const v1::LinkState& b) {
+    return a.group() == b.group() && a.rank() == b.rank() && a.peer_rank() == b.peer_rank() &&
+           a.node() == b.node() && a.peer_node() == b.peer_node();
+  };
+  for (const v1::LinkState& was : job->slow_links) {
+    if (std::any_of(summary.slow().begin(), summary.slow().end(),
+                    [&](const v1::LinkState& now) { return same(was, now); })) {
+      continue;
+    }
+    std::string what = absl::StrFormat(
+        "%s: rank %d (%s) <-> rank %d (%s) recovered: not slow in the link check %s", was.group(),
+        was.rank(), was.node(), was.peer_rank(), was.peer_node(),
+        summary.step() > 0 ? absl::StrCat("after step ", summary.step())
+                           : std::string("at the generation's start"));
+    RM_LOG(INFO) << "job " << job->status.job_id() << ": link " << what;
+    v1::JobEvent& event = AddEvent(job, "link_recovered", what);
+    event.add_ranks(was.rank());
+    event.add_ranks(was.peer_rank());
+    announced = true;
+  }
+  job->slow_links.assign(summary.slow().begin(), summary.slow().end());
   for (const v1::LinkState& link : summary.slow()) {
     if (link.wrong() > 0) {
       metrics_.AddSlowLink(job->status.job_id(), link,

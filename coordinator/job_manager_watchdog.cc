@@ -173,6 +173,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
       metrics_.SetStraggler(id, rank, change->flagged, &job->series);
     }
   }
+  WatchLinks(job, summary);
 
   if (summary.process_start_unix_nanos() > 0) {
     if (rank == 0 && !job->gen.resumed) {

@@ -41,6 +41,8 @@ constexpr double kDefaultStragglerThreshold = 1.2;
 constexpr int64_t kDefaultLinkCheckBytes = 4 << 20;
 constexpr int64_t kMaxLinkCheckBytes = int64_t{1} << 30;
 constexpr double kDefaultSlowLinkRatio = 0.5;
+constexpr double kDefaultAutoLinkCheckInterval = 60;  // seconds
+constexpr double kMaxAutoLinkCheckInterval = 86400;
 constexpr uint64_t kDefaultDataSeed = 1234;
 
 // Limits (see spec_validation.h).
@@ -465,6 +467,9 @@ void ApplyDefaults(v1::JobSpec* spec) {
   if (spec->watchdog().slow_link_ratio() == 0) {
     spec->mutable_watchdog()->set_slow_link_ratio(kDefaultSlowLinkRatio);
   }
+  if (spec->watchdog().auto_link_check_interval_seconds() == 0) {
+    spec->mutable_watchdog()->set_auto_link_check_interval_seconds(kDefaultAutoLinkCheckInterval);
+  }
 }
 
 absl::Status ValidateClusterPaths(const v1::JobSpec& spec) {
@@ -589,6 +594,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     problems.Add("watchdog.min_link_bytes_per_second",
                  absl::StrCat("must be >= 0 (0: no floor), got ",
                               FormatDouble(watchdog.min_link_bytes_per_second())));
+  }
+  const double interval = watchdog.auto_link_check_interval_seconds();
+  if (problems.Finite("watchdog.auto_link_check_interval", interval) && interval != 0 &&
+      (interval < 1 || interval > kMaxAutoLinkCheckInterval)) {
+    problems.Add("watchdog.auto_link_check_interval",
+                 absl::StrCat("must be 0 (the default, 60) or in [1, 86400] seconds, got ",
+                              FormatDouble(interval)));
   }
   return problems.ToStatus();
 }

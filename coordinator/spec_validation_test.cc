@@ -525,6 +525,18 @@ INSTANTIATE_TEST_SUITE_P(
         {"SlowLinkRatioNaN",
          [](v1::JobSpec* s) { s->mutable_watchdog()->set_slow_link_ratio(kNaN); },
          "watchdog.slow_link_ratio: must be a finite number, got nan"},
+        {"AutoLinkCheckIntervalTooShort",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_auto_link_check_interval_seconds(0.5); },
+         "watchdog.auto_link_check_interval: must be 0 (the default, 60) or in [1, 86400] "
+         "seconds, got 0.5"},
+        {"AutoLinkCheckIntervalNegative",
+         [](v1::JobSpec* s) { s->mutable_watchdog()->set_auto_link_check_interval_seconds(-60); },
+         "watchdog.auto_link_check_interval: must be 0 (the default, 60) or in [1, 86400]"},
+        {"AutoLinkCheckIntervalNaN",
+         [](v1::JobSpec* s) {
+           s->mutable_watchdog()->set_auto_link_check_interval_seconds(kNaN);
+         },
+         "watchdog.auto_link_check_interval: must be a finite number, got nan"},
     }),
     [](const ::testing::TestParamInfo<RuleCase>& info) { return info.param.name; });
 
@@ -621,6 +633,8 @@ TEST(ApplyDefaultsTest, FillsDocumentedDefaults) {
   EXPECT_EQ(spec.watchdog().link_check_bytes(), 4 << 20);
   EXPECT_EQ(spec.watchdog().slow_link_ratio(), 0.5);
   EXPECT_FALSE(spec.watchdog().link_check_disabled());
+  EXPECT_FALSE(spec.watchdog().auto_link_check_disabled());
+  EXPECT_EQ(spec.watchdog().auto_link_check_interval_seconds(), 60);
   EXPECT_EQ(spec.trainer().data().seed(), 1234u);
   EXPECT_EQ(spec.trainer().steps(), 200);                // Stays as given.
   EXPECT_EQ(spec.watchdog().hang_timeout_seconds(), 0);  // 0 is "auto", not unset.
@@ -673,6 +687,7 @@ TEST(ApplyDefaultsTest, KeepsValuesTheUserSet) {
   spec.mutable_watchdog()->set_straggler_threshold(2.5);
   spec.mutable_watchdog()->set_link_check_bytes(123);
   spec.mutable_watchdog()->set_slow_link_ratio(0.1);
+  spec.mutable_watchdog()->set_auto_link_check_interval_seconds(15);
   spec.mutable_trainer()->mutable_data()->set_seed(42);
   spec.mutable_trainer()->set_steps(99);
   const v1::JobSpec before = spec;

@@ -107,6 +107,10 @@ constexpr JobFileKey kKeys[] = {
      "slow below this fraction of its kind's median"},
     {"watchdog.min_link_bytes_per_second", KeyKind::kNumber, "watchdog.min_link_bytes_per_second",
      "slow below this bandwidth"},
+    {"watchdog.auto_link_check", KeyKind::kNegatedBool, "watchdog.auto_link_check_disabled",
+     "check the links when the step time rises unexplained"},
+    {"watchdog.auto_link_check_interval", KeyKind::kNumber,
+     "watchdog.auto_link_check_interval_seconds", "least seconds between automatic checks"},
     {"watchdog.python_watch", KeyKind::kNegatedBool, "watchdog.python_watch_disabled",
      "watch a Python command's PyTorch steps (docs/python.md)"},
 };

@@ -56,6 +56,8 @@
 //    link_check_bytes (integer): bytes per link-check exchange
 //    slow_link_ratio (number): slow below this fraction of its kind's median
 //    min_link_bytes_per_second (number): slow below this bandwidth
+//    auto_link_check (true | false): check the links when the step time rises unexplained
+//    auto_link_check_interval (number): least seconds between automatic checks
 //    python_watch (true | false): watch a Python command's PyTorch steps (docs/python.md)
 #ifndef RINGMASTER_CTL_JOB_YAML_H_
 #define RINGMASTER_CTL_JOB_YAML_H_
