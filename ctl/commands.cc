@@ -46,9 +46,12 @@ struct LiveView {
   void Show(const v1::WatchJobResponse& update) {
     status.state = update.state();
     status.generation = update.generation();
-    if (update.has_event()) block.Print(FormatEvent(update.event()));
     if (update.has_progress() && update.progress().step() > 0) status.progress = update.progress();
-    block.Update(status);
+    if (update.has_event()) {
+      block.Print(FormatEvent(update.event()), status);
+    } else {
+      block.Update(status);
+    }
   }
 };
 
@@ -171,8 +174,11 @@ absl::StatusOr<v1::JobState> WatchTo(const Client& client, const std::string& id
     live.status.generation = end->job().generation();
   }  // else: the block keeps the last update seen (the stream's end was reported already)
   const std::string line = final_line(state);
-  if (!line.empty()) live.block.Print(line);
-  live.block.Update(live.status);
+  if (line.empty()) {
+    live.block.Update(live.status);
+  } else {
+    live.block.Print(line, live.status);
+  }
   return state;
 }
 

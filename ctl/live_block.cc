@@ -70,21 +70,21 @@ std::vector<std::string> RenderBlock(const LiveStatus& s, int width) {
   if (s.total_steps > 0) {
     const double fraction = static_cast<double>(p.step()) / static_cast<double>(s.total_steps);
     absl::StrAppend(&first, "  ", ProgressBar(fraction, 22), "  ",
-                    absl::StrFormat("%3d%%", static_cast<int>(std::floor(
-                                                 std::clamp(fraction, 0.0, 1.0) * 100))),
+                    absl::StrFormat("%3d%%", static_cast<int>(
+                                                 std::floor(std::clamp(fraction, 0.0, 1.0) * 100))),
                     "  step ", p.step(), "/", s.total_steps, "  ETA ",
                     FormatEta(Eta(p.step(), s.total_steps, p.step_seconds())));
   } else {
     absl::StrAppend(&first, "  step ", p.step());
   }
   const bool stepped = p.step() > 0;
-  const std::string second = absl::StrCat(
-      "loss ", stepped ? absl::StrFormat("%.4f", p.loss()) : "-", "  tokens/s ",
-      stepped ? absl::StrFormat("%.0f", p.tokens_per_second()) : "-", "  MFU ",
-      p.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * p.mfu()) : "-", "  step ",
-      stepped ? absl::StrFormat("%.3fs", p.step_seconds()) : "-", "  ckpt ",
-      p.checkpoint_step() > 0 ? absl::StrCat(p.checkpoint_step()) : "-", "  restarts ",
-      std::max<int64_t>(0, s.generation - 1));
+  const std::string second =
+      absl::StrCat("loss ", stepped ? absl::StrFormat("%.4f", p.loss()) : "-", "  tokens/s ",
+                   stepped ? absl::StrFormat("%.0f", p.tokens_per_second()) : "-", "  MFU ",
+                   p.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * p.mfu()) : "-", "  step ",
+                   stepped ? absl::StrFormat("%.3fs", p.step_seconds()) : "-", "  ckpt ",
+                   p.checkpoint_step() > 0 ? absl::StrCat(p.checkpoint_step()) : "-", "  restarts ",
+                   std::max<int64_t>(0, s.generation - 1));
   return {FitWidth(first, width), FitWidth(second, width)};
 }
 
@@ -104,6 +104,11 @@ void LiveBlock::Print(const std::string& line) {
   }
   *out_ << text;
   out_->flush();
+}
+
+void LiveBlock::Print(const std::string& line, const LiveStatus& status) {
+  status_ = status;
+  Print(line);
 }
 
 void LiveBlock::Update(const LiveStatus& status) {
@@ -143,8 +148,8 @@ std::string RenderTop(const v1::GetJobResponse& job,
   status.generation = j.generation();
   status.total_steps = j.spec().trainer().steps();
   status.progress = j.progress();
-  std::string out = FitWidth(absl::StrCat("job ", j.job_id(), "  ", RenderBlock(status, 0)[0]),
-                             width) + "\n";
+  std::string out =
+      FitWidth(absl::StrCat("job ", j.job_id(), "  ", RenderBlock(status, 0)[0]), width) + "\n";
   absl::StrAppend(&out, FitWidth(RenderBlock(status, 0)[1], width), "\n\n");
   std::vector<std::vector<std::string>> rows = {{"RANK", "NODE", "STEP", "STEP-P50", "STEP-P99",
                                                  "COMPUTE", "BUSBW", "MFU", "HEARD", "FLAGS"}};
@@ -153,15 +158,14 @@ std::string RenderTop(const v1::GetJobResponse& job,
     for (const v1::RankAssignment& a : j.assignments()) {
       if (a.rank() == r.rank()) node = a.node();
     }
-    rows.push_back({absl::StrCat(r.rank()), node, absl::StrCat(r.step()),
-                    Figure(r.step_seconds_p50(), "%.3fs"), Figure(r.step_seconds_p99(), "%.3fs"),
-                    Figure(r.compute_share(), "%.0f%%", 100),
-                    Figure(r.busbw_bytes_per_second(), "%.2fGB/s", 1e-9),
-                    Figure(r.mfu(), "%.1f%%", 100),
-                    r.last_report_age_seconds() < 0
-                        ? "never"
-                        : absl::StrFormat("%.1fs", r.last_report_age_seconds()),
-                    Flags(r)});
+    rows.push_back(
+        {absl::StrCat(r.rank()), node, absl::StrCat(r.step()),
+         Figure(r.step_seconds_p50(), "%.3fs"), Figure(r.step_seconds_p99(), "%.3fs"),
+         Figure(r.compute_share(), "%.0f%%", 100),
+         Figure(r.busbw_bytes_per_second(), "%.2fGB/s", 1e-9), Figure(r.mfu(), "%.1f%%", 100),
+         r.last_report_age_seconds() < 0 ? "never"
+                                         : absl::StrFormat("%.1fs", r.last_report_age_seconds()),
+         Flags(r)});
   }
   const bool own = job.ranks_size() > 0;
   if (ranks.empty()) {

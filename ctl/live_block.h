@@ -68,6 +68,8 @@ class LiveBlock {
   LiveBlock(std::ostream* out, int width) : out_(out), width_(width) {}
   // Prints `line` (an event) above the block and redraws the block, if drawn.
   void Print(const std::string& line);
+  // Prints `line` above the block and redraws the block with `status`.
+  void Print(const std::string& line, const LiveStatus& status);
   // Redraws the block with `status`.
   void Update(const LiveStatus& status);
 

@@ -59,10 +59,10 @@ TEST(LiveBlockTest, BlockBeforeTheFirstStepShowsNoFigures) {
   s.state = v1::JOB_STATE_PENDING;
   s.generation = 0;
   s.progress = v1::JobProgress();
-  EXPECT_EQ(RenderBlock(s, 200),
-            (std::vector<std::string>{
-                "PENDING gen 0  [....................]    0%  step 0/20  ETA ?",
-                "loss -  tokens/s -  MFU -  step -  ckpt -  restarts 0"}));
+  EXPECT_EQ(
+      RenderBlock(s, 200),
+      (std::vector<std::string>{"PENDING gen 0  [....................]    0%  step 0/20  ETA ?",
+                                "loss -  tokens/s -  MFU -  step -  ckpt -  restarts 0"}));
 }
 
 TEST(LiveBlockTest, FinalBlockAfterRestartsWithoutMfuNorTotal) {
@@ -82,8 +82,11 @@ TEST(LiveBlockTest, LinesAreCutToTheTerminalWidth) {
   const std::vector<std::string> lines = RenderBlock(Running(50, 100), 30);
   EXPECT_EQ(lines[0], "RUNNING gen 1  [##########....");
   EXPECT_EQ(lines[1], "loss 3.4100  tokens/s 5120  MF");
-  EXPECT_EQ(FitWidth("ab\xc3\xa9" "cd", 3), "ab");  // not inside "é"
-  EXPECT_EQ(FitWidth("abc", 0), "abc");             // 0: not cut
+  EXPECT_EQ(FitWidth("ab\xc3\xa9"
+                     "cd",
+                     3),
+            "ab");                       // not inside "é"
+  EXPECT_EQ(FitWidth("abc", 0), "abc");  // 0: not cut
 }
 
 TEST(LiveBlockTest, EventsGoAboveTheBlockWhichIsRedrawnInPlace) {
