@@ -408,11 +408,12 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
   const double mfu = peak_flops_ > 0 && seconds > 0
                          ? c_.model.FlopsPerToken() * tokens / seconds / (peak_flops_ * p.tp * p.pp)
                          : 0;
-  // Exposed communication: pipeline waits, the waits inside the passes (tensor-parallel
-  // all-reduces, ZeRO-2/3's layer gathers and reductions), the gradient reductions and the norm,
-  // and under ZeRO the optimizer step's parameter gathers.
-  const double comm = stats.pipeline_wait_seconds + stats.pass_comm_seconds + stats.reduce_seconds +
-                      (c_.zero_stage > 0 ? stats.optimizer_seconds : 0);
+  // Exposed communication: all the time the step was blocked in communication (StepStats::
+  // comm_seconds: pipeline transfers, the waits inside the passes, the gradient reductions, the
+  // norm's sums, the loss and stage times shared over the pipeline, the tied embedding's sync,
+  // ZeRO's parameter gathers), whatever the transport; the rest is compute, which the straggler
+  // detector compares across ranks.
+  const double comm = std::min(stats.comm_seconds, seconds);
   const double bubble =
       seconds > 0 ? std::clamp(stats.pipeline_wait_seconds / seconds, 0.0, 1.0) : 0;
   // grad_norm goes after the fields scripts read by position (bench/trainer_vs_pytorch).

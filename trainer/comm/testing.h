@@ -1,5 +1,5 @@
 // Test helpers: ranks as threads of one process, connected by Gloo over loopback through an
-// in-memory store.
+// in-memory store; a communicator whose every operation is slowed, as over a slow link.
 #ifndef RINGMASTER_TRAINER_COMM_TESTING_H_
 #define RINGMASTER_TRAINER_COMM_TESTING_H_
 
@@ -23,6 +23,16 @@ std::vector<absl::Status> RunRanks(int ranks, const std::function<absl::Status(i
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectLoopback(
     const std::string& name, int rank, int size, KeyValueStore* store,
     absl::Duration timeout = absl::Seconds(30), bool ring = false);
+
+// Wraps `inner` (same name, rank and size) so that each operation (Barrier and AnyOf included)
+// first sleeps `delay`, inside the operation, as a transfer over a slow link would take longer:
+// the time counts in Communicator::ThreadSeconds and the totals as the operation's. Point to point
+// and collectives go to `inner` afterwards.
+std::unique_ptr<Communicator> WithDelay(std::unique_ptr<Communicator> inner, absl::Duration delay);
+
+// Seconds the calling thread has spent in WithDelay's operations since it started: the delays
+// and the operations themselves (waits for peers included).
+double SecondsInDelayedOperations();
 
 }  // namespace ringmaster::trainer::testing
 

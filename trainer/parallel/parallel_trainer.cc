@@ -172,6 +172,7 @@ void ParallelTrainer::CountPass(Clock::time_point start, double comm_before,
 
 absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float lr, int64_t t) {
   StepStats stats;
+  const double comm_before = Communicator::ThreadSeconds();
   model_->ZeroGradients();
   dp_->BeginStep();
   group_loss_ = 0;
@@ -197,6 +198,7 @@ absl::StatusOr<StepStats> ParallelTrainer::Step(const MicrobatchFn& fill, float 
   start = Clock::now();
   RETURN_IF_ERROR(dp_->Step(lr, t, scale));
   stats.optimizer_seconds = Since(start);
+  stats.comm_seconds = Communicator::ThreadSeconds() - comm_before;
   return stats;
 }
 

@@ -73,6 +73,13 @@ struct StepStats {
   double pipeline_wait_seconds = 0;    // blocked in transfers to and from neighbouring stages
   double reduce_seconds = 0;           // waiting for the gradient reductions and the norm
   double optimizer_seconds = 0;        // AdamW, parameter gathers, the tied embedding's sync
+  // The whole step's time blocked in communication, in every phase and transport: the growth of
+  // Communicator::ThreadSeconds over Step (every operation this thread ran, the pipeline's
+  // transfers, the loss and stage times shared over the pipeline, the norm's sums, the tied
+  // embedding's sync, and its waits for the communication thread). The step's wall time less
+  // this is its compute: what the straggler detector compares, so a rank that waits for a slow
+  // peer or a slow link does not look slow itself.
+  double comm_seconds = 0;
   std::vector<double> stage_compute_seconds;  // every stage's compute, by stage (pipeline)
   int max_in_flight = 0;                      // microbatches this stage held at once
 };

@@ -56,6 +56,8 @@ struct RankResult {
   int slots = 0;
   int layers = 0;
   std::vector<StepStats> steps;
+  // Per step: seconds this rank's training thread spent in testing::WithDelay's operations.
+  std::vector<double> operation_seconds;
   std::vector<double> step_wall_seconds;  // each Step() call's wall time
 };
 
@@ -74,9 +76,12 @@ using CreatedFn = std::function<void(int rank, ParallelTrainer* trainer)>;
 
 // Trains `steps` steps as every rank of a tp x pp x dp job (threads) and returns each rank's
 // result, by rank; a rank whose step fails stops there and records the failure.
+// With `link_delay` > 0 every operation of every group takes that much longer (testing::WithDelay),
+// as over a slow link.
 std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSteps,
                               NanGradients nan = {}, const AdjustFn& adjust = nullptr,
-                              const CreatedFn& created = nullptr) {
+                              const CreatedFn& created = nullptr,
+                              absl::Duration link_delay = absl::ZeroDuration()) {
   const int world = tp * pp * dp;
   InMemoryStore store;
   std::vector<RankResult> results(world);
@@ -85,9 +90,14 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
     r.place = RankPlace::Of(rank, tp, pp, dp);
     auto network = GlooNetwork::Create("127.0.0.1");
     if (!network.ok()) return network.status();
-    auto groups = ConnectParallelGroups(r.place, [&](const std::string& name, int g, int n) {
-      return (*network)->Connect(name, g, n, &store, absl::Seconds(60));
-    });
+    auto groups = ConnectParallelGroups(
+        r.place,
+        [&](const std::string& name, int g,
+            int n) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+          auto comm = (*network)->Connect(name, g, n, &store, absl::Seconds(60));
+          if (!comm.ok() || link_delay <= absl::ZeroDuration()) return comm;
+          return testing::WithDelay(std::move(*comm), link_delay);
+        });
     if (!groups.ok()) return groups.status();
     auto device = MakeCpuDevice(1);
     ParallelTrainerOptions o;
@@ -114,6 +124,7 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
         }
       };
       const auto start = std::chrono::steady_clock::now();
+      const double in_operations = testing::SecondsInDelayedOperations();
       auto stats = (*trainer)->Step(fill, 3e-3f, step + 1);
       if (!stats.ok()) {
         r.failure = stats.status();
@@ -122,6 +133,7 @@ std::vector<RankResult> Train(int tp, int pp, int dp, int zero, int steps = kSte
       r.step_wall_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       r.steps.push_back(*stats);
+      r.operation_seconds.push_back(testing::SecondsInDelayedOperations() - in_operations);
       r.losses.push_back(stats->loss);
       r.max_in_flight = std::max(r.max_in_flight, stats->max_in_flight);
       r.stages_reported = stats->stage_compute_seconds.size();
@@ -360,6 +372,42 @@ TEST_P(DataParallelWaitTest, APeerWaitingForASlowRankIsNotComputing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelWaitTest, ::testing::Values(0, 1, 2, 3));
+
+// Every operation of every group 5 ms slower, as over a slow link: each rank's step counts all
+// the time its training thread spent in operations as communication (StepStats::comm_seconds),
+// in every phase — the pipeline's transfers, the tensor-parallel all-reduces in the passes, the
+// tied embedding's gradient sum, the norm's sums, the loss and stage times shared over the
+// pipeline, the tied embedding's parameter broadcast, ZeRO's gathers — so none of it is compute
+// (wall - comm_seconds) that the straggler detector would hold against the rank. (Its waits for
+// the communication thread come on top: DataParallelWaitTest.) A phase left out would miss at
+// least its 5 ms delay, more than the compute a phase's own bookkeeping could add.
+class SlowLinkTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(SlowLinkTest, TimeOnASlowLinkIsCommunicationNotCompute) {
+  const auto [tp, pp, dp, zero] = GetParam();
+  const std::vector<RankResult> results =
+      Train(tp, pp, dp, zero, /*steps=*/2, {}, nullptr, nullptr, absl::Milliseconds(5));
+  ASSERT_EQ(results.size(), static_cast<size_t>(tp * pp * dp));
+  for (const RankResult& r : results) {
+    ASSERT_EQ(r.steps.size(), 2u) << r.place.rank;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const StepStats& s = r.steps[i];
+      // Plain data parallelism runs every operation on the communication thread.
+      if (tp > 1 || pp > 1 || zero > 0) EXPECT_GT(r.operation_seconds[i], 0) << r.place.rank;
+      EXPECT_GE(s.comm_seconds, r.operation_seconds[i])
+          << "rank " << r.place.rank << " step " << i + 1 << ": " << r.operation_seconds[i]
+          << " s in operations over the slow link, but only " << s.comm_seconds
+          << " s counted as communication: the rest would count as compute";
+      EXPECT_LE(s.comm_seconds, r.step_wall_seconds[i]) << "rank " << r.place.rank;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SlowLinkTest,
+                         ::testing::Values(Layout{1, 2, 1, 0}, Layout{2, 1, 1, 0},
+                                           Layout{1, 1, 2, 0}, Layout{1, 1, 2, 1},
+                                           Layout{1, 1, 2, 2}, Layout{1, 1, 2, 3},
+                                           Layout{1, 2, 2, 1}));
 
 class NonFiniteStepTest : public ::testing::TestWithParam<Layout> {};
 
