@@ -156,7 +156,8 @@ absl::StatusOr<RankState> ParseRankFile(ChecksummedReader& r, const std::string&
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": holds step ", state.step, " rank ", rank, " layout ", layout_text,
         ", this run expects step ", step, " rank ", expected_rank, " layout ", layout.ToString(),
-        ": resume with the same layout or use another checkpoint.dir"));
+        ": a resume may change only the data-parallel degree; use the checkpoint's other "
+        "dimensions or another checkpoint.dir"));
   }
   for (;;) {
     ASSIGN_OR_RETURN(std::string name, r.String(64));
@@ -231,8 +232,10 @@ absl::Status WriteDurably(const std::string& path,
 }  // namespace
 
 std::string CheckpointLayout::ToString() const {
-  return absl::StrCat("world=", world, " tp=", tp, " pp=", pp, " dp=", dp, " zero=", zero,
-                      " params=", params, " padded=", padded);
+  std::string out = absl::StrCat("world=", world, " tp=", tp, " pp=", pp, " dp=", dp,
+                                 " zero=", zero, " params=", params, " padded=", padded);
+  if (bucket != 0) absl::StrAppend(&out, " bucket=", bucket);
+  return out;
 }
 
 std::string StepDirName(int64_t step) { return absl::StrFormat("step-%08d", step); }
@@ -343,6 +346,7 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
     else if (kv.first == "zero") m.layout.zero = static_cast<int>(v);
     else if (kv.first == "params") m.layout.params = v;
     else if (kv.first == "padded") m.layout.padded = v;
+    else if (kv.first == "bucket") m.layout.bucket = v;
     else return bad(2);
   }
   for (size_t i = 3; i < lines.size(); ++i) {

@@ -11,7 +11,7 @@
 // MANIFEST is text:
 //   ringmaster-checkpoint 1
 //   step 50
-//   layout world=4 tp=1 pp=1 dp=4 zero=1 params=12345 padded=12352
+//   layout world=4 tp=1 pp=1 dp=4 zero=1 params=12345 padded=12352 bucket=1048576
 //   file 0 rank-00000.bin 4242 1a2b3c4d        (rank, name, bytes, CRC-32C in hex)
 //   ...
 // A rank file is a header ("RMCKPT01", step, rank, layout) and named sections, all
@@ -28,11 +28,17 @@
 
 namespace ringmaster::trainer {
 
-// The parallel layout a checkpoint was written under; a resume needs the same one.
+// The parallel layout a checkpoint was written under. A resume at the same layout reads it as it
+// is; one that differs only in the data-parallel degree (dp, and with it world, padded and the
+// partition of the state) is resharded (reshard.h); any other difference is refused.
 struct CheckpointLayout {
   int world = 1, tp = 1, pp = 1, dp = 1, zero = 0;
   int64_t params = 0;  // parameters per model shard (ParameterLayout::size())
   int64_t padded = 0;  // flat buffer length (PaddedSize)
+  // ZeRO-1's gradient bucket length in elements, which decides the chunks each DP rank owns
+  // (parallel/buckets.h); 0 under the other stages, and in ZeRO-1 checkpoints written before it
+  // was recorded (a resume then assumes its own). Written as " bucket=N" only when not 0.
+  int64_t bucket = 0;
 
   std::string ToString() const;
   bool operator==(const CheckpointLayout& o) const { return ToString() == o.ToString(); }

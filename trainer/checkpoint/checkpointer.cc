@@ -43,8 +43,9 @@ absl::Status StaleOnAnotherRank(const std::string& what) {
 
 }  // namespace
 
-Checkpointer::Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl)
-    : options_(std::move(options)), layout_(layout), ctl_(ctl) {}
+Checkpointer::Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl,
+                           const StatePartition* partition)
+    : options_(std::move(options)), layout_(layout), ctl_(ctl), partition_(partition) {}
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
@@ -108,7 +109,7 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
   size_t next = 0;
   for (;;) {
     // Rank 0 proposes, the others learn its proposal: {step or -1, layout matches (1), not (0),
-    // or this generation is stale (2)}.
+    // this generation is stale (2), or it differs in the data-parallel degree only (3)}.
     int64_t proposal[2] = {-1, owner.ok() ? 1 : 2};
     std::string mismatch;
     while (ctl_->rank() == 0 && next < steps.size()) {
@@ -120,8 +121,18 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
       }
       proposal[0] = step;
       if (!(m->layout == layout_)) {
-        proposal[1] = 0;
-        mismatch = m->layout.ToString();
+        const absl::Status reshardable = CheckReshardable(m->layout, layout_);
+        if (partition_ != nullptr && reshardable.ok()) {
+          proposal[1] = 3;
+          RM_LOG(INFO) << "resharding the checkpoint at step " << step << " from "
+                       << m->layout.ToString() << " to " << layout_.ToString();
+        } else {
+          proposal[1] = 0;
+          mismatch = absl::StrCat(m->layout.ToString(), "; this run has ", layout_.ToString(),
+                                  ": ",
+                                  reshardable.ok() ? "this trainer cannot reshard it"
+                                                   : std::string(reshardable.message()));
+        }
       }
       break;
     }
@@ -132,15 +143,18 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
     if (proposal[1] == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the newest complete checkpoint (step ", proposal[0], ") was written with layout ",
-          mismatch.empty() ? "(see rank 0's log)" : mismatch, "; this run has ", layout_.ToString(),
-          ": resume with the same layout or use another checkpoint.dir"));
+          mismatch.empty() ? absl::StrCat("(see rank 0's log); this run has ", layout_.ToString())
+                           : mismatch,
+          "; resume with the same layout, or another data-parallel degree only, or use another "
+          "checkpoint.dir"));
     }
     if (proposal[0] < 0) return std::nullopt;
     // Every rank reads and verifies the one file it needs, all at once; then they agree: a
     // damaged file (DATA_LOSS) anywhere means the next older checkpoint for all, any other
     // failure (a file this run cannot use, an I/O or permission error) ends the resume on all,
     // since an older checkpoint would not fix it and a fresh start would lose the run.
-    absl::StatusOr<RankState> state = Load(proposal[0], source_rank);
+    absl::StatusOr<RankState> state =
+        proposal[1] == 3 ? LoadResharded(proposal[0]) : Load(proposal[0], source_rank);
     bool votes[2] = {absl::IsDataLoss(state.status()),
                      !state.ok() && !absl::IsDataLoss(state.status())};
     RETURN_IF_ERROR(ctl_->AnyOf(absl::MakeSpan(votes)));
@@ -169,6 +183,23 @@ absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
   }
   const ManifestFile& f = manifest.files[source_rank];
   return ReadRankFile(StepDir(step) + "/" + f.name, f, layout_, step);
+}
+
+absl::StatusOr<RankState> Checkpointer::LoadResharded(int64_t step) {
+  if (partition_ == nullptr) {
+    return absl::FailedPreconditionError("resharding a checkpoint needs the state's partition");
+  }
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(step));
+  ASSIGN_OR_RETURN(ReshardPlan plan,
+                   PlanReshard(manifest.layout, layout_, ctl_->rank(), *partition_));
+  return AssembleState(plan, [&](const ReshardSource& source) -> absl::StatusOr<RankState> {
+    if (source.rank >= static_cast<int>(manifest.files.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no rank ", source.rank, "'s file in ", StepDir(step)));
+    }
+    const ManifestFile& f = manifest.files[source.rank];
+    return ReadRankFile(StepDir(step) + "/" + f.name, f, source.layout, step);
+  });
 }
 
 absl::Status Checkpointer::Save(RankState state) {

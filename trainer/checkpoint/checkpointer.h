@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "trainer/checkpoint/checkpoint_files.h"
+#include "trainer/checkpoint/reshard.h"
 #include "trainer/comm/communicator.h"
 
 namespace ringmaster::trainer {
@@ -73,7 +74,11 @@ struct CheckpointFailure {
 class Checkpointer {
  public:
   // `ctl` spans every rank of the job (rank() == this rank's global rank) and outlives this.
-  Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl);
+  // `layout` is this rank's (its model shard's sizes). `partition` (borrowed, may be null: no
+  // resharding) is this rank's model shard's, for resuming a checkpoint of another
+  // data-parallel degree.
+  Checkpointer(CheckpointOptions options, CheckpointLayout layout, Communicator* ctl,
+               const StatePartition* partition = nullptr);
   // Waits for a checkpoint in progress.
   ~Checkpointer();
 
@@ -89,9 +94,15 @@ class Checkpointer {
   // reads and verifies (size, CRC-32C, header) the one file it needs, all at once. If any rank
   // finds its file damaged (DATA_LOSS), every rank moves on to the next older step, each skip
   // logged. So a resume reads each file once, by the ranks that need it, in parallel: not every
-  // file by rank 0 first. Errors end it on every rank: FAILED_PRECONDITION when the checkpoint
-  // was written under a different layout (rank 0 finds it in the MANIFEST, any rank in its
-  // file's header: a restart cannot fix that); a rank's other read error (I/O, permission) on
+  // file by rank 0 first. A checkpoint whose layout differs from this run's only in the
+  // data-parallel degree (CheckReshardable) is resharded when a partition was given: each rank
+  // reads and verifies the old files holding its new ranges (reshard.h's PlanReshard; under
+  // ZeRO-0 the old DP rank 0's of its (tp, pp) position, as `source_rank` would name) and
+  // assembles its state, one file at a time; `source_rank` is then unused. Errors end it on
+  // every rank: FAILED_PRECONDITION when the checkpoint was written under a layout this run
+  // cannot take (another tp, pp, ZeRO stage or model; another dp without a partition: rank 0
+  // finds it in the MANIFEST, any rank in its file's header: a restart cannot fix that); a
+  // rank's other read error (I/O, permission) on
   // that rank, ABORTED on the others; UNAVAILABLE when the communicator fails; ABORTED on every
   // rank when a newer generation has claimed the directory (options.generation). Otherwise rank 0
   // first claims the directory for this generation, then removes every step directory without a
@@ -143,11 +154,15 @@ class Checkpointer {
   absl::StatusOr<Manifest> CheckSizes(int64_t step) const;
   // Reads rank `source_rank`'s file of checkpoint `step`, verifying it against the MANIFEST.
   absl::StatusOr<RankState> Load(int64_t step, int source_rank);
+  // Assembles this rank's state from the files of checkpoint `step`, written at another
+  // data-parallel degree (reshard.h).
+  absl::StatusOr<RankState> LoadResharded(int64_t step);
   std::string StepDir(int64_t step) const;
 
   const CheckpointOptions options_;
   const CheckpointLayout layout_;
   Communicator* const ctl_;
+  const StatePartition* const partition_;
   std::thread writer_;
   mutable absl::Mutex mu_;
   absl::Status writer_status_ ABSL_GUARDED_BY(mu_);

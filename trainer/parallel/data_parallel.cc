@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   if (dp->size() > 1) p->queue_ = std::make_unique<CommQueue>();
   const int64_t bucket_elements =
       options.bucket_bytes / static_cast<int64_t>(DTypeSize(device->compute_dtype()));
+  p->bucket_elements_ = bucket_elements;
   p->buckets_ = PlanBuckets(layout.size(), dp->size(), bucket_elements);
   if (stage >= 2) {
     ASSIGN_OR_RETURN(p->zero2_, Zero2Gradients::Create(device, dp, p->queue_.get(), layout));

@@ -114,6 +114,8 @@ class DataParallel {
   AdamWOptimizer& optimizer() { return *optimizer_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int zero_stage() const { return options_.zero_stage; }
+  // The bucket length PlanBuckets was given (options' bucket_bytes in the compute dtype).
+  int64_t bucket_elements() const { return bucket_elements_; }
   // The communication thread's queue; nullptr when the group has one rank.
   CommQueue* queue() { return queue_.get(); }
   // Bytes this rank holds for parameters, gradients and optimizer state.
@@ -134,6 +136,7 @@ class DataParallel {
   const Tensor params_, grads_;
   const DataParallelOptions options_;
   std::vector<Bucket> buckets_;
+  int64_t bucket_elements_ = 0;
   size_t next_bucket_ = 0;
   bool last_microbatch_ = false;  // in the last microbatch's backward pass
   FlatRange tied_;                // wte, when options_.tied_embedding is set
