@@ -3,14 +3,24 @@ N gloo ranks (Debian's python3-torch, /usr/bin/python3) with and without the wat
 ranks' PYTHONPATH, as the agent would launch them, reporting to a datagram socket this script
 binds and reads (the watch tests' fake agent, a stand-in for the agent).
 
-Each round runs both variants (order alternating), each a fresh set of ranks: warm-up steps,
-then timed steps between two barriers, timed by rank 0. Reported: the median steps/s of each
-variant over the rounds, the overhead in % of step time and in microseconds per step, rank 0's
-CPU time per step (all its threads: less sensitive than wall time to other load on a shared
-machine), and the reports received per watched run (one step report per rank and step, so the
-watch was on).
+Each round runs every variant (the order rotating: ABAB...), each a fresh set of ranks:
+warm-up steps, then timed steps between two barriers, timed by rank 0. Reported per variant,
+as medians over the rounds: the step time (wall), rank 0's training thread's CPU time per step
+(thread_time: steadier than wall time on a shared machine, and where the watch's step work
+runs), rank 0's process CPU time per step (all threads: gloo's and the watch's included); the
+overhead in % and in microseconds per step against the unwatched variant; and the step reports
+received per watched run (one per rank and step: the watch was on).
 
-  /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 5
+--compare DIR adds a variant watched by another copy of python/watch (an older commit's, to
+measure a change: `git archive OLD python/watch | tar -x -C DIR`, then DIR/python/watch).
+--reference-hook adds a variant without the watch whose DDP runs PyTorch's own Python comm
+hook equal to its default (default_hooks.allreduce_hook): what any Python comm hook costs.
+--breakdown instead runs one watched run and prints the CPU time per step of each part of the
+watch on rank 0 (the comm hook, the step report and its pieces), each part timed by a wrapper.
+
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 8
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --width 1024 --batch 256 --steps 20 --warmup 3
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --breakdown
 """
 import argparse
 import json
@@ -28,14 +38,46 @@ sys.path.insert(0, os.path.join(REPO, "python", "watch", "tests"))
 import harness  # noqa: E402
 
 WORKER = r'''
-import json, sys, time
+import collections, functools, json, sys, time
 import torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-width, depth, batch, warmup, steps = (int(a) for a in sys.argv[1:6])
+width, depth, batch, warmup, steps, breakdown, reference_hook = (int(a) for a in sys.argv[1:8])
+parts = collections.defaultdict(lambda: [0, 0])  # name -> [calls, thread CPU ns]
+def timed(name, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = time.thread_time_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            part = parts[name]
+            part[0] += 1
+            part[1] += time.thread_time_ns() - t
+    return wrapper
+watch = sys.modules.get("_ringmaster_watch")
+if breakdown and watch is not None:
+    from _ringmaster_watch import _ddp, _reporter, _steps
+    make_hook = _ddp._allreduce_hook_for
+    _ddp._allreduce_hook_for = lambda w: timed("comm hook (per step, all buckets)", make_hook(w))
+    _steps._state_step = timed("  optimizer step count", _steps._state_step)
 dist.init_process_group("gloo")
+if breakdown and watch is not None:
+    state = watch._watch_state
+    state["steps"].step_ended = timed("step report (all of it)", state["steps"].step_ended)
+    comm = state["comm"]
+    for name in ("step_members", "take_step", "sequences", "poll", "bucket_launched"):
+        if hasattr(comm, name):
+            setattr(comm, name, timed("  Comm." + name, getattr(comm, name)))
+    reporter = state["reporter"]
+    for name in ("send", "send_members"):
+        if hasattr(reporter, name):
+            setattr(reporter, name, timed("  Reporter." + name, getattr(reporter, name)))
 torch.manual_seed(0)
 layers = [nn.Linear(width, width) for _ in range(depth)]
 model = DDP(nn.Sequential(*[m for l in layers for m in (l, nn.ReLU())], nn.Linear(width, 1)))
+if reference_hook:  # PyTorch's own Python hook equal to DDP's default: any Python hook's floor.
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    model.register_comm_hook(None, default_hooks.allreduce_hook)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 gen = torch.Generator().manual_seed(dist.get_rank())
 x = torch.randn(batch, width, generator=gen)
@@ -47,35 +89,78 @@ def step():
     opt.zero_grad()
 for _ in range(warmup):
     step()
+hook_state = model.__dict__.get("_ringmaster_hook")
+if breakdown and hook_state is not None:  # Registered by the first forward.
+    hook_state["allreduce"] = timed("  allreduce + get_future", hook_state["allreduce"])
+parts.clear()
 dist.barrier()
-t0, c0 = time.perf_counter(), time.process_time()
+t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
 for _ in range(steps):
     step()
-c1 = time.process_time()
+c1, p1 = time.thread_time(), time.process_time()
 dist.barrier()
 seconds = time.perf_counter() - t0
 if dist.get_rank() == 0:
-    print(json.dumps({"steps_per_second": steps / seconds, "cpu_ms": 1e3 * (c1 - c0) / steps}))
+    print(json.dumps({"step_ms": 1e3 * seconds / steps, "thread_cpu_ms": 1e3 * (c1 - c0) / steps,
+                      "process_cpu_ms": 1e3 * (p1 - p0) / steps,
+                      "parts_us": {k: [n / steps, ns / 1e3 / steps] for k, (n, ns) in parts.items()}}))
 dist.destroy_process_group()
 '''
 
 
-def run(args, worker, agent):
-    """One variant: the ranks without the watch (agent None) or with it, reporting to agent."""
+def run(args, worker, watch_dir, breakdown=False, reference_hook=False):
+    """One run of one variant: the ranks without the watch (watch_dir None) or watched by the
+    copy of python/watch in watch_dir; returns rank 0's figures and the step reports seen."""
     port = harness.free_port()
-    procs = []
-    for rank in range(args.nproc):
-        env = harness.rank_env(rank, args.nproc, port, agent=agent, watch=agent is not None)
-        procs.append(subprocess.Popen(
-            [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
-             str(args.warmup), str(args.steps)], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
-        if p.returncode != 0 or "ringmaster watch" in err:
-            raise SystemExit("a rank failed (%d): %s" % (p.returncode, err[-2000:]))
-    got = json.loads(outs[0][0].strip().splitlines()[-1])
-    return got["steps_per_second"], got["cpu_ms"]
+    agent = harness.FakeAgent() if watch_dir is not None else None
+    try:
+        procs = []
+        for rank in range(args.nproc):
+            env = harness.rank_env(rank, args.nproc, port, agent=agent,
+                                   watch=watch_dir is not None)
+            if watch_dir is not None:
+                env["PYTHONPATH"] = watch_dir
+            procs.append(subprocess.Popen(
+                [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
+                 str(args.warmup), str(args.steps), str(int(breakdown)),
+                 str(int(reference_hook))], env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=600) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            if p.returncode != 0 or "ringmaster watch" in err:
+                raise SystemExit("a rank failed (%d): %s" % (p.returncode, err[-2000:]))
+        got = json.loads(outs[0][0].strip().splitlines()[-1])
+        got["reports"] = 0
+        if agent is not None:
+            want = args.nproc * (args.warmup + args.steps)
+            deadline = time.monotonic() + 5
+            while len(agent.reports("step")) < want and time.monotonic() < deadline:
+                time.sleep(0.05)
+            got["reports"] = len(agent.reports("step"))
+        return got
+    finally:
+        if agent is not None:
+            agent.close()
+
+
+def summary(runs, base, base_runs):
+    """Medians of one variant's runs, and their difference from the unwatched variant's."""
+    med = {k: statistics.median(r[k] for r in runs)
+           for k in ("step_ms", "thread_cpu_ms", "process_cpu_ms")}
+    out = {k: round(v, 3) for k, v in med.items()}
+    if base is not None:
+        for k in ("step_ms", "thread_cpu_ms", "process_cpu_ms"):
+            out[k + "_added_us"] = round(1e3 * (med[k] - base[k]), 1)
+            out[k + "_added_percent"] = round(100.0 * (med[k] / base[k] - 1.0), 2)
+        out["step_reports_per_run"] = [r["reports"] for r in runs]
+        # Each run minus the unwatched run of the same round: steadier than the medians'
+        # difference when the machine's load drifts between rounds.
+        for k in ("step_ms", "thread_cpu_ms"):
+            out[k + "_added_us_paired_median"] = round(1e3 * statistics.median(
+                r[k] - b[k] for r, b in zip(runs, base_runs)), 1)
+    out["all_step_ms"] = [round(r["step_ms"], 2) for r in runs]
+    out["all_thread_cpu_ms"] = [round(r["thread_cpu_ms"], 3) for r in runs]
+    return out, med
 
 
 def main():
@@ -87,46 +172,42 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--compare", metavar="DIR", help="another python/watch copy, a 3rd variant")
+    p.add_argument("--reference-hook", action="store_true",
+                   help="a variant without the watch, with torch's Python allreduce_hook")
+    p.add_argument("--breakdown", action="store_true",
+                   help="one watched run; rank 0's CPU time per step of each part of the watch")
     args = p.parse_args()
+    model = "MLP %dx%d, batch %d, %d ranks" % (args.depth, args.width, args.batch, args.nproc)
     directory = tempfile.mkdtemp(prefix="rm-watch-bench-", dir="/tmp")
     try:
         worker = os.path.join(directory, "worker.py")
         with open(worker, "w") as f:
             f.write(WORKER)
-        base, watched, reports = [], [], []
+        if args.breakdown:
+            got = run(args, worker, harness.WATCH_DIR, breakdown=True)
+            print(json.dumps({"model": model, "timed_steps": args.steps,
+                              "step_ms": round(got["step_ms"], 3),
+                              "thread_cpu_ms": round(got["thread_cpu_ms"], 3),
+                              "parts_calls_and_cpu_us_per_step": {
+                                  k: [round(n, 2), round(us, 1)]
+                                  for k, (n, us) in got["parts_us"].items()}}, indent=2))
+            return
+        variants = [("without", None, False), ("with", harness.WATCH_DIR, False)]
+        if args.compare:
+            variants.append(("with " + args.compare, args.compare, False))
+        if args.reference_hook:
+            variants.append(("without, torch's allreduce_hook", None, True))
+        runs = {name: [] for name, _, _ in variants}
         for i in range(args.rounds):
-            for variant in ((False, True) if i % 2 == 0 else (True, False)):
-                if variant:
-                    agent = harness.FakeAgent()
-                    try:
-                        watched.append(run(args, worker, agent))
-                        deadline = time.monotonic() + 5
-                        want = args.nproc * (args.warmup + args.steps)
-                        while (len(agent.reports("step")) < want and
-                               time.monotonic() < deadline):
-                            time.sleep(0.05)
-                        reports.append(len(agent.reports("step")))
-                    finally:
-                        agent.close()
-                else:
-                    base.append(run(args, worker, None))
-        b, w = statistics.median(x[0] for x in base), statistics.median(x[0] for x in watched)
-        bc, wc = statistics.median(x[1] for x in base), statistics.median(x[1] for x in watched)
-        result = {
-            "ranks": args.nproc, "model": "MLP %dx%d, batch %d" % (args.depth, args.width,
-                                                                  args.batch),
-            "rounds": args.rounds, "timed_steps": args.steps,
-            "steps_per_second_without": round(b, 2), "steps_per_second_with": round(w, 2),
-            "step_ms_without": round(1e3 / b, 3), "step_ms_with": round(1e3 / w, 3),
-            "overhead_percent": round(100.0 * (b / w - 1.0), 2),
-            "overhead_us_per_step": round(1e6 * (1 / w - 1 / b), 1),
-            "rank0_cpu_ms_per_step_without": round(bc, 3),
-            "rank0_cpu_ms_per_step_with": round(wc, 3),
-            "cpu_overhead_percent": round(100.0 * (wc / bc - 1.0), 2),
-            "step_reports_per_watched_run": reports,
-            "all_rounds_without": [round(x[0], 2) for x in base],
-            "all_rounds_with": [round(x[0], 2) for x in watched],
-        }
+            k = i % len(variants)
+            for name, watch_dir, hook in variants[k:] + variants[:k]:
+                runs[name].append(run(args, worker, watch_dir, reference_hook=hook))
+        result = {"model": model, "rounds": args.rounds, "timed_steps": args.steps}
+        base = None
+        for name, _, _ in variants:
+            result[name], med = summary(runs[name], base, runs["without"])
+            base = med if base is None else base
         print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
