@@ -79,9 +79,10 @@ bool JobManager::SendLinkCheck(Job* job) {
 
 void JobManager::WatchLinks(Job* job, const v1::StepSummary& summary) {
   const v1::JobSpec& spec = job->status.spec();
-  // Only the builtin trainer runs the check; a one-rank job has no link; the generation's own
-  // start-up check runs before its first step.
-  if (summary.steps_in_summary() <= 0 || !spec.trainer().has_builtin() ||
+  // Only a program that ran the start-up check can be asked for one (the trainer, builtin or as a
+  // command; not the Python watch): a generation none of whose ranks reported one is not watched.
+  // A one-rank job has no link.
+  if (summary.steps_in_summary() <= 0 || job->gen.link_check == nullptr ||
       spec.watchdog().link_check_disabled() || spec.watchdog().auto_link_check_disabled() ||
       job->status.assignments_size() < 2 || !job->status.generation_stepped()) {
     return;
@@ -95,16 +96,9 @@ void JobManager::WatchLinks(Job* job, const v1::StepSummary& summary) {
         absl::Seconds(defaulted.watchdog().auto_link_check_interval_seconds());
     gen.link_watch = std::make_unique<LinkWatch>(options);
   }
-  bool straggler = false;
-  if (gen.stragglers != nullptr) {
-    for (const auto& [rank, ratio] : gen.stragglers->ratios()) {
-      straggler = straggler || gen.stragglers->flagged(rank);
-    }
-  }
   const absl::Time now = clock_->Now();
   const std::optional<LinkWatch::Trigger> trigger = gen.link_watch->Add(
-      {summary.rank(), summary.step(), summary.step_seconds(), summary.compute_seconds()}, now,
-      straggler);
+      {summary.rank(), summary.step(), summary.step_seconds(), summary.compute_seconds()}, now);
   // Not sent (rank 0's node is not connected): still owed, asked again at the next summary.
   if (!trigger.has_value() || !SendLinkCheck(job)) return;
   gen.link_watch->Sent(now);

@@ -32,6 +32,7 @@ class JobManagerLinksTest : public JobManagerTest {
     node_.resize(4);
     for (const auto& a : running_.assignments()) node_[a.rank()] = a.node();
     ASSERT_NE(node_[1], node_[2]);
+    Check({20, 2, 20, 2});  // the generation's start-up check: a program that runs checks
   }
 
   // `seconds` of training: each rank's summary once a second (20 steps of `step_seconds` each,
@@ -115,9 +116,9 @@ TEST_F(JobManagerLinksTest, ARiseInStepTimeIsLocalisedUnaskedAndItsRecoveryIsSai
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_THAT(asked[0].message(), HasSubstr("link check started by the coordinator: step time "));
   EXPECT_THAT(asked[0].message(),
-              HasSubstr("x the job's baseline of 0.05 s (medians of 24 and 104 rank reports), with "
-                        "no compute slowdown or straggler to explain it; the ranks run it after "
-                        "an upcoming step"));
+              HasSubstr("x the job's baseline of 0.05 s (medians of 24 and 104 rank reports), and "
+                        "no rank's compute time rose to explain it; the ranks run it after an "
+                        "upcoming step"));
   // The ranks' verdict names the slow link with both ranks and nodes.
   Check({20, 0.05, 20, 2});
   got = jobs_->Get(id_);
@@ -163,6 +164,18 @@ TEST_F(JobManagerLinksTest, AComputeSlowdownIsNotALinkToCheck) {
   EXPECT_TRUE(EventsOf(*jobs_->Get(id_), "link_check").empty());
 }
 
+TEST_F(JobManagerLinksTest, AProgramThatNeverRanACheckIsNotAskedForOne) {
+  AddNode("n1", 2);
+  AddNode("n2", 2);
+  auto job = jobs_->Submit(Spec(2, 2), "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  id_ = job->job_id();
+  running_ = Current(id_);
+  node_ = {"", "", "", ""};
+  ASSERT_EQ(Train(30, 0.05), 0);
+  EXPECT_EQ(Train(30, 0.25), 0);  // no start-up check was reported: not the trainer
+}
+
 TEST_F(JobManagerLinksTest, TheAutomaticCheckCanBeTurnedOff) {
   v1::WatchdogSpec off = Interval(10);
   off.set_auto_link_check_disabled(true);
@@ -184,6 +197,8 @@ TEST_F(JobManagerLinksTest, TheAutomaticCheckCanBeTurnedOff) {
   id_ = job->job_id();
   running_ = Current(id_);
   ASSERT_EQ(running_.state(), v1::JOB_STATE_RUNNING);
+  for (const auto& a : running_.assignments()) node_[a.rank()] = a.node();
+  Check({20, 2, 20, 2});
   ASSERT_EQ(Train(30, 0.05), 0);
   EXPECT_EQ(Train(30, 0.25), 0);
 }

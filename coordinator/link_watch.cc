@@ -64,8 +64,7 @@ bool LinkWatch::ComputeExplains(double rise) const {
   return false;
 }
 
-std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, absl::Time now,
-                                                 bool straggler_flagged) {
+std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, absl::Time now) {
   if (sample.step_seconds > 0) {
     if (!first_step_.has_value()) first_step_ = sample.step;
     if (sample.step > *first_step_ + options_.warmup_steps) recent_.push_back({sample, now});
@@ -78,13 +77,13 @@ std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, 
     for (const Timed& t : recent_) steps.push_back(t.sample.step_seconds);
     const double level = Median(std::move(steps));
     const bool high = level >= options_.rise_ratio * base;
-    if (!degraded_ && high && !straggler_flagged && !ComputeExplains(level - base)) {
+    if (!degraded_ && high && !ComputeExplains(level - base)) {
       degraded_ = true;
       elevated_ = false;
       owed_ = Trigger{Trigger::kDrop,
                       absl::StrFormat("step time %.3g s is %.2fx the job's baseline of %.3g s "
-                                      "(medians of %d and %d rank reports), with no compute "
-                                      "slowdown or straggler to explain it",
+                                      "(medians of %d and %d rank reports), and no rank's "
+                                      "compute time rose to explain it",
                                       level, level / base, base, static_cast<int>(recent_.size()),
                                       static_cast<int>(base_.size()))};
     } else if (!degraded_) {

@@ -19,9 +19,12 @@
 // learnt again from the new normal. Judged only with `min_samples` in the
 // window and twice that in the baseline.
 //
-// Drop: median step seconds of the window >= rise_ratio x the baseline's, while no compute
-// straggler is flagged and no rank's compute (its window median minus its baseline median) rose
-// by compute_share of the step-time rise or more: the job becomes degraded and one check is owed.
+// Drop: median step seconds of the window >= rise_ratio x the baseline's, while no rank's compute
+// (its window median minus its baseline median) rose by compute_share of the step-time rise or
+// more: the job becomes degraded and one check is owed. A compute straggler is such a rank (its
+// peers wait for it in the collectives); the straggler detector's flag itself is not used: it
+// compares a rank with its peers, not with itself, and a false flag (CPU contention on a shared
+// host) must not hide a slow link.
 // Recovery: degraded, the window's median <= recover_ratio x the baseline's: healthy again, and a
 // confirming check is owed if a drop's check was sent since the last confirming one (a drop that
 // ended before its check could run is not checked). At most one check per drop and one per recovery, never two within
@@ -72,12 +75,10 @@ class LinkWatch {
     std::string why;
   };
 
-  // Records `sample`, received at `now`, and judges the job; `straggler_flagged`: the straggler
-  // detector flags a rank now (compute explains any slowdown). Returns the check owed, if one is
+  // Records `sample`, received at `now`, and judges the job. Returns the check owed, if one is
   // owed and the rate limit allows it now; the caller then calls Sent(now) once it sent the check,
   // or leaves it owed (the next sample returns it again).
-  std::optional<Trigger> Add(const LinkWatchSample& sample, absl::Time now,
-                             bool straggler_flagged);
+  std::optional<Trigger> Add(const LinkWatchSample& sample, absl::Time now);
   // The owed check was sent at `now`: it is no longer owed, and the next waits min_interval.
   void Sent(absl::Time now);
 
@@ -101,7 +102,7 @@ class LinkWatch {
   std::deque<Timed> recent_;          // ascending arrival
   std::deque<LinkWatchSample> base_;  // ascending arrival, at most baseline_samples
   bool degraded_ = false;
-  // Slower than the baseline, but compute or a straggler explains it, in the last `elevated_for_`
+  // Slower than the baseline, but compute explains it, in the last `elevated_for_`
   // judgements in a row.
   bool elevated_ = false;
   int elevated_for_ = 0;
