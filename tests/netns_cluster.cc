@@ -293,6 +293,18 @@ std::string NetnsCluster::RankLog(const std::string& job, int generation, int ra
   return "";
 }
 
+int NetnsCluster::RankAgent(const std::string& job, int generation, int rank) const {
+  for (int i = 0; i < static_cast<int>(work_dirs_.size()); ++i) {
+    std::error_code error;
+    if (std::filesystem::exists(absl::StrCat(work_dirs_[i], "/logs/", job, "/", generation,
+                                             "/rank-", rank, ".log"),
+                                error)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 int NetnsCluster::AgentMetricsPort(int i) const {
   std::smatch m;
   const std::string log = agents_[i].Log();

@@ -105,6 +105,9 @@ class NetnsCluster {
   std::string WaitForEnd(const std::string& job, absl::Duration timeout);
   // The output of `rank` of `job` in `generation`, from whichever agent ran it ("" if none yet).
   std::string RankLog(const std::string& job, int generation, int rank) const;
+  // The agent (index) whose work directory holds the log of `rank` of `job` in `generation`, or
+  // -1 when none does yet.
+  int RankAgent(const std::string& job, int generation, int rank) const;
   // The /metrics port agent `i` logged (on agent_address(i)), or 0.
   int AgentMetricsPort(int i) const;
 
