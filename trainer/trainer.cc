@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "trainer/checkpoint/checkpointer.h"
 #include "trainer/checkpoint/crc32c.h"
+#include "trainer/checkpoint/state_partition.h"
 #include "trainer/comm/connect_group.h"
 #include "trainer/comm/gloo_communicator.h"
 #include "trainer/cpu_peak.h"
@@ -89,6 +90,8 @@ class Run {
   Device* device_ = nullptr;  // the accelerator's or cpu_device_
   std::unique_ptr<ParallelTrainer> trainer_;
   std::unique_ptr<DataLoader> loader_;
+  // This rank's model shard's state partition, for resuming at another data-parallel degree.
+  std::unique_ptr<ModelStatePartition> state_partition_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<CollectiveReporter> collective_reporter_;
   CheckpointLayout layout_;
@@ -214,7 +217,13 @@ absl::Status Run::Setup() {
   // params/padded are this rank's model shard's; each rank file carries its own layout.
   layout_ = CheckpointLayout{
       p.world, p.tp, p.pp, p.dp, c_.zero_stage, layout.size(), PaddedSize(layout.size(), p.dp)};
-  checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get());
+  if (c_.zero_stage == 1) {
+    layout_.bucket = ModelStatePartition::RecordedBucket(
+        trainer_->data_parallel().bucket_elements(), layout.size());
+  }
+  state_partition_ = std::make_unique<ModelStatePartition>(layout, c_.zero_stage);
+  checkpointer_ = std::make_unique<Checkpointer>(c_.checkpoint, layout_, world_.get(),
+                                                 state_partition_.get());
   peak_flops_ = c_.flags.peak_flops;
   if (peak_flops_ <= 0 && accelerator_ != nullptr) {
     peak_flops_ = accelerator_->peak_flops();
