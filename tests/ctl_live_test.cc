@@ -171,8 +171,8 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
   }();
   EXPECT_GE(clears, 2u) << top.screen;
   EXPECT_THAT(top.screen, HasSubstr("RANK  NODE     STEP  STEP-P50  STEP-P99  COMPUTE"));
-  EXPECT_TRUE(
-      std::regex_search(top.screen, std::regex(R"(\n1 +agent-0 +\d+ +0\.2\d\ds +0\.2\d\ds +80%)")))
+  EXPECT_TRUE(std::regex_search(top.screen,
+                                std::regex(R"(\n1 +agent-0 +\d+ +\d+\.\d{3}s +\d+\.\d{3}s +80%)")))
       << top.screen;
   const std::string final_screen = top.screen.substr(top.screen.rfind(kClearScreen) + 7);
   EXPECT_THAT(final_screen, HasSubstr("job " + id +
@@ -181,6 +181,16 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
       << top.screen;
   EXPECT_THAT(final_screen, HasSubstr("ranks as last seen while the job ran:\nRANK  NODE"))
       << top.screen;
+
+  // Piped: plain text, no escapes; for a job that ended, its final state at once.
+  const CommandResult piped = c.Ctl({"top", id});
+  EXPECT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find('\x1b'), std::string::npos) << piped.output;
+  EXPECT_THAT(piped.output, HasSubstr("SUCCEEDED gen 1  [####################]  100%  step 12/12"));
+  EXPECT_THAT(piped.output, HasSubstr("no ranks running (SUCCEEDED"));
+  const CommandResult bad = c.Ctl({"top", id, "--interval=0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("--interval: must be > 0 seconds, got 0"));
 }
 
 }  // namespace
