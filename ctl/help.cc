@@ -29,7 +29,8 @@ const std::vector<FlagHelp>& OtherFlags() {
       {"plain", "", "",
        "Plain lines even on a terminal (no live block, no screen redraw): what a pipe gets."},
       {"interval", "SECONDS", "", "Seconds between two refreshes (2)."},
-      {"n", "N", "", "Stop after N refreshes (0, the default: when the job ends); also --iterations=N."},
+      {"n", "N", "",
+       "Stop after N refreshes (0, the default: when the job ends); also --iterations=N."},
   };
   return *flags;
 }

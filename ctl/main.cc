@@ -177,9 +177,9 @@ absl::Status Run(const std::vector<std::string>& args, bool insecure_given, bool
     return Logs(client, args[2], absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_follow), out);
   }
   if (command == "top") {
+    const int n = absl::GetFlag(FLAGS_n);
     return Top(client, args[2], absl::Seconds(absl::GetFlag(FLAGS_interval)),
-               absl::GetFlag(FLAGS_n) != 0 ? absl::GetFlag(FLAGS_n) : absl::GetFlag(FLAGS_iterations),
-               live, TerminalWidth(), out);
+               n != 0 ? n : absl::GetFlag(FLAGS_iterations), live, TerminalWidth(), out);
   }
   return Watch(client, args[2], out, live);
 }
