@@ -15,8 +15,11 @@ received per watched run (one per rank and step: the watch was on).
 measure a change: `git archive OLD python/watch | tar -x -C DIR`, then DIR/python/watch).
 --reference-hook adds a variant without the watch whose DDP runs PyTorch's own Python comm
 hook equal to its default (default_hooks.allreduce_hook): what any Python comm hook costs.
---breakdown instead runs one watched run and prints the CPU time per step of each part of the
-watch on rank 0 (the comm hook, the step report and its pieces), each part timed by a wrapper.
+--breakdown instead runs watched runs only (--rounds of them; with --compare, of both copies,
+alternating) and prints the median CPU time per step of each part of the watch on rank 0 (the
+comm hook, the bucket callbacks, the step report and its pieces), each part timed by a wrapper
+with time.thread_time_ns: the watch's own work, which the machine's load disturbs far less
+than a whole step's wall time.
 
   /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 8
   /usr/bin/python3 bench/pytorch_watch_overhead.py --width 1024 --batch 256 --steps 20 --warmup 3
@@ -65,7 +68,8 @@ if breakdown and watch is not None:
     state = watch._watch_state
     state["steps"].step_ended = timed("step report (all of it)", state["steps"].step_ended)
     comm = state["comm"]
-    for name in ("step_members", "take_step", "sequences", "poll", "bucket_launched"):
+    for name in ("step_members", "take_step", "sequences", "poll", "bucket_launched",
+                 "bucket_finished", "bucket_done"):
         if hasattr(comm, name):
             setattr(comm, name, timed("  Comm." + name, getattr(comm, name)))
     reporter = state["reporter"]
@@ -90,7 +94,7 @@ def step():
 for _ in range(warmup):
     step()
 hook_state = model.__dict__.get("_ringmaster_hook")
-if breakdown and hook_state is not None:  # Registered by the first forward.
+if breakdown and hook_state is not None and "allreduce" in hook_state:  # The first forward's.
     hook_state["allreduce"] = timed("  allreduce + get_future", hook_state["allreduce"])
 parts.clear()
 dist.barrier()
@@ -176,7 +180,7 @@ def main():
     p.add_argument("--reference-hook", action="store_true",
                    help="a variant without the watch, with torch's Python allreduce_hook")
     p.add_argument("--breakdown", action="store_true",
-                   help="one watched run; rank 0's CPU time per step of each part of the watch")
+                   help="watched runs only; rank 0's CPU time per step of each part of the watch")
     args = p.parse_args()
     model = "MLP %dx%d, batch %d, %d ranks" % (args.depth, args.width, args.batch, args.nproc)
     directory = tempfile.mkdtemp(prefix="rm-watch-bench-", dir="/tmp")
@@ -185,13 +189,26 @@ def main():
         with open(worker, "w") as f:
             f.write(WORKER)
         if args.breakdown:
-            got = run(args, worker, harness.WATCH_DIR, breakdown=True)
-            print(json.dumps({"model": model, "timed_steps": args.steps,
-                              "step_ms": round(got["step_ms"], 3),
-                              "thread_cpu_ms": round(got["thread_cpu_ms"], 3),
-                              "parts_calls_and_cpu_us_per_step": {
-                                  k: [round(n, 2), round(us, 1)]
-                                  for k, (n, us) in got["parts_us"].items()}}, indent=2))
+            copies = [("with", harness.WATCH_DIR)] + (
+                [("with " + args.compare, args.compare)] if args.compare else [])
+            got = {name: [] for name, _ in copies}
+            for i in range(args.rounds):
+                k = i % len(copies)
+                for name, watch_dir in copies[k:] + copies[:k]:
+                    got[name].append(run(args, worker, watch_dir, breakdown=True))
+            result = {"model": model, "rounds": args.rounds, "timed_steps": args.steps}
+            for name, _ in copies:
+                runs = got[name]
+                result[name] = {
+                    "step_ms": round(statistics.median(r["step_ms"] for r in runs), 3),
+                    "thread_cpu_ms": round(statistics.median(r["thread_cpu_ms"] for r in runs), 3),
+                    "parts_calls_and_cpu_us_per_step (medians)": {
+                        part: [round(statistics.median(r["parts_us"].get(part, [0, 0])[0]
+                                                       for r in runs), 2),
+                               round(statistics.median(r["parts_us"].get(part, [0, 0])[1]
+                                                       for r in runs), 1)]
+                        for part in sorted({p for r in runs for p in r["parts_us"]})}}
+            print(json.dumps(result, indent=2))
             return
         variants = [("without", None, False), ("with", harness.WATCH_DIR, False)]
         if args.compare:
