@@ -150,7 +150,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     const int stage = a.pp_rank();
     const Layout layout = LayoutOf(job->status);
     if (auto change = job->gen.stragglers->Add(rank, stage, layout.tensor * layout.data,
-                                               summary.mean_compute_seconds())) {
+                                               summary.mean_compute_seconds(),
+                                               summary.step_seconds())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
       // A stage's only rank is judged by how much it slowed down, against the other stages.
       const std::string what =

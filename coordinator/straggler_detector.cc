@@ -19,7 +19,8 @@ double StragglerDetector::Level(const Rank& r) const {
 }
 
 std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int group, int group_size,
-                                                                double mean_compute_seconds) {
+                                                                double mean_compute_seconds,
+                                                                double step_seconds) {
   if (!(mean_compute_seconds > 0)) return std::nullopt;
   Rank& r = ranks_[rank];
   r.group = group;
@@ -27,6 +28,10 @@ std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int gr
   r.samples.push_back(mean_compute_seconds);
   ++r.count;
   while (static_cast<int>(r.samples.size()) > options_.window) r.samples.pop_front();
+  if (step_seconds > 0) {
+    r.step_samples.push_back(step_seconds);
+    while (static_cast<int>(r.step_samples.size()) > options_.window) r.step_samples.pop_front();
+  }
   if (static_cast<int>(r.samples.size()) < options_.min_samples) return std::nullopt;
 
   if (r.alone && r.baseline == 0 && r.count >= options_.min_samples + options_.window) {
@@ -48,9 +53,18 @@ std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int gr
   if (reference <= 0) return std::nullopt;
   const double ratio = (r.alone ? Level(r) / r.baseline : Level(r)) / reference;
   ratios_[rank] = ratio;
+  // The compute its peers' suggest for it (alone: its baseline, slowed as the other stages
+  // were); the rest is what the group waits for it, which must matter against its step time.
+  const double expected = r.alone ? r.baseline * reference : reference;
+  const bool material =
+      r.step_samples.empty() ||
+      Level(r) - expected >=
+          options_.min_step_share *
+              Median(std::vector<double>(r.step_samples.begin(), r.step_samples.end()));
 
   const double clear_below = 1 + (options_.threshold - 1) / 2;
-  const bool pointing_other_way = r.flagged ? ratio < clear_below : ratio >= options_.threshold;
+  const bool pointing_other_way =
+      r.flagged ? ratio < clear_below || !material : ratio >= options_.threshold && material;
   r.streak = pointing_other_way ? r.streak + 1 : 0;
   if (r.streak < options_.hysteresis) return std::nullopt;
   r.flagged = !r.flagged;

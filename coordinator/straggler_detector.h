@@ -18,6 +18,13 @@
 // slower than it was is flagged, and a slowdown of every stage (longer sequences, a busier
 // host) is not.
 //
+// A straggler slows its group by its excess compute (its level less what its peers' suggest):
+// the time they wait for it. An excess under `min_step_share` of the rank's step time (the
+// median of its last `window` step times, when the summaries give them) delays nothing that
+// matters, whatever the ratio: when a slow link makes the steps almost all waiting, a rank's
+// sub-millisecond compute varies by more than the threshold with a busy host's scheduling, and
+// must not be blamed. Such a sample counts towards clearing a flag, not towards setting one.
+//
 // Not thread-safe (the job manager's lock guards it).
 #ifndef RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
 #define RINGMASTER_COORDINATOR_STRAGGLER_DETECTOR_H_
@@ -38,6 +45,7 @@ struct StragglerOptions {
   int window = 8;
   int min_samples = 5;
   int hysteresis = 5;
+  double min_step_share = 0.05;  // excess compute under this share of the step: not a straggler
 };
 
 class StragglerDetector {
@@ -53,8 +61,11 @@ class StragglerDetector {
   };
 
   // Records a sample of `rank` in group `group`, of `group_size` ranks, and judges the rank;
-  // returns a change of its flag, if any. Samples <= 0 are ignored.
-  std::optional<Change> Add(int rank, int group, int group_size, double mean_compute_seconds);
+  // returns a change of its flag, if any. Samples <= 0 are ignored. `step_seconds` (the rank's
+  // latest step time; 0: unknown, then the excess is not weighed against it) for
+  // min_step_share.
+  std::optional<Change> Add(int rank, int group, int group_size, double mean_compute_seconds,
+                            double step_seconds = 0);
 
   bool flagged(int rank) const;
   // The rank's last ratio (0 before it was judged).
@@ -67,6 +78,7 @@ class StragglerDetector {
     int group = 0;
     bool alone = false;  // its group has no other rank
     std::deque<double> samples;
+    std::deque<double> step_samples;  // its step times (those > 0), the last `window`
     int64_t count = 0;    // samples ever
     double baseline = 0;  // alone in its group: its level after warm-up (0: not yet)
     bool flagged = false;

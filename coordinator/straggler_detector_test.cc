@@ -122,5 +122,54 @@ TEST(StragglerDetectorTest, ARankAloneInItsGroupIsJudgedByItsSlowdown) {
   }
 }
 
+// The numbers of a pipeline stage's two ranks under a slow link (tests/netns_no_false_blame_test,
+// 4 Mbit/s on one of four nodes): steps of about 0.33 s almost all waiting, and compute of about
+// a millisecond, one rank's 0.4 ms more than its peer's (a busy host's scheduling: 1.4x). That
+// excess is 0.1% of the step: nobody is flagged. Without the step times the same samples flag
+// the rank.
+TEST(StragglerDetectorTest, ASlowLinkFlagsNobodyWhoseExcessIsANegligibleShareOfTheStep) {
+  for (const bool with_steps : {true, false}) {
+    StragglerDetector d(StragglerOptions{});
+    std::vector<StragglerDetector::Change> changes;
+    for (int round = 0; round < 30; ++round) {
+      const double step = with_steps ? 0.33 : 0;
+      if (auto c = d.Add(1, 1, 2, 0.0009, step)) changes.push_back(*c);
+      if (auto c = d.Add(3, 1, 2, 0.0013, step)) changes.push_back(*c);
+    }
+    if (with_steps) {
+      EXPECT_TRUE(changes.empty()) << "rank " << changes[0].rank << " flagged";
+    } else {
+      ASSERT_EQ(changes.size(), 1u);
+      EXPECT_EQ(changes[0].rank, 3);
+    }
+    EXPECT_NEAR(d.ratio(3), 1.3 / 0.9, 1e-9);  // the ratio is still reported
+  }
+}
+
+// A rank whose excess is a real share of the step is flagged as before (30 ms of compute against
+// 20, in 40 ms steps: the group waits 25% of its step for it), and cleared once its excess stops
+// mattering (the steps grow to 1 s of waiting on a slow link while the ratio stays).
+TEST(StragglerDetectorTest, AnExcessThatDelaysTheStepIsFlaggedAndClearsWhenItNoLongerDoes) {
+  StragglerDetector d(StragglerOptions{});
+  std::vector<StragglerDetector::Change> changes;
+  for (int round = 0; round < 15; ++round) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (auto c = d.Add(rank, 0, 4, rank == 2 ? 0.030 : 0.020, 0.040)) changes.push_back(*c);
+    }
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].rank, 2);
+  EXPECT_TRUE(changes[0].flagged);
+  changes.clear();
+  for (int round = 0; round < 15; ++round) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (auto c = d.Add(rank, 0, 4, rank == 2 ? 0.030 : 0.020, 1.0)) changes.push_back(*c);
+    }
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].rank, 2);
+  EXPECT_FALSE(changes[0].flagged);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator
