@@ -56,14 +56,14 @@ bool CommQueue::blocked() {
 void CommQueue::AwaitCounted(int64_t ticket) {
   if (done_ >= ticket) return;
   const auto start = std::chrono::steady_clock::now();
-  const double comm_before = comm_seconds_;
+  const double other_before = other_seconds_;
   waiting_for_ = ticket;
   auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= ticket; };
   mu_.Await(absl::Condition(&done));
   waiting_for_ = 0;
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  Communicator::CountThreadWait(std::min(wall, comm_seconds_ - comm_before));
+  Communicator::CountThreadWait(std::max(0.0, wall - (other_seconds_ - other_before)));
 }
 
 void CommQueue::Loop() {
@@ -72,9 +72,8 @@ void CommQueue::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](CommQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-            return !q->queue_.empty() || q->stopping_;
-          },
+          +[](CommQueue* q)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return !q->queue_.empty() || q->stopping_; },
           this));
       if (queue_.empty()) return;  // stopping, nothing left
       work = std::move(queue_.front());
@@ -87,10 +86,13 @@ void CommQueue::Loop() {
       running_ = 1;
     }
     const double comm_before = Communicator::ThreadSeconds();
+    const auto start = std::chrono::steady_clock::now();
     absl::Status status = work();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double comm = Communicator::ThreadSeconds() - comm_before;
     absl::MutexLock lock(&mu_);
-    comm_seconds_ += comm;
+    other_seconds_ += std::max(0.0, wall - comm);
     running_ = 0;
     ++done_;
     if (!status.ok() && error_.ok()) error_ = status;

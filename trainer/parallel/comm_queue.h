@@ -39,10 +39,13 @@ class CommQueue {
   // Waits until everything queued so far has run; returns the first error since the last Drain
   // (and clears it).
   absl::Status Drain();
-  // WaitFor and Drain count the caller's wait in Communicator::ThreadSeconds: the wait, but no
-  // more than the time the queue's thread spent in communicators' operations (each measured as
-  // ThreadSeconds measures it) of the work that finished while the caller waited, counted whole,
-  // so a rank's wait for a slow peer's share of a ZeRO gather is not counted as its compute.
+  // WaitFor and Drain count the caller's wait in Communicator::ThreadSeconds: the wait, less the
+  // time the queue's thread spent in the work that finished while the caller waited outside
+  // communicators' operations (each operation measured as ThreadSeconds measures it, so a GPU
+  // collective's wait for this rank's own kernels is not communication), counted whole. The
+  // queue's thread does nothing else: the rest of the wait is communication, also the moments
+  // the thread takes to pick the work up (on a busy host, milliseconds), so a rank's wait for a
+  // slow peer's share of a ZeRO gather, or for a reduction over a slow link, is not its compute.
 
   // Whether a thread is in WaitFor or Drain now for work not yet done (for tests; with one
   // waiting thread at a time, as the trainer's, only).
@@ -62,7 +65,9 @@ class CommQueue {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // tickets finished (run or skipped)
-  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // the thread's ThreadSeconds in finished work
+  // The thread's time in finished work outside communicators' operations (its wall time less
+  // its ThreadSeconds).
+  double other_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t waiting_for_ ABSL_GUARDED_BY(mu_) = 0;  // the ticket a caller waits for, 0: none
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
