@@ -9,11 +9,11 @@
 // ringmaster_straggler series on the coordinator), and nothing restarts. The ranks of different
 // nodes talk over Gloo, never shared memory (issue 37 point 2). Needs root: skipped otherwise.
 //
-// How it failed before the fixes (run here): the rank of the slow pipeline's last stage was
-// flagged at 1.2-1.7x its stage peer's compute: about 1.3 ms against 0.9 ms a step, in steps of
-// 330 ms that were all waiting (the detector now weighs an excess against the step time,
-// StragglerOptions::min_step_share); with two BLAS threads a rank, both ranks of the slow
-// pipeline were.
+// How it fails without each fix (run here): with the trainer's old compute (the loss broadcast,
+// stage-time all-gather and tied-embedding broadcast over the slow link counted as compute), the
+// slow pipeline's last-stage rank is flagged at 8x its stage peer's compute; with that fixed but
+// not the detector, at 1.2-1.7x (about 1.3 ms against 0.9 ms a step, in steps of 330 ms that
+// were all waiting; StragglerOptions::min_step_share now weighs the excess against the step).
 #include <filesystem>
 #include <iostream>
 #include <memory>
