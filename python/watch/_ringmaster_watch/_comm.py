@@ -18,12 +18,12 @@ import collections
 import threading
 import time
 
-from ._reporter import json_number
-
 # One CollectiveStat in JSON (proto/ringmaster/v1/worker.proto; int64s as strings). Op and
-# group names are this module's own ("all_reduce", "world", "pg3"): nothing to escape.
-_STAT = ('{"op":"%s","group":"%s","count":"%d","bytes":"%d","seconds":%s,'
-         '"algbwBytesPerSecond":%s,"busbwBytesPerSecond":%s}')
+# group names are this module's own ("all_reduce", "world", "pg3"): nothing to escape. The
+# floats are finite (sums of perf_counter differences, bytes over positive seconds), so %r
+# writes them as json.dumps does.
+_STAT = ('{"op":"%s","group":"%s","count":"%d","bytes":"%d","seconds":%r,'
+         '"algbwBytesPerSecond":%r,"busbwBytesPerSecond":%r}')
 
 MAX_PENDING = 4096  # Async works watched at once; beyond, the oldest counts as completed.
 MAX_GROUPS = 64  # The agent accepts at most 64 groups per report (agent/report_validation.h).
@@ -281,9 +281,8 @@ class Comm:
             out = []
             for (op, name), (count, nbytes, seconds) in sorted(stats.items())[:6 * MAX_GROUPS]:
                 algbw = nbytes / seconds if seconds > 0 else 0.0
-                out.append(_STAT % (op, name, count, nbytes, json_number(seconds),
-                                    json_number(algbw),
-                                    json_number(algbw * bus_factor(op, sizes.get(name, 1)))))
+                out.append(_STAT % (op, name, count, nbytes, seconds, algbw,
+                                    algbw * bus_factor(op, sizes.get(name, 1))))
             members.append('"collectives":[%s]' % ",".join(out))
         if entered:
             members.append('"collectiveEntered":{%s},"collectiveCompleted":{%s}'

@@ -144,15 +144,18 @@ def _allreduce_hook_for(watch):
             return state["allreduce"](buffer).then(_first_value)
         try:
             group = state["group"]
-            seq = launched(group, bucket.is_last())
             nbytes = buffer.numel() * buffer.element_size()
+            seq = launched(group, bucket.is_last())
         except Exception as exc:  # noqa: BLE001
             _core.fail("DDP comm hook", exc)
             return state["allreduce"](buffer).then(_first_value)
 
         def done(fut):
             # On the backend's thread: one append; Comm folds it in on its next read.
-            finished((clock(), group, seq, nbytes))
+            try:
+                finished((clock(), group, seq, nbytes))
+            except Exception as exc:  # noqa: BLE001  Never in the way of the reduction.
+                _core.fail("DDP comm hook", exc)
             return fut.value()[0]
 
         return state["allreduce"](buffer).then(done)

@@ -159,11 +159,11 @@ class Steps:
         blocked, collective_members = self.comm.step_members()
         step_seconds = max(0.0, now - began)
         comm_seconds = min(blocked, step_seconds)
-        # The ReportStepRequest as JSON members, written directly (no dict to encode).
-        members = ['"step":"%d","stepSeconds":%s,"computeSeconds":%s,"commSeconds":%s,'
+        # The ReportStepRequest as JSON members, written directly (no dict to encode). The
+        # times are finite (perf_counter differences): %r writes them as json.dumps does.
+        members = ['"step":"%d","stepSeconds":%r,"computeSeconds":%r,"commSeconds":%r,'
                    '"endTimeUnixNanos":"%d"' % (
-                       self._step, json_number(step_seconds),
-                       json_number(step_seconds - comm_seconds), json_number(comm_seconds),
+                       self._step, step_seconds, step_seconds - comm_seconds, comm_seconds,
                        time.time_ns())]
         if collective_members:
             members.append(collective_members)
