@@ -24,6 +24,7 @@
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/planner.h"
 #include "coordinator/spec_validation.h"
+#include "spec/elastic.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -38,6 +39,18 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(ValidateClusterPaths(spec));
   return spec;
+}
+
+// An elastic job's (min_nodes below nodes) sizes, checked against the planned data-parallel
+// degree where the planner chose the layout, and listed in the plan's reasons (`ringctl plan`).
+absl::Status ExplainElastic(const v1::JobSpec& spec, v1::PlanExplanation* plan) {
+  if (spec::MinNodes(spec) >= spec.nodes()) return absl::OkStatus();
+  const int data =
+      spec.parallelism().data() > 0 ? spec.parallelism().data() : plan->parallelism().data();
+  RETURN_IF_ERROR(spec::CheckReachable(spec, data));
+  plan->add_reasons(absl::StrCat("elastic (min_nodes ", spec.min_nodes(), "): reachable sizes ",
+                                 spec::DescribeSizes(spec::ReachableSizes(spec, data))));
+  return absl::OkStatus();
 }
 
 // An id a caller sent (a job id, a request id), quoted, its first 64 bytes only.
@@ -260,6 +273,7 @@ absl::StatusOr<v1::JobStatus> JobManager::Submit(const v1::JobSpec& submitted,
                                                  const Caller& caller) {
   ASSIGN_OR_RETURN(const v1::JobSpec spec, Admitted(submitted));
   ASSIGN_OR_RETURN(v1::PlanExplanation plan, coordinator::Plan(spec, PlannerOptionsNow()));
+  RETURN_IF_ERROR(ExplainElastic(spec, &plan));
 
   absl::MutexLock lock(&mu_);
   // The job an earlier submission with this request id created: its retry gets that job back.
@@ -340,6 +354,7 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
   ASSIGN_OR_RETURN(const v1::JobSpec spec, Admitted(submitted));
   v1::PlanJobResponse response;
   ASSIGN_OR_RETURN(*response.mutable_plan(), coordinator::Plan(spec, PlannerOptionsNow()));
+  RETURN_IF_ERROR(ExplainElastic(spec, response.mutable_plan()));
   v1::JobStatus probe;
   *probe.mutable_spec() = spec;
   *probe.mutable_plan() = response.plan();

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/elastic.h"
 #include "spec/trainer_keys.h"
 
 namespace ringmaster::coordinator {
@@ -527,6 +528,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    absl::StrCat("must divide devices_per_node (", spec.devices_per_node(),
                                 "), got ", p.tensor()));
     }
+  }
+
+  // Elastic data parallelism (spec/elastic.h); 0 means nodes. With a planned layout, Submit
+  // checks the reachable sizes against the plan's data-parallel degree.
+  if (spec.min_nodes() != 0 && nodes_ok &&
+      problems.InRange("min_nodes", spec.min_nodes(), 1, spec.nodes()) && layout_given &&
+      p.data() >= 1) {
+    const std::string rule = spec::UnreachableRule(spec, p.data());
+    if (!rule.empty()) problems.Add("min_nodes", rule);
   }
 
   const v1::TrainerSpec& trainer = spec.trainer();

@@ -33,6 +33,10 @@ bool KeepPreDefaultsOptimizerZeros(v1::JobSpec* spec);
 // the layout rules below are skipped. Rules:
 //  - name: 1-63 chars of [a-z0-9-], starting with a letter;
 //  - nodes in [1, 100000]; devices_per_node in [1, 1024];
+//  - min_nodes 0 (= nodes) or in [1, nodes]; below nodes with a layout given, some size in
+//    [min_nodes, nodes) must be reachable by shrinking only the data-parallel degree
+//    (spec/elastic.h: a whole degree dividing global_batch with micro_batch, or the full degree
+//    for another program's job);
 //  - parallelism: all three zero, or all three >= 1 with tensor*pipeline*data ==
 //    nodes*devices_per_node; tensor divides devices_per_node;
 //  - trainer: exactly one of builtin ("gpt") and command (non-empty argv, no empty argv[0]);

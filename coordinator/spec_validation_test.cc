@@ -82,6 +82,14 @@ TEST(SpecValidationTest, ASmallVocabularyIsValidWithItsOwnData) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
+TEST(SpecValidationTest, AnElasticJobWithAReachableMinimumIsValid) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_min_nodes(1);  // DP 2 -> 1: 64 sequences in 16 micro-batches of 4
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_min_nodes(2);  // = nodes: not elastic
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
   v1::JobSpec spec = ValidSpec();
   spec.clear_parallelism();
@@ -222,6 +230,23 @@ INSTANTIATE_TEST_SUITE_P(
     Rules, RuleTest,
     ::testing::ValuesIn(std::vector<RuleCase>{
         // name
+        // min_nodes (spec/elastic.h)
+        {"MinNodesAboveNodes", [](v1::JobSpec* s) { s->set_min_nodes(3); },
+         "min_nodes: must be in [1, 2], got 3"},
+        {"MinNodesNegative", [](v1::JobSpec* s) { s->set_min_nodes(-1); },
+         "min_nodes: must be in [1, 2], got -1"},
+        {"MinNodesUnreachable",
+         [](v1::JobSpec* s) {
+           // DP 4 on 4 nodes: 3 nodes would be DP 3, which does not divide 64 with micro 4.
+           s->set_nodes(4);
+           s->set_devices_per_node(2);
+           Par(s)->set_pipeline(1);
+           Par(s)->set_data(4);
+           s->set_min_nodes(3);
+         },
+         "min_nodes: must leave a size below nodes reachable: only the data-parallel degree (4 "
+         "at 4 nodes) shrinks with the nodes, and at no size in [3, 3] nodes is it a whole "
+         "number dividing trainer.batch.global_batch (64) with micro_batch (4), got 3"},
         {"NameEmpty", [](v1::JobSpec* s) { s->set_name(""); },
          "name: must be 1-63 characters of [a-z0-9-] starting with a letter, got \"\""},
         {"NameUpper", [](v1::JobSpec* s) { s->set_name("Gpt"); },

@@ -29,6 +29,8 @@ constexpr EnumName kAttentionNames[] = {{"fused", v1::ATTENTION_FUSED},
 constexpr JobFileKey kKeys[] = {
     {"name", KeyKind::kString, "name", "1-63 characters of [a-z0-9-], starting with a letter"},
     {"nodes", KeyKind::kInt32, "nodes", "nodes to run on"},
+    {"min_nodes", KeyKind::kInt32, "min_nodes",
+     "fewest nodes to run on, data-parallel degree shrunk; omitted: nodes"},
     {"devices_per_node", KeyKind::kInt32, "devices_per_node",
      "devices (GPUs, or CPU slots) used on each node"},
     {"parallelism", KeyKind::kMapping, "parallelism",

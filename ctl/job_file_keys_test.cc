@@ -118,8 +118,9 @@ TEST(JobFileKeysTest, TheOutlineIndentsByLevelAndNamesTheKind) {
 }
 
 TEST(JobFileKeysTest, MappingsListTheirKeysInTableOrder) {
-  EXPECT_THAT(Names(ChildKeys("")), ElementsAre("name", "nodes", "devices_per_node", "parallelism",
-                                                "trainer", "checkpoint", "restart", "watchdog"));
+  EXPECT_THAT(Names(ChildKeys("")),
+              ElementsAre("name", "nodes", "min_nodes", "devices_per_node", "parallelism",
+                          "trainer", "checkpoint", "restart", "watchdog"));
   EXPECT_THAT(Names(ChildKeys("checkpoint")),
               ElementsAre("dir", "every_steps", "keep", "max_consecutive_failures"));
   EXPECT_TRUE(ChildKeys("trainer.env").empty());  // A map: its keys are the user's.

@@ -7,6 +7,7 @@
 // otherwise. The keys, as JobFileKeyOutline() prints them (job_file_keys_test checks this list):
 //  name (string): 1-63 characters of [a-z0-9-], starting with a letter
 //  nodes (integer): nodes to run on
+//  min_nodes (integer): fewest nodes to run on, data-parallel degree shrunk; omitted: nodes
 //  devices_per_node (integer): devices (GPUs, or CPU slots) used on each node
 //  parallelism (mapping): the parallel layout; omitted: the planner's
 //    tensor (integer): tensor-parallel degree

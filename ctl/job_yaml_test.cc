@@ -46,6 +46,7 @@ v1::JobSpec FullSpec() {
   v1::JobSpec spec;
   spec.set_name("gpt-full");
   spec.set_nodes(3);
+  spec.set_min_nodes(1);
   spec.set_devices_per_node(8);
   spec.mutable_parallelism()->set_tensor(4);
   spec.mutable_parallelism()->set_pipeline(2);

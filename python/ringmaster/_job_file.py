@@ -62,6 +62,7 @@ _ATTENTION = (("fused", 1), ("materialized", 2))
 KEYS: Tuple[Key, ...] = (
     Key("name", STRING, "name"),
     Key("nodes", INT32, "nodes"),
+    Key("min_nodes", INT32, "min_nodes"),
     Key("devices_per_node", INT32, "devices_per_node"),
     Key("parallelism", MAPPING, "parallelism"),
     Key("parallelism.tensor", INT32, "parallelism.tensor"),

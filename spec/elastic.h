@@ -1,0 +1,62 @@
+// Elastic data parallelism (JobSpec.min_nodes): the sizes a job may run on when it cannot get
+// all its `nodes`. Only the data-parallel degree changes with the node count: tensor and
+// pipeline degrees and devices_per_node stay, so a job of N nodes and DP degree D runs on n nodes
+// at DP degree D*n/N, which must be a whole number. A job whose program reads the builtin
+// trainer's keys keeps its global batch: each replica takes global_batch / (micro_batch * dp)
+// micro-batches per step, which must be a whole number. Any other job's program only knows its
+// own per-replica batch: the smaller DP degree must divide the full one, so that each replica
+// can take full/dp times that batch (RINGMASTER_ACCUMULATION, docs/agent.md).
+// Shared by the coordinator (validation, scheduling) and ringctl, below both.
+//
+// Threading: pure functions; safe from any thread. Ownership: values. Errors: CheckReachable
+// returns INVALID_ARGUMENT naming min_nodes; the others none.
+#ifndef RINGMASTER_SPEC_ELASTIC_H_
+#define RINGMASTER_SPEC_ELASTIC_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/ringmaster/v1/job.pb.h"
+
+namespace ringmaster::spec {
+
+// The fewest nodes the job may run on: min_nodes, or nodes when it is 0 (not elastic).
+int MinNodes(const v1::JobSpec& spec);
+
+// One size a job can run on.
+struct ElasticSize {
+  int nodes = 0;
+  int data = 0;  // its data-parallel degree
+  // Micro-batches each replica takes per step (builtin trainer's keys), or how many times its
+  // full-size per-replica batch each replica takes (other programs): RINGMASTER_ACCUMULATION.
+  int accumulation = 1;
+};
+
+// How many times its full-size per-replica batch each replica takes at data-parallel degree
+// `data` of a job whose full degree is `full_data` (spec.nodes' size): for a program reading the
+// builtin trainer's keys, the micro-batches per step, global_batch / (micro_batch * data); for
+// any other, full_data / data. 0 when that is not a whole number (or a degree is not positive).
+int Accumulation(const v1::JobSpec& spec, int full_data, int data);
+
+// The sizes in [MinNodes(spec), spec.nodes] that the job of data-parallel degree `full_data` at
+// spec.nodes can run on, largest first; spec.nodes itself is always first. Empty when
+// `full_data` is not positive or nodes is not.
+std::vector<ElasticSize> ReachableSizes(const v1::JobSpec& spec, int full_data);
+
+// "4 nodes (DP 4, accumulation 1), 2 nodes (DP 2, accumulation 2)".
+std::string DescribeSizes(const std::vector<ElasticSize>& sizes);
+
+// Why no size below spec.nodes is reachable for an elastic job (min_nodes below nodes) whose
+// full data-parallel degree is `full_data`, as a rule for the field min_nodes; "" when one is, or
+// the job is not elastic.
+std::string UnreachableRule(const v1::JobSpec& spec, int full_data);
+
+// For an elastic job (min_nodes below nodes) whose full data-parallel degree is `full_data`: OK
+// when some size below spec.nodes is reachable, else INVALID_ARGUMENT naming min_nodes and why.
+// OK for a job that is not elastic.
+absl::Status CheckReachable(const v1::JobSpec& spec, int full_data);
+
+}  // namespace ringmaster::spec
+
+#endif  // RINGMASTER_SPEC_ELASTIC_H_
