@@ -1,6 +1,7 @@
 #include "agent/worker_env.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +12,7 @@
 #include "common/proto_edge.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/elastic.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -81,6 +83,16 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   env["RINGMASTER_TP_SIZE"] = absl::StrCat(launch.layout().tensor());
   env["RINGMASTER_PP_SIZE"] = absl::StrCat(launch.layout().pipeline());
   env["RINGMASTER_DP_SIZE"] = absl::StrCat(launch.layout().data());
+  // Elastic data parallelism (spec/elastic.h): the degree at spec.nodes (TP and PP never change
+  // with the nodes), and how many times its full-size per-replica batch each replica takes now.
+  const int64_t model_ranks = int64_t{launch.layout().tensor()} * launch.layout().pipeline();
+  const int64_t desired =
+      model_ranks > 0 ? int64_t{spec.nodes()} * spec.devices_per_node() / model_ranks : 0;
+  const int desired_dp =
+      desired > 0 && desired <= (1 << 30) ? static_cast<int>(desired) : launch.layout().data();
+  env["RINGMASTER_DESIRED_DP_SIZE"] = absl::StrCat(desired_dp);
+  const int accumulation = spec::Accumulation(spec, desired_dp, launch.layout().data());
+  env["RINGMASTER_ACCUMULATION"] = absl::StrCat(accumulation > 0 ? accumulation : 1);
   env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
   std::string spec_json;
   // A JobSpec always converts; on the impossible failure the variable is just empty.

@@ -91,12 +91,38 @@ TEST(WorkerEnvTest, RingmasterVariablesOfTheRankAndNode) {
   EXPECT_EQ(env["RINGMASTER_TP_SIZE"], "2");
   EXPECT_EQ(env["RINGMASTER_PP_SIZE"], "2");
   EXPECT_EQ(env["RINGMASTER_DP_SIZE"], "2");
+  EXPECT_EQ(env["RINGMASTER_DESIRED_DP_SIZE"], "2");  // not elastic
+  EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "1");
   EXPECT_EQ(env["RINGMASTER_CHECKPOINT_DIR"], "/ckpt/llm-7");
   EXPECT_EQ(env["RINGMASTER_WORKER_TOKEN"], "token-1");
   v1::JobSpec parsed;
   ASSERT_TRUE(
       google::protobuf::util::JsonStringToMessage(env["RINGMASTER_JOB_SPEC_JSON"], &parsed).ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, launch.spec()));
+}
+
+TEST(WorkerEnvTest, AShrunkElasticJobSeesItsDegreesAndAccumulation) {
+  // 4 nodes x 2 devices, TP 2: DP 4 asked for; this generation runs on 2 nodes at DP 2.
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  v1::JobSpec* spec = launch.mutable_spec();
+  spec->set_nodes(4);
+  spec->set_min_nodes(2);
+  spec->set_devices_per_node(2);
+  spec->mutable_trainer()->mutable_command()->add_argv("python3");
+  launch.mutable_layout()->set_pipeline(1);
+  launch.set_world_size(4);
+  std::map<std::string, std::string> env =
+      WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["RINGMASTER_DP_SIZE"], "2");
+  EXPECT_EQ(env["RINGMASTER_DESIRED_DP_SIZE"], "4");
+  EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "2");  // 4 / 2 of its own per-replica batch
+  // The builtin trainer's keys: its micro-batches per step, global / (micro * dp).
+  spec->mutable_trainer()->set_builtin("gpt");
+  spec->mutable_trainer()->mutable_batch()->set_micro_batch(2);
+  spec->mutable_trainer()->mutable_batch()->set_global_batch(16);
+  env = WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "4");
 }
 
 TEST(WorkerEnvTest, InheritsOnlyPathHomeAndLangOnACpuDevice) {

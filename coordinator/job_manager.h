@@ -357,7 +357,12 @@ class JobManager {
 
   // --- Scheduling (job_manager_scheduling.cc; the pass's decisions are in scheduler.h) ---
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places the job in `pass` and launches it; when it waits, stores why. True if placed.
+  // What took an elastic job's node, for its event: "node n3 lost, no spare; " or "".
+  std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places the job in `pass` and launches it; when it waits, stores why. True if placed. An
+  // elastic job (spec.min_nodes) that does not fit at spec.nodes is placed at the largest
+  // smaller size that fits (spec/elastic.h), and back at spec.nodes when it fits again at a later
+  // launch; each change is an "elastic" event.
   bool TryPlace(Job* job, SchedulingPass* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the job's next generation on `placement` (its devices allocated): a fresh
   // GenerationState, the RUNNING transition stored, then the launches sent.

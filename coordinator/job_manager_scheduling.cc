@@ -12,6 +12,7 @@
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/scheduler.h"
+#include "spec/elastic.h"
 
 namespace ringmaster::coordinator {
 
@@ -56,15 +57,62 @@ void JobManager::ExportHold(const Hold& hold) {
   metrics_.SetHold(hold_.job_id, hold.job_id, idle, held - idle);
 }
 
+namespace {
+
+// The "elastic" event of a job placed on `nodes` (its current generation's size is in its status;
+// none yet before its first launch): "shrunk DP 4→2: node n3 lost, no spare (REASON)", "grew DP
+// 2→4", or "started at DP 2 of 4: REASON". `reason`: why the desired size does not fit.
+// `cause`: what took the node, e.g. "node n3 lost, no spare; " (may be empty).
+std::string ElasticChange(const v1::JobStatus& status, const std::string& cause,
+                          const Layout& desired, int nodes, const std::string& reason) {
+  const int from = LayoutOf(status).data;
+  const int to = LayoutAtNodes(desired, nodes).data;
+  const std::string sizes = absl::StrCat(" (", LayoutOf(status).nodes, "→", nodes, " nodes)");
+  if (to >= desired.data) return absl::StrCat("grew DP ", from, "→", to, sizes);
+  if (status.generation() == 0) {
+    return absl::StrCat("started at DP ", to, " of ", desired.data, " on ", nodes,
+                        " nodes: ", reason);
+  }
+  return absl::StrCat("shrunk DP ", from, "→", to, sizes, ": ", cause, reason);
+}
+
+}  // namespace
+
+std::string JobManager::ElasticCause(const Job& job) const {
+  const std::string& node = job.last_failed_node;
+  if (node.empty() || job.status.generation() == 0) return "";
+  const char* what = job.excluded.count(node) ? " excluded"
+                     : nodes_->IsAlive(node)  ? " failed"
+                                              : " lost";
+  return absl::StrCat("node ", node, what, ", no spare; ");
+}
+
 bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
   // Ranks of a drain that have not exited by now were SIGKILLed: their devices are free.
   if (!job->status.stopping_ranks().empty()) {
     nodes_->Release(job->status.job_id());
     pass->Forget();
   }
+  const Layout desired = DesiredLayoutOf(job->status);
+  const bool pending = job->status.state() == v1::JOB_STATE_PENDING;
   SchedulingPass::Outcome outcome =
-      pass->Place({job->status.job_id(), LayoutOf(job->status),
-                   job->status.state() == v1::JOB_STATE_PENDING, &job->excluded});
+      pass->Place({job->status.job_id(), desired, pending, &job->excluded});
+  int nodes = desired.nodes;
+  if (outcome.kind == SchedulingPass::Outcome::kWaiting) {
+    // An elastic job that cannot get all its nodes now runs on the largest size that fits.
+    for (const spec::ElasticSize& size : spec::ReachableSizes(job->status.spec(), desired.data)) {
+      if (size.nodes == desired.nodes) continue;
+      SchedulingPass::Outcome smaller = pass->Place(
+          {job->status.job_id(), LayoutAtNodes(desired, size.nodes), pending, &job->excluded});
+      if (smaller.kind == SchedulingPass::Outcome::kRefused) return false;
+      if (smaller.kind != SchedulingPass::Outcome::kPlaced) continue;
+      AddEvent(job, "elastic",
+               ElasticChange(job->status, ElasticCause(*job), desired, size.nodes, outcome.reason));
+      outcome = std::move(smaller);
+      nodes = size.nodes;
+      break;
+    }
+  }
   switch (outcome.kind) {
     case SchedulingPass::Outcome::kWaiting:
       if (outcome.reason != job->status.reason()) {
@@ -80,6 +128,11 @@ bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
     case SchedulingPass::Outcome::kRefused:
       return false;
     case SchedulingPass::Outcome::kPlaced:
+      if (nodes == desired.nodes && job->status.elastic_nodes() != 0) {
+        AddEvent(job, "elastic", ElasticChange(job->status, "", desired, nodes, ""));
+      }
+      job->status.set_elastic_nodes(nodes == desired.nodes ? 0 : nodes);
+      metrics_.SetDataParallel(job->status.job_id(), LayoutOf(job->status).data, desired.data);
       Launch(job, outcome.placement);
       return true;
   }

@@ -107,6 +107,12 @@ JobMetrics::JobMetrics(metrics::Registry* registry) {
   checkpoint_interval_steps_ = &registry->AddGauge(
       "ringmaster_job_checkpoint_interval_steps",
       "checkpoint.every_steps of the running job (jobs with periodic checkpoints).", {"job_id"});
+  data_parallel_ = &registry->AddGauge(
+      "ringmaster_job_data_parallel",
+      "Data-parallel degree of the job's current generation, and the degree it asks for "
+      "(which=current|desired); an elastic job (min_nodes) that runs on fewer nodes has current "
+      "below desired. From its first launch until it ends.",
+      {"job_id", "which"});
   job_failed_ = &registry->AddGauge(
       "ringmaster_job_failed_timestamp_seconds",
       "When the job failed for good (Unix seconds): a fatal error, or its restarts ran out. "
@@ -176,6 +182,14 @@ void JobMetrics::ForgetJob(const std::string& job_id, JobSeries* series) {
     f->Remove({job_id});
   }
   ForgetLinks(series);
+  data_parallel_->Remove({job_id, "current"});
+  data_parallel_->Remove({job_id, "desired"});
+}
+
+void JobMetrics::SetDataParallel(const std::string& job_id, int current, int desired) {
+  if (!enabled()) return;
+  data_parallel_->WithLabels({job_id, "current"})->Set(current);
+  data_parallel_->WithLabels({job_id, "desired"})->Set(desired);
 }
 
 void JobMetrics::CountRestart(const std::string& job_id) {

@@ -86,6 +86,9 @@ class JobMetrics {
   void SetCheckpointTime(const std::string& job_id, absl::Time when);
   void SetStepsSinceCheckpoint(const std::string& job_id, int64_t steps);
   void SetCheckpointInterval(const std::string& job_id, int64_t steps);
+  // ringmaster_job_data_parallel{job_id,which}: the current generation's data-parallel degree
+  // and the one the job asks for (an elastic job's differ while it runs on fewer nodes).
+  void SetDataParallel(const std::string& job_id, int current, int desired);
 
   // ringmaster_slow_link for one slow or corrupting link (its bandwidth over its kind's median,
   // or 0 without one).
@@ -122,6 +125,7 @@ class JobMetrics {
   metrics::GaugeFamily* slow_links_ = nullptr;
   metrics::GaugeFamily* link_bandwidth_ = nullptr;
   metrics::GaugeFamily* job_failed_ = nullptr;
+  metrics::GaugeFamily* data_parallel_ = nullptr;
   std::shared_ptr<metrics::Counter> submitted_;
   std::shared_ptr<metrics::Counter> store_errors_;
   std::shared_ptr<metrics::Histogram> scheduling_pass_seconds_;

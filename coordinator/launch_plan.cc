@@ -1,11 +1,13 @@
 #include "coordinator/launch_plan.h"
 
+#include <cstdint>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringmaster::coordinator {
 
-Layout LayoutOf(const v1::JobStatus& status) {
+Layout DesiredLayoutOf(const v1::JobStatus& status) {
   const v1::JobSpec& spec = status.spec();
   const v1::ParallelismSpec& p =
       spec.parallelism().tensor() > 0 ? spec.parallelism() : status.plan().parallelism();
@@ -16,6 +18,20 @@ Layout LayoutOf(const v1::JobStatus& status) {
   layout.pipeline = p.pipeline();
   layout.data = p.data();
   return layout;
+}
+
+Layout LayoutAtNodes(const Layout& desired, int nodes) {
+  Layout layout = desired;
+  if (nodes < 1 || desired.nodes < 1 || nodes == desired.nodes) return layout;
+  layout.nodes = nodes;
+  layout.data = static_cast<int>(int64_t{desired.data} * nodes / desired.nodes);
+  return layout;
+}
+
+Layout LayoutOf(const v1::JobStatus& status) {
+  const Layout desired = DesiredLayoutOf(status);
+  const int nodes = status.elastic_nodes();
+  return nodes > 0 && nodes < desired.nodes ? LayoutAtNodes(desired, nodes) : desired;
 }
 
 int MasterPort(int port_base, const std::string& job_id, int64_t generation) {

@@ -16,8 +16,16 @@
 
 namespace ringmaster::coordinator {
 
-// The job's parallel layout: its spec's degrees, or its plan's where the spec left them to the
-// planner (spec.parallelism.tensor 0).
+// The layout the job asks for: spec.nodes, and its spec's degrees, or its plan's where the spec
+// left them to the planner (spec.parallelism.tensor 0).
+Layout DesiredLayoutOf(const v1::JobStatus& status);
+
+// `desired` on `nodes` nodes (an elastic job's smaller size, spec/elastic.h): the data-parallel
+// degree in proportion (the caller picks a size where that is a whole number), the rest as is.
+Layout LayoutAtNodes(const Layout& desired, int nodes);
+
+// The current generation's layout: the desired one, or for an elastic job running on fewer
+// nodes (status.elastic_nodes) that size's.
 Layout LayoutOf(const v1::JobStatus& status);
 
 // MASTER_PORT of a job's generation: one port per (job, generation) from

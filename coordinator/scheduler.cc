@@ -98,7 +98,9 @@ SchedulingPass::Outcome SchedulingPass::Place(const Candidate& job) {
   if (!free_.has_value()) free_ = nodes_->FreeCapacity();
   const std::vector<NodeCapacity>& free = *free_;
   // A RESTARTING job is running, between generations: it takes any free device.
-  const bool held_back = !hold_.job_id.empty() && job.pending;
+  // (An elastic job tried at a smaller size is not held back by the devices held for its own
+  // full size.)
+  const bool held_back = !hold_.job_id.empty() && hold_.job_id != job.job_id && job.pending;
   const std::string shape = ShapeOf(job.layout, held_back, excluded);
   auto misfit = misfits_.find(shape);
   const bool judged = misfit != misfits_.end();
@@ -147,6 +149,7 @@ SchedulingPass::Outcome SchedulingPass::Place(const Candidate& job) {
     return outcome;
   }
   TakeDevices(*placement, &*free_);
+  if (hold_.job_id == job.job_id) hold_ = Hold{};  // placed at a smaller size: it runs now
   misfits_.clear();
   never_fit_.clear();
   outcome.kind = Outcome::kPlaced;

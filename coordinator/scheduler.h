@@ -1,7 +1,9 @@
 // The scheduler's decisions for waiting jobs: one scheduling pass places them one by one on the
 // free devices (the job manager tries RESTARTING jobs, then PENDING ones, each in submission
 // order), holds devices for the first that does not fit (JobManagerOptions::
-// hold_devices_for_oldest_pending) and says why each other waits. Also the crash-loop backoff.
+// hold_devices_for_oldest_pending) and says why each other waits. An elastic job (min_nodes) that
+// does not fit may be tried again at smaller sizes in the same pass: its own hold does not hold
+// it back, and it is dropped once the job is placed. Also the crash-loop backoff.
 //
 // Threading: a SchedulingPass is used by one thread (the job manager's, under its job lock) and
 // lives for one pass; the free functions are pure. Ownership: the pass borrows the NodeManager,

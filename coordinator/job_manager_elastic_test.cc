@@ -1,0 +1,154 @@
+// Elastic data parallelism (JobSpec.min_nodes, spec/elastic.h) in the job manager: a job that
+// cannot get all its nodes, at submit or after losing one with no free node to replace it, is
+// launched on the largest reachable smaller size (only its data-parallel degree shrinks), says so
+// in an "elastic" event and in ringmaster_job_data_parallel, and goes back to its full size at a
+// later launch once it fits. A job that is not elastic waits as before.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_manager_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringmaster::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ElasticTest : public JobManagerTest {
+ protected:
+  // DP 4 on four one-device nodes, global batch 8 with micro-batch 2: 2 nodes (DP 2, two
+  // micro-batches per replica) are reachable, 3 (DP 3) are not.
+  static v1::JobSpec ElasticSpec(int min_nodes) {
+    v1::JobSpec spec = Spec(4, 1);
+    spec.set_min_nodes(min_nodes);
+    spec.mutable_restart()->set_max_restarts(5);
+    return spec;
+  }
+  std::string SubmitOk(const v1::JobSpec& spec) {
+    auto job = jobs_->Submit(spec, "", alice_);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->job_id() : "";
+  }
+  // Nodes n1..n4 (one device each) and the job running on all four; n3's session in `n3_`.
+  std::string RunOnFourNodes(int min_nodes) {
+    for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
+    auto n3 = nodes_->Register(NodeRegistration("n3", 1));
+    EXPECT_TRUE(n3.ok()) << n3.status();
+    n3_ = n3.ok() ? *n3 : 0;
+    const std::string id = SubmitOk(ElasticSpec(min_nodes));
+    EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+    EXPECT_EQ(Current(id).assignments_size(), 4);
+    return id;
+  }
+  void LoseN3() {
+    nodes_->Disconnected("n3", n3_);
+    jobs_->OnNodeLost("n3");
+  }
+  double Dp(const std::string& id, const std::string& which) {
+    return SeriesValue(
+        registry_.RenderText(),
+        absl::StrCat("ringmaster_job_data_parallel{job_id=\"", id, "\",which=\"", which, "\"}"));
+  }
+  uint64_t n3_ = 0;
+};
+
+TEST_F(ElasticTest, ALostNodeWithNoSpareShrinksTheJobToTheLargestReachableDegree) {
+  const std::string id = RunOnFourNodes(2);
+  EXPECT_EQ(Dp(id, "current"), 4);
+  EXPECT_EQ(Dp(id, "desired"), 4);
+  sink_.sent.clear();
+  LoseN3();
+  const v1::JobStatus shrunk = Current(id);
+  // Three nodes are left, but DP 3 does not divide the global batch: two of them.
+  ASSERT_EQ(shrunk.state(), v1::JOB_STATE_RUNNING) << shrunk.reason();
+  EXPECT_EQ(shrunk.generation(), 2);
+  EXPECT_EQ(shrunk.elastic_nodes(), 2);
+  ASSERT_EQ(shrunk.assignments_size(), 2);
+  for (const auto& a : shrunk.assignments()) {
+    EXPECT_NE(a.node(), "n3");
+    EXPECT_EQ(a.dp_rank(), a.rank());
+  }
+  const std::vector<v1::LaunchWorkers> launches = sink_.Launches();
+  ASSERT_EQ(launches.size(), 2u);
+  for (const v1::LaunchWorkers& launch : launches) {
+    EXPECT_EQ(launch.world_size(), 2);
+    EXPECT_EQ(launch.layout().data(), 2);
+    EXPECT_EQ(launch.spec().parallelism().data(), 4);  // the spec stays as submitted
+  }
+  const auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].message(),
+              HasSubstr("shrunk DP 4→2 (4→2 nodes): node n3 lost, no spare; needs 4 nodes"));
+  EXPECT_EQ(Dp(id, "current"), 2);
+  EXPECT_EQ(Dp(id, "desired"), 4);
+}
+
+TEST_F(ElasticTest, AJobThatIsNotElasticWaitsForItsNodes) {
+  const std::string id = RunOnFourNodes(0);
+  LoseN3();
+  const v1::JobStatus waiting = Current(id);
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(waiting.reason(), HasSubstr("needs 4 nodes"));
+  EXPECT_EQ(waiting.elastic_nodes(), 0);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(id), "elastic").empty());
+}
+
+TEST_F(ElasticTest, ItGrowsBackToItsFullSizeAtItsNextLaunchOnceTheNodesAreThere) {
+  const std::string id = RunOnFourNodes(2);
+  LoseN3();
+  ASSERT_EQ(Current(id).elastic_nodes(), 2);
+  AddNode("n3", 1);
+  EXPECT_EQ(Current(id).generation(), 2) << "a running job is not relaunched to grow";
+  // Its next launch (a rank fails) takes all four nodes again.
+  const v1::JobStatus shrunk = Current(id);
+  jobs_->OnWorkerState(shrunk.assignments(1).node(), Exit(shrunk, 1, 1));
+  const v1::JobStatus grown = Current(id);
+  ASSERT_EQ(grown.state(), v1::JOB_STATE_RUNNING) << grown.reason();
+  EXPECT_EQ(grown.generation(), 3);
+  EXPECT_EQ(grown.elastic_nodes(), 0);
+  EXPECT_EQ(grown.assignments_size(), 4);
+  const auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].message(), "grew DP 2→4 (2→4 nodes)");
+  EXPECT_EQ(Dp(id, "current"), 4);
+}
+
+TEST_F(ElasticTest, ASubmittedJobStartsSmallerWhenItsNodesAreNotThere) {
+  for (const char* n : {"n1", "n2", "n3", "n4"}) AddNode(n, 1);
+  const std::string other = SubmitOk(Spec(1, 1));
+  ASSERT_EQ(Current(other).state(), v1::JOB_STATE_RUNNING);
+  // Three nodes free: the full size waits (devices are held for it as they free up), DP 3 is
+  // unreachable, and two nodes are taken despite the devices held for its own full size.
+  const std::string id = SubmitOk(ElasticSpec(1));
+  const v1::JobStatus started = Current(id);
+  ASSERT_EQ(started.state(), v1::JOB_STATE_RUNNING) << started.reason();
+  EXPECT_EQ(started.elastic_nodes(), 2);
+  const auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].message(), HasSubstr("started at DP 2 of 4 on 2 nodes: needs 4 nodes"));
+  // Nothing stays held for it once it runs: a job behind it takes the last free node.
+  EXPECT_THAT(registry_.RenderText(),
+              ::testing::Not(HasSubstr(absl::StrCat("ringmaster_devices_held{job_id=\"", id))));
+  const std::string small = SubmitOk(Spec(1, 1));
+  EXPECT_EQ(Current(small).state(), v1::JOB_STATE_RUNNING) << Current(small).reason();
+}
+
+TEST_F(ElasticTest, PlanListsTheReachableSizesAndRefusesAnUnreachableMinimum) {
+  auto plan = jobs_->Plan(ElasticSpec(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->plan().reasons(),
+              ::testing::Contains("elastic (min_nodes 2): reachable sizes 4 nodes (DP 4, "
+                                  "accumulation 1), 2 nodes (DP 2, accumulation 2)"));
+  // The planner chooses the layout (DP 4 here): the rule is checked against its choice.
+  v1::JobSpec planned = ElasticSpec(3);
+  planned.clear_parallelism();
+  auto refused = jobs_->Submit(planned, "", alice_);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("min_nodes: must leave a size below nodes"));
+}
+
+}  // namespace
+}  // namespace ringmaster::coordinator
