@@ -211,6 +211,9 @@ void JobManager::JudgeLinks(Job* job) {
     announced = true;
   }
   job->slow_links.assign(summary.slow().begin(), summary.slow().end());
+  if (summary.slow_size() == 0 && job->gen.link_watch != nullptr) {
+    job->gen.link_watch->NothingFound();  // an automatic check's drop was not a link it can see
+  }
   for (const v1::LinkState& link : summary.slow()) {
     if (link.wrong() > 0) {
       metrics_.AddSlowLink(job->status.job_id(), link,

@@ -116,6 +116,16 @@ void LinkWatch::Sent(absl::Time now) {
   if (owed_.has_value()) unconfirmed_ = owed_->kind == Trigger::kDrop;
   owed_.reset();
   last_sent_ = now;
+  if (degraded_) recent_.clear();  // healthy, they go on into the baseline
+}
+
+void LinkWatch::NothingFound() {
+  if (!degraded_) return;
+  degraded_ = false;
+  unconfirmed_ = false;
+  owed_.reset();
+  recent_.clear();
+  base_.clear();
 }
 
 }  // namespace ringmaster::coordinator

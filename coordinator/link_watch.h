@@ -79,8 +79,13 @@ class LinkWatch {
   // owed and the rate limit allows it now; the caller then calls Sent(now) once it sent the check,
   // or leaves it owed (the next sample returns it again).
   std::optional<Trigger> Add(const LinkWatchSample& sample, absl::Time now);
-  // The owed check was sent at `now`: it is no longer owed, and the next waits min_interval.
+  // The owed check was sent at `now`: it is no longer owed, and the next waits min_interval. The
+  // window starts afresh (the steps before the check are not the ones after it).
   void Sent(absl::Time now);
+  // A complete check named no slow link. Degraded, the slowdown is not a link's that the check
+  // can see (every link of a kind alike, or not the network): the job is healthy again and its
+  // baseline is learnt anew, so a later drop is seen. Otherwise nothing.
+  void NothingFound();
 
   bool degraded() const { return degraded_; }
   // The baseline's median step seconds (0 before it has enough samples).

@@ -239,6 +239,21 @@ TEST(LinkWatchTest, ADropThatEndsBeforeItsCheckCouldRunIsNotChecked) {
   }
 }
 
+TEST(LinkWatchTest, ADropTheCheckCannotExplainBecomesTheNorm) {
+  LinkWatch watch(Options(absl::Seconds(10)));
+  Stream stream(&watch, 4);
+  stream.Run(30, Constant(0.05), Constant(0.01));
+  ASSERT_EQ(stream.Run(10, Constant(0.1), Constant(0.01)).size(), 1u);
+  watch.NothingFound();  // every link alike, or not the network
+  EXPECT_FALSE(watch.degraded());
+  EXPECT_TRUE(stream.Run(30, Constant(0.1), Constant(0.01)).empty());
+  EXPECT_NEAR(watch.baseline_step_seconds(), 0.1, 1e-9);
+  // A link slowing down after that is still seen, and only one recovery is checked later.
+  auto fired = stream.Run(30, Constant(0.5), Constant(0.01));
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].kind, Kind::kDrop);
+}
+
 TEST(LinkWatchTest, WarmUpStepsAreNotTheBaseline) {
   LinkWatch watch(Options());
   Stream stream(&watch, 4);
