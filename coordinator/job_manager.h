@@ -357,6 +357,11 @@ class JobManager {
 
   // --- Scheduling (job_manager_scheduling.cc; the pass's decisions are in scheduler.h) ---
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Grows each running elastic job that runs on fewer nodes than it asks for, once its full size
+  // fits on the free devices and its own (behind the devices held for the first waiting job), and
+  // its generation has stepped: its ranks are asked to checkpoint and exit, as in a drain, and its
+  // next launch (TryPlace) takes the full size (job_manager_elastic.cc).
+  void GrowElasticJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What took an elastic job's node, for its event: "node n3 lost, no spare; " or "".
   std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places the job in `pass` and launches it; when it waits, stores why. True if placed. An

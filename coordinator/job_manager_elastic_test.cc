@@ -1,8 +1,8 @@
 // Elastic data parallelism (JobSpec.min_nodes, spec/elastic.h) in the job manager: a job that
 // cannot get all its nodes, at submit or after losing one with no free node to replace it, is
 // launched on the largest reachable smaller size (only its data-parallel degree shrinks), says so
-// in an "elastic" event and in ringmaster_job_data_parallel, and goes back to its full size at a
-// later launch once it fits. A job that is not elastic waits as before.
+// in an "elastic" event and in ringmaster_job_data_parallel, and grows back to its full size
+// through a checkpoint once it fits again. A job that is not elastic waits as before.
 #include <string>
 #include <vector>
 
@@ -96,23 +96,39 @@ TEST_F(ElasticTest, AJobThatIsNotElasticWaitsForItsNodes) {
   EXPECT_TRUE(EventsOf(*jobs_->Get(id), "elastic").empty());
 }
 
-TEST_F(ElasticTest, ItGrowsBackToItsFullSizeAtItsNextLaunchOnceTheNodesAreThere) {
+TEST_F(ElasticTest, ItGrowsBackThroughACheckpointOnceItsNodesFitAgain) {
   const std::string id = RunOnFourNodes(2);
   LoseN3();
-  ASSERT_EQ(Current(id).elastic_nodes(), 2);
-  AddNode("n3", 1);
-  EXPECT_EQ(Current(id).generation(), 2) << "a running job is not relaunched to grow";
-  // Its next launch (a rank fails) takes all four nodes again.
   const v1::JobStatus shrunk = Current(id);
-  jobs_->OnWorkerState(shrunk.assignments(1).node(), Exit(shrunk, 1, 1));
+  ASSERT_EQ(shrunk.elastic_nodes(), 2);
+  // Not before its generation has stepped.
+  AddNode("n3", 1);
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
+  for (int rank = 0; rank < 2; ++rank) jobs_->OnStepSummary(Summary(shrunk, rank, 10, 1, 1));
+  sink_.sent.clear();
+  jobs_->Schedule();
+  // Four nodes fit (the two free and its own): its ranks are asked to checkpoint and exit.
+  const v1::JobStatus growing = Current(id);
+  ASSERT_EQ(growing.state(), v1::JOB_STATE_RESTARTING) << growing.reason();
+  EXPECT_EQ(growing.stopping_ranks_size(), 2);
+  const auto stops = sink_.Stops();
+  ASSERT_EQ(stops.size(), 2u);
+  EXPECT_GT(stops[0].second.checkpoint_grace_seconds(), 0);
+  auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_THAT(events[1].message(), HasSubstr("growing DP 2→4: 4 nodes fit again"));
+  // They did (exit 75): the next generation runs on all four nodes.
+  for (const auto& a : shrunk.assignments()) {
+    jobs_->OnWorkerState(a.node(), Exit(shrunk, a.rank(), 75));
+  }
   const v1::JobStatus grown = Current(id);
   ASSERT_EQ(grown.state(), v1::JOB_STATE_RUNNING) << grown.reason();
   EXPECT_EQ(grown.generation(), 3);
   EXPECT_EQ(grown.elastic_nodes(), 0);
   EXPECT_EQ(grown.assignments_size(), 4);
-  const auto events = EventsOf(*jobs_->Get(id), "elastic");
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[1].message(), "grew DP 2→4 (2→4 nodes)");
+  events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].message(), "grew DP 2→4 (2→4 nodes)");
   EXPECT_EQ(Dp(id, "current"), 4);
 }
 

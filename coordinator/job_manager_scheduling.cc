@@ -46,6 +46,7 @@ void JobManager::ScheduleLocked() {
   for (Job* job : pending) try_place(job);
   ExportHold(pass.hold());
   hold_ = pass.hold();
+  GrowElasticJobs();
   metrics_.ObserveSchedulingPass(absl::Now() - start);
 }
 

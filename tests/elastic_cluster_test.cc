@@ -1,10 +1,11 @@
 // Elastic data parallelism end to end (issue 38): a builtin-trainer job of DP 4 over four real
-// agents (one CPU slot each, ZeRO-1) with min_nodes 2 loses an agent for good after a
-// checkpoint. No node replaces it and DP 3 does not divide the global batch, so the coordinator
-// relaunches the job at DP 2 on two of the three agents left, with an "elastic" event saying
-// why; the trainer resumes the newest checkpoint resharded to DP 2 with the global batch kept
-// (two micro-batches per replica instead of one), the job SUCCEEDS, and its losses from the
-// resumed step to the last equal the uninterrupted DP 4 run's.
+// agents (one CPU slot each, ZeRO-1) with min_nodes 2 loses an agent after a checkpoint. No
+// node replaces it and DP 3 does not divide the global batch, so the coordinator relaunches the
+// job at DP 2 on two of the three agents left, with an "elastic" event saying why; the trainer
+// resumes the newest checkpoint resharded to DP 2 with the global batch kept (two micro-batches
+// per replica instead of one). The agent then comes back: the job checkpoints, stops and
+// relaunches at DP 4 from that checkpoint, resharded again, and SUCCEEDS; every loss of both
+// resumed generations equals the uninterrupted DP 4 run's.
 #include <signal.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kSteps = 48;
+constexpr int kSteps = 96;
 constexpr int kEvery = 8;
 
 // The tolerance trainer_reshard_cluster_test established for a resharded resume (the same
@@ -96,35 +97,67 @@ TEST(ElasticClusterTest, ALostAgentShrinksTheJobToDp2OnTheSameTrajectory) {
   ASSERT_TRUE(cluster.agent(lost).Wait(absl::Seconds(30)).ok());
   (void)kill(victim, SIGKILL);  // already gone with its agent (PR_SET_PDEATHSIG) if all went well
 
+  // The shrunk generation: once it has stepped, its rank 1 is frozen (so that it cannot end
+  // before it grows), and the lost agent comes back.
+  int64_t shrunk = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string now = cluster.Ctl({"get", "job", id, "-o", "json"}).output;
+        if (JsonInt(now, "elastic_nodes") != 2) return false;
+        shrunk = JsonInt(now, "generation");
+        return !TrainerLosses(cluster.RankLog(id, static_cast<int>(shrunk), 0)).empty();
+      },
+      absl::Seconds(120)))
+      << cluster.Ctl({"describe", "job", id}).output;
+  const pid_t frozen = TrainerPid(cluster.RankLog(id, static_cast<int>(shrunk), 1));
+  ASSERT_GT(frozen, 0);
+  ASSERT_EQ(kill(frozen, SIGSTOP), 0);
+  EXPECT_THAT(
+      cluster.Ctl({"describe", "job", id}).output,
+      HasSubstr(absl::StrCat("shrunk DP 4→2 (4→2 nodes): node agent-", lost, " lost, no spare")));
+  ASSERT_TRUE(cluster.RestartAgent(lost).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.Ctl({"describe", "job", id}).output.find("growing DP 2→4") !=
+               std::string::npos;
+      },
+      absl::Seconds(60)))
+      << cluster.Ctl({"describe", "job", id}).output;
+  // Its agent, asking it to checkpoint and exit, has continued it (SIGCONT with the SIGUSR1), and
+  // it may have exited already; if not, this lets it go on.
+  (void)kill(frozen, SIGCONT);
+
   const std::string end = cluster.WaitForEnd(id, absl::Seconds(180));
   const std::string described = cluster.Ctl({"describe", "job", id}).output;
   ASSERT_EQ(end, "SUCCEEDED") << described;
-  EXPECT_THAT(described, HasSubstr(absl::StrCat("shrunk DP 4→2 (4→2 nodes): node agent-", lost,
-                                                " lost, no spare")))
-      << described;
-  const int64_t generation =
-      JsonInt(cluster.Ctl({"get", "job", id, "-o", "json"}).output, "generation");
-  ASSERT_GE(generation, 2);
-  const std::string log = cluster.RankLog(id, static_cast<int>(generation), 0);
-  EXPECT_THAT(log, HasSubstr("rank 0/2 pid"));
-  EXPECT_THAT(log, HasSubstr("from world=4 tp=1 pp=1 dp=4"));
-  EXPECT_EQ(cluster.RankLog(id, static_cast<int>(generation), 2), "") << "only two ranks";
-  const auto got = TrainerLosses(log);
-  ASSERT_FALSE(got.empty()) << log;
-  ASSERT_EQ(got.back().first, kSteps) << log;
-  const size_t resumed = static_cast<size_t>(kSteps) - got.size();
-  EXPECT_EQ(resumed % kEvery, 0u) << "resumed from a checkpoint step";
+  EXPECT_THAT(described, HasSubstr("grew DP 2→4 (2→4 nodes)")) << described;
+  const int64_t last = JsonInt(cluster.Ctl({"get", "job", id, "-o", "json"}).output, "generation");
+  ASSERT_GT(last, shrunk);
+  const std::string small = cluster.RankLog(id, static_cast<int>(shrunk), 0);
+  const std::string full = cluster.RankLog(id, static_cast<int>(last), 0);
+  EXPECT_THAT(small, HasSubstr("rank 0/2 pid"));
+  EXPECT_THAT(small, HasSubstr("from world=4 tp=1 pp=1 dp=4"));
+  EXPECT_EQ(cluster.RankLog(id, static_cast<int>(shrunk), 2), "") << "only two ranks";
+  EXPECT_THAT(full, HasSubstr("rank 0/4 pid"));
+  EXPECT_THAT(full, HasSubstr("from world=2 tp=1 pp=1 dp=2"));
   double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const auto& w = want[resumed + i];
-    ASSERT_EQ(got[i].first, w.first);
-    const double x = TrainerLossValue(w.second), y = TrainerLossValue(got[i].second);
-    EXPECT_NEAR(y, x, kTolerance * std::abs(x)) << "step " << got[i].first;
-    worst = std::max(worst, std::abs(y - x) / std::abs(x));
+  for (const std::string* log : {&small, &full}) {
+    const auto got = TrainerLosses(*log);
+    ASSERT_FALSE(got.empty()) << *log;
+    for (const auto& [step, loss] : got) {
+      ASSERT_GE(step, 1);
+      ASSERT_LE(step, kSteps);
+      const double x = TrainerLossValue(want[step - 1].second), y = TrainerLossValue(loss);
+      EXPECT_NEAR(y, x, kTolerance * std::abs(x)) << "step " << step;
+      worst = std::max(worst, std::abs(y - x) / std::abs(x));
+    }
   }
-  std::cout << "DP 4 -> 2 after losing agent-" << lost << ", resumed at step " << resumed
-            << ": final loss " << got.back().second << " vs " << want.back().second
-            << ", largest relative difference " << worst << "\n";
+  const auto got = TrainerLosses(full);
+  ASSERT_EQ(got.back().first, kSteps) << full;
+  std::cout << "DP 4 -> 2 after losing agent-" << lost << " (from step "
+            << TrainerLosses(small).front().first - 1 << "), 2 -> 4 when it returned (from step "
+            << got.front().first - 1 << "): final loss " << got.back().second << " vs "
+            << want.back().second << ", largest relative difference " << worst << "\n";
 }
 
 }  // namespace
