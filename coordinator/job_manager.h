@@ -362,7 +362,8 @@ class JobManager {
   // its generation has stepped: its ranks are asked to checkpoint and exit, as in a drain, and its
   // next launch (TryPlace) takes the full size (job_manager_elastic.cc).
   void GrowElasticJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What took an elastic job's node, for its event: "node n3 lost, no spare; " or "".
+  // What took an elastic job's nodes, for its event: the previous generation's nodes now lost or
+  // excluded, "node n3 lost, no spare; " (whichever failure the job heard of first), or "".
   std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places the job in `pass` and launches it; when it waits, stores why. True if placed. An
   // elastic job (spec.min_nodes) that does not fit at spec.nodes is placed at the largest

@@ -86,6 +86,21 @@ TEST_F(ElasticTest, ALostNodeWithNoSpareShrinksTheJobToTheLargestReachableDegree
   EXPECT_EQ(Dp(id, "desired"), 4);
 }
 
+// A peer's exit (its connection to the lost node reset) is heard before the node's loss: the
+// event still names the node the job lost, not the one whose rank exited first.
+TEST_F(ElasticTest, TheEventNamesTheLostNodeWhicheverFailureCameFirst) {
+  const std::string id = RunOnFourNodes(2);
+  const v1::JobStatus running = Current(id);
+  nodes_->Disconnected("n3", n3_);
+  const v1::RankAssignment& peer = running.assignments(0);
+  ASSERT_NE(peer.node(), "n3");
+  jobs_->OnWorkerState(peer.node(), Exit(running, peer.rank(), 75));
+  ASSERT_EQ(Current(id).elastic_nodes(), 2);
+  const auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].message(), HasSubstr("(4→2 nodes): node n3 lost, no spare; "));
+}
+
 TEST_F(ElasticTest, AJobThatIsNotElasticWaitsForItsNodes) {
   const std::string id = RunOnFourNodes(0);
   LoseN3();

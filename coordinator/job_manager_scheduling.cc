@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_internal.h"
@@ -80,12 +81,17 @@ std::string ElasticChange(const v1::JobStatus& status, const std::string& cause,
 }  // namespace
 
 std::string JobManager::ElasticCause(const Job& job) const {
-  const std::string& node = job.last_failed_node;
-  if (node.empty() || job.status.generation() == 0) return "";
-  const char* what = job.excluded.count(node) ? " excluded"
-                     : nodes_->IsAlive(node)  ? " failed"
-                                              : " lost";
-  return absl::StrCat("node ", node, what, ", no spare; ");
+  if (job.status.generation() == 0) return "";
+  // The previous generation's nodes (its assignments until the launch) that it cannot have back.
+  std::vector<std::string> gone;
+  for (const std::string& node : job_manager_internal::NodesOf(job.status)) {
+    if (!nodes_->IsAlive(node)) {
+      gone.push_back(absl::StrCat("node ", node, " lost"));
+    } else if (job.excluded.count(node)) {
+      gone.push_back(absl::StrCat("node ", node, " excluded"));
+    }
+  }
+  return gone.empty() ? "" : absl::StrCat(absl::StrJoin(gone, ", "), ", no spare; ");
 }
 
 bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {

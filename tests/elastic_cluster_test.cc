@@ -33,12 +33,23 @@ constexpr int kEvery = 8;
 // misplaced optimizer element is off by 1e-3 or more.
 constexpr double kTolerance = 1e-5;
 
-std::string Job(const std::string& name, int min_nodes, const std::string& dir) {
+// The layout the losses are compared under: ZeRO stage and tensor-parallel degree (TP ranks of a
+// replica share a node, so a node holds `tp` ranks).
+struct Case {
+  int zero = 1;
+  int tp = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << "zero" << c.zero << "_tp" << c.tp;
+}
+
+std::string Job(const std::string& name, int min_nodes, const std::string& dir, const Case& c) {
   return absl::StrCat(
       "name: ", name, "\nnodes: 4\n",
-      min_nodes > 0 ? absl::StrCat("min_nodes: ", min_nodes, "\n") : "",
-      "devices_per_node: 1\nparallelism: {tensor: 1, pipeline: 1, data: 4}\n",
-      "trainer:\n  builtin: gpt\n  zero_stage: 1\n",
+      min_nodes > 0 ? absl::StrCat("min_nodes: ", min_nodes, "\n") : "", "devices_per_node: ", c.tp,
+      "\nparallelism: {tensor: ", c.tp, ", pipeline: 1, data: 4}\n",
+      "trainer:\n  builtin: gpt\n  zero_stage: ", c.zero, "\n",
       "  model: {layers: 2, d_model: 24, heads: 2, seq_len: 32, vocab: 128}\n",
       "  batch: {micro_batch: 2, global_batch: 8}\n", "  steps: ", kSteps, "\n",
       "  optimizer: {lr: 3.0e-3, warmup_steps: 2, weight_decay: 0.1, clip_grad_norm: 1.0}\n",
@@ -56,24 +67,46 @@ int64_t JsonInt(const std::string& json, const std::string& key) {
   return value;
 }
 
-TEST(ElasticClusterTest, ALostAgentShrinksTheJobToDp2OnTheSameTrajectory) {
-  const std::string dir = TestTempDir() + "/elastic_cluster";
-  std::filesystem::remove_all(dir);
-  TestClusterOptions options;
-  options.agents = 4;
-  options.slots = 1;
-  auto started = TestCluster::Start(dir, options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  TestCluster& cluster = **started;
+class ElasticClusterTest : public ::testing::TestWithParam<Case> {
+ protected:
+  // One cluster for every case: four agents of two CPU slots (each case brings back the agent it
+  // killed).
+  static void SetUpTestSuite() {
+    dir_ = new std::string(TestTempDir() + "/elastic_cluster");
+    std::filesystem::remove_all(*dir_);
+    TestClusterOptions options;
+    options.agents = 4;
+    options.slots = 2;
+    auto cluster = TestCluster::Start(*dir_, options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static std::string* dir_;
+  static TestCluster* cluster_;
+};
 
-  const std::string straight = cluster.Submit("straight", Job("straight", 0, dir + "/straight"));
+std::string* ElasticClusterTest::dir_ = nullptr;
+TestCluster* ElasticClusterTest::cluster_ = nullptr;
+
+TEST_P(ElasticClusterTest, ALostAgentShrinksTheJobToDp2AndItGrowsBackOnTheSameTrajectory) {
+  const Case c = GetParam();
+  ASSERT_NE(cluster_, nullptr);
+  TestCluster& cluster = *cluster_;
+  const std::string dir = absl::StrCat(*dir_, "/", ::testing::PrintToString(c));
+  const int tp = c.tp;
+
+  const std::string straight = cluster.Submit("straight", Job("straight", 0, dir + "/straight", c));
   ASSERT_FALSE(straight.empty());
   ASSERT_EQ(cluster.WaitForEnd(straight, absl::Seconds(180)), "SUCCEEDED")
       << cluster.Ctl({"describe", "job", straight}).output;
   const auto want = TrainerLosses(cluster.RankLog(straight, 1, 0));
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
 
-  const std::string id = cluster.Submit("elastic", Job("elastic", 2, dir + "/elastic"));
+  const std::string id = cluster.Submit("elastic", Job("elastic", 2, dir + "/elastic", c));
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -135,11 +168,11 @@ TEST(ElasticClusterTest, ALostAgentShrinksTheJobToDp2OnTheSameTrajectory) {
   ASSERT_GT(last, shrunk);
   const std::string small = cluster.RankLog(id, static_cast<int>(shrunk), 0);
   const std::string full = cluster.RankLog(id, static_cast<int>(last), 0);
-  EXPECT_THAT(small, HasSubstr("rank 0/2 pid"));
-  EXPECT_THAT(small, HasSubstr("from world=4 tp=1 pp=1 dp=4"));
-  EXPECT_EQ(cluster.RankLog(id, static_cast<int>(shrunk), 2), "") << "only two ranks";
-  EXPECT_THAT(full, HasSubstr("rank 0/4 pid"));
-  EXPECT_THAT(full, HasSubstr("from world=2 tp=1 pp=1 dp=2"));
+  EXPECT_THAT(small, HasSubstr(absl::StrCat("rank 0/", 2 * tp, " pid")));
+  EXPECT_THAT(small, HasSubstr(absl::StrCat("from world=", 4 * tp, " tp=", tp, " pp=1 dp=4")));
+  EXPECT_EQ(cluster.RankLog(id, static_cast<int>(shrunk), 2 * tp), "") << "only two replicas";
+  EXPECT_THAT(full, HasSubstr(absl::StrCat("rank 0/", 4 * tp, " pid")));
+  EXPECT_THAT(full, HasSubstr(absl::StrCat("from world=", 2 * tp, " tp=", tp, " pp=1 dp=2")));
   double worst = 0;
   for (const std::string* log : {&small, &full}) {
     const auto got = TrainerLosses(*log);
@@ -154,11 +187,17 @@ TEST(ElasticClusterTest, ALostAgentShrinksTheJobToDp2OnTheSameTrajectory) {
   }
   const auto got = TrainerLosses(full);
   ASSERT_EQ(got.back().first, kSteps) << full;
-  std::cout << "DP 4 -> 2 after losing agent-" << lost << " (from step "
+  std::cout << c << ": DP 4 -> 2 after losing agent-" << lost << " (from step "
             << TrainerLosses(small).front().first - 1 << "), 2 -> 4 when it returned (from step "
             << got.front().first - 1 << "): final loss " << got.back().second << " vs "
             << want.back().second << ", largest relative difference " << worst << "\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ElasticClusterTest,
+                         ::testing::Values(Case{1, 1}, Case{3, 1}, Case{1, 2}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return ::testing::PrintToString(info.param);
+                         });
 
 }  // namespace
 }  // namespace ringmaster::testing
