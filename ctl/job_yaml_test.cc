@@ -89,6 +89,8 @@ v1::JobSpec FullSpec() {
   spec.mutable_watchdog()->set_link_check_bytes(1 << 20);
   spec.mutable_watchdog()->set_slow_link_ratio(0.25);
   spec.mutable_watchdog()->set_min_link_bytes_per_second(2.5e10);
+  spec.mutable_watchdog()->set_auto_link_check_disabled(true);
+  spec.mutable_watchdog()->set_auto_link_check_interval_seconds(30);
   spec.mutable_watchdog()->set_python_watch_disabled(true);
   return spec;
 }
