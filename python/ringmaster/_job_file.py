@@ -112,6 +112,9 @@ KEYS: Tuple[Key, ...] = (
     Key("watchdog.link_check_bytes", INT64, "watchdog.link_check_bytes"),
     Key("watchdog.slow_link_ratio", NUMBER, "watchdog.slow_link_ratio"),
     Key("watchdog.min_link_bytes_per_second", NUMBER, "watchdog.min_link_bytes_per_second"),
+    Key("watchdog.auto_link_check", NEGATED_BOOL, "watchdog.auto_link_check_disabled"),
+    Key("watchdog.auto_link_check_interval", NUMBER,
+        "watchdog.auto_link_check_interval_seconds"),
     Key("watchdog.python_watch", NEGATED_BOOL, "watchdog.python_watch_disabled"),
 )
 

@@ -32,7 +32,8 @@ class JobFileTest(unittest.TestCase):
             "name": "hello", "nodes": 2, "devices_per_node": 1,
             "trainer": {"command": ["/bin/echo", "hi"], "steps": 3, "env": {"A": "1", "B": None}},
             "watchdog": {"hang_timeout": "auto", "link_check": False, "straggler_threshold": 1.5,
-                         "python_watch": False},
+                         "python_watch": False, "auto_link_check": False,
+                         "auto_link_check_interval": 30},
             "restart": {"max_restarts": 0},
         })
         self.assertEqual(spec.name, "hello")
@@ -42,6 +43,8 @@ class JobFileTest(unittest.TestCase):
         self.assertEqual(dict(spec.trainer.env), {"A": "1", "B": ""})
         self.assertTrue(spec.watchdog.link_check_disabled)
         self.assertTrue(spec.watchdog.python_watch_disabled)
+        self.assertTrue(spec.watchdog.auto_link_check_disabled)
+        self.assertEqual(spec.watchdog.auto_link_check_interval_seconds, 30)
         self.assertEqual(spec.watchdog.straggler_threshold, 1.5)
         self.assertTrue(spec.HasField("restart"))
         self.assertEqual(spec.restart.max_restarts, 0)
