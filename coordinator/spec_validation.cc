@@ -49,6 +49,7 @@ constexpr uint64_t kDefaultDataSeed = 1234;
 // Limits (see spec_validation.h).
 constexpr int64_t kMaxNodes = 100000;
 constexpr int64_t kMaxDevicesPerNode = 1024;
+constexpr int64_t kMaxSpares = 64;  // JobSpec.spares
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxDModel = 65536;
 constexpr int64_t kMaxHeads = 1024;
@@ -538,6 +539,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     const std::string rule = spec::UnreachableRule(spec, p.data());
     if (!rule.empty()) problems.Add("min_nodes", rule);
   }
+
+  problems.InRange("spares", spec.spares(), 0, kMaxSpares);
 
   const v1::TrainerSpec& trainer = spec.trainer();
   CheckProgram(trainer, &problems);

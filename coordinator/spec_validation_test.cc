@@ -247,6 +247,11 @@ INSTANTIATE_TEST_SUITE_P(
          "min_nodes: must leave a size below nodes reachable: only the data-parallel degree (4 "
          "at 4 nodes) shrinks with the nodes, and at no size in [3, 3] nodes is it a whole "
          "number dividing trainer.batch.global_batch (64) with micro_batch (4), got 3"},
+        // spares (hot spares, coordinator/job_manager_spares.cc)
+        {"SparesNegative", [](v1::JobSpec* s) { s->set_spares(-1); },
+         "spares: must be in [0, 64], got -1"},
+        {"SparesTooMany", [](v1::JobSpec* s) { s->set_spares(65); },
+         "spares: must be in [0, 64], got 65"},
         {"NameEmpty", [](v1::JobSpec* s) { s->set_name(""); },
          "name: must be 1-63 characters of [a-z0-9-] starting with a letter, got \"\""},
         {"NameUpper", [](v1::JobSpec* s) { s->set_name("Gpt"); },

@@ -33,6 +33,8 @@ constexpr JobFileKey kKeys[] = {
      "fewest nodes to run on, data-parallel degree shrunk; omitted: nodes"},
     {"devices_per_node", KeyKind::kInt32, "devices_per_node",
      "devices (GPUs, or CPU slots) used on each node"},
+    {"spares", KeyKind::kInt32, "spares",
+     "idle nodes held to replace a lost one at once; omitted: 0"},
     {"parallelism", KeyKind::kMapping, "parallelism",
      "the parallel layout; omitted: the planner's"},
     {"parallelism.tensor", KeyKind::kInt32, "parallelism.tensor", "tensor-parallel degree"},

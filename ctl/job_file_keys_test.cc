@@ -119,7 +119,7 @@ TEST(JobFileKeysTest, TheOutlineIndentsByLevelAndNamesTheKind) {
 
 TEST(JobFileKeysTest, MappingsListTheirKeysInTableOrder) {
   EXPECT_THAT(Names(ChildKeys("")),
-              ElementsAre("name", "nodes", "min_nodes", "devices_per_node", "parallelism",
+              ElementsAre("name", "nodes", "min_nodes", "devices_per_node", "spares", "parallelism",
                           "trainer", "checkpoint", "restart", "watchdog"));
   EXPECT_THAT(Names(ChildKeys("checkpoint")),
               ElementsAre("dir", "every_steps", "keep", "max_consecutive_failures"));

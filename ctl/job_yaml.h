@@ -9,6 +9,7 @@
 //  nodes (integer): nodes to run on
 //  min_nodes (integer): fewest nodes to run on, data-parallel degree shrunk; omitted: nodes
 //  devices_per_node (integer): devices (GPUs, or CPU slots) used on each node
+//  spares (integer): idle nodes held to replace a lost one at once; omitted: 0
 //  parallelism (mapping): the parallel layout; omitted: the planner's
 //    tensor (integer): tensor-parallel degree
 //    pipeline (integer): pipeline stages

@@ -149,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(
          "trainer.max_restart: unknown key here, did you mean restart.max_restarts?"},
         {"NothingClose", "colour: blue\n",
          "colour: unknown key (expected one of: name, nodes, min_nodes, devices_per_node, "
-         "parallelism, trainer, checkpoint, restart, watchdog)"},
+         "spares, parallelism, trainer, checkpoint, restart, watchdog)"},
         // Duplicates.
         {"DuplicateKey", "nodes: 1\nname: a\nnodes: 2\n",
          "job.yaml:3:1: nodes: duplicate key (first at line 1)"},

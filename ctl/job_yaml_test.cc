@@ -47,6 +47,7 @@ v1::JobSpec FullSpec() {
   spec.set_name("gpt-full");
   spec.set_nodes(3);
   spec.set_min_nodes(1);
+  spec.set_spares(1);
   spec.set_devices_per_node(8);
   spec.mutable_parallelism()->set_tensor(4);
   spec.mutable_parallelism()->set_pipeline(2);

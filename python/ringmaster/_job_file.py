@@ -64,6 +64,7 @@ KEYS: Tuple[Key, ...] = (
     Key("nodes", INT32, "nodes"),
     Key("min_nodes", INT32, "min_nodes"),
     Key("devices_per_node", INT32, "devices_per_node"),
+    Key("spares", INT32, "spares"),
     Key("parallelism", MAPPING, "parallelism"),
     Key("parallelism.tensor", INT32, "parallelism.tensor"),
     Key("parallelism.pipeline", INT32, "parallelism.pipeline"),
