@@ -120,7 +120,7 @@ absl::StatusOr<std::optional<RankState>> Checkpointer::Resume(int source_rank) {
         continue;
       }
       proposal[0] = step;
-      if (!(m->layout == layout_)) {
+      if (!SameLayout(m->layout, layout_)) {
         const absl::Status reshardable = CheckReshardable(m->layout, layout_);
         if (partition_ != nullptr && reshardable.ok()) {
           proposal[1] = 3;
@@ -182,7 +182,11 @@ absl::StatusOr<RankState> Checkpointer::Load(int64_t step, int source_rank) {
         absl::StrCat("no rank ", source_rank, "'s file in ", StepDir(step)));
   }
   const ManifestFile& f = manifest.files[source_rank];
-  return ReadRankFile(StepDir(step) + "/" + f.name, f, layout_, step);
+  // Resume found the layouts the same (SameLayout): a checkpoint that did not record its bucket
+  // has none in its files' headers either.
+  CheckpointLayout expected = layout_;
+  if (manifest.layout.bucket == 0) expected.bucket = 0;
+  return ReadRankFile(StepDir(step) + "/" + f.name, f, expected, step);
 }
 
 absl::StatusOr<RankState> Checkpointer::LoadResharded(int64_t step) {

@@ -94,7 +94,8 @@ class Checkpointer {
   // reads and verifies (size, CRC-32C, header) the one file it needs, all at once. If any rank
   // finds its file damaged (DATA_LOSS), every rank moves on to the next older step, each skip
   // logged. So a resume reads each file once, by the ranks that need it, in parallel: not every
-  // file by rank 0 first. A checkpoint whose layout differs from this run's only in the
+  // file by rank 0 first. A ZeRO-1 checkpoint that did not record its bucket is read as one of
+  // the run's bucket (SameLayout). A checkpoint whose layout differs from this run's only in the
   // data-parallel degree (CheckReshardable) is resharded when a partition was given: each rank
   // reads and verifies the old files holding its new ranges (reshard.h's PlanReshard; under
   // ZeRO-0 the old DP rank 0's of its (tp, pp) position, as `source_rank` would name) and

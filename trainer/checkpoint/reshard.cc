@@ -49,6 +49,12 @@ int64_t Total(const std::vector<StateRange>& ranges) {
 
 }  // namespace
 
+bool SameLayout(const CheckpointLayout& saved, const CheckpointLayout& now) {
+  CheckpointLayout assumed = saved;
+  if (assumed.bucket == 0) assumed.bucket = now.bucket;
+  return assumed == now;
+}
+
 absl::Status CheckReshardable(const CheckpointLayout& saved, const CheckpointLayout& now) {
   std::vector<std::string> differences = Differences(saved, now, /*shard=*/true);
   if (!differences.empty()) return Refuse(differences);

@@ -51,6 +51,11 @@ class StatePartition {
 // FAILED_PRECONDITION naming each field that differs.
 absl::Status CheckReshardable(const CheckpointLayout& saved, const CheckpointLayout& now);
 
+// Whether a checkpoint of MANIFEST layout `saved` is this run's layout `now` as it stands, to be
+// read without resharding. A ZeRO-1 checkpoint written before the bucket was recorded (bucket 0:
+// no " bucket=") was written with the run's bucket, so it matches when all else does.
+bool SameLayout(const CheckpointLayout& saved, const CheckpointLayout& now);
+
 // Copy `size` state elements from offset `from` of an old rank's state to offset `to` of the
 // new rank's.
 struct ReshardPiece {

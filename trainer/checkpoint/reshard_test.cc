@@ -316,6 +316,48 @@ TEST_P(CheckpointerReshardTest, ResumesAtAnotherDegreeThroughTheFiles) {
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, CheckpointerReshardTest, ::testing::Values(0, 1, 2, 3));
 
+// A ZeRO-1 checkpoint written before the bucket was recorded (no " bucket=" in its MANIFEST and
+// headers), resumed at the same degree by a run whose layout records it: the same layout, read
+// as it is, so no partition is needed (the reshard path would refuse without one).
+TEST(CheckpointerLegacyBucketTest, AnUnrecordedBucketAtTheSameDegreeIsNotResharded) {
+  const Job job(1, 1, 1);
+  CheckpointOptions options;
+  options.dir = absl::StrCat(::testing::TempDir(), "/legacy-bucket");
+  options.every_steps = 10;
+  const std::vector<RankState> saved = job.Save(2);
+  InMemoryStore store;
+  for (const absl::Status& s : testing::RunRanks(2, [&](int rank) -> absl::Status {
+         ASSIGN_OR_RETURN(auto ctl, testing::ConnectLoopback("ctl", rank, 2, &store));
+         Checkpointer c(options, job.LayoutOf(rank, 2, /*bucket=*/0), ctl.get());
+         RETURN_IF_ERROR(c.Save(saved[rank]));
+         return c.Flush();
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  InMemoryStore resume_store;
+  std::vector<RankState> states(2);
+  for (const absl::Status& s : testing::RunRanks(2, [&](int rank) -> absl::Status {
+         ASSIGN_OR_RETURN(auto ctl, testing::ConnectLoopback("ctl", rank, 2, &resume_store));
+         const CheckpointLayout now = job.LayoutOf(rank, 2);
+         EXPECT_NE(now.bucket, 0);
+         Checkpointer c(options, now, ctl.get(), /*partition=*/nullptr);
+         ASSIGN_OR_RETURN(std::optional<RankState> state, c.Resume(rank));
+         if (!state.has_value()) return absl::NotFoundError("nothing resumed");
+         states[rank] = std::move(*state);
+         return absl::OkStatus();
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(states[rank].step, saved[rank].step);
+    EXPECT_EQ(states[rank].master, saved[rank].master) << "rank " << rank;
+    EXPECT_EQ(states[rank].v, saved[rank].v) << "rank " << rank;
+  }
+  EXPECT_TRUE(SameLayout(job.LayoutOf(0, 2, 0), job.LayoutOf(0, 2)));
+  EXPECT_FALSE(SameLayout(job.LayoutOf(0, 2, 3000), job.LayoutOf(0, 2)));
+  EXPECT_FALSE(SameLayout(job.LayoutOf(0, 4, 0), job.LayoutOf(0, 2)));
+}
+
 // The partition the resharding assumes is the one DataParallel's optimizer uses, at every stage.
 class PartitionTest : public ::testing::TestWithParam<int> {};
 
