@@ -7,7 +7,9 @@
 //    coordinator" event to its verdict (the ranks run it between two steps);
 // then the veth is limited to --others_bits again and the bench waits for the "link_recovered"
 // events before the next trial. Median and worst are printed; speed is reported here, never
-// asserted in tests. Figures go to docs/benchmarks.md.
+// asserted in tests. Figures go to docs/benchmarks.md. It also counts straggler flags (issue 37
+// wants none under a slow link): "straggler" events that flag a rank, and the `ringctl describe`
+// snapshots (every poll) that mark a rank a straggler, per trial and in all.
 //
 //   sudo bazel run -c opt //bench:netns_slow_link_bench -- --trials=10
 #include <algorithm>
@@ -77,8 +79,11 @@ absl::Status Run() {
                    ", auto_link_check_interval: ", absl::GetFlag(FLAGS_interval), "}\n"));
   if (id.empty()) return absl::InternalError("submit failed");
   std::string described;
+  int marked_snapshots = 0;  // describe snapshots with a rank marked "straggler (N.NNx)"
+  const std::regex mark("straggler \\(\\d");
   auto describe = [&] {
     described = cluster->Ctl({"describe", "job", id}).output;
+    if (std::regex_search(described, mark)) ++marked_snapshots;
     return described;
   };
   // A baseline (see tests/netns_slow_link_test.cc): 400 steps, 11 s and more at these rates.
@@ -91,6 +96,8 @@ absl::Status Run() {
   const std::string recovered = "\n  \\S+  gen \\d+  link_recovered ";
   const std::string started = "link check started by the coordinator: ";
   const std::string verdict = "link check after step \\d+: 4 links, [1-9]";
+  const std::string flagged = "\n  \\S+  gen \\d+  straggler  [^\n]*: straggler  ";
+  int trials_flagged = 0;
   for (int trial = 0; trial < absl::GetFlag(FLAGS_trials); ++trial) {
     const int agent = trial % 4;
     describe();
@@ -98,6 +105,8 @@ absl::Status Run() {
     const int recovered_before = Count(described, recovered);
     const int started_before = Count(described, started);
     const int verdicts_before = Count(described, verdict);
+    const int flagged_before = Count(described, flagged);
+    const int marked_before = marked_snapshots;
     RETURN_IF_ERROR(cluster->Degrade(agent, absl::GetFlag(FLAGS_slow_bits)));
     const absl::Time degraded = absl::Now();
     absl::Time check_started = absl::InfiniteFuture();
@@ -122,11 +131,22 @@ absl::Status Run() {
                  absl::Seconds(180))) {
       return absl::DeadlineExceededError("no recovery said within 180 s:\n" + described);
     }
+    const int flags = Count(described, flagged) - flagged_before;
+    const int marks = marked_snapshots - marked_before;
+    if (flags > 0 || marks > 0) ++trials_flagged;
+    std::cout << absl::StrFormat("trial %d: %d straggler flags, %d snapshots marked\n", trial,
+                                 flags, marks);
   }
+  describe();
+  const int flags = Count(described, flagged);  // from the job's start, baseline included
   cluster->Ctl({"cancel", id});
   std::cout << "time from the tc change to the named links: " << Stats(named) << "\n"
             << "automatic check, its start to its verdict (training held): " << Stats(held)
-            << "\n";
+            << "\n"
+            << absl::StrFormat("straggler flags: %d events, %d snapshots marked, %d of %d trials "
+                               "with either\n",
+                               flags, marked_snapshots, trials_flagged,
+                               absl::GetFlag(FLAGS_trials));
   return absl::OkStatus();
 }
 
