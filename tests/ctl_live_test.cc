@@ -1,5 +1,5 @@
 // `ringctl watch` and `ringctl top` in real pseudo-terminals against a live local cluster (a
-// coordinator, an agent, a two-rank test_worker job of 12 steps of 0.25 s): the watch keeps one
+// coordinator, an agent, a two-rank test_worker job of 24 steps of 0.25 s): the watch keeps one
 // status block redrawn in place (cursor up + erase line between renders, the bar advancing) and
 // ends with the final state under the job's end; top clears and redraws its per-rank table and
 // ends on the final state with the ranks as last seen.
@@ -32,6 +32,9 @@ using ::testing::HasSubstr;
 
 constexpr char kEraseLine[] = "\x1b[1A\x1b[2K";
 constexpr char kClearScreen[] = "\x1b[H\x1b[2J";
+// The job's steps: about 6 s of 0.25 s steps, so that the 1 s watch renders RUNNING at least
+// twice with different steps also under a sanitizer on a busy host.
+constexpr int kSteps = 24;
 
 // A program running in a pseudo-terminal of 150 x 40, TERM=xterm, talking plaintext to
 // `coordinator`, and the bytes its terminal received (the line discipline's "\r\n" read as "\n").
@@ -48,15 +51,29 @@ PtyProgram StartInPty(const std::vector<std::string>& argv, const std::string& c
   winsize size{};
   size.ws_col = 150;
   size.ws_row = 40;
+  // argv and the environment are built before the fork: the test has threads (the cluster's),
+  // so the child may call only async-signal-safe functions before exec (setenv may allocate,
+  // and another thread may have held the allocator's lock at the fork).
+  const std::vector<std::string> overrides = {
+      "TERM=xterm", "RINGMASTER_COORDINATOR=" + coordinator, "RINGMASTER_INSECURE=1"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    bool overridden = false;
+    for (const std::string& o : overrides) overridden |= o.rfind(name, 0) == 0;
+    if (!overridden) env.push_back(entry);
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   p.pid = forkpty(&p.master, nullptr, nullptr, &size);
   if (p.pid == 0) {
-    setenv("TERM", "xterm", 1);
-    setenv("RINGMASTER_COORDINATOR", coordinator.c_str(), 1);
-    setenv("RINGMASTER_INSECURE", "1", 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   if (p.master >= 0) fcntl(p.master, F_SETFL, fcntl(p.master, F_GETFL) | O_NONBLOCK);
@@ -103,10 +120,11 @@ void ReadUntilExit(std::vector<PtyProgram*> programs, absl::Time deadline) {
   }
 }
 
-// The steps of the RUNNING block renders, in order ("RUNNING gen 1  [###...]  25%  step 3/12").
+// The steps of the RUNNING block renders, in order ("RUNNING gen 1  [###...]  25%  step 6/24").
 std::vector<int> RunningSteps(const std::string& screen) {
   std::vector<int> steps;
-  static const std::regex kRender(R"(RUNNING gen 1  \[[#.]{20}\] +\d+%  step (\d+)/12)");
+  static const std::regex kRender(
+      absl::StrCat(R"(RUNNING gen 1  \[[#.]{20}\] +\d+%  step (\d+)/)", kSteps));
   for (auto it = std::sregex_iterator(screen.begin(), screen.end(), kRender);
        it != std::sregex_iterator(); ++it) {
     steps.push_back(std::stoi((*it)[1].str()));
@@ -125,8 +143,9 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
   const std::string id = c.Submit(
       "live", absl::StrCat("name: live\nnodes: 1\ndevices_per_node: 2\n",
                            "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
-                           "restart: {max_restarts: 0}\ntrainer:\n  steps: 12\n  command: [\"",
-                           worker, "\", \"--steps=12\", \"--step_seconds=0.25\"]\n"));
+                           "restart: {max_restarts: 0}\ntrainer:\n  steps: ", kSteps,
+                           "\n  command: [\"", worker, "\", \"--steps=", kSteps,
+                           "\", \"--step_seconds=0.25\"]\n"));
   ASSERT_FALSE(id.empty());
   const std::string ringctl = TestCluster::Runfile("ctl/ringctl");
   PtyProgram watch = StartInPty({ringctl, "watch", id}, c.coordinator().address());
@@ -151,10 +170,9 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
             std::string::npos)
       << watch.screen;
   const std::string last = watch.screen.substr(watch.screen.rfind(kEraseLine) + 8);
-  EXPECT_THAT(last, HasSubstr("job " + id +
-                              " ended SUCCEEDED\n"
-                              "SUCCEEDED gen 1  [####################]  100%  step 12/12  ETA 0s\n"
-                              "loss "))
+  EXPECT_THAT(last, HasSubstr(absl::StrCat("job ", id, " ended SUCCEEDED\n",
+                                           "SUCCEEDED gen 1  [####################]  100%  step ",
+                                           kSteps, "/", kSteps, "  ETA 0s\nloss ")))
       << watch.screen;
   EXPECT_EQ(last.back(), '\n');
   EXPECT_THAT(last.substr(last.rfind("\nloss ")), HasSubstr("restarts 0\n"));
@@ -175,9 +193,10 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
                                 std::regex(R"(\n1 +agent-0 +\d+ +\d+\.\d{3}s +\d+\.\d{3}s +80%)")))
       << top.screen;
   const std::string final_screen = top.screen.substr(top.screen.rfind(kClearScreen) + 7);
-  EXPECT_THAT(final_screen, HasSubstr("job " + id +
-                                      "  SUCCEEDED gen 1  [####################]  "
-                                      "100%  step 12/12"))
+  EXPECT_THAT(final_screen, HasSubstr(absl::StrCat("job ", id,
+                                                   "  SUCCEEDED gen 1  [####################]  "
+                                                   "100%  step ",
+                                                   kSteps, "/", kSteps)))
       << top.screen;
   EXPECT_THAT(final_screen, HasSubstr("ranks as last seen while the job ran:\nRANK  NODE"))
       << top.screen;
@@ -186,7 +205,9 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
   const CommandResult piped = c.Ctl({"top", id});
   EXPECT_EQ(piped.exit_code, 0) << piped.output;
   EXPECT_EQ(piped.output.find('\x1b'), std::string::npos) << piped.output;
-  EXPECT_THAT(piped.output, HasSubstr("SUCCEEDED gen 1  [####################]  100%  step 12/12"));
+  EXPECT_THAT(piped.output, HasSubstr(absl::StrCat("SUCCEEDED gen 1  [####################]  "
+                                                   "100%  step ",
+                                                   kSteps, "/", kSteps)));
   EXPECT_THAT(piped.output, HasSubstr("no ranks running (SUCCEEDED"));
   const CommandResult bad = c.Ctl({"top", id, "--interval=0"});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;

@@ -68,8 +68,9 @@ struct LinkCounters {
 
 class NetnsCluster {
  public:
-  // Why this machine cannot run a namespaced cluster ("" when it can): not root, or `ip netns`
-  // missing or refused. For GTEST_SKIP.
+  // Why this machine cannot run a namespaced cluster ("" when it can): not root, `ip netns`
+  // missing or refused, or a bridge, a veth pair or a tbf qdisc that cannot be created in a probe
+  // namespace (deleted again). For GTEST_SKIP.
   static std::string Unsupported();
 
   // Creates the namespaces, moves the calling thread into the hub, starts the coordinator and

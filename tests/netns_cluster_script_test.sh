@@ -11,6 +11,27 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
   echo "SKIPPED: needs root and ip netns"
   exit 0
 fi
+# As tests/netns_cluster.cc's Unsupported(): a namespace that can be made and deleted, with a
+# bridge, a veth pair and a tbf qdisc in it (a container may list namespaces, yet refuse these).
+probe="rmp$$-probe"
+probe_why=""
+if ! ip netns add "$probe" 2>/dev/null; then
+  probe_why="ip netns add refused"
+else
+  if ! ip -n "$probe" link add probebr type bridge 2>/dev/null; then
+    probe_why="cannot create a bridge"
+  elif ! ip -n "$probe" link add probev0 type veth peer name probev1 2>/dev/null; then
+    probe_why="cannot create a veth pair"
+  elif ! ip netns exec "$probe" tc qdisc add dev probev0 root tbf rate 20mbit burst 64kb \
+    latency 500ms 2>/dev/null; then
+    probe_why="cannot add a tbf qdisc (tc)"
+  fi
+  ip netns del "$probe" 2>/dev/null || probe_why="${probe_why:-ip netns del refused}"
+fi
+if [ -n "$probe_why" ]; then
+  echo "SKIPPED: $probe_why"
+  exit 0
+fi
 cluster_script="$PWD/$1"
 bin="$TEST_TMPDIR/bin"
 mkdir -p "$bin/coordinator" "$bin/agent" "$bin/ctl" "$bin/trainer"
