@@ -362,6 +362,20 @@ class JobManager {
   // its generation has stepped: its ranks are asked to checkpoint and exit, as in a drain, and its
   // next launch (TryPlace) takes the full size (job_manager_elastic.cc).
   void GrowElasticJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hot spares (JobSpec.spares; job_manager_spares.cc). After each pass: holds each running
+  // job's spares (idle nodes with its devices_per_node free, allocated to "<job id>/spare"),
+  // refilled while free nodes allow and let go when it ends; "spare" events say each change.
+  // `refill` false (before the pass): only lets go the spares of jobs that ended.
+  void HoldSpares(bool refill) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A relaunch's spares: freed just before it is placed, so that it takes them at once.
+  struct SpareSwap {
+    std::set<std::string> before;     // the previous generation's nodes
+    std::vector<std::string> spares;  // its spares, freed
+  };
+  SpareSwap ReleaseSparesForLaunch(Job* job, SchedulingPass* pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the placement: "spare agent-4 replaced agent-1" for each spare the launch took.
+  void SparesUsed(Job* job, const SpareSwap& swap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What took an elastic job's nodes, for its event: the previous generation's nodes now lost or
   // excluded, "node n3 lost, no spare; " (whichever failure the job heard of first), or "".
   std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

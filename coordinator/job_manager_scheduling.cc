@@ -36,6 +36,7 @@ void JobManager::ScheduleLocked() {
       pending.push_back(job);
     }
   }
+  HoldSpares(/*refill=*/false);  // an ended job's spares are free for the pass
   SchedulingPass pass(nodes_, options_.hold_devices_for_oldest_pending);
   auto try_place = [&](Job* job) {
     const int refused = pass.refused();
@@ -43,10 +44,15 @@ void JobManager::ScheduleLocked() {
     // devices read again (no later pass may come soon).
     if (!TryPlace(job, &pass) && pass.refused() > refused) TryPlace(job, &pass);
   };
-  for (Job* job : restarting) try_place(job);
+  for (Job* job : restarting) {
+    const SpareSwap swap = ReleaseSparesForLaunch(job, &pass);  // its spares: free for it now
+    try_place(job);
+    SparesUsed(job, swap);
+  }
   for (Job* job : pending) try_place(job);
   ExportHold(pass.hold());
   hold_ = pass.hold();
+  HoldSpares(/*refill=*/true);
   GrowElasticJobs();
   metrics_.ObserveSchedulingPass(absl::Now() - start);
 }

@@ -285,7 +285,23 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
                     UtcTime(j.backoff_until_unix_nanos()), "\n");
   }
   absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
-                  " devices, ", Layout(j.plan().parallelism()), "\n");
+                  " devices, ", Layout(j.plan().parallelism()));
+  if (j.elastic_nodes() > 0 && spec.nodes() > 0) {  // an elastic job shrunk (spec.min_nodes)
+    absl::StrAppend(&out, "; running on ", j.elastic_nodes(), " of ", spec.nodes(), " nodes, DP ",
+                    j.plan().parallelism().data() * j.elastic_nodes() / spec.nodes());
+  }
+  absl::StrAppend(&out, "\n");
+  if (spec.spares() > 0 && !IsTerminal(j.state())) {
+    std::vector<std::string> spares;
+    for (const std::string& node : j.spare_nodes()) spares.push_back(node + " (idle)");
+    absl::StrAppend(&out,
+                    "Spares:       ", spares.empty() ? "none held" : absl::StrJoin(spares, ", "),
+                    j.spare_nodes_size() < spec.spares()
+                        ? absl::StrCat("; ", j.spare_nodes_size(), " of ", spec.spares(),
+                                       " held, the rest when nodes free up")
+                        : "",
+                    "\n");
+  }
   if (spec.trainer().has_command()) {
     absl::StrAppend(&out, "Command:      ", absl::StrJoin(spec.trainer().command().argv(), " "),
                     "\n");

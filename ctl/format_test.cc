@@ -36,6 +36,27 @@ TEST(DescribeJobTest, ADrainsWaitNamesTheRanksAndTheDeadline) {
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Crash loop")));
 }
 
+TEST(DescribeJobTest, SparesAndAShrunkElasticJobAreShown) {
+  v1::GetJobResponse r;
+  v1::JobStatus* j = r.mutable_job();
+  j->set_state(v1::JOB_STATE_RUNNING);
+  j->mutable_spec()->set_nodes(4);
+  j->mutable_spec()->set_devices_per_node(1);
+  j->mutable_spec()->set_spares(2);
+  j->mutable_plan()->mutable_parallelism()->set_data(4);
+  j->set_elastic_nodes(2);
+  j->add_spare_nodes("agent-4");
+  const std::string described = DescribeJob(r);
+  EXPECT_THAT(described, HasSubstr("; running on 2 of 4 nodes, DP 2\n"));
+  EXPECT_THAT(described, HasSubstr("Spares:       agent-4 (idle); 1 of 2 held, the rest when "
+                                   "nodes free up\n"));
+  j->mutable_spec()->set_spares(0);
+  j->clear_spare_nodes();
+  j->set_elastic_nodes(0);
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Spares:")));
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("running on")));
+}
+
 TEST(DescribeJobTest, RestartsSayHowManyCountWithinTheWindow) {
   v1::GetJobResponse r = RestartingJob();
   r.mutable_job()->set_restarts(2);
