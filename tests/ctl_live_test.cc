@@ -54,8 +54,8 @@ PtyProgram StartInPty(const std::vector<std::string>& argv, const std::string& c
   // argv and the environment are built before the fork: the test has threads (the cluster's),
   // so the child may call only async-signal-safe functions before exec (setenv may allocate,
   // and another thread may have held the allocator's lock at the fork).
-  const std::vector<std::string> overrides = {
-      "TERM=xterm", "RINGMASTER_COORDINATOR=" + coordinator, "RINGMASTER_INSECURE=1"};
+  const std::vector<std::string> overrides = {"TERM=xterm", "RINGMASTER_COORDINATOR=" + coordinator,
+                                              "RINGMASTER_INSECURE=1"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -140,12 +140,12 @@ TEST(CtlLiveTest, WatchAndTopUpdateInPlaceAndEndWithTheFinalState) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   TestCluster& c = **cluster;
   const std::string worker = TestCluster::Runfile("agent/testing/test_worker");
-  const std::string id = c.Submit(
-      "live", absl::StrCat("name: live\nnodes: 1\ndevices_per_node: 2\n",
-                           "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
-                           "restart: {max_restarts: 0}\ntrainer:\n  steps: ", kSteps,
-                           "\n  command: [\"", worker, "\", \"--steps=", kSteps,
-                           "\", \"--step_seconds=0.25\"]\n"));
+  const std::string id =
+      c.Submit("live", absl::StrCat("name: live\nnodes: 1\ndevices_per_node: 2\n",
+                                    "parallelism: {tensor: 1, pipeline: 1, data: 2}\n",
+                                    "restart: {max_restarts: 0}\ntrainer:\n  steps: ", kSteps,
+                                    "\n  command: [\"", worker, "\", \"--steps=", kSteps,
+                                    "\", \"--step_seconds=0.25\"]\n"));
   ASSERT_FALSE(id.empty());
   const std::string ringctl = TestCluster::Runfile("ctl/ringctl");
   PtyProgram watch = StartInPty({ringctl, "watch", id}, c.coordinator().address());
