@@ -413,7 +413,13 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   rank->last_summary = now;
   rank->compute_sum = 0;
   rank->compute_steps = 0;
-  return rank->summary;
+  v1::StepSummary taken = rank->summary;
+  // The per-summary figures start over too: a summary that a phase or collectives report makes
+  // due before the next step (every second through a mid-run link check) covers no step, and
+  // must not repeat the last one's mean compute as a new straggler sample.
+  rank->summary.set_mean_compute_seconds(0);
+  rank->summary.set_steps_in_summary(0);
+  return taken;
 }
 
 double RankMetrics::LastReportAgeSeconds(const std::string& job_id, int rank) const {

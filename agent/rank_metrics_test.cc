@@ -677,6 +677,44 @@ TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
   EXPECT_EQ(summaries[0].steps_in_summary(), 1);
 }
 
+TEST_F(RankMetricsTest, SummaryWithoutANewStepCarriesNoMeanCompute) {
+  // A mid-run link check holds training for seconds, while the collective reporter and the
+  // phase reports keep making summaries due: they cover no step, so they must not repeat the
+  // last step's compute as a new straggler sample (the coordinator judges only summaries with
+  // steps_in_summary > 0).
+  v1::ReportStepRequest step = Step("gpt-1", 1, 0, 813);
+  step.set_compute_seconds(0.0836);
+  metrics_.OnStep(step);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].steps_in_summary(), 1);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0.0836);
+  for (int second = 0; second < 3; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    if (second == 0) {
+      metrics_.OnPhase(Phase("gpt-1", 1, 0, v1::WORKER_PHASE_INIT));
+    } else {
+      v1::ReportCollectivesRequest c;
+      *c.mutable_worker() = Worker("gpt-1", 1, 0);
+      (*c.mutable_collective_entered())["dp0"] = 1627 + second;
+      (*c.mutable_collective_completed())["dp0"] = 1626 + second;
+      metrics_.OnCollectives(c);
+    }
+    summaries = metrics_.TakeSummaries();
+    ASSERT_EQ(summaries.size(), 1u) << "second " << second;
+    EXPECT_EQ(summaries[0].step(), 813);  // the latest state, still
+    EXPECT_EQ(summaries[0].steps_in_summary(), 0) << "second " << second;
+    EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0) << "second " << second;
+  }
+  // The next step starts a mean of its own.
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 814));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].steps_in_summary(), 1);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0.375);
+}
+
 TEST_F(RankMetricsTest, CollectiveSeriesPerRankAreBounded) {
   // A worker that names new groups at every step (a bug, or a group per step) stops adding
   // series at the bound; the groups it already has keep updating.
