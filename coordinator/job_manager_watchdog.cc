@@ -151,7 +151,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     const Layout layout = LayoutOf(job->status);
     if (auto change = job->gen.stragglers->Add(rank, stage, layout.tensor * layout.data,
                                                summary.mean_compute_seconds(),
-                                               summary.step_seconds())) {
+                                               summary.step_seconds(), summary.step())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
       // A stage's only rank is judged by how much it slowed down, against the other stages.
       const std::string what =

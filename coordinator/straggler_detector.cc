@@ -20,9 +20,13 @@ double StragglerDetector::Level(const Rank& r) const {
 
 std::optional<StragglerDetector::Change> StragglerDetector::Add(int rank, int group, int group_size,
                                                                 double mean_compute_seconds,
-                                                                double step_seconds) {
+                                                                double step_seconds, int64_t step) {
   if (!(mean_compute_seconds > 0)) return std::nullopt;
   Rank& r = ranks_[rank];
+  if (step > 0) {
+    if (step <= r.last_step) return std::nullopt;  // a repeat: no step since the last sample
+    r.last_step = step;
+  }
   r.group = group;
   r.alone = group_size == 1;
   r.samples.push_back(mean_compute_seconds);

@@ -63,9 +63,11 @@ class StragglerDetector {
   // Records a sample of `rank` in group `group`, of `group_size` ranks, and judges the rank;
   // returns a change of its flag, if any. Samples <= 0 are ignored. `step_seconds` (the rank's
   // latest step time; 0: unknown, then the excess is not weighed against it) for
-  // min_step_share.
+  // min_step_share. `step` (the rank's latest step; 0: unknown, not checked): a sample whose
+  // step is not after the rank's previous sample's covers no new step (a summary repeated while
+  // training is held, e.g. through a link check) and is ignored.
   std::optional<Change> Add(int rank, int group, int group_size, double mean_compute_seconds,
-                            double step_seconds = 0);
+                            double step_seconds = 0, int64_t step = 0);
 
   bool flagged(int rank) const;
   // The rank's last ratio (0 before it was judged).
@@ -79,8 +81,9 @@ class StragglerDetector {
     bool alone = false;  // its group has no other rank
     std::deque<double> samples;
     std::deque<double> step_samples;  // its step times (those > 0), the last `window`
-    int64_t count = 0;    // samples ever
-    double baseline = 0;  // alone in its group: its level after warm-up (0: not yet)
+    int64_t count = 0;      // samples ever
+    int64_t last_step = 0;  // the step of its latest sample (0: unknown)
+    double baseline = 0;    // alone in its group: its level after warm-up (0: not yet)
     bool flagged = false;
     int streak = 0;  // consecutive samples pointing at the opposite of `flagged`
   };

@@ -171,5 +171,47 @@ TEST(StragglerDetectorTest, AnExcessThatDelaysTheStepIsFlaggedAndClearsWhenItNoL
   EXPECT_FALSE(changes[0].flagged);
 }
 
+// netns_slow_link_bench, trial 5: four ranks of one stage under a slow link, one step (1.4 s,
+// ~5.5 ms of compute) per summary, rank 0's last one before a mid-run link check with 83.6 ms
+// (a busy host). Through the 7.5 s check the agents' summaries repeated each rank's last step
+// (no step since), then training went on at ~30 ms steps, every rank alike. With the steps
+// given, the repeats are no samples and nobody is flagged; without them (step 0: unknown), rank
+// 0's repeated 83.6 ms fills its median and it is flagged at ~14x, as the bench saw (15.18x).
+TEST(StragglerDetectorTest, ASummaryRepeatedWithoutANewStepIsNoSample) {
+  for (const bool with_steps : {true, false}) {
+    StragglerDetector d(StragglerOptions{});
+    std::vector<StragglerDetector::Change> changes;
+    auto add = [&](int rank, double compute, double step_seconds, int64_t step) {
+      if (auto c = d.Add(rank, 0, 4, compute, step_seconds, with_steps ? step : 0)) {
+        changes.push_back(*c);
+      }
+    };
+    int64_t step = 800;
+    for (; step <= 813; ++step) {  // the slow link: one step per summary
+      for (int rank = 0; rank < 4; ++rank) {
+        const double compute = rank == 0 && step == 813 ? 0.0836 : 0.0050 + 0.0005 * rank;
+        add(rank, compute, 1.4, step);
+      }
+    }
+    for (int repeat = 0; repeat < 8; ++repeat) {  // the link check: the same summaries again
+      for (int rank = 0; rank < 4; ++rank) {
+        add(rank, rank == 0 ? 0.0836 : 0.0050 + 0.0005 * rank, 1.4, 813);
+      }
+    }
+    for (int round = 0; round < 10; ++round, step += 30) {  // training again, 30 steps a summary
+      for (int rank = 0; rank < 4; ++rank) add(rank, 0.016 + 0.0005 * rank, 0.030, step);
+    }
+    if (with_steps) {
+      EXPECT_TRUE(changes.empty())
+          << "rank " << changes[0].rank << " flagged at " << changes[0].ratio << "x";
+    } else {
+      ASSERT_FALSE(changes.empty());
+      EXPECT_EQ(changes[0].rank, 0);
+      EXPECT_TRUE(changes[0].flagged);
+      EXPECT_GT(changes[0].ratio, 10);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator
