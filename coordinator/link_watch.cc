@@ -23,6 +23,11 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 double LinkWatch::baseline_step_seconds() const {
+  const double base = LearntBaseline();
+  return base > 0 ? std::max(base, floor_) : 0;
+}
+
+double LinkWatch::LearntBaseline() const {
   if (static_cast<int>(base_.size()) < 2 * options_.min_samples) return 0;
   std::vector<double> steps;
   steps.reserve(base_.size());
@@ -70,7 +75,8 @@ std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, 
     if (sample.step > *first_step_ + options_.warmup_steps) recent_.push_back({sample, now});
   }
   Slide(now);
-  const double base = baseline_step_seconds();
+  const double learnt = LearntBaseline();
+  const double base = baseline_step_seconds();  // the learnt one, or the accepted floor above it
   if (base > 0 && static_cast<int>(recent_.size()) >= options_.min_samples) {
     std::vector<double> steps;
     steps.reserve(recent_.size());
@@ -80,6 +86,7 @@ std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, 
     if (!degraded_ && high && !ComputeExplains(level - base)) {
       degraded_ = true;
       elevated_ = false;
+      drop_level_ = level;
       owed_ = Trigger{Trigger::kDrop,
                       absl::StrFormat("step time %.3g s is %.2fx the job's baseline of %.3g s "
                                       "(medians of %d and %d rank reports), and no rank's "
@@ -87,15 +94,19 @@ std::optional<LinkWatch::Trigger> LinkWatch::Add(const LinkWatchSample& sample, 
                                       level, level / base, base, static_cast<int>(recent_.size()),
                                       static_cast<int>(base_.size()))};
     } else if (!degraded_) {
-      // Slower, but compute explains it: the baseline waits (a rank that computes slower now is
-      // compared with what it computed before), and a slowdown that lasts becomes the norm.
-      elevated_ = high;
-      if (!high) {
+      // Slower than the learnt baseline, but compute explains it or a check found no link to
+      // blame: the baseline waits (a rank that computes slower now is compared with what it
+      // computed before), and a slowdown that lasts becomes the norm.
+      elevated_ = level >= options_.rise_ratio * learnt ||
+                  (floor_ > 0 && level > learnt * options_.recover_ratio);
+      if (!elevated_) {
         elevated_for_ = 0;
+        floor_ = 0;  // back to the learnt baseline
       } else if (++elevated_for_ > options_.baseline_samples) {
         base_.clear();
         elevated_ = false;
         elevated_for_ = 0;
+        floor_ = 0;
       }
     } else if (degraded_ && level <= options_.recover_ratio * base) {
       degraded_ = false;
@@ -125,7 +136,12 @@ void LinkWatch::NothingFound() {
   unconfirmed_ = false;
   owed_.reset();
   recent_.clear();
-  base_.clear();
+  // The level the check found no link to blame for becomes the floor a later drop is measured
+  // from; the learnt baseline stays (frozen while the job runs above it), so a link that slows
+  // right after is still seen, and a slowdown that lasts is learnt as the norm as above.
+  floor_ = drop_level_;
+  elevated_ = true;
+  elevated_for_ = 0;
 }
 
 }  // namespace ringmaster::coordinator

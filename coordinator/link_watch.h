@@ -27,9 +27,9 @@
 // host) must not hide a slow link.
 // Recovery: degraded, the window's median <= recover_ratio x the baseline's: healthy again, and a
 // confirming check is owed if a drop's check was sent since the last confirming one (a drop that
-// ended before its check could run is not checked). At most one check per drop and one per recovery, never two within
-// `min_interval`: an owed check waits for the interval (a drop that outlasts it is checked once,
-// not again and again).
+// ended before its check could run is not checked). At most one check per drop and one per
+// recovery, never two within `min_interval`: an owed check waits for the interval (a drop that
+// outlasts it is checked once, not again and again).
 //
 // Not thread-safe (the job manager's lock guards it). Errors: none; samples with a step time
 // <= 0 are ignored.
@@ -83,12 +83,15 @@ class LinkWatch {
   // window starts afresh (the steps before the check are not the ones after it).
   void Sent(absl::Time now);
   // A complete check named no slow link. Degraded, the slowdown is not a link's that the check
-  // can see (every link of a kind alike, or not the network): the job is healthy again and its
-  // baseline is learnt anew, so a later drop is seen. Otherwise nothing.
+  // can see (every link of a kind alike, or not the network): the job is healthy again, and the
+  // level of that drop becomes a floor the next drop is measured from (a link that slows right
+  // after is still seen); the floor goes when the step time returns to the learnt baseline, and
+  // becomes the learnt baseline if it lasts baseline_samples judgements. Otherwise nothing.
   void NothingFound();
 
   bool degraded() const { return degraded_; }
-  // The baseline's median step seconds (0 before it has enough samples).
+  // The baseline's median step seconds, or the floor a check that found nothing set above it (0
+  // before the baseline has enough samples).
   double baseline_step_seconds() const;
 
  private:
@@ -99,6 +102,8 @@ class LinkWatch {
   // Moves the samples older than the recent window out of recent_ (into the baseline while
   // healthy).
   void Slide(absl::Time now);
+  // The median of the learnt baseline's samples (0 before it has enough).
+  double LearntBaseline() const;
   // Whether compute explains a step-time rise of `rise` seconds.
   bool ComputeExplains(double rise) const;
 
@@ -111,6 +116,8 @@ class LinkWatch {
   // judgements in a row.
   bool elevated_ = false;
   int elevated_for_ = 0;
+  double floor_ = 0;          // the level of a drop no link explained (0: none)
+  double drop_level_ = 0;     // the window's level when the last drop was judged
   bool unconfirmed_ = false;  // a drop's check was sent, and no confirming check since
   std::optional<Trigger> owed_;
   absl::Time last_sent_ = absl::InfinitePast();

@@ -254,6 +254,26 @@ TEST(LinkWatchTest, ADropTheCheckCannotExplainBecomesTheNorm) {
   EXPECT_EQ(fired[0].kind, Kind::kDrop);
 }
 
+TEST(LinkWatchTest, ALinkSlowingRightAfterACheckThatFoundNothingIsStillSeen) {
+  // What netns_slow_link_bench met: a short rise as a link came back was checked and showed
+  // nothing; the next link slowed at once, before a new baseline could be learnt from healthy
+  // steps. It must still be checked, measured from the level the check found nothing in.
+  LinkWatch watch(Options(absl::Seconds(10)));
+  Stream stream(&watch, 4);
+  stream.Run(30, Constant(0.025), Constant(0.005));
+  ASSERT_EQ(stream.Run(10, Constant(0.05), Constant(0.005)).size(), 1u);
+  watch.NothingFound();
+  auto fired = stream.Run(60, Constant(1.2), Constant(0.005));
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].kind, Kind::kDrop);
+  // And once it comes back to the learnt baseline, the floor is gone: the recovery is confirmed
+  // and a later 2x rise is a drop again.
+  auto back = stream.Run(60, Constant(0.025), Constant(0.005));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].kind, Kind::kRecovered);
+  EXPECT_NEAR(watch.baseline_step_seconds(), 0.025, 1e-9);
+}
+
 TEST(LinkWatchTest, WarmUpStepsAreNotTheBaseline) {
   LinkWatch watch(Options());
   Stream stream(&watch, 4);
