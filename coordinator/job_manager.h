@@ -60,7 +60,8 @@
 // each job's series). Its own methods are split by duty over job_manager.cc (state machine,
 // submissions, queries, worker exits), job_manager_tick.cc (Tick), job_manager_scheduling.cc,
 // job_manager_nodes.cc (node loss, drains, registrations), job_manager_watchdog.cc,
-// job_manager_links.cc and job_manager_checkpoints.cc.
+// job_manager_links.cc, job_manager_checkpoints.cc, job_manager_elastic.cc (growing a shrunk
+// elastic job back) and job_manager_spares.cc (hot spares).
 //
 // Thread-safe. Watch callbacks and AgentCommandSink::Send are called with the manager's lock
 // held, which keeps every watch's updates in order: they must only queue (never block, never call

@@ -1,7 +1,8 @@
 // JobManager's internals shared by its translation units (job_manager.cc: the state machine,
 // submissions and queries; job_manager_tick.cc: the periodic duties; job_manager_scheduling.cc;
 // job_manager_nodes.cc: node loss, drains and registrations; job_manager_watchdog.cc;
-// job_manager_links.cc; job_manager_checkpoints.cc): the state kept per job (JobManager::Job) and
+// job_manager_links.cc; job_manager_checkpoints.cc; job_manager_elastic.cc;
+// job_manager_spares.cc): the state kept per job (JobManager::Job) and
 // the helpers several of them use. Not part of the job manager's interface: only those files
 // include it.
 //
