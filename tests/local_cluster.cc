@@ -1,6 +1,9 @@
 #include "tests/local_cluster.h"
 
+#include <cstdio>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +46,53 @@ absl::StatusOr<CommandResult> RunRingctl(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"ctl/ringctl"};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, "");
+}
+
+CommandResult CtlAt(const std::string& address, std::vector<std::string> args) {
+  std::vector<std::string> full = {"--insecure", "--coordinator=" + address};
+  full.insert(full.end(), args.begin(), args.end());
+  auto r = RunRingctl(full);
+  return r.ok() ? *r : CommandResult{-1, r.status().ToString()};
+}
+
+std::string SubmitJobFile(const std::string& address, const std::string& dir,
+                          const std::string& name, const std::string& yaml) {
+  const std::string path = dir + "/" + name + ".yaml";
+  std::ofstream(path) << yaml;
+  CommandResult r = CtlAt(address, {"submit", "-f", path});
+  std::smatch m;
+  if (r.exit_code != 0 || !std::regex_search(r.output, m, std::regex("job (\\S+) submitted"))) {
+    std::fprintf(stderr, "submitting %s failed (exit %d): %s\n", path.c_str(), r.exit_code,
+                 r.output.c_str());
+    return "";
+  }
+  return m[1].str();
+}
+
+std::string WaitForJobEnd(const std::string& address, const std::string& job,
+                          absl::Duration timeout) {
+  std::string state;
+  WaitFor(
+      [&] {
+        const std::string out = CtlAt(address, {"get", "job", job}).output;
+        for (const char* s : {"SUCCEEDED", "FAILED", "CANCELLED"}) {
+          if (out.find(s) != std::string::npos) state = s;
+        }
+        return !state.empty();
+      },
+      timeout);
+  return state;
+}
+
+std::string RankLogIn(const std::vector<std::string>& work_dirs, const std::string& job,
+                      int generation, int rank) {
+  for (const std::string& work : work_dirs) {
+    std::ifstream in(absl::StrCat(work, "/logs/", job, "/", generation, "/rank-", rank, ".log"));
+    std::stringstream log;
+    log << in.rdbuf();
+    if (!log.str().empty()) return log.str();
+  }
+  return "";
 }
 
 }  // namespace ringmaster::testing

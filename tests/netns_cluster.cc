@@ -27,13 +27,6 @@ constexpr char kSubnet[] = "10.77.0.";  // /24, inside the cluster's own namespa
 constexpr char kBridge[] = "br0";       // in the hub
 constexpr char kAgentLink[] = "eth0";   // in each agent's namespace
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Runs argv (`ip`, `tc`); INTERNAL naming the command and its output unless it exits 0.
 absl::Status Run(const std::vector<std::string>& argv) {
   absl::StatusOr<CommandResult> r = RunCommand(argv, "");
@@ -263,46 +256,19 @@ void NetnsCluster::Teardown() {
 }
 
 CommandResult NetnsCluster::Ctl(std::vector<std::string> args) {
-  std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_address()};
-  full.insert(full.end(), args.begin(), args.end());
-  auto r = RunRingctl(full);
-  return r.ok() ? *r : CommandResult{-1, r.status().ToString()};
+  return CtlAt(coordinator_address(), std::move(args));
 }
 
 std::string NetnsCluster::Submit(const std::string& name, const std::string& yaml) {
-  const std::string path = dir_ + "/" + name + ".yaml";
-  std::ofstream(path) << yaml;
-  CommandResult r = Ctl({"submit", "-f", path});
-  std::smatch m;
-  if (r.exit_code != 0 || !std::regex_search(r.output, m, std::regex("job (\\S+) submitted"))) {
-    std::fprintf(stderr, "submitting %s failed (exit %d): %s\n", path.c_str(), r.exit_code,
-                 r.output.c_str());
-    return "";
-  }
-  return m[1].str();
+  return SubmitJobFile(coordinator_address(), dir_, name, yaml);
 }
 
 std::string NetnsCluster::WaitForEnd(const std::string& job, absl::Duration timeout) {
-  std::string state;
-  WaitFor(
-      [&] {
-        const std::string out = Ctl({"get", "job", job}).output;
-        for (const char* s : {"SUCCEEDED", "FAILED", "CANCELLED"}) {
-          if (out.find(s) != std::string::npos) state = s;
-        }
-        return !state.empty();
-      },
-      timeout);
-  return state;
+  return WaitForJobEnd(coordinator_address(), job, timeout);
 }
 
 std::string NetnsCluster::RankLog(const std::string& job, int generation, int rank) const {
-  for (const std::string& work : work_dirs_) {
-    std::string log =
-        ReadFile(absl::StrCat(work, "/logs/", job, "/", generation, "/rank-", rank, ".log"));
-    if (!log.empty()) return log;
-  }
-  return "";
+  return RankLogIn(work_dirs_, job, generation, rank);
 }
 
 int NetnsCluster::RankAgent(const std::string& job, int generation, int rank) const {

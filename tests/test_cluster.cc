@@ -15,16 +15,6 @@
 #include "gtest/gtest.h"
 
 namespace ringmaster::testing {
-namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 std::string TestCluster::Runfile(const std::string& path) {
   return std::filesystem::absolute(path).string();
@@ -109,46 +99,19 @@ absl::Status TestCluster::RestartAgent(int i) {
 }
 
 CommandResult TestCluster::Ctl(std::vector<std::string> args) {
-  std::vector<std::string> full = {"--insecure", "--coordinator=" + coordinator_->address()};
-  full.insert(full.end(), args.begin(), args.end());
-  auto r = RunRingctl(full);
-  return r.ok() ? *r : CommandResult{-1, r.status().ToString()};
+  return CtlAt(coordinator_->address(), std::move(args));
 }
 
 std::string TestCluster::Submit(const std::string& name, const std::string& yaml) {
-  const std::string path = dir_ + "/" + name + ".yaml";
-  std::ofstream(path) << yaml;
-  CommandResult r = Ctl({"submit", "-f", path});
-  std::smatch m;
-  if (r.exit_code != 0 || !std::regex_search(r.output, m, std::regex("job (\\S+) submitted"))) {
-    std::fprintf(stderr, "submitting %s failed (exit %d): %s\n", path.c_str(), r.exit_code,
-                 r.output.c_str());
-    return "";
-  }
-  return m[1].str();
+  return SubmitJobFile(coordinator_->address(), dir_, name, yaml);
 }
 
 std::string TestCluster::WaitForEnd(const std::string& job, absl::Duration timeout) {
-  std::string state;
-  WaitFor(
-      [&] {
-        const std::string out = Ctl({"get", "job", job}).output;
-        for (const char* s : {"SUCCEEDED", "FAILED", "CANCELLED"}) {
-          if (out.find(s) != std::string::npos) state = s;
-        }
-        return !state.empty();
-      },
-      timeout);
-  return state;
+  return WaitForJobEnd(coordinator_->address(), job, timeout);
 }
 
 std::string TestCluster::RankLog(const std::string& job, int generation, int rank) const {
-  for (const std::string& work : work_dirs_) {
-    std::string log =
-        ReadFile(absl::StrCat(work, "/logs/", job, "/", generation, "/rank-", rank, ".log"));
-    if (!log.empty()) return log;
-  }
-  return "";
+  return RankLogIn(work_dirs_, job, generation, rank);
 }
 
 int TestCluster::AgentMetricsPort(int i) const {
