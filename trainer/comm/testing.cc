@@ -75,8 +75,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectLoopback(const std::string&
                                                               absl::Duration timeout, bool ring) {
   absl::StatusOr<std::shared_ptr<GlooNetwork>> network = GlooNetwork::Create("127.0.0.1");
   if (!network.ok()) return network.status();
-  if (ring) return (*network)->ConnectRing(name, rank, size, store, timeout);
-  return (*network)->Connect(name, rank, size, store, timeout);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      ring ? (*network)->ConnectRing(name, rank, size, store, timeout)
+           : (*network)->Connect(name, rank, size, store, timeout);
+  if (!comm.ok()) return comm.status();
+  // Gloo's connect returns on the connecting side before the accepting side has read the
+  // handshake: a rank that returned at once and closed its group would fail its peer's connect
+  // ("Connection closed by peer"). A barrier holds every rank until all have connected; it is
+  // neither numbered nor counted in the totals (Communicator::Barrier).
+  if (absl::Status s = (*comm)->Barrier(); !s.ok()) return s;
+  return comm;
 }
 
 std::unique_ptr<Communicator> WithDelay(std::unique_ptr<Communicator> inner, absl::Duration delay) {
