@@ -7,7 +7,15 @@
 // node has its spares' devices freed just before it is placed (ReleaseSparesForLaunch), so its
 // next generation takes them at once; SparesUsed then says which spare replaced which node, and
 // the next HoldSpares refills the pool.
+//
+// Each spare's agent hears of it (v1.PrepareWorkers, docs/agent.md): when a node becomes the job's
+// spare, the job's spec and the devices held, so it can pre-start the job's launch; when it is let
+// go (the job ended, or the node is lost, excluded or no longer wanted), count 0, so it drops what
+// it prepared. A spare the job's relaunch takes gets no such message: the LaunchWorkers that
+// follows uses what was prepared. Sending is best effort (AgentCommandSink::Send): a spare whose
+// agent restarted while held is prepared again only when it is taken again.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,6 +38,18 @@ std::string SpareHolder(const std::string& job_id) { return absl::StrCat(job_id,
 // Whether the job may hold spares now: it runs, or is between generations.
 bool Active(const v1::JobStatus& status) {
   return status.state() == v1::JOB_STATE_RUNNING || status.state() == v1::JOB_STATE_RESTARTING;
+}
+
+// The PrepareWorkers for a spare of `status` on `devices` (empty, with count 0: drop).
+v1::CoordinatorMessage Prepare(const v1::JobStatus& status, const std::vector<int>& devices) {
+  v1::CoordinatorMessage message;
+  v1::PrepareWorkers* prepare = message.mutable_prepare();
+  prepare->set_job_id(status.job_id());
+  if (devices.empty()) return message;
+  *prepare->mutable_spec() = status.spec();
+  prepare->set_count(static_cast<int>(devices.size()));
+  for (int d : devices) prepare->add_devices(d);
+  return message;
 }
 
 }  // namespace
@@ -86,6 +106,7 @@ void JobManager::HoldSpares(bool refill) {
     const std::set<std::string> own = NodesOf(status);
     const int per_node = status.spec().devices_per_node();
     std::vector<std::string> now;
+    std::map<std::string, std::vector<int>> devices;  // held per node, for PrepareWorkers
     for (const NodeCapacity& node : free) {
       if (static_cast<int>(now.size()) >= want) break;
       if (own.count(node.name) || job->excluded.count(node.name)) continue;
@@ -103,6 +124,9 @@ void JobManager::HoldSpares(bool refill) {
         continue;
       }
       now.push_back(node.name);
+      for (const v1::RankAssignment& a : placement.assignments) {
+        devices[node.name].push_back(a.local_device());
+      }
     }
     if (now == before) continue;
     std::vector<std::string> taken, gone;
@@ -112,6 +136,8 @@ void JobManager::HoldSpares(bool refill) {
     for (const std::string& node : before) {
       if (std::find(now.begin(), now.end(), node) == now.end()) gone.push_back(node);
     }
+    for (const std::string& node : taken) agents_->Send(node, Prepare(status, devices[node]));
+    for (const std::string& node : gone) agents_->Send(node, Prepare(status, {}));
     status.clear_spare_nodes();
     for (const std::string& node : now) status.add_spare_nodes(node);
     std::string what;

@@ -84,6 +84,42 @@ TEST_F(SparesTest, ALostNodeIsReplacedByTheSpareAtOnceAndThePoolRefilled) {
   EXPECT_EQ(events[2].message(), "holding n4 (1 of 1 spares held)");
 }
 
+// The PrepareWorkers sent so far, as "node job count [devices]".
+std::vector<std::string> Prepares(const RecordingSink& sink) {
+  std::vector<std::string> out;
+  for (const auto& [node, message] : sink.sent) {
+    if (!message.has_prepare()) continue;
+    const v1::PrepareWorkers& p = message.prepare();
+    std::string devices;
+    for (int d : p.devices()) devices += " " + std::to_string(d);
+    out.push_back(node + " " + p.job_id() + " " + std::to_string(p.count()) + devices +
+                  (p.count() > 0 && p.spec().spares() != 1 ? " (no spec)" : ""));
+  }
+  return out;
+}
+
+TEST_F(SparesTest, TheSparesAgentIsToldToPrepareTheLaunchAndToDropIt) {
+  const std::string id = RunWithOneSpare();
+  ASSERT_THAT(Current(id).spare_nodes(), ElementsAre("n3"));
+  EXPECT_THAT(Prepares(sink_), ElementsAre("n3 " + id + " 1 0"));
+  // The job ends: the spare's agent drops what it prepared.
+  sink_.sent.clear();
+  ASSERT_TRUE(jobs_->Cancel(id, "done", alice_).ok());
+  EXPECT_THAT(Prepares(sink_), ElementsAre("n3 " + id + " 0"));
+}
+
+TEST_F(SparesTest, ASpareTakenByTheRelaunchIsNotToldToDropItsPreparation) {
+  const std::string id = RunWithOneSpare();
+  sink_.sent.clear();
+  nodes_->Disconnected("n2", n2_);
+  jobs_->OnNodeLost("n2");
+  ASSERT_EQ(Current(id).assignments(1).node(), "n3");
+  // n3 launches with what it prepared: no drop; a new spare is prepared.
+  EXPECT_THAT(Prepares(sink_), IsEmpty());
+  AddNode("n4", 1);
+  EXPECT_THAT(Prepares(sink_), ElementsAre("n4 " + id + " 1 0"));
+}
+
 TEST_F(SparesTest, WithoutASpareTheJobWaitsForANode) {
   AddNode("n1", 1);
   auto n2 = nodes_->Register(NodeRegistration("n2", 1));
