@@ -4,17 +4,26 @@ Each report is one datagram on the agent's Unix SOCK_DGRAM socket (RINGMASTER_RE
 the WorkerReport in protobuf's JSON form, e.g. {"step": {"worker": {...}, "step": "10", ...}}
 (int64 fields as JSON strings). Sends never block: a report the socket cannot take right now
 (EAGAIN, ENOBUFS), or that no agent listens for (ECONNREFUSED, ENOENT), is dropped and counted.
+The socket is connected to the agent's once (a send then skips the kernel's path lookup that a
+sendto to a path makes each time: the step report's path, bench/pytorch_watch_overhead.py);
+a send the connected peer refuses (an agent restarted on the same path) connects again and
+retries once.
 
 Threading: `send` may be called from any thread (one sendto per report). Errors: `Reporter(...)`
 raises ValueError for a malformed identity (the caller stays inactive); `send` never raises.
 """
 
+import errno
 import json
 import math
 import os
 import socket
 
 MAX_DATAGRAM = 65536  # The agent reads at most this many bytes per report.
+
+# A connected send's errors that mean the peer is gone, not busy: connect again.
+_RECONNECT = frozenset((errno.ECONNREFUSED, errno.ENOTCONN, errno.ENOENT, errno.EDESTADDRREQ,
+                        errno.ECONNRESET, errno.EPIPE))
 
 IDENTITY_VARIABLES = ("RINGMASTER_JOB", "RINGMASTER_GENERATION", "RANK",
                       "RINGMASTER_WORKER_TOKEN", "RINGMASTER_REPORT_SOCKET")
@@ -65,8 +74,20 @@ class Reporter:
         self._identity_json = json.dumps(identity, separators=(",", ":"))
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
+        self._connected = False
         self.sent = 0
         self.dropped = 0
+        self._connect()
+
+    def _connect(self):
+        """Connects the socket to the agent's path; False (and unconnected) when none listens."""
+        try:
+            self._sock.connect(self._path)
+        except OSError:
+            self._connected = False
+            return False
+        self._connected = True
+        return True
 
     def send(self, kind, body):
         """Sends {kind: body + worker identity}; returns whether the socket took it."""
@@ -96,12 +117,27 @@ class Reporter:
             self.dropped += 1
             return False
         try:
-            self._sock.sendto(data, self._path)
-        except OSError:
-            # EAGAIN/ENOBUFS (the agent's queue is full), ECONNREFUSED/ENOENT (no agent now):
-            # the report is dropped rather than block or fail the program.
-            self.dropped += 1
-            return False
+            if self._connected:
+                self._sock.send(data)
+            elif self._connect():
+                self._sock.send(data)
+            else:
+                self.dropped += 1
+                return False
+        except OSError as exc:
+            # EAGAIN/ENOBUFS (the agent's queue is full): dropped rather than block. Refused or
+            # gone (no agent now, or one restarted on the same path): connect again, retry once.
+            if exc.errno not in _RECONNECT:
+                self.dropped += 1
+                return False
+            try:
+                if not self._connect():
+                    self.dropped += 1
+                    return False
+                self._sock.send(data)
+            except OSError:
+                self.dropped += 1
+                return False
         self.sent += 1
         return True
 

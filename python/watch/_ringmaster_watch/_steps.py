@@ -66,6 +66,7 @@ class Steps:
         self._first_backward = None
         self._step = 0
         self._start_step = None
+        self._state_cache = None  # weakref to the step tensor of the last state read.
         self._losses = []
         self._restore_seconds = 0.0
         self._phase_lock = threading.Lock()
@@ -149,7 +150,7 @@ class Steps:
         else:
             began = self._last_end
         self._last_end = now
-        state_step = _state_step(optimizer)
+        state_step = self._read_state_step(optimizer)
         if self._start_step is None:
             self._start_step = max(0, state_step - 1) if state_step is not None else 0
             self._step = self._start_step
@@ -180,6 +181,36 @@ class Steps:
                 members.append('"rendezvousSeconds":%s' % json_number(
                     max(0.0, init_unix - self.process_start_unix)))
         self.reporter.send_members("step", ",".join(members))
+
+    def _read_state_step(self, optimizer):
+        """The optimizer's state step (_state_step), read only when it may have jumped.
+
+        Adam-like optimizers count in place (step_t += 1, torch._foreach_add_): while the first
+        parameter's step is the very tensor of the last read, the step went up by one, which
+        gives the count step_ended computes from a fresh read (the larger of the state step and
+        its own count plus one, and its own count is never below the last state step read), so
+        None is returned. A load_state_dict of a checkpoint (new tensors), a replaced step or an
+        int step (a new object each step) is read again. Saves the tensor reads and .item() of
+        each step (bench/pytorch_watch_overhead.py --breakdown). Holds only a weak reference.
+        """
+        cached = self._state_cache
+        if cached is not None:
+            try:
+                first = next(iter(optimizer.state.values()))
+                if first.get("step") is cached():
+                    return None
+            except Exception:  # noqa: BLE001  Not a dict of dicts: the full read decides.
+                pass
+        self._state_cache = None
+        step = _state_step(optimizer)
+        if step is not None:
+            tensor = next(iter(optimizer.state.values())).get("step")
+            if not isinstance(tensor, (int, float)):
+                try:
+                    self._state_cache = weakref.ref(tensor)
+                except TypeError:
+                    pass  # Not weak-referenceable: read every step.
+        return step
 
     # -- backward: the loss --------------------------------------------------------------------
     def _wrap_backward(self, backward):

@@ -57,6 +57,30 @@ class ReporterTest(unittest.TestCase):
         self.assertFalse(reporter.send("step", {"step": "2"}))  # No agent: dropped, no raise.
         reporter.close()
 
+    def test_reconnects_to_an_agent_restarted_on_the_same_path(self):
+        # The socket is connected once; a new agent socket on the same path must still get the
+        # reports (the connected peer is gone: connect again and retry).
+        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "s")
+        first = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        first.bind(path)
+        reporter = _reporter.Reporter(path, {"jobId": "j", "generation": "1", "rank": 0,
+                                             "token": "t"})
+        self.addCleanup(reporter.close)
+        self.assertTrue(reporter.send_members("step", '"step":"1"'))
+        self.assertEqual(json.loads(first.recv(65536))["step"]["step"], "1")
+        first.close()
+        os.unlink(path)
+        self.assertFalse(reporter.send_members("step", '"step":"2"'))  # Nobody: dropped.
+        second = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        second.bind(path)
+        self.addCleanup(second.close)
+        second.settimeout(5)
+        self.assertTrue(reporter.send_members("step", '"step":"3"'))
+        self.assertEqual(json.loads(second.recv(65536))["step"]["step"], "3")
+        self.assertEqual((reporter.sent, reporter.dropped), (2, 1))
+
     def test_identity_errors_name_the_variable(self):
         env = {"RINGMASTER_JOB": "j", "RINGMASTER_GENERATION": "x", "RANK": "0",
                "RINGMASTER_WORKER_TOKEN": "t", "RINGMASTER_REPORT_SOCKET": "/s"}
@@ -115,6 +139,47 @@ class CommTest(unittest.TestCase):
         for value, text in ((float("nan"), '"NaN"'), (float("inf"), '"Infinity"'),
                             (float("-inf"), '"-Infinity"')):
             self.assertEqual(_reporter.json_number(value), text)
+
+
+class StepCountTest(unittest.TestCase):
+    """The optimizer's step count, read again only when the state's step may have jumped."""
+
+    def test_count_follows_the_optimizers_state_through_loads(self):
+        import torch  # Debian's python3-torch, as the ranks use.
+        from _ringmaster_watch import _steps
+
+        class Reporter:
+            def __init__(self):
+                self.steps = []
+
+            def send_members(self, kind, members):
+                self.steps.append(int(json.loads("{%s}" % members)["step"]))
+
+        reporter = Reporter()
+        steps = _steps.Steps(torch, reporter, _comm.Comm())
+        param = torch.nn.Parameter(torch.ones(3))
+        opt = torch.optim.AdamW([param], lr=0.1)
+
+        def step():
+            param.grad = torch.ones(3)
+            opt.step()
+            steps.step_ended(opt)
+
+        for _ in range(3):
+            step()
+        saved = opt.state_dict()  # At step 3.
+        saved["state"][0]["step"] = torch.tensor(40.0)  # A checkpoint of a later run.
+        opt.load_state_dict(saved)
+        step()  # 41: the loaded state's count, not the watch's own 4.
+        step()
+        next(iter(opt.state.values()))["step"] = torch.tensor(99.0)  # Replaced by the program.
+        step()
+        sgd = torch.optim.SGD([param], lr=0.1)  # No state step: counts on from the watch's.
+        steps._primary = None
+        param.grad = torch.ones(3)
+        sgd.step()
+        steps.step_ended(sgd)
+        self.assertEqual(reporter.steps, [1, 2, 3, 41, 42, 100, 101])
 
 
 class DdpTest(unittest.TestCase):
