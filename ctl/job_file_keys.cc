@@ -21,6 +21,8 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 
 constexpr EnumName kPrecisionNames[] = {{"fp32", v1::PRECISION_FP32}, {"bf16", v1::PRECISION_BF16}};
+constexpr EnumName kElasticBatchNames[] = {{"global", v1::ELASTIC_BATCH_GLOBAL},
+                                           {"per_replica", v1::ELASTIC_BATCH_PER_REPLICA}};
 constexpr EnumName kAttentionNames[] = {{"fused", v1::ATTENTION_FUSED},
                                         {"materialized", v1::ATTENTION_MATERIALIZED}};
 
@@ -35,6 +37,12 @@ constexpr JobFileKey kKeys[] = {
      "devices (GPUs, or CPU slots) used on each node"},
     {"spares", KeyKind::kInt32, "spares",
      "idle nodes held to replace a lost one at once; omitted: 0"},
+    {"elastic_batch", KeyKind::kEnum, "elastic_batch",
+     "kept below nodes; per_replica scales lr; omitted: global", kElasticBatchNames},
+    {"elastic_warmup_steps", KeyKind::kInt32, "elastic_warmup_steps",
+     "lr ramp steps after a DP change; omitted: warmup_steps"},
+    {"elastic_wait", KeyKind::kNumber, "elastic_wait_seconds",
+     "seconds to wait for a lost node's replacement; 0: shrink"},
     {"parallelism", KeyKind::kMapping, "parallelism",
      "the parallel layout; omitted: the planner's"},
     {"parallelism.tensor", KeyKind::kInt32, "parallelism.tensor", "tensor-parallel degree"},

@@ -119,7 +119,8 @@ TEST(JobFileKeysTest, TheOutlineIndentsByLevelAndNamesTheKind) {
 
 TEST(JobFileKeysTest, MappingsListTheirKeysInTableOrder) {
   EXPECT_THAT(Names(ChildKeys("")),
-              ElementsAre("name", "nodes", "min_nodes", "devices_per_node", "spares", "parallelism",
+              ElementsAre("name", "nodes", "min_nodes", "devices_per_node", "spares",
+                          "elastic_batch", "elastic_warmup_steps", "elastic_wait", "parallelism",
                           "trainer", "checkpoint", "restart", "watchdog"));
   EXPECT_THAT(Names(ChildKeys("checkpoint")),
               ElementsAre("dir", "every_steps", "keep", "max_consecutive_failures"));

@@ -10,6 +10,9 @@
 //  min_nodes (integer): fewest nodes to run on, data-parallel degree shrunk; omitted: nodes
 //  devices_per_node (integer): devices (GPUs, or CPU slots) used on each node
 //  spares (integer): idle nodes held to replace a lost one at once; omitted: 0
+//  elastic_batch (global | per_replica): kept below nodes; per_replica scales lr; omitted: global
+//  elastic_warmup_steps (integer): lr ramp steps after a DP change; omitted: warmup_steps
+//  elastic_wait (number): seconds to wait for a lost node's replacement; 0: shrink
 //  parallelism (mapping): the parallel layout; omitted: the planner's
 //    tensor (integer): tensor-parallel degree
 //    pipeline (integer): pipeline stages

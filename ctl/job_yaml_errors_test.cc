@@ -128,6 +128,10 @@ INSTANTIATE_TEST_SUITE_P(
          "job.yaml:2:3: trainer.precision: expected fp32 or bf16, got \"fp16\""},
         {"UnknownAttention", "trainer:\n  attention: flash\n",
          "job.yaml:2:3: trainer.attention: expected fused or materialized, got \"flash\""},
+        {"UnknownElasticBatch", "elastic_batch: local\n",
+         "job.yaml:1:1: elastic_batch: expected global or per_replica, got \"local\""},
+        {"ElasticWaitNotANumber", "elastic_wait: 30s\n",
+         "job.yaml:1:1: elastic_wait: expected a number, got \"30s\""},
         {"UnknownHangTimeout", "watchdog:\n  hang_timeout: soon\n",
          "job.yaml:2:3: watchdog.hang_timeout: expected auto or a number of seconds, got "
          "\"soon\""},
@@ -149,7 +153,8 @@ INSTANTIATE_TEST_SUITE_P(
          "trainer.max_restart: unknown key here, did you mean restart.max_restarts?"},
         {"NothingClose", "colour: blue\n",
          "colour: unknown key (expected one of: name, nodes, min_nodes, devices_per_node, "
-         "spares, parallelism, trainer, checkpoint, restart, watchdog)"},
+         "spares, elastic_batch, elastic_warmup_steps, elastic_wait, parallelism, trainer, "
+         "checkpoint, restart, watchdog)"},
         // Duplicates.
         {"DuplicateKey", "nodes: 1\nname: a\nnodes: 2\n",
          "job.yaml:3:1: nodes: duplicate key (first at line 1)"},

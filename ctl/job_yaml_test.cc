@@ -48,6 +48,9 @@ v1::JobSpec FullSpec() {
   spec.set_nodes(3);
   spec.set_min_nodes(1);
   spec.set_spares(1);
+  spec.set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  spec.set_elastic_warmup_steps(20);
+  spec.set_elastic_wait_seconds(30);
   spec.set_devices_per_node(8);
   spec.mutable_parallelism()->set_tensor(4);
   spec.mutable_parallelism()->set_pipeline(2);

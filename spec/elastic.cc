@@ -1,9 +1,11 @@
 #include "spec/elastic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "spec/trainer_keys.h"
 
@@ -13,8 +15,62 @@ int MinNodes(const v1::JobSpec& spec) {
   return spec.min_nodes() > 0 ? spec.min_nodes() : spec.nodes();
 }
 
+bool KeepsPerReplicaBatch(const v1::JobSpec& spec) {
+  return spec.elastic_batch() == v1::ELASTIC_BATCH_PER_REPLICA;
+}
+
+const char* ElasticBatchName(const v1::JobSpec& spec) {
+  return KeepsPerReplicaBatch(spec) ? "per_replica" : "global";
+}
+
+double LrScale(const v1::JobSpec& spec, int full_data, int data) {
+  if (!KeepsPerReplicaBatch(spec) || full_data < 1 || data < 1) return 1.0;
+  return static_cast<double>(data) / static_cast<double>(full_data);
+}
+
+int64_t ElasticWarmupSteps(const v1::JobSpec& spec) {
+  if (spec.has_elastic_warmup_steps()) return std::max(0, spec.elastic_warmup_steps());
+  if (ReadsBuiltinKeys(spec.trainer())) return std::max(0, spec.trainer().optimizer().warmup_steps());
+  return 0;
+}
+
+std::vector<std::pair<std::string, std::string>> ElasticKeyProblems(const v1::JobSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> problems;
+  if (!v1::ElasticBatch_IsValid(spec.elastic_batch())) {
+    problems.emplace_back("elastic_batch", absl::StrCat("must be global or per_replica, got ",
+                                                        static_cast<int>(spec.elastic_batch())));
+  }
+  constexpr int32_t kMaxWarmup = 1000000000;
+  if (spec.has_elastic_warmup_steps() &&
+      (spec.elastic_warmup_steps() < 0 || spec.elastic_warmup_steps() > kMaxWarmup)) {
+    problems.emplace_back("elastic_warmup_steps", absl::StrCat("must be in [0, ", kMaxWarmup,
+                                                               "], got ",
+                                                               spec.elastic_warmup_steps()));
+  }
+  const double wait = spec.elastic_wait_seconds();
+  if (!std::isfinite(wait) || wait < 0 || wait > kMaxElasticWaitSeconds) {
+    problems.emplace_back("elastic_wait_seconds",
+                          absl::StrCat("must be a number of seconds in [0, ",
+                                       kMaxElasticWaitSeconds, "], got ", wait));
+  }
+  return problems;
+}
+
+absl::Status CheckElasticKeys(const v1::JobSpec& spec) {
+  const auto problems = ElasticKeyProblems(spec);
+  if (problems.empty()) return absl::OkStatus();
+  std::vector<std::string> lines;
+  for (const auto& [field, rule] : problems) lines.push_back(absl::StrCat(field, ": ", rule));
+  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+}
+
 int Accumulation(const v1::JobSpec& spec, int full_data, int data) {
   if (full_data < 1 || data < 1) return 0;
+  // Each replica keeps its full-size batch: the degree that decides it is the full one.
+  if (KeepsPerReplicaBatch(spec)) {
+    if (!ReadsBuiltinKeys(spec.trainer())) return 1;
+    data = full_data;
+  }
   if (ReadsBuiltinKeys(spec.trainer())) {
     const int64_t per_step = int64_t{spec.trainer().batch().micro_batch()} * data;
     const int64_t global = spec.trainer().batch().global_batch();
@@ -54,7 +110,11 @@ std::string UnreachableRule(const v1::JobSpec& spec, int full_data) {
   if (MinNodes(spec) >= spec.nodes() || full_data < 1) return "";
   if (ReachableSizes(spec, full_data).size() > 1) return "";
   const std::string divides =
-      ReadsBuiltinKeys(spec.trainer())
+      KeepsPerReplicaBatch(spec)
+          ? absl::StrCat("trainer.batch.global_batch (", spec.trainer().batch().global_batch(),
+                         ") with micro_batch (", spec.trainer().batch().micro_batch(),
+                         ") at the full degree")
+      : ReadsBuiltinKeys(spec.trainer())
           ? absl::StrCat("trainer.batch.global_batch (", spec.trainer().batch().global_batch(),
                          ") with micro_batch (", spec.trainer().batch().micro_batch(), ")")
           : absl::StrCat(

@@ -1,5 +1,7 @@
 #include "spec/elastic.h"
 
+#include <cmath>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -85,6 +87,63 @@ TEST(ElasticTest, AnUnreachableMinimumNamesMinNodes) {
   const absl::Status c = CheckReachable(Command(6, 4), 6);
   EXPECT_THAT(c.message(),
               HasSubstr("no size in [4, 5] nodes is it a whole number dividing the full"));
+}
+
+TEST(ElasticTest, PerReplicaKeepsEachReplicasBatchAndScalesTheLearningRate) {
+  v1::JobSpec spec = Builtin(4, 1, 2, 8);
+  EXPECT_FALSE(KeepsPerReplicaBatch(spec));
+  EXPECT_STREQ(ElasticBatchName(spec), "global");
+  EXPECT_EQ(Accumulation(spec, 4, 2), 2);
+  EXPECT_DOUBLE_EQ(LrScale(spec, 4, 2), 1.0);
+  spec.set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  EXPECT_TRUE(KeepsPerReplicaBatch(spec));
+  EXPECT_STREQ(ElasticBatchName(spec), "per_replica");
+  // The full size's 8 / (2 * 4) = 1 micro-batch at every degree; the learning rate follows DP.
+  EXPECT_EQ(Accumulation(spec, 4, 2), 1);
+  EXPECT_EQ(Accumulation(spec, 4, 1), 1);
+  EXPECT_DOUBLE_EQ(LrScale(spec, 4, 2), 0.5);
+  EXPECT_DOUBLE_EQ(LrScale(spec, 4, 1), 0.25);
+  EXPECT_DOUBLE_EQ(LrScale(spec, 4, 4), 1.0);
+  // Global batch 8 with micro 2 leaves DP 3 unreachable in global mode, not per replica.
+  EXPECT_THAT(NodesOf(ReachableSizes(spec, 4)), ::testing::ElementsAre(4, 3, 2, 1));
+  v1::JobSpec command = Command(6, 1);
+  command.set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  EXPECT_EQ(Accumulation(command, 6, 4), 1);
+  EXPECT_DOUBLE_EQ(LrScale(command, 6, 4), 4.0 / 6.0);
+  EXPECT_THAT(NodesOf(ReachableSizes(command, 6)), ::testing::ElementsAre(6, 5, 4, 3, 2, 1));
+}
+
+TEST(ElasticTest, WarmupDefaultsToTheOptimizersAndZeroForACommand) {
+  v1::JobSpec spec = Builtin(4, 1, 2, 8);
+  spec.mutable_trainer()->mutable_optimizer()->set_warmup_steps(7);
+  EXPECT_EQ(ElasticWarmupSteps(spec), 7);
+  spec.set_elastic_warmup_steps(0);
+  EXPECT_EQ(ElasticWarmupSteps(spec), 0);
+  spec.set_elastic_warmup_steps(30);
+  EXPECT_EQ(ElasticWarmupSteps(spec), 30);
+  EXPECT_EQ(ElasticWarmupSteps(Command(4, 1)), 0);
+}
+
+TEST(ElasticTest, BadElasticKeysAreNamed) {
+  v1::JobSpec spec = Builtin(4, 1, 2, 8);
+  EXPECT_TRUE(CheckElasticKeys(spec).ok());
+  spec.set_elastic_batch(static_cast<v1::ElasticBatch>(9));
+  spec.set_elastic_warmup_steps(-1);
+  spec.set_elastic_wait_seconds(-2);
+  const absl::Status s = CheckElasticKeys(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("elastic_batch: must be global or per_replica, got 9"));
+  EXPECT_THAT(s.message(), HasSubstr("elastic_warmup_steps: must be in [0, 1000000000], got -1"));
+  EXPECT_THAT(s.message(), HasSubstr("elastic_wait_seconds: must be a number of seconds in "
+                                     "[0, 86400], got -2"));
+  spec.set_elastic_batch(v1::ELASTIC_BATCH_GLOBAL);
+  spec.set_elastic_warmup_steps(5);
+  spec.set_elastic_wait_seconds(std::nan(""));
+  EXPECT_THAT(CheckElasticKeys(spec).message(), HasSubstr("elastic_wait_seconds"));
+  spec.set_elastic_wait_seconds(86401);
+  EXPECT_THAT(CheckElasticKeys(spec).message(), HasSubstr("got 86401"));
+  spec.set_elastic_wait_seconds(30);
+  EXPECT_TRUE(CheckElasticKeys(spec).ok());
 }
 
 }  // namespace

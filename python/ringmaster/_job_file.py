@@ -57,6 +57,7 @@ class Key:
 
 _PRECISION = (("fp32", 1), ("bf16", 2))
 _ATTENTION = (("fused", 1), ("materialized", 2))
+_ELASTIC_BATCH = (("global", 1), ("per_replica", 2))
 
 # The rows of ctl/job_file_keys.cc, in its order.
 KEYS: Tuple[Key, ...] = (
@@ -65,6 +66,9 @@ KEYS: Tuple[Key, ...] = (
     Key("min_nodes", INT32, "min_nodes"),
     Key("devices_per_node", INT32, "devices_per_node"),
     Key("spares", INT32, "spares"),
+    Key("elastic_batch", ENUM, "elastic_batch", _ELASTIC_BATCH),
+    Key("elastic_warmup_steps", INT32, "elastic_warmup_steps"),
+    Key("elastic_wait", NUMBER, "elastic_wait_seconds"),
     Key("parallelism", MAPPING, "parallelism"),
     Key("parallelism.tensor", INT32, "parallelism.tensor"),
     Key("parallelism.pipeline", INT32, "parallelism.pipeline"),
