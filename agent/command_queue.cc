@@ -5,14 +5,15 @@
 namespace ringmaster::agent {
 namespace {
 
-const v1::JobGeneration& JobOf(const v1::CoordinatorMessage& command) {
-  return command.has_launch() ? command.launch().job() : command.stop().job();
+const std::string& JobOf(const v1::CoordinatorMessage& command) {
+  if (command.has_prepare()) return command.prepare().job_id();
+  return command.has_launch() ? command.launch().job().job_id() : command.stop().job().job_id();
 }
 
 }  // namespace
 
 bool CommandQueue::Push(const v1::CoordinatorMessage& command) {
-  if (!command.has_launch() && !command.has_stop()) return false;
+  if (!command.has_launch() && !command.has_stop() && !command.has_prepare()) return false;
   commands_.push_back(command);
   return true;
 }
@@ -89,7 +90,7 @@ std::vector<StartingRank> CommandQueue::QueuedRanks() const {
 std::deque<v1::CoordinatorMessage>::const_iterator CommandQueue::NextReady() const {
   std::set<std::string> passed;  // jobs with an earlier command still queued
   for (auto it = commands_.begin(); it != commands_.end(); ++it) {
-    const std::string& job = JobOf(*it).job_id();
+    const std::string& job = JobOf(*it);
     if (!stops_running_.contains(job) && !passed.count(job) &&
         !(it->has_launch() && DeviceStillStopping(it->launch()))) {
       return it;

@@ -1,4 +1,5 @@
-// The order in which an agent carries out the coordinator's launch and stop commands, as pure
+// The order in which an agent carries out the coordinator's launch, stop and prepare commands
+// (a prepare, PrepareWorkers, is ordered like a job's other commands), as pure
 // bookkeeping: the agent's executor thread takes commands from it, and tells it when a launch is
 // done and when a stop starts and ends; nothing here runs, waits or sleeps.
 //
@@ -41,8 +42,8 @@ struct StartingRank {
 
 class CommandQueue {
  public:
-  // Queues `command` if it is a LaunchWorkers or a StopWorkers (true); other messages are not
-  // this queue's (false).
+  // Queues `command` if it is a LaunchWorkers, a StopWorkers or a PrepareWorkers (true); other
+  // messages are not this queue's (false).
   bool Push(const v1::CoordinatorMessage& command);
 
   // Whether a queued command may run now (TakeReady would return one).

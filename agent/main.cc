@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, worker_socket, "",
           "Unix socket of the worker API (default: WORK_DIR/agent.sock); at most 100 bytes, as "
           "the report socket beside it (NAME-report.sock) is 7 longer.");
 ABSL_FLAG(std::string, trainer_binary, "", "Program run for builtin (\"gpt\") jobs.");
+ABSL_FLAG(bool, prestart_spares, true,
+          "While this node is held as a builtin job's hot spare, keep that job's trainer processes "
+          "started and waiting for their ranks, so that replacing a lost node skips their start-up "
+          "(off: a replacement starts them then).");
 ABSL_FLAG(std::string, python_watch_dir, "",
           "Directory holding the Python watch (sitecustomize.py and _ringmaster_watch/) put first "
           "on the PYTHONPATH of Python command jobs (docs/python.md). Default: the copy built "
@@ -239,6 +243,7 @@ absl::Status Run() {
   options.python_watch_dir = python_watch_dir;
   options.work_dir = work_dir;
   options.trainer_binary = absl::GetFlag(FLAGS_trainer_binary);
+  options.prestart_spares = absl::GetFlag(FLAGS_prestart_spares);
   options.coordinator_token = coordinator_token;
   const double log_budget_mb = absl::GetFlag(FLAGS_log_budget_mb);
   if (!(log_budget_mb >= 0)) return FieldError("--log_budget_mb", "must be >= 0");

@@ -77,6 +77,12 @@ void NodeAgent::Shutdown(absl::Duration grace) {
     stopping_workers_ = true;  // The executor takes no more commands.
   }
   if (link_ != nullptr) link_->Stop();
+  std::vector<pid_t> standbys;
+  {
+    absl::MutexLock lock(&mu_);
+    standbys = standbys_.DropAll();
+  }
+  StopStandbys(standbys, "the agent is stopping");
   // Workers are stopped while the executor thread, which forked them, still runs: their
   // PR_SET_PDEATHSIG follows that thread and would SIGKILL them, skipping the grace period.
   StopInParallel(launcher_->Running(), grace, absl::ZeroDuration());
@@ -98,7 +104,7 @@ void NodeAgent::OnCommand(const v1::CoordinatorMessage& message) {
     rendezvous_replay_.Answered(message.rendezvous().request_id(), message.rendezvous().code());
     return;
   }
-  if (message.has_launch() || message.has_stop()) {
+  if (message.has_launch() || message.has_stop() || message.has_prepare()) {
     absl::MutexLock lock(&mu_);
     queue_.Push(message);
   }
@@ -149,6 +155,7 @@ void NodeAgent::ExecutorLoop() {
       absl::MutexLock lock(&mu_);
       queue_.LaunchDone(command.launch().job());
     }
+    if (command.has_prepare()) Prepare(command.prepare());
     if (command.has_stop()) {
       std::vector<pid_t> pids = StopTargets(command.stop());
       absl::MutexLock lock(&mu_);
@@ -306,6 +313,12 @@ void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
     message.mutable_leaving()->set_reason(reason);
     link_->Send(message);
   }
+  std::vector<pid_t> standbys;
+  {
+    absl::MutexLock lock(&mu_);
+    standbys = standbys_.DropAll();
+  }
+  StopStandbys(standbys, "the node is leaving");
   StopInParallel(launcher_->Running(), grace, checkpoint_grace);
 }
 
@@ -367,16 +380,36 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   }
   // A baseline of the OOM kill counts from before these workers exist, whatever the last tick saw.
   oom_watch_.Sample();
+  {
+    absl::MutexLock lock(&mu_);
+    standbys_.KeepOnly(launcher_->Standbys());  // those that ended by themselves are of no use
+  }
   for (const v1::RankAssignment& a : launch.assignments()) {
     absl::StatusOr<LaunchSpec> spec = MakeLaunchSpec(launch, a);
     absl::StatusOr<pid_t> pid = absl::UnknownError("not launched");
+    bool from_standby = false;
     if (!spec.ok()) {
       pid = spec.status();
     } else {
       absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
+      // A standby pre-started while this node was the job's spare takes the rank if one of the
+      // same program is left; otherwise (or if it cannot take it) a process is started.
+      if (const pid_t standby = standbys_.Take(job.job_id(), spec->argv);
+          standby > 0 && !stopping_workers_) {
+        absl::Status activated = launcher_->ActivateStandby(standby, *spec);
+        if (activated.ok()) {
+          pid = standby;
+          from_standby = true;
+        } else {
+          RM_LOG(WARNING) << "standby " << standby << " cannot take rank " << a.rank() << " of "
+                          << job.job_id() << " (" << activated << "): starting a new process";
+        }
+      }
       // Shutdown() took its list of workers to stop: one started now would die without a grace.
-      pid = stopping_workers_ ? absl::UnavailableError("the agent is stopping")
-                              : launcher_->Launch(*spec);
+      if (!from_standby) {
+        pid = stopping_workers_ ? absl::UnavailableError("the agent is stopping")
+                                : launcher_->Launch(*spec);
+      }
       if (pid.ok()) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         workers_[*pid].token = spec->env["RINGMASTER_WORKER_TOKEN"];
@@ -395,13 +428,102 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       continue;
     }
     RM_LOG(INFO) << "launched rank " << a.rank() << " of " << job.job_id() << " generation "
-                 << job.generation() << " as pid " << *pid;
+                 << job.generation() << " as pid " << *pid
+                 << (from_standby ? " (a pre-started standby)" : "");
     if (link_ != nullptr) {
       link_->Send(
           WorkerStateMessage(job, a.rank(), *pid, v1::WORKER_PHASE_STARTING, clock_->Now()));
     }
   }
+  // Standbys of the job not used (fewer ranks here, another program) are of no more use: the
+  // node runs the job now and is no spare of it.
+  std::vector<pid_t> unused;
+  {
+    absl::MutexLock lock(&mu_);
+    unused = standbys_.DropJob(job.job_id());
+  }
+  StopStandbys(unused, "not needed by the launch");
   PruneLogs();  // A new generation's logs start: make room by the older ones.
+}
+
+void NodeAgent::Prepare(const v1::PrepareWorkers& prepare) {
+  const std::string& job_id = prepare.job_id();
+  std::vector<pid_t> stale;
+  bool leaving;
+  {
+    absl::MutexLock lock(&mu_);
+    leaving = leaving_ || stopping_workers_;
+    standbys_.KeepOnly(launcher_->Standbys());
+  }
+  absl::StatusOr<std::vector<std::string>> argv =
+      WorkerArgv(prepare.spec(), options_.trainer_binary);
+  v1::LaunchWorkers launch;  // what can be checked of the launch before its ranks are known
+  launch.mutable_job()->set_job_id(job_id);
+  *launch.mutable_spec() = prepare.spec();
+  std::string skip;
+  if (prepare.count() <= 0) {
+    skip = "the node is no spare of the job any more";
+  } else if (!options_.prestart_spares) {
+    skip = "pre-starting is off (--prestart_spares=false)";
+  } else if (leaving) {
+    skip = "the node is leaving";
+  } else if (!prepare.spec().trainer().has_builtin()) {
+    skip = "a command job's program is not pre-started";
+  } else if (!argv.ok()) {
+    skip = std::string(argv.status().message());
+  } else if (absl::Status launchable = CheckLaunchable(launch); !launchable.ok()) {
+    skip = std::string(launchable.message());
+  }
+  if (!skip.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      stale = standbys_.DropJob(job_id);
+    }
+    if (prepare.count() > 0) RM_LOG(INFO) << "not pre-starting " << job_id << ": " << skip;
+    StopStandbys(stale, skip);
+    return;
+  }
+  int missing;
+  {
+    absl::MutexLock lock(&mu_);
+    stale = standbys_.DropOthers(job_id, *argv);
+    missing = prepare.count() - standbys_.Count(job_id, *argv);
+  }
+  StopStandbys(stale, "another program");
+  LaunchSpec spec;
+  spec.argv = *argv;
+  spec.argv.push_back(absl::StrCat("--standby_fd=", kStandbyFd));
+  spec.oom_score_adj = options_.worker_oom_score_adj;
+  // What the worker's environment holds before its rank is known: the agent's inherited
+  // variables and the job's own (read by libraries as they load, e.g. OPENBLAS_NUM_THREADS). The
+  // assignment replaces the whole environment.
+  spec.env = AgentEnvironment();
+  for (const auto& [name, value] : prepare.spec().trainer().env()) spec.env[name] = value;
+  int started = 0;
+  for (int i = 0; i < missing; ++i) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_workers_ || leaving_) break;
+    absl::StatusOr<pid_t> pid = launcher_->StartStandby(spec);
+    if (!pid.ok()) {
+      RM_LOG(WARNING) << "cannot pre-start a standby for " << job_id << ": " << pid.status();
+      break;
+    }
+    standbys_.Add(job_id, *argv, *pid);
+    ++started;
+  }
+  if (started > 0) {
+    RM_LOG(INFO) << "pre-started " << started << " standby process(es) for " << job_id
+                 << " (this node is its spare)";
+  }
+}
+
+void NodeAgent::StopStandbys(const std::vector<pid_t>& pids, const std::string& why) {
+  if (pids.empty()) return;
+  RM_LOG(INFO) << "stopping " << pids.size() << " standby process(es): " << why;
+  for (pid_t pid : pids) {
+    absl::Status s = launcher_->StopStandby(pid);
+    if (!s.ok() && !absl::IsNotFound(s)) RM_LOG(WARNING) << "stop standby " << pid << ": " << s;
+  }
 }
 
 LogPruneResult NodeAgent::PruneLogs() {

@@ -8,6 +8,11 @@
 // job's own `trainer.env`, and RINGMASTER_WORKER_TOKEN (the worker API's proof of identity: 128
 // random bits per launch; see worker.proto for what it does and does not stop).
 //
+// While the node is held as a job's hot spare (PrepareWorkers), the agent keeps standby trainer
+// processes started for the job (builtin jobs; NodeAgentOptions::prestart_spares): a launch of
+// the job here hands them their ranks instead of starting processes (worker_launcher.h,
+// docs/agent.md). They are never workers: not in RunningWorkers() or Register, never reported.
+//
 // Threading: thread-safe. Commands are carried out on the agent's own executor thread (launches)
 // and one thread per stop; exits arrive on the launcher's thread.
 // Ownership: owns its WorkerLauncher (made by the factory given) and its coordinator link; the
@@ -43,6 +48,7 @@
 #include "agent/oom_kills.h"
 #include "agent/rank_metrics.h"
 #include "agent/rendezvous_replay.h"
+#include "agent/standby_table.h"
 #include "agent/worker_launcher.h"
 #include "common/clock.h"
 #include "common/metrics/metric.h"
@@ -71,6 +77,10 @@ struct NodeAgentOptions {
   std::shared_ptr<metrics::Counter> oom_kills;
   // Where the kernel's OOM kill counts are read (oom_kills.h: ROOT/proc, ROOT/sys/fs/cgroup).
   std::string system_root = "/";
+  // While this node is a job's hot spare (v1.PrepareWorkers), keep standby trainer processes
+  // started for it, which a launch of the job here uses instead of starting new ones
+  // (docs/agent.md, "Hot spares"). Builtin jobs only.
+  bool prestart_spares = true;
   // The agent's bearer token for AgentService.Connect (role `agent` in the coordinator's tokens
   // file, docs/security.md); empty: none sent.
   std::string coordinator_token;
@@ -160,6 +170,11 @@ class NodeAgent {
   };
 
   void Launch(const v1::LaunchWorkers& launch);
+  // Carries out a PrepareWorkers: starts the standbys it asks for (builtin jobs, when
+  // options_.prestart_spares), or stops the job's standbys (count 0).
+  void Prepare(const v1::PrepareWorkers& prepare);
+  // Stops the standbys `pids` (none is a worker); logs failures.
+  void StopStandbys(const std::vector<pid_t>& pids, const std::string& why);
   // The workers `stop` names that are still running here.
   std::vector<pid_t> StopTargets(const v1::StopWorkers& stop) const;
   // Stops `pids`, the workers of `stop` (StopTargets), with the graces it gives.
@@ -201,6 +216,8 @@ class NodeAgent {
 
   mutable absl::Mutex mu_;
   std::map<pid_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // The standbys started for the jobs this node is a spare of (never in workers_).
+  StandbyTable standbys_ ABSL_GUARDED_BY(mu_);
   // The launch and stop commands queued and under way, and the latest generation launched per
   // job (for idempotent launches and fencing).
   CommandQueue queue_ ABSL_GUARDED_BY(mu_);

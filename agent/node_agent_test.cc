@@ -29,6 +29,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
@@ -89,6 +90,48 @@ class FakeWorkers {
     hold_stops_ = hold;
   }
 
+  // Standbys: "standby P" when one starts, "activate P as a/2 rank 1" when it takes a rank (then
+  // it is a worker, named by its assignment), "stop standby P" when it is stopped.
+  absl::StatusOr<pid_t> StartStandby(const LaunchSpec& spec) {
+    absl::MutexLock lock(&mu_);
+    const pid_t pid = next_pid_++;
+    standbys_[pid] = spec;
+    events_.push_back(absl::StrCat("standby ", pid));
+    return pid;
+  }
+  absl::Status ActivateStandby(pid_t pid, const LaunchSpec& spec) {
+    absl::MutexLock lock(&mu_);
+    if (!standbys_.count(pid)) return absl::NotFoundError("no such standby");
+    standbys_.erase(pid);
+    specs_[pid] = spec;
+    running_.insert(pid);
+    events_.push_back(absl::StrCat("activate ", pid, " as ", NameLocked(pid)));
+    return absl::OkStatus();
+  }
+  absl::Status StopStandby(pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    if (!standbys_.count(pid)) return absl::NotFoundError("no such standby");
+    standbys_.erase(pid);
+    events_.push_back(absl::StrCat("stop standby ", pid));
+    return absl::OkStatus();
+  }
+  std::vector<pid_t> Standbys() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<pid_t> pids;
+    for (const auto& [pid, spec] : standbys_) pids.push_back(pid);
+    return pids;
+  }
+  // A standby ending by itself (never reported to the agent).
+  void EndStandby(pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    standbys_.erase(pid);
+  }
+  LaunchSpec StandbySpec(pid_t pid) const {
+    absl::MutexLock lock(&mu_);
+    auto it = standbys_.find(pid);
+    return it == standbys_.end() ? LaunchSpec{} : it->second;
+  }
+
   // Waits until `event` happened; false after kWait.
   bool Await(const std::string& event) {
     absl::MutexLock lock(&mu_);
@@ -134,6 +177,7 @@ class FakeWorkers {
   pid_t next_pid_ ABSL_GUARDED_BY(mu_) = 1000;
   std::map<pid_t, LaunchSpec> specs_ ABSL_GUARDED_BY(mu_);
   std::set<pid_t> running_ ABSL_GUARDED_BY(mu_);
+  std::map<pid_t, LaunchSpec> standbys_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
   bool hold_stops_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -151,6 +195,14 @@ class FakeLauncher : public WorkerLauncher {
     return workers_->Stop(pid);
   }
   std::vector<pid_t> Running() const override { return workers_->Running(); }
+  absl::StatusOr<pid_t> StartStandby(const LaunchSpec& spec) override {
+    return workers_->StartStandby(spec);
+  }
+  absl::Status ActivateStandby(pid_t pid, const LaunchSpec& spec) override {
+    return workers_->ActivateStandby(pid, spec);
+  }
+  absl::Status StopStandby(pid_t pid) override { return workers_->StopStandby(pid); }
+  std::vector<pid_t> Standbys() const override { return workers_->Standbys(); }
 
  private:
   FakeWorkers* const workers_;
@@ -177,6 +229,18 @@ v1::CoordinatorMessage Launch(const std::string& job, int64_t generation,
   return m;
 }
 
+// A PrepareWorkers of the builtin job `job` for `count` ranks (0: drop).
+v1::CoordinatorMessage Prepare(const std::string& job, int count) {
+  v1::CoordinatorMessage m;
+  v1::PrepareWorkers* p = m.mutable_prepare();
+  p->set_job_id(job);
+  p->mutable_spec()->mutable_trainer()->set_builtin("gpt");
+  (*p->mutable_spec()->mutable_trainer()->mutable_env())["OPENBLAS_NUM_THREADS"] = "1";
+  p->set_count(count);
+  for (int i = 0; i < count; ++i) p->add_devices(i);
+  return m;
+}
+
 v1::CoordinatorMessage Stop(const std::string& job, int64_t generation) {
   v1::CoordinatorMessage m;
   m.mutable_stop()->mutable_job()->set_job_id(job);
@@ -193,7 +257,10 @@ int IndexOf(const std::vector<std::string>& events, const std::string& event) {
 
 class NodeAgentTest : public ::testing::Test {
  protected:
-  NodeAgentTest() {
+  NodeAgentTest() { MakeAgent(/*prestart_spares=*/true); }
+
+  void MakeAgent(bool prestart_spares) {
+    agent_.reset();
     work_dir_ = ringmaster::testing::FreshTestCaseDir();
     NodeAgentOptions options;
     options.node_name = "node-a";
@@ -203,6 +270,7 @@ class NodeAgentTest : public ::testing::Test {
     options.trainer_binary = "/opt/ringmaster/trainer";
     options.system_root = work_dir_ + "/no-system";  // no OOM kill counts
     options.worker_oom_score_adj = 500;
+    options.prestart_spares = prestart_spares;
     for (int i = 0; i < 4; ++i) {
       v1::Device& d = options.devices.emplace_back();
       d.set_index(i);
@@ -417,6 +485,88 @@ TEST_F(NodeAgentTest, ShutdownStopsEveryWorker) {
   ASSERT_TRUE(workers_.Await("launch a/1 rank 1"));
   agent_->Shutdown(absl::Seconds(1));
   EXPECT_THAT(workers_.events(), IsSupersetOf({"stopped a/1 rank 0", "stopped a/1 rank 1"}));
+}
+
+
+// Hot spares: a PrepareWorkers pre-starts standbys; the launch that follows hands them the ranks.
+TEST_F(NodeAgentTest, ALaunchOnASpareUsesItsPreStartedStandbys) {
+  agent_->OnCommand(Prepare("a", 2));
+  ASSERT_TRUE(workers_.Await("standby 1001"));
+  const LaunchSpec standby = workers_.StandbySpec(1000);
+  EXPECT_EQ(standby.argv,
+            (std::vector<std::string>{"/opt/ringmaster/trainer", "--standby_fd=3"}));
+  EXPECT_EQ(standby.oom_score_adj, 500);
+  EXPECT_EQ(standby.env.at("OPENBLAS_NUM_THREADS"), "1");  // the job's own environment
+  EXPECT_EQ(standby.env.count("RANK"), 0u);                // nothing of a rank
+  // Never workers: not running, not in Register.
+  EXPECT_EQ(agent_->RunningWorkers(), 0);
+  EXPECT_TRUE(agent_->MakeRegister().running_workers().empty());
+  agent_->OnCommand(Prepare("a", 2));  // a repeat starts none
+  agent_->OnCommand(Launch("a", 2, {0, 1}));
+  ASSERT_TRUE(workers_.Await("activate 1001 as a/2 rank 1"));
+  EXPECT_EQ(workers_.events(),
+            (std::vector<std::string>{"standby 1000", "standby 1001", "activate 1000 as a/2 rank 0",
+                                      "activate 1001 as a/2 rank 1"}));
+  // The worker has the environment of a normal launch.
+  const LaunchSpec spec = workers_.SpecOf("a/2 rank 1");
+  EXPECT_EQ(spec.argv, std::vector<std::string>{"/opt/ringmaster/trainer"});
+  EXPECT_EQ(spec.env.at("RANK"), "1");
+  EXPECT_EQ(spec.log_path, work_dir_ + "/logs/a/2/rank-1.log");
+  EXPECT_TRUE(agent_->CheckWorker("a", 2, 1, spec.env.at("RINGMASTER_WORKER_TOKEN")).ok());
+  EXPECT_EQ(agent_->RunningWorkers(), 2);
+}
+
+TEST_F(NodeAgentTest, RanksWithoutALiveStandbyAreStartedAndUnusedOnesStopped) {
+  agent_->OnCommand(Prepare("a", 2));
+  ASSERT_TRUE(workers_.Await("standby 1001"));
+  workers_.EndStandby(1000);  // died by itself: never reported
+  agent_->OnCommand(Launch("a", 2, {0, 1, 2}));
+  ASSERT_TRUE(workers_.Await("launch a/2 rank 2"));
+  EXPECT_EQ(workers_.events(),
+            (std::vector<std::string>{"standby 1000", "standby 1001", "activate 1001 as a/2 rank 0",
+                                      "launch a/2 rank 1", "launch a/2 rank 2"}));
+  EXPECT_EQ(agent_->RunningWorkers(), 3);
+}
+
+TEST_F(NodeAgentTest, AnotherProgramIsLaunchedNormallyAndTheStandbysStopped) {
+  agent_->OnCommand(Prepare("a", 1));
+  ASSERT_TRUE(workers_.Await("standby 1000"));
+  v1::CoordinatorMessage launch = Launch("a", 2, {0});
+  launch.mutable_launch()->mutable_spec()->mutable_trainer()->mutable_command()->add_argv(
+      "/bin/true");
+  agent_->OnCommand(launch);
+  ASSERT_TRUE(workers_.Await("stop standby 1000"));
+  EXPECT_EQ(workers_.events(), (std::vector<std::string>{"standby 1000", "launch a/2 rank 0",
+                                                         "stop standby 1000"}));
+}
+
+TEST_F(NodeAgentTest, StandbysGoWhenTheSpareIsLetGoOrTheAgentStops) {
+  agent_->OnCommand(Prepare("a", 1));
+  agent_->OnCommand(Prepare("b", 1));
+  ASSERT_TRUE(workers_.Await("standby 1001"));
+  agent_->OnCommand(Prepare("a", 0));  // no spare of a any more
+  ASSERT_TRUE(workers_.Await("stop standby 1000"));
+  EXPECT_EQ(workers_.Standbys(), std::vector<pid_t>{1001});
+  agent_->Shutdown(absl::Seconds(1));
+  EXPECT_TRUE(workers_.Standbys().empty());
+  EXPECT_EQ(workers_.events().back(), "stop standby 1001");
+}
+
+TEST_F(NodeAgentTest, NothingIsPreStartedWhenOffOrForACommandJob) {
+  MakeAgent(/*prestart_spares=*/false);
+  agent_->OnCommand(Prepare("a", 1));
+  agent_->OnCommand(Launch("a", 1, {0}));
+  ASSERT_TRUE(workers_.Await("launch a/1 rank 0"));
+  MakeAgent(/*prestart_spares=*/true);
+  v1::CoordinatorMessage command_job = Prepare("b", 1);
+  command_job.mutable_prepare()->mutable_spec()->mutable_trainer()->mutable_command()->add_argv(
+      "python3");
+  agent_->OnCommand(command_job);
+  agent_->OnCommand(Launch("b", 1, {0}));
+  ASSERT_TRUE(workers_.Await("launch b/1 rank 0"));
+  for (const std::string& event : workers_.events()) {
+    EXPECT_THAT(event, Not(HasSubstr("standby")));
+  }
 }
 
 }  // namespace

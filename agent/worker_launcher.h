@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace ringmaster::agent {
@@ -79,7 +80,44 @@ class WorkerLauncher {
 
   // Pids of the workers still running.
   virtual std::vector<pid_t> Running() const = 0;
+
+  // Standbys: processes started ahead of a launch (a hot spare's pre-start, docs/agent.md) that
+  // wait for their assignment on descriptor kStandbyFd. A standby is no worker: Running() does
+  // not list it, Stop() does not know it, and its exit is never reported through the callback.
+  // The default implementations have none (UNIMPLEMENTED, NOT_FOUND): the agent then launches
+  // normally.
+  //
+  // Starts a standby of `spec` (argv, env, cwd, oom_score_adj; its log_path is not used): the
+  // process starts with descriptor kStandbyFd open for reading, which yields its assignment (the
+  // complete environment, each "NAME=VALUE" followed by a NUL byte) and then end of file. Errors
+  // as Launch().
+  virtual absl::StatusOr<pid_t> StartStandby(const LaunchSpec& spec);
+  // Makes the standby `pid` the worker of `spec` (its env sent as the assignment, its output
+  // from now on, and what it wrote before, into spec.log_path): afterwards it is a worker like one
+  // Launch() started, with the same pid. `spec.argv` must equal the standby's (the agent checks).
+  // NOT_FOUND if `pid` is no live standby; UNAVAILABLE if it could not take its assignment (it
+  // is then killed, as a standby: no exit reported). Either way the caller may Launch() instead.
+  virtual absl::Status ActivateStandby(pid_t pid, const LaunchSpec& spec);
+  // Kills the standby `pid` (SIGKILL to its group) and returns once it is reaped. NOT_FOUND if
+  // it is no standby (already gone, or activated).
+  virtual absl::Status StopStandby(pid_t pid);
+  // Pids of the standbys still alive.
+  virtual std::vector<pid_t> Standbys() const;
 };
+
+// The descriptor a standby reads its assignment from.
+inline constexpr int kStandbyFd = 3;
+
+inline absl::StatusOr<pid_t> WorkerLauncher::StartStandby(const LaunchSpec&) {
+  return absl::UnimplementedError("this launcher starts no standby");
+}
+inline absl::Status WorkerLauncher::ActivateStandby(pid_t pid, const LaunchSpec&) {
+  return absl::NotFoundError(absl::StrCat("no standby with pid ", pid));
+}
+inline absl::Status WorkerLauncher::StopStandby(pid_t pid) {
+  return absl::NotFoundError(absl::StrCat("no standby with pid ", pid));
+}
+inline std::vector<pid_t> WorkerLauncher::Standbys() const { return {}; }
 
 // Makes the agent's launcher, handing it the callback for exits. Called once, by the agent's
 // constructor.

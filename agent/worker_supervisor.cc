@@ -68,6 +68,7 @@ struct ChildPlan {
   const char* cwd = nullptr;
   int stdin_fd = -1;
   int output_fd = -1;
+  int standby_fd = -1;  // a standby's assignment pipe, to be its kStandbyFd; -1: a worker
   pid_t agent = 0;  // getpid() of the agent, taken before fork.
   std::string oom_score_adj;  // written to /proc/self/oom_score_adj; empty: keep the agent's
 };
@@ -103,17 +104,22 @@ void ChildError(const char* what, const char* arg, int errnum) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Move the two descriptors above 2 first, so that dup2 below cannot clobber one with the other
-  // even if the agent runs with some of 0, 1 and 2 closed.
-  int in = fcntl(plan.stdin_fd, F_DUPFD_CLOEXEC, 3);
-  int out = fcntl(plan.output_fd, F_DUPFD_CLOEXEC, 3);
+  // Move the descriptors above kStandbyFd first, so that dup2 below cannot clobber one with
+  // another even if the agent runs with some of 0, 1, 2 and 3 closed.
+  int in = fcntl(plan.stdin_fd, F_DUPFD_CLOEXEC, kStandbyFd + 1);
+  int out = fcntl(plan.output_fd, F_DUPFD_CLOEXEC, kStandbyFd + 1);
+  int control = plan.standby_fd < 0 ? -1 : fcntl(plan.standby_fd, F_DUPFD_CLOEXEC, kStandbyFd + 1);
   if (in < 0 || out < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
       dup2(out, STDERR_FILENO) < 0) {
     _exit(127);  // No way to say why: the log is not connected.
   }
+  if (plan.standby_fd >= 0 && (control < 0 || dup2(control, kStandbyFd) < 0)) {
+    ChildError("cannot pass the assignment descriptor to", plan.argv[0], errno);
+    _exit(127);
+  }
   // Descriptors opened elsewhere in the agent without O_CLOEXEC must not leak into workers
   // either. Older kernels lack close_range; then close-on-exec has to do.
-  close_range(3, ~0U, 0);
+  close_range(plan.standby_fd >= 0 ? kStandbyFd + 1 : 3, ~0U, 0);
   if (!plan.oom_score_adj.empty()) {
     const int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, plan.oom_score_adj.data(), plan.oom_score_adj.size()) < 0) {
@@ -298,6 +304,14 @@ WorkerSupervisor::~WorkerSupervisor() {
   }
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& [pid, standby] : standbys_) kill(-pid, SIGKILL);
+    auto reaped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return standbys_.empty(); };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&reaped), kKillTimeout)) {
+      RM_LOG(ERROR) << standbys_.size() << " standbys not reaped after SIGKILL";
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     wake_child_ = fork();
     if (wake_child_ == 0) _exit(0);
@@ -369,6 +383,125 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
     slot->tail = std::move(tail);
   }
   return pid;
+}
+
+absl::StatusOr<pid_t> WorkerSupervisor::StartStandby(const LaunchSpec& spec) {
+  if (spec.argv.empty()) return absl::InvalidArgumentError("argv must not be empty");
+  if (spec.oom_score_adj.has_value()) RETURN_IF_ERROR(CheckOomScoreAdj(*spec.oom_score_adj));
+  ChildPlan plan;
+  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
+  plan.argv.push_back(nullptr);
+  for (const auto& [name, value] : spec.env) plan.env_strings.push_back(name + "=" + value);
+  for (std::string& entry : plan.env_strings) plan.envp.push_back(entry.data());
+  plan.envp.push_back(nullptr);
+  if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
+  plan.agent = getpid();
+  if (spec.oom_score_adj.has_value()) plan.oom_score_adj = absl::StrCat(*spec.oom_score_adj);
+  int output_fds[2], control_fds[2];
+  if (pipe2(output_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+  UniqueFd output_read(output_fds[0]);
+  UniqueFd output_write(output_fds[1]);
+  if (pipe2(control_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+  UniqueFd control_read(control_fds[0]);
+  UniqueFd control_write(control_fds[1]);
+  UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null.valid()) return ErrnoError(errno, "open /dev/null");
+  plan.stdin_fd = dev_null.get();
+  plan.output_fd = output_write.get();
+  plan.standby_fd = control_read.get();
+  absl::MutexLock lock(&mu_);  // across fork, as in Launch()
+  if (stopping_) return absl::FailedPreconditionError("the supervisor is shutting down");
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid == 0) ExecChild(plan);
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return absl::UnavailableError(absl::StrCat("fork: ", strerror(fork_errno)));
+  setpgid(pid, pid);
+  ++launches_;
+  Standby& standby = standbys_[pid];
+  standby.output = std::move(output_read);
+  standby.control = std::move(control_write);
+  return pid;
+}
+
+absl::Status WorkerSupervisor::ActivateStandby(pid_t pid, const LaunchSpec& spec) {
+  if (spec.log_path.empty()) return absl::InvalidArgumentError("log_path must not be empty");
+  if (spec.max_log_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_log_bytes must be at least 1, got ", spec.max_log_bytes));
+  }
+  std::string assignment;
+  for (const auto& [name, value] : spec.env) {
+    absl::StrAppend(&assignment, name, "=", value);
+    assignment.push_back('\0');
+  }
+  // Held throughout, as Launch() holds it across fork: the reaper cannot take the process for a
+  // standby's (unreported) exit once it is a worker, nor miss a worker's exit before it is one.
+  absl::MutexLock lock(&mu_);
+  auto it = standbys_.find(pid);
+  if (it == standbys_.end()) return absl::NotFoundError(absl::StrCat("no standby with pid ", pid));
+  if (stopping_) return absl::FailedPreconditionError("the supervisor is shutting down");
+  auto tail = std::make_shared<OutputTail>();
+  absl::StatusOr<std::unique_ptr<LogPump>> pump =
+      LogPump::Start(std::move(it->second.output), spec.log_path, spec.max_log_bytes, tail);
+  if (!pump.ok()) {
+    kill(-pid, SIGKILL);  // its output pipe is gone: it cannot be used any more
+    return pump.status();
+  }
+  // The standby reads at once; one that does not within the deadline (stopped, hung) is useless.
+  const int control = it->second.control.get();
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  bool written = fcntl(control, F_SETFL, O_NONBLOCK) == 0;
+  for (size_t done = 0; written && done < assignment.size();) {
+    const ssize_t n = write(control, assignment.data() + done, assignment.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int wait_ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    pollfd fd = {control, POLLOUT, 0};
+    written = n < 0 && errno == EAGAIN && wait_ms > 0 && poll(&fd, 1, wait_ms) > 0 &&
+              (fd.revents & POLLOUT) != 0;
+  }
+  if (!written) {
+    const int write_errno = errno;
+    kill(-pid, SIGKILL);  // reaped as a standby: no exit reported
+    return absl::UnavailableError(absl::StrCat("standby ", pid, " did not take its assignment: ",
+                                               strerror(write_errno)));
+  }
+  standbys_.erase(it);  // closes the assignment pipe: the standby reads end of file
+  std::shared_ptr<Worker>& slot = workers_[pid];
+  slot = std::make_shared<Worker>();
+  slot->pump = *std::move(pump);
+  slot->tail = std::move(tail);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSupervisor::StopStandby(pid_t pid) {
+  absl::MutexLock lock(&mu_);
+  if (!standbys_.count(pid)) return absl::NotFoundError(absl::StrCat("no standby with pid ", pid));
+  kill(-pid, SIGKILL);
+  auto reaped = [this, pid]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !standbys_.count(pid);
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&reaped), kKillTimeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("standby ", pid, " not reaped ", absl::FormatDuration(kKillTimeout),
+                     " after SIGKILL"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> WorkerSupervisor::Standbys() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pid_t> pids;
+  for (const auto& [pid, standby] : standbys_) pids.push_back(pid);
+  return pids;
 }
 
 absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
@@ -506,6 +639,8 @@ void WorkerSupervisor::OnReaped(pid_t pid, int wait_status) {
   {
     absl::MutexLock lock(&mu_);
     ++reaps_;
+    // A standby that ended before its activation: no worker, nothing to report.
+    if (standbys_.erase(pid) > 0) return;
     auto it = workers_.find(pid);
     // A worker whose leader was reaped already is a stale entry for a reused pid.
     if (it != workers_.end() && !it->second->leader_reaped) {

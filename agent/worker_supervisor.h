@@ -53,6 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/worker_launcher.h"
+#include "common/unique_fd.h"
 
 namespace ringmaster::agent {
 
@@ -88,9 +89,24 @@ class WorkerSupervisor : public WorkerLauncher {
   // Pids of workers whose process group still has processes.
   std::vector<pid_t> Running() const override;
 
+  // Standbys (worker_launcher.h): started like a worker, with its output held in its pipe until
+  // activation and its assignment pipe as descriptor kStandbyFd. ActivateStandby gives it at most
+  // 2 seconds to read its assignment. The destructor kills the standbys left (SIGKILL); so does
+  // the agent's death (PR_SET_PDEATHSIG, as for workers), and a standby whose agent is gone
+  // reads end of file on kStandbyFd.
+  absl::StatusOr<pid_t> StartStandby(const LaunchSpec& spec) override;
+  absl::Status ActivateStandby(pid_t pid, const LaunchSpec& spec) override;
+  absl::Status StopStandby(pid_t pid) override;
+  std::vector<pid_t> Standbys() const override;
+
  private:
   struct Worker;
   class LogPump;
+  // A started standby until it is activated or reaped.
+  struct Standby {
+    UniqueFd output;   // read end of its stdout/stderr pipe, pumped once activated
+    UniqueFd control;  // write end of its assignment pipe (its kStandbyFd)
+  };
 
   void ReapLoop();
   // Records the reaping of `pid` (any child), finishes the logs of workers now gone completely,
@@ -110,6 +126,8 @@ class WorkerSupervisor : public WorkerLauncher {
   mutable absl::Mutex mu_;
   // Launched workers until their group is gone; the fields of Worker are guarded by mu_ too.
   std::map<pid_t, std::shared_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
+  // Standbys started and neither activated nor reaped yet.
+  std::map<pid_t, Standby> standbys_ ABSL_GUARDED_BY(mu_);
   // Counts forks, so a reaper that found no child to wait for sleeps until the next launch.
   uint64_t launches_ ABSL_GUARDED_BY(mu_) = 0;
   // Counts reaped processes, so Stop() re-checks a group as soon as one of its processes is gone.

@@ -492,6 +492,45 @@ TEST_F(WorkerSupervisorTest, ConcurrentStopsBothReturnOnceTheGroupIsGone) {
   EXPECT_THAT(Exits(pid), ElementsAre(Killed(SIGKILL)));
 }
 
+// A standby waits on kStandbyFd; activated, it reads its assignment and is a worker with the
+// same pid, its output from before and after in the worker's log. Until then it is no worker,
+// and its end (stopped or by itself) is never reported.
+TEST_F(WorkerSupervisorTest, AStandbyBecomesAWorkerOnlyWhenActivated) {
+  LaunchSpec standby;
+  standby.argv = {"/bin/sh", "-c", "echo standby up; tr '\\000' '\\n' <&3; exit 7"};
+  standby.env = {{"PATH", "/usr/bin:/bin"}};
+  absl::StatusOr<pid_t> pid = supervisor_->StartStandby(standby);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_THAT(supervisor_->Running(), Not(Contains(*pid)));
+  EXPECT_THAT(supervisor_->Standbys(), ElementsAre(*pid));
+  LaunchSpec spec = Worker({}, "activated");
+  spec.env = {{"RANK", "1"}, {"X", "a b"}};
+  ASSERT_TRUE(supervisor_->ActivateStandby(*pid, spec).ok());
+  EXPECT_THAT(supervisor_->Standbys(), IsEmpty());
+  EXPECT_EQ(WaitForExit(*pid), Exited(7));
+  EXPECT_EQ(ReadFile(spec.log_path), "standby up\nRANK=1\nX=a b\n");
+
+  absl::StatusOr<pid_t> dropped = supervisor_->StartStandby(standby);
+  absl::StatusOr<pid_t> died = supervisor_->StartStandby(standby);
+  ASSERT_TRUE(dropped.ok() && died.ok());
+  ASSERT_TRUE(supervisor_->StopStandby(*dropped).ok());
+  EXPECT_TRUE(absl::IsNotFound(supervisor_->StopStandby(*dropped)));
+  ASSERT_EQ(kill(*died, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return supervisor_->Standbys().empty(); }, kTimeout));
+  EXPECT_TRUE(absl::IsNotFound(supervisor_->ActivateStandby(*died, spec)));
+  EXPECT_THAT(Exits(*dropped), IsEmpty());
+  EXPECT_THAT(Exits(*died), IsEmpty());
+}
+
+// The destructor kills the standbys left (TearDown checks that no child is left).
+TEST_F(WorkerSupervisorTest, DestructorKillsTheStandbys) {
+  LaunchSpec standby;
+  standby.argv = {"/bin/sh", "-c", "read line <&3"};
+  ASSERT_TRUE(supervisor_->StartStandby(standby).ok());
+  ASSERT_TRUE(supervisor_->StartStandby(standby).ok());
+  EXPECT_EQ(supervisor_->Standbys().size(), 2u);
+}
+
 TEST_F(WorkerSupervisorTest, DestructorStopsEveryWorker) {
   LaunchSpec plain = Worker({"--hang"}, "plain");
   LaunchSpec stubborn = Worker({"--ignore_sigterm", "--fork_children=1", "--hang"}, "stubborn");

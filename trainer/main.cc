@@ -6,6 +6,13 @@
 //   trains, and reports every step.
 //   Standalone:      trainer --spec=job.yaml   (one rank, no agent; the whole global batch by
 //   gradient accumulation).
+//   Standby (--standby_fd=N, started by an agent whose node is a builtin job's hot spare; see
+//   docs/agent.md): everything that does not depend on the rank is done (exec, dynamic
+//   libraries and their initialisers, the OpenBLAS re-exec, flag parsing), then it blocks
+//   reading descriptor N for its assignment: the complete environment a normal launch would
+//   have given it ("NAME=VALUE", each followed by a NUL byte, then end of file). It replaces its
+//   environment with it and goes on as if just started under the agent (its startup figures
+//   count from then). End of file with no assignment (the agent dropped it or died): exit 0.
 //   --mode=collective-bench: an nccl-tests-style sweep of the communication layer instead of
 //   training (under an agent, as a command job: command: [".../trainer",
 //   "--mode=collective-bench"]).
@@ -18,13 +25,19 @@
 //   78  fatal: a configuration error a restart cannot fix (bad spec, data or layout; a
 //       checkpoint of another layout), or a step whose gradient norm or loss is not finite
 //       (a restart would repeat it) — the job fails without restarting.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
@@ -77,6 +90,9 @@ ABSL_FLAG(int64_t, exit_in_generation, 0,
           "(RINGMASTER_GENERATION; 0: in every generation).");
 ABSL_FLAG(bool, report_metrics, true,
           "Send step reports to the agent (off only to measure their overhead).");
+ABSL_FLAG(int, standby_fd, -1,
+          "Set by the agent only: wait as a pre-started standby for the assignment on this "
+          "descriptor (-1: not a standby).");
 ABSL_FLAG(int64_t, bench_min_bytes, 1024, "collective-bench: smallest buffer.");
 ABSL_FLAG(int64_t, bench_max_bytes, 16 << 20, "collective-bench: largest buffer.");
 ABSL_FLAG(int, bench_factor, 4, "collective-bench: size multiplier between rows.");
@@ -132,6 +148,37 @@ absl::Status Bench(const EnvLookup& env, AgentClient* agent) {
   return RunCollectiveBench(*comm, options).status();
 }
 
+// A standby's wait: reads `fd` to its end and makes what it read the whole environment.
+// NOT_FOUND when it holds nothing (no assignment came); the I/O error otherwise.
+absl::Status TakeAssignment(int fd) {
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, absl::StrCat("--standby_fd=", fd, ": read"));
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  if (bytes.empty()) return absl::NotFoundError("no assignment came");
+  // Set by the OpenBLAS re-exec (a normal launch has it too): kept unless the assignment sets it.
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const std::string kept_coretype = coretype != nullptr ? coretype : "";
+  clearenv();
+  if (!kept_coretype.empty()) setenv("OPENBLAS_CORETYPE", kept_coretype.c_str(), 1);
+  for (absl::string_view entry : absl::StrSplit(bytes, '\0', absl::SkipEmpty())) {
+    const size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos || eq == 0) {
+      return FieldError("--standby_fd", absl::StrCat("assignment entry without NAME=: \"",
+                                                     entry.substr(0, 64), "\""));
+    }
+    setenv(std::string(entry.substr(0, eq)).c_str(), std::string(entry.substr(eq + 1)).c_str(),
+           1);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Main(absl::Time process_start) {
   const EnvLookup env = ProcessEnvironment();
   ASSIGN_OR_RETURN(std::unique_ptr<AgentClient> agent, AgentClient::FromEnvironment(env));
@@ -184,13 +231,33 @@ absl::Status Main(absl::Time process_start) {
 
 int main(int argc, char** argv) {
   ringmaster::trainer::ReexecWithBetterOpenBlasKernels(argv);
-  ringmaster::trainer::PrepareAcceleratorEnvironment();  // before any thread starts
-  const absl::Time process_start = absl::Now();
+  // A standby (--standby_fd) learns its environment only once assigned; the flag is parsed
+  // below, so this looks for it by hand.
+  bool standby = false;
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--standby_fd=")) standby = true;
+  }
+  if (!standby) ringmaster::trainer::PrepareAcceleratorEnvironment();  // before any thread starts
+  absl::Time process_start = absl::Now();
   absl::Status init = ringmaster::InitBinary(
       argc, argv,
       "ringmaster-trainer: trains the builtin GPT (under an agent, or --spec=job.yaml "
       "standalone), or --mode=collective-bench",
       nullptr);
+  if (init.ok() && absl::GetFlag(FLAGS_standby_fd) >= 0) {
+    const absl::Time ready = absl::Now();
+    init = ringmaster::trainer::TakeAssignment(absl::GetFlag(FLAGS_standby_fd));
+    if (absl::IsNotFound(init)) return 0;  // dropped before it was needed: nothing to say
+    // Set before the threads of what follows start (it sets variables, as at a normal start).
+    ringmaster::trainer::PrepareAcceleratorEnvironment();
+    process_start = absl::Now();
+    if (init.ok()) {
+      const char* rank = std::getenv("RANK");
+      RM_LOG(INFO) << "pre-started standby (pid " << getpid() << ") took its assignment: rank "
+                   << (rank != nullptr ? rank : "?") << ", after waiting "
+                   << absl::FormatDuration(process_start - ready);
+    }
+  }
   absl::Status status = init.ok() ? ringmaster::trainer::Main(process_start) : init;
   if (!status.ok()) {
     const int code = ringmaster::ExitCodeFor(status);
