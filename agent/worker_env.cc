@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "agent/devices.h"
 #include "common/proto_edge.h"
@@ -93,6 +94,9 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   env["RINGMASTER_DESIRED_DP_SIZE"] = absl::StrCat(desired_dp);
   const int accumulation = spec::Accumulation(spec, desired_dp, launch.layout().data());
   env["RINGMASTER_ACCUMULATION"] = absl::StrCat(accumulation > 0 ? accumulation : 1);
+  // With elastic_batch per_replica the program keeps its batch and scales its learning rate.
+  env["RINGMASTER_LR_SCALE"] =
+      absl::StrFormat("%.9g", spec::LrScale(spec, desired_dp, launch.layout().data()));
   env["RINGMASTER_CHECKPOINT_DIR"] = spec.checkpoint().dir();
   std::string spec_json;
   // A JobSpec always converts; on the impossible failure the variable is just empty.

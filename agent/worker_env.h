@@ -59,6 +59,10 @@ bool WatchesPython(const v1::JobSpec& spec);
 //  - RINGMASTER_JOB, RINGMASTER_GENERATION, RINGMASTER_AGENT_SOCKET, RINGMASTER_NODE,
 //    RINGMASTER_HOST_ADDRESS, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
 //    RINGMASTER_CHECKPOINT_DIR, RINGMASTER_JOB_SPEC_JSON (the spec as JSON);
+//  - elastic data parallelism (spec/elastic.h): RINGMASTER_DESIRED_DP_SIZE (the degree at
+//    spec.nodes), RINGMASTER_ACCUMULATION (spec::Accumulation; 1 for another program's job with
+//    elastic_batch per_replica) and RINGMASTER_LR_SCALE (spec::LrScale: DP / desired DP with
+//    elastic_batch per_replica, else 1, as "%.9g");
 //  - on a "gpu" device: CUDA_VISIBLE_DEVICES (WorkerVisibleDevice of the agent's own list) and
 //    the agent's CUDA_DEVICE_ORDER, if set;
 //  - RINGMASTER_REPORT_SOCKET, if `node.report_socket_path` is set;

@@ -117,12 +117,24 @@ TEST(WorkerEnvTest, AShrunkElasticJobSeesItsDegreesAndAccumulation) {
   EXPECT_EQ(env["RINGMASTER_DP_SIZE"], "2");
   EXPECT_EQ(env["RINGMASTER_DESIRED_DP_SIZE"], "4");
   EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "2");  // 4 / 2 of its own per-replica batch
+  EXPECT_EQ(env["RINGMASTER_LR_SCALE"], "1");       // the global batch is kept
+  // Keeping the per-replica batch instead: no accumulation, the learning rate scaled by 2 / 4.
+  spec->set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  env = WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "1");
+  EXPECT_EQ(env["RINGMASTER_LR_SCALE"], "0.5");
+  spec->set_elastic_batch(v1::ELASTIC_BATCH_GLOBAL);
   // The builtin trainer's keys: its micro-batches per step, global / (micro * dp).
   spec->mutable_trainer()->set_builtin("gpt");
   spec->mutable_trainer()->mutable_batch()->set_micro_batch(2);
   spec->mutable_trainer()->mutable_batch()->set_global_batch(16);
   env = WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
   EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "4");
+  // Per replica: the full size's 16 / (2 * 4) = 2 micro-batches, and half the learning rate.
+  spec->set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  env = WorkerEnv(launch, launch.assignments(1), CpuNode(), "token-1");
+  EXPECT_EQ(env["RINGMASTER_ACCUMULATION"], "2");
+  EXPECT_EQ(env["RINGMASTER_LR_SCALE"], "0.5");
 }
 
 TEST(WorkerEnvTest, InheritsOnlyPathHomeAndLangOnACpuDevice) {

@@ -76,7 +76,10 @@ class Run {
   // the periodic checkpoint just did, waits for the commit, and returns ABORTED (exit 75, so the
   // job goes on from that checkpoint).
   absl::Status StopAfter(int64_t step);
-  absl::Status Report(int64_t step, const StepStats& stats, double seconds);
+  // The step's line on stdout ("... lr X": the learning rate the step used) and its report.
+  absl::Status Report(int64_t step, const StepStats& stats, double seconds, float lr);
+  // Logs the learning-rate factor and its ramp, unless it is the identity.
+  void LogLrScale() const;
 
   const TrainerConfig& c_;
   AgentClient* const agent_;
@@ -101,6 +104,9 @@ class Run {
   bool first_report_ = true;
   bool stopped_on_request_ = false;
   int64_t start_step_ = 0;
+  // The learning-rate factor (elastic_batch per_replica; else the identity), from the resumed
+  // checkpoint's ramp retargeted at this run's degree (Restore), saved with each checkpoint.
+  LrScaleRamp lr_scale_;
   double peak_flops_ = 0;
   Clock::time_point training_since_ = Clock::now();  // reset as the first step starts
 };
@@ -329,6 +335,9 @@ absl::Status Run::Restore() {
   }
   if (!loaded.has_value()) {
     RETURN_IF_ERROR(trainer_->InitParameters(c_.data_seed));
+    // A fresh start has no learning rate to ramp from: this degree's factor from step 0.
+    lr_scale_ = LrScaleRamp{0, c_.lr_scale, c_.lr_scale, 0};
+    LogLrScale();
     RM_LOG(INFO) << "no checkpoint to resume from: starting at step 0";
     return absl::OkStatus();
   }
@@ -349,6 +358,9 @@ absl::Status Run::Restore() {
   RETURN_IF_ERROR(trainer_->AfterLoad());
   loader_->set_position(state.data_position);
   start_step_ = state.step;
+  lr_scale_ = LrScaleRamp{state.lr_scale_start, state.lr_scale_from, state.lr_scale_to, 0}
+                  .Retarget(state.step, c_.lr_scale, c_.lr_scale_warmup);
+  LogLrScale();
   RM_LOG(INFO) << "resumed from the checkpoint at step " << step << " (data position "
                << state.data_position << ")";
   return absl::OkStatus();
@@ -360,6 +372,9 @@ absl::Status Run::Checkpoint(int64_t step) {
   state.step = step;
   state.data_position = loader_->position();
   state.data_seed = c_.data_seed;
+  state.lr_scale_start = lr_scale_.start;
+  state.lr_scale_from = lr_scale_.from;
+  state.lr_scale_to = lr_scale_.to;
   if (trainer_->holds_model_state()) {
     AdamWOptimizer& optimizer = trainer_->data_parallel().optimizer();
     const int64_t n = optimizer.state_size();
@@ -410,7 +425,19 @@ absl::Status Run::StopAfter(int64_t step) {
       absl::StrCat("stopped on request (SIGUSR1) after step ", step, "; ", saved));
 }
 
-absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
+void Run::LogLrScale() const {
+  if (lr_scale_.identity()) return;
+  const int64_t last = lr_scale_.start + std::max<int64_t>(1, lr_scale_.steps) - 1;
+  RM_LOG(INFO) << absl::StrFormat(
+      "learning rate x %.9g (DP %d of %d, elastic_batch per_replica: global batch %lld), "
+      "ramped from x %.9g over steps %lld-%lld",
+      lr_scale_.to, c_.place.dp, c_.desired_dp,
+      static_cast<long long>(int64_t{c_.micro_steps} * c_.micro_batch * c_.place.dp),
+      lr_scale_.from, static_cast<long long>(lr_scale_.start + 1),
+      static_cast<long long>(last + 1));
+}
+
+absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds, float lr) {
   const RankPlace& p = c_.place;
   // Tokens of this rank's data-parallel replica; its FLOPs are spread over its tp * pp ranks.
   const int64_t tokens = int64_t{c_.micro_steps} * c_.micro_batch * c_.model.seq_len;
@@ -427,9 +454,10 @@ absl::Status Run::Report(int64_t step, const StepStats& stats, double seconds) {
       seconds > 0 ? std::clamp(stats.pipeline_wait_seconds / seconds, 0.0, 1.0) : 0;
   // grad_norm goes after the fields scripts read by position (bench/trainer_vs_pytorch).
   std::string line = absl::StrFormat(
-      "step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f grad_norm %.4g",
+      "step %lld/%lld loss %.9g tok/s %.0f step_ms %.1f comm_ms %.1f mfu %.3f grad_norm %.4g "
+      "lr %.9g",
       static_cast<long long>(step), static_cast<long long>(c_.steps), stats.loss, tokens / seconds,
-      seconds * 1e3, comm * 1e3, mfu, stats.grad_norm);
+      seconds * 1e3, comm * 1e3, mfu, stats.grad_norm, lr);
   if (p.pp > 1) {
     // Every stage's compute (gathered over the pipeline), its imbalance (slowest over mean), and
     // this stage's measured idle fraction next to the 1F1B formula.
@@ -487,12 +515,12 @@ absl::Status Run::Train() {
   training_since_ = Clock::now();
   for (int64_t step = start_step_; step < c_.steps; ++step) {
     const auto start = Clock::now();
-    const float lr = static_cast<float>(c_.schedule.At(step));
+    const float lr = static_cast<float>(c_.schedule.At(step) * lr_scale_.At(step));
     ASSIGN_OR_RETURN(StepStats stats, trainer_->Step(fill, lr, step + 1));
     loss = stats.loss;
     loader_->Advance(c_.micro_steps);
     const double seconds = Since(start);
-    RETURN_IF_ERROR(Report(step + 1, stats, seconds));
+    RETURN_IF_ERROR(Report(step + 1, stats, seconds, lr));
     if (checkpointer_->Due(step + 1) && !c_.checkpoint.dir.empty()) {
       RETURN_IF_ERROR(Checkpoint(step + 1));
     }
@@ -529,9 +557,11 @@ absl::Status Run::Train() {
     device_->Convert(f32.tensor(), held);
     RETURN_IF_ERROR(device_->CopyToHost(params.data(), f32.tensor()));
   }
-  std::printf("training done: %lld steps, final loss %.9g, params crc32c %08x\n",
+  std::printf("training done: %lld steps, final loss %.9g, params crc32c %08x, data position "
+              "%lld\n",
               static_cast<long long>(c_.steps), loss,
-              Crc32c(0, params.data(), params.size() * sizeof(float)));
+              Crc32c(0, params.data(), params.size() * sizeof(float)),
+              static_cast<long long>(loader_->position()));
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "coordinator/spec_validation.h"
 #include "ctl/job_yaml.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/elastic.h"
 #include "trainer/model/pipeline_partition.h"
 
 namespace ringmaster::trainer {
@@ -119,14 +120,28 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   RETURN_IF_ERROR(
       MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank, c.place.pp).status());
   RETURN_IF_ERROR(CheckNanGradientsRank(flags, c.place));
+  RETURN_IF_ERROR(spec::CheckElasticKeys(c.spec));
+  ASSIGN_OR_RETURN(c.desired_dp, IntEnv(env, "RINGMASTER_DESIRED_DP_SIZE", c.place.dp));
+  if (c.desired_dp < c.place.dp) {
+    return FieldError("RINGMASTER_DESIRED_DP_SIZE",
+                      absl::StrCat("must be at least RINGMASTER_DP_SIZE (", c.place.dp, "), got ",
+                                   c.desired_dp));
+  }
   c.micro_batch = t.batch().micro_batch();
-  const int64_t per_step = int64_t{c.micro_batch} * c.place.dp;
+  // Keeping the per-replica batch, each replica takes the full size's micro-batches.
+  const bool per_replica = spec::KeepsPerReplicaBatch(c.spec);
+  const int64_t per_step = int64_t{c.micro_batch} * (per_replica ? c.desired_dp : c.place.dp);
   if (t.batch().global_batch() % per_step != 0) {
     return FieldError("trainer.batch.global_batch",
                       absl::StrCat("must be divisible by micro_batch * data (", per_step,
+                                   per_replica ? ", the full degree's with elastic_batch "
+                                                 "per_replica"
+                                               : "",
                                    "), got ", t.batch().global_batch()));
   }
   c.micro_steps = static_cast<int>(t.batch().global_batch() / per_step);
+  c.lr_scale = spec::LrScale(c.spec, c.desired_dp, c.place.dp);
+  c.lr_scale_warmup = per_replica ? spec::ElasticWarmupSteps(c.spec) : 0;
   c.steps = t.steps();
   const v1::OptimizerSpec& o = t.optimizer();
   c.schedule = LrSchedule{o.lr(), o.min_lr(), o.warmup_steps(), c.steps};

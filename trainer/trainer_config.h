@@ -52,6 +52,14 @@ struct TrainerConfig {
   GptConfig model;
   int micro_batch = 0;   // sequences per rank per microbatch
   int micro_steps = 0;   // microbatches per optimizer step per data-parallel rank (m)
+  // Elastic data parallelism (spec/elastic.h): the degree at spec.nodes
+  // (RINGMASTER_DESIRED_DP_SIZE; this run's own standalone), and with elastic_batch per_replica
+  // the learning-rate factor at this degree (dp / desired_dp) and the steps of its ramp after a
+  // change of degree (spec::ElasticWarmupSteps); 1 and 0 otherwise. The step's global batch is
+  // micro_steps * micro_batch * dp: global_batch, or per replica dp / desired_dp of it.
+  int desired_dp = 1;
+  double lr_scale = 1;
+  int64_t lr_scale_warmup = 0;
   int64_t steps = 0;
   LrSchedule schedule;
   AdamWConfig adamw;

@@ -175,6 +175,17 @@ absl::StatusOr<RankState> ParseRankFile(ChecksummedReader& r, const std::string&
       state.data_seed = static_cast<uint64_t>(meta[1]);
       continue;
     }
+    if (name == "lr_scale") {
+      double lr_scale[3];
+      if (bytes != sizeof(lr_scale)) {
+        return absl::DataLossError(absl::StrCat(path, ": bad lr_scale"));
+      }
+      RETURN_IF_ERROR(r.Read(lr_scale, sizeof(lr_scale)));
+      state.lr_scale_start = static_cast<int64_t>(lr_scale[0]);
+      state.lr_scale_from = lr_scale[1];
+      state.lr_scale_to = lr_scale[2];
+      continue;
+    }
     std::vector<float>* target = name == "master" ? &state.master
                                  : name == "m"    ? &state.m
                                  : name == "v"    ? &state.v
@@ -262,6 +273,11 @@ absl::StatusOr<ManifestFile> WriteRankFile(const std::string& path, int rank,
     const int64_t meta[3] = {state.data_position, static_cast<int64_t>(state.data_seed),
                              static_cast<int64_t>(state.master.size())};
     RETURN_IF_ERROR(w.Section("meta", meta, sizeof(meta)));
+    if (state.lr_scale_from != 1 || state.lr_scale_to != 1) {
+      const double lr_scale[3] = {static_cast<double>(state.lr_scale_start), state.lr_scale_from,
+                                  state.lr_scale_to};
+      RETURN_IF_ERROR(w.Section("lr_scale", lr_scale, sizeof(lr_scale)));
+    }
     if (!state.master.empty()) {
       RETURN_IF_ERROR(w.Section("master", state.master.data(), state.master.size() * 4));
       RETURN_IF_ERROR(w.Section("m", state.m.data(), state.m.size() * 4));

@@ -49,6 +49,13 @@ struct RankState {
   int64_t step = 0;           // optimizer steps completed
   int64_t data_position = 0;  // samples the job consumed (DataLoader::position)
   uint64_t data_seed = 0;     // the shuffle seed those samples were drawn with
+  // The learning-rate factor of an elastic job keeping its per-replica batch (LrScaleRamp):
+  // steps from lr_scale_start go from lr_scale_from to lr_scale_to. The identity (1, 1) is not
+  // written (the file then reads as one from before these fields); any other is, in an
+  // "lr_scale" section that trainers older than it cannot read.
+  int64_t lr_scale_start = 0;
+  double lr_scale_from = 1;
+  double lr_scale_to = 1;
   std::vector<float> master, m, v;  // empty when the file holds no model state
 };
 

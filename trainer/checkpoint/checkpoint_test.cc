@@ -57,6 +57,31 @@ RankState State(int64_t step, int rank) {
   return s;
 }
 
+TEST(CheckpointFilesTest, TheLearningRateScaleRoundTripsAndItsIdentityIsNotWritten) {
+  const std::string path = ringmaster::testing::TestTempDir() + "/rank-00002.bin";
+  // The identity: the file is byte for byte one from before the lr_scale section.
+  auto plain = WriteRankFile(path, 1, Layout(), State(7, 1));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto state = ReadRankFile(path, *plain, Layout(), 7);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->lr_scale_from, 1);
+  EXPECT_EQ(state->lr_scale_to, 1);
+  RankState scaled = State(7, 1);
+  scaled.lr_scale_start = 5;
+  scaled.lr_scale_from = 1;
+  scaled.lr_scale_to = 0.25;
+  auto file = WriteRankFile(path, 1, Layout(), scaled);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->bytes, plain->bytes + 8 + 8 + 4 + 24);  // name string, size, 3 doubles
+  state = ReadRankFile(path, *file, Layout(), 7);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->lr_scale_start, 5);
+  EXPECT_EQ(state->lr_scale_from, 1);
+  EXPECT_EQ(state->lr_scale_to, 0.25);
+  EXPECT_EQ(state->data_position, 56);
+  EXPECT_EQ(state->master, scaled.master);
+}
+
 TEST(CheckpointFilesTest, RankFileRoundTripsAndDetectsCorruption) {
   const std::string path = ringmaster::testing::TestTempDir() + "/rank-00001.bin";
   auto file = WriteRankFile(path, 1, Layout(), State(7, 1));

@@ -146,6 +146,9 @@ absl::StatusOr<RankState> AssembleState(
       out.step = old.step;
       out.data_position = old.data_position;
       out.data_seed = old.data_seed;
+      out.lr_scale_start = old.lr_scale_start;
+      out.lr_scale_from = old.lr_scale_from;
+      out.lr_scale_to = old.lr_scale_to;
       first = false;
     } else if (old.step != out.step || old.data_position != out.data_position ||
                old.data_seed != out.data_seed) {

@@ -81,6 +81,9 @@ struct Job {
       st.step = 30;
       st.data_position = 480;
       st.data_seed = 7;
+      st.lr_scale_start = 24;
+      st.lr_scale_from = 1;
+      st.lr_scale_to = 0.5;
       if (zero > 0 || d == 0) {
         for (const StateRange& r : s.partition.Owned(d, dp, Bucket(bucket))) {
           for (int64_t o = r.offset; o < r.offset + r.size; ++o) {
@@ -138,6 +141,8 @@ void ExpectOriginal(const Job& job, const std::vector<RankState>& states, int b,
       EXPECT_EQ(st.step, 30);
       EXPECT_EQ(st.data_position, 480);
       EXPECT_EQ(st.data_seed, 7u);
+      EXPECT_EQ(st.lr_scale_start, 24);  // the learning-rate ramp carries over
+      EXPECT_EQ(st.lr_scale_to, 0.5);
       const std::vector<StateRange> owned = s.partition.Owned(d, b, job.Bucket(bucket));
       int64_t at = 0, padding = 0;
       for (const StateRange& r : owned) {

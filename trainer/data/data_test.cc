@@ -125,6 +125,45 @@ TEST(DataLoaderTest, ResumingFromAPositionContinuesTheSameOrder) {
   EXPECT_EQ(in, again);
 }
 
+// elastic_batch per_replica: DP 4 -> 2 -> 4 with one micro-batch of 2 per replica, so the
+// global batch goes 8 -> 4 -> 8. Each run resumes from the samples the job consumed; together
+// they read the one stream in order, every sample of the epoch once, none skipped or twice.
+TEST(DataLoaderTest, AChangingGlobalBatchReadsTheStreamWithoutGapOrRepeat) {
+  auto source = Counting(4 * 48 + 1);  // 48 samples of T = 4
+  auto single = *DataLoader::Create(source, {4, 1, 0, 1, 5});
+  std::vector<int> want;
+  for (int i = 0; i < 48; ++i) {
+    std::vector<int32_t> in(4), tg(4);
+    single->Fill(0, in.data(), tg.data());
+    want.push_back(in[0] / 4);
+    single->Advance(1);
+  }
+  std::vector<int> got;
+  int64_t position = 0;
+  for (const auto& [dp, steps] : std::vector<std::pair<int, int>>{{4, 2}, {2, 5}, {4, 2}}) {
+    std::vector<std::unique_ptr<DataLoader>> ranks;
+    for (int d = 0; d < dp; ++d) {
+      ranks.push_back(*DataLoader::Create(source, {4, 2, d, dp, 5}));
+      ranks.back()->set_position(position);  // what the checkpoint stored
+    }
+    for (int step = 0; step < steps; ++step) {
+      for (auto& rank : ranks) {
+        std::vector<int32_t> in(8), tg(8);
+        rank->Fill(0, in.data(), tg.data());
+        got.push_back(in[0] / 4);
+        got.push_back(in[4] / 4);
+        rank->Advance(1);
+      }
+    }
+    position = ranks[0]->position();
+    EXPECT_EQ(position, ranks.back()->position());
+  }
+  EXPECT_EQ(position, 2 * 8 + 5 * 4 + 2 * 8);  // 52 samples: one epoch and 4 more
+  ASSERT_EQ(got.size(), 52u);
+  EXPECT_EQ(std::vector<int>(got.begin(), got.begin() + 48), want);
+  EXPECT_EQ(std::set<int>(got.begin(), got.begin() + 48).size(), 48u);
+}
+
 TEST(DataLoaderTest, TooLittleDataIsAFieldError) {
   auto loader = DataLoader::Create(Counting(4), {4, 1, 0, 1, 1});
   EXPECT_THAT(loader.status().message(), HasSubstr("trainer.data: "));

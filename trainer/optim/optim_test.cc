@@ -21,6 +21,36 @@ TEST(LrScheduleTest, WarmsUpLinearlyThenDecaysByCosineToMinLr) {
   EXPECT_DOUBLE_EQ(no_warmup.At(0), 2.0);
 }
 
+TEST(LrScaleRampTest, RampsLinearlyFromTheOldScaleToTheNewOverTheWarmup) {
+  // DP 4 -> 2 at step 8 (8 steps done), ramp of 4 steps: 1 -> 0.5 over steps 8..11.
+  const LrScaleRamp full;  // the uninterrupted run's: no scaling
+  EXPECT_TRUE(full.identity());
+  const LrScaleRamp down = full.Retarget(8, 0.5, 4);
+  EXPECT_DOUBLE_EQ(down.At(7), 1.0);
+  EXPECT_DOUBLE_EQ(down.At(8), 0.875);
+  EXPECT_DOUBLE_EQ(down.At(9), 0.75);
+  EXPECT_DOUBLE_EQ(down.At(10), 0.625);
+  EXPECT_DOUBLE_EQ(down.At(11), 0.5);
+  EXPECT_DOUBLE_EQ(down.At(100), 0.5);
+  // The learning rate actually used is the schedule's times the ramp's.
+  const LrSchedule schedule{1.0, 0.1, 4, 14};
+  EXPECT_DOUBLE_EQ(schedule.At(9) * down.At(9), 0.55 * 0.75);
+  // Growing back 2 -> 4 at step 10, mid-ramp: from the factor of step 9 (0.75) up to 1.
+  const LrScaleRamp up = down.Retarget(10, 1.0, 4);
+  EXPECT_DOUBLE_EQ(up.At(9), 0.75);
+  EXPECT_DOUBLE_EQ(up.At(10), 0.8125);
+  EXPECT_DOUBLE_EQ(up.At(13), 1.0);
+  // A restart at the same degree mid-ramp goes on with the same ramp.
+  const LrScaleRamp again = down.Retarget(10, 0.5, 4);
+  EXPECT_DOUBLE_EQ(again.At(10), 0.625);
+  EXPECT_EQ(again.start, 8);
+  // No warmup: the new factor at once.
+  EXPECT_DOUBLE_EQ(full.Retarget(8, 0.25, 0).At(8), 0.25);
+  EXPECT_DOUBLE_EQ(full.Retarget(8, 0.25, 1).At(8), 0.25);
+  // Unchanged: the identity stays.
+  EXPECT_TRUE(full.Retarget(8, 1.0, 4).identity());
+}
+
 class AdamWOptimizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
