@@ -83,6 +83,34 @@ TEST(TrainerConfigTest, ReadsTheAgentsEnvironment) {
   EXPECT_EQ(c->schedule.min_lr, 0);
 }
 
+TEST(TrainerConfigTest, AnElasticJobKeepingItsPerReplicaBatchScalesTheLearningRate) {
+  // The job asks for DP 4 (global batch 8, micro 2: one micro-batch per replica); this
+  // generation runs at DP 2.
+  v1::JobSpec spec = Spec();
+  spec.set_nodes(2);
+  spec.set_min_nodes(1);
+  spec.mutable_parallelism()->set_data(4);
+  std::map<std::string, std::string> env = AgentEnv(spec);
+  env["RINGMASTER_DESIRED_DP_SIZE"] = "4";
+  auto global = LoadTrainerConfig(Lookup(env), {});
+  ASSERT_TRUE(global.ok()) << global.status();
+  EXPECT_EQ(global->micro_steps, 2);  // the global batch kept: 8 / (2 * 2)
+  EXPECT_EQ(global->lr_scale, 1.0);
+  spec.set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  spec.set_elastic_warmup_steps(3);
+  env = AgentEnv(spec);
+  env["RINGMASTER_DESIRED_DP_SIZE"] = "4";
+  auto per_replica = LoadTrainerConfig(Lookup(env), {});
+  ASSERT_TRUE(per_replica.ok()) << per_replica.status();
+  EXPECT_EQ(per_replica->micro_steps, 1);  // the full size's: global batch 4 at DP 2
+  EXPECT_EQ(per_replica->lr_scale, 0.5);
+  EXPECT_EQ(per_replica->lr_scale_warmup, 3);
+  spec.set_elastic_wait_seconds(-1);
+  env = AgentEnv(spec);
+  EXPECT_THAT(LoadTrainerConfig(Lookup(env), {}).status().message(),
+              HasSubstr("elastic_wait_seconds: must be"));
+}
+
 TEST(TrainerConfigTest, BadInputIsAFieldError) {
   auto env = AgentEnv(Spec());
   env["RANK"] = "x";
