@@ -6,9 +6,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_cluster.h"
@@ -111,6 +113,69 @@ TEST_P(TrainerReshardClusterTest, ADp4CheckpointResumesAtDp2AndDp1OnTheSameTraje
     // the untrained ln(128) = 4.85 of step 1.
     EXPECT_LT(TrainerLossValue(b[0].second), TrainerLossValue(a[0].second) - 0.3);
   }
+}
+
+// elastic_batch per_replica: the same DP=4 checkpoint resumed by a job that asks for 4 nodes of
+// one slot (DP 4) and, on this one-agent cluster, starts on 1 (min_nodes 1). Each replica keeps
+// its batch (one micro-batch of 2), so the global batch is 2 instead of 8, and the learning rate
+// is the schedule's times 1/4, reached linearly over elastic_warmup_steps (4) from the x1 the
+// checkpoint was trained at. The data position moves on by exactly 2 samples a step.
+TEST(TrainerReshardPerReplicaTest, KeepsEachReplicasBatchAndScalesTheLearningRateWithARamp) {
+  const std::string base = TestTempDir() + "/trainer_reshard_per_replica";
+  std::filesystem::remove_all(base);
+  TestClusterOptions options;
+  options.agents = 1;
+  options.slots = 4;
+  auto cluster = TestCluster::Start(base + "/cluster", options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // The DP=4 run's first 8 steps, checkpointed.
+  const std::string straight_dir = base + "/dp4";
+  std::string job = Job("pr-dp4", 4, 1, straight_dir);
+  job = absl::StrReplaceAll(job, {{absl::StrCat("steps: ", kSteps), "steps: 8"}});
+  // (Its 8-step schedule trained another model state; only the resumed run's learning rates,
+  // from the 16-step schedule, are checked.)
+  const std::string first = (*cluster)->Submit("pr-dp4", job);
+  ASSERT_EQ((*cluster)->WaitForEnd(first, absl::Seconds(120)), "SUCCEEDED")
+      << (*cluster)->RankLog(first, 1, 0);
+  const std::string step = absl::StrCat("/step-0000000", kCheckpointStep);
+  const std::string dir = base + "/dp1";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy(straight_dir + step, dir + step, std::filesystem::copy_options::recursive);
+  const std::string elastic = absl::StrCat(
+      "name: pr-dp1\nnodes: 4\nmin_nodes: 1\ndevices_per_node: 1\n",
+      "elastic_batch: per_replica\nelastic_warmup_steps: 4\n",
+      "parallelism: {tensor: 1, pipeline: 1, data: 4}\n",
+      "trainer:\n  builtin: gpt\n  zero_stage: 1\n",
+      "  model: {layers: 2, d_model: 24, heads: 2, seq_len: 32, vocab: 128}\n",
+      "  batch: {micro_batch: 2, global_batch: 8}\n", "  steps: ", kSteps, "\n",
+      "  optimizer: {lr: 3.0e-3, warmup_steps: 2, weight_decay: 0.1, clip_grad_norm: 1.0}\n",
+      "checkpoint: {dir: ", dir, ", every_steps: ", kCheckpointStep, ", keep: 3}\n");
+  const std::string id = (*cluster)->Submit("pr-dp1", elastic);
+  ASSERT_EQ((*cluster)->WaitForEnd(id, absl::Seconds(120)), "SUCCEEDED")
+      << (*cluster)->Ctl({"describe", "job", id}).output << (*cluster)->RankLog(id, 1, 0);
+  const std::string log = (*cluster)->RankLog(id, 1, 0);
+  EXPECT_THAT(log, HasSubstr("from world=4 tp=1 pp=1 dp=4 zero=1"));
+  EXPECT_THAT(log, HasSubstr("resumed from the checkpoint at step 8 (data position 64)"));
+  EXPECT_THAT(log, HasSubstr("learning rate x 0.25 (DP 1 of 4, elastic_batch per_replica: "
+                             "global batch 2), ramped from x 1 over steps 9-12"));
+  // 8 steps of 2 samples after the 64 of the checkpoint: none skipped, none twice.
+  EXPECT_THAT(log, HasSubstr("data position 80\n"));
+  // The learning rate each resumed step used: the 16-step schedule (warmup 2, cosine from 3e-3
+  // to min_lr 3e-4) times the ramp 1 -> 0.25 over steps 9-12.
+  const std::regex re("step (\\d+)/16 loss \\S+ .* lr (\\S+)");
+  int seen = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it, ++seen) {
+    const int n = std::stoi((*it)[1].str());  // 1-based: step index n - 1
+    const int64_t index = n - 1;
+    const double progress = static_cast<double>(index - 2) / 14.0;
+    const double scheduled = 3e-4 + (3e-3 - 3e-4) * 0.5 * (1.0 + std::cos(M_PI * progress));
+    const double ramp = index >= 11 ? 0.25 : 1.0 + (0.25 - 1.0) * (index - 8 + 1) / 4.0;
+    double lr = 0;
+    ASSERT_TRUE(absl::SimpleAtod((*it)[2].str(), &lr)) << (*it)[0];
+    EXPECT_NEAR(lr, scheduled * ramp, 1e-6 * scheduled) << (*it)[0];
+  }
+  EXPECT_EQ(seen, kSteps - kCheckpointStep) << log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero1AndZero3, TrainerReshardClusterTest, ::testing::Values(1, 3));
