@@ -632,6 +632,12 @@ void JobManager::ExportFailure(Job* job) {
 
 void JobManager::StartSeries(Job* job) {
   metrics_.StartJob(job->status.job_id(), !job->status.spec().checkpoint().dir().empty());
+  // A job launched before (adopted after a coordinator restart): its degrees from its first
+  // launch on, as TryPlace sets them at each launch.
+  if (job->status.generation() > 0) {
+    metrics_.SetDataParallel(job->status.job_id(), LayoutOf(job->status).data,
+                             DesiredLayoutOf(job->status).data);
+  }
 }
 
 void JobManager::ForgetSeries(Job* job) {

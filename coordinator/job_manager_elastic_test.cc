@@ -86,6 +86,23 @@ TEST_F(ElasticTest, ALostNodeWithNoSpareShrinksTheJobToTheLargestReachableDegree
   EXPECT_EQ(Dp(id, "desired"), 4);
 }
 
+// A coordinator restart adopts the running shrunk job: its degrees are exported again.
+TEST_F(ElasticTest, TheDegreesAreExportedAgainAfterACoordinatorRestart) {
+  const std::string id = RunOnFourNodes(2);
+  LoseN3();
+  ASSERT_EQ(Current(id).elastic_nodes(), 2);
+  // The new process starts with no series (this test's registry outlives the manager).
+  metrics::GaugeFamily& dp =
+      registry_.AddGauge("ringmaster_job_data_parallel", "", {"job_id", "which"});
+  dp.Remove({id, "current"});
+  dp.Remove({id, "desired"});
+  ASSERT_EQ(registry_.RenderText().find("ringmaster_job_data_parallel{"), std::string::npos);
+  MakeManager();
+  EXPECT_EQ(Current(id).elastic_nodes(), 2);
+  EXPECT_EQ(Dp(id, "current"), 2);
+  EXPECT_EQ(Dp(id, "desired"), 4);
+}
+
 // A peer's exit (its connection to the lost node reset) is heard before the node's loss: the
 // event still names the node the job lost, not the one whose rank exited first.
 TEST_F(ElasticTest, TheEventNamesTheLostNodeWhicheverFailureCameFirst) {
