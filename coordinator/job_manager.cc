@@ -38,6 +38,7 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(ValidateClusterPaths(spec));
+  RETURN_IF_ERROR(spec::CheckElasticKeys(spec));
   return spec;
 }
 
@@ -48,8 +49,18 @@ absl::Status ExplainElastic(const v1::JobSpec& spec, v1::PlanExplanation* plan) 
   const int data =
       spec.parallelism().data() > 0 ? spec.parallelism().data() : plan->parallelism().data();
   RETURN_IF_ERROR(spec::CheckReachable(spec, data));
-  plan->add_reasons(absl::StrCat("elastic (min_nodes ", spec.min_nodes(), "): reachable sizes ",
-                                 spec::DescribeSizes(spec::ReachableSizes(spec, data))));
+  std::string keeps = "the global batch kept";
+  if (spec::KeepsPerReplicaBatch(spec)) {
+    const int64_t warmup = spec::ElasticWarmupSteps(spec);
+    keeps = absl::StrCat("each replica's batch kept, the learning rate scaled by DP / ", data,
+                         warmup > 0 ? absl::StrCat(", ramped over ", warmup, " steps after each "
+                                                   "change of DP")
+                                    : ", at once");
+  }
+  plan->add_reasons(absl::StrCat("elastic (min_nodes ", spec.min_nodes(), ", elastic_batch ",
+                                 spec::ElasticBatchName(spec), "): reachable sizes ",
+                                 spec::DescribeSizes(spec::ReachableSizes(spec, data)), "; ",
+                                 keeps));
   return absl::OkStatus();
 }
 
@@ -194,6 +205,13 @@ absl::Status JobManager::Recover() {
       // So does a crash loop's backoff.
       job->launch_not_before = std::max(
           job->launch_not_before, absl::FromUnixNanos(job->status.backoff_until_unix_nanos()));
+    }
+    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
+        job->status.elastic_wait_until_unix_nanos() > 0) {
+      // And an elastic job's wait for a replacement: it shrinks at the same moment.
+      job->launch_not_before =
+          std::max(job->launch_not_before,
+                   absl::FromUnixNanos(job->status.elastic_wait_until_unix_nanos()));
     }
     order_.push_back(id);
     if (!IsTerminal(job->status.state())) StartSeries(job.get());

@@ -380,6 +380,20 @@ class JobManager {
   // What took an elastic job's nodes, for its event: the previous generation's nodes now lost or
   // excluded, "node n3 lost, no spare; " (whichever failure the job heard of first), or "".
   std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The previous generation's nodes now lost or excluded, "node n3 lost" each, in its order.
+  std::vector<std::string> GoneNodes(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // spec.elastic_wait_seconds (job_manager_elastic.cc): an elastic job relaunched after losing
+  // a node (or having one excluded) that does not fit at spec.nodes (`reason`: why) waits that
+  // long for a replacement before TryPlace shrinks it. The first call starts the wait: its end
+  // goes into status.elastic_wait_until_unix_nanos (stored, so a coordinator restart keeps it)
+  // and launch_not_before (so that Tick's EndLaunchWaits runs a pass when it ends), with an
+  // "elastic" event and the reason "waiting up to 30s for a replacement for n3 before shrinking
+  // (REASON)". True while the wait lasts: TryPlace then tries the full size only (ScheduleLocked
+  // tries a job in its wait at each pass, launch_not_before notwithstanding). False when the job
+  // does not wait (no elastic_wait, not elastic, first launch, no node lost) or its wait is over.
+  bool WaitForReplacement(Job* job, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job is in an elastic wait that has not ended at `now`.
+  static bool InElasticWait(const Job& job, absl::Time now);
   // Places the job in `pass` and launches it; when it waits, stores why. True if placed. An
   // elastic job (spec.min_nodes) that does not fit at spec.nodes is placed at the largest
   // smaller size that fits (spec/elastic.h), and back at spec.nodes when it fits again at a later

@@ -1,16 +1,20 @@
 // JobManager's growing of elastic jobs (JobSpec.min_nodes, spec/elastic.h) back to their full
-// size. Shrinking needs nothing of its own: TryPlace (job_manager_scheduling.cc) places a job
-// that does not fit at spec.nodes at the largest smaller size that fits.
+// size, and the wait for a lost node's replacement before shrinking (spec.elastic_wait_seconds).
+// Shrinking itself: TryPlace (job_manager_scheduling.cc) places a job that does not fit at
+// spec.nodes at the largest smaller size that fits.
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/launch_plan.h"
 #include "coordinator/scheduler.h"
+#include "spec/elastic.h"
 
 namespace ringmaster::coordinator {
 namespace {
@@ -64,6 +68,33 @@ void JobManager::GrowElasticJobs() {
     // that checkpoint, waits for their exits (or the grace).
     MoveOffNode(job, "", why, options_.drain_checkpoint_grace_seconds);
   }
+}
+
+bool JobManager::InElasticWait(const Job& job, absl::Time now) {
+  const int64_t until = job.status.elastic_wait_until_unix_nanos();
+  return until > 0 && now < absl::FromUnixNanos(until);
+}
+
+bool JobManager::WaitForReplacement(Job* job, const std::string& reason) {
+  const v1::JobSpec& spec = job->status.spec();
+  const absl::Time now = clock_->Now();
+  if (spec.elastic_wait_seconds() <= 0 || spec::MinNodes(spec) >= spec.nodes()) return false;
+  if (job->status.elastic_wait_until_unix_nanos() > 0) return InElasticWait(*job, now);
+  std::vector<std::string> gone = GoneNodes(*job);
+  if (gone.empty()) return false;  // its first launch, or a restart that lost no node
+  for (std::string& g : gone) {
+    g = absl::StrReplaceAll(g, {{"node ", ""}, {" lost", ""}, {" excluded", " (excluded)"}});
+  }
+  const absl::Time until = now + absl::Seconds(spec.elastic_wait_seconds());
+  job->status.set_elastic_wait_until_unix_nanos(absl::ToUnixNanos(until));
+  job->launch_not_before = until;
+  const std::string waiting =
+      absl::StrCat("waiting up to ", spec.elastic_wait_seconds(), "s for a replacement for ",
+                   absl::StrJoin(gone, ", "), " before shrinking");
+  AddEvent(job, "elastic", waiting);
+  job->status.set_reason(absl::StrCat(waiting, " (", reason, ")"));
+  Persist(job);
+  return true;
 }
 
 }  // namespace ringmaster::coordinator

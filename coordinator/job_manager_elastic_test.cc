@@ -86,6 +86,76 @@ TEST_F(ElasticTest, ALostNodeWithNoSpareShrinksTheJobToTheLargestReachableDegree
   EXPECT_EQ(Dp(id, "desired"), 4);
 }
 
+// elastic_wait: the job that lost n3 waits 30 s for a replacement before shrinking; the wait
+// survives a coordinator restart and ends at the same moment.
+TEST_F(ElasticTest, ItWaitsForAReplacementBeforeShrinkingAcrossACoordinatorRestart) {
+  for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
+  auto n3 = nodes_->Register(NodeRegistration("n3", 1));
+  ASSERT_TRUE(n3.ok()) << n3.status();
+  n3_ = *n3;
+  v1::JobSpec spec = ElasticSpec(2);
+  spec.set_elastic_wait_seconds(30);
+  const std::string id = SubmitOk(spec);
+  ASSERT_EQ(Current(id).assignments_size(), 4);
+  const absl::Time lost = clock_.Now();
+  LoseN3();
+  v1::JobStatus waiting = Current(id);
+  ASSERT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING) << waiting.reason();
+  EXPECT_THAT(waiting.reason(),
+              HasSubstr("waiting up to 30s for a replacement for n3 before shrinking (needs 4"));
+  EXPECT_EQ(waiting.elastic_wait_until_unix_nanos(),
+            absl::ToUnixNanos(lost + absl::Seconds(30)));
+  auto events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message(), "waiting up to 30s for a replacement for n3 before shrinking");
+  clock_.Advance(absl::Seconds(20));
+  jobs_->Tick();
+  jobs_->Schedule();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  // The coordinator restarts 20 s into the wait; the three nodes register again.
+  MakeManager();
+  for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
+  waiting = Current(id);
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING) << waiting.reason();
+  EXPECT_EQ(waiting.elastic_wait_until_unix_nanos(),
+            absl::ToUnixNanos(lost + absl::Seconds(30)));
+  EXPECT_THAT(waiting.reason(), HasSubstr("waiting up to 30s for a replacement for n3"));
+  clock_.Advance(absl::Seconds(9));
+  jobs_->Tick();
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  // The wait is over: the next tick shrinks it to DP 2.
+  clock_.Advance(absl::Seconds(1));
+  jobs_->Tick();
+  const v1::JobStatus shrunk = Current(id);
+  ASSERT_EQ(shrunk.state(), v1::JOB_STATE_RUNNING) << shrunk.reason();
+  EXPECT_EQ(shrunk.elastic_nodes(), 2);
+  EXPECT_EQ(shrunk.elastic_wait_until_unix_nanos(), 0);
+  events = EventsOf(*jobs_->Get(id), "elastic");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_THAT(events[1].message(), HasSubstr("shrunk DP 4→2 (4→2 nodes): node n3 lost"));
+}
+
+TEST_F(ElasticTest, AReplacementWithinTheWaitKeepsTheFullSize) {
+  for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
+  auto n3 = nodes_->Register(NodeRegistration("n3", 1));
+  ASSERT_TRUE(n3.ok()) << n3.status();
+  n3_ = *n3;
+  v1::JobSpec spec = ElasticSpec(2);
+  spec.set_elastic_wait_seconds(30);
+  const std::string id = SubmitOk(spec);
+  LoseN3();
+  ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  clock_.Advance(absl::Seconds(5));
+  AddNode("n5", 1);  // capacity returns within the wait
+  const v1::JobStatus replaced = Current(id);
+  ASSERT_EQ(replaced.state(), v1::JOB_STATE_RUNNING) << replaced.reason();
+  EXPECT_EQ(replaced.assignments_size(), 4);
+  EXPECT_EQ(replaced.elastic_nodes(), 0);
+  EXPECT_EQ(replaced.elastic_wait_until_unix_nanos(), 0);
+  EXPECT_EQ(Dp(id, "current"), 4);
+  // Without elastic_wait (0, the default) the job shrinks at once (the first test above).
+}
+
 // A coordinator restart adopts the running shrunk job: its degrees are exported again.
 TEST_F(ElasticTest, TheDegreesAreExportedAgainAfterACoordinatorRestart) {
   const std::string id = RunOnFourNodes(2);
@@ -188,8 +258,26 @@ TEST_F(ElasticTest, PlanListsTheReachableSizesAndRefusesAnUnreachableMinimum) {
   auto plan = jobs_->Plan(ElasticSpec(2));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->plan().reasons(),
-              ::testing::Contains("elastic (min_nodes 2): reachable sizes 4 nodes (DP 4, "
-                                  "accumulation 1), 2 nodes (DP 2, accumulation 2)"));
+              ::testing::Contains("elastic (min_nodes 2, elastic_batch global): reachable "
+                                  "sizes 4 nodes (DP 4, accumulation 1), 2 nodes (DP 2, "
+                                  "accumulation 2); the global batch kept"));
+  // Keeping each replica's batch, DP 3 is reachable too, and the learning rate follows DP.
+  v1::JobSpec per_replica = ElasticSpec(2);
+  per_replica.set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  per_replica.set_elastic_warmup_steps(20);
+  plan = jobs_->Plan(per_replica);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->plan().reasons(),
+              ::testing::Contains("elastic (min_nodes 2, elastic_batch per_replica): reachable "
+                                  "sizes 4 nodes (DP 4, accumulation 1), 3 nodes (DP 3, "
+                                  "accumulation 1), 2 nodes (DP 2, accumulation 1); each "
+                                  "replica's batch kept, the learning rate scaled by DP / 4, "
+                                  "ramped over 20 steps after each change of DP"));
+  // A bad elastic key is refused, naming it.
+  per_replica.set_elastic_wait_seconds(-5);
+  auto bad = jobs_->Submit(per_replica, "", alice_);
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("elastic_wait_seconds: must be"));
   // The planner chooses the layout (DP 4 here): the rule is checked against its choice.
   v1::JobSpec planned = ElasticSpec(3);
   planned.clear_parallelism();

@@ -30,7 +30,8 @@ void JobManager::ScheduleLocked() {
   const absl::Time now = clock_->Now();
   for (const std::string& id : order_) {
     Job* job = Find(id);
-    if (job->status.state() == v1::JOB_STATE_RESTARTING && now >= job->launch_not_before) {
+    if (job->status.state() == v1::JOB_STATE_RESTARTING &&
+        (now >= job->launch_not_before || InElasticWait(*job, now))) {
       restarting.push_back(job);
     } else if (job->status.state() == v1::JOB_STATE_PENDING) {
       pending.push_back(job);
@@ -86,10 +87,10 @@ std::string ElasticChange(const v1::JobStatus& status, const std::string& cause,
 
 }  // namespace
 
-std::string JobManager::ElasticCause(const Job& job) const {
-  if (job.status.generation() == 0) return "";
-  // The previous generation's nodes (its assignments until the launch) that it cannot have back.
+std::vector<std::string> JobManager::GoneNodes(const Job& job) const {
   std::vector<std::string> gone;
+  if (job.status.generation() == 0) return gone;
+  // The previous generation's nodes (its assignments until the launch) that it cannot have back.
   for (const std::string& node : job_manager_internal::NodesOf(job.status)) {
     if (!nodes_->IsAlive(node)) {
       gone.push_back(absl::StrCat("node ", node, " lost"));
@@ -97,6 +98,11 @@ std::string JobManager::ElasticCause(const Job& job) const {
       gone.push_back(absl::StrCat("node ", node, " excluded"));
     }
   }
+  return gone;
+}
+
+std::string JobManager::ElasticCause(const Job& job) const {
+  const std::vector<std::string> gone = GoneNodes(job);
   return gone.empty() ? "" : absl::StrCat(absl::StrJoin(gone, ", "), ", no spare; ");
 }
 
@@ -111,7 +117,8 @@ bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
   SchedulingPass::Outcome outcome =
       pass->Place({job->status.job_id(), desired, pending, &job->excluded});
   int nodes = desired.nodes;
-  if (outcome.kind == SchedulingPass::Outcome::kWaiting) {
+  if (outcome.kind == SchedulingPass::Outcome::kWaiting &&
+      !WaitForReplacement(job, outcome.reason)) {
     // An elastic job that cannot get all its nodes now runs on the largest size that fits.
     for (const spec::ElasticSize& size : spec::ReachableSizes(job->status.spec(), desired.data)) {
       if (size.nodes == desired.nodes) continue;
@@ -128,6 +135,7 @@ bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
   }
   switch (outcome.kind) {
     case SchedulingPass::Outcome::kWaiting:
+      if (InElasticWait(*job, clock_->Now())) return false;  // its reason says the wait
       if (outcome.reason != job->status.reason()) {
         job->status.set_reason(outcome.reason);
         Persist(job);
@@ -185,6 +193,7 @@ void JobManager::Launch(Job* job, const Placement& placement) {
   status.set_stopping_deadline_unix_nanos(0);
   status.set_backoff_until_unix_nanos(0);
   status.set_generation_stepped(false);
+  status.set_elastic_wait_until_unix_nanos(0);  // replaced, or shrunk
   job->recovery.OnLaunch(world, clock_->Now());
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;

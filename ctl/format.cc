@@ -287,10 +287,23 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
   absl::StrAppend(&out, "Shape:        ", spec.nodes(), " nodes x ", spec.devices_per_node(),
                   " devices, ", Layout(j.plan().parallelism()));
   if (j.elastic_nodes() > 0 && spec.nodes() > 0) {  // an elastic job shrunk (spec.min_nodes)
+    const int full = j.plan().parallelism().data();
+    const int data = static_cast<int>(int64_t{full} * j.elastic_nodes() / spec.nodes());
+    // The batch it keeps (spec/elastic.h): per replica, the learning rate follows DP.
+    const bool per_replica = spec.elastic_batch() == v1::ELASTIC_BATCH_PER_REPLICA;
     absl::StrAppend(&out, "; running on ", j.elastic_nodes(), " of ", spec.nodes(), " nodes, DP ",
-                    j.plan().parallelism().data() * j.elastic_nodes() / spec.nodes());
+                    data, ", elastic_batch ", per_replica ? "per_replica" : "global",
+                    per_replica && full > 0
+                        ? absl::StrCat(" (learning rate x",
+                                       FormatFiniteDouble(static_cast<double>(data) / full), ")")
+                        : "");
   }
   absl::StrAppend(&out, "\n");
+  if (j.state() == v1::JOB_STATE_RESTARTING && j.elastic_wait_until_unix_nanos() > 0) {
+    absl::StrAppend(&out, "Elastic wait: for a replacement at ", spec.nodes(),
+                    " nodes until ", UtcTime(j.elastic_wait_until_unix_nanos()),
+                    ", then shrinking\n");
+  }
   if (spec.spares() > 0 && !IsTerminal(j.state())) {
     std::vector<std::string> spares;
     for (const std::string& node : j.spare_nodes()) spares.push_back(node + " (idle)");

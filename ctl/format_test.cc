@@ -47,7 +47,10 @@ TEST(DescribeJobTest, SparesAndAShrunkElasticJobAreShown) {
   j->set_elastic_nodes(2);
   j->add_spare_nodes("agent-4");
   const std::string described = DescribeJob(r);
-  EXPECT_THAT(described, HasSubstr("; running on 2 of 4 nodes, DP 2\n"));
+  EXPECT_THAT(described, HasSubstr("; running on 2 of 4 nodes, DP 2, elastic_batch global\n"));
+  j->mutable_spec()->set_elastic_batch(v1::ELASTIC_BATCH_PER_REPLICA);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("; running on 2 of 4 nodes, DP 2, elastic_batch "
+                                        "per_replica (learning rate x0.5)\n"));
   EXPECT_THAT(described, HasSubstr("Spares:       agent-4 (idle); 1 of 2 held, the rest when "
                                    "nodes free up\n"));
   j->mutable_spec()->set_spares(0);
@@ -55,6 +58,18 @@ TEST(DescribeJobTest, SparesAndAShrunkElasticJobAreShown) {
   j->set_elastic_nodes(0);
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Spares:")));
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("running on")));
+}
+
+TEST(DescribeJobTest, AnElasticWaitForAReplacementIsShown) {
+  v1::GetJobResponse r;
+  v1::JobStatus* j = r.mutable_job();
+  j->set_state(v1::JOB_STATE_RESTARTING);
+  j->mutable_spec()->set_nodes(4);
+  j->set_elastic_wait_until_unix_nanos(1795921200LL * 1000000000LL);
+  EXPECT_THAT(DescribeJob(r), HasSubstr("Elastic wait: for a replacement at 4 nodes until "
+                                        "2026-11-29T03:00:00Z, then shrinking\n"));
+  j->set_state(v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Elastic wait")));
 }
 
 TEST(DescribeJobTest, RestartsSayHowManyCountWithinTheWindow) {
