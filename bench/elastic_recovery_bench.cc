@@ -8,6 +8,9 @@
 //          at DP 1. Then (grow) the lost agent comes back under the same node name: from the start
 //          of its process to its registration, to the coordinator's "growing" decision, and to
 //          the first step at DP 2 again; the steps the grow threw away (it checkpoints first).
+// --loss=kill closes the node's connections (the coordinator sees its stream end at once);
+// --loss=silent freezes it (SIGSTOP), as a host that hangs or is cut off: only the missing
+// heartbeats tell (--lost_after, 2.5 s by default), and it is killed after the measurement.
 // Times come from the coordinator's events (wall clock, this machine) and its "recovered" event's
 // phases (detect, place, stop, rendezvous, link check, restore, first step); detection runs from
 // the failure the coordinator saw (a lost node: its last heartbeat). Speed is reported here,
@@ -21,6 +24,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "absl/flags/flag.h"
@@ -39,6 +43,9 @@ ABSL_FLAG(int, trials, 5, "Node kills per part (a fresh cluster each).");
 ABSL_FLAG(int, every_steps, 10, "The job's checkpoint.every_steps.");
 ABSL_FLAG(std::string, agent_flags, "",
           "Extra flags for every agent, comma-separated (e.g. --prestart_spares).");
+ABSL_FLAG(std::string, loss, "kill",
+          "How the node goes: kill (SIGKILL: its connections close, the coordinator sees the "
+          "stream end) or silent (SIGSTOP: nothing closes, the heartbeats stop; --lost_after).");
 ABSL_FLAG(std::string, coordinator_flags, "",
           "Extra flags for the coordinator, comma-separated (e.g. --lost_after=1); empty: its "
           "defaults.");
@@ -126,6 +133,34 @@ std::map<std::string, double> Phases(const std::string& message) {
   return phases;
 }
 
+// "...; resumed from step S: N trained steps lost (...)" in a "recovered" event, or 0.
+double StepsLost(const std::string& message) {
+  std::smatch m;
+  double lost = 0;
+  if (std::regex_search(message, m, std::regex("(\\d+) trained steps? lost"))) {
+    (void)absl::SimpleAtod(m[1].str(), &lost);  // the regex guarantees digits
+  }
+  return lost;
+}
+
+// The time of the last "connected to the coordinator" line (the registration acknowledged) of an
+// agent's log: "I1129 02:07:26.370692 ... connected to the coordinator", local time, this year.
+std::optional<absl::Time> ConnectedAt(const std::string& log) {
+  const size_t at = log.rfind("connected to the coordinator");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t line = log.rfind('\n', at);
+  const std::string stamp = log.substr(line == std::string::npos ? 1 : line + 2, 21);
+  const absl::TimeZone local = absl::LocalTimeZone();
+  absl::Time t;
+  std::string error;
+  if (!absl::ParseTime("%Y%m%d %H:%M:%E6S",
+                       absl::StrCat(absl::FormatTime("%Y", absl::Now(), local), stamp), local, &t,
+                       &error)) {
+    return std::nullopt;
+  }
+  return t;
+}
+
 // The figures of every trial, by name.
 using Samples = std::map<std::string, std::vector<double>>;
 
@@ -146,10 +181,18 @@ std::string Job(const std::string& name, const std::string& dir, const std::stri
       ", keep: 2}\nrestart: {max_restarts: 3}\n");
 }
 
-// After the job's second checkpoint, SIGKILLs the process group of the agent running rank 1 (its
-// worker dies with it: PR_SET_PDEATHSIG, and is killed again here). Returns the agent's index;
-// `*killed` is the time of the kill.
-absl::StatusOr<int> KillRank1Node(TestCluster& cluster, const std::string& id, absl::Time* killed) {
+// After the job's second checkpoint, takes away the node running rank 1: --loss=kill SIGKILLs
+// its agent's process group (its worker dies with it: PR_SET_PDEATHSIG, and is killed again
+// here); --loss=silent SIGSTOPs them instead (no connection closes: a host that froze or was cut
+// off), and Bury kills them once the recovery is measured. Returns the agent's index; `*killed`
+// is the time of the signal.
+struct LostNode {
+  int agent = -1;
+  pid_t worker = 0;
+};
+
+absl::StatusOr<LostNode> KillRank1Node(TestCluster& cluster, const std::string& id,
+                                       absl::Time* killed) {
   const std::string committed =
       absl::StrCat("checkpoint at step ", 2 * absl::GetFlag(FLAGS_every_steps), " committed");
   if (!WaitFor([&] { return cluster.RankLog(id, 1, 0).find(committed) != std::string::npos; },
@@ -162,13 +205,23 @@ absl::StatusOr<int> KillRank1Node(TestCluster& cluster, const std::string& id, a
                          std::regex("\"rank\":\\s*1,\\s*\"node\":\\s*\"agent-(\\d+)\""))) {
     return absl::InternalError(absl::StrCat("no node for rank 1:\n", json));
   }
-  const int lost = std::stoi(m[1].str());
-  const pid_t worker = testing::TrainerPid(cluster.RankLog(id, 1, 1));
+  LostNode lost;
+  lost.agent = std::stoi(m[1].str());
+  lost.worker = testing::TrainerPid(cluster.RankLog(id, 1, 1));
+  const int signal = absl::GetFlag(FLAGS_loss) == "silent" ? SIGSTOP : SIGKILL;
   *killed = absl::Now();
-  cluster.agent(lost).Signal(SIGKILL);
-  if (worker > 0) (void)kill(worker, SIGKILL);  // gone with its agent already, normally
-  RETURN_IF_ERROR(cluster.agent(lost).Wait(absl::Seconds(30)).status());
+  cluster.agent(lost.agent).Signal(signal);
+  if (lost.worker > 0) (void)kill(lost.worker, signal);  // in its agent's group, normally
+  if (signal == SIGKILL) RETURN_IF_ERROR(cluster.agent(lost.agent).Wait(absl::Seconds(30)).status());
   return lost;
+}
+
+// Kills a node KillRank1Node stopped (no-op for one it killed).
+absl::Status Bury(TestCluster& cluster, const LostNode& lost) {
+  if (absl::GetFlag(FLAGS_loss) != "silent") return absl::OkStatus();
+  cluster.agent(lost.agent).Signal(SIGKILL);
+  if (lost.worker > 0) (void)kill(lost.worker, SIGKILL);
+  return cluster.agent(lost.agent).Wait(absl::Seconds(30)).status();
 }
 
 // Records one recovery: the failure the coordinator acted on (its "node_lost" or "worker_exit"
@@ -190,6 +243,7 @@ absl::Status Record(TestCluster& cluster, const std::string& id, absl::Time kill
   (*samples)["kill -> first step"].push_back(first_step);
   (*samples)["kill -> recovered event"].push_back(absl::ToDoubleSeconds(recovered.time - killed));
   for (const auto& [name, value] : phases) (*samples)[name].push_back(value);
+  (*samples)["steps lost"].push_back(StepsLost(recovered.message));
   std::cout << absl::StrFormat(
       "  %s: %s first (%.2f s after the kill), first step %.2f s after the kill; %s\n", label,
       first->kind, decided, first_step, recovered.message);
@@ -223,11 +277,12 @@ absl::Status SpareTrial(int trial, Samples* samples) {
   }
   const std::string spare = m[1].str();
   absl::Time killed;
-  ASSIGN_OR_RETURN(const int lost, KillRank1Node(*cluster, id, &killed));
+  ASSIGN_OR_RETURN(const LostNode lost, KillRank1Node(*cluster, id, &killed));
   RETURN_IF_ERROR(Await(*cluster, id, killed, "spare",
-                        absl::StrCat("spare agent-", spare, " replaced agent-", lost))
+                        absl::StrCat("spare agent-", spare, " replaced agent-", lost.agent))
                       .status());
   RETURN_IF_ERROR(Record(*cluster, id, killed, absl::StrCat("spare, trial ", trial + 1), samples));
+  RETURN_IF_ERROR(Bury(*cluster, lost));
   cluster->Ctl({"cancel", id});
   return absl::OkStatus();
 }
@@ -238,9 +293,11 @@ absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
   const std::string id = cluster->Submit("elastic", Job("elastic", dir, "min_nodes: 1\n"));
   if (id.empty()) return absl::InternalError("submit failed");
   absl::Time killed;
-  ASSIGN_OR_RETURN(const int lost, KillRank1Node(*cluster, id, &killed));
+  ASSIGN_OR_RETURN(const LostNode gone, KillRank1Node(*cluster, id, &killed));
   RETURN_IF_ERROR(Await(*cluster, id, killed, "elastic", "shrunk DP 2→1").status());
   RETURN_IF_ERROR(Record(*cluster, id, killed, absl::StrCat("shrink, trial ", trial + 1), shrink));
+  RETURN_IF_ERROR(Bury(*cluster, gone));
+  const int lost = gone.agent;
 
   // Grow: the lost agent's process again, under the same node name.
   const absl::Time started = absl::Now();
@@ -265,6 +322,8 @@ absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
     return absl::DeadlineExceededError(
         absl::StrCat(node, " did not register:\n", cluster->Ctl({"nodes"}).output));
   }
+  // The agent's own line, when its registration was acknowledged (ringctl's poll is later).
+  if (std::optional<absl::Time> at = ConnectedAt(cluster->agent(lost).Log())) registered = *at;
   ASSIGN_OR_RETURN(const Event growing, Await(*cluster, id, started, "elastic", "growing DP 1→2"));
   RETURN_IF_ERROR(Await(*cluster, id, started, "elastic", "grew DP 1→2").status());
   ASSIGN_OR_RETURN(const Event recovered, Await(*cluster, id, growing.time, "recovered"));
@@ -272,23 +331,20 @@ absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
   // The grow's failure time is its decision (detect 0): the first step at DP 2 ended `total`
   // after the "growing" event.
   const double stall = phases["total"];
-  (*grow)["start -> registered"].push_back(absl::ToDoubleSeconds(registered - started));
-  (*grow)["registered -> growing"].push_back(absl::ToDoubleSeconds(growing.time - registered));
+  // The coordinator decides to grow in the pass that handles the registration, often before the
+  // agent has logged it: "start -> growing" holds both.
+  (*grow)["start -> registered (agent's log)"].push_back(
+      absl::ToDoubleSeconds(registered - started));
+  (*grow)["start -> growing"].push_back(absl::ToDoubleSeconds(growing.time - started));
   (*grow)["growing -> first step at DP 2"].push_back(stall);
-  (*grow)["registered -> first step at DP 2"].push_back(
-      absl::ToDoubleSeconds(growing.time - registered) + stall);
+  (*grow)["start -> first step at DP 2"].push_back(
+      absl::ToDoubleSeconds(growing.time - started) + stall);
   for (const auto& [name, value] : phases) (*grow)[name].push_back(value);
-  // "...; resumed at step S: N steps lost (...)" when the resume was behind the newest step.
-  std::smatch m;
-  double lost_steps = 0;
-  if (std::regex_search(recovered.message, m, std::regex("(\\d+) steps? lost"))) {
-    lost_steps = std::stod(m[1].str());
-  }
-  (*grow)["steps lost"].push_back(lost_steps);
+  (*grow)["steps lost"].push_back(StepsLost(recovered.message));
   std::cout << absl::StrFormat(
-      "  grow, trial %d: registered %.2f s after the agent's start, growing %.2f s later; %s\n",
+      "  grow, trial %d: registered %.3f s after the agent's start, growing %.3f s after it; %s\n",
       trial + 1, absl::ToDoubleSeconds(registered - started),
-      absl::ToDoubleSeconds(growing.time - registered), recovered.message);
+      absl::ToDoubleSeconds(growing.time - started), recovered.message);
   cluster->Ctl({"cancel", id});
   return absl::OkStatus();
 }
@@ -304,13 +360,17 @@ absl::Status Run() {
   const int trials = absl::GetFlag(FLAGS_trials);
   if (trials < 1) return FieldError("--trials", "must be at least 1");
   if (absl::GetFlag(FLAGS_every_steps) < 1) return FieldError("--every_steps", "must be at least 1");
+  if (absl::GetFlag(FLAGS_loss) != "kill" && absl::GetFlag(FLAGS_loss) != "silent") {
+    return FieldError("--loss", "must be kill or silent");
+  }
   const std::vector<std::string> parts = SplitFlags(absl::GetFlag(FLAGS_parts));
   for (const std::string& part : parts) {
     if (part != "spare" && part != "shrink") {
       return FieldError("--parts", absl::StrCat("\"", part, "\" is not spare or shrink"));
     }
   }
-  std::cout << "agent flags: [" << absl::GetFlag(FLAGS_agent_flags) << "], coordinator flags: ["
+  std::cout << "loss: " << absl::GetFlag(FLAGS_loss) << ", agent flags: ["
+            << absl::GetFlag(FLAGS_agent_flags) << "], coordinator flags: ["
             << absl::GetFlag(FLAGS_coordinator_flags) << "]\n";
   const auto wants = [&](const char* part) {
     return std::find(parts.begin(), parts.end(), part) != parts.end();
