@@ -38,7 +38,6 @@ absl::StatusOr<v1::JobSpec> Admitted(const v1::JobSpec& submitted) {
   ApplyDefaults(&spec);
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   RETURN_IF_ERROR(ValidateClusterPaths(spec));
-  RETURN_IF_ERROR(spec::CheckElasticKeys(spec));
   return spec;
 }
 

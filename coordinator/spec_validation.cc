@@ -540,6 +540,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     if (!rule.empty()) problems.Add("min_nodes", rule);
   }
 
+  for (const auto& [field, rule] : spec::ElasticKeyProblems(spec)) problems.Add(field, rule);
   problems.InRange("spares", spec.spares(), 0, kMaxSpares);
 
   const v1::TrainerSpec& trainer = spec.trainer();

@@ -90,6 +90,19 @@ TEST(SpecValidationTest, AnElasticJobWithAReachableMinimumIsValid) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
+TEST(SpecValidationTest, ElasticKeysAreJudgedWithTheRest) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_min_nodes(1);
+  spec.set_elastic_wait_seconds(-2);
+  spec.set_elastic_warmup_steps(-1);
+  const absl::Status status = ValidateJobSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> lines = Lines(status);
+  ASSERT_EQ(lines.size(), 2u) << status;
+  EXPECT_THAT(lines, ::testing::Contains(::testing::StartsWith("elastic_wait_seconds: ")));
+  EXPECT_THAT(lines, ::testing::Contains(::testing::StartsWith("elastic_warmup_steps: ")));
+}
+
 TEST(SpecValidationTest, PlannerChosenLayoutSkipsLayoutRules) {
   v1::JobSpec spec = ValidSpec();
   spec.clear_parallelism();
