@@ -38,7 +38,8 @@
 #include "common/testing/wait.h"
 #include "tests/test_cluster.h"
 
-ABSL_FLAG(std::string, parts, "spare,shrink", "Which to run: spare, shrink (shrink includes grow).");
+ABSL_FLAG(std::string, parts, "spare,shrink",
+          "Which to run: spare, shrink (shrink includes grow).");
 ABSL_FLAG(int, trials, 5, "Node kills per part (a fresh cluster each).");
 ABSL_FLAG(int, every_steps, 10, "The job's checkpoint.every_steps.");
 ABSL_FLAG(std::string, agent_flags, "",
@@ -111,9 +112,8 @@ absl::StatusOr<Event> Await(TestCluster& cluster, const std::string& id, absl::T
             return found != nullptr;
           },
           kWait)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("no ", kind, " event \"", text, "\":\n",
-                     cluster.Ctl({"describe", "job", id}).output));
+    return absl::DeadlineExceededError(absl::StrCat("no ", kind, " event \"", text, "\":\n",
+                                                    cluster.Ctl({"describe", "job", id}).output));
   }
   return *found;
 }
@@ -171,14 +171,14 @@ std::string Summary(std::vector<double> v) {
 }
 
 std::string Job(const std::string& name, const std::string& dir, const std::string& extra) {
-  return absl::StrCat(
-      "name: ", name, "\nnodes: 2\ndevices_per_node: 1\n", extra,
-      "parallelism: {tensor: 1, pipeline: 1, data: 2}\ntrainer:\n  builtin: gpt\n",
-      "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n",
-      "  batch: {micro_batch: 2, global_batch: 16}\n  steps: 1000000\n",
-      "  optimizer: {lr: 1.0e-3, weight_decay: 0.1, clip_grad_norm: 1.0}\n",
-      "checkpoint: {dir: ", dir, "/ckpt, every_steps: ", absl::GetFlag(FLAGS_every_steps),
-      ", keep: 2}\nrestart: {max_restarts: 3}\n");
+  return absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\n", extra,
+                      "parallelism: {tensor: 1, pipeline: 1, data: 2}\ntrainer:\n  builtin: gpt\n",
+                      "  model: {layers: 2, d_model: 64, heads: 4, seq_len: 32, vocab: 128}\n",
+                      "  batch: {micro_batch: 2, global_batch: 16}\n  steps: 1000000\n",
+                      "  optimizer: {lr: 1.0e-3, weight_decay: 0.1, clip_grad_norm: 1.0}\n",
+                      "checkpoint: {dir: ", dir,
+                      "/ckpt, every_steps: ", absl::GetFlag(FLAGS_every_steps),
+                      ", keep: 2}\nrestart: {max_restarts: 3}\n");
 }
 
 // After the job's second checkpoint, takes away the node running rank 1: --loss=kill SIGKILLs
@@ -201,8 +201,7 @@ absl::StatusOr<LostNode> KillRank1Node(TestCluster& cluster, const std::string& 
   }
   const std::string json = cluster.Ctl({"get", "job", id, "-o", "json"}).output;
   std::smatch m;
-  if (!std::regex_search(json, m,
-                         std::regex("\"rank\":\\s*1,\\s*\"node\":\\s*\"agent-(\\d+)\""))) {
+  if (!std::regex_search(json, m, std::regex("\"rank\":\\s*1,\\s*\"node\":\\s*\"agent-(\\d+)\""))) {
     return absl::InternalError(absl::StrCat("no node for rank 1:\n", json));
   }
   LostNode lost;
@@ -212,7 +211,8 @@ absl::StatusOr<LostNode> KillRank1Node(TestCluster& cluster, const std::string& 
   *killed = absl::Now();
   cluster.agent(lost.agent).Signal(signal);
   if (lost.worker > 0) (void)kill(lost.worker, signal);  // in its agent's group, normally
-  if (signal == SIGKILL) RETURN_IF_ERROR(cluster.agent(lost.agent).Wait(absl::Seconds(30)).status());
+  if (signal == SIGKILL)
+    RETURN_IF_ERROR(cluster.agent(lost.agent).Wait(absl::Seconds(30)).status());
   return lost;
 }
 
@@ -307,8 +307,7 @@ absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
   if (!WaitFor(
           [&] {
             // `ringctl nodes`: NAME KIND DEVICES IN-USE ALIVE ..., one line per node.
-            for (absl::string_view line :
-                 absl::StrSplit(cluster->Ctl({"nodes"}).output, '\n')) {
+            for (absl::string_view line : absl::StrSplit(cluster->Ctl({"nodes"}).output, '\n')) {
               const std::vector<absl::string_view> columns =
                   absl::StrSplit(line, ' ', absl::SkipEmpty());
               if (columns.size() > 4 && columns[0] == node && columns[4] == "yes") {
@@ -337,8 +336,8 @@ absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
       absl::ToDoubleSeconds(registered - started));
   (*grow)["start -> growing"].push_back(absl::ToDoubleSeconds(growing.time - started));
   (*grow)["growing -> first step at DP 2"].push_back(stall);
-  (*grow)["start -> first step at DP 2"].push_back(
-      absl::ToDoubleSeconds(growing.time - started) + stall);
+  (*grow)["start -> first step at DP 2"].push_back(absl::ToDoubleSeconds(growing.time - started) +
+                                                   stall);
   for (const auto& [name, value] : phases) (*grow)[name].push_back(value);
   (*grow)["steps lost"].push_back(StepsLost(recovered.message));
   std::cout << absl::StrFormat(
@@ -359,7 +358,8 @@ void Print(const std::string& title, const Samples& samples, int trials) {
 absl::Status Run() {
   const int trials = absl::GetFlag(FLAGS_trials);
   if (trials < 1) return FieldError("--trials", "must be at least 1");
-  if (absl::GetFlag(FLAGS_every_steps) < 1) return FieldError("--every_steps", "must be at least 1");
+  if (absl::GetFlag(FLAGS_every_steps) < 1)
+    return FieldError("--every_steps", "must be at least 1");
   if (absl::GetFlag(FLAGS_loss) != "kill" && absl::GetFlag(FLAGS_loss) != "silent") {
     return FieldError("--loss", "must be kill or silent");
   }
