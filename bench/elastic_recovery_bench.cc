@@ -19,8 +19,11 @@
 //   bazel run -c opt //bench:elastic_recovery_bench -- --trials=5
 //   bazel run -c opt //bench:elastic_recovery_bench -- --agent_flags=--prestart_spares
 #include <signal.h>
+#include <stdlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -250,8 +253,22 @@ absl::Status Record(TestCluster& cluster, const std::string& id, absl::Time kill
   return absl::OkStatus();
 }
 
+// This run's own folder (mkdtemp), so that two runs at once never share a cluster's files.
+const std::string& RunDir() {
+  static const std::string* dir = [] {
+    std::string pattern = "/tmp/rm-node-bench-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::cerr << "mkdtemp " << pattern << " failed: " << std::strerror(errno) << "\n";
+      std::exit(1);
+    }
+    return new std::string(pattern);
+  }();
+  return *dir;
+}
+
 absl::StatusOr<std::unique_ptr<TestCluster>> Start(const std::string& dir, int agents) {
-  std::filesystem::remove_all(dir);
+  std::error_code ignored;  // a folder left by an earlier trial of this run; Start makes it anew
+  std::filesystem::remove_all(dir, ignored);
   testing::TestClusterOptions options;
   options.agents = agents;
   options.slots = 1;
@@ -261,7 +278,7 @@ absl::StatusOr<std::unique_ptr<TestCluster>> Start(const std::string& dir, int a
 }
 
 absl::Status SpareTrial(int trial, Samples* samples) {
-  const std::string dir = absl::StrCat("/tmp/rm-node-bench-spare-", trial);
+  const std::string dir = absl::StrCat(RunDir(), "/spare-", trial);
   ASSIGN_OR_RETURN(auto cluster, Start(dir, 3));
   const std::string id = cluster->Submit("spared", Job("spared", dir, "spares: 1\n"));
   if (id.empty()) return absl::InternalError("submit failed");
@@ -288,7 +305,7 @@ absl::Status SpareTrial(int trial, Samples* samples) {
 }
 
 absl::Status ShrinkTrial(int trial, Samples* shrink, Samples* grow) {
-  const std::string dir = absl::StrCat("/tmp/rm-node-bench-shrink-", trial);
+  const std::string dir = absl::StrCat(RunDir(), "/shrink-", trial);
   ASSIGN_OR_RETURN(auto cluster, Start(dir, 2));
   const std::string id = cluster->Submit("elastic", Job("elastic", dir, "min_nodes: 1\n"));
   if (id.empty()) return absl::InternalError("submit failed");
