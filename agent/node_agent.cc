@@ -59,6 +59,15 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
         // RegisterAck, not for every attempt: while the coordinator is away each attempt would
         // queue every hung rank's report again.)
         watchdog_->ReportHangsAgain();
+        // Standbys are not in Register, so a coordinator that restarted (or took this node for
+        // lost) knows none of them and might never tell this agent to drop them: they go. (A
+        // node still held as a spare is prepared again only when it is next taken as one.)
+        std::vector<pid_t> standbys;
+        {
+          absl::MutexLock lock(&mu_);
+          standbys = standbys_.DropAll();
+        }
+        StopStandbys(standbys, "registered anew with the coordinator");
         std::vector<v1::AgentMessage> again;
         absl::MutexLock lock(&mu_);
         for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
@@ -394,8 +403,9 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
       absl::MutexLock lock(&mu_);  // Held so the exit of a fast worker finds it in workers_.
       // A standby pre-started while this node was the job's spare takes the rank if one of the
       // same program is left; otherwise (or if it cannot take it) a process is started.
-      if (const pid_t standby = standbys_.Take(job.job_id(), spec->argv);
-          standby > 0 && !stopping_workers_) {
+      // (Not while stopping: Shutdown() stops the standbys left in the table.)
+      if (const pid_t standby = stopping_workers_ ? 0 : standbys_.Take(job.job_id(), spec->argv);
+          standby > 0) {
         absl::Status activated = launcher_->ActivateStandby(standby, *spec);
         if (activated.ok()) {
           pid = standby;
@@ -463,6 +473,9 @@ void NodeAgent::Prepare(const v1::PrepareWorkers& prepare) {
   std::string skip;
   if (prepare.count() <= 0) {
     skip = "the node is no spare of the job any more";
+  } else if (prepare.count() > static_cast<int64_t>(options_.devices.size())) {
+    skip = absl::StrCat("count ", prepare.count(), " is more than this node's ",
+                        options_.devices.size(), " devices");
   } else if (!options_.prestart_spares) {
     skip = "pre-starting is off (--prestart_spares=false)";
   } else if (leaving) {

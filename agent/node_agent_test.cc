@@ -552,6 +552,14 @@ TEST_F(NodeAgentTest, StandbysGoWhenTheSpareIsLetGoOrTheAgentStops) {
   EXPECT_EQ(workers_.events().back(), "stop standby 1001");
 }
 
+// A count beyond the node's devices (4 here) is refused whole: no fork storm from one message.
+TEST_F(NodeAgentTest, APrepareForMoreRanksThanDevicesStartsNone) {
+  agent_->OnCommand(Prepare("a", 5));
+  agent_->OnCommand(Prepare("a", 1));  // carried out after the first, in order
+  ASSERT_TRUE(workers_.Await("standby 1000"));
+  EXPECT_EQ(workers_.events(), std::vector<std::string>{"standby 1000"});
+}
+
 TEST_F(NodeAgentTest, NothingIsPreStartedWhenOffOrForACommandJob) {
   MakeAgent(/*prestart_spares=*/false);
   agent_->OnCommand(Prepare("a", 1));

@@ -438,6 +438,7 @@ absl::Status WorkerSupervisor::ActivateStandby(pid_t pid, const LaunchSpec& spec
     absl::StrAppend(&assignment, name, "=", value);
     assignment.push_back('\0');
   }
+  std::unique_ptr<LogPump> replaced;  // Declared before the lock: finished after its release.
   // Held throughout, as Launch() holds it across fork: the reaper cannot take the process for a
   // standby's (unreported) exit once it is a worker, nor miss a worker's exit before it is one.
   absl::MutexLock lock(&mu_);
@@ -453,6 +454,10 @@ absl::Status WorkerSupervisor::ActivateStandby(pid_t pid, const LaunchSpec& spec
   }
   // The standby reads at once; one that does not within the deadline (stopped, hung) is useless.
   const int control = it->second.control.get();
+  // Room for the whole assignment where the kernel allows it (a spec of up to 64 KiB rides in
+  // it), so that the write below does not wait for the standby to read; a refusal only means
+  // the loop waits for it.
+  (void)fcntl(control, F_SETPIPE_SZ, static_cast<int>(std::min<size_t>(assignment.size(), 1 << 20)));
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   bool written = fcntl(control, F_SETFL, O_NONBLOCK) == 0;
   for (size_t done = 0; written && done < assignment.size();) {
@@ -476,6 +481,9 @@ absl::Status WorkerSupervisor::ActivateStandby(pid_t pid, const LaunchSpec& spec
   }
   standbys_.erase(it);  // closes the assignment pipe: the standby reads end of file
   std::shared_ptr<Worker>& slot = workers_[pid];
+  // An entry left by an earlier process with this pid (the kernel reused it): its pump is
+  // finished after the lock is released, as Launch() does.
+  if (slot != nullptr) replaced = std::move(slot->pump);
   slot = std::make_shared<Worker>();
   slot->pump = *std::move(pump);
   slot->tail = std::move(tail);

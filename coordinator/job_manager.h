@@ -377,6 +377,10 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the placement: "spare agent-4 replaced agent-1" for each spare the launch took.
   void SparesUsed(Job* job, const SpareSwap& swap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the pass's HoldSpares: each spare of `swap` that is neither one of the job's nodes nor
+  // held for it again (another job took it, another node was held, the job ended) is told to
+  // drop its pre-started standbys (PrepareWorkers with count 0).
+  void DropReleasedSpares(const Job& job, const SpareSwap& swap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What took an elastic job's nodes, for its event: the previous generation's nodes now lost or
   // excluded, "node n3 lost, no spare; " (whichever failure the job heard of first), or "".
   std::string ElasticCause(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

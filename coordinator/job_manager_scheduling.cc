@@ -45,15 +45,18 @@ void JobManager::ScheduleLocked() {
     // devices read again (no later pass may come soon).
     if (!TryPlace(job, &pass) && pass.refused() > refused) TryPlace(job, &pass);
   };
+  std::vector<std::pair<Job*, SpareSwap>> swaps;
   for (Job* job : restarting) {
-    const SpareSwap swap = ReleaseSparesForLaunch(job, &pass);  // its spares: free for it now
+    SpareSwap swap = ReleaseSparesForLaunch(job, &pass);  // its spares: free for it now
     try_place(job);
     SparesUsed(job, swap);
+    if (!swap.spares.empty()) swaps.emplace_back(job, std::move(swap));
   }
   for (Job* job : pending) try_place(job);
   ExportHold(pass.hold());
   hold_ = pass.hold();
   HoldSpares(/*refill=*/true);
+  for (const auto& [job, swap] : swaps) DropReleasedSpares(*job, swap);
   GrowElasticJobs();
   metrics_.ObserveSchedulingPass(absl::Now() - start);
 }

@@ -82,6 +82,15 @@ void JobManager::SparesUsed(Job* job, const SpareSwap& swap) {
   }
 }
 
+void JobManager::DropReleasedSpares(const Job& job, const SpareSwap& swap) {
+  const std::set<std::string> own = NodesOf(job.status);
+  const auto& held = job.status.spare_nodes();
+  for (const std::string& spare : swap.spares) {
+    if (own.count(spare) || std::find(held.begin(), held.end(), spare) != held.end()) continue;
+    agents_->Send(spare, Prepare(job.status, {}));
+  }
+}
+
 void JobManager::HoldSpares(bool refill) {
   std::set<std::pair<std::string, int>> held;  // for the first waiting job: a spare comes after
   for (const v1::RankAssignment& a : hold_.placement.assignments) {

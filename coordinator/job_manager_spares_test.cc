@@ -120,6 +120,26 @@ TEST_F(SparesTest, ASpareTakenByTheRelaunchIsNotToldToDropItsPreparation) {
   EXPECT_THAT(Prepares(sink_), ElementsAre("n4 " + id + " 1 0"));
 }
 
+// A relaunch frees the job's spare; when a waiting job takes it in the same pass, the spare's
+// agent is told to drop the standbys it pre-started (they would otherwise live on beside the
+// other job's workers).
+TEST_F(SparesTest, ASpareAnotherJobTakesIsToldToDropItsPreparation) {
+  const std::string id = RunWithOneSpare();
+  ASSERT_THAT(Current(id).spare_nodes(), ElementsAre("n3"));
+  const std::string other = SubmitOk(Spec(1, 1));
+  ASSERT_EQ(Current(other).state(), v1::JOB_STATE_PENDING);
+  sink_.sent.clear();
+  jobs_->OnWorkerState("n2", Exit(Current(id), 1, 0, /*signal=*/9));
+  const v1::JobStatus relaunched = Current(id);
+  ASSERT_EQ(relaunched.state(), v1::JOB_STATE_RUNNING) << relaunched.reason();
+  ASSERT_EQ(relaunched.generation(), 2);
+  const v1::JobStatus placed = Current(other);
+  ASSERT_EQ(placed.state(), v1::JOB_STATE_RUNNING) << placed.reason();
+  ASSERT_EQ(placed.assignments(0).node(), "n3");
+  EXPECT_THAT(relaunched.spare_nodes(), IsEmpty());
+  EXPECT_THAT(Prepares(sink_), ElementsAre("n3 " + id + " 0"));
+}
+
 TEST_F(SparesTest, WithoutASpareTheJobWaitsForANode) {
   AddNode("n1", 1);
   auto n2 = nodes_->Register(NodeRegistration("n2", 1));
