@@ -73,6 +73,19 @@ struct ChildPlan {
   std::string oom_score_adj;  // written to /proc/self/oom_score_adj; empty: keep the agent's
 };
 
+// Fills `plan`'s argv, environment, cwd, agent pid and oom_score_adj from `spec`, which must
+// outlive the plan (argv and cwd point into it); the descriptors are the caller's.
+void FillPlan(const LaunchSpec& spec, ChildPlan* plan) {
+  for (const std::string& arg : spec.argv) plan->argv.push_back(const_cast<char*>(arg.c_str()));
+  plan->argv.push_back(nullptr);
+  for (const auto& [name, value] : spec.env) plan->env_strings.push_back(name + "=" + value);
+  for (std::string& entry : plan->env_strings) plan->envp.push_back(entry.data());
+  plan->envp.push_back(nullptr);
+  if (!spec.cwd.empty()) plan->cwd = spec.cwd.c_str();
+  plan->agent = getpid();
+  if (spec.oom_score_adj.has_value()) plan->oom_score_adj = absl::StrCat(*spec.oom_score_adj);
+}
+
 // Writes "worker_supervisor: <what> \"<arg>\": <reason>\n" with async-signal-safe calls only.
 void ChildError(const char* what, const char* arg, int errnum) {
   const char* reason = strerrordesc_np(errnum);
@@ -334,14 +347,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::Launch(const LaunchSpec& spec) {
   }
   if (spec.oom_score_adj.has_value()) RETURN_IF_ERROR(CheckOomScoreAdj(*spec.oom_score_adj));
   ChildPlan plan;
-  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
-  for (const auto& [name, value] : spec.env) plan.env_strings.push_back(name + "=" + value);
-  for (std::string& entry : plan.env_strings) plan.envp.push_back(entry.data());
-  plan.envp.push_back(nullptr);
-  if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
-  plan.agent = getpid();
-  if (spec.oom_score_adj.has_value()) plan.oom_score_adj = absl::StrCat(*spec.oom_score_adj);
+  FillPlan(spec, &plan);
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
@@ -389,14 +395,7 @@ absl::StatusOr<pid_t> WorkerSupervisor::StartStandby(const LaunchSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("argv must not be empty");
   if (spec.oom_score_adj.has_value()) RETURN_IF_ERROR(CheckOomScoreAdj(*spec.oom_score_adj));
   ChildPlan plan;
-  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
-  for (const auto& [name, value] : spec.env) plan.env_strings.push_back(name + "=" + value);
-  for (std::string& entry : plan.env_strings) plan.envp.push_back(entry.data());
-  plan.envp.push_back(nullptr);
-  if (!spec.cwd.empty()) plan.cwd = spec.cwd.c_str();
-  plan.agent = getpid();
-  if (spec.oom_score_adj.has_value()) plan.oom_score_adj = absl::StrCat(*spec.oom_score_adj);
+  FillPlan(spec, &plan);
   int output_fds[2], control_fds[2];
   if (pipe2(output_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
   UniqueFd output_read(output_fds[0]);
