@@ -2,6 +2,7 @@
 // where each goes or why it waits) and the launch of a placed job's next generation (a fresh
 // GenerationState, its launches from LaunchPlan, launch_plan.h).
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -201,9 +202,21 @@ void JobManager::Launch(Job* job, const Placement& placement) {
   absl::Status opened = rendezvous_->OpenGeneration(id, status.generation());
   if (!opened.ok()) RM_LOG(ERROR) << "rendezvous for " << id << ": " << opened;
 
+  // Not another live job's port: two jobs whose rank 0 share a node would both listen on it
+  // (the second's rank 0 fails with "Address already in use" and the job restarts).
+  std::set<int> taken;
+  for (const std::string& other : order_) {
+    const Job* o = Find(other);
+    const v1::JobState state = o->status.state();
+    if (other != id && o->master_port > 0 &&
+        (state == v1::JOB_STATE_RUNNING || state == v1::JOB_STATE_RESTARTING)) {
+      taken.insert(o->master_port);
+    }
+  }
+  job->master_port = MasterPort(options_.master_port_base, id, status.generation(), taken);
   const LaunchPlan plan =
       PlanLaunch(status, nodes_->HostAddress(placement.assignments[0].node()).value_or("127.0.0.1"),
-                 MasterPort(options_.master_port_base, id, status.generation()));
+                 job->master_port);
   // Stored before any agent hears of it: a coordinator that dies in between comes back knowing
   // the generation whose workers the agents may already run, and adopts them.
   Transition(job, v1::JOB_STATE_RUNNING, plan.Summary(status.generation()));

@@ -4,6 +4,7 @@
 // events, watch, the store's writes, retention, series) are in job_manager_records_test.cc.
 #include "coordinator/job_manager.h"
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -191,6 +192,17 @@ TEST_F(JobManagerTest, FailureRestartsWithANewGenerationThenFailsWhenRestartsRun
     if (e.kind() == "worker_exit" && e.ranks_size() == 1 && e.ranks(0) == 1) named_rank = true;
   }
   EXPECT_TRUE(named_rank);
+}
+
+// Live jobs never share a MASTER_PORT: with 100 of them on one node, ports hashed into a range of
+// 1000 would collide more often than not (two rank 0s listening on one port).
+TEST_F(JobManagerTest, RunningJobsGetDistinctMasterPorts) {
+  AddNode("n1", 100);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(jobs_->Submit(Spec(1, 1), "", alice_).ok());
+  std::set<int> ports;
+  for (const v1::LaunchWorkers& launch : sink_.Launches()) ports.insert(launch.master_port());
+  EXPECT_EQ(sink_.Launches().size(), 100u);
+  EXPECT_EQ(ports.size(), 100u);
 }
 
 // A spec that says nothing of restarts gets 3 (ApplyDefaults at submission): the job restarts

@@ -38,6 +38,16 @@ int MasterPort(int port_base, const std::string& job_id, int64_t generation) {
   return port_base + static_cast<int>(absl::HashOf(job_id, generation) % 1000);
 }
 
+int MasterPort(int port_base, const std::string& job_id, int64_t generation,
+               const std::set<int>& taken) {
+  const int first = MasterPort(port_base, job_id, generation) - port_base;
+  for (int i = 0; i < 1000; ++i) {
+    const int port = port_base + (first + i) % 1000;
+    if (!taken.count(port)) return port;
+  }
+  return port_base + first;
+}
+
 std::string LaunchPlan::Summary(int64_t generation) const {
   return absl::StrCat("placed ", world_size, " ranks on ", messages.size(), " nodes (generation ",
                       generation, ")");

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "coordinator/placement.h"
@@ -31,6 +32,10 @@ Layout LayoutOf(const v1::JobStatus& status);
 // MASTER_PORT of a job's generation: one port per (job, generation) from
 // [port_base, port_base + 1000), so that every agent agrees on it without another round trip.
 int MasterPort(int port_base, const std::string& job_id, int64_t generation);
+// The same, avoiding `taken` (other live jobs' ports): the first port of the range, from that
+// one upwards and wrapping, that is not in `taken`; MasterPort's when every port is taken.
+int MasterPort(int port_base, const std::string& job_id, int64_t generation,
+               const std::set<int>& taken);
 
 struct LaunchPlan {
   int world_size = 0;

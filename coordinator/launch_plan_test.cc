@@ -106,5 +106,20 @@ TEST(LaunchPlanTest, TheMasterPortIsInItsRangeAndStableForAGeneration) {
   }
 }
 
+TEST(LaunchPlanTest, TheMasterPortAvoidsOtherJobsPortsWrappingInItsRange) {
+  const int own = MasterPort(29500, "gpt-abc", 3);
+  EXPECT_EQ(MasterPort(29500, "gpt-abc", 3, {}), own);
+  EXPECT_EQ(MasterPort(29500, "gpt-abc", 3, {own - 1, own + 2}), own);
+  const int next = own + 1 < 30500 ? own + 1 : 29500;
+  EXPECT_EQ(MasterPort(29500, "gpt-abc", 3, {own}), next);
+  std::set<int> all_but_one;
+  for (int port = 29500; port < 30500; ++port) {
+    if (port != 29700) all_but_one.insert(port);
+  }
+  EXPECT_EQ(MasterPort(29500, "gpt-abc", 3, all_but_one), 29700);
+  all_but_one.insert(29700);  // every port taken: its own, as before
+  EXPECT_EQ(MasterPort(29500, "gpt-abc", 3, all_but_one), own);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator
