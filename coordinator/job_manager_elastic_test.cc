@@ -33,12 +33,14 @@ class ElasticTest : public JobManagerTest {
     return job.ok() ? job->job_id() : "";
   }
   // Nodes n1..n4 (one device each) and the job running on all four; n3's session in `n3_`.
-  std::string RunOnFourNodes(int min_nodes) {
+  std::string RunOnFourNodes(int min_nodes) { return RunOnFourNodes(ElasticSpec(min_nodes)); }
+  // The same for `spec` (an ElasticSpec with more set).
+  std::string RunOnFourNodes(const v1::JobSpec& spec) {
     for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
     auto n3 = nodes_->Register(NodeRegistration("n3", 1));
     EXPECT_TRUE(n3.ok()) << n3.status();
     n3_ = n3.ok() ? *n3 : 0;
-    const std::string id = SubmitOk(ElasticSpec(min_nodes));
+    const std::string id = SubmitOk(spec);
     EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
     EXPECT_EQ(Current(id).assignments_size(), 4);
     return id;
@@ -89,13 +91,9 @@ TEST_F(ElasticTest, ALostNodeWithNoSpareShrinksTheJobToTheLargestReachableDegree
 // elastic_wait: the job that lost n3 waits 30 s for a replacement before shrinking; the wait
 // survives a coordinator restart and ends at the same moment.
 TEST_F(ElasticTest, ItWaitsForAReplacementBeforeShrinkingAcrossACoordinatorRestart) {
-  for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
-  auto n3 = nodes_->Register(NodeRegistration("n3", 1));
-  ASSERT_TRUE(n3.ok()) << n3.status();
-  n3_ = *n3;
   v1::JobSpec spec = ElasticSpec(2);
   spec.set_elastic_wait_seconds(30);
-  const std::string id = SubmitOk(spec);
+  const std::string id = RunOnFourNodes(spec);
   ASSERT_EQ(Current(id).assignments_size(), 4);
   const absl::Time lost = clock_.Now();
   LoseN3();
@@ -136,13 +134,10 @@ TEST_F(ElasticTest, ItWaitsForAReplacementBeforeShrinkingAcrossACoordinatorResta
 }
 
 TEST_F(ElasticTest, AReplacementWithinTheWaitKeepsTheFullSize) {
-  for (const char* n : {"n1", "n2", "n4"}) AddNode(n, 1);
-  auto n3 = nodes_->Register(NodeRegistration("n3", 1));
-  ASSERT_TRUE(n3.ok()) << n3.status();
-  n3_ = *n3;
   v1::JobSpec spec = ElasticSpec(2);
   spec.set_elastic_wait_seconds(30);
-  const std::string id = SubmitOk(spec);
+  const std::string id = RunOnFourNodes(spec);
+  ASSERT_EQ(Current(id).assignments_size(), 4);
   LoseN3();
   ASSERT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
   clock_.Advance(absl::Seconds(5));
