@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "spec/trainer_keys.h"
 
@@ -54,14 +53,6 @@ std::vector<std::pair<std::string, std::string>> ElasticKeyProblems(const v1::Jo
                                        kMaxElasticWaitSeconds, "], got ", wait));
   }
   return problems;
-}
-
-absl::Status CheckElasticKeys(const v1::JobSpec& spec) {
-  const auto problems = ElasticKeyProblems(spec);
-  if (problems.empty()) return absl::OkStatus();
-  std::vector<std::string> lines;
-  for (const auto& [field, rule] : problems) lines.push_back(absl::StrCat(field, ": ", rule));
-  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
 }
 
 int Accumulation(const v1::JobSpec& spec, int full_data, int data) {

@@ -17,8 +17,8 @@
 // Shared by the coordinator (validation, scheduling) and ringctl, below both.
 //
 // Threading: pure functions; safe from any thread. Ownership: values. Errors: CheckReachable
-// returns INVALID_ARGUMENT naming min_nodes, CheckElasticKeys naming the elastic_* key; the
-// others none.
+// returns INVALID_ARGUMENT naming min_nodes; ElasticKeyProblems returns each problem with its
+// field; the others none.
 #ifndef RINGMASTER_SPEC_ELASTIC_H_
 #define RINGMASTER_SPEC_ELASTIC_H_
 
@@ -64,11 +64,9 @@ int64_t ElasticWarmupSteps(const v1::JobSpec& spec);
 
 // The elastic_* keys' rules, each problem as {field, rule}: elastic_batch a defined value,
 // elastic_warmup_steps in [0, 10^9], elastic_wait_seconds finite and in [0, 86400]. Empty when
-// all hold. The coordinator's Submit and the trainer refuse a spec with any.
+// all hold. Part of coordinator::ValidateJobSpec, which the coordinator's Submit and Plan and the
+// trainer apply.
 std::vector<std::pair<std::string, std::string>> ElasticKeyProblems(const v1::JobSpec& spec);
-
-// INVALID_ARGUMENT with one "field: rule" line per ElasticKeyProblems entry; OK when none.
-absl::Status CheckElasticKeys(const v1::JobSpec& spec);
 
 // How many times its full-size per-replica batch each replica takes at data-parallel degree
 // `data` of a job whose full degree is `full_data` (spec.nodes' size): for a program reading the

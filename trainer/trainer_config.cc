@@ -120,7 +120,6 @@ absl::StatusOr<TrainerConfig> LoadTrainerConfig(const EnvLookup& env, const Trai
   RETURN_IF_ERROR(
       MakeModelShard(c.model, c.place.tp_rank, c.place.tp, c.place.pp_rank, c.place.pp).status());
   RETURN_IF_ERROR(CheckNanGradientsRank(flags, c.place));
-  RETURN_IF_ERROR(spec::CheckElasticKeys(c.spec));
   ASSIGN_OR_RETURN(c.desired_dp, IntEnv(env, "RINGMASTER_DESIRED_DP_SIZE", c.place.dp));
   if (c.desired_dp < c.place.dp) {
     return FieldError("RINGMASTER_DESIRED_DP_SIZE",
