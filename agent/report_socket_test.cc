@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/worker_service.h"
 #include "common/clock.h"
@@ -223,6 +224,35 @@ TEST_F(ReportSocketTest, AStepDatagramReachesTheMetricsAndWatchdog) {
                                R"(group="world",kind="entered"})"),
             42);
   EXPECT_EQ(watchdog_.Allowance("job-0001", 1), WatchdogOptions().checkpoint_timeout);
+}
+
+// The Python watch's batch: several steps in one datagram, each taken in order as its own report;
+// a refused one is the datagram's refusal (counted once) and does not stop the ones after it.
+TEST_F(ReportSocketTest, AStepsDatagramIsEachStepInOrder) {
+  const std::string token = env_["RINGMASTER_WORKER_TOKEN"];
+  auto batch = [this](const std::vector<std::string>& steps) {
+    std::vector<std::string> bodies;
+    for (const std::string& step : steps) {
+      bodies.push_back(step.substr(std::string(R"({"step": )").size(),
+                                   step.size() - std::string(R"({"step": )").size() - 1));
+    }
+    return absl::StrCat(R"({"steps": {"steps": [)", absl::StrJoin(bodies, ", "), "]}}");
+  };
+  ASSERT_TRUE(Send(batch({StepJson(7, token), StepJson(8, token), StepJson(9, token)})));
+  ASSERT_TRUE(AwaitAccepted(1));
+  const std::string page = registry_.RenderText();
+  EXPECT_EQ(SeriesValue(page, R"(ringmaster_step{job_id="job-0001",rank="1"})"), 9) << page;
+  // The step time histogram saw all three (0.25 s each).
+  EXPECT_EQ(SeriesValue(page, R"(ringmaster_step_seconds_count{job_id="job-0001",rank="1"})"), 3)
+      << page;
+
+  ASSERT_TRUE(Send(batch({StepJson(0, token), StepJson(10, token)})));  // 0: steps count from 1
+  ASSERT_TRUE(AwaitRefused("invalid", 1));
+  EXPECT_EQ(SeriesValue(registry_.RenderText(), R"(ringmaster_step{job_id="job-0001",rank="1"})"),
+            10);
+  ASSERT_TRUE(Send(R"({"steps": {"steps": []}})"));
+  ASSERT_TRUE(AwaitRefused("invalid", 2));
+  EXPECT_EQ(socket_->accepted(), 1);
 }
 
 TEST_F(ReportSocketTest, RefusalsAreCountedByReasonAndTheReaderSurvives) {

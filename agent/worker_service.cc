@@ -177,11 +177,24 @@ absl::Status WorkerService::HandleReport(const v1::WorkerReport& report) {
       return Collectives(report.collectives(), nullptr);
     case v1::WorkerReport::kCheckpointFailure:
       return CheckpointFailure(report.checkpoint_failure());
+    case v1::WorkerReport::kSteps: {
+      if (report.steps().steps().empty()) {
+        return FieldError("steps.steps", "must hold at least one step report");
+      }
+      // Each in order, as its own report; the first refusal is the datagram's (counted once),
+      // and the steps after it are still taken.
+      absl::Status first = absl::OkStatus();
+      for (const v1::ReportStepRequest& step : report.steps().steps()) {
+        absl::Status status = Step(step, nullptr);
+        if (first.ok()) first = std::move(status);
+      }
+      return first;
+    }
     case v1::WorkerReport::REPORT_NOT_SET:
       break;
   }
   return FieldError("report",
-                    "must carry one of step, phase, exit, collectives, checkpointFailure");
+                    "must carry one of step, steps, phase, exit, collectives, checkpointFailure");
 }
 
 grpc::Status WorkerService::ReportStep(grpc::ServerContext* context,
