@@ -15,9 +15,8 @@ received per watched run (one per rank and step: the watch was on).
 measure a change: `git archive OLD python/watch | tar -x -C DIR`, then DIR/python/watch).
 --reference-hook adds a variant without the watch whose DDP runs PyTorch's own Python comm
 hook equal to its default (default_hooks.allreduce_hook): what any Python comm hook costs.
---hook-free-floor adds a variant watched with the DDP comm hook left out (a measurement only:
-that watch sees none of DDP's buckets): what the rest of the watch costs, the floor of a watch
-that would follow DDP without a Python comm hook.
+--comm-hook adds a variant watched with DDP followed through the watch's comm hook (its
+fallback for process groups that keep no sequence number) instead of the sequence number.
 --breakdown instead runs watched runs only (--rounds of them; with --compare, of both copies,
 alternating) and prints the median CPU time per step of each part of the watch on rank 0 (the
 comm hook, the bucket callbacks, the step report and its pieces), each part timed by a wrapper
@@ -27,7 +26,7 @@ than a whole step's wall time.
   /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 8
   /usr/bin/python3 bench/pytorch_watch_overhead.py --width 1024 --batch 256 --steps 20 --warmup 3
   /usr/bin/python3 bench/pytorch_watch_overhead.py --breakdown
-  /usr/bin/python3 bench/pytorch_watch_overhead.py --reference-hook --hook-free-floor --compare DIR
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --reference-hook --comm-hook --compare DIR
 """
 import argparse
 import json
@@ -48,7 +47,7 @@ WORKER = r'''
 import collections, functools, json, sys, time
 import torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-width, depth, batch, warmup, steps, breakdown, reference_hook, no_ddp_hook = (
+width, depth, batch, warmup, steps, breakdown, reference_hook, comm_hook = (
     int(a) for a in sys.argv[1:9])
 parts = collections.defaultdict(lambda: [0, 0])  # name -> [calls, thread CPU ns]
 def timed(name, fn):
@@ -63,25 +62,27 @@ def timed(name, fn):
             part[1] += time.thread_time_ns() - t
     return wrapper
 watch = sys.modules.get("_ringmaster_watch")
-if no_ddp_hook and watch is not None:  # --hook-free-floor: DDP keeps its own C++ path.
+if comm_hook and watch is not None:  # --comm-hook: the watch's fallback.
     from _ringmaster_watch import _ddp
-    _ddp.DdpWatch._maybe_register = lambda self, ddp: None
+    _ddp.DdpWatch.prefer_hook = True
 if breakdown and watch is not None:
     from _ringmaster_watch import _ddp, _reporter, _steps
     make_hook = _ddp._allreduce_hook_for
     _ddp._allreduce_hook_for = lambda w: timed("comm hook (per step, all buckets)", make_hook(w))
     _steps._state_step = timed("  optimizer step count", _steps._state_step)
+    for name in ("_gradient_hook", "_graph_computed", "backward_returned", "sync"):
+        setattr(_ddp.DdpWatch, name, timed("DdpWatch." + name, getattr(_ddp.DdpWatch, name)))
 dist.init_process_group("gloo")
 if breakdown and watch is not None:
     state = watch._watch_state
     state["steps"].step_ended = timed("step report (all of it)", state["steps"].step_ended)
     comm = state["comm"]
-    for name in ("step_members", "take_step", "sequences", "poll", "bucket_launched",
-                 "bucket_finished", "bucket_done"):
+    for name in ("take_raw", "take_step", "sequences", "poll", "bucket_launched",
+                 "bucket_finished", "bucket_done", "sync", "ddp_waiting", "ddp_done"):
         if hasattr(comm, name):
             setattr(comm, name, timed("  Comm." + name, getattr(comm, name)))
     reporter = state["reporter"]
-    for name in ("send", "send_members"):
+    for name in ("send", "send_members", "defer", "flush"):
         if hasattr(reporter, name):
             setattr(reporter, name, timed("  Reporter." + name, getattr(reporter, name)))
 torch.manual_seed(0)
@@ -120,7 +121,7 @@ dist.destroy_process_group()
 '''
 
 
-def run(args, worker, watch_dir, breakdown=False, reference_hook=False, no_ddp_hook=False):
+def run(args, worker, watch_dir, breakdown=False, reference_hook=False, comm_hook=False):
     """One run of one variant: the ranks without the watch (watch_dir None) or watched by the
     copy of python/watch in watch_dir; returns rank 0's figures and the step reports seen."""
     port = harness.free_port()
@@ -135,7 +136,7 @@ def run(args, worker, watch_dir, breakdown=False, reference_hook=False, no_ddp_h
             procs.append(subprocess.Popen(
                 [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
                  str(args.warmup), str(args.steps), str(int(breakdown)),
-                 str(int(reference_hook)), str(int(no_ddp_hook))], env=env,
+                 str(int(reference_hook)), str(int(comm_hook))], env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=600) for p in procs]
         for p, (out, err) in zip(procs, outs):
@@ -187,8 +188,8 @@ def main():
     p.add_argument("--compare", metavar="DIR", help="another python/watch copy, a 3rd variant")
     p.add_argument("--reference-hook", action="store_true",
                    help="a variant without the watch, with torch's Python allreduce_hook")
-    p.add_argument("--hook-free-floor", action="store_true",
-                   help="a variant watched without the DDP comm hook (measurement only)")
+    p.add_argument("--comm-hook", action="store_true",
+                   help="a variant watched with the DDP comm hook (the watch's fallback)")
     p.add_argument("--breakdown", action="store_true",
                    help="watched runs only; rank 0's CPU time per step of each part of the watch")
     args = p.parse_args()
@@ -225,14 +226,14 @@ def main():
             variants.append(("with " + args.compare, args.compare, False))
         if args.reference_hook:
             variants.append(("without, torch's allreduce_hook", None, True))
-        if args.hook_free_floor:
-            variants.append(("with, no DDP comm hook (floor)", harness.WATCH_DIR, "floor"))
+        if args.comm_hook:
+            variants.append(("with, DDP followed by the comm hook", harness.WATCH_DIR, "hook"))
         runs = {name: [] for name, _, _ in variants}
         for i in range(args.rounds):
             k = i % len(variants)
             for name, watch_dir, hook in variants[k:] + variants[:k]:
                 runs[name].append(run(args, worker, watch_dir, reference_hook=hook is True,
-                                      no_ddp_hook=hook == "floor"))
+                                      comm_hook=hook == "hook"))
         result = {"model": model, "rounds": args.rounds, "timed_steps": args.steps}
         base = None
         for name, _, _ in variants:

@@ -6,8 +6,9 @@ across ranks); a group first seen in a collective without having been created th
 new_group gets the next name then. Each collective on a group enters the next sequence number;
 `completed` is the highest number whose collective and all before it have finished.
 
-Threading: one `Comm` per process, every method thread-safe under its lock (DDP's comm hook
-runs on the autograd thread, future callbacks on the backend's threads, the ticker on its own),
+Threading: one `Comm` per process, every method thread-safe under its lock (DDP's engine
+callback and comm hook run on the autograd thread, future callbacks on the backend's threads,
+the ticker on its own),
 except `bucket_finished`, a lock-free append for the bucket callbacks: the per-bucket cost on
 the backend's thread is one call and one append (bench/pytorch_watch_overhead.py).
 Ownership: it holds the async works it watches until they complete (at most MAX_PENDING).
@@ -42,7 +43,7 @@ def bus_factor(op, n):
 
 
 class _Group:
-    __slots__ = ("name", "size", "entered", "outstanding", "completed")
+    __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "ddp_open")
 
     def __init__(self, name, size):
         self.name = name
@@ -50,13 +51,24 @@ class _Group:
         self.entered = 0
         self.outstanding = []  # Sequence numbers entered and not completed, ascending.
         self.completed = 0
+        # The process group's own sequence number minus `entered`, once the group is counted
+        # by it (count_from); None before.
+        self.offset = None
+        self.ddp_open = 0  # The first of the DDP buckets now waited for (ddp_waiting); 0: none.
 
     def complete(self, seq):
         try:
             self.outstanding.remove(seq)
         except ValueError:
             return
-        self.completed = self.outstanding[0] - 1 if self.outstanding else self.entered
+        self.settle()
+
+    def settle(self):
+        """completed: below the first outstanding work and the DDP buckets waited for."""
+        completed = self.outstanding[0] - 1 if self.outstanding else self.entered
+        if self.ddp_open and self.ddp_open <= completed:
+            completed = self.ddp_open - 1
+        self.completed = completed
 
 
 class Comm:
@@ -151,12 +163,12 @@ class Comm:
             self.version += 1
             self._add(op, group.name, nbytes, seconds)
 
-    def _add(self, op, name, nbytes, seconds):
+    def _add(self, op, name, nbytes, seconds, count=1):
         self._blocked += seconds
         stat = self._stats.get((op, name))
         if stat is None:
             stat = self._stats[(op, name)] = [0, 0, 0.0]
-        stat[0] += 1
+        stat[0] += count
         stat[1] += nbytes
         stat[2] += seconds
 
@@ -214,7 +226,61 @@ class Comm:
                 self._add(op, group.name, nbytes, 0.0)
             self.version += 1
 
-    # -- DDP buckets ---------------------------------------------------------------------------
+    # -- DDP's buckets, counted by the process group's own sequence number -----------------------
+    def count_from(self, group, pg_seq):
+        """From now on `group`'s collectives made outside the watch's sight (DDP's, from C++)
+        are counted by its process group's sequence number, `pg_seq` now (sync, ddp_waiting).
+
+        The number is the process group's (torch's, the same on every rank); the offset keeps
+        the watch's numbering, which counted only what it saw before.
+        """
+        with self._lock:
+            if group.offset is None:
+                group.offset = pg_seq - group.entered
+
+    def sync(self, group, pg_seq):
+        """Counts as entered and completed the collectives the process group made since the
+        watch last knew (`pg_seq` read at a point where those had returned)."""
+        with self._lock:
+            if group.offset is None or pg_seq - group.offset <= group.entered:
+                return
+            group.entered = pg_seq - group.offset
+            group.settle()
+            self.version += 1
+
+    def ddp_waiting(self, group, pg_seq):
+        """Backward's graph is done and DDP now waits for its bucket all-reduces, the ones the
+        process group entered since the watch last knew: (the first one's number, how many),
+        or None when there are none (nothing to wait for).
+
+        They stay open, this thread inside, until ddp_done.
+        """
+        with self._lock:
+            if group.offset is None:
+                return None
+            n = pg_seq - group.offset - group.entered
+            if n <= 0:
+                return None
+            first = group.entered + 1
+            group.entered += n
+            if not group.ddp_open:
+                group.ddp_open = first
+            group.settle()
+            self._inside += 1
+            self.version += 1
+            return first, n
+
+    def ddp_done(self, group, waiting, nbytes, seconds):
+        """backward() returned: ddp_waiting's all-reduces (`waiting`) completed, after blocking
+        `seconds` (graph done -> backward returned), `nbytes` (the gradients) in all."""
+        with self._lock:
+            group.ddp_open = 0
+            group.settle()
+            self._inside -= 1
+            self.version += 1
+            self._add("all_reduce", group.name, nbytes, seconds, count=waiting[1])
+
+    # -- DDP buckets, seen by the comm hook ------------------------------------------------------
     def bucket_launched(self, group, is_last):
         """DDP's comm hook launches a bucket's all-reduce on `group`: its sequence number.
 
@@ -261,33 +327,18 @@ class Comm:
             return ({g.name: str(g.entered) for g in groups},
                     {g.name: str(g.completed) for g in groups}, self._inside > 0, self.version)
 
-    def step_members(self):
-        """(seconds blocked, JSON members) of the step report since the last call; resets them.
-
-        The members are take_step's "collectives" and sequences' "collectiveEntered" and
-        "collectiveCompleted", as JSON text (Reporter.send_members), each left out when empty;
-        one lock and no intermediate dicts (the step report's path).
-        """
+    def take_raw(self):
+        """(seconds blocked, {(op, group name): [count, bytes, seconds]}, [(group name, size,
+        entered, completed)]) of the step since the last call (the accumulators reset): the
+        step report's snapshot, taken on the training thread at each step's end with one lock
+        and no formatting; members_json writes it out later (on the reporter's thread)."""
         with self._lock:
-            self._drain()
+            if self._finished:
+                self._drain()
             blocked, stats = self._blocked, self._stats
             self._blocked, self._stats = 0.0, {}
-            groups = list(self._groups.values())[:MAX_GROUPS]
-            entered = ",".join('"%s":"%d"' % (g.name, g.entered) for g in groups)
-            completed = ",".join('"%s":"%d"' % (g.name, g.completed) for g in groups)
-            sizes = {g.name: g.size for g in groups} if len(stats) else None
-        members = []
-        if stats:
-            out = []
-            for (op, name), (count, nbytes, seconds) in sorted(stats.items())[:6 * MAX_GROUPS]:
-                algbw = nbytes / seconds if seconds > 0 else 0.0
-                out.append(_STAT % (op, name, count, nbytes, seconds, algbw,
-                                    algbw * bus_factor(op, sizes.get(name, 1))))
-            members.append('"collectives":[%s]' % ",".join(out))
-        if entered:
-            members.append('"collectiveEntered":{%s},"collectiveCompleted":{%s}'
-                           % (entered, completed))
-        return blocked, ",".join(members)
+            groups = [(g.name, g.size, g.entered, g.completed) for g in self._groups.values()]
+        return blocked, stats, groups
 
     def take_step(self):
         """(seconds blocked, CollectiveStat JSON list) since the last call; resets them."""
@@ -305,3 +356,24 @@ class Comm:
                         "seconds": seconds, "algbwBytesPerSecond": algbw,
                         "busbwBytesPerSecond": algbw * bus_factor(op, sizes.get(name, 1))})
         return blocked, out
+
+
+def members_json(stats, groups):
+    """take_raw's stats and groups as the step report's JSON members: take_step's
+    "collectives" and sequences' "collectiveEntered" and "collectiveCompleted", each left out
+    when empty (Reporter.send_members)."""
+    members = []
+    groups = groups[:MAX_GROUPS]
+    if stats:
+        sizes = {g[0]: g[1] for g in groups}
+        out = []
+        for (op, name), (count, nbytes, seconds) in sorted(stats.items())[:6 * MAX_GROUPS]:
+            algbw = nbytes / seconds if seconds > 0 else 0.0
+            out.append(_STAT % (op, name, count, nbytes, seconds, algbw,
+                                algbw * bus_factor(op, sizes.get(name, 1))))
+        members.append('"collectives":[%s]' % ",".join(out))
+    if groups:
+        members.append('"collectiveEntered":{%s},"collectiveCompleted":{%s}' % (
+            ",".join('"%s":"%d"' % (g[0], g[2]) for g in groups),
+            ",".join('"%s":"%d"' % (g[0], g[3]) for g in groups)))
+    return ",".join(members)

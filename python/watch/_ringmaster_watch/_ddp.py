@@ -1,21 +1,42 @@
-"""Sees DistributedDataParallel's gradient buckets through a comm hook equal to DDP's default.
+"""Sees DistributedDataParallel's gradient buckets, which DDP reduces from C++ (wrapping
+torch.distributed misses them), without changing what DDP computes.
 
-DDP reduces its buckets from C++, so wrapping torch.distributed misses them. Before a DDP
-module's first forward, unless its user registered a comm hook of their own, the watch
-registers `_allreduce_hook`: the bucket's gradients times 1/world (the very operation DDP's
-reducer applies without a hook, `at::mul_out(bucket_view, grad, 1/div_factor)`), then an async
-all_reduce (sum) of the bucket on DDP's group: the same arithmetic in the same order, so the
-same results bit for bit. Not registered (DDP's own path stays) where that cannot be promised:
-gradient_as_bucket_view=True on a group whose size is not a power of two (DDP then divides
-rather than multiplies), DDP's join() for uneven inputs (it divides by the ranks still joined),
-or a torch without GradBucket.buffer/is_last or Future.then (the watch then disables itself).
+The usual way, by the process group's own sequence number: at a DDP module's first forward,
+if its process group counts its collectives (`_get_sequence_number_for_group()` is not 0:
+init_process_group and new_group set it for gloo and NCCL groups, the same on every rank, and
+each collective adds one; seen on gloo with torch 1.13, NCCL not yet run here), the watch
+takes that number as its count of the group's collectives from then on (Comm.count_from) and
+registers no comm hook: DDP keeps its own C++ path, so its arithmetic and speed are untouched.
+It registers one tensor hook, once, on the module's first parameter that needs a gradient: in
+each backward pass that reaches it (a hook that returns None: the gradient is untouched), it
+queues an engine callback, which runs once the graph is computed and every bucket launched,
+before DDP's own final callback (queued later, when its last bucket became ready), which waits
+for them. The callback reads the number; the buckets since the watch last knew are now entered
+and waited for. When backward() returns (the Tensor.backward wrapper, _steps.py) they are
+completed, and the time from the callback to the return is the time this rank blocked in them:
+a rank waiting for a slow peer reports the wait, so the straggler detector judges compute; a
+rank stuck in that wait is inside those collectives for the side thread (_ticker.py). The step
+end reads the number once more (what the forward did, or a backward the wrapper did not see:
+torch.autograd.backward, whose wait then counts 0 s). Cost per step: two Python calls, three
+reads of a counter (bench/pytorch_watch_overhead.py).
 
-If the user registers a hook after ours (register_comm_hook after the first forward), ours
-steps aside: the user's hook runs in its place, through ours.
+The fallback, a comm hook equal to DDP's default, where the group does not count (its number
+stays 0): before the first forward, unless its user registered a comm hook of their own, the
+watch registers `_allreduce_hook`: the bucket's gradients times 1/world (the very operation
+DDP's reducer applies without a hook, `at::mul_out(bucket_view, grad, 1/div_factor)`), then an
+async all_reduce (sum) of the bucket on DDP's group: the same arithmetic in the same order, so
+the same results bit for bit. Not registered (DDP's own path stays, unseen) where that cannot
+be promised: gradient_as_bucket_view=True on a group whose size is not a power of two (DDP then
+divides rather than multiplies), DDP's join() for uneven inputs (it divides by the ranks still
+joined), or a torch without GradBucket.buffer/is_last or Future.then (the watch then disables
+itself). If the user registers a hook after ours (register_comm_hook after the first
+forward), ours steps aside: the user's hook runs in its place, through ours. This path costs a
+Python call and a separate scaling pass per bucket (docs/benchmarks.md).
 
-Threading: the hook runs on the autograd thread, its callback on the backend's; the bucket
-bookkeeping is Comm's (thread-safe). Errors: a failure of ours disables the watch; the hook
-then still reduces exactly as above, without bookkeeping.
+Threading: the tensor hook and the engine callback run on an autograd thread (the caller's
+on CPU), before backward() returns to the caller; the comm hook on the autograd thread, its
+callback on the backend's; the bookkeeping is Comm's (thread-safe). Errors: a failure of ours
+disables the watch; the backward, and the hook's reduction, then run exactly as without it.
 """
 
 import functools
@@ -26,6 +47,10 @@ from . import _core
 class DdpWatch:
     """The DDP instrumentation of one process."""
 
+    # True: always the comm hook, never the sequence number (the tests and the bench set it to
+    # exercise and measure the fallback; not a user setting).
+    prefer_hook = False
+
     def __init__(self, torch, dist, comm, collectives):
         self.torch = torch
         self.dist = dist
@@ -34,6 +59,17 @@ class DdpWatch:
         self.first_forward = None  # perf_counter of the first DDP forward (a step's start).
         self._all_reduce = getattr(dist, "all_reduce")  # The original, taken before patching.
         self._register = None
+        # (sequence number reader, _Group, gradient bytes) of each group counted by its
+        # process group's number; read without a lock (a list only appended to, by a first
+        # forward, on the training thread).
+        self.counted = []
+        self._engine = None
+        # The buckets waited for in the backward now ending, [(group, Comm.ddp_waiting's
+        # result, gradient bytes)], and when its graph was computed: set by the engine callback
+        # (autograd thread), taken by backward_returned (the training thread, after backward).
+        self.waits = []
+        self._graph_done = 0.0
+        self._seen = {}  # Group name -> its sequence number when the watch last counted it.
 
     def check(self):
         """Raises RuntimeError naming what this torch lacks for the comm hook."""
@@ -107,12 +143,14 @@ class DdpWatch:
         return lambda tensor: all_reduce(tensor, group=pg, async_op=True).get_future()
 
     def _maybe_register(self, ddp):
+        pg = getattr(ddp, "process_group", None)
+        if not self.prefer_hook and self._count_by_sequence(ddp, pg):
+            return
         if getattr(ddp, "_comm_hooks", None):
             return  # A hook registered some other way (torch 2.x's python reducer list).
         join = getattr(ddp, "_join_config", None)
         if join is not None and getattr(join, "enable", False):
             return  # Uneven inputs: DDP divides by the ranks still joined.
-        pg = getattr(ddp, "process_group", None)
         n = self.collectives._size(pg)
         if getattr(ddp, "gradient_as_bucket_view", False) and n & (n - 1):
             return  # DDP divides a bucket-view gradient by n: x/n != x*(1/n) for this n.
@@ -123,6 +161,73 @@ class DdpWatch:
         ddp.__dict__["_ringmaster_hook"] = state
         self._register(ddp, state, _allreduce_hook_for(self))
 
+    # -- counting by the process group's sequence number ----------------------------------------
+    def _count_by_sequence(self, ddp, pg):
+        """Counts DDP's collectives on `pg` by its sequence number if it keeps one: True."""
+        read = getattr(pg, "_get_sequence_number_for_group", None) if pg is not None else None
+        variable = getattr(getattr(self.torch, "autograd", None), "Variable", None)
+        engine = getattr(variable, "_execution_engine", None)
+        if read is None or not callable(getattr(engine, "queue_callback", None)):
+            return False
+        seq = int(read())
+        if seq == 0:
+            return False  # The backend does not count (or was never told its start): the hook.
+        params = [p for p in ddp.parameters() if p.requires_grad]
+        if not params:
+            return True  # Nothing to reduce: only the step end's reads.
+        group = self.comm.group(pg, self.collectives._size)
+        self.comm.count_from(group, seq)
+        self._engine = engine
+        if all(g is not group for _, g, _ in self.counted):
+            nbytes = sum(p.numel() * p.element_size() for p in params)
+            self.counted.append((read, group, nbytes))
+        handle = params[0].register_hook(self._gradient_hook)
+        _core.on_disable(handle.remove)
+        return True
+
+    def _gradient_hook(self, grad):
+        # In a backward pass, on the autograd thread: DDP's buckets are reduced by its end.
+        if _core.enabled:
+            try:
+                self._engine.queue_callback(self._graph_computed)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("DDP backward", exc)
+        return None
+
+    def _graph_computed(self):
+        # The engine's final callback, before DDP's own (which waits for its buckets).
+        if not _core.enabled:
+            return
+        try:
+            now = self.comm.clock()
+            for read, group, nbytes in self.counted:
+                seq = int(read())
+                self._seen[group.name] = seq
+                waiting = self.comm.ddp_waiting(group, seq)
+                if waiting is not None:
+                    self.waits.append((group, waiting, nbytes))
+                    self._graph_done = now
+        except Exception as exc:  # noqa: BLE001  Never raises into the engine.
+            _core.fail("DDP backward", exc)
+
+    def backward_returned(self, seconds_known=True):
+        """backward() returned (or raised), or a step ended with a wait still open: the buckets
+        waited for completed. Called on the training thread while `waits` is not empty."""
+        waits, self.waits = self.waits, []
+        seconds = max(0.0, self.comm.clock() - self._graph_done) if seconds_known else 0.0
+        for i, (group, waiting, nbytes) in enumerate(waits):
+            # One wait for all the groups: its time counts once.
+            self.comm.ddp_done(group, waiting, nbytes, seconds if i == 0 else 0.0)
+
+    def sync(self):
+        """At a step's end: counts what the counted groups did since last seen."""
+        if self.waits:
+            self.backward_returned(seconds_known=False)
+        for read, group, _ in self.counted:
+            seq = int(read())
+            if seq != self._seen.get(group.name):  # The usual step: nothing since the wait.
+                self.comm.sync(group, seq)
+                self._seen[group.name] = seq
 
 
 def _allreduce_hook_for(watch):

@@ -9,17 +9,34 @@ sendto to a path makes each time: the step report's path, bench/pytorch_watch_ov
 a send the connected peer refuses (an agent restarted on the same path) connects again and
 retries once.
 
-Threading: `send` may be called from any thread (one sendto per report). Errors: `Reporter(...)`
-raises ValueError for a malformed identity (the caller stays inactive); `send` never raises.
+Step reports may be deferred (`defer`): the training thread only queues a snapshot of the
+step, and whoever flushes (the watch's side thread, about every FLUSH_SECONDS, _ticker.py)
+writes them and sends them in order, consecutive steps together in one ReportSteps datagram
+({"steps": {"steps": [...]}}; a burst of datagrams would overflow the kernel's datagram queue,
+10 deep by default, and be dropped). A report sent directly flushes the queue
+first, so the agent sees every report in the order it happened. The queue is flushed when the
+side thread stops (at exit and when the watch disables itself); a rank killed outright loses
+at most the steps of its last FLUSH_SECONDS. Only the process that made the reporter flushes
+(a forked child's copy of the queue is never sent).
+
+Threading: `send`, `send_members`, `defer` and `flush` may be called from any thread; flushes
+and direct sends go one at a time, in order (one lock); `defer` only appends (lock-free).
+Errors: `Reporter(...)` raises ValueError for a malformed identity (the caller stays inactive);
+`send` never raises; `flush` raises what a deferred report's encoder raises (after sending the
+ones before it), for its caller to disable the watch.
 """
 
+import collections
 import errno
 import json
 import math
 import os
 import socket
+import threading
 
 MAX_DATAGRAM = 65536  # The agent reads at most this many bytes per report.
+MAX_DEFERRED = 4096  # Deferred reports kept at most; beyond, the oldest is dropped (counted).
+BATCH_BYTES = 60000  # A ReportSteps datagram's step reports, at most (under MAX_DATAGRAM).
 
 # A connected send's errors that mean the peer is gone, not busy: connect again.
 _RECONNECT = frozenset((errno.ECONNREFUSED, errno.ENOTCONN, errno.ENOENT, errno.EDESTADDRREQ,
@@ -77,6 +94,11 @@ class Reporter:
         self._connected = False
         self.sent = 0
         self.dropped = 0
+        self._pid = os.getpid()
+        self._deferred = collections.deque()  # (kind, encode, raw), oldest first.
+        self._send_lock = threading.RLock()  # Reentrant: a signal handler may send.
+        # Whether defer() leaves the sending to a flusher (the side thread runs): set by it.
+        self.deferring = False
         self._connect()
 
     def _connect(self):
@@ -90,21 +112,89 @@ class Reporter:
         return True
 
     def send(self, kind, body):
-        """Sends {kind: body + worker identity}; returns whether the socket took it."""
+        """Sends {kind: body + worker identity} after the deferred reports; returns whether
+        the socket took it."""
         body["worker"] = self._identity
         try:
             data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
         except (TypeError, ValueError):
             self.dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
-        return self._send(data)
+        with self._send_lock:
+            self._flush_locked()
+            return self._send(data)
 
     def send_members(self, kind, members):
         """As send, with the body given as JSON object members ('"a":1,"b":"x"'), not a dict.
 
-        The step report's path (one per step): no dict to build and encode. `members` must be
-        valid JSON members (json_number for floats); the identity is appended here.
+        `members` must be valid JSON members (json_number for floats); the identity is
+        appended here.
         """
+        with self._send_lock:
+            self._flush_locked()
+            return self._send_members(kind, members)
+
+    def defer(self, kind, encode, raw):
+        """Queues a report whose members are encode(raw), to be sent by the next flush (at
+        once when no flusher runs: `deferring` False). The step report's path: one append."""
+        deferred = self._deferred
+        deferred.append((kind, encode, raw))
+        if len(deferred) > MAX_DEFERRED:
+            try:
+                deferred.popleft()
+                self.dropped += 1
+            except IndexError:
+                pass
+        if not self.deferring:
+            self.flush()
+
+    def flush(self):
+        """Sends the deferred reports, in order (only in the process that made the reporter)."""
+        if self._deferred:
+            with self._send_lock:
+                self._flush_locked()
+
+    def _flush_locked(self):
+        """Sends the deferred reports: consecutive step reports together as one ReportSteps
+        datagram (at most BATCH_BYTES), any other one alone."""
+        deferred = self._deferred
+        if not deferred or os.getpid() != self._pid:
+            return
+        batch = []
+        size = 0
+        while deferred:
+            kind, encode, raw = deferred.popleft()
+            if kind != "step":
+                self._send_batch(batch)
+                batch, size = [], 0
+                self._send_members(kind, encode(raw))
+                continue
+            body = '{%s,"worker":%s}' % (encode(raw), self._identity_json)
+            if batch and size + len(body) > BATCH_BYTES:
+                self._send_batch(batch)
+                batch, size = [], 0
+            batch.append(body)
+            size += len(body) + 1
+        self._send_batch(batch)
+
+    def _send_batch(self, bodies):
+        if not bodies:
+            return
+        if len(bodies) == 1:
+            text = '{"step":%s}' % bodies[0]
+        else:
+            text = '{"steps":{"steps":[%s]}}' % ",".join(bodies)
+        try:
+            data = text.encode()
+        except UnicodeError:
+            self.dropped += len(bodies)
+            return
+        if self._send(data):
+            self.sent += len(bodies) - 1  # `sent` counts reports, not datagrams.
+        else:
+            self.dropped += len(bodies) - 1
+
+    def _send_members(self, kind, members):
         try:
             data = ('{"%s":{%s,"worker":%s}}' % (kind, members, self._identity_json)).encode()
         except UnicodeError:

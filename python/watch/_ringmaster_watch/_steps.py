@@ -33,6 +33,7 @@ import types
 import weakref
 
 from . import _core
+from ._comm import members_json
 from ._reporter import json_number
 
 
@@ -156,31 +157,25 @@ class Steps:
             self._step = self._start_step
         self._step = state_step if state_step is not None and state_step > self._step \
             else self._step + 1
+        if self.ddp is not None and self.ddp.counted:
+            self.ddp.sync()
         self.comm.poll()
-        blocked, collective_members = self.comm.step_members()
+        blocked, stats, groups = self.comm.take_raw()
         step_seconds = max(0.0, now - began)
-        comm_seconds = min(blocked, step_seconds)
-        # The ReportStepRequest as JSON members, written directly (no dict to encode). The
-        # times are finite (perf_counter differences): %r writes them as json.dumps does.
-        members = ['"step":"%d","stepSeconds":%r,"computeSeconds":%r,"commSeconds":%r,'
-                   '"endTimeUnixNanos":"%d"' % (
-                       self._step, step_seconds, step_seconds - comm_seconds, comm_seconds,
-                       time.time_ns())]
-        if collective_members:
-            members.append(collective_members)
+        loss = None
         if self._losses:
             losses, self._losses = self._losses, []
-            values = [float(t) for t in losses]
-            members.append('"loss":%s' % json_number(math.fsum(values) / len(values)))
+            loss = math.fsum([float(t) for t in losses]) / len(losses)
+        extra = None
         if first:
-            members.append('"processStartUnixNanos":"%d","startStep":"%d","restoreSeconds":%s'
-                           % (int(self.process_start_unix * 1e9), self._start_step,
-                              json_number(self._restore_seconds)))
             init_unix = self.collectives.init_returned_unix if self.collectives else None
-            if init_unix is not None:
-                members.append('"rendezvousSeconds":%s' % json_number(
-                    max(0.0, init_unix - self.process_start_unix)))
-        self.reporter.send_members("step", ",".join(members))
+            extra = (int(self.process_start_unix * 1e9), self._start_step, self._restore_seconds,
+                     None if init_unix is None
+                     else max(0.0, init_unix - self.process_start_unix))
+        # A snapshot: written out later, by the reporter's flush (encode_step).
+        self.reporter.defer("step", encode_step, (
+            self._step, step_seconds, min(blocked, step_seconds), time.time_ns(), stats,
+            groups, loss, extra))
 
     def _read_state_step(self, optimizer):
         """The optimizer's state step (_state_step), read only when it may have jumped.
@@ -227,7 +222,15 @@ class Steps:
                         watch._losses.append(tensor.detach())
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("Tensor.backward", exc)
-            return backward(tensor, *args, **kwargs)
+            try:
+                return backward(tensor, *args, **kwargs)
+            finally:
+                ddp = watch.ddp
+                if ddp is not None and ddp.waits:  # DDP's buckets were waited for (_ddp.py).
+                    try:
+                        ddp.backward_returned()
+                    except Exception as exc:  # noqa: BLE001
+                        _core.fail("Tensor.backward", exc)
 
         return wrapper
 
@@ -298,6 +301,28 @@ class Steps:
                 watch._restore_seconds += watch.clock() - t0
 
         return wrapper
+
+
+def encode_step(raw):
+    """A step_ended snapshot as the ReportStepRequest's JSON members, written directly (no dict
+    to encode). The times are finite (perf_counter differences): %r writes them as json.dumps
+    does; the loss may not be (json_number)."""
+    step, step_seconds, comm_seconds, end_ns, stats, groups, loss, extra = raw
+    members = ['"step":"%d","stepSeconds":%r,"computeSeconds":%r,"commSeconds":%r,'
+               '"endTimeUnixNanos":"%d"' % (step, step_seconds, step_seconds - comm_seconds,
+                                            comm_seconds, end_ns)]
+    collectives = members_json(stats, groups)
+    if collectives:
+        members.append(collectives)
+    if loss is not None:
+        members.append('"loss":%s' % json_number(loss))
+    if extra is not None:
+        start_ns, start_step, restore_seconds, rendezvous_seconds = extra
+        members.append('"processStartUnixNanos":"%d","startStep":"%d","restoreSeconds":%s'
+                       % (start_ns, start_step, json_number(restore_seconds)))
+        if rendezvous_seconds is not None:
+            members.append('"rendezvousSeconds":%s' % json_number(rendezvous_seconds))
+    return ",".join(members)
 
 
 def _explicit_steps():

@@ -1,4 +1,8 @@
-"""A daemon thread that reports the collective sequence numbers about once a second.
+"""A daemon thread that sends the deferred step reports and the collective sequence numbers.
+
+About every FLUSH_SECONDS it flushes the reporter's deferred step reports (the training thread
+only queues a snapshot per step: the writing and the sendto happen here, off the step); when
+it stops (at exit, or when the watch disables itself) it flushes once more.
 
 It sends ReportCollectives every interval once the program has entered a collective, changed
 or not (as the builtin trainer's side thread does): a rank stuck in (or before) a collective
@@ -9,10 +13,11 @@ than as a silent process. A report is not a sign of progress to the watchdog. It
 handler stops it before the interpreter finalises. It never calls into torch: a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
-exception"). Async works are polled on the training thread instead (at each step).
+exception"). Async works are polled on the training thread instead (at each step); the
+deferred reports hold plain numbers and strings only.
 
-Threading: its own thread; reads Comm (thread-safe). Errors: a failure disables the watch and
-ends the thread.
+Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
+Errors: a failure disables the watch and ends the thread.
 """
 
 import atexit
@@ -20,14 +25,16 @@ import threading
 
 from . import _core
 
-INTERVAL_SECONDS = 1.0
+INTERVAL_SECONDS = 1.0  # Between two collectives reports.
+FLUSH_SECONDS = 0.1  # Between two flushes of the deferred step reports.
 
 
 class Ticker:
-    def __init__(self, reporter, comm, interval=INTERVAL_SECONDS):
+    def __init__(self, reporter, comm, interval=INTERVAL_SECONDS, flush=FLUSH_SECONDS):
         self._reporter = reporter
         self._comm = comm
         self._interval = interval
+        self._flush = min(flush, interval)
         self._stop = threading.Event()
         self._thread = None
         self._sent_version = -1
@@ -37,24 +44,42 @@ class Ticker:
             return
         self._thread = threading.Thread(target=self._run, name="ringmaster-watch", daemon=True)
         self._thread.start()
+        self._reporter.deferring = True
         _core.on_disable(self._stop.set)
         atexit.register(self.stop)
 
     def stop(self):
-        """Stops the thread and waits for it (bounded: its tick never blocks)."""
+        """Stops the thread and waits for it (bounded: its tick never blocks), then flushes."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
+        self._reporter.deferring = False
+        self._final_flush()
 
     def _run(self):
-        while not self._stop.wait(self._interval):
+        waits = max(1, int(round(self._interval / self._flush)))
+        n = 0
+        while not self._stop.wait(self._flush):
             if not _core.enabled or not _core.is_owner():
-                return
+                break
+            n += 1
             try:
-                self.tick()
+                self._reporter.flush()
+                if n % waits == 0:
+                    self.tick()
             except Exception as exc:  # noqa: BLE001
                 _core.fail("collectives reporter", exc)
-                return
+                break
+        self._reporter.deferring = False
+        self._final_flush()
+
+    def _final_flush(self):
+        if not _core.is_owner():
+            return
+        try:
+            self._reporter.flush()
+        except Exception:  # noqa: BLE001  Stopping: what cannot be written is dropped.
+            pass
 
     def tick(self):
         """Sends one ReportCollectives once any collective was entered."""

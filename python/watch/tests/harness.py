@@ -52,8 +52,12 @@ class FakeAgent:
             except OSError:
                 return
             report = json.loads(data.decode())  # Must be valid JSON, else the test fails.
+            # A ReportSteps datagram (the watch's deferred steps): each step as the agent takes
+            # it, one step report after another.
+            reports = ([{"step": s} for s in report["steps"]["steps"]] if "steps" in report
+                       else [report])
             with self._lock:
-                self._reports.append(report)
+                self._reports.extend(reports)
 
     def reports(self, kind=None, rank=None):
         with self._lock:

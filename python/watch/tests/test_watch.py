@@ -81,6 +81,53 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(json.loads(second.recv(65536))["step"]["step"], "3")
         self.assertEqual((reporter.sent, reporter.dropped), (2, 1))
 
+    def test_deferred_reports_go_first_in_order_and_only_from_their_process(self):
+        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "s")
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.bind(path)
+        self.addCleanup(receiver.close)
+        receiver.settimeout(5)
+        reporter = _reporter.Reporter(path, {"jobId": "j", "generation": "1", "rank": 0,
+                                             "token": "t"})
+        self.addCleanup(reporter.close)
+        encode = lambda raw: '"step":"%d"' % raw  # noqa: E731
+        reporter.defer("step", encode, 1)  # No flusher: sent at once.
+        self.assertEqual(json.loads(receiver.recv(65536))["step"]["step"], "1")
+        reporter.deferring = True
+        reporter.defer("step", encode, 2)
+        reporter.defer("step", encode, 3)
+        receiver.setblocking(False)
+        with self.assertRaises(BlockingIOError):
+            receiver.recv(65536)  # Queued, not sent.
+        receiver.settimeout(5)
+        # A forked child (a DataLoader worker) never sends its copy of the queue.
+        pid = os.fork()
+        if pid == 0:
+            reporter.flush()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        # A direct report sends the queue first, the steps in one datagram: the agent sees
+        # them in order.
+        reporter.send("phase", {"phase": "WORKER_PHASE_CHECKPOINT"})
+        batch, phase = [json.loads(receiver.recv(65536)) for _ in range(2)]
+        self.assertEqual([(s["step"], s["worker"]["token"]) for s in batch["steps"]["steps"]],
+                         [("2", "t"), ("3", "t")])
+        self.assertEqual(phase["phase"]["phase"], "WORKER_PHASE_CHECKPOINT")
+        # A batch stays under the agent's datagram limit: more steps than fit go in several.
+        big = '"step":"%d","pad":"' + "x" * 20000 + '"'
+        for step in range(5, 9):
+            reporter.defer("step", lambda raw: big % raw, step)
+        reporter.flush()
+        got = [json.loads(receiver.recv(65536)) for _ in range(2)]
+        self.assertEqual([[s["step"] for s in g["steps"]["steps"]] for g in got],
+                         [["5", "6"], ["7", "8"]])
+        reporter.defer("step", encode, 4)
+        reporter.flush()
+        self.assertEqual(json.loads(receiver.recv(65536))["step"]["worker"]["jobId"], "j")
+        self.assertEqual((reporter.sent, reporter.dropped), (9, 0))
+
     def test_identity_errors_name_the_variable(self):
         env = {"RINGMASTER_JOB": "j", "RINGMASTER_GENERATION": "x", "RANK": "0",
                "RINGMASTER_WORKER_TOKEN": "t", "RINGMASTER_REPORT_SOCKET": "/s"}
@@ -108,9 +155,9 @@ class CommTest(unittest.TestCase):
         self.assertEqual(stats[0]["bytes"], "16")
 
 
-    def test_step_members_are_take_step_and_sequences_as_json(self):
-        # The step report's fast path writes its JSON by hand: it must say what the dict path
-        # (take_step, sequences and json.dumps) says, DDP buckets included.
+    def test_members_json_is_take_step_and_sequences_as_json(self):
+        # The step report writes its JSON by hand from a snapshot (take_raw): it must say what
+        # the dict path (take_step, sequences and json.dumps) says, DDP buckets included.
         def filled():
             comm = _comm.Comm(clock=iter([10.0, 10.25]).__next__)
             comm.set_world(None, 2)
@@ -119,19 +166,50 @@ class CommTest(unittest.TestCase):
             comm.complete(world, comm.enter(world), "barrier", 0, 0.0)
             comm.bucket_finished((10.5, world, comm.bucket_launched(world, True), 4096))
             return comm
-        blocked, members = filled().step_members()
+        blocked, stats, groups = filled().take_raw()
+        members = _comm.members_json(stats, groups)
         comm = filled()
-        want_blocked, stats = comm.take_step()
+        want_blocked, want_stats = comm.take_step()
         entered, completed, _, _ = comm.sequences()
         self.assertEqual(blocked, want_blocked)
         self.assertAlmostEqual(blocked, 0.5 + 1e-7)  # The bucket tail and the broadcast.
         self.assertEqual(json.loads("{%s}" % members), {
-            "collectives": json.loads(json.dumps(stats)), "collectiveEntered": entered,
+            "collectives": json.loads(json.dumps(want_stats)), "collectiveEntered": entered,
             "collectiveCompleted": completed})
         self.assertEqual(entered, {"world": "2", "pg1": "1"})
         self.assertEqual(completed, entered)
-        self.assertEqual(filled().step_members()[1].count('"op"'), 3)
-        self.assertEqual(_comm.Comm().step_members(), (0.0, ""))
+        self.assertEqual(members.count('"op"'), 3)
+        self.assertEqual(_comm.members_json(*_comm.Comm().take_raw()[1:]), "")
+
+    def test_ddp_counted_by_the_process_groups_sequence_number(self):
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        comm.complete(world, comm.enter(world), "barrier", 0, 0.0)  # Seen before DDP: #1.
+        comm.count_from(world, 1000)  # DDP's first forward: torch's number is 1000 now.
+        comm.count_from(world, 5000)  # Only the first counts.
+        comm.sync(world, 1002)  # The forward's 2 broadcasts, returned.
+        self.assertEqual(comm.sequences()[:3], ({"world": "3"}, {"world": "3"}, False))
+        self.assertIsNone(comm.ddp_waiting(world, 1002))  # no_sync(): no bucket launched.
+        waiting = comm.ddp_waiting(world, 1005)  # Graph done, 3 buckets launched.
+        self.assertEqual(waiting, (4, 3))
+        self.assertEqual(comm.sequences()[:3], ({"world": "6"}, {"world": "3"}, True))
+        async_seq = comm.enter(world)  # Another thread's async all_reduce: #7, outstanding.
+        comm.watch_work("work", world, async_seq, "all_reduce", 4)
+        comm.ddp_done(world, waiting, 100, 0.25)
+        self.assertEqual(comm.sequences()[:3], ({"world": "7"}, {"world": "6"}, False))
+        comm.sync(world, 1008)  # The step's end: 2 more made out of sight (#8, #9).
+        self.assertEqual(comm.sequences()[:2], ({"world": "9"}, {"world": "6"}))
+        comm.waited("work", 0.0)
+        self.assertEqual(comm.sequences()[1], {"world": "9"})
+        blocked, stats = comm.take_step()
+        self.assertEqual(blocked, 0.25)
+        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
+                         [("all_reduce", "4", "104"), ("barrier", "1", "0")])
+        uncounted = comm.group(object(), lambda pg: 2)
+        comm.sync(uncounted, 50)  # Never count_from: its own count stays.
+        self.assertIsNone(comm.ddp_waiting(uncounted, 50))
+        self.assertEqual(comm.sequences()[0]["pg1"], "0")
 
     def test_json_number_is_json_dumps(self):
         for value in (0.0, 1e-07, 0.1, 123456789.125, 1e300, -2.5):
@@ -152,8 +230,8 @@ class StepCountTest(unittest.TestCase):
             def __init__(self):
                 self.steps = []
 
-            def send_members(self, kind, members):
-                self.steps.append(int(json.loads("{%s}" % members)["step"]))
+            def defer(self, kind, encode, raw):
+                self.steps.append(int(json.loads("{%s}" % encode(raw))["step"]))
 
         reporter = Reporter()
         steps = _steps.Steps(torch, reporter, _comm.Comm())
@@ -207,8 +285,9 @@ class DdpTest(unittest.TestCase):
         return agent, out, results
 
     def test_reports_steps_collectives_and_identical_results(self):
-        agent, out, results = self.run_watched("watched")
+        agent, out, results = self.run_watched("watched", argv_prefix=[write_wrapper("")])
         for rank in range(2):
+            self.assertIn("followed by: the sequence number", results[rank][1])
             self.assertEqual(harness.load_params("%s.%d" % (out, rank)), self.base_params[rank],
                              "rank %d's parameters differ with the watch" % rank)
             self.assertNotIn("ringmaster watch", results[rank][1])
@@ -257,27 +336,40 @@ class DdpTest(unittest.TestCase):
         self.assertEqual(resumed[0]["startStep"], "6")
         self.assertGreater(resumed[0]["restoreSeconds"], 0)
 
-    def test_unknown_torch_disables_and_leaves_results_identical(self):
-        # A torch whose GradBucket lacks is_last, as an unforeseen version might.
-        wrapper = os.path.join(harness.tmpdir(), "break_torch.py")
-        with open(wrapper, "w") as f:
-            f.write(textwrap.dedent("""\
-                import runpy, sys
-                import torch.distributed
-                del torch._C._distributed_c10d.GradBucket.is_last
-                sys.argv = sys.argv[1:]
-                runpy.run_path(sys.argv[0], run_name="__main__")
-                """))
-        agent, out, results = self.run_watched("broken", argv_prefix=[wrapper])
+    def test_every_step_of_a_fast_run_arrives_in_order(self):
+        # Steps of a few milliseconds: their reports leave in batches (one datagram for the
+        # steps of ~0.1 s), none lost to the agent's datagram queue, the last ones at exit.
+        steps = 60
+        agent, _, _ = self.run_watched("fast", extra_args=["--steps", str(steps)])
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == steps for r in range(2)),
+                       what="every step report")
         for rank in range(2):
-            self.assertEqual(harness.load_params("%s.%d" % (out, rank)), self.base_params[rank])
-            log = results[rank][1]
-            self.assertEqual(log.count("ringmaster watch: disabled:"), 1, log)
-            self.assertIn("GradBucket.is_last is missing", log)
-        self.assertEqual(agent.reports("step"), [])
+            self.assertEqual([int(s["step"]) for s in agent.reports("step", rank)],
+                             list(range(1, steps + 1)))
 
-    def test_three_ranks_same_arithmetic_as_ddp(self):
-        # 1/3 is not exact: the hook must multiply as DDP's reducer does, bit for bit.
+    def test_unknown_torch_disables_and_leaves_results_identical(self):
+        # A torch unlike any the watch knows, in each of the two ways DDP is followed: a
+        # process group whose sequence number is not a number, and (the comm hook) a
+        # GradBucket without is_last. The first forward finds out.
+        for name, breakage, said in (
+                ("seq", "torch._C._distributed_c10d.ProcessGroup._get_sequence_number_for_group"
+                        " = lambda self: 'seven'", "invalid literal for int()"),
+                ("hook", "del torch._C._distributed_c10d.GradBucket.is_last",
+                 "GradBucket.is_last is missing")):
+            with self.subTest(name):
+                wrapper = write_wrapper(breakage, prefer_hook=name == "hook")
+                agent, out, results = self.run_watched("broken", argv_prefix=[wrapper])
+                for rank in range(2):
+                    self.assertEqual(harness.load_params("%s.%d" % (out, rank)),
+                                     self.base_params[rank])
+                    log = results[rank][1]
+                    self.assertEqual(log.count("ringmaster watch: disabled:"), 1, log)
+                    self.assertIn(said, log)
+                self.assertEqual(agent.reports("step"), [])
+
+    def test_comm_hook_reports_steps_and_same_arithmetic_as_ddp(self):
+        # The fallback for groups that keep no sequence number: the comm hook. 1/3 is not
+        # exact: the hook must multiply as DDP's reducer does, bit for bit.
         d = harness.tmpdir()
         args = ["--steps", "3", "--optimizer", "sgd"]
         base = os.path.join(d, "base")
@@ -286,15 +378,50 @@ class DdpTest(unittest.TestCase):
         agent = harness.FakeAgent(d)
         self.addCleanup(agent.close)
         out = os.path.join(d, "watched")
-        for rc, log in harness.run_ranks(harness.train_argv(out, *args), 3, d, agent=agent):
+        wrapper = write_wrapper("", prefer_hook=True)
+        for rc, log in harness.run_ranks([wrapper] + harness.train_argv(out, *args), 3, d,
+                                         agent=agent):
             self.assertEqual(rc, 0, log)
+            self.assertIn("followed by: the comm hook", log)
         for rank in range(3):
             self.assertEqual(harness.load_params("%s.%d" % (out, rank)),
                              harness.load_params("%s.%d" % (base, rank)))
         agent.wait_for(lambda a: len(a.reports("step", 2)) == 3, what="steps of rank 2")
+        steps = steps_by_rank(agent, 3)
         # SGD keeps no step count: counted from 1.
-        self.assertEqual([s["step"] for s in steps_by_rank(agent, 3)[2]], ["1", "2", "3"])
-        self.assertGreater(int(steps_by_rank(agent, 3)[2][-1]["collectiveEntered"]["world"]), 3)
+        self.assertEqual([s["step"] for s in steps[2]], ["1", "2", "3"])
+        for rank in range(3):
+            for s in steps[rank]:
+                self.assertGreater(s["commSeconds"], 0)
+                self.assertEqual(s["collectives"][0]["op"], "all_reduce")
+        for a, b in zip(steps[0], steps[2]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+        self.assertGreater(int(steps[2][-1]["collectiveEntered"]["world"]), 3)
+
+
+def write_wrapper(code, prefer_hook=False):
+    """A script that runs `code` (after importing torch.distributed, so after the watch has
+    instrumented it), then the training script given after it; at exit it prints how the watch
+    followed DDP ("followed by: the sequence number" or "... the comm hook")."""
+    wrapper = os.path.join(harness.tmpdir(), "wrapper.py")
+    with open(wrapper, "w") as f:
+        f.write(textwrap.dedent("""\
+            import atexit, runpy, sys
+            import torch, torch.distributed
+            watch = sys.modules.get("_ringmaster_watch")
+            if {prefer_hook} and watch is not None:
+                watch._ddp.DdpWatch.prefer_hook = True
+            def said():
+                ddp = watch._watch_state.get("ddp") if watch is not None else None
+                if ddp is not None:
+                    sys.stderr.write("followed by: %s\\n" % (
+                        "the sequence number" if ddp.counted else "the comm hook"))
+            atexit.register(said)
+            {code}
+            sys.argv = sys.argv[1:]
+            runpy.run_path(sys.argv[0], run_name="__main__")
+            """).format(prefer_hook=prefer_hook, code=code))
+    return wrapper
 
 
 class StuckRankTest(unittest.TestCase):
