@@ -18,10 +18,13 @@ hook equal to its default (default_hooks.allreduce_hook): what any Python comm h
 --comm-hook adds a variant watched with DDP followed through the watch's comm hook (its
 fallback for process groups that keep no sequence number) instead of the sequence number.
 --breakdown instead runs watched runs only (--rounds of them; with --compare, of both copies,
-alternating) and prints the median CPU time per step of each part of the watch on rank 0 (the
-comm hook, the bucket callbacks, the step report and its pieces), each part timed by a wrapper
-with time.thread_time_ns: the watch's own work, which the machine's load disturbs far less
-than a whole step's wall time.
+alternating; with --comm-hook, the comm hook's path) and prints the median CPU time per step of
+each of the watch's entry points on rank 0 (the DDP tensor hook, engine callback and wait
+closing, the step end's snapshot, the flushes; the comm hook and its bucket callbacks), each
+timed by a wrapper with time.thread_time_ns, on the training thread and on others (the side
+thread's flushes), with their sums: the watch's own work, which the machine's load disturbs
+far less than a whole step's wall time. Not in them: the wrappers' pass-through calls (a
+Python call each for the forward, backward and optimizer step) and the timing itself.
 
   /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 8
   /usr/bin/python3 bench/pytorch_watch_overhead.py --width 1024 --batch 256 --steps 20 --warmup 3
@@ -44,12 +47,13 @@ sys.path.insert(0, os.path.join(REPO, "python", "watch", "tests"))
 import harness  # noqa: E402
 
 WORKER = r'''
-import collections, functools, json, sys, time
+import collections, functools, json, sys, threading, time
 import torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 width, depth, batch, warmup, steps, breakdown, reference_hook, comm_hook = (
     int(a) for a in sys.argv[1:9])
 parts = collections.defaultdict(lambda: [0, 0])  # name -> [calls, thread CPU ns]
+main_thread = threading.main_thread()
 def timed(name, fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -57,7 +61,8 @@ def timed(name, fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            part = parts[name]
+            part = parts[name if threading.current_thread() is main_thread
+                         else name + " [other threads]"]
             part[0] += 1
             part[1] += time.thread_time_ns() - t
     return wrapper
@@ -65,26 +70,21 @@ watch = sys.modules.get("_ringmaster_watch")
 if comm_hook and watch is not None:  # --comm-hook: the watch's fallback.
     from _ringmaster_watch import _ddp
     _ddp.DdpWatch.prefer_hook = True
-if breakdown and watch is not None:
-    from _ringmaster_watch import _ddp, _reporter, _steps
+if breakdown and watch is not None:  # The watch's entry points, none inside another.
+    from _ringmaster_watch import _ddp
     make_hook = _ddp._allreduce_hook_for
-    _ddp._allreduce_hook_for = lambda w: timed("comm hook (per step, all buckets)", make_hook(w))
-    _steps._state_step = timed("  optimizer step count", _steps._state_step)
-    for name in ("_gradient_hook", "_graph_computed", "backward_returned", "sync"):
-        setattr(_ddp.DdpWatch, name, timed("DdpWatch." + name, getattr(_ddp.DdpWatch, name)))
+    _ddp._allreduce_hook_for = lambda w: timed("comm hook (all buckets)", make_hook(w))
+    for name, part in (("_gradient_hook", "DDP tensor hook"),
+                       ("_graph_computed", "DDP engine callback"),
+                       ("backward_returned", "DDP wait closed")):
+        setattr(_ddp.DdpWatch, name, timed(part, getattr(_ddp.DdpWatch, name)))
 dist.init_process_group("gloo")
 if breakdown and watch is not None:
     state = watch._watch_state
-    state["steps"].step_ended = timed("step report (all of it)", state["steps"].step_ended)
-    comm = state["comm"]
-    for name in ("take_raw", "take_step", "sequences", "poll", "bucket_launched",
-                 "bucket_finished", "bucket_done", "sync", "ddp_waiting", "ddp_done"):
-        if hasattr(comm, name):
-            setattr(comm, name, timed("  Comm." + name, getattr(comm, name)))
-    reporter = state["reporter"]
-    for name in ("send", "send_members", "defer", "flush"):
-        if hasattr(reporter, name):
-            setattr(reporter, name, timed("  Reporter." + name, getattr(reporter, name)))
+    state["steps"].step_ended = timed("step end (snapshot)", state["steps"].step_ended)
+    comm, reporter = state["comm"], state["reporter"]
+    comm.bucket_finished = timed("comm hook's bucket callbacks", comm.bucket_finished)
+    reporter.flush = timed("flush", reporter.flush)
 torch.manual_seed(0)
 layers = [nn.Linear(width, width) for _ in range(depth)]
 model = DDP(nn.Sequential(*[m for l in layers for m in (l, nn.ReLU())], nn.Linear(width, 1)))
@@ -95,10 +95,14 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 gen = torch.Generator().manual_seed(dist.get_rank())
 x = torch.randn(batch, width, generator=gen)
 y = torch.randn(batch, 1, generator=gen)
+# The timing's own cost, in the same place (a step's end, caches as cold): a no-op timed once a
+# step, so each part above can be read net of it.
+noop = timed("(timing itself: a timed no-op)", lambda: None) if breakdown else (lambda: None)
 def step():
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()
     opt.step()
+    noop()
     opt.zero_grad()
 for _ in range(warmup):
     step()
@@ -206,7 +210,8 @@ def main():
             for i in range(args.rounds):
                 k = i % len(copies)
                 for name, watch_dir in copies[k:] + copies[:k]:
-                    got[name].append(run(args, worker, watch_dir, breakdown=True))
+                    got[name].append(run(args, worker, watch_dir, breakdown=True,
+                                         comm_hook=args.comm_hook))
             result = {"model": model, "rounds": args.rounds, "timed_steps": args.steps}
             for name, _ in copies:
                 runs = got[name]
@@ -219,6 +224,18 @@ def main():
                                round(statistics.median(r["parts_us"].get(part, [0, 0])[1]
                                                        for r in runs), 1)]
                         for part in sorted({p for r in runs for p in r["parts_us"]})}}
+                # Sums per step, and net of the timing (each timed call's share of the no-op's).
+                for where, pick in (("training thread", lambda p: "[other" not in p),
+                                    ("other threads", lambda p: "[other" in p)):
+                    def net(r):
+                        noop_us = r["parts_us"].get("(timing itself: a timed no-op)", [1, 0])
+                        per_call = noop_us[1] / max(noop_us[0], 1e-9)
+                        return sum(v[1] - v[0] * per_call for p, v in r["parts_us"].items()
+                                   if pick(p) and not p.startswith("(timing"))
+                    total = statistics.median(net(r) for r in runs)
+                    result[name]["net_us_per_step, " + where] = round(total, 1)
+                    result[name]["net_percent_of_step_wall, " + where] = round(
+                        100 * total / 1e3 / result[name]["step_ms"], 2)
             print(json.dumps(result, indent=2))
             return
         variants = [("without", None, False), ("with", harness.WATCH_DIR, False)]

@@ -148,6 +148,8 @@ class Collectives:
                 group = comm.group(pg, self._size)
                 is_async = bool(async_of(args, kwargs))
                 nbytes = _nbytes(size_of(args, kwargs)) if size_of is not None else 0
+                read = group.read  # Counted by the group's own number (_ddp.py): follow it.
+                before = int(read()) if read is not None else 0
                 seq = comm.enter(group)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.%s" % fn.__name__, exc)
@@ -164,6 +166,8 @@ class Collectives:
                 _tls.depth = 0
                 comm.end_blocking()
                 try:
+                    if read is not None:
+                        comm.adjust(group, int(read()) - before)
                     if is_async and result is not None and hasattr(result, "wait"):
                         comm.watch_work(result, group, seq, op, nbytes)
                     else:

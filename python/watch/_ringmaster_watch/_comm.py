@@ -43,7 +43,8 @@ def bus_factor(op, n):
 
 
 class _Group:
-    __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "ddp_open")
+    __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
+                 "ddp_waiting")
 
     def __init__(self, name, size):
         self.name = name
@@ -54,7 +55,10 @@ class _Group:
         # The process group's own sequence number minus `entered`, once the group is counted
         # by it (count_from); None before.
         self.offset = None
-        self.ddp_open = 0  # The first of the DDP buckets now waited for (ddp_waiting); 0: none.
+        self.read = None  # The process group's sequence number reader, once counted by it.
+        # The process group's number when DDP began waiting for its buckets (set without the
+        # lock by _ddp.py's engine callback, an int store; ddp_done clears it); 0: no wait.
+        self.ddp_waiting = 0
 
     def complete(self, seq):
         try:
@@ -64,11 +68,15 @@ class _Group:
         self.settle()
 
     def settle(self):
-        """completed: below the first outstanding work and the DDP buckets waited for."""
-        completed = self.outstanding[0] - 1 if self.outstanding else self.entered
-        if self.ddp_open and self.ddp_open <= completed:
-            completed = self.ddp_open - 1
-        self.completed = completed
+        """completed: below the first outstanding work."""
+        self.completed = self.outstanding[0] - 1 if self.outstanding else self.entered
+
+    def entered_now(self):
+        """entered, with the DDP buckets now waited for (not yet in `entered`)."""
+        waiting = self.ddp_waiting
+        if waiting and self.offset is not None and waiting - self.offset > self.entered:
+            return waiting - self.offset
+        return self.entered
 
 
 class Comm:
@@ -98,6 +106,9 @@ class Comm:
         # (deque.append is atomic); folded into the counters by the next reader (_drain).
         self._finished = collections.deque()
         self.bucket_finished = self._finished.append
+        # DDP waits that ended, (_Group, its number then, bytes, seconds) (ddp_done): folded
+        # in by the next reader, like the buckets above.
+        self._ddp_returned = collections.deque()
 
     # -- groups --------------------------------------------------------------------------------
     def set_world(self, pg, size):
@@ -143,6 +154,8 @@ class Comm:
     # -- one collective ------------------------------------------------------------------------
     def enter(self, group):
         with self._lock:
+            if self._ddp_returned:
+                self._drain()  # Numbered before this one.
             group.entered += 1
             group.outstanding.append(group.entered)
             self.version += 1
@@ -227,9 +240,10 @@ class Comm:
             self.version += 1
 
     # -- DDP's buckets, counted by the process group's own sequence number -----------------------
-    def count_from(self, group, pg_seq):
+    def count_from(self, group, pg_seq, read):
         """From now on `group`'s collectives made outside the watch's sight (DDP's, from C++)
-        are counted by its process group's sequence number, `pg_seq` now (sync, ddp_waiting).
+        are counted by its process group's sequence number, `pg_seq` now, read by `read()`
+        (sync, ddp_done, _Group.ddp_waiting; the collective wrappers call `adjust`).
 
         The number is the process group's (torch's, the same on every rank); the offset keeps
         the watch's numbering, which counted only what it saw before.
@@ -237,48 +251,41 @@ class Comm:
         with self._lock:
             if group.offset is None:
                 group.offset = pg_seq - group.entered
+                group.read = read
+
+    def adjust(self, group, advanced):
+        """A wrapped call the watch counted as one collective advanced the process group's number
+        by `advanced`: 0 for a send/recv (which gloo and NCCL do not number) or a call that
+        failed before reaching the backend, 2 for one made of two (all_gather_object...). The
+        offset follows, so the next read does not take it for one of DDP's."""
+        if advanced != 1:
+            with self._lock:
+                if self._ddp_returned:
+                    self._drain()  # Under the offset they were read with.
+                if group.offset is not None:
+                    group.offset += advanced - 1
 
     def sync(self, group, pg_seq):
         """Counts as entered and completed the collectives the process group made since the
         watch last knew (`pg_seq` read at a point where those had returned)."""
         with self._lock:
+            if self._ddp_returned:
+                self._drain()
             if group.offset is None or pg_seq - group.offset <= group.entered:
                 return
             group.entered = pg_seq - group.offset
             group.settle()
             self.version += 1
 
-    def ddp_waiting(self, group, pg_seq):
-        """Backward's graph is done and DDP now waits for its bucket all-reduces, the ones the
-        process group entered since the watch last knew: (the first one's number, how many),
-        or None when there are none (nothing to wait for).
+    def ddp_done(self, group, pg_seq, nbytes, seconds):
+        """backward() returned: the collectives the process group entered up to `pg_seq` (read
+        when the graph was computed: DDP's buckets) completed, after blocking `seconds` (graph
+        done -> backward returned), `nbytes` (the gradients) in all. Clears ddp_waiting.
 
-        They stay open, this thread inside, until ddp_done.
-        """
-        with self._lock:
-            if group.offset is None:
-                return None
-            n = pg_seq - group.offset - group.entered
-            if n <= 0:
-                return None
-            first = group.entered + 1
-            group.entered += n
-            if not group.ddp_open:
-                group.ddp_open = first
-            group.settle()
-            self._inside += 1
-            self.version += 1
-            return first, n
-
-    def ddp_done(self, group, waiting, nbytes, seconds):
-        """backward() returned: ddp_waiting's all-reduces (`waiting`) completed, after blocking
-        `seconds` (graph done -> backward returned), `nbytes` (the gradients) in all."""
-        with self._lock:
-            group.ddp_open = 0
-            group.settle()
-            self._inside -= 1
-            self.version += 1
-            self._add("all_reduce", group.name, nbytes, seconds, count=waiting[1])
+        Lock-free (the training thread's path, once a backward): an append, folded into the
+        counters by the next reader (_drain), before it clears the wait."""
+        self._ddp_returned.append((group, pg_seq, nbytes, seconds))
+        group.ddp_waiting = 0
 
     # -- DDP buckets, seen by the comm hook ------------------------------------------------------
     def bucket_launched(self, group, is_last):
@@ -297,7 +304,8 @@ class Comm:
             return group.entered
 
     def _drain(self):
-        """Folds the finished buckets into the counters (caller holds the lock).
+        """Folds the finished buckets and the ended DDP waits into the counters (caller holds
+        the lock).
 
         The last bucket of a backward pass closes its wait: the tail from the last launch to
         the last completion, credited to the bucket that closed it.
@@ -317,6 +325,18 @@ class Comm:
                 self._ddp_last_launch = None
                 self._ddp_last_done = None
             self._add("all_reduce", group.name, nbytes, blocked)
+        returned = self._ddp_returned
+        while returned:
+            group, pg_seq, nbytes, seconds = returned.popleft()
+            if group.offset is None:
+                continue
+            n = pg_seq - group.offset - group.entered
+            if n <= 0:
+                continue
+            group.entered += n
+            group.settle()
+            self.version += 1
+            self._add("all_reduce", group.name, nbytes, seconds, count=n)
 
     # -- reports -------------------------------------------------------------------------------
     def sequences(self):
@@ -324,8 +344,9 @@ class Comm:
         with self._lock:
             self._drain()
             groups = list(self._groups.values())[:MAX_GROUPS]
-            return ({g.name: str(g.entered) for g in groups},
-                    {g.name: str(g.completed) for g in groups}, self._inside > 0, self.version)
+            inside = self._inside > 0 or any(g.ddp_waiting for g in groups)
+            return ({g.name: str(g.entered_now()) for g in groups},
+                    {g.name: str(g.completed) for g in groups}, inside, self.version)
 
     def take_raw(self):
         """(seconds blocked, {(op, group name): [count, bytes, seconds]}, [(group name, size,
@@ -333,11 +354,12 @@ class Comm:
         step report's snapshot, taken on the training thread at each step's end with one lock
         and no formatting; members_json writes it out later (on the reporter's thread)."""
         with self._lock:
-            if self._finished:
+            if self._finished or self._ddp_returned:
                 self._drain()
             blocked, stats = self._blocked, self._stats
             self._blocked, self._stats = 0.0, {}
-            groups = [(g.name, g.size, g.entered, g.completed) for g in self._groups.values()]
+            groups = [(g.name, g.size, g.entered_now(), g.completed)
+                      for g in self._groups.values()]
         return blocked, stats, groups
 
     def take_step(self):

@@ -7,18 +7,22 @@ init_process_group and new_group set it for gloo and NCCL groups, the same on ev
 each collective adds one; seen on gloo with torch 1.13, NCCL not yet run here), the watch
 takes that number as its count of the group's collectives from then on (Comm.count_from) and
 registers no comm hook: DDP keeps its own C++ path, so its arithmetic and speed are untouched.
-It registers one tensor hook, once, on the module's first parameter that needs a gradient: in
+It registers one tensor hook per module, on the first parameter DDP reduces: in
 each backward pass that reaches it (a hook that returns None: the gradient is untouched), it
 queues an engine callback, which runs once the graph is computed and every bucket launched,
 before DDP's own final callback (queued later, when its last bucket became ready), which waits
 for them. The callback reads the number; the buckets since the watch last knew are now entered
-and waited for. When backward() returns (the Tensor.backward wrapper, _steps.py) they are
-completed, and the time from the callback to the return is the time this rank blocked in them:
+and waited for. When backward() returns (the torch.autograd.backward wrapper, _steps.py) they
+are completed, and the time from the callback to the return is the time this rank blocked in them:
 a rank waiting for a slow peer reports the wait, so the straggler detector judges compute; a
-rank stuck in that wait is inside those collectives for the side thread (_ticker.py). The step
-end reads the number once more (what the forward did, or a backward the wrapper did not see:
-torch.autograd.backward, whose wait then counts 0 s). Cost per step: two Python calls, three
-reads of a counter (bench/pytorch_watch_overhead.py).
+rank stuck in that wait is inside those collectives for the side thread (_ticker.py). A step
+whose backward ran no callback (none reached the parameter) reads the number at its end; a
+backward through another entry point than torch.autograd.backward has its wait closed at the
+next forward or step end, counting 0 s. A wrapped torch.distributed call on such a
+group moves the offset by what it did to the number (_collectives.py: a send/recv is not
+numbered). Per step and group: two Python calls and two reads of the number
+(bench/pytorch_watch_overhead.py). A backend without sequence numbers (MPI...) raises on the
+read: the comm hook then.
 
 The fallback, a comm hook equal to DDP's default, where the group does not count (its number
 stays 0): before the first forward, unless its user registered a comm hook of their own, the
@@ -64,12 +68,13 @@ class DdpWatch:
         # forward, on the training thread).
         self.counted = []
         self._engine = None
-        # The buckets waited for in the backward now ending, [(group, Comm.ddp_waiting's
-        # result, gradient bytes)], and when its graph was computed: set by the engine callback
+        # The buckets waited for in the backward now ending, [(group, its number when the graph
+        # was computed, gradient bytes)], and when that was: set by the engine callback
         # (autograd thread), taken by backward_returned (the training thread, after backward).
         self.waits = []
         self._graph_done = 0.0
-        self._seen = {}  # Group name -> its sequence number when the watch last counted it.
+        self._callbacks = 0  # Engine callbacks run (each read the numbers)...
+        self._synced = 0  # ... as of the last step end.
 
     def check(self):
         """Raises RuntimeError naming what this torch lacks for the comm hook."""
@@ -99,6 +104,13 @@ class DdpWatch:
 
         @functools.wraps(forward)
         def wrapper(ddp, *args, **kwargs):
+            if watch.waits and _core.enabled:
+                # The last backward's wait was not closed by torch.autograd.backward (a
+                # backward through another entry point): it is over now, its time unknown.
+                try:
+                    watch.backward_returned(seconds_known=False)
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("DistributedDataParallel forward", exc)
             if _core.enabled and not ddp.__dict__.get("_ringmaster_seen", False):
                 try:
                     ddp.__dict__["_ringmaster_seen"] = True
@@ -117,8 +129,8 @@ class DdpWatch:
             ours = ddp.__dict__.get("_ringmaster_hook")
             if ours is None:
                 # Before the first forward (the usual place): the user's hook wins, ours never
-                # registers for this module.
-                ddp.__dict__["_ringmaster_seen"] = True
+                # registers for this module (the sequence number still counts its buckets).
+                ddp.__dict__["_ringmaster_user_hook"] = True
                 return register(ddp, *args, **kwargs)
             if not python:
                 return register(ddp, *args, **kwargs)  # torch says it can register only once.
@@ -146,7 +158,7 @@ class DdpWatch:
         pg = getattr(ddp, "process_group", None)
         if not self.prefer_hook and self._count_by_sequence(ddp, pg):
             return
-        if getattr(ddp, "_comm_hooks", None):
+        if ddp.__dict__.get("_ringmaster_user_hook") or getattr(ddp, "_comm_hooks", None):
             return  # A hook registered some other way (torch 2.x's python reducer list).
         join = getattr(ddp, "_join_config", None)
         if join is not None and getattr(join, "enable", False):
@@ -169,14 +181,21 @@ class DdpWatch:
         engine = getattr(variable, "_execution_engine", None)
         if read is None or not callable(getattr(engine, "queue_callback", None)):
             return False
-        seq = int(read())
+        try:
+            seq = int(read())
+        except RuntimeError:
+            return False  # "does not yet support sequence numbers" (MPI, custom backends...).
         if seq == 0:
             return False  # The backend does not count (or was never told its start): the hook.
-        params = [p for p in ddp.parameters() if p.requires_grad]
+        # The first parameter DDP reduces (not frozen, not in its ignore list), usually the
+        # first layer's: its gradient is computed in each backward through the module.
+        ignored = getattr(ddp, "parameters_to_ignore", None) or ()
+        params = [p for name, p in getattr(ddp, "module", ddp).named_parameters()
+                  if p.requires_grad and name not in ignored]
+        group = self.comm.group(pg, self.collectives._size)
+        self.comm.count_from(group, seq, read)
         if not params:
             return True  # Nothing to reduce: only the step end's reads.
-        group = self.comm.group(pg, self.collectives._size)
-        self.comm.count_from(group, seq)
         self._engine = engine
         if all(g is not group for _, g, _ in self.counted):
             nbytes = sum(p.numel() * p.element_size() for p in params)
@@ -200,12 +219,12 @@ class DdpWatch:
             return
         try:
             now = self.comm.clock()
+            self._callbacks += 1
             for read, group, nbytes in self.counted:
                 seq = int(read())
-                self._seen[group.name] = seq
-                waiting = self.comm.ddp_waiting(group, seq)
-                if waiting is not None:
-                    self.waits.append((group, waiting, nbytes))
+                if seq - group.offset > group.entered:  # Buckets launched (not in no_sync()).
+                    group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
+                    self.waits.append((group, seq, nbytes))
                     self._graph_done = now
         except Exception as exc:  # noqa: BLE001  Never raises into the engine.
             _core.fail("DDP backward", exc)
@@ -215,19 +234,21 @@ class DdpWatch:
         waited for completed. Called on the training thread while `waits` is not empty."""
         waits, self.waits = self.waits, []
         seconds = max(0.0, self.comm.clock() - self._graph_done) if seconds_known else 0.0
-        for i, (group, waiting, nbytes) in enumerate(waits):
+        for i, (group, seq, nbytes) in enumerate(waits):
             # One wait for all the groups: its time counts once.
-            self.comm.ddp_done(group, waiting, nbytes, seconds if i == 0 else 0.0)
+            self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0)
 
     def sync(self):
-        """At a step's end: counts what the counted groups did since last seen."""
+        """At a step's end: counts what the counted groups did since last seen, unless an
+        engine callback read the numbers during the step (the usual step: what follows it,
+        the next forward's collectives, is in the next callback's read)."""
         if self.waits:
             self.backward_returned(seconds_known=False)
+        if self._callbacks != self._synced:
+            self._synced = self._callbacks
+            return
         for read, group, _ in self.counted:
-            seq = int(read())
-            if seq != self._seen.get(group.name):  # The usual step: nothing since the wait.
-                self.comm.sync(group, seq)
-                self._seen[group.name] = seq
+            self.comm.sync(group, int(read()))
 
 
 def _allreduce_hook_for(watch):

@@ -20,7 +20,8 @@ at most the steps of its last FLUSH_SECONDS. Only the process that made the repo
 (a forked child's copy of the queue is never sent).
 
 Threading: `send`, `send_members`, `defer` and `flush` may be called from any thread; flushes
-and direct sends go one at a time, in order (one lock); `defer` only appends (lock-free).
+and direct sends go one at a time, in order (one lock); `defer` only appends (lock-free) while
+a flusher runs (`deferring`), else it flushes at once.
 Errors: `Reporter(...)` raises ValueError for a malformed identity (the caller stays inactive);
 `send` never raises; `flush` raises what a deferred report's encoder raises (after sending the
 ones before it), for its caller to disable the watch.
@@ -149,8 +150,9 @@ class Reporter:
             self.flush()
 
     def flush(self):
-        """Sends the deferred reports, in order (only in the process that made the reporter)."""
-        if self._deferred:
+        """Sends the deferred reports, in order (only in the process that made the reporter:
+        checked before the lock, which a forked child may have inherited held)."""
+        if self._deferred and os.getpid() == self._pid:
             with self._send_lock:
                 self._flush_locked()
 

@@ -91,6 +91,10 @@ class Steps:
         if tensor is None or not callable(getattr(tensor, "backward", None)):
             raise RuntimeError("torch.Tensor.backward is missing")
         _core.patch(tensor, "backward", self._wrap_backward(tensor.backward))
+        autograd = getattr(torch, "autograd", None)
+        if not callable(getattr(autograd, "backward", None)):
+            raise RuntimeError("torch.autograd.backward is missing")
+        _core.patch(autograd, "backward", self._wrap_autograd_backward(autograd.backward))
         serialization = getattr(torch, "serialization", None)
         for name, wrap in (("save", self._wrap_save), ("load", self._wrap_load)):
             fn = getattr(torch, name, None)
@@ -134,6 +138,8 @@ class Steps:
 
     def step_ended(self, optimizer):
         now = self.clock()
+        if self.ddp is not None and self.ddp.counted:
+            self.ddp.sync()  # Also for a program reporting its own steps: its collectives.
         if _explicit_steps():
             return  # The program reports its own steps (ringmaster.worker.step): no doubles.
         primary = self._primary() if self._primary is not None else None
@@ -157,8 +163,6 @@ class Steps:
             self._step = self._start_step
         self._step = state_step if state_step is not None and state_step > self._step \
             else self._step + 1
-        if self.ddp is not None and self.ddp.counted:
-            self.ddp.sync()
         self.comm.poll()
         blocked, stats, groups = self.comm.take_raw()
         step_seconds = max(0.0, now - began)
@@ -222,15 +226,26 @@ class Steps:
                         watch._losses.append(tensor.detach())
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("Tensor.backward", exc)
+            return backward(tensor, *args, **kwargs)
+
+        return wrapper
+
+    def _wrap_autograd_backward(self, backward):
+        """torch.autograd.backward (Tensor.backward calls it): when it returns, DDP's buckets it
+        waited for are completed (_ddp.py)."""
+        watch = self
+
+        @functools.wraps(backward)
+        def wrapper(*args, **kwargs):
             try:
-                return backward(tensor, *args, **kwargs)
+                return backward(*args, **kwargs)
             finally:
                 ddp = watch.ddp
-                if ddp is not None and ddp.waits:  # DDP's buckets were waited for (_ddp.py).
+                if ddp is not None and ddp.waits:
                     try:
                         ddp.backward_returned()
                     except Exception as exc:  # noqa: BLE001
-                        _core.fail("Tensor.backward", exc)
+                        _core.fail("torch.autograd.backward", exc)
 
         return wrapper
 

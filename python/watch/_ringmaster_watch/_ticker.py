@@ -9,8 +9,9 @@ or not (as the builtin trainer's side thread does): a rank stuck in (or before) 
 still tells the agent how far it got, and a rank stuck outside any collective (a data loader
 that never returns) is heard while it does not step, so the coordinator names it from the
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
-than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon thread: it never keeps the process alive; an atexit
-handler stops it before the interpreter finalises. It never calls into torch: a daemon thread
+than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon
+thread: it never keeps the process alive; an atexit handler stops it before the interpreter
+finalises. It never calls into torch: a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
 exception"). Async works are polled on the training thread instead (at each step); the
@@ -26,7 +27,7 @@ import threading
 from . import _core
 
 INTERVAL_SECONDS = 1.0  # Between two collectives reports.
-FLUSH_SECONDS = 0.1  # Between two flushes of the deferred step reports.
+FLUSH_SECONDS = 0.5  # Between two flushes of the deferred step reports.
 
 
 class Ticker:
@@ -83,6 +84,7 @@ class Ticker:
 
     def tick(self):
         """Sends one ReportCollectives once any collective was entered."""
+        self._reporter.flush()  # The steps queued before these numbers go before them.
         entered, completed, _, version = self._comm.sequences()
         if not entered:
             return

@@ -186,29 +186,40 @@ class CommTest(unittest.TestCase):
         comm.set_world(None, 2)
         world = comm.group(None, lambda pg: 2)
         comm.complete(world, comm.enter(world), "barrier", 0, 0.0)  # Seen before DDP: #1.
-        comm.count_from(world, 1000)  # DDP's first forward: torch's number is 1000 now.
-        comm.count_from(world, 5000)  # Only the first counts.
+        comm.count_from(world, 1000, None)  # DDP's first forward: torch's number is 1000.
+        comm.count_from(world, 5000, None)  # Only the first counts.
         comm.sync(world, 1002)  # The forward's 2 broadcasts, returned.
         self.assertEqual(comm.sequences()[:3], ({"world": "3"}, {"world": "3"}, False))
-        self.assertIsNone(comm.ddp_waiting(world, 1002))  # no_sync(): no bucket launched.
-        waiting = comm.ddp_waiting(world, 1005)  # Graph done, 3 buckets launched.
-        self.assertEqual(waiting, (4, 3))
+        comm.ddp_done(world, 1002, 100, 0.0)  # no_sync(): no bucket launched, nothing counted.
+        world.ddp_waiting = 1005  # Graph done, 3 buckets launched (_ddp.py's engine callback).
+        # The side thread sees this rank inside #4-#6, and the step end would too.
         self.assertEqual(comm.sequences()[:3], ({"world": "6"}, {"world": "3"}, True))
-        async_seq = comm.enter(world)  # Another thread's async all_reduce: #7, outstanding.
+        self.assertEqual(comm.take_raw()[2], [("world", 2, 6, 3)])  # (Takes the barrier.)
+        comm.ddp_done(world, 1005, 100, 0.25)  # backward() returned.
+        self.assertEqual(comm.sequences()[:3], ({"world": "6"}, {"world": "6"}, False))
+        self.assertEqual(world.ddp_waiting, 0)
+        async_seq = comm.enter(world)  # An async all_reduce: #7, outstanding.
         comm.watch_work("work", world, async_seq, "all_reduce", 4)
-        comm.ddp_done(world, waiting, 100, 0.25)
-        self.assertEqual(comm.sequences()[:3], ({"world": "7"}, {"world": "6"}, False))
         comm.sync(world, 1008)  # The step's end: 2 more made out of sight (#8, #9).
         self.assertEqual(comm.sequences()[:2], ({"world": "9"}, {"world": "6"}))
         comm.waited("work", 0.0)
         self.assertEqual(comm.sequences()[1], {"world": "9"})
+        # A wrapped send (#10) that torch does not number, and an all_gather_object (#11) made
+        # of two: the offset follows, and the next backward's 3 buckets are 3, not 2 or 4.
+        comm.complete(world, comm.enter(world), "send", 4, 0.0)
+        comm.adjust(world, 0)
+        comm.complete(world, comm.enter(world), "all_gather", 4, 0.0)
+        comm.adjust(world, 2)
+        comm.ddp_done(world, 1013, 100, 0.0)
+        self.assertEqual(comm.sequences()[:2], ({"world": "14"}, {"world": "14"}))
         blocked, stats = comm.take_step()
         self.assertEqual(blocked, 0.25)
         self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
-                         [("all_reduce", "4", "104"), ("barrier", "1", "0")])
+                         [("all_gather", "1", "4"), ("all_reduce", "7", "204"),
+                          ("send", "1", "4")])
         uncounted = comm.group(object(), lambda pg: 2)
         comm.sync(uncounted, 50)  # Never count_from: its own count stays.
-        self.assertIsNone(comm.ddp_waiting(uncounted, 50))
+        comm.ddp_done(uncounted, 50, 4, 0.0)
         self.assertEqual(comm.sequences()[0]["pg1"], "0")
 
     def test_json_number_is_json_dumps(self):
@@ -338,7 +349,7 @@ class DdpTest(unittest.TestCase):
 
     def test_every_step_of_a_fast_run_arrives_in_order(self):
         # Steps of a few milliseconds: their reports leave in batches (one datagram for the
-        # steps of ~0.1 s), none lost to the agent's datagram queue, the last ones at exit.
+        # steps of ~0.5 s), none lost to the agent's datagram queue, the last ones at exit.
         steps = 60
         agent, _, _ = self.run_watched("fast", extra_args=["--steps", str(steps)])
         agent.wait_for(lambda a: all(len(a.reports("step", r)) == steps for r in range(2)),
