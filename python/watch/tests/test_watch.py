@@ -57,17 +57,23 @@ class ReporterTest(unittest.TestCase):
         self.assertFalse(reporter.send("step", {"step": "2"}))  # No agent: dropped, no raise.
         reporter.close()
 
-    def test_reconnects_to_an_agent_restarted_on_the_same_path(self):
-        # The socket is connected once; a new agent socket on the same path must still get the
-        # reports (the connected peer is gone: connect again and retry).
-        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")
+    def agent_and_reporter(self):
+        """A bound datagram socket (an agent's, in a short /tmp path) and a Reporter to it."""
+        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")  # AF_UNIX: a short path.
         self.addCleanup(shutil.rmtree, d, True)
         path = os.path.join(d, "s")
-        first = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        first.bind(path)
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.bind(path)
+        self.addCleanup(receiver.close)
         reporter = _reporter.Reporter(path, {"jobId": "j", "generation": "1", "rank": 0,
                                              "token": "t"})
         self.addCleanup(reporter.close)
+        return path, receiver, reporter
+
+    def test_reconnects_to_an_agent_restarted_on_the_same_path(self):
+        # The socket is connected once; a new agent socket on the same path must still get the
+        # reports (the connected peer is gone: connect again and retry).
+        path, first, reporter = self.agent_and_reporter()
         self.assertTrue(reporter.send_members("step", '"step":"1"'))
         self.assertEqual(json.loads(first.recv(65536))["step"]["step"], "1")
         first.close()
@@ -82,16 +88,8 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual((reporter.sent, reporter.dropped), (2, 1))
 
     def test_deferred_reports_go_first_in_order_and_only_from_their_process(self):
-        d = tempfile.mkdtemp(prefix="rm-watch-", dir="/tmp")
-        self.addCleanup(shutil.rmtree, d, True)
-        path = os.path.join(d, "s")
-        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        receiver.bind(path)
-        self.addCleanup(receiver.close)
+        _, receiver, reporter = self.agent_and_reporter()
         receiver.settimeout(5)
-        reporter = _reporter.Reporter(path, {"jobId": "j", "generation": "1", "rank": 0,
-                                             "token": "t"})
-        self.addCleanup(reporter.close)
         encode = lambda raw: '"step":"%d"' % raw  # noqa: E731
         reporter.defer("step", encode, 1)  # No flusher: sent at once.
         self.assertEqual(json.loads(receiver.recv(65536))["step"]["step"], "1")
