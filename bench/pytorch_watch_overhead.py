@@ -17,6 +17,13 @@ measure a change: `git archive OLD python/watch | tar -x -C DIR`, then DIR/pytho
 hook equal to its default (default_hooks.allreduce_hook): what any Python comm hook costs.
 --comm-hook adds a variant watched with DDP followed through the watch's comm hook (its
 fallback for process groups that keep no sequence number) instead of the sequence number.
+--interleave K instead runs watched runs only (--rounds of them), each alternating blocks of K
+steps with the watch on and off (ABBA; both ranks switch at the same step; off: every hook a
+pass-through, the side thread left running) in the same processes, and prints per run the
+medians of the on and off blocks' step times and of the paired differences (wall and rank 0's
+thread CPU): what the watch's work adds, free of the differences between separate runs that
+the A/B above cannot resolve. Not in it: the pass-through calls themselves (the off blocks
+make them too).
 --breakdown instead runs watched runs only (--rounds of them; with --compare, of both copies,
 alternating; with --comm-hook, the comm hook's path) and prints the median CPU time per step of
 each of the watch's entry points on rank 0 (the DDP tensor hook, engine callback and wait
@@ -29,6 +36,7 @@ Python call each for the forward, backward and optimizer step) and the timing it
   /usr/bin/python3 bench/pytorch_watch_overhead.py --rounds 8
   /usr/bin/python3 bench/pytorch_watch_overhead.py --width 1024 --batch 256 --steps 20 --warmup 3
   /usr/bin/python3 bench/pytorch_watch_overhead.py --breakdown
+  /usr/bin/python3 bench/pytorch_watch_overhead.py --interleave 10 --steps 1000 --rounds 10
   /usr/bin/python3 bench/pytorch_watch_overhead.py --reference-hook --comm-hook --compare DIR
 """
 import argparse
@@ -50,8 +58,8 @@ WORKER = r'''
 import collections, functools, json, sys, threading, time
 import torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-width, depth, batch, warmup, steps, breakdown, reference_hook, comm_hook = (
-    int(a) for a in sys.argv[1:9])
+width, depth, batch, warmup, steps, breakdown, reference_hook, comm_hook, interleave = (
+    int(a) for a in sys.argv[1:10])
 parts = collections.defaultdict(lambda: [0, 0])  # name -> [calls, thread CPU ns]
 main_thread = threading.main_thread()
 def timed(name, fn):
@@ -110,6 +118,37 @@ hook_state = model.__dict__.get("_ringmaster_hook")
 if breakdown and hook_state is not None and "allreduce" in hook_state:  # The first forward's.
     hook_state["allreduce"] = timed("  allreduce + get_future", hook_state["allreduce"])
 parts.clear()
+if interleave and watch is not None:
+    # --interleave: blocks of steps with the watch on and off in turn, in these same processes
+    # (both ranks switch at the same step). Off is _core.enabled = False, every hook a
+    # pass-through; the side thread is kept running (it would stop at the first off block).
+    import types
+    from _ringmaster_watch import _core, _ticker
+    _ticker._core = types.SimpleNamespace(enabled=True, is_owner=_core.is_owner,
+                                          fail=_core.fail, on_disable=_core.on_disable)
+    blocks = {True: [], False: []}
+    dist.barrier()
+    for b in range(steps // interleave):
+        on = (b // 2) % 2 == b % 2  # on, off, off, on, on, off, off, on...: ABBA
+        _core.enabled = on
+        t, c = time.perf_counter(), time.thread_time()
+        for _ in range(interleave):
+            step()
+        blocks[on].append((1e3 * (time.perf_counter() - t) / interleave,
+                           1e3 * (time.thread_time() - c) / interleave))
+    _core.enabled = True
+    dist.barrier()
+    if dist.get_rank() == 0:
+        import statistics
+        pairs = list(zip(blocks[True], blocks[False]))
+        print(json.dumps({
+            "on_step_ms": statistics.median(b[0] for b in blocks[True]),
+            "off_step_ms": statistics.median(b[0] for b in blocks[False]),
+            "on_minus_off_step_us": 1e3 * statistics.median(a[0] - b[0] for a, b in pairs),
+            "on_minus_off_thread_cpu_us": 1e3 * statistics.median(a[1] - b[1] for a, b in pairs),
+            "blocks": len(pairs)}))
+    dist.destroy_process_group()
+    sys.exit(0)
 dist.barrier()
 t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
 for _ in range(steps):
@@ -125,7 +164,8 @@ dist.destroy_process_group()
 '''
 
 
-def run(args, worker, watch_dir, breakdown=False, reference_hook=False, comm_hook=False):
+def run(args, worker, watch_dir, breakdown=False, reference_hook=False, comm_hook=False,
+        interleave=0):
     """One run of one variant: the ranks without the watch (watch_dir None) or watched by the
     copy of python/watch in watch_dir; returns rank 0's figures and the step reports seen."""
     port = harness.free_port()
@@ -140,13 +180,15 @@ def run(args, worker, watch_dir, breakdown=False, reference_hook=False, comm_hoo
             procs.append(subprocess.Popen(
                 [sys.executable, worker, str(args.width), str(args.depth), str(args.batch),
                  str(args.warmup), str(args.steps), str(int(breakdown)),
-                 str(int(reference_hook)), str(int(comm_hook))], env=env,
+                 str(int(reference_hook)), str(int(comm_hook)), str(interleave)], env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=600) for p in procs]
         for p, (out, err) in zip(procs, outs):
             if p.returncode != 0 or "ringmaster watch" in err:
                 raise SystemExit("a rank failed (%d): %s" % (p.returncode, err[-2000:]))
         got = json.loads(outs[0][0].strip().splitlines()[-1])
+        if interleave:
+            return got
         got["reports"] = 0
         if agent is not None:
             want = args.nproc * (args.warmup + args.steps)
@@ -194,6 +236,8 @@ def main():
                    help="a variant without the watch, with torch's Python allreduce_hook")
     p.add_argument("--comm-hook", action="store_true",
                    help="a variant watched with the DDP comm hook (the watch's fallback)")
+    p.add_argument("--interleave", type=int, default=0, metavar="K",
+                   help="watched runs only: blocks of K steps with the watch on and off in turn")
     p.add_argument("--breakdown", action="store_true",
                    help="watched runs only; rank 0's CPU time per step of each part of the watch")
     args = p.parse_args()
@@ -203,6 +247,19 @@ def main():
         worker = os.path.join(directory, "worker.py")
         with open(worker, "w") as f:
             f.write(WORKER)
+        if args.interleave:
+            runs = [run(args, worker, harness.WATCH_DIR, comm_hook=args.comm_hook,
+                        interleave=args.interleave) for _ in range(args.rounds)]
+            result = {"model": model, "rounds": args.rounds, "timed_steps": args.steps,
+                      "steps_per_block": args.interleave, "runs": runs}
+            for k in ("on_step_ms", "off_step_ms", "on_minus_off_step_us",
+                      "on_minus_off_thread_cpu_us"):
+                result["median " + k] = round(statistics.median(r[k] for r in runs), 3)
+            result["on_minus_off_percent_of_off_step"] = round(
+                100 * result["median on_minus_off_step_us"] / 1e3 / result["median off_step_ms"],
+                2)
+            print(json.dumps(result, indent=2))
+            return
         if args.breakdown:
             copies = [("with", harness.WATCH_DIR)] + (
                 [("with " + args.compare, args.compare)] if args.compare else [])
