@@ -383,7 +383,7 @@ class Comm:
 def members_json(stats, groups):
     """take_raw's stats and groups as the step report's JSON members: take_step's
     "collectives" and sequences' "collectiveEntered" and "collectiveCompleted", each left out
-    when empty (Reporter.send_members)."""
+    when empty (_steps.encode_step)."""
     members = []
     groups = groups[:MAX_GROUPS]
     if stats:

@@ -19,7 +19,7 @@ side thread stops (at exit and when the watch disables itself); a rank killed ou
 at most the steps of its last FLUSH_SECONDS. Only the process that made the reporter flushes
 (a forked child's copy of the queue is never sent).
 
-Threading: `send`, `send_members`, `defer` and `flush` may be called from any thread; flushes
+Threading: `send`, `defer` and `flush` may be called from any thread; flushes
 and direct sends go one at a time, in order (one lock); `defer` only appends (lock-free) while
 a flusher runs (`deferring`), else it flushes at once.
 Errors: `Reporter(...)` raises ValueError for a malformed identity (the caller stays inactive);
@@ -125,16 +125,6 @@ class Reporter:
             self._flush_locked()
             return self._send(data)
 
-    def send_members(self, kind, members):
-        """As send, with the body given as JSON object members ('"a":1,"b":"x"'), not a dict.
-
-        `members` must be valid JSON members (json_number for floats); the identity is
-        appended here.
-        """
-        with self._send_lock:
-            self._flush_locked()
-            return self._send_members(kind, members)
-
     def defer(self, kind, encode, raw):
         """Queues a report whose members are encode(raw), to be sent by the next flush (at
         once when no flusher runs: `deferring` False). The step report's path: one append."""
@@ -197,6 +187,8 @@ class Reporter:
             self.dropped += len(bodies) - 1
 
     def _send_members(self, kind, members):
+        """Sends {kind: {members, worker identity}}; `members` must be valid JSON object
+        members ('"a":1,"b":"x"', json_number for floats). Caller holds _send_lock."""
         try:
             data = ('{"%s":{%s,"worker":%s}}' % (kind, members, self._identity_json)).encode()
         except UnicodeError:

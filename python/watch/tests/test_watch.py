@@ -74,16 +74,16 @@ class ReporterTest(unittest.TestCase):
         # The socket is connected once; a new agent socket on the same path must still get the
         # reports (the connected peer is gone: connect again and retry).
         path, first, reporter = self.agent_and_reporter()
-        self.assertTrue(reporter.send_members("step", '"step":"1"'))
+        self.assertTrue(reporter.send("step", {"step": "1"}))
         self.assertEqual(json.loads(first.recv(65536))["step"]["step"], "1")
         first.close()
         os.unlink(path)
-        self.assertFalse(reporter.send_members("step", '"step":"2"'))  # Nobody: dropped.
+        self.assertFalse(reporter.send("step", {"step": "2"}))  # Nobody: dropped.
         second = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         second.bind(path)
         self.addCleanup(second.close)
         second.settimeout(5)
-        self.assertTrue(reporter.send_members("step", '"step":"3"'))
+        self.assertTrue(reporter.send("step", {"step": "3"}))
         self.assertEqual(json.loads(second.recv(65536))["step"]["step"], "3")
         self.assertEqual((reporter.sent, reporter.dropped), (2, 1))
 
