@@ -1,12 +1,14 @@
 // Issue 36's "done when", with real processes: a coordinator and two agents on loopback, and
 // unmodified PyTorch DDP programs (tests/pytorch/ddp_train.py, gloo, 2 ranks on 2 nodes) run as
-// command jobs under /usr/bin/python3, watched by the agents' zero-code Python watch. The test
-// only sets the script's fault knobs in trainer.env (ddp_train.py's docstring).
+// command jobs under /usr/bin/python3 (or RINGMASTER_TEST_PYTHON), watched by the agents'
+// zero-code Python watch. The test only sets the script's fault knobs in trainer.env
+// (ddp_train.py's docstring).
 //
 // One cluster for the whole suite: SetUpTestSuite submits every job at once (the scheduler runs
 // four at a time on the 2 x 4 slots and queues the rest), and each case checks its own jobs, so
 // the jobs' idle waits (a stuck loader, a stalled save) overlap. Everything the suite started is
 // killed in TearDownTestSuite, also after a failure.
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -31,6 +33,13 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// The ranks' interpreter: RINGMASTER_TEST_PYTHON (tools/test's torch2 pass: tools/torch2_root's
+// launcher, trixie's torch 2.x), else Debian's /usr/bin/python3 (bookworm's torch 1.13).
+std::string Python() {
+  const char* python = std::getenv("RINGMASTER_TEST_PYTHON");
+  return python != nullptr && *python != '\0' ? python : "/usr/bin/python3";
+}
+
 constexpr int kCleanSteps = 1000;  // x 2 ranks: the 2,000 clean rank-steps
 constexpr int kStuckStep = 30;
 
@@ -38,10 +47,9 @@ constexpr int kStuckStep = 30;
 // trainer.steps out; `extra` is more top-level YAML.
 std::string Job(const std::string& name, const std::map<std::string, std::string>& env, int steps,
                 const std::string& extra = "") {
-  std::string yaml = absl::StrCat(
-      "name: ", name,
-      "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [\"/usr/bin/python3\", \"",
-      TestCluster::Runfile("tests/pytorch/ddp_train.py"), "\"]\n");
+  std::string yaml =
+      absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [\"",
+                   Python(), "\", \"", TestCluster::Runfile("tests/pytorch/ddp_train.py"), "\"]\n");
   if (steps > 0) absl::StrAppend(&yaml, "  steps: ", steps, "\n");
   absl::StrAppend(&yaml, "  env: {OMP_NUM_THREADS: \"1\"");
   for (const auto& [key, value] : env) absl::StrAppend(&yaml, ", ", key, ": \"", value, "\"");
@@ -81,9 +89,13 @@ std::string ParamsDigest(const std::string& log) {
 class PyTorchWatchTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto probe = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, "");
+    auto probe = RunCommand(
+        {Python(), "-c", "import torch, torch.distributed; print('torch', torch.__version__)"}, "");
     torch_ = probe.ok() && probe->exit_code == 0;
     if (!torch_) return;  // each case fails, saying why
+    std::smatch m;
+    torch_version_ = new std::string(
+        std::regex_search(probe->output, m, std::regex("torch (\\S+)")) ? m[1].str() : "");
     TestClusterOptions options;
     options.slots = 4;
     auto c = TestCluster::Start(TestTempDir() + "/pytorch-cluster", options);
@@ -134,11 +146,13 @@ class PyTorchWatchTest : public ::testing::Test {
     jobs_ = nullptr;
     delete start_error_;
     start_error_ = nullptr;
+    delete torch_version_;
+    torch_version_ = nullptr;
   }
 
   void SetUp() override {
-    ASSERT_TRUE(torch_) << "/usr/bin/python3 cannot import torch: install Debian's python3-torch "
-                           "(tools/setup does)";
+    ASSERT_TRUE(torch_)
+        << Python() << " cannot import torch: install Debian's python3-torch (tools/setup does)";
     ASSERT_NE(cluster_, nullptr) << (start_error_ ? *start_error_ : "no cluster");
   }
 
@@ -162,12 +176,14 @@ class PyTorchWatchTest : public ::testing::Test {
   }
 
   static bool torch_;
+  static std::string* torch_version_;  // torch.__version__ under Python()
   static std::string* start_error_;
   static TestCluster* cluster_;
   static std::map<std::string, std::string>* jobs_;  // name -> job id
 };
 
 bool PyTorchWatchTest::torch_ = false;
+std::string* PyTorchWatchTest::torch_version_ = nullptr;
 std::string* PyTorchWatchTest::start_error_ = nullptr;
 TestCluster* PyTorchWatchTest::cluster_ = nullptr;
 std::map<std::string, std::string>* PyTorchWatchTest::jobs_ = nullptr;
@@ -347,12 +363,16 @@ TEST_F(PyTorchWatchTest, TheWatchNeverChangesResultsEvenWhenItFails) {
 }
 
 // A command job without trainer.steps (issue 36: it uses only what it needs) succeeds once
-// every rank exits 0.
+// every rank exits 0. Its rank log also names the torch the ranks ran: Python()'s.
 TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
   const std::string id = Id("nosteps");
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
-  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("rank 1 done 20 steps"));
+  const std::string log = cluster_->RankLog(id, 1, 1);
+  EXPECT_THAT(log, HasSubstr("rank 1 done 20 steps"));
+  // The ranks ran the torch this suite means to test (tools/test's torch2 pass: 2.x).
+  ASSERT_NE(torch_version_, nullptr);
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(" torch ", *torch_version_, " on cpu"))) << log;
 }
 
 }  // namespace

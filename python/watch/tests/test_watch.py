@@ -489,13 +489,18 @@ PROBE = textwrap.dedent("""\
     import sitecustomize
     import torch, torch.distributed as dist
     import _ringmaster_watch as w
+
+    def watch_made(fn):  # torch 2.x's own decorators set __wrapped__ too: look at the code.
+        code = getattr(fn, "__code__", None)
+        return "_ringmaster_watch" in getattr(code, "co_filename", "")
+
     print(json.dumps({
         "sitecustomize": getattr(sitecustomize, "__file__", None),
         "marker": getattr(sitecustomize, "MARKER", None),
         "enabled": w._core.enabled,
-        "wrapped": hasattr(dist.all_reduce, "__wrapped__"),
+        "wrapped": watch_made(dist.all_reduce),
         "finder": any(type(f).__name__ == "PostImportFinder" for f in sys.meta_path),
-        "optimizer_init": "__wrapped__" in vars(torch.optim.Optimizer.__init__),
+        "optimizer_init": watch_made(torch.optim.Optimizer.__init__),
     }))
     """)
 
