@@ -1,7 +1,8 @@
 """The Python watch's overhead (python/watch, docs/python.md): steps/s of a small DDP model on
 N gloo ranks (Debian's python3-torch, /usr/bin/python3) with and without the watch on the
 ranks' PYTHONPATH, as the agent would launch them, reporting to a datagram socket this script
-binds and reads (the watch tests' fake agent, a stand-in for the agent).
+binds and reads (the watch tests' fake agent, a stand-in for the agent). Run by the launcher
+that tools/torch2_root prints instead, it and its ranks use trixie's torch 2.x.
 
 Each round runs every variant (the order rotating: ABAB...), each a fresh set of ranks:
 warm-up steps, then timed steps between two barriers, timed by rank 0. Reported per variant,

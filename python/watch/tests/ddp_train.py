@@ -3,7 +3,8 @@
 Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (env://, gloo).
 Trains a tiny MLP on seeded random data and writes each rank's final parameters (torch.save) to --out.RANK.
 Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-step (that rank
-blocks before the step's forward until --release exists), --save-every, --raise-at.
+blocks before the step's forward until --release exists), --save-every, --raise-at,
+--dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step).
 """
 
 import argparse
@@ -35,6 +36,7 @@ def main():
     parser.add_argument("--release", default="")
     parser.add_argument("--raise-at", type=int, default=0)
     parser.add_argument("--extra-collectives", action="store_true")
+    parser.add_argument("--dcp-save-at", type=int, default=0)
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -83,10 +85,22 @@ def main():
         if args.save_every and step % args.save_every == 0 and rank == 0:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
                        args.out + ".ckpt")
+        if args.dcp_save_at and step == args.dcp_save_at:
+            dcp_save({"model": model.state_dict()}, args.out + ".dcp")
     torch.save([p.detach().clone() for p in model.parameters()], "%s.%d" % (args.out, rank))
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def dcp_save(state, path):
+    """A distributed checkpoint, every rank: torch 2.x's `save`, 1.13's `save_state_dict`."""
+    import torch.distributed.checkpoint as dcp
+    writer = dcp.FileSystemWriter(path)
+    if hasattr(dcp, "save"):
+        dcp.save(state, storage_writer=writer)
+    else:
+        dcp.save_state_dict(state, storage_writer=writer)
 
 
 if __name__ == "__main__":

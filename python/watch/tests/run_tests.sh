@@ -2,7 +2,7 @@
 # Bazel sh_test driver for the Python watch's tests (python/watch/BUILD): runs test_watch.py
 # under Debian's /usr/bin/python3 with python3-torch (tools/setup), ranks over gloo on loopback;
 # under RINGMASTER_TEST_PYTHON instead when set (tools/test's torch2 pass: torch 2.x).
-# Prints "N passed, N failed" last, for CI
+# Prints "N passed, N failed, N skipped" last, for CI
 # (python/run_unittest.sh).
 set -euo pipefail
 

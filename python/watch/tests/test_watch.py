@@ -356,6 +356,28 @@ class DdpTest(unittest.TestCase):
             self.assertEqual([int(s["step"]) for s in agent.reports("step", rank)],
                              list(range(1, steps + 1)))
 
+    def test_distributed_checkpoint_is_the_checkpoint_phase(self):
+        # torch.distributed.checkpoint's save (1.13: save_state_dict) on every rank after step 2
+        # is the checkpoint phase, its own collectives counted alike on both ranks. Also in the
+        # phases: rank 0's torch.save at step 3 (--save-every) and every rank's at the end.
+        probe = subprocess.run([harness.PYTHON, "-c", "import torch.distributed.checkpoint"],
+                               capture_output=True, text=True, timeout=60)
+        if probe.returncode != 0:  # Debian's 1.13 ships without it; 2.x has it.
+            self.skipTest("this torch has no torch.distributed.checkpoint: "
+                          + (probe.stderr.strip().splitlines() or ["?"])[-1])
+        agent, out, _ = self.run_watched("dcp", extra_args=["--steps", "4", "--dcp-save-at", "2"])
+        self.assertTrue(os.path.exists(os.path.join(out + ".dcp", ".metadata")))
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == 4 for r in range(2)),
+                       what="every step report")
+        for rank, saved in ((0, ["2", "3", "4"]), (1, ["2", "4"])):
+            phases = agent.reports("phase", rank)
+            self.assertEqual([p["phase"] for p in phases],
+                             ["WORKER_PHASE_CHECKPOINT", "WORKER_PHASE_STEP"] * len(saved), rank)
+            self.assertEqual([p.get("checkpointStep") for p in phases[1::2]], saved, rank)
+        steps = steps_by_rank(agent, 2)
+        for a, b in zip(steps[0], steps[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+
     def test_unknown_torch_disables_and_leaves_results_identical(self):
         # A torch unlike any the watch knows, in each of the two ways DDP is followed: a
         # process group whose sequence number is not a number, and (the comm hook) a
