@@ -13,6 +13,6 @@ log="${TEST_TMPDIR:?run me from a bazel test}/unittest.log"
 rc=${PIPESTATUS[0]}
 ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$log" | tail -1)
 failed=$(grep -cE '^(FAIL|ERROR): ' "$log" || true)
-skipped=$(sed -n 's/.*skipped=\([0-9]*\).*/\1/p' "$log" | tail -1)
+skipped=$(sed -nE 's/^(OK|FAILED) \(.*skipped=([0-9]+).*/\2/p' "$log" | tail -1)
 echo "$(( ${ran:-0} - failed - ${skipped:-0} )) passed, $failed failed, ${skipped:-0} skipped"
 exit "$rc"

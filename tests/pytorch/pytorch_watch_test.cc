@@ -89,13 +89,15 @@ std::string ParamsDigest(const std::string& log) {
 class PyTorchWatchTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto probe = RunCommand(
-        {Python(), "-c", "import torch, torch.distributed; print('torch', torch.__version__)"}, "");
+    auto probe =
+        RunCommand({Python(), "-c",
+                    "import torch, torch.distributed; print('probed torch', torch.__version__)"},
+                   "");
     torch_ = probe.ok() && probe->exit_code == 0;
     if (!torch_) return;  // each case fails, saying why
     std::smatch m;
     torch_version_ = new std::string(
-        std::regex_search(probe->output, m, std::regex("torch (\\S+)")) ? m[1].str() : "");
+        std::regex_search(probe->output, m, std::regex("probed torch (\\S+)")) ? m[1].str() : "");
     TestClusterOptions options;
     options.slots = 4;
     auto c = TestCluster::Start(TestTempDir() + "/pytorch-cluster", options);
