@@ -3,7 +3,10 @@
 - Steps: torch 2.x's global `register_optimizer_step_post_hook` where it exists; else (1.13)
   each optimizer's `step` is wrapped at its construction (Optimizer.__init__ patched), as a
   bound method so LR schedulers can still wrap it. The first optimizer that steps is the
-  step clock (a GAN's second optimizer does not double the count). Step number: the
+  step clock (a GAN's second optimizer does not double the count); another one becomes the
+  clock when it steps twice with no step of the clock between (a program's new optimizer for
+  a second phase: the old one, still referenced, would otherwise stop the step reports and
+  look like a hang), its first step counted then. Step number: the
   optimizer's per-parameter state 'step' when it is a CPU number (Adam, AdamW...: a resumed
   run continues its count), else the count since start_step.
 - step_seconds: between step ends (the first: since the first DDP forward or backward, else
@@ -63,6 +66,7 @@ class Steps:
         self.process_start_unix = _process_start_unix()
         self._activated = clock()
         self._primary = None  # weakref to the optimizer whose steps count.
+        self._rival = None  # weakref to another that stepped since the clock's last step.
         self._last_end = None
         self._first_backward = None
         self._step = 0
@@ -143,10 +147,17 @@ class Steps:
         if _explicit_steps():
             return  # The program reports its own steps (ringmaster.worker.step): no doubles.
         primary = self._primary() if self._primary is not None else None
+        skipped = 0
         if primary is None:
             self._primary = weakref.ref(optimizer)
         elif primary is not optimizer:
-            return
+            rival = self._rival() if self._rival is not None else None
+            if rival is not optimizer:
+                self._rival = weakref.ref(optimizer)  # Alternating with the clock: not counted.
+                return
+            self._primary = weakref.ref(optimizer)  # Its second step in a row: the clock now.
+            skipped = 1  # Its first, not reported then, is in this report's time and count.
+        self._rival = None
         first = self._last_end is None
         if first:
             starts = [t for t in (self.ddp.first_forward if self.ddp else None,
@@ -162,7 +173,7 @@ class Steps:
             self._start_step = max(0, state_step - 1) if state_step is not None else 0
             self._step = self._start_step
         self._step = state_step if state_step is not None and state_step > self._step \
-            else self._step + 1
+            else self._step + 1 + skipped
         self.comm.poll()
         blocked, stats, groups = self.comm.take_raw()
         step_seconds = max(0.0, now - began)

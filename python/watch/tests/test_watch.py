@@ -228,6 +228,16 @@ class CommTest(unittest.TestCase):
             self.assertEqual(_reporter.json_number(value), text)
 
 
+class StepNumbers:
+    """A reporter stand-in for _steps.Steps: keeps the numbers of the step reports deferred."""
+
+    def __init__(self):
+        self.steps = []
+
+    def defer(self, kind, encode, raw):
+        self.steps.append(int(json.loads("{%s}" % encode(raw))["step"]))
+
+
 class StepCountTest(unittest.TestCase):
     """The optimizer's step count, read again only when the state's step may have jumped."""
 
@@ -235,14 +245,7 @@ class StepCountTest(unittest.TestCase):
         import torch  # Debian's python3-torch, as the ranks use.
         from _ringmaster_watch import _steps
 
-        class Reporter:
-            def __init__(self):
-                self.steps = []
-
-            def defer(self, kind, encode, raw):
-                self.steps.append(int(json.loads("{%s}" % encode(raw))["step"]))
-
-        reporter = Reporter()
+        reporter = StepNumbers()
         steps = _steps.Steps(torch, reporter, _comm.Comm())
         param = torch.nn.Parameter(torch.ones(3))
         opt = torch.optim.AdamW([param], lr=0.1)
@@ -267,6 +270,35 @@ class StepCountTest(unittest.TestCase):
         sgd.step()
         steps.step_ended(sgd)
         self.assertEqual(reporter.steps, [1, 2, 3, 41, 42, 100, 101])
+
+    def test_a_second_optimizer_takes_the_clock_only_when_the_first_stops(self):
+        # Two optimizers stepping in turn (a GAN's): the first is the clock. Then only the
+        # second steps (a program's new optimizer for a second phase, the first still
+        # referenced): at its second step in a row it becomes the clock, its first counted
+        # then, so the reports go on (else no progress: a false hang).
+        import torch
+        from _ringmaster_watch import _steps
+
+        reporter = StepNumbers()
+        steps = _steps.Steps(torch, reporter, _comm.Comm())
+        param = torch.nn.Parameter(torch.ones(3))
+        first = torch.optim.SGD([param], lr=0.1)
+        second = torch.optim.SGD([param], lr=0.1)
+
+        def step(opt):
+            param.grad = torch.ones(3)
+            opt.step()
+            steps.step_ended(opt)
+
+        for _ in range(3):
+            step(first)
+            step(second)
+        self.assertEqual(reporter.steps, [1, 2, 3])
+        step(second)  # Twice since the first's last step: the clock now (4 and 5).
+        step(second)
+        step(first)  # Once between two of the clock's: not counted.
+        step(second)
+        self.assertEqual(reporter.steps, [1, 2, 3, 5, 6, 7])
 
 
 class DdpTest(unittest.TestCase):
