@@ -1,4 +1,5 @@
-"""Wraps torch.distributed's collective functions, new_group and init_process_group.
+"""Wraps torch.distributed's collective functions, new_group, init_process_group and
+destroy_process_group (a group destroyed is counted no more; one made again, afresh from 0).
 
 Each wrapped call on a group enters the group's next sequence number; a synchronous call
 completes it on return (its duration is time blocked); an async_op=True call completes it when
@@ -105,7 +106,8 @@ class Collectives:
             size_of = _locator(fn, size_param) if size_param else None
             self._patch_everywhere(name, fn, self._wrap(fn, op, group_of, async_of, size_of))
         for name, make in (("new_group", self._wrap_new_group),
-                           ("init_process_group", self._wrap_init)):
+                           ("init_process_group", self._wrap_init),
+                           ("destroy_process_group", self._wrap_destroy)):
             fn = getattr(dist, name, None)
             if fn is None:
                 raise RuntimeError("torch.distributed.%s is missing" % name)
@@ -215,6 +217,19 @@ class Collectives:
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.new_group", exc)
             return pg
+
+        return wrapper
+
+    def _wrap_destroy(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            if _core.enabled:
+                try:
+                    self.comm.destroyed(args[0] if args else kwargs.get("group"))
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("torch.distributed.destroy_process_group", exc)
+            return result
 
         return wrapper
 

@@ -44,7 +44,7 @@ def bus_factor(op, n):
 
 class _Group:
     __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
-                 "ddp_waiting")
+                 "ddp_waiting", "retired")
 
     def __init__(self, name, size):
         self.name = name
@@ -59,6 +59,7 @@ class _Group:
         # The process group's number when DDP began waiting for its buckets (set without the
         # lock by _ddp.py's engine callback, an int store; ddp_done clears it); 0: no wait.
         self.ddp_waiting = 0
+        self.retired = False  # Its process group was destroyed (Comm.destroyed).
 
     def complete(self, seq):
         try:
@@ -120,6 +121,22 @@ class Comm:
             if pg is not None:
                 self._names[id(pg)] = self._groups["world"]
                 self._refs.append(pg)
+
+    def destroyed(self, pg):
+        """destroy_process_group(pg) returned; pg None or the default group: every group. Their
+        counts end with them (no longer reported); a group made again (a second
+        init_process_group) is counted afresh from 0, as on every rank that made it again."""
+        with self._lock:
+            if pg is None or pg is self._world:
+                gone = list(self._groups.values())
+                self._world = None
+            else:
+                g = self._names.get(id(pg))
+                gone = [g] if g is not None else []
+            for g in gone:
+                g.retired = True
+                self._groups.pop(g.name, None)
+            self.version += 1
 
     def created(self, pg, size):
         """A new_group() call returned `pg` (None or a sentinel on ranks outside it)."""

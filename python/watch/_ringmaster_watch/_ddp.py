@@ -197,6 +197,8 @@ class DdpWatch:
         if not params:
             return True  # Nothing to reduce: only the step end's reads.
         self._engine = engine
+        # A group destroyed (destroy_process_group) is followed no more; a new one afresh.
+        self.counted = [c for c in self.counted if not c[1].retired]
         if all(g is not group for _, g, _ in self.counted):
             nbytes = sum(p.numel() * p.element_size() for p in params)
             self.counted.append((read, group, nbytes))
@@ -221,6 +223,8 @@ class DdpWatch:
             now = self.comm.clock()
             self._callbacks += 1
             for read, group, nbytes in self.counted:
+                if group.retired:
+                    continue  # Its process group is destroyed: nothing of DDP's to wait for.
                 seq = int(read())
                 if seq - group.offset > group.entered:  # Buckets launched (not in no_sync()).
                     group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
@@ -248,7 +252,8 @@ class DdpWatch:
             self._synced = self._callbacks
             return
         for read, group, _ in self.counted:
-            self.comm.sync(group, int(read()))
+            if not group.retired:
+                self.comm.sync(group, int(read()))
 
 
 def _allreduce_hook_for(watch):

@@ -4,7 +4,9 @@ Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set 
 Trains a tiny MLP on seeded random data and writes each rank's final parameters (torch.save) to --out.RANK.
 Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-step (that rank
 blocks before the step's forward until --release exists), --save-every, --raise-at,
---dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step).
+--dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
+--reinit-at (after that step every rank destroys the process group and makes it again, on a
+port rank 0 picked, with DDP again over the same model and optimizer).
 """
 
 import argparse
@@ -37,6 +39,7 @@ def main():
     parser.add_argument("--raise-at", type=int, default=0)
     parser.add_argument("--extra-collectives", action="store_true")
     parser.add_argument("--dcp-save-at", type=int, default=0)
+    parser.add_argument("--reinit-at", type=int, default=0)
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -85,12 +88,31 @@ def main():
         if args.save_every and step % args.save_every == 0 and rank == 0:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step},
                        args.out + ".ckpt")
+        if args.reinit_at and step == args.reinit_at:
+            reinit()
+            ddp = DDP(model, bucket_cap_mb=0.001, gradient_as_bucket_view=args.bucket_view)
+            group = dist.new_group([0, 1]) if args.extra_collectives else None
         if args.dcp_save_at and step == args.dcp_save_at:
             dcp_save({"model": model.state_dict()}, args.out + ".dcp")
     torch.save([p.detach().clone() for p in model.parameters()], "%s.%d" % (args.out, rank))
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def reinit():
+    """destroy_process_group, then init_process_group on a new port (rank 0's pick, sent
+    over the old group: the old store's port may not be free again at once)."""
+    import socket
+    port = [0]
+    if dist.get_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port[0] = s.getsockname()[1]
+    dist.broadcast_object_list(port, src=0)
+    dist.destroy_process_group()
+    os.environ["MASTER_PORT"] = str(port[0])
+    dist.init_process_group("gloo")
 
 
 def dcp_save(state, path):

@@ -414,6 +414,25 @@ class DdpTest(unittest.TestCase):
         for a, b in zip(steps[0], steps[1]):
             self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
 
+    def test_a_process_group_made_again_is_counted_afresh(self):
+        # After step 3 every rank destroys the process group and makes it again (DDP again over
+        # the same model): the counts start again from 0, DDP's buckets counted by the new
+        # group's own number (not the destroyed one's, which no longer moves), equal on both
+        # ranks; the group made by new_group again takes the next name.
+        agent, _, _ = self.run_watched("reinit", extra_args=["--reinit-at", "3"])
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == STEPS for r in range(2)),
+                       what="every step report")
+        steps = steps_by_rank(agent, 2)
+        for a, b in zip(steps[0], steps[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+        world = [int(s["collectiveEntered"]["world"]) for s in steps[0]]
+        self.assertLess(world[3], world[2], world)  # Step 4: the new group's, from 0.
+        # Each step after it: DDP's buckets of 2 backward passes, then the script's calls.
+        self.assertEqual(world[4] - world[3], world[2] - world[1], world)
+        self.assertEqual(world[5] - world[4], world[2] - world[1], world)
+        self.assertEqual(set(steps[0][-1]["collectiveEntered"]), {"world", "pg2"})
+        self.assertEqual([int(s["step"]) for s in steps[0]], list(range(1, STEPS + 1)))
+
     def test_unknown_torch_disables_and_leaves_results_identical(self):
         # A torch unlike any the watch knows, in each of the two ways DDP is followed: a
         # process group whose sequence number is not a number, and (the comm hook) a
