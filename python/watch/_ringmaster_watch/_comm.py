@@ -136,7 +136,16 @@ class Comm:
             for g in gone:
                 g.retired = True
                 self._groups.pop(g.name, None)
+            # Let the destroyed groups go (an NCCL group's communicators are freed with its last
+            # reference), and their async works with them: never credited to a group made again.
+            self._refs = [p for p in self._refs if not self._retired(p)]
+            self._names = {k: g for k, g in self._names.items() if not g.retired}
+            self._pending = {k: e for k, e in self._pending.items() if not e[1].retired}
             self.version += 1
+
+    def _retired(self, pg):
+        g = self._names.get(id(pg))
+        return g is not None and g.retired
 
     def created(self, pg, size):
         """A new_group() call returned `pg` (None or a sentinel on ranks outside it)."""

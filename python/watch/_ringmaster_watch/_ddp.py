@@ -44,6 +44,7 @@ disables the watch; the backward, and the hook's reduction, then run exactly as 
 """
 
 import functools
+import weakref
 
 from . import _core
 
@@ -64,9 +65,12 @@ class DdpWatch:
         self._all_reduce = getattr(dist, "all_reduce")  # The original, taken before patching.
         self._register = None
         # (sequence number reader, _Group, gradient bytes) of each group counted by its
-        # process group's number; read without a lock (a list only appended to, by a first
-        # forward, on the training thread).
+        # process group's number; read without a lock (replaced, never changed in place, by a
+        # first forward on the training thread; readers iterate the list they took).
         self.counted = []
+        # id(parameter) -> weakref to it, for the parameters that carry our tensor hook (not a
+        # WeakSet: a tensor's == is elementwise).
+        self._hooked = {}
         self._engine = None
         # The buckets waited for in the backward now ending, [(group, its number when the graph
         # was computed, gradient bytes)], and when that was: set by the engine callback
@@ -201,9 +205,12 @@ class DdpWatch:
         self.counted = [c for c in self.counted if not c[1].retired]
         if all(g is not group for _, g, _ in self.counted):
             nbytes = sum(p.numel() * p.element_size() for p in params)
-            self.counted.append((read, group, nbytes))
-        handle = params[0].register_hook(self._gradient_hook)
-        _core.on_disable(handle.remove)
+            self.counted = self.counted + [(read, group, nbytes)]
+        hooked = self._hooked.get(id(params[0]))
+        if hooked is None or hooked() is not params[0]:  # A DDP again over the same model:
+            self._hooked[id(params[0])] = weakref.ref(params[0])  # one hook is enough.
+            handle = params[0].register_hook(self._gradient_hook)
+            _core.on_disable(handle.remove)
         return True
 
     def _gradient_hook(self, grad):

@@ -3,10 +3,12 @@
 - Steps: torch 2.x's global `register_optimizer_step_post_hook` where it exists; else (1.13)
   each optimizer's `step` is wrapped at its construction (Optimizer.__init__ patched), as a
   bound method so LR schedulers can still wrap it. The first optimizer that steps is the
-  step clock (a GAN's second optimizer does not double the count); another one becomes the
-  clock when it steps twice with no step of the clock between (a program's new optimizer for
-  a second phase: the old one, still referenced, would otherwise stop the step reports and
-  look like a hang), its first step counted then. Step number: the
+  step clock (a GAN's second optimizer does not double the count). Another one becomes the
+  clock when it has stepped at least twice while the clock has been silent for more than
+  SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the
+  old one, still referenced, would otherwise stop the step reports and look like a hang);
+  its steps since then are counted at that step. Optimizers stepping several times per
+  clock step, or a clock step skipped (AMP), keep the clock. Step number: the
   optimizer's per-parameter state 'step' when it is a CPU number (Adam, AdamW...: a resumed
   run continues its count), else the count since start_step.
 - step_seconds: between step ends (the first: since the first DDP forward or backward, else
@@ -40,6 +42,11 @@ from ._comm import members_json
 from ._reporter import json_number
 
 
+# The clock's silence, in its usual step times (an average of the last ones), past which
+# another optimizer that stepped twice or more takes the clock.
+SWITCH_INTERVALS = 3.0
+
+
 def _process_start_unix():
     """When this process started, in Unix seconds (from /proc; else now)."""
     try:
@@ -66,7 +73,9 @@ class Steps:
         self.process_start_unix = _process_start_unix()
         self._activated = clock()
         self._primary = None  # weakref to the optimizer whose steps count.
-        self._rival = None  # weakref to another that stepped since the clock's last step.
+        # Other optimizers' steps since the clock's last step ({optimizer: count}, weakly).
+        self._rivals = weakref.WeakKeyDictionary()
+        self._interval = None  # The clock's usual step time: an average of its last ones.
         self._last_end = None
         self._first_backward = None
         self._step = 0
@@ -151,13 +160,16 @@ class Steps:
         if primary is None:
             self._primary = weakref.ref(optimizer)
         elif primary is not optimizer:
-            rival = self._rival() if self._rival is not None else None
-            if rival is not optimizer:
-                self._rival = weakref.ref(optimizer)  # Alternating with the clock: not counted.
-                return
-            self._primary = weakref.ref(optimizer)  # Its second step in a row: the clock now.
-            skipped = 1  # Its first, not reported then, is in this report's time and count.
-        self._rival = None
+            count = self._rivals.get(optimizer, 0) + 1
+            self._rivals[optimizer] = count
+            interval = self._interval
+            if count < 2 or interval is None or \
+                    now - self._last_end <= SWITCH_INTERVALS * interval:
+                return  # Not the clock (yet): a GAN's other optimizer, or a clock step skipped.
+            self._primary = weakref.ref(optimizer)  # The clock has gone quiet: this one now.
+            skipped = count - 1  # Its steps not reported, in this report's time and count.
+        if self._rivals:
+            self._rivals.clear()
         first = self._last_end is None
         if first:
             starts = [t for t in (self.ddp.first_forward if self.ddp else None,
@@ -177,6 +189,8 @@ class Steps:
         self.comm.poll()
         blocked, stats, groups = self.comm.take_raw()
         step_seconds = max(0.0, now - began)
+        self._interval = step_seconds if self._interval is None \
+            else 0.75 * self._interval + 0.25 * step_seconds
         loss = None
         if self._losses:
             losses, self._losses = self._losses, []

@@ -271,34 +271,41 @@ class StepCountTest(unittest.TestCase):
         steps.step_ended(sgd)
         self.assertEqual(reporter.steps, [1, 2, 3, 41, 42, 100, 101])
 
-    def test_a_second_optimizer_takes_the_clock_only_when_the_first_stops(self):
-        # Two optimizers stepping in turn (a GAN's): the first is the clock. Then only the
-        # second steps (a program's new optimizer for a second phase, the first still
-        # referenced): at its second step in a row it becomes the clock, its first counted
-        # then, so the reports go on (else no progress: a false hang).
+    def test_another_optimizer_takes_the_clock_only_when_the_first_goes_quiet(self):
+        # The first optimizer to step is the clock. A second stepping twice per clock step (a
+        # GAN's critic) does not take it. When only the second steps on (a program's new
+        # optimizer for a second phase, the first still referenced), it takes the clock once
+        # the first has been quiet for more than SWITCH_INTERVALS of its usual step time, its
+        # steps since counted then: else no progress, a false hang.
         import torch
         from _ringmaster_watch import _steps
 
+        now = [0.0]
         reporter = StepNumbers()
-        steps = _steps.Steps(torch, reporter, _comm.Comm())
+        steps = _steps.Steps(torch, reporter, _comm.Comm(), clock=lambda: now[0])
         param = torch.nn.Parameter(torch.ones(3))
         first = torch.optim.SGD([param], lr=0.1)
         second = torch.optim.SGD([param], lr=0.1)
 
         def step(opt):
+            now[0] += 1.0
             param.grad = torch.ones(3)
             opt.step()
             steps.step_ended(opt)
 
-        for _ in range(3):
+        for _ in range(4):  # The clock's steps take 1, 3, 3, 3 s: its usual time 2.16 s.
             step(first)
             step(second)
-        self.assertEqual(reporter.steps, [1, 2, 3])
-        step(second)  # Twice since the first's last step: the clock now (4 and 5).
+            step(second)
+        self.assertEqual(reporter.steps, [1, 2, 3, 4])
+        for _ in range(4):  # Quiet 3 to 6 s: within 3 x 2.16 s.
+            step(second)
+        self.assertEqual(reporter.steps, [1, 2, 3, 4])
+        step(second)  # Quiet 7 s: the clock now, its 7 steps since counted (5 to 11).
         step(second)
         step(first)  # Once between two of the clock's: not counted.
         step(second)
-        self.assertEqual(reporter.steps, [1, 2, 3, 5, 6, 7])
+        self.assertEqual(reporter.steps, [1, 2, 3, 4, 11, 12, 13])
 
 
 class DdpTest(unittest.TestCase):
