@@ -4,7 +4,9 @@ destroy_process_group (a group destroyed is counted no more; one made again, afr
 Each wrapped call on a group enters the group's next sequence number; a synchronous call
 completes it on return (its duration is time blocked); an async_op=True call completes it when
 its work's wait() returns (the wait is the time blocked, not the overlap before it) or when the
-work says is_completed(). A call made inside another wrapped call (all_gather_object's own
+work says is_completed(). On GPU tensors (NCCL) a call returns, and a work's wait() too, once
+the collective is queued: it completes when the GPU has passed a CUDA event recorded on the
+current stream after that return (_device.py). A call made inside another wrapped call (all_gather_object's own
 all_gather...) counts once, as the inner one. Both names are patched: torch.distributed.X and
 torch.distributed.distributed_c10d.X (the functions torch's own helpers call).
 
@@ -14,10 +16,11 @@ the call proceeds as if unwrapped.
 """
 
 import functools
+import sys
 import threading
 import time
 
-from . import _core
+from . import _core, _device
 
 # torch.distributed function -> (op name reported, parameter whose tensors are the size).
 COLLECTIVES = {
@@ -134,6 +137,14 @@ class Collectives:
             return int(dist.get_world_size())
         return int(dist.get_world_size(pg))
 
+    def mark(self, device):
+        """A _device mark recorded now on `device`'s current stream (comm.marks made at the
+        first call: the process's torch.cuda)."""
+        marks = self.comm.marks
+        if marks is None:
+            marks = self.comm.marks = _device.Marks(sys.modules["torch"].cuda)
+        return marks.mark(device)
+
     # -- wrappers ------------------------------------------------------------------------------
     def _wrap(self, fn, op, group_of, async_of, size_of):
         comm = self.comm
@@ -149,7 +160,9 @@ class Collectives:
                     return fn(*args, **kwargs)  # Not in the group: no collective here.
                 group = comm.group(pg, self._size)
                 is_async = bool(async_of(args, kwargs))
-                nbytes = _nbytes(size_of(args, kwargs)) if size_of is not None else 0
+                value = size_of(args, kwargs) if size_of is not None else None
+                nbytes = _nbytes(value)
+                device = _device.cuda_device(value)
                 read = group.read  # Counted by the group's own number (_ddp.py): follow it.
                 before = int(read()) if read is not None else 0
                 seq = comm.enter(group)
@@ -160,8 +173,10 @@ class Collectives:
             comm.begin_blocking()
             t0 = self.clock()
             result = None
+            returned = False
             try:
                 result = fn(*args, **kwargs)
+                returned = True
                 return result
             finally:
                 seconds = self.clock() - t0
@@ -171,9 +186,10 @@ class Collectives:
                     if read is not None:
                         comm.adjust(group, int(read()) - before)
                     if is_async and result is not None and hasattr(result, "wait"):
-                        comm.watch_work(result, group, seq, op, nbytes)
+                        comm.watch_work(result, group, seq, op, nbytes, device)
                     else:
-                        comm.complete(group, seq, op, nbytes, seconds)
+                        mark = self.mark(device) if returned and device is not None else None
+                        comm.complete(group, seq, op, nbytes, seconds, mark)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("torch.distributed.%s" % fn.__name__, exc)
 
@@ -184,17 +200,23 @@ class Collectives:
 
         @functools.wraps(wait)
         def wrapper(work, *args, **kwargs):
-            if not _core.enabled or not comm.is_watched(work):
+            watched = comm.watched(work) if _core.enabled else None
+            if watched is None:
                 return wait(work, *args, **kwargs)
             comm.begin_blocking()
             t0 = self.clock()
+            returned = False
             try:
-                return wait(work, *args, **kwargs)
+                result = wait(work, *args, **kwargs)
+                returned = True
+                return result
             finally:
                 seconds = self.clock() - t0
                 comm.end_blocking()
                 try:
-                    comm.waited(work, seconds)
+                    device = watched[0]
+                    mark = self.mark(device) if returned and device is not None else None
+                    comm.waited(work, seconds, mark)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("Work.wait", exc)
 

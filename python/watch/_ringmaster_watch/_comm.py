@@ -4,14 +4,17 @@ Groups are named "world" (the default process group) and "pg1", "pg2", ... in th
 new_group() created them (every rank calls new_group in the same order, so the names agree
 across ranks); a group first seen in a collective without having been created through
 new_group gets the next name then. Each collective on a group enters the next sequence number;
-`completed` is the highest number whose collective and all before it have finished.
+`completed` is the highest number whose collective and all before it have finished: on the
+host, and for collectives on GPU tensors also on the GPU (a CUDA event after them, _device.py).
 
 Threading: one `Comm` per process, every method thread-safe under its lock (DDP's engine
 callback and comm hook run on the autograd thread, future callbacks on the backend's threads,
 the ticker on its own),
 except `bucket_finished`, a lock-free append for the bucket callbacks: the per-bucket cost on
 the backend's thread is one call and one append (bench/pytorch_watch_overhead.py).
-Ownership: it holds the async works it watches until they complete (at most MAX_PENDING).
+Ownership: it holds the async works it watches until they complete (at most MAX_PENDING),
+and the CUDA events of each group's collectives until the GPU passed them (at most MAX_DEVICE
+per group; then the oldest counts as completed).
 Errors: none raised by design; callers catch anything unexpected and disable the watch.
 """
 
@@ -27,6 +30,7 @@ _STAT = ('{"op":"%s","group":"%s","count":"%d","bytes":"%d","seconds":%r,'
          '"algbwBytesPerSecond":%r,"busbwBytesPerSecond":%r}')
 
 MAX_PENDING = 4096  # Async works watched at once; beyond, the oldest counts as completed.
+MAX_DEVICE = 1024  # A group's collectives awaiting the GPU; beyond, the oldest counts as done.
 MAX_GROUPS = 64  # The agent accepts at most 64 groups per report (agent/report_validation.h).
 
 # busbw / algbw per op (nccl-tests; common/collective_ops.h).
@@ -44,7 +48,7 @@ def bus_factor(op, n):
 
 class _Group:
     __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
-                 "ddp_waiting", "retired")
+                 "ddp_waiting", "retired", "device")
 
     def __init__(self, name, size):
         self.name = name
@@ -60,6 +64,9 @@ class _Group:
         # lock by _ddp.py's engine callback, an int store; ddp_done clears it); 0: no wait.
         self.ddp_waiting = 0
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
+        # Numbers done on the host and not yet on the GPU, [first, last, mark] in the order they
+        # were marked (_device.Marks: a CUDA event recorded after them).
+        self.device = collections.deque()
 
     def complete(self, seq):
         try:
@@ -69,8 +76,12 @@ class _Group:
         self.settle()
 
     def settle(self):
-        """completed: below the first outstanding work."""
-        self.completed = self.outstanding[0] - 1 if self.outstanding else self.entered
+        """completed: below the first outstanding work and the first number the GPU has not
+        passed."""
+        done = self.outstanding[0] - 1 if self.outstanding else self.entered
+        if self.device and self.device[0][0] <= done:
+            done = self.device[0][0] - 1
+        self.completed = done
 
     def entered_now(self):
         """entered, with the DDP buckets now waited for (not yet in `entered`)."""
@@ -92,7 +103,11 @@ class Comm:
         self._groups = {}  # name -> _Group
         self._created = 0
         self._world = None
-        self._pending = {}  # id(work) -> (work, group, seq, op, nbytes)
+        self._pending = {}  # id(work) -> (work, group, seq, op, nbytes, CUDA device or None)
+        # The _device.Marks of the collectives on GPU tensors (made at the first, by the caller:
+        # this module never imports torch); _on_device counts their groups' entries.
+        self.marks = None
+        self._on_device = 0
         self._inside = 0  # Threads now blocked in a collective or a wait.
         self.version = 0  # Bumped on every change of a sequence number.
         # The current step's accumulators.
@@ -136,6 +151,8 @@ class Comm:
             for g in gone:
                 g.retired = True
                 self._groups.pop(g.name, None)
+                self._on_device -= len(g.device)
+                g.device.clear()
             # Let the destroyed groups go (an NCCL group's communicators are freed with its last
             # reference), and their async works with them: never credited to a group made again.
             self._refs = [p for p in self._refs if not self._retired(p)]
@@ -195,12 +212,57 @@ class Comm:
         with self._lock:
             self._inside -= 1
 
-    def complete(self, group, seq, op, nbytes, seconds):
-        """A collective finished after blocking its caller `seconds`."""
+    def complete(self, group, seq, op, nbytes, seconds, mark=None):
+        """A collective returned after blocking its caller `seconds`; with `mark` (a
+        _device.Marks mark recorded after it) it completes when the GPU passes the mark."""
         with self._lock:
+            if mark is not None:
+                self._to_device(group, seq, seq, mark)
             group.complete(seq)
             self.version += 1
             self._add(op, group.name, nbytes, seconds)
+
+    def _to_device(self, group, first, last, mark):
+        """Numbers first..last await `mark` on the GPU (caller holds the lock; the caller
+        settles the group; a destroyed group's numbers are reported no more)."""
+        if group.retired:
+            return
+        if len(group.device) >= MAX_DEVICE:
+            group.device.popleft()  # Counted as passed; its event is left to the collector.
+            self._on_device -= 1
+        group.device.append((first, last, mark))
+        self._on_device += 1
+
+    def poll_device(self):
+        """Counts as completed the numbers whose marks the GPU has passed, in each group's
+        order (a mark not yet passed holds back the later ones). Any thread; the queries run
+        outside the lock (they never block)."""
+        if not self._on_device:
+            return  # No collective on GPU tensors awaiting its GPU (a racy read delays a poll).
+        marks = self.marks
+        with self._lock:
+            heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
+        passed = []
+        for group, entries in heads:
+            n = 0
+            for entry in entries:
+                if not marks.done(entry[2]):
+                    break
+                n += 1
+            if n:
+                passed.append((group, entries[:n]))
+        if not passed:
+            return
+        with self._lock:
+            for group, entries in passed:
+                for entry in entries:
+                    if not group.device or group.device[0] is not entry:
+                        break  # Dropped meanwhile (MAX_DEVICE, a destroyed group).
+                    group.device.popleft()
+                    self._on_device -= 1
+                    marks.release(entry[2])
+                group.settle()
+            self.version += 1
 
     def _add(self, op, name, nbytes, seconds, count=1):
         self._blocked += seconds
@@ -212,35 +274,42 @@ class Comm:
         stat[2] += seconds
 
     # -- async works ---------------------------------------------------------------------------
-    def watch_work(self, work, group, seq, op, nbytes):
+    def watch_work(self, work, group, seq, op, nbytes, device=None):
+        """An async_op work to follow; `device`: its tensors' CUDA device, or None."""
         with self._lock:
             if len(self._pending) >= MAX_PENDING:
                 oldest = next(iter(self._pending))
-                _, g, s, o, b = self._pending.pop(oldest)
+                _, g, s, o, b, _ = self._pending.pop(oldest)
                 g.complete(s)
                 self._add(o, g.name, b, 0.0)
-            self._pending[id(work)] = (work, group, seq, op, nbytes)
+            self._pending[id(work)] = (work, group, seq, op, nbytes, device)
 
-    def waited(self, work, seconds):
-        """work.wait() returned after `seconds`; no-op for a work this does not watch."""
+    def waited(self, work, seconds, mark=None):
+        """work.wait() returned after `seconds` (with `mark`: it completes when the GPU passes
+        the mark, as in `complete`); no-op for a work this does not watch."""
         with self._lock:
             entry = self._pending.pop(id(work), None)
             if entry is None or entry[0] is not work:
                 if entry is not None:
                     self._pending[id(work)] = entry
                 return
-            _, group, seq, op, nbytes = entry
+            _, group, seq, op, nbytes, _ = entry
+            if mark is not None:
+                self._to_device(group, seq, seq, mark)
             group.complete(seq)
             self.version += 1
             self._add(op, group.name, nbytes, seconds)
 
-    def is_watched(self, work):
+    def watched(self, work):
+        """None if `work` is not watched, else (the CUDA device of its tensors or None,)."""
         with self._lock:
             entry = self._pending.get(id(work))
-            return entry is not None and entry[0] is work
+            return (entry[5],) if entry is not None and entry[0] is work else None
 
     def poll(self):
-        """Counts as completed the watched works that say so (is_completed() never blocks)."""
+        """Counts as completed the watched works that say so (is_completed() never blocks;
+        NCCL's asks the GPU) and the numbers whose GPU marks have passed (poll_device)."""
+        self.poll_device()
         if not self._pending:
             return  # The usual step: no async work watched (a racy read only delays a poll).
         with self._lock:
@@ -260,7 +329,7 @@ class Comm:
                 entry = self._pending.pop(key, None)
                 if entry is None:
                     continue
-                _, group, seq, op, nbytes = entry
+                _, group, seq, op, nbytes, _ = entry
                 group.complete(seq)
                 self._add(op, group.name, nbytes, 0.0)
             self.version += 1
@@ -291,26 +360,31 @@ class Comm:
                 if group.offset is not None:
                     group.offset += advanced - 1
 
-    def sync(self, group, pg_seq):
+    def sync(self, group, pg_seq, mark=None):
         """Counts as entered and completed the collectives the process group made since the
-        watch last knew (`pg_seq` read at a point where those had returned)."""
+        watch last knew (`pg_seq` read at a point where those had returned; with `mark`, they
+        complete when the GPU passes it)."""
         with self._lock:
             if self._ddp_returned:
                 self._drain()
             if group.offset is None or pg_seq - group.offset <= group.entered:
                 return
+            first = group.entered + 1
             group.entered = pg_seq - group.offset
+            if mark is not None:
+                self._to_device(group, first, group.entered, mark)
             group.settle()
             self.version += 1
 
-    def ddp_done(self, group, pg_seq, nbytes, seconds):
+    def ddp_done(self, group, pg_seq, nbytes, seconds, mark=None):
         """backward() returned: the collectives the process group entered up to `pg_seq` (read
         when the graph was computed: DDP's buckets) completed, after blocking `seconds` (graph
-        done -> backward returned), `nbytes` (the gradients) in all. Clears ddp_waiting.
+        done -> backward returned), `nbytes` (the gradients) in all; with `mark` (recorded
+        after backward returned), when the GPU passes it. Clears ddp_waiting.
 
         Lock-free (the training thread's path, once a backward): an append, folded into the
         counters by the next reader (_drain), before it clears the wait."""
-        self._ddp_returned.append((group, pg_seq, nbytes, seconds))
+        self._ddp_returned.append((group, pg_seq, nbytes, seconds, mark))
         group.ddp_waiting = 0
 
     # -- DDP buckets, seen by the comm hook ------------------------------------------------------
@@ -353,13 +427,15 @@ class Comm:
             self._add("all_reduce", group.name, nbytes, blocked)
         returned = self._ddp_returned
         while returned:
-            group, pg_seq, nbytes, seconds = returned.popleft()
+            group, pg_seq, nbytes, seconds, mark = returned.popleft()
             if group.offset is None:
                 continue
             n = pg_seq - group.offset - group.entered
             if n <= 0:
                 continue
             group.entered += n
+            if mark is not None:
+                self._to_device(group, group.entered - n + 1, group.entered, mark)
             group.settle()
             self.version += 1
             self._add("all_reduce", group.name, nbytes, seconds, count=n)

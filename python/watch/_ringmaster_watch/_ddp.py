@@ -46,7 +46,7 @@ disables the watch; the backward, and the hook's reduction, then run exactly as 
 import functools
 import weakref
 
-from . import _core
+from . import _core, _device
 
 
 class DdpWatch:
@@ -64,8 +64,8 @@ class DdpWatch:
         self.first_forward = None  # perf_counter of the first DDP forward (a step's start).
         self._all_reduce = getattr(dist, "all_reduce")  # The original, taken before patching.
         self._register = None
-        # (sequence number reader, _Group, gradient bytes) of each group counted by its
-        # process group's number; read without a lock (replaced, never changed in place, by a
+        # (sequence number reader, _Group, gradient bytes, the parameters' CUDA device or None)
+        # of each group counted by its process group's number; read without a lock (replaced, never changed in place, by a
         # first forward on the training thread; readers iterate the list they took).
         self.counted = []
         # id(parameter) -> weakref to it, for the parameters that carry our tensor hook (not a
@@ -73,7 +73,7 @@ class DdpWatch:
         self._hooked = {}
         self._engine = None
         # The buckets waited for in the backward now ending, [(group, its number when the graph
-        # was computed, gradient bytes)], and when that was: set by the engine callback
+        # was computed, gradient bytes, CUDA device or None)], and when that was: set by the engine callback
         # (autograd thread), taken by backward_returned (the training thread, after backward).
         self.waits = []
         self._graph_done = 0.0
@@ -203,9 +203,10 @@ class DdpWatch:
         self._engine = engine
         # A group destroyed (destroy_process_group) is followed no more; a new one afresh.
         self.counted = [c for c in self.counted if not c[1].retired]
-        if all(g is not group for _, g, _ in self.counted):
+        if all(c[1] is not group for c in self.counted):
             nbytes = sum(p.numel() * p.element_size() for p in params)
-            self.counted = self.counted + [(read, group, nbytes)]
+            device = _device.cuda_device(params[0])  # On NCCL: completed on the GPU.
+            self.counted = self.counted + [(read, group, nbytes, device)]
         hooked = self._hooked.get(id(params[0]))
         if hooked is None or hooked() is not params[0]:  # A DDP again over the same model:
             self._hooked[id(params[0])] = weakref.ref(params[0])  # one hook is enough.
@@ -229,13 +230,13 @@ class DdpWatch:
         try:
             now = self.comm.clock()
             self._callbacks += 1
-            for read, group, nbytes in self.counted:
+            for read, group, nbytes, device in self.counted:
                 if group.retired:
                     continue  # Its process group is destroyed: nothing of DDP's to wait for.
                 seq = int(read())
                 if seq - group.offset > group.entered:  # Buckets launched (not in no_sync()).
                     group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
-                    self.waits.append((group, seq, nbytes))
+                    self.waits.append((group, seq, nbytes, device))
                     self._graph_done = now
         except Exception as exc:  # noqa: BLE001  Never raises into the engine.
             _core.fail("DDP backward", exc)
@@ -245,9 +246,12 @@ class DdpWatch:
         waited for completed. Called on the training thread while `waits` is not empty."""
         waits, self.waits = self.waits, []
         seconds = max(0.0, self.comm.clock() - self._graph_done) if seconds_known else 0.0
-        for i, (group, seq, nbytes) in enumerate(waits):
-            # One wait for all the groups: its time counts once.
-            self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0)
+        for i, (group, seq, nbytes, device) in enumerate(waits):
+            # One wait for all the groups: its time counts once. On GPU parameters (NCCL) the
+            # buckets are done when the current stream, which backward() made wait for them,
+            # passes a mark recorded now.
+            mark = self.collectives.mark(device) if device is not None else None
+            self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0, mark)
 
     def sync(self):
         """At a step's end: counts what the counted groups did since last seen, unless an
@@ -258,9 +262,14 @@ class DdpWatch:
         if self._callbacks != self._synced:
             self._synced = self._callbacks
             return
-        for read, group, _ in self.counted:
+        for read, group, _, device in self.counted:
             if not group.retired:
-                self.comm.sync(group, int(read()))
+                seq = int(read())
+                # Made out of sight (the forward's buffer broadcasts on a step without a
+                # backward through DDP): on the GPU, done once the current stream passes now.
+                mark = (self.collectives.mark(device)
+                        if device is not None and seq - group.offset > group.entered else None)
+                self.comm.sync(group, seq, mark)
 
 
 def _allreduce_hook_for(watch):

@@ -11,10 +11,13 @@ that never returns) is heard while it does not step, so the coordinator names it
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
 than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon
 thread: it never keeps the process alive; an atexit handler stops it before the interpreter
-finalises. It never calls into torch: a daemon thread
+finalises. It never calls into torch but for CUDA event queries: a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
-exception"). Async works are polled on the training thread instead (at each step); the
+exception"). Async works are polled on the training thread instead (at each step); a CUDA
+event's query holds the GIL throughout (_device.py), so before each report it asks the GPU
+which collectives it has finished (Comm.poll_device): a rank whose training thread is stuck
+outside torch still says that its GPU is through them, and is named as the one behind. The
 deferred reports hold plain numbers and strings only.
 
 Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
@@ -85,6 +88,7 @@ class Ticker:
     def tick(self):
         """Sends one ReportCollectives once any collective was entered."""
         self._reporter.flush()  # The steps queued before these numbers go before them.
+        self._comm.poll_device()
         entered, completed, _, version = self._comm.sequences()
         if not entered:
             return

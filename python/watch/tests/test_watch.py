@@ -19,7 +19,7 @@ import unittest
 import harness
 
 sys.path.insert(0, harness.WATCH_DIR)
-from _ringmaster_watch import _comm, _reporter  # noqa: E402  (stdlib-only modules)
+from _ringmaster_watch import _comm, _device, _reporter, _ticker  # noqa: E402  (stdlib only)
 
 STEPS = 6
 TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
@@ -220,12 +220,155 @@ class CommTest(unittest.TestCase):
         comm.ddp_done(uncounted, 50, 4, 0.0)
         self.assertEqual(comm.sequences()[0]["pg1"], "0")
 
+    def test_gpu_collectives_complete_when_the_gpu_passes_their_mark(self):
+        # NCCL: a call returns once queued. Its number stays outstanding until the GPU passes
+        # the CUDA event after it (FakeMarks stands in for the events: no GPU here).
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        comm.set_world(None, 3)
+        world = comm.group(None, lambda pg: 3)
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, marks.mark("gpu0"))
+        comm.complete(world, comm.enter(world), "broadcast", 8, 0.001, marks.mark("gpu0"))
+        self.assertEqual(comm.sequences()[:2], ({"world": "2"}, {"world": "0"}))
+        marks.made[1][0] = True  # The later one alone says done: the earlier holds it back.
+        comm.poll_device()
+        self.assertEqual(comm.sequences()[1], {"world": "0"})
+        marks.made[0][0] = True
+        comm.poll_device()
+        self.assertEqual(comm.sequences()[1], {"world": "2"})
+        self.assertEqual(marks.released, marks.made)  # Their events go back for reuse.
+        blocked, stats = comm.take_step()  # The host's time, counted when the call returned.
+        self.assertAlmostEqual(blocked, 0.002)
+        self.assertEqual([s["count"] for s in stats], ["1", "1"])
+        # DDP's buckets (counted by torch's number, #3-#5), and what a step end found (#6).
+        comm.count_from(world, 1002, None)
+        comm.ddp_done(world, 1005, 100, 0.0, marks.mark("gpu0"))
+        comm.sync(world, 1006, marks.mark("gpu0"))
+        self.assertEqual(comm.sequences()[:2], ({"world": "6"}, {"world": "2"}))
+        # An async_op work: its wait() returned (queued), its mark not yet passed.
+        work = object()
+        comm.watch_work(work, world, comm.enter(world), "all_reduce", 8, "gpu0")
+        self.assertEqual(comm.watched(work), ("gpu0",))
+        self.assertIsNone(comm.watched(object()))
+        comm.waited(work, 0.5, marks.mark("gpu0"))
+        marks.made[2][0] = True
+        self.assertEqual(comm.sequences()[1], {"world": "2"})  # Not before a poll.
+        comm.poll()  # The step end's poll (the training thread) asks the GPU too.
+        self.assertEqual(comm.sequences()[1], {"world": "5"})
+        # The side thread asks before each report: the training thread may be stuck elsewhere.
+        reporter = SentReports()
+        marks.made[3][0] = marks.made[4][0] = True
+        _ticker.Ticker(reporter, comm).tick()
+        self.assertEqual(reporter.sent[-1][1]["collectiveCompleted"], {"world": "7"})
+        self.assertEqual(reporter.sent[-1][1]["collectiveEntered"], {"world": "7"})
+        # A host-side wait still counts as it did, and a failed call (no mark) completes.
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0)
+        self.assertEqual(comm.sequences()[1], {"world": "8"})
+
+    def test_gpu_marks_are_bounded_and_go_with_their_group(self):
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        pg = object()
+        pg1 = comm.group(pg, lambda pg: 2)
+        old_max = _comm.MAX_DEVICE
+        _comm.MAX_DEVICE = 3
+        self.addCleanup(setattr, _comm, "MAX_DEVICE", old_max)
+        for _ in range(5):  # Beyond 3 awaiting: the oldest count as passed.
+            comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
+        self.assertEqual(comm.sequences()[1], {"world": "2", "pg1": "0"})
+        comm.complete(pg1, comm.enter(pg1), "all_reduce", 8, 0.0, marks.mark("gpu0"))
+        comm.destroyed(pg)  # Its marks go with it; the world's stay.
+        for m in marks.made:
+            m[0] = True
+        comm.poll_device()
+        self.assertEqual(comm.sequences()[:2], ({"world": "5"}, {"world": "5"}))
+        self.assertEqual(len(marks.released), 3)  # The world's last 3: the others were dropped.
+        self.assertEqual(comm._on_device, 0)
+
+    def test_marks_are_events_on_the_current_stream_reused_per_device(self):
+        class Event:
+            made = 0
+
+            def __init__(self):
+                Event.made += 1
+                self.stream = None
+
+            def record(self, stream):
+                self.stream = stream
+
+            def query(self):
+                return self.stream[1] == "gpu0"
+
+        capturing = [False]
+        cuda = type("cuda", (), {"Event": Event, "current_stream": staticmethod(
+            lambda device: ("stream", device)), "is_current_stream_capturing": staticmethod(
+                lambda: capturing[0])})
+        marks = _device.Marks(cuda)
+        first = marks.mark("gpu0")
+        self.assertEqual(first[0].stream, ("stream", "gpu0"))
+        self.assertTrue(marks.done(first))
+        marks.release(first)
+        self.assertIs(marks.mark("gpu1")[0].__class__, Event)
+        self.assertEqual(Event.made, 2)  # Another device's event is not reused...
+        again = marks.mark("gpu0")
+        self.assertIs(again[0], first[0])  # ... its own device's is.
+        self.assertFalse(marks.done(marks.mark("gpu1")))
+        capturing[0] = True  # A CUDA graph being captured: no mark.
+        self.assertIsNone(marks.mark("gpu0"))
+        for _ in range(_device.FREE_EVENTS + 5):
+            marks.release(("event", "gpu2"))
+        self.assertEqual(marks._kept, _device.FREE_EVENTS)
+
+    def test_cuda_device_of_a_collectives_tensors(self):
+        gpu = type("T", (), {"is_cuda": True, "device": "cuda:1"})()
+        cpu = type("T", (), {"is_cuda": False, "device": "cpu"})()
+        self.assertEqual(_device.cuda_device(gpu), "cuda:1")
+        self.assertEqual(_device.cuda_device([gpu, cpu]), "cuda:1")
+        self.assertEqual(_device.cuda_device([[gpu]]), "cuda:1")
+        for value in (cpu, [cpu], [], [[]], None, 3):
+            self.assertIsNone(_device.cuda_device(value))
+
     def test_json_number_is_json_dumps(self):
         for value in (0.0, 1e-07, 0.1, 123456789.125, 1e300, -2.5):
             self.assertEqual(_reporter.json_number(value), json.dumps(value))
         for value, text in ((float("nan"), '"NaN"'), (float("inf"), '"Infinity"'),
                             (float("-inf"), '"-Infinity"')):
             self.assertEqual(_reporter.json_number(value), text)
+
+
+class FakeMarks:
+    """_device.Marks for a CPU test: each mark is [passed, device], the test sets passed."""
+
+    def __init__(self):
+        self.made = []
+        self.released = []
+
+    def mark(self, device):
+        self.made.append([False, device])
+        return self.made[-1]
+
+    @staticmethod
+    def done(mark):
+        return mark[0]
+
+    def release(self, mark):
+        self.released.append(mark)
+
+
+class SentReports:
+    """A reporter stand-in for _ticker.Ticker: keeps what it sends."""
+
+    def __init__(self):
+        self.sent = []
+
+    def flush(self):
+        pass
+
+    def send(self, kind, body):
+        self.sent.append((kind, body))
+        return True
 
 
 class StepNumbers:
@@ -550,6 +693,105 @@ class StuckRankTest(unittest.TestCase):
         for rc, log in results:
             self.assertEqual(rc, 0, log)
         agent.wait_for(lambda a: len(a.reports("step", 1)) == 4, what="the run to finish")
+
+
+# A rank whose tensors the watch takes for GPU tensors (_device.cuda_device swapped) and whose
+# CUDA events are stand-ins the script passes itself: the wrappers, DDP and the side thread on
+# the path they take on NCCL, with real torch over gloo.
+GPU_PATH = textwrap.dedent("""\
+    import json, os, sys, time
+    import sitecustomize
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    import _ringmaster_watch as w
+    from _ringmaster_watch import _device
+
+    class Marks:
+        def __init__(self):
+            self.made = []
+        def mark(self, device):
+            self.made.append([False, device])
+            return self.made[-1]
+        @staticmethod
+        def done(mark):
+            return mark[0]
+        def release(self, mark):
+            pass
+        def pass_all(self):
+            for mark in self.made:
+                mark[0] = True
+
+    comm = w._watch_state["comm"]
+    comm.marks = marks = Marks()
+    _device.cuda_device = lambda value: "gpu0" if value is not None else None
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    def numbers():
+        entered, completed, _, _ = comm.sequences()
+        return [int(entered["world"]), int(completed["world"])]
+
+    out = {}
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    out["sync"] = numbers()
+    dist.barrier()  # No tensor: done when it returns (NCCL's barrier syncs the device).
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    out["async"] = numbers()
+    marks.pass_all()
+    comm.poll_device()
+    out["passed"] = numbers()
+    out["marks"] = len(marks.made)
+    model = DistributedDataParallel(torch.nn.Linear(4, 4))
+    model(torch.ones(2, 4)).sum().backward()
+    out["ddp"] = numbers()
+    out["ddp_marks"] = len(marks.made) - out["marks"]
+    out["enabled"] = w._core.enabled
+    print(json.dumps(out), flush=True)
+    marks.pass_all()  # Only the side thread asks now (this thread waits outside torch).
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    """)
+
+
+class GpuPathTest(unittest.TestCase):
+    def test_collectives_on_gpu_tensors_complete_when_the_gpu_passes_them(self):
+        d = harness.tmpdir()
+        agent = harness.FakeAgent(d)
+        self.addCleanup(agent.close)
+        release = os.path.join(d, "release")
+        env = harness.rank_env(0, 1, harness.free_port(), agent=agent)
+        proc = subprocess.Popen([harness.PYTHON, "-c", GPU_PATH, release], env=env, cwd=d,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            def caught_up(a):
+                reports = a.reports("collectives", 0)
+                return reports and int(reports[-1]["collectiveEntered"]["world"]) > 3 and (
+                    reports[-1]["collectiveEntered"] == reports[-1]["collectiveCompleted"])
+
+            # The training thread sleeps; the side thread found the GPU through DDP's buckets.
+            agent.wait_for(caught_up, timeout=60, what="the side thread's poll of the marks")
+            open(release, "w").close()
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(err, "")
+        got = json.loads(out.strip().splitlines()[-1])
+        self.assertTrue(got["enabled"])
+        self.assertEqual(got["sync"], [1, 0])  # Returned on the host, not yet on the GPU.
+        self.assertEqual(got["async"], [3, 0])  # The barrier (#2) waits behind #1.
+        self.assertEqual(got["passed"], [3, 3])
+        self.assertEqual(got["marks"], 2)  # The two all_reduces; not the barrier.
+        entered, completed = got["ddp"]
+        self.assertEqual(completed, 3)  # DDP's buckets: backward() returned, the GPU not yet.
+        self.assertGreater(entered, 3)
+        self.assertEqual(got["ddp_marks"], 1)  # One mark after backward() for all buckets.
+        last = agent.reports("collectives", 0)[-1]
+        self.assertEqual(int(last["collectiveEntered"]["world"]), entered)
 
 
 class ExitTest(unittest.TestCase):

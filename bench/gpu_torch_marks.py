@@ -1,0 +1,96 @@
+"""Checks, in one watched process on one GPU (NCCL, world size 1), that the Python watch counts a
+collective on GPU tensors as completed only once the GPU has finished it (docs/python.md, "On
+NCCL"), for bench/gpu_torch_job. About a second of GPU sleep (torch.cuda._sleep) queued ahead
+of each collective keeps it unfinished while the host reads the watch's numbers; after
+torch.cuda.synchronize() they must have caught up. On the CPU (gloo, DEVICE cpu) it checks the
+other side: a host-synchronous collective is completed when it returns.
+
+Run by gpu_torch_job with the watch active (python/watch first on PYTHONPATH and a rank's
+RINGMASTER_* variables; the report socket need not exist: reports are dropped). Prints one
+line starting "marks:", then exits 0, or 1 naming what differed.
+
+    python3 bench/gpu_torch_marks.py cuda|cpu
+"""
+
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+import _ringmaster_watch as watch
+
+SLEEP_CYCLES = 2_000_000_000  # About a second at the GPU's clock.
+
+
+def main():
+    device = sys.argv[1]
+    gpu = device == "cuda"
+    if not watch._core.enabled or "comm" not in watch._watch_state:
+        print("marks: FAILED: the watch is not active in this process")
+        return 1
+    dist.init_process_group("nccl" if gpu else "gloo", store=dist.HashStore(), rank=0,
+                            world_size=1)
+    comm = watch._watch_state["comm"]
+
+    def numbers():
+        comm.poll_device()
+        entered, completed, _, _ = comm.sequences()
+        return int(entered["world"]), int(completed["world"])
+
+    def hold():  # GPU work queued ahead on the current stream: the collective waits for it.
+        if gpu:
+            torch.cuda._sleep(SLEEP_CYCLES)
+
+    def settle():
+        if gpu:
+            torch.cuda.synchronize()
+
+    problems = []
+
+    def expect(what, got, want):
+        if got != want:
+            problems.append("%s: (entered, completed) %s, expected %s" % (what, got, want))
+
+    t = torch.ones(1024, device=device)
+    hold()
+    dist.all_reduce(t)
+    expect("all_reduce queued", numbers(), (1, 0) if gpu else (1, 1))
+    settle()
+    expect("all_reduce finished", numbers(), (1, 1))
+
+    model = DistributedDataParallel(torch.nn.Linear(64, 64).to(device),
+                                    device_ids=[0] if gpu else None)
+    x = torch.randn(8, 64, device=device)
+    model(x).sum().backward()  # The first: the watch starts following DDP here.
+    settle()
+    before = numbers()
+    counted = any(c[1].name == "world" for c in watch._watch_state["ddp"].counted)
+    hold()
+    model(x).sum().backward()
+    queued = numbers()
+    settle()
+    done = numbers()
+    if not counted:
+        problems.append("DDP is followed by the comm hook (sequence number 0), which marks "
+                        "nothing on the GPU")
+    elif queued[0] <= before[0]:
+        problems.append("DDP's buckets were not counted: %s then %s" % (before, queued))
+    else:
+        expect("DDP backward returned", queued, (queued[0], before[1] if gpu else queued[0]))
+        expect("DDP backward finished", done, (queued[0], queued[0]))
+    if not watch._core.enabled:
+        problems.append("the watch disabled itself (its stderr line says why)")
+    backend = "nccl" if gpu else "gloo"
+    if problems:
+        print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,
+                                                     "; ".join(problems)))
+        return 1
+    print("marks: %s (torch %s): all_reduce and DDP's %d collectives completed on the %s" % (
+        backend, torch.__version__, done[0] - before[0],
+        "GPU's finish, not when queued" if gpu else "host's return"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
