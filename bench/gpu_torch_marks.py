@@ -79,6 +79,20 @@ def main():
     else:
         expect("DDP backward returned", queued, (queued[0], before[1] if gpu else queued[0]))
         expect("DDP backward finished", done, (queued[0], queued[0]))
+    timed = ""
+    if gpu:  # The GPU time between two marks (what a collective's wait on the GPU is).
+        marks = comm.marks
+        if marks is None:
+            problems.append("no CUDA marks were made")
+        else:
+            first = marks.mark(t.device)
+            hold()
+            second = marks.mark(t.device)
+            settle()
+            seconds = marks.seconds(first, second)
+            timed = "; a GPU sleep between two marks timed %.3f s" % seconds
+            if not 0.01 < seconds < 60:
+                problems.append("the marks timed %r s around a GPU sleep" % seconds)
     if not watch._core.enabled:
         problems.append("the watch disabled itself (its stderr line says why)")
     backend = "nccl" if gpu else "gloo"
@@ -86,9 +100,9 @@ def main():
         print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,
                                                      "; ".join(problems)))
         return 1
-    print("marks: %s (torch %s): all_reduce and DDP's %d collectives completed on the %s" % (
+    print("marks: %s (torch %s): all_reduce and DDP's %d collectives completed on the %s%s" % (
         backend, torch.__version__, done[0] - before[0],
-        "GPU's finish, not when queued" if gpu else "host's return"))
+        "GPU's finish, not when queued" if gpu else "host's return", timed))
     return 0
 
 

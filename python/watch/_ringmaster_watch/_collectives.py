@@ -6,7 +6,9 @@ completes it on return (its duration is time blocked); an async_op=True call com
 its work's wait() returns (the wait is the time blocked, not the overlap before it) or when the
 work says is_completed(). On GPU tensors (NCCL) a call returns, and a work's wait() too, once
 the collective is queued: it completes when the GPU has passed a CUDA event recorded on the
-current stream after that return (_device.py). A call made inside another wrapped call (all_gather_object's own
+current stream after that return (_device.py), and its time blocked is its GPU time where
+longer: from a mark before the call (or the wait) to that one. A call made inside another
+wrapped call (all_gather_object's own
 all_gather...) counts once, as the inner one. Both names are patched: torch.distributed.X and
 torch.distributed.distributed_c10d.X (the functions torch's own helpers call).
 
@@ -165,6 +167,8 @@ class Collectives:
                 device = _device.cuda_device(value)
                 read = group.read  # Counted by the group's own number (_ddp.py): follow it.
                 before = int(read()) if read is not None else 0
+                # On the GPU: the current stream reaches the call (its wait starts there).
+                start = self.mark(device) if device is not None and not is_async else None
                 seq = comm.enter(group)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.%s" % fn.__name__, exc)
@@ -189,7 +193,7 @@ class Collectives:
                         comm.watch_work(result, group, seq, op, nbytes, device)
                     else:
                         mark = self.mark(device) if returned and device is not None else None
-                        comm.complete(group, seq, op, nbytes, seconds, mark)
+                        comm.complete(group, seq, op, nbytes, seconds, mark, start)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("torch.distributed.%s" % fn.__name__, exc)
 
@@ -203,6 +207,12 @@ class Collectives:
             watched = comm.watched(work) if _core.enabled else None
             if watched is None:
                 return wait(work, *args, **kwargs)
+            device = watched[0]
+            try:
+                start = self.mark(device) if device is not None else None
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("Work.wait", exc)
+                return wait(work, *args, **kwargs)
             comm.begin_blocking()
             t0 = self.clock()
             returned = False
@@ -214,9 +224,8 @@ class Collectives:
                 seconds = self.clock() - t0
                 comm.end_blocking()
                 try:
-                    device = watched[0]
                     mark = self.mark(device) if returned and device is not None else None
-                    comm.waited(work, seconds, mark)
+                    comm.waited(work, seconds, mark, start)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("Work.wait", exc)
 

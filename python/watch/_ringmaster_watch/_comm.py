@@ -64,8 +64,9 @@ class _Group:
         # lock by _ddp.py's engine callback, an int store; ddp_done clears it); 0: no wait.
         self.ddp_waiting = 0
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
-        # Numbers done on the host and not yet on the GPU, [first, last, mark] in the order they
-        # were marked (_device.Marks: a CUDA event recorded after them).
+        # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
+        # order they were marked (_device.Marks: a CUDA event recorded after them); timing:
+        # None, or (op, host seconds counted, the mark before them) to time them on the GPU.
         self.device = collections.deque()
 
     def complete(self, seq):
@@ -212,31 +213,38 @@ class Comm:
         with self._lock:
             self._inside -= 1
 
-    def complete(self, group, seq, op, nbytes, seconds, mark=None):
+    def complete(self, group, seq, op, nbytes, seconds, mark=None, start=None):
         """A collective returned after blocking its caller `seconds`; with `mark` (a
-        _device.Marks mark recorded after it) it completes when the GPU passes the mark."""
+        _device.Marks mark recorded after it) it completes when the GPU passes the mark, and
+        with `start` (one recorded before it) its GPU time replaces `seconds` if longer."""
         with self._lock:
             if mark is not None:
-                self._to_device(group, seq, seq, mark)
+                self._to_device(group, seq, seq, mark,
+                                (op, seconds, start) if start is not None else None)
             group.complete(seq)
             self.version += 1
             self._add(op, group.name, nbytes, seconds)
 
-    def _to_device(self, group, first, last, mark):
+    def _to_device(self, group, first, last, mark, timing=None):
         """Numbers first..last await `mark` on the GPU (caller holds the lock; the caller
-        settles the group; a destroyed group's numbers are reported no more)."""
+        settles the group; a destroyed group's numbers are reported no more). `timing`: see
+        _Group.device."""
         if group.retired:
             return
         if len(group.device) >= MAX_DEVICE:
             group.device.popleft()  # Counted as passed; its event is left to the collector.
             self._on_device -= 1
-        group.device.append((first, last, mark))
+        group.device.append((first, last, mark, timing))
         self._on_device += 1
 
     def poll_device(self):
         """Counts as completed the numbers whose marks the GPU has passed, in each group's
-        order (a mark not yet passed holds back the later ones). Any thread; the queries run
-        outside the lock (they never block)."""
+        order (a mark not yet passed holds back the later ones), and adds the GPU time of the
+        timed ones beyond the host's to the step's time in collectives. Any thread; the queries
+        run outside the lock (they never block)."""
+        if self._ddp_returned:
+            with self._lock:
+                self._drain()  # DDP's buckets of the last backward, with their marks.
         if not self._on_device:
             return  # No collective on GPU tensors awaiting its GPU (a racy read delays a poll).
         marks = self.marks
@@ -244,23 +252,31 @@ class Comm:
             heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
         passed = []
         for group, entries in heads:
-            n = 0
+            done = []
             for entry in entries:
                 if not marks.done(entry[2]):
                     break
-                n += 1
-            if n:
-                passed.append((group, entries[:n]))
+                timing = entry[3]
+                extra = 0.0
+                if timing is not None:  # Its start passed too: earlier on the same stream.
+                    extra = max(0.0, marks.seconds(timing[2], entry[2]) - timing[1])
+                done.append((entry, extra))
+            if done:
+                passed.append((group, done))
         if not passed:
             return
         with self._lock:
-            for group, entries in passed:
-                for entry in entries:
+            for group, done in passed:
+                for entry, extra in done:
                     if not group.device or group.device[0] is not entry:
                         break  # Dropped meanwhile (MAX_DEVICE, a destroyed group).
                     group.device.popleft()
                     self._on_device -= 1
                     marks.release(entry[2])
+                    if entry[3] is not None:
+                        marks.release(entry[3][2])
+                        if extra > 0.0:  # Counted with the step now ending, not its own.
+                            self._add(entry[3][0], group.name, 0, extra, count=0)
                 group.settle()
             self.version += 1
 
@@ -284,9 +300,9 @@ class Comm:
                 self._add(o, g.name, b, 0.0)
             self._pending[id(work)] = (work, group, seq, op, nbytes, device)
 
-    def waited(self, work, seconds, mark=None):
-        """work.wait() returned after `seconds` (with `mark`: it completes when the GPU passes
-        the mark, as in `complete`); no-op for a work this does not watch."""
+    def waited(self, work, seconds, mark=None, start=None):
+        """work.wait() returned after `seconds` (with `mark` and `start`: as in `complete`);
+        no-op for a work this does not watch."""
         with self._lock:
             entry = self._pending.pop(id(work), None)
             if entry is None or entry[0] is not work:
@@ -295,7 +311,8 @@ class Comm:
                 return
             _, group, seq, op, nbytes, _ = entry
             if mark is not None:
-                self._to_device(group, seq, seq, mark)
+                self._to_device(group, seq, seq, mark,
+                                (op, seconds, start) if start is not None else None)
             group.complete(seq)
             self.version += 1
             self._add(op, group.name, nbytes, seconds)
@@ -376,15 +393,17 @@ class Comm:
             group.settle()
             self.version += 1
 
-    def ddp_done(self, group, pg_seq, nbytes, seconds, mark=None):
+    def ddp_done(self, group, pg_seq, nbytes, seconds, mark=None, start=None):
         """backward() returned: the collectives the process group entered up to `pg_seq` (read
         when the graph was computed: DDP's buckets) completed, after blocking `seconds` (graph
         done -> backward returned), `nbytes` (the gradients) in all; with `mark` (recorded
-        after backward returned), when the GPU passes it. Clears ddp_waiting.
+        after backward returned), when the GPU passes it, and with `start` (recorded when the
+        graph was computed) the GPU's wait for them replaces `seconds` if longer. Clears
+        ddp_waiting.
 
         Lock-free (the training thread's path, once a backward): an append, folded into the
         counters by the next reader (_drain), before it clears the wait."""
-        self._ddp_returned.append((group, pg_seq, nbytes, seconds, mark))
+        self._ddp_returned.append((group, pg_seq, nbytes, seconds, mark, start))
         group.ddp_waiting = 0
 
     # -- DDP buckets, seen by the comm hook ------------------------------------------------------
@@ -427,7 +446,7 @@ class Comm:
             self._add("all_reduce", group.name, nbytes, blocked)
         returned = self._ddp_returned
         while returned:
-            group, pg_seq, nbytes, seconds, mark = returned.popleft()
+            group, pg_seq, nbytes, seconds, mark, start = returned.popleft()
             if group.offset is None:
                 continue
             n = pg_seq - group.offset - group.entered
@@ -435,7 +454,8 @@ class Comm:
                 continue
             group.entered += n
             if mark is not None:
-                self._to_device(group, group.entered - n + 1, group.entered, mark)
+                self._to_device(group, group.entered - n + 1, group.entered, mark,
+                                ("all_reduce", seconds, start) if start is not None else None)
             group.settle()
             self.version += 1
             self._add("all_reduce", group.name, nbytes, seconds, count=n)

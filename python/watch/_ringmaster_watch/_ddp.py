@@ -73,7 +73,8 @@ class DdpWatch:
         self._hooked = {}
         self._engine = None
         # The buckets waited for in the backward now ending, [(group, its number when the graph
-        # was computed, gradient bytes, CUDA device or None)], and when that was: set by the engine callback
+        # was computed, gradient bytes, CUDA device or None, a _device mark then or None)], and
+        # when that was: set by the engine callback
         # (autograd thread), taken by backward_returned (the training thread, after backward).
         self.waits = []
         self._graph_done = 0.0
@@ -236,7 +237,11 @@ class DdpWatch:
                 seq = int(read())
                 if seq - group.offset > group.entered:  # Buckets launched (not in no_sync()).
                     group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
-                    self.waits.append((group, seq, nbytes, device))
+                    # On the GPU: the caller's stream, which the engine runs this on, has every
+                    # gradient now; DDP's callback next makes it wait for the buckets.
+                    start = (self.collectives.mark(device)
+                             if device is not None and not self.waits else None)
+                    self.waits.append((group, seq, nbytes, device, start))
                     self._graph_done = now
         except Exception as exc:  # noqa: BLE001  Never raises into the engine.
             _core.fail("DDP backward", exc)
@@ -246,12 +251,13 @@ class DdpWatch:
         waited for completed. Called on the training thread while `waits` is not empty."""
         waits, self.waits = self.waits, []
         seconds = max(0.0, self.comm.clock() - self._graph_done) if seconds_known else 0.0
-        for i, (group, seq, nbytes, device) in enumerate(waits):
+        for i, (group, seq, nbytes, device, start) in enumerate(waits):
             # One wait for all the groups: its time counts once. On GPU parameters (NCCL) the
             # buckets are done when the current stream, which backward() made wait for them,
-            # passes a mark recorded now.
+            # passes a mark recorded now; from `start` to it, the GPU waited for them.
             mark = self.collectives.mark(device) if device is not None else None
-            self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0, mark)
+            self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0, mark,
+                               start if seconds_known else None)
 
     def sync(self):
         """At a step's end: counts what the counted groups did since last seen, unless an

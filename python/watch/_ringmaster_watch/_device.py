@@ -8,14 +8,21 @@ collective would not look like a rank waiting in it, and the hang analysis (docs
 CUDA event recorded on the current stream right after the call returned has completed: the
 stream reaches it only once the collective (and the work queued before it) is done.
 
+The same events time the wait on the GPU, which on NCCL is where a rank waits for a slow peer
+(the host does not): from a mark recorded before the call (the current stream reaching it) to
+the one after (the collective done), and for DDP from the backward graph's end (the caller's
+stream has every gradient: the autograd engine runs its final callbacks on that stream) to
+after backward() returned. Comm adds that time to the step's time in collectives where it
+exceeds the host's, so the straggler detector compares compute on GPUs too.
+
 `Marks` makes and recycles those events; Comm polls them (`Comm.poll_device`), on the training
 thread at each step's end and on the side thread before each collectives report, so a rank
 whose training thread is stuck outside torch still reports what its GPU finished.
 
 Threading: `mark` runs on the thread that made the collective (the current stream is that
-thread's), `done` and `release` on any. torch.cuda.Event.query() is cudaEventQuery, which
-never blocks and holds the GIL throughout (torch/csrc/cuda/Event.cpp), so the side thread may
-call it (_ticker.py). Ownership: an event belongs to its Comm entry from `mark` until
+thread's), `done`, `seconds` and `release` on any. torch.cuda.Event.query() is
+cudaEventQuery and elapsed_time() cudaEventElapsedTime: neither blocks, and both hold the GIL
+throughout (torch/csrc/cuda/Event.cpp), so the side thread may call them (_ticker.py). Ownership: an event belongs to its Comm entry from `mark` until
 `release` puts it back on the free list (at most FREE_EVENTS kept). Errors: raised to the
 caller (Comm, _collectives, _ddp), which disables the watch; the collective itself is untouched.
 """
@@ -38,7 +45,8 @@ def cuda_device(value):
 
 
 class Marks:
-    """CUDA events recorded on a device's current stream, and whether each has completed.
+    """CUDA events recorded on a device's current stream, whether each has completed, and the
+    GPU time between two.
 
     A mark is an (event, device) pair: an event is reused on its own device only (torch
     refuses to record one on another device's stream)."""
@@ -64,13 +72,18 @@ class Marks:
                 event = free.pop()
                 self._kept -= 1
         if event is None:
-            event = self._event()  # No timing, no blocking sync: the cheapest kind.
+            event = self._event(enable_timing=True)  # No blocking sync: never waits.
         event.record(self._current_stream(device))
         return (event, device)
 
     @staticmethod
     def done(mark):
         return bool(mark[0].query())
+
+    @staticmethod
+    def seconds(start, end):
+        """The GPU time from `start` to `end`, two passed marks of one stream."""
+        return start[0].elapsed_time(end[0]) / 1000.0
 
     def release(self, mark):
         """Takes back a completed mark's event for reuse."""

@@ -265,6 +265,53 @@ class CommTest(unittest.TestCase):
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0)
         self.assertEqual(comm.sequences()[1], {"world": "8"})
 
+    def test_gpu_time_counts_where_longer_than_the_hosts(self):
+        # Timed on the GPU (a mark before the call too): where the GPU waited longer than the
+        # host (NCCL: the host only queued it), the GPU's time counts, once the GPU is through.
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        start, end = marks.mark("gpu0"), marks.mark("gpu0")
+        end[2] = 0.3
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, end, start)
+        self.assertEqual(comm.take_step()[0], 0.001)
+        start[0] = end[0] = True
+        comm.poll_device()
+        blocked, stats = comm.take_step()
+        self.assertAlmostEqual(blocked, 0.299)  # Counted with the step now ending.
+        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
+                         [("all_reduce", "0", "0")])
+        self.assertAlmostEqual(stats[0]["seconds"], 0.299)
+        self.assertEqual(marks.released, [end, start])  # Both events go back for reuse.
+        fast = [marks.mark("gpu0"), marks.mark("gpu0")]  # GPU quicker than the host: no more.
+        fast[1][2] = 0.0005
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, fast[1], fast[0])
+        fast[0][0] = fast[1][0] = True
+        comm.poll_device()
+        self.assertEqual(comm.take_step()[0], 0.001)
+        # DDP: from the graph's end to after backward() returned, beyond the host's wait.
+        comm.count_from(world, 100, None)
+        graph_end, returned = marks.mark("gpu0"), marks.mark("gpu0")
+        returned[2] = 0.5
+        comm.ddp_done(world, 103, 64, 0.1, returned, graph_end)
+        graph_end[0] = returned[0] = True
+        comm.poll_device()
+        blocked, stats = comm.take_step()
+        self.assertAlmostEqual(blocked, 0.5)  # 0.1 on the host, 0.4 more on the GPU.
+        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
+                         [("all_reduce", "3", "64")])
+        self.assertEqual(comm.sequences()[:2], ({"world": "5"}, {"world": "5"}))
+        # An async work's wait(), timed like a call.
+        work = object()
+        comm.watch_work(work, world, comm.enter(world), "broadcast", 4, "gpu0")
+        before, after = marks.mark("gpu0"), marks.mark("gpu0")
+        after[2] = 0.2
+        comm.waited(work, 0.0, after, before)
+        before[0] = after[0] = True
+        comm.poll_device()
+        self.assertAlmostEqual(comm.take_step()[0], 0.2)
+
     def test_gpu_marks_are_bounded_and_go_with_their_group(self):
         comm = _comm.Comm(clock=lambda: 0.0)
         comm.marks = marks = FakeMarks()
@@ -291,8 +338,9 @@ class CommTest(unittest.TestCase):
         class Event:
             made = 0
 
-            def __init__(self):
+            def __init__(self, enable_timing=False):
                 Event.made += 1
+                self.timing = enable_timing
                 self.stream = None
 
             def record(self, stream):
@@ -300,6 +348,9 @@ class CommTest(unittest.TestCase):
 
             def query(self):
                 return self.stream[1] == "gpu0"
+
+            def elapsed_time(self, end):  # Milliseconds, as torch's.
+                return 250.0 if self.timing and end.timing else float("nan")
 
         capturing = [False]
         cuda = type("cuda", (), {"Event": Event, "current_stream": staticmethod(
@@ -309,9 +360,10 @@ class CommTest(unittest.TestCase):
         first = marks.mark("gpu0")
         self.assertEqual(first[0].stream, ("stream", "gpu0"))
         self.assertTrue(marks.done(first))
+        self.assertEqual(marks.seconds(first, marks.mark("gpu0")), 0.25)
         marks.release(first)
         self.assertIs(marks.mark("gpu1")[0].__class__, Event)
-        self.assertEqual(Event.made, 2)  # Another device's event is not reused...
+        self.assertEqual(Event.made, 3)  # Another device's event is not reused...
         again = marks.mark("gpu0")
         self.assertIs(again[0], first[0])  # ... its own device's is.
         self.assertFalse(marks.done(marks.mark("gpu1")))
@@ -339,19 +391,24 @@ class CommTest(unittest.TestCase):
 
 
 class FakeMarks:
-    """_device.Marks for a CPU test: each mark is [passed, device], the test sets passed."""
+    """_device.Marks for a CPU test: each mark is [passed, device, GPU time], the test sets
+    passed and the time (0 when made)."""
 
     def __init__(self):
         self.made = []
         self.released = []
 
     def mark(self, device):
-        self.made.append([False, device])
+        self.made.append([False, device, 0.0])
         return self.made[-1]
 
     @staticmethod
     def done(mark):
         return mark[0]
+
+    @staticmethod
+    def seconds(start, end):
+        return end[2] - start[2]
 
     def release(self, mark):
         self.released.append(mark)
@@ -715,6 +772,9 @@ GPU_PATH = textwrap.dedent("""\
         @staticmethod
         def done(mark):
             return mark[0]
+        @staticmethod
+        def seconds(start, end):
+            return 0.25  # Each timed one: a quarter second on the "GPU".
         def release(self, mark):
             pass
         def pass_all(self):
@@ -742,6 +802,7 @@ GPU_PATH = textwrap.dedent("""\
     comm.poll_device()
     out["passed"] = numbers()
     out["marks"] = len(marks.made)
+    out["blocked"] = comm.take_step()[0]
     model = DistributedDataParallel(torch.nn.Linear(4, 4))
     model(torch.ones(2, 4)).sum().backward()
     out["ddp"] = numbers()
@@ -785,11 +846,16 @@ class GpuPathTest(unittest.TestCase):
         self.assertEqual(got["sync"], [1, 0])  # Returned on the host, not yet on the GPU.
         self.assertEqual(got["async"], [3, 0])  # The barrier (#2) waits behind #1.
         self.assertEqual(got["passed"], [3, 3])
-        self.assertEqual(got["marks"], 2)  # The two all_reduces; not the barrier.
+        # Before and after each all_reduce (the async one: around its wait); not the barrier.
+        self.assertEqual(got["marks"], 4)
+        # The GPU's 0.25 s each (the stand-in's) counted as their time blocked, not the host's.
+        self.assertGreaterEqual(got["blocked"], 0.5)
+        self.assertLess(got["blocked"], 1.0)
         entered, completed = got["ddp"]
         self.assertEqual(completed, 3)  # DDP's buckets: backward() returned, the GPU not yet.
         self.assertGreater(entered, 3)
-        self.assertEqual(got["ddp_marks"], 1)  # One mark after backward() for all buckets.
+        # At the graph's end and after backward() returned, for all the buckets.
+        self.assertEqual(got["ddp_marks"], 2)
         last = agent.reports("collectives", 0)[-1]
         self.assertEqual(int(last["collectiveEntered"]["world"]), entered)
 
