@@ -33,7 +33,7 @@ def main():
                             world_size=1)
     comm = watch._watch_state["comm"]
 
-    def numbers():
+    def numbers():  # (Polled here on the main thread: the side thread's, in a rank.)
         comm.poll_device()
         entered, completed, _, _ = comm.sequences()
         return int(entered["world"]), int(completed["world"])
@@ -53,21 +53,25 @@ def main():
             problems.append("%s: (entered, completed) %s, expected %s" % (what, got, want))
 
     t = torch.ones(1024, device=device)
+    dist.all_reduce(t)  # NCCL makes its communicator here, which may wait for the GPU.
+    settle()
     hold()
     dist.all_reduce(t)
-    expect("all_reduce queued", numbers(), (1, 0) if gpu else (1, 1))
+    expect("all_reduce queued", numbers(), (2, 1) if gpu else (2, 2))
     settle()
-    expect("all_reduce finished", numbers(), (1, 1))
+    expect("all_reduce finished", numbers(), (2, 2))
 
     model = DistributedDataParallel(torch.nn.Linear(64, 64).to(device),
                                     device_ids=[0] if gpu else None)
     x = torch.randn(8, 64, device=device)
-    model(x).sum().backward()  # The first: the watch starts following DDP here.
+    for _ in range(2):  # The first forward starts the following; the second rebuilds the
+        model(x).sum().backward()  # buckets (with copies to the host that wait).
     settle()
     before = numbers()
     counted = any(c[1].name == "world" for c in watch._watch_state["ddp"].counted)
-    hold()
-    model(x).sum().backward()
+    loss = model(x).sum()
+    hold()  # Between forward and backward: the buckets wait behind it on the GPU.
+    loss.backward()
     queued = numbers()
     settle()
     done = numbers()
@@ -95,6 +99,7 @@ def main():
                 problems.append("the marks timed %r s around a GPU sleep" % seconds)
     if not watch._core.enabled:
         problems.append("the watch disabled itself (its stderr line says why)")
+    dist.destroy_process_group()
     backend = "nccl" if gpu else "gloo"
     if problems:
         print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,

@@ -141,7 +141,7 @@ def _on_distributed(_module):
     if not getattr(dist, "is_available", lambda: False)():
         _watch_state["collectives"] = None  # A torch built without distributed.
         return
-    from . import _collectives, _ddp, _ticker
+    from . import _collectives, _ddp, _device, _ticker
 
     comm = _watch_state["comm"]
     compiler = getattr(torch, "compiler", None)
@@ -151,6 +151,7 @@ def _on_distributed(_module):
     ddp.check()
     _watch_state["collectives"] = collectives
     collectives.install()
+    _device.watch_captures(getattr(torch, "cuda", None))  # No CUDA event during a capture.
     ddp.install(parallel.DistributedDataParallel)
     ticker = _ticker.Ticker(_watch_state["reporter"], comm)
     collectives.on_init.append(ticker.start)

@@ -22,6 +22,8 @@ import collections
 import threading
 import time
 
+from . import _device
+
 # One CollectiveStat in JSON (proto/ringmaster/v1/worker.proto; int64s as strings). Op and
 # group names are this module's own ("all_reduce", "world", "pg3"): nothing to escape. The
 # floats are finite (sums of perf_counter differences, bytes over positive seconds), so %r
@@ -65,7 +67,7 @@ class _Group:
         self.ddp_waiting = 0
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
         # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
-        # order they were marked (_device.Marks: a CUDA event recorded after them); timing:
+        # order of their numbers (_device.Marks: a CUDA event recorded after them); timing:
         # None, or (op, host seconds counted, the mark before them) to time them on the GPU.
         self.device = collections.deque()
 
@@ -234,14 +236,23 @@ class Comm:
         if len(group.device) >= MAX_DEVICE:
             group.device.popleft()  # Counted as passed; its event is left to the collector.
             self._on_device -= 1
-        group.device.append((first, last, mark, timing))
+        entry = (first, last, mark, timing)
+        device = group.device
+        if not device or device[-1][0] < first:
+            device.append(entry)
+        else:  # An async work waited for after a later call: in its number's place.
+            i = len(device)
+            while i > 0 and device[i - 1][0] > first:
+                i -= 1
+            device.insert(i, entry)
         self._on_device += 1
 
     def poll_device(self):
         """Counts as completed the numbers whose marks the GPU has passed, in each group's
-        order (a mark not yet passed holds back the later ones), and adds the GPU time of the
-        timed ones beyond the host's to the step's time in collectives. Any thread; the queries
-        run outside the lock (they never block)."""
+        order (a mark not yet passed holds back the later numbers), and adds the GPU time of
+        the timed ones beyond the host's to the step's time in collectives. The side thread's
+        (_device.py: not the training thread's); the queries run outside the lock, under
+        _device.gate, and not at all while a CUDA graph is being captured."""
         if self._ddp_returned:
             with self._lock:
                 self._drain()  # DDP's buckets of the last backward, with their marks.
@@ -251,18 +262,22 @@ class Comm:
         with self._lock:
             heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
         passed = []
-        for group, entries in heads:
-            done = []
-            for entry in entries:
-                if not marks.done(entry[2]):
-                    break
-                timing = entry[3]
-                extra = 0.0
-                if timing is not None:  # Its start passed too: earlier on the same stream.
-                    extra = max(0.0, marks.seconds(timing[2], entry[2]) - timing[1])
-                done.append((entry, extra))
-            if done:
-                passed.append((group, done))
+        with _device.gate as open_:
+            if not open_:
+                return  # A CUDA graph capture: a query now would invalidate it.
+            marks.bind_thread()
+            for group, entries in heads:
+                done = []
+                for entry in entries:
+                    if not marks.done(entry[2]):
+                        break
+                    timing = entry[3]
+                    extra = 0.0
+                    if timing is not None:  # Its start passed too: earlier on its stream.
+                        extra = max(0.0, marks.seconds(timing[2], entry[2]) - timing[1])
+                    done.append((entry, extra))
+                if done:
+                    passed.append((group, done))
         if not passed:
             return
         with self._lock:
@@ -325,9 +340,9 @@ class Comm:
 
     def poll(self):
         """Counts as completed the watched works that say so (is_completed() never blocks;
-        NCCL's asks the GPU) and the numbers whose GPU marks have passed (poll_device)."""
-        self.poll_device()
-        if not self._pending:
+        NCCL's asks the GPU). The training thread's, at each step's end; not while a CUDA graph
+        is being captured (NCCL's query would invalidate it, _device.py)."""
+        if not self._pending or _device.capturing():
             return  # The usual step: no async work watched (a racy read only delays a poll).
         with self._lock:
             works = list(self._pending.items())

@@ -15,19 +15,32 @@ stream has every gradient: the autograd engine runs its final callbacks on that 
 after backward() returned. Comm adds that time to the step's time in collectives where it
 exceeds the host's, so the straggler detector compares compute on GPUs too.
 
-`Marks` makes and recycles those events; Comm polls them (`Comm.poll_device`), on the training
-thread at each step's end and on the side thread before each collectives report, so a rank
-whose training thread is stuck outside torch still reports what its GPU finished.
+`Marks` makes and recycles those events; the side thread polls them (`Comm.poll_device`,
+before each collectives report), so a rank whose training thread is stuck outside torch still
+reports what its GPU finished. The training thread never queries: its current device is the
+program's, and a query there could create a CUDA context on another GPU. The side thread
+makes the device of the first mark its own once (`bind_thread`), else its first query would
+create one on GPU 0 (hundreds of MiB on every rank).
+
+No event is recorded or queried while a CUDA graph is being captured anywhere in the process
+(`watch_captures` counts torch.cuda.CUDAGraph's captures): in the default ("global") capture
+mode a cudaEventQuery from any thread invalidates the capture. `gate` is held across a poll's
+queries, so a capture that begins waits for them to end.
 
 Threading: `mark` runs on the thread that made the collective (the current stream is that
 thread's), `done`, `seconds` and `release` on any. torch.cuda.Event.query() is
-cudaEventQuery and elapsed_time() cudaEventElapsedTime: neither blocks, and both hold the GIL
-throughout (torch/csrc/cuda/Event.cpp), so the side thread may call them (_ticker.py). Ownership: an event belongs to its Comm entry from `mark` until
+cudaEventQuery and elapsed_time() cudaEventElapsedTime: neither waits for the GPU (they may
+wait on the driver's own locks, briefly), and both hold the GIL throughout
+(torch/csrc/cuda/Event.cpp), so the side thread may call them (_ticker.py): no daemon thread
+is inside them at the interpreter's finalisation. Ownership: an event belongs to its Comm entry from `mark` until
 `release` puts it back on the free list (at most FREE_EVENTS kept). Errors: raised to the
 caller (Comm, _collectives, _ddp), which disables the watch; the collective itself is untouched.
 """
 
+import functools
 import threading
+
+from . import _core
 
 FREE_EVENTS = 64  # Completed events kept for reuse (an event is made by its first record).
 
@@ -44,6 +57,64 @@ def cuda_device(value):
     return None
 
 
+_capture_lock = threading.Lock()
+_captures = 0  # CUDA graph captures in progress in this process (changed under _capture_lock).
+
+
+class _Gate:
+    """`with gate as open_:` holds back captures that begin meanwhile; open_ is False while
+    one is in progress (then nothing may be queried)."""
+
+    def __enter__(self):
+        _capture_lock.acquire()
+        return _captures == 0
+
+    def __exit__(self, *exc):
+        _capture_lock.release()
+
+
+gate = _Gate()
+
+
+def capturing():
+    """A CUDA graph capture is in progress (a racy read: for a fast path only)."""
+    return _captures > 0
+
+
+def watch_captures(cuda):
+    """Counts the captures of torch.cuda.CUDAGraph (torch.cuda.graph, make_graphed_callables,
+    torch.compile's CUDA graphs all begin and end through it); a torch without it: nothing."""
+    graph = getattr(cuda, "CUDAGraph", None)
+    begin = getattr(graph, "capture_begin", None)
+    end = getattr(graph, "capture_end", None)
+    if begin is None or end is None:
+        return
+
+    @functools.wraps(begin)
+    def capture_begin(self, *args, **kwargs):
+        global _captures
+        with _capture_lock:  # After any poll's queries in flight.
+            _captures += 1
+        try:
+            return begin(self, *args, **kwargs)
+        except BaseException:
+            with _capture_lock:
+                _captures -= 1
+            raise
+
+    @functools.wraps(end)
+    def capture_end(self, *args, **kwargs):
+        global _captures
+        try:
+            return end(self, *args, **kwargs)
+        finally:
+            with _capture_lock:
+                _captures = max(0, _captures - 1)
+
+    _core.patch(graph, "capture_begin", capture_begin)
+    _core.patch(graph, "capture_end", capture_end)
+
+
 class Marks:
     """CUDA events recorded on a device's current stream, whether each has completed, and the
     GPU time between two.
@@ -57,14 +128,19 @@ class Marks:
         # Recording into a stream being captured (a CUDA graph) would put the event into the
         # graph: nothing is marked then, the collective counts as completed at its return.
         self._capturing = getattr(cuda, "is_current_stream_capturing", lambda: False)
+        self._set_device = cuda.set_device
+        self._device = None  # The first mark's: the side thread's current device.
+        self._bound = threading.local()
         self._lock = threading.Lock()
         self._free = {}  # device -> [completed events]
         self._kept = 0
 
     def mark(self, device):
-        """A mark recorded now on `device`'s current stream, or None (stream capture)."""
-        if self._capturing():
+        """A mark recorded now on `device`'s current stream, or None (a capture in progress)."""
+        if _captures or self._capturing():
             return None
+        if self._device is None:
+            self._device = device
         event = None
         with self._lock:
             free = self._free.get(device)
@@ -75,6 +151,13 @@ class Marks:
             event = self._event(enable_timing=True)  # No blocking sync: never waits.
         event.record(self._current_stream(device))
         return (event, device)
+
+    def bind_thread(self):
+        """Makes the first mark's device this thread's current device, once per thread (the
+        side thread's, before its first query)."""
+        if self._device is not None and not getattr(self._bound, "done", False):
+            self._set_device(self._device)
+            self._bound.done = True
 
     @staticmethod
     def done(mark):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 
@@ -252,8 +253,10 @@ class CommTest(unittest.TestCase):
         self.assertIsNone(comm.watched(object()))
         comm.waited(work, 0.5, marks.mark("gpu0"))
         marks.made[2][0] = True
-        self.assertEqual(comm.sequences()[1], {"world": "2"})  # Not before a poll.
-        comm.poll()  # The step end's poll (the training thread) asks the GPU too.
+        self.assertEqual(comm.sequences()[1], {"world": "2"})  # Not before a poll...
+        comm.poll()  # ... and not by the training thread's (its device is the program's).
+        self.assertEqual(comm.sequences()[1], {"world": "2"})
+        comm.poll_device()
         self.assertEqual(comm.sequences()[1], {"world": "5"})
         # The side thread asks before each report: the training thread may be stuck elsewhere.
         reporter = SentReports()
@@ -312,6 +315,56 @@ class CommTest(unittest.TestCase):
         comm.poll_device()
         self.assertAlmostEqual(comm.take_step()[0], 0.2)
 
+    def test_gpu_marks_count_in_number_order_whatever_the_order_they_were_made(self):
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        work = object()  # An irecv (#1), then an all_reduce (#2), then the irecv's wait().
+        comm.watch_work(work, world, comm.enter(world), "recv", 4, "gpu0")
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
+        comm.waited(work, 0.0, marks.mark("gpu0"))
+        history = [comm.sequences()[1]["world"]]
+        for mark in marks.made:  # #2's mark passes first: #1's still holds both back.
+            mark[0] = True
+            comm.poll_device()
+            history.append(comm.sequences()[1]["world"])
+        self.assertEqual(history, ["0", "0", "2"])
+
+    def test_no_gpu_query_or_mark_while_a_cuda_graph_is_captured(self):
+        class Graph:
+            def capture_begin(self, pool=None):
+                self.began = True
+
+            def capture_end(self):
+                if getattr(self, "fail_end", False):
+                    raise RuntimeError("capture failed")
+
+        cuda = type("cuda", (), {"CUDAGraph": Graph, "Event": None,
+                                 "current_stream": None, "set_device": None})
+        _device.watch_captures(cuda)
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        asked = []
+        marks.done = lambda mark: asked.append(mark) or mark[0]
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
+        marks.made[0][0] = True
+        graph = Graph()
+        graph.capture_begin()
+        self.assertTrue(graph.began and _device.capturing())
+        comm.poll_device()
+        self.assertEqual((asked, comm.sequences()[1]), ([], {"world": "0"}))
+        self.assertIsNone(_device.Marks(type("c", (), {
+            "Event": None, "current_stream": None, "set_device": None})).mark("gpu0"))
+        graph.fail_end = True
+        with self.assertRaises(RuntimeError):  # The capture ends, even when it fails.
+            graph.capture_end()
+        self.assertFalse(_device.capturing())
+        comm.poll_device()
+        self.assertEqual((len(asked), comm.sequences()[1]), (1, {"world": "1"}))
+
     def test_gpu_marks_are_bounded_and_go_with_their_group(self):
         comm = _comm.Comm(clock=lambda: 0.0)
         comm.marks = marks = FakeMarks()
@@ -353,10 +406,13 @@ class CommTest(unittest.TestCase):
                 return 250.0 if self.timing and end.timing else float("nan")
 
         capturing = [False]
+        devices = []
         cuda = type("cuda", (), {"Event": Event, "current_stream": staticmethod(
             lambda device: ("stream", device)), "is_current_stream_capturing": staticmethod(
-                lambda: capturing[0])})
+                lambda: capturing[0]), "set_device": staticmethod(devices.append)})
         marks = _device.Marks(cuda)
+        marks.bind_thread()  # Nothing marked yet: no device to take.
+        self.assertEqual(devices, [])
         first = marks.mark("gpu0")
         self.assertEqual(first[0].stream, ("stream", "gpu0"))
         self.assertTrue(marks.done(first))
@@ -366,6 +422,13 @@ class CommTest(unittest.TestCase):
         self.assertEqual(Event.made, 3)  # Another device's event is not reused...
         again = marks.mark("gpu0")
         self.assertIs(again[0], first[0])  # ... its own device's is.
+        marks.bind_thread()
+        marks.bind_thread()  # Once per thread: the first mark's device.
+        self.assertEqual(devices, ["gpu0"])
+        other = threading.Thread(target=marks.bind_thread)
+        other.start()
+        other.join()
+        self.assertEqual(devices, ["gpu0", "gpu0"])
         self.assertFalse(marks.done(marks.mark("gpu1")))
         capturing[0] = True  # A CUDA graph being captured: no mark.
         self.assertIsNone(marks.mark("gpu0"))
@@ -409,6 +472,9 @@ class FakeMarks:
     @staticmethod
     def seconds(start, end):
         return end[2] - start[2]
+
+    def bind_thread(self):
+        pass
 
     def release(self, mark):
         self.released.append(mark)
@@ -775,6 +841,8 @@ GPU_PATH = textwrap.dedent("""\
         @staticmethod
         def seconds(start, end):
             return 0.25  # Each timed one: a quarter second on the "GPU".
+        def bind_thread(self):
+            pass
         def release(self, mark):
             pass
         def pass_all(self):
