@@ -40,6 +40,16 @@ std::string Python() {
   return python != nullptr && *python != '\0' ? python : "/usr/bin/python3";
 }
 
+// `text` as a YAML double-quoted scalar (a path with a quote or a backslash stays one string).
+std::string Quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 constexpr int kCleanSteps = 1000;  // x 2 ranks: the 2,000 clean rank-steps
 constexpr int kStuckStep = 30;
 
@@ -48,8 +58,9 @@ constexpr int kStuckStep = 30;
 std::string Job(const std::string& name, const std::map<std::string, std::string>& env, int steps,
                 const std::string& extra = "") {
   std::string yaml =
-      absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [\"",
-                   Python(), "\", \"", TestCluster::Runfile("tests/pytorch/ddp_train.py"), "\"]\n");
+      absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [",
+                   Quoted(Python()), ", ",
+                   Quoted(TestCluster::Runfile("tests/pytorch/ddp_train.py")), "]\n");
   if (steps > 0) absl::StrAppend(&yaml, "  steps: ", steps, "\n");
   absl::StrAppend(&yaml, "  env: {OMP_NUM_THREADS: \"1\"");
   for (const auto& [key, value] : env) absl::StrAppend(&yaml, ", ", key, ": \"", value, "\"");
