@@ -1,9 +1,12 @@
 """Checks, in one watched process on one GPU (NCCL, world size 1), that the Python watch counts a
-collective on GPU tensors as completed only once the GPU has finished it (docs/python.md, "On
-NCCL"), for bench/gpu_torch_job. About a second of GPU sleep (torch.cuda._sleep) queued ahead
-of each collective keeps it unfinished while the host reads the watch's numbers; after
-torch.cuda.synchronize() they must have caught up. On the CPU (gloo, DEVICE cpu) it checks the
-other side: a host-synchronous collective is completed when it returns.
+collective on GPU tensors as completed only once the GPU has finished it (docs/python.md,
+"Collectives on the GPU (NCCL)"), for bench/gpu_torch_job. About a second of GPU sleep
+(torch.cuda._sleep) queued ahead of each collective keeps it unfinished while the host reads
+the watch's numbers; after torch.cuda.synchronize() they must have caught up. It also checks
+the GPU time the watch charges as time blocked: none for a sleep before a collective or in
+DDP's backward, about the sleep for a wait on a collective queued behind one (on a side
+stream). On the CPU (gloo, DEVICE cpu) it checks the other side: a host-synchronous collective
+is completed when it returns, and charged its host time.
 
 Run by gpu_torch_job with the watch active (python/watch first on PYTHONPATH and a rank's
 RINGMASTER_* variables; the report socket need not exist: reports are dropped). Prints one
@@ -52,14 +55,26 @@ def main():
         if got != want:
             problems.append("%s: (entered, completed) %s, expected %s" % (what, got, want))
 
+    def charged(what, low, high):
+        """The time blocked the watch charged since the last call (its steps' commSeconds, as
+        the GPU finished), which must lie in [low, high)."""
+        seconds = comm.take_step()[0]
+        if not low <= seconds < high:
+            problems.append("%s: %.3f s blocked, expected %g to %g" % (what, seconds, low, high))
+        return seconds
+
     t = torch.ones(1024, device=device)
     dist.all_reduce(t)  # NCCL makes its communicator here, which may wait for the GPU.
     settle()
+    numbers()
+    comm.take_step()
     hold()
     dist.all_reduce(t)
     expect("all_reduce queued", numbers(), (2, 1) if gpu else (2, 2))
     settle()
     expect("all_reduce finished", numbers(), (2, 2))
+    # The sleep was before the call: not the collective's wait.
+    charged("an all_reduce after a GPU sleep", 0.0, 0.3)
 
     model = DistributedDataParallel(torch.nn.Linear(64, 64).to(device),
                                     device_ids=[0] if gpu else None)
@@ -68,6 +83,7 @@ def main():
         model(x).sum().backward()  # buckets (with copies to the host that wait).
     settle()
     before = numbers()
+    comm.take_step()
     counted = any(c[1].name == "world" for c in watch._watch_state["ddp"].counted)
     loss = model(x).sum()
     hold()  # Between forward and backward: the buckets wait behind it on the GPU.
@@ -83,20 +99,21 @@ def main():
     else:
         expect("DDP backward returned", queued, (queued[0], before[1] if gpu else queued[0]))
         expect("DDP backward finished", done, (queued[0], queued[0]))
+    # The sleep was in the backward's compute, before the graph's end: not DDP's wait.
+    charged("DDP's buckets after a GPU sleep in the backward", 0.0, 0.3)
     timed = ""
-    if gpu:  # The GPU time between two marks (what a collective's wait on the GPU is).
-        marks = comm.marks
-        if marks is None:
-            problems.append("no CUDA marks were made")
-        else:
-            first = marks.mark(t.device)
+    if gpu:
+        # An async all_reduce issued on a side stream behind a sleep there; the default stream
+        # waits for it (work.wait()): that wait is about the sleep, on the GPU.
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
             hold()
-            second = marks.mark(t.device)
-            settle()
-            seconds = marks.seconds(first, second)
-            timed = "; a GPU sleep between two marks timed %.3f s" % seconds
-            if not 0.01 < seconds < 60:
-                problems.append("the marks timed %r s around a GPU sleep" % seconds)
+            work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        settle()
+        numbers()
+        timed = "; a wait for a collective behind a GPU sleep charged %.3f s" % charged(
+            "a wait for an all_reduce behind a GPU sleep", 0.3, 30.0)
     if not watch._core.enabled:
         problems.append("the watch disabled itself (its stderr line says why)")
     dist.destroy_process_group()
@@ -105,7 +122,7 @@ def main():
         print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,
                                                      "; ".join(problems)))
         return 1
-    print("marks: %s (torch %s): all_reduce and DDP's %d collectives completed on the %s%s" % (
+    print("marks: %s (torch %s): all_reduce and %d DDP collective(s) completed on the %s%s" % (
         backend, torch.__version__, done[0] - before[0],
         "GPU's finish, not when queued" if gpu else "host's return", timed))
     return 0

@@ -32,7 +32,7 @@ _STAT = ('{"op":"%s","group":"%s","count":"%d","bytes":"%d","seconds":%r,'
          '"algbwBytesPerSecond":%r,"busbwBytesPerSecond":%r}')
 
 MAX_PENDING = 4096  # Async works watched at once; beyond, the oldest counts as completed.
-MAX_DEVICE = 1024  # A group's collectives awaiting the GPU; beyond, the oldest counts as done.
+MAX_DEVICE = 4096  # A group's collectives awaiting the GPU; beyond, the oldest counts as done.
 MAX_GROUPS = 64  # The agent accepts at most 64 groups per report (agent/report_validation.h).
 
 # busbw / algbw per op (nccl-tests; common/collective_ops.h).
@@ -247,12 +247,13 @@ class Comm:
             device.insert(i, entry)
         self._on_device += 1
 
-    def poll_device(self):
+    def poll_device(self, side=False):
         """Counts as completed the numbers whose marks the GPU has passed, in each group's
         order (a mark not yet passed holds back the later numbers), and adds the GPU time of
-        the timed ones beyond the host's to the step's time in collectives. The side thread's
-        (_device.py: not the training thread's); the queries run outside the lock, under
-        _device.gate, and not at all while a CUDA graph is being captured."""
+        the timed ones beyond the host's to the step's time blocked. `side`: the side thread,
+        which takes the marks' device as its own; any other thread (the training thread at a
+        step's end) queries only if its current device is theirs (_device.py). The queries run
+        outside the lock, under _device.gate, and not at all while a CUDA graph is captured."""
         if self._ddp_returned:
             with self._lock:
                 self._drain()  # DDP's buckets of the last backward, with their marks.
@@ -265,7 +266,10 @@ class Comm:
         with _device.gate as open_:
             if not open_:
                 return  # A CUDA graph capture: a query now would invalidate it.
-            marks.bind_thread()
+            if side:
+                marks.bind_thread()
+            elif not marks.on_own_device():
+                return  # The side thread's poll will do.
             for group, entries in heads:
                 done = []
                 for entry in entries:
@@ -290,8 +294,9 @@ class Comm:
                     marks.release(entry[2])
                     if entry[3] is not None:
                         marks.release(entry[3][2])
-                        if extra > 0.0:  # Counted with the step now ending, not its own.
-                            self._add(entry[3][0], group.name, 0, extra, count=0)
+                        # Time blocked, counted with the step now ending, not its own; not in
+                        # the collective's row (its bandwidth is the host's figures').
+                        self._blocked += extra
                 group.settle()
             self.version += 1
 
@@ -340,20 +345,25 @@ class Comm:
 
     def poll(self):
         """Counts as completed the watched works that say so (is_completed() never blocks;
-        NCCL's asks the GPU). The training thread's, at each step's end; not while a CUDA graph
-        is being captured (NCCL's query would invalidate it, _device.py)."""
-        if not self._pending or _device.capturing():
+        NCCL's asks the GPU) and the GPU marks (poll_device). The training thread's, at each
+        step's end; not while a CUDA graph is being captured (NCCL's query would invalidate it,
+        _device.py)."""
+        self.poll_device()
+        if not self._pending:
             return  # The usual step: no async work watched (a racy read only delays a poll).
         with self._lock:
             works = list(self._pending.items())
         done = []
-        for key, entry in works:
-            try:
-                finished = entry[0].is_completed()
-            except Exception:  # noqa: BLE001  A work that cannot say: it counts as done.
-                finished = True
-            if finished:
-                done.append(key)
+        with _device.gate as open_:
+            if not open_:
+                return
+            for key, entry in works:
+                try:
+                    finished = entry[0].is_completed()
+                except Exception:  # noqa: BLE001  A work that cannot say: it counts as done.
+                    finished = True
+                if finished:
+                    done.append(key)
         if not done:
             return
         with self._lock:

@@ -15,12 +15,15 @@ stream has every gradient: the autograd engine runs its final callbacks on that 
 after backward() returned. Comm adds that time to the step's time in collectives where it
 exceeds the host's, so the straggler detector compares compute on GPUs too.
 
-`Marks` makes and recycles those events; the side thread polls them (`Comm.poll_device`,
-before each collectives report), so a rank whose training thread is stuck outside torch still
-reports what its GPU finished. The training thread never queries: its current device is the
-program's, and a query there could create a CUDA context on another GPU. The side thread
-makes the device of the first mark its own once (`bind_thread`), else its first query would
-create one on GPU 0 (hundreds of MiB on every rank).
+`Marks` makes and recycles those events; Comm polls them (`Comm.poll_device`): the training
+thread at each step's end, so the step's report has them, and the side thread before each
+collectives report, so a rank whose training thread is stuck outside torch still reports what
+its GPU finished. A query on a thread whose current device has no CUDA context would create one
+(cudaEventQuery binds the current device; hundreds of MiB on GPU 0 of every rank): the
+training thread queries only when its current device (the program's; DDP programs set it) is
+the marks' (`on_own_device`), and the side thread makes the first mark's device its own once
+(`bind_thread`; CUDA is initialised by then, so torch.cuda.set_device has nothing to do but
+cudaSetDevice).
 
 No event is recorded or queried while a CUDA graph is being captured anywhere in the process
 (`watch_captures` counts torch.cuda.CUDAGraph's captures): in the default ("global") capture
@@ -129,6 +132,7 @@ class Marks:
         # graph: nothing is marked then, the collective counts as completed at its return.
         self._capturing = getattr(cuda, "is_current_stream_capturing", lambda: False)
         self._set_device = cuda.set_device
+        self._current_device = cuda.current_device
         self._device = None  # The first mark's: the side thread's current device.
         self._bound = threading.local()
         self._lock = threading.Lock()
@@ -158,6 +162,11 @@ class Marks:
         if self._device is not None and not getattr(self._bound, "done", False):
             self._set_device(self._device)
             self._bound.done = True
+
+    def on_own_device(self):
+        """This thread's current device is the marks' (the first mark's)."""
+        device = self._device
+        return device is not None and self._current_device() == device.index
 
     @staticmethod
     def done(mark):

@@ -77,6 +77,9 @@ class Steps:
         self._rivals = weakref.WeakKeyDictionary()
         self._interval = None  # The clock's usual step time: an average of its last ones.
         self._last_end = None
+        # Time blocked beyond the last step's length (GPU waits found after their step,
+        # Comm.poll_device), carried into the next step's, at most one step's worth.
+        self._carry = 0.0
         self._first_backward = None
         self._step = 0
         self._start_step = None
@@ -189,6 +192,9 @@ class Steps:
         self.comm.poll()
         blocked, stats, groups = self.comm.take_raw()
         step_seconds = max(0.0, now - began)
+        blocked += self._carry
+        charged = min(blocked, step_seconds)
+        self._carry = min(blocked - charged, step_seconds)
         self._interval = step_seconds if self._interval is None \
             else 0.75 * self._interval + 0.25 * step_seconds
         loss = None
@@ -203,7 +209,7 @@ class Steps:
                      else max(0.0, init_unix - self.process_start_unix))
         # A snapshot: written out later, by the reporter's flush (encode_step).
         self.reporter.defer("step", encode_step, (
-            self._step, step_seconds, min(blocked, step_seconds), time.time_ns(), stats,
+            self._step, step_seconds, charged, time.time_ns(), stats,
             groups, loss, extra))
 
     def _read_state_step(self, optimizer):

@@ -88,7 +88,7 @@ class Ticker:
     def tick(self):
         """Sends one ReportCollectives once any collective was entered."""
         self._reporter.flush()  # The steps queued before these numbers go before them.
-        self._comm.poll_device()
+        self._comm.poll_device(side=True)
         entered, completed, _, version = self._comm.sequences()
         if not entered:
             return

@@ -254,14 +254,20 @@ class CommTest(unittest.TestCase):
         comm.waited(work, 0.5, marks.mark("gpu0"))
         marks.made[2][0] = True
         self.assertEqual(comm.sequences()[1], {"world": "2"})  # Not before a poll...
-        comm.poll()  # ... and not by the training thread's (its device is the program's).
+        marks.own_device = False
+        comm.poll()  # ... nor by the training thread's while its device is not the marks'...
         self.assertEqual(comm.sequences()[1], {"world": "2"})
-        comm.poll_device()
+        self.assertFalse(marks.bound)  # (It never takes their device.)
+        marks.own_device = True
+        comm.poll()  # ... but when it is (DDP programs set it: torch.cuda.set_device).
         self.assertEqual(comm.sequences()[1], {"world": "5"})
+        self.assertFalse(marks.bound)
         # The side thread asks before each report: the training thread may be stuck elsewhere.
         reporter = SentReports()
         marks.made[3][0] = marks.made[4][0] = True
+        marks.own_device = False
         _ticker.Ticker(reporter, comm).tick()
+        self.assertTrue(marks.bound)  # The side thread took the marks' device first.
         self.assertEqual(reporter.sent[-1][1]["collectiveCompleted"], {"world": "7"})
         self.assertEqual(reporter.sent[-1][1]["collectiveEntered"], {"world": "7"})
         # A host-side wait still counts as it did, and a failed call (no mark) completes.
@@ -282,10 +288,8 @@ class CommTest(unittest.TestCase):
         start[0] = end[0] = True
         comm.poll_device()
         blocked, stats = comm.take_step()
-        self.assertAlmostEqual(blocked, 0.299)  # Counted with the step now ending.
-        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
-                         [("all_reduce", "0", "0")])
-        self.assertAlmostEqual(stats[0]["seconds"], 0.299)
+        self.assertAlmostEqual(blocked, 0.299)  # Counted with the step now ending...
+        self.assertEqual(stats, [])  # ... not in a row: its bandwidth stays the host's.
         self.assertEqual(marks.released, [end, start])  # Both events go back for reuse.
         fast = [marks.mark("gpu0"), marks.mark("gpu0")]  # GPU quicker than the host: no more.
         fast[1][2] = 0.0005
@@ -341,7 +345,9 @@ class CommTest(unittest.TestCase):
                     raise RuntimeError("capture failed")
 
         cuda = type("cuda", (), {"CUDAGraph": Graph, "Event": None,
-                                 "current_stream": None, "set_device": None})
+                                 "current_stream": None, "set_device": None,
+                                 "current_device": None})
+        self.addCleanup(setattr, _device, "_captures", 0)  # Even if an assertion fails.
         _device.watch_captures(cuda)
         comm = _comm.Comm(clock=lambda: 0.0)
         comm.marks = marks = FakeMarks()
@@ -357,13 +363,55 @@ class CommTest(unittest.TestCase):
         comm.poll_device()
         self.assertEqual((asked, comm.sequences()[1]), ([], {"world": "0"}))
         self.assertIsNone(_device.Marks(type("c", (), {
-            "Event": None, "current_stream": None, "set_device": None})).mark("gpu0"))
+            "Event": None, "current_stream": None, "set_device": None,
+            "current_device": None})).mark("gpu0"))
         graph.fail_end = True
         with self.assertRaises(RuntimeError):  # The capture ends, even when it fails.
             graph.capture_end()
         self.assertFalse(_device.capturing())
         comm.poll_device()
         self.assertEqual((len(asked), comm.sequences()[1]), (1, {"world": "1"}))
+
+    def test_a_capture_that_begins_waits_for_a_poll_in_flight(self):
+        order = []
+
+        class Graph:
+            def capture_begin(self):
+                order.append("capture")
+
+            def capture_end(self):
+                pass
+
+        _device.watch_captures(type("cuda", (), {"CUDAGraph": Graph}))
+        self.addCleanup(setattr, _device, "_captures", 0)
+        comm = _comm.Comm(clock=lambda: 0.0)
+        comm.marks = marks = FakeMarks()
+        inside, release = threading.Event(), threading.Event()
+
+        def done(mark):  # The side thread's query, held until the test lets it go.
+            inside.set()
+            release.wait(30)
+            order.append("query")
+            return True
+
+        marks.done = done
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
+        poll = threading.Thread(target=comm.poll_device, kwargs={"side": True})
+        poll.start()
+        self.assertTrue(inside.wait(30))
+        capture = threading.Thread(target=Graph().capture_begin)
+        capture.start()
+        # While the query runs, the capture cannot begin. (A wait that can only pass early if
+        # the capture is wrongly let through: never a false failure.)
+        capture.join(0.5)
+        self.assertEqual(order, [])
+        release.set()
+        poll.join(30)
+        capture.join(30)
+        self.assertEqual(order, ["query", "capture"])
+        self.assertEqual(comm.sequences()[1], {"world": "1"})
 
     def test_gpu_marks_are_bounded_and_go_with_their_group(self):
         comm = _comm.Comm(clock=lambda: 0.0)
@@ -409,7 +457,9 @@ class CommTest(unittest.TestCase):
         devices = []
         cuda = type("cuda", (), {"Event": Event, "current_stream": staticmethod(
             lambda device: ("stream", device)), "is_current_stream_capturing": staticmethod(
-                lambda: capturing[0]), "set_device": staticmethod(devices.append)})
+                lambda: capturing[0]), "set_device": staticmethod(devices.append),
+            "current_device": staticmethod(lambda: current[0])})
+        current = [1]
         marks = _device.Marks(cuda)
         marks.bind_thread()  # Nothing marked yet: no device to take.
         self.assertEqual(devices, [])
@@ -422,6 +472,7 @@ class CommTest(unittest.TestCase):
         self.assertEqual(Event.made, 3)  # Another device's event is not reused...
         again = marks.mark("gpu0")
         self.assertIs(again[0], first[0])  # ... its own device's is.
+        self.assertFalse(marks.on_own_device())  # "gpu0" has no index: not the current 1.
         marks.bind_thread()
         marks.bind_thread()  # Once per thread: the first mark's device.
         self.assertEqual(devices, ["gpu0"])
@@ -457,9 +508,11 @@ class FakeMarks:
     """_device.Marks for a CPU test: each mark is [passed, device, GPU time], the test sets
     passed and the time (0 when made)."""
 
-    def __init__(self):
+    def __init__(self, own_device=True):
         self.made = []
         self.released = []
+        self.bound = False
+        self.own_device = own_device  # The training thread's current device is the marks'.
 
     def mark(self, device):
         self.made.append([False, device, 0.0])
@@ -474,7 +527,10 @@ class FakeMarks:
         return end[2] - start[2]
 
     def bind_thread(self):
-        pass
+        self.bound = True
+
+    def on_own_device(self):
+        return self.own_device
 
     def release(self, mark):
         self.released.append(mark)
@@ -536,6 +592,34 @@ class StepCountTest(unittest.TestCase):
         sgd.step()
         steps.step_ended(sgd)
         self.assertEqual(reporter.steps, [1, 2, 3, 41, 42, 100, 101])
+
+    def test_time_blocked_beyond_a_step_is_carried_into_the_next(self):
+        # GPU waits are found after their step (Comm.poll_device): a step's commSeconds never
+        # exceeds its length, the rest goes with the next step, at most one step's worth.
+        import torch
+        from _ringmaster_watch import _steps
+
+        class Reports:
+            def __init__(self):
+                self.comm = []
+
+            def defer(self, kind, encode, raw):
+                report = json.loads("{%s}" % encode(raw))
+                self.comm.append(round(report["commSeconds"], 6))
+
+        blocked = iter([0.0, 0.25, 3.0, 0.0, 0.0, 0.0])
+        comm = type("Comm", (), {"poll": lambda self: None,
+                                 "take_raw": lambda self: (next(blocked), {}, [])})()
+        now = [10.0]
+        reports = Reports()
+        steps = _steps.Steps(torch, reports, comm, clock=lambda: now[0])
+        steps._activated = now[0]
+        param = torch.nn.Parameter(torch.ones(1))
+        opt = torch.optim.SGD([param], lr=0.1)
+        for _ in range(6):
+            now[0] += 1.0  # Each step lasts 1 s.
+            steps.step_ended(opt)
+        self.assertEqual(reports.comm, [0.0, 0.25, 1.0, 1.0, 0.0, 0.0])  # 3 s: 1 + 1, 1 lost.
 
     def test_another_optimizer_takes_the_clock_only_when_the_first_goes_quiet(self):
         # The first optimizer to step is the clock. A second stepping twice per clock step (a
@@ -843,6 +927,8 @@ GPU_PATH = textwrap.dedent("""\
             return 0.25  # Each timed one: a quarter second on the "GPU".
         def bind_thread(self):
             pass
+        def on_own_device(self):
+            return True
         def release(self, mark):
             pass
         def pass_all(self):
@@ -875,6 +961,13 @@ GPU_PATH = textwrap.dedent("""\
     model(torch.ones(2, 4)).sum().backward()
     out["ddp"] = numbers()
     out["ddp_marks"] = len(marks.made) - out["marks"]
+    for mark in marks.made[out["marks"]:]:
+        mark[0] = True
+    comm.poll()  # The step end's poll, on this thread (its device is the marks').
+    out["ddp_blocked"] = comm.take_step()[0]
+    out["ddp_passed"] = numbers()
+    model(torch.ones(2, 4)).sum().backward()  # Its marks are left to the side thread.
+    out["ddp_again"] = numbers()
     out["enabled"] = w._core.enabled
     print(json.dumps(out), flush=True)
     marks.pass_all()  # Only the side thread asks now (this thread waits outside torch).
@@ -922,6 +1015,13 @@ class GpuPathTest(unittest.TestCase):
         entered, completed = got["ddp"]
         self.assertEqual(completed, 3)  # DDP's buckets: backward() returned, the GPU not yet.
         self.assertGreater(entered, 3)
+        # Graph end to backward's return: 0.25 s on the "GPU", more than the host's wait.
+        self.assertGreaterEqual(got["ddp_blocked"], 0.25)
+        self.assertLess(got["ddp_blocked"], 0.5)
+        self.assertEqual(got["ddp_passed"], [entered, entered])
+        entered, completed = got["ddp_again"]
+        self.assertEqual(completed, got["ddp_passed"][0])
+        self.assertGreater(entered, completed)
         # At the graph's end and after backward() returned, for all the buckets.
         self.assertEqual(got["ddp_marks"], 2)
         last = agent.reports("collectives", 0)[-1]
