@@ -224,10 +224,7 @@ class CommTest(unittest.TestCase):
     def test_gpu_collectives_complete_when_the_gpu_passes_their_mark(self):
         # NCCL: a call returns once queued. Its number stays outstanding until the GPU passes
         # the CUDA event after it (FakeMarks stands in for the events: no GPU here).
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
-        comm.set_world(None, 3)
-        world = comm.group(None, lambda pg: 3)
+        comm, marks, world = gpu_comm(3)
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, marks.mark("gpu0"))
         comm.complete(world, comm.enter(world), "broadcast", 8, 0.001, marks.mark("gpu0"))
         self.assertEqual(comm.sequences()[:2], ({"world": "2"}, {"world": "0"}))
@@ -277,10 +274,7 @@ class CommTest(unittest.TestCase):
     def test_gpu_time_counts_where_longer_than_the_hosts(self):
         # Timed on the GPU (a mark before the call too): where the GPU waited longer than the
         # host (NCCL: the host only queued it), the GPU's time counts, once the GPU is through.
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
-        comm.set_world(None, 2)
-        world = comm.group(None, lambda pg: 2)
+        comm, marks, world = gpu_comm()
         start, end = marks.mark("gpu0"), marks.mark("gpu0")
         end[2] = 0.3
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, end, start)
@@ -320,10 +314,7 @@ class CommTest(unittest.TestCase):
         self.assertAlmostEqual(comm.take_step()[0], 0.2)
 
     def test_gpu_marks_count_in_number_order_whatever_the_order_they_were_made(self):
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
-        comm.set_world(None, 2)
-        world = comm.group(None, lambda pg: 2)
+        comm, marks, world = gpu_comm()
         work = object()  # An irecv (#1), then an all_reduce (#2), then the irecv's wait().
         comm.watch_work(work, world, comm.enter(world), "recv", 4, "gpu0")
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
@@ -349,12 +340,9 @@ class CommTest(unittest.TestCase):
                                  "current_device": None})
         self.addCleanup(setattr, _device, "_captures", 0)  # Even if an assertion fails.
         _device.watch_captures(cuda)
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
+        comm, marks, world = gpu_comm()
         asked = []
         marks.done = lambda mark: asked.append(mark) or mark[0]
-        comm.set_world(None, 2)
-        world = comm.group(None, lambda pg: 2)
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
         marks.made[0][0] = True
         graph = Graph()
@@ -384,8 +372,7 @@ class CommTest(unittest.TestCase):
 
         _device.watch_captures(type("cuda", (), {"CUDAGraph": Graph}))
         self.addCleanup(setattr, _device, "_captures", 0)
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
+        comm, marks, world = gpu_comm()
         inside, release = threading.Event(), threading.Event()
 
         def done(mark):  # The side thread's query, held until the test lets it go.
@@ -395,8 +382,6 @@ class CommTest(unittest.TestCase):
             return True
 
         marks.done = done
-        comm.set_world(None, 2)
-        world = comm.group(None, lambda pg: 2)
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0, marks.mark("gpu0"))
         poll = threading.Thread(target=comm.poll_device, kwargs={"side": True})
         poll.start()
@@ -414,10 +399,7 @@ class CommTest(unittest.TestCase):
         self.assertEqual(comm.sequences()[1], {"world": "1"})
 
     def test_gpu_marks_are_bounded_and_go_with_their_group(self):
-        comm = _comm.Comm(clock=lambda: 0.0)
-        comm.marks = marks = FakeMarks()
-        comm.set_world(None, 2)
-        world = comm.group(None, lambda pg: 2)
+        comm, marks, world = gpu_comm()
         pg = object()
         pg1 = comm.group(pg, lambda pg: 2)
         old_max = _comm.MAX_DEVICE
@@ -534,6 +516,14 @@ class FakeMarks:
 
     def release(self, mark):
         self.released.append(mark)
+
+
+def gpu_comm(size=2):
+    """A Comm with FakeMarks for its GPU marks, and its world group of `size` ranks."""
+    comm = _comm.Comm(clock=lambda: 0.0)
+    comm.marks = marks = FakeMarks()
+    comm.set_world(None, size)
+    return comm, marks, comm.group(None, lambda pg: size)
 
 
 class SentReports:
@@ -913,24 +903,13 @@ GPU_PATH = textwrap.dedent("""\
     import _ringmaster_watch as w
     from _ringmaster_watch import _device
 
-    class Marks:
-        def __init__(self):
-            self.made = []
-        def mark(self, device):
-            self.made.append([False, device])
-            return self.made[-1]
-        @staticmethod
-        def done(mark):
-            return mark[0]
+    sys.path.insert(0, sys.argv[2])  # This test's directory.
+    from test_watch import FakeMarks
+
+    class Marks(FakeMarks):
         @staticmethod
         def seconds(start, end):
             return 0.25  # Each timed one: a quarter second on the "GPU".
-        def bind_thread(self):
-            pass
-        def on_own_device(self):
-            return True
-        def release(self, mark):
-            pass
         def pass_all(self):
             for mark in self.made:
                 mark[0] = True
@@ -984,8 +963,9 @@ class GpuPathTest(unittest.TestCase):
         self.addCleanup(agent.close)
         release = os.path.join(d, "release")
         env = harness.rank_env(0, 1, harness.free_port(), agent=agent)
-        proc = subprocess.Popen([harness.PYTHON, "-c", GPU_PATH, release], env=env, cwd=d,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([harness.PYTHON, "-c", GPU_PATH, release, harness.HERE],
+                                env=env, cwd=d, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         try:
             def caught_up(a):
                 reports = a.reports("collectives", 0)
