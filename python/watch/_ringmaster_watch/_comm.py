@@ -294,9 +294,13 @@ class Comm:
                     marks.release(entry[2])
                     if entry[3] is not None:
                         marks.release(entry[3][2])
-                        # Time blocked, counted with the step now ending, not its own; not in
-                        # the collective's row (its bandwidth is the host's figures').
+                        # Time blocked, counted with the step now ending, not its own; also
+                        # in the collective's row when the step has one (a count-0 row would
+                        # say 0 bandwidth): on NCCL the host's seconds are only the queueing.
                         self._blocked += extra
+                        stat = self._stats.get((entry[3][0], group.name))
+                        if stat is not None:
+                            stat[2] += extra
                 group.settle()
             self.version += 1
 

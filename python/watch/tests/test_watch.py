@@ -283,7 +283,7 @@ class CommTest(unittest.TestCase):
         comm.poll_device()
         blocked, stats = comm.take_step()
         self.assertAlmostEqual(blocked, 0.299)  # Counted with the step now ending...
-        self.assertEqual(stats, [])  # ... not in a row: its bandwidth stays the host's.
+        self.assertEqual(stats, [])  # ... with no row of its own (count 0, bandwidth 0).
         self.assertEqual(marks.released, [end, start])  # Both events go back for reuse.
         fast = [marks.mark("gpu0"), marks.mark("gpu0")]  # GPU quicker than the host: no more.
         fast[1][2] = 0.0005
@@ -312,6 +312,21 @@ class CommTest(unittest.TestCase):
         before[0] = after[0] = True
         comm.poll_device()
         self.assertAlmostEqual(comm.take_step()[0], 0.2)
+        # When the step has a row of that op and group, the row takes it: its bandwidth is
+        # then the GPU's, not the host's queueing (NCCL).
+        start, end = marks.mark("gpu0"), marks.mark("gpu0")
+        end[2] = 0.5
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, end, start)
+        comm.take_step()
+        comm.complete(world, comm.enter(world), "all_reduce", 1000, 0.001)  # The next step's.
+        start[0] = end[0] = True
+        comm.poll_device()
+        blocked, stats = comm.take_step()
+        self.assertAlmostEqual(blocked, 0.5)
+        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
+                         [("all_reduce", "1", "1000")])
+        self.assertAlmostEqual(stats[0]["seconds"], 0.5)
+        self.assertAlmostEqual(stats[0]["algbwBytesPerSecond"], 2000.0)
 
     def test_gpu_marks_count_in_number_order_whatever_the_order_they_were_made(self):
         comm, marks, world = gpu_comm()
