@@ -253,16 +253,17 @@ class Comm:
         the timed ones beyond the host's to the step's time blocked. `side`: the side thread,
         which takes the marks' device as its own; any other thread (the training thread at a
         step's end) queries only if its current device is theirs (_device.py). The queries run
-        outside the lock, under _device.gate, and not at all while a CUDA graph is captured."""
+        outside the lock, under _device.gate, and not at all while a CUDA graph is captured.
+        Lock order: _device.gate, then the lock."""
         if self._ddp_returned:
             with self._lock:
                 self._drain()  # DDP's buckets of the last backward, with their marks.
         if not self._on_device:
             return  # No collective on GPU tensors awaiting its GPU (a racy read delays a poll).
         marks = self.marks
-        with self._lock:
-            heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
-        passed = []
+        # All under the gate, the pops too: two pollers (the side thread and a step's end) never
+        # overlap, so no event is taken back, and recorded again for a new collective, while
+        # the other still asks it (an elapsed time then raises).
         with _device.gate as open_:
             if not open_:
                 return  # A CUDA graph capture: a query now would invalidate it.
@@ -270,6 +271,9 @@ class Comm:
                 marks.bind_thread()
             elif not marks.on_own_device():
                 return  # The side thread's poll will do.
+            with self._lock:
+                heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
+            passed = []
             for group, entries in heads:
                 done = []
                 for entry in entries:
@@ -282,13 +286,18 @@ class Comm:
                     done.append((entry, extra))
                 if done:
                     passed.append((group, done))
-        if not passed:
-            return
+            if passed:
+                self._passed(marks, passed)
+
+    def _passed(self, marks, passed):
+        """Counts as completed the entries poll_device found passed, [(group, [(entry, extra
+        GPU seconds)])], each group's from its first on (an entry dropped meanwhile, by
+        MAX_DEVICE or a destroyed group, ends its group's)."""
         with self._lock:
             for group, done in passed:
                 for entry, extra in done:
                     if not group.device or group.device[0] is not entry:
-                        break  # Dropped meanwhile (MAX_DEVICE, a destroyed group).
+                        break
                     group.device.popleft()
                     self._on_device -= 1
                     marks.release(entry[2])

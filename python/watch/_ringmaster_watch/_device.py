@@ -27,8 +27,10 @@ cudaSetDevice).
 
 No event is recorded or queried while a CUDA graph is being captured anywhere in the process
 (`watch_captures` counts torch.cuda.CUDAGraph's captures): in the default ("global") capture
-mode a cudaEventQuery from any thread invalidates the capture. `gate` is held across a poll's
-queries, so a capture that begins waits for them to end.
+mode a cudaEventQuery from any thread invalidates the capture. `gate` is held across a whole
+poll, so a capture that begins waits for its queries to end, and two polls (the side thread's
+and a step end's) never overlap: an event is taken back for reuse only by the poll that
+asked it.
 
 Threading: `mark` runs on the thread that made the collective (the current stream is that
 thread's), `done`, `seconds` and `release` on any. torch.cuda.Event.query() is
