@@ -36,7 +36,7 @@ def main():
                             world_size=1)
     comm = watch._watch_state["comm"]
 
-    def numbers():  # (Polled here on the main thread: the side thread's, in a rank.)
+    def numbers():  # (Polled here as a step's end polls; the side thread polls too.)
         comm.poll_device()
         entered, completed, _, _ = comm.sequences()
         return int(entered["world"]), int(completed["world"])

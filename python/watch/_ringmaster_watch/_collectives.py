@@ -139,13 +139,14 @@ class Collectives:
             return int(dist.get_world_size())
         return int(dist.get_world_size(pg))
 
-    def mark(self, device):
+    def mark(self, device, start=False):
         """A _device mark recorded now on `device`'s current stream (comm.marks made at the
-        first call: the process's torch.cuda)."""
+        first call: the process's torch.cuda); `start`: one to time from (Marks.start: None
+        on a side stream)."""
         marks = self.comm.marks
         if marks is None:
             marks = self.comm.marks = _device.Marks(sys.modules["torch"].cuda)
-        return marks.mark(device)
+        return marks.start(device) if start else marks.mark(device)
 
     # -- wrappers ------------------------------------------------------------------------------
     def _wrap(self, fn, op, group_of, async_of, size_of):
@@ -168,7 +169,7 @@ class Collectives:
                 read = group.read  # Counted by the group's own number (_ddp.py): follow it.
                 before = int(read()) if read is not None else 0
                 # On the GPU: the current stream reaches the call (its wait starts there).
-                start = self.mark(device) if device is not None and not is_async else None
+                start = self.mark(device, True) if device is not None and not is_async else None
                 seq = comm.enter(group)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.%s" % fn.__name__, exc)
@@ -209,7 +210,7 @@ class Collectives:
                 return wait(work, *args, **kwargs)
             device = watched[0]
             try:
-                start = self.mark(device) if device is not None else None
+                start = self.mark(device, True) if device is not None else None
             except Exception as exc:  # noqa: BLE001
                 _core.fail("Work.wait", exc)
                 return wait(work, *args, **kwargs)

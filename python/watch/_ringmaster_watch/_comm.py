@@ -68,7 +68,8 @@ class _Group:
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
         # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
         # order of their numbers (_device.Marks: a CUDA event recorded after them); timing:
-        # None, or (op, host seconds counted, the mark before them) to time them on the GPU.
+        # None, or (op, host seconds, the mark before them, bytes, count) to time them on the
+        # GPU: their row (Comm._row) waits for that time.
         self.device = collections.deque()
 
     def complete(self, seq):
@@ -115,6 +116,7 @@ class Comm:
         self.version = 0  # Bumped on every change of a sequence number.
         # The current step's accumulators.
         self._blocked = 0.0
+        self._late = 0.0  # GPU time blocked beyond the host's, found by poll_device.
         self._stats = {}  # (op, group name) -> [count, bytes, seconds]
         # DDP's buckets of the current backward pass.
         self._ddp_outstanding = 0
@@ -220,12 +222,21 @@ class Comm:
         _device.Marks mark recorded after it) it completes when the GPU passes the mark, and
         with `start` (one recorded before it) its GPU time replaces `seconds` if longer."""
         with self._lock:
-            if mark is not None:
-                self._to_device(group, seq, seq, mark,
-                                (op, seconds, start) if start is not None else None)
+            self._ended(group, seq, seq, op, nbytes, seconds, mark, start, 1)
             group.complete(seq)
             self.version += 1
-            self._add(op, group.name, nbytes, seconds)
+
+    def _ended(self, group, first, last, op, nbytes, seconds, mark, start, count):
+        """Counts collectives first..last of `group` that returned after blocking `seconds`
+        (caller holds the lock, settles the group): their row now, or, timed on the GPU (mark
+        and start), once the GPU has passed them (_passed), with the longer of the two times."""
+        if mark is not None and start is not None and not group.retired:
+            self._blocked += seconds
+            self._to_device(group, first, last, mark, (op, seconds, start, nbytes, count))
+            return
+        if mark is not None:
+            self._to_device(group, first, last, mark)
+        self._add(op, group.name, nbytes, seconds, count)
 
     def _to_device(self, group, first, last, mark, timing=None):
         """Numbers first..last await `mark` on the GPU (caller holds the lock; the caller
@@ -234,8 +245,12 @@ class Comm:
         if group.retired:
             return
         if len(group.device) >= MAX_DEVICE:
-            group.device.popleft()  # Counted as passed; its event is left to the collector.
+            # Counted as passed, at the host's time; its events are left to the collector.
+            dropped = group.device.popleft()
             self._on_device -= 1
+            if dropped[3] is not None:
+                op, seconds, _, nbytes, count = dropped[3]
+                self._row(op, group.name, nbytes, seconds, count)
         entry = (first, last, mark, timing)
         device = group.device
         if not device or device[-1][0] < first:
@@ -252,7 +267,7 @@ class Comm:
         order (a mark not yet passed holds back the later numbers), and adds the GPU time of
         the timed ones beyond the host's to the step's time blocked. `side`: the side thread,
         which takes the marks' device as its own; any other thread (the training thread at a
-        step's end) queries only if its current device is theirs (_device.py). The queries run
+        step's end) switches to it for the poll (_device.Marks.on_device). The queries run
         outside the lock, under _device.gate, and not at all while a CUDA graph is captured.
         Lock order: _device.gate, then the lock."""
         if self._ddp_returned:
@@ -269,52 +284,65 @@ class Comm:
                 return  # A CUDA graph capture: a query now would invalidate it.
             if side:
                 marks.bind_thread()
-            elif not marks.on_own_device():
-                return  # The side thread's poll will do.
-            with self._lock:
-                heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
-            passed = []
-            for group, entries in heads:
-                done = []
-                for entry in entries:
-                    if not marks.done(entry[2]):
-                        break
-                    timing = entry[3]
-                    extra = 0.0
-                    if timing is not None:  # Its start passed too: earlier on its stream.
-                        extra = max(0.0, marks.seconds(timing[2], entry[2]) - timing[1])
-                    done.append((entry, extra))
-                if done:
-                    passed.append((group, done))
+                passed = self._query(marks)
+            else:
+                with marks.on_device() as ok:
+                    if not ok:
+                        return  # This torch cannot switch devices: the side thread's poll.
+                    passed = self._query(marks)
             if passed:
                 self._passed(marks, passed)
 
+    def _query(self, marks):
+        """[(group, [(entry, GPU seconds)])]: each group's leading entries whose marks the GPU
+        has passed (caller holds _device.gate, the thread on the marks' device)."""
+        with self._lock:
+            heads = [(g, list(g.device)) for g in self._groups.values() if g.device]
+        passed = []
+        for group, entries in heads:
+            done = []
+            for entry in entries:
+                if not marks.done(entry[2]):
+                    break
+                timing = entry[3]
+                gpu = 0.0
+                # Its start is earlier on the same stream (DDP's: the engine runs its final
+                # callbacks on the caller's stream), so passed too; asked all the same, as
+                # an elapsed time of an unpassed event raises.
+                if timing is not None and marks.done(timing[2]):
+                    gpu = marks.seconds(timing[2], entry[2])
+                done.append((entry, gpu))
+            if done:
+                passed.append((group, done))
+        return passed
+
     def _passed(self, marks, passed):
-        """Counts as completed the entries poll_device found passed, [(group, [(entry, extra
-        GPU seconds)])], each group's from its first on (an entry dropped meanwhile, by
-        MAX_DEVICE or a destroyed group, ends its group's)."""
+        """Counts as completed the entries poll_device found passed, [(group, [(entry, GPU
+        seconds)])], each group's from its first on (an entry dropped meanwhile, by MAX_DEVICE
+        or a destroyed group, ends its group's). A timed entry's row goes to the step now
+        ending with the longer of its host and GPU times (on NCCL the host's is only the
+        queueing), and the GPU's excess to the time blocked found late (take_raw)."""
         with self._lock:
             for group, done in passed:
-                for entry, extra in done:
+                for entry, gpu in done:
                     if not group.device or group.device[0] is not entry:
                         break
                     group.device.popleft()
                     self._on_device -= 1
                     marks.release(entry[2])
                     if entry[3] is not None:
-                        marks.release(entry[3][2])
-                        # Time blocked, counted with the step now ending, not its own; also
-                        # in the collective's row when the step has one (a count-0 row would
-                        # say 0 bandwidth): on NCCL the host's seconds are only the queueing.
-                        self._blocked += extra
-                        stat = self._stats.get((entry[3][0], group.name))
-                        if stat is not None:
-                            stat[2] += extra
+                        op, seconds, start, nbytes, count = entry[3]
+                        marks.release(start)
+                        self._late += max(0.0, gpu - seconds)
+                        self._row(op, group.name, nbytes, max(seconds, gpu), count)
                 group.settle()
             self.version += 1
 
     def _add(self, op, name, nbytes, seconds, count=1):
         self._blocked += seconds
+        self._row(op, name, nbytes, seconds, count)
+
+    def _row(self, op, name, nbytes, seconds, count):
         stat = self._stats.get((op, name))
         if stat is None:
             stat = self._stats[(op, name)] = [0, 0, 0.0]
@@ -343,12 +371,9 @@ class Comm:
                     self._pending[id(work)] = entry
                 return
             _, group, seq, op, nbytes, _ = entry
-            if mark is not None:
-                self._to_device(group, seq, seq, mark,
-                                (op, seconds, start) if start is not None else None)
+            self._ended(group, seq, seq, op, nbytes, seconds, mark, start, 1)
             group.complete(seq)
             self.version += 1
-            self._add(op, group.name, nbytes, seconds)
 
     def watched(self, work):
         """None if `work` is not watched, else (the CUDA device of its tensors or None,)."""
@@ -491,12 +516,10 @@ class Comm:
             if n <= 0:
                 continue
             group.entered += n
-            if mark is not None:
-                self._to_device(group, group.entered - n + 1, group.entered, mark,
-                                ("all_reduce", seconds, start) if start is not None else None)
+            self._ended(group, group.entered - n + 1, group.entered, "all_reduce", nbytes,
+                        seconds, mark, start, n)
             group.settle()
             self.version += 1
-            self._add("all_reduce", group.name, nbytes, seconds, count=n)
 
     # -- reports -------------------------------------------------------------------------------
     def sequences(self):
@@ -510,24 +533,27 @@ class Comm:
 
     def take_raw(self):
         """(seconds blocked, {(op, group name): [count, bytes, seconds]}, [(group name, size,
-        entered, completed)]) of the step since the last call (the accumulators reset): the
-        step report's snapshot, taken on the training thread at each step's end with one lock
-        and no formatting; members_json writes it out later (on the reporter's thread)."""
+        entered, completed)], GPU seconds blocked found late) of the step since the last call
+        (the accumulators reset): the step report's snapshot, taken on the training thread at
+        each step's end with one lock and no formatting; members_json writes it out later (on
+        the reporter's thread). The last: GPU waits beyond their host time, found when the GPU
+        finished (poll_device), mostly of earlier steps (_steps.py carries them)."""
         with self._lock:
             if self._finished or self._ddp_returned:
                 self._drain()
-            blocked, stats = self._blocked, self._stats
-            self._blocked, self._stats = 0.0, {}
+            blocked, stats, late = self._blocked, self._stats, self._late
+            self._blocked, self._stats, self._late = 0.0, {}, 0.0
             groups = [(g.name, g.size, g.entered_now(), g.completed)
                       for g in self._groups.values()]
-        return blocked, stats, groups
+        return blocked, stats, groups, late
 
     def take_step(self):
-        """(seconds blocked, CollectiveStat JSON list) since the last call; resets them."""
+        """(seconds blocked, found late included, CollectiveStat JSON list) since the last
+        call; resets them."""
         with self._lock:
             self._drain()
-            blocked, stats = self._blocked, self._stats
-            self._blocked, self._stats = 0.0, {}
+            blocked, stats = self._blocked + self._late, self._stats
+            self._blocked, self._stats, self._late = 0.0, {}, 0.0
             sizes = {g.name: g.size for g in self._groups.values()}
         out = []
         for (op, name), (count, nbytes, seconds) in sorted(stats.items()):

@@ -239,7 +239,7 @@ class DdpWatch:
                     group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
                     # On the GPU: the caller's stream, which the engine runs this on, has every
                     # gradient now; DDP's callback next makes it wait for the buckets.
-                    start = (self.collectives.mark(device)
+                    start = (self.collectives.mark(device, True)
                              if device is not None and not self.waits else None)
                     self.waits.append((group, seq, nbytes, device, start))
                     self._graph_done = now

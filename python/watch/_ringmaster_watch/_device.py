@@ -20,10 +20,15 @@ thread at each step's end, so the step's report has them, and the side thread be
 collectives report, so a rank whose training thread is stuck outside torch still reports what
 its GPU finished. A query on a thread whose current device has no CUDA context would create one
 (cudaEventQuery binds the current device; hundreds of MiB on GPU 0 of every rank): the
-training thread queries only when its current device (the program's; DDP programs set it) is
-the marks' (`on_own_device`), and the side thread makes the first mark's device its own once
-(`bind_thread`; CUDA is initialised by then, so torch.cuda.set_device has nothing to do but
-cudaSetDevice).
+training thread makes the marks' device its current one for the poll and gives the program's
+back after (`on_device`: torch's _exchange_device, and _maybe_exchange_device to restore, which
+creates no context where there was none; a torch without them polls only when the devices are
+the same), and the side thread makes the first mark's device its own once (`bind_thread`;
+CUDA is initialised by then, so torch.cuda.set_device has nothing to do but cudaSetDevice).
+
+A collective is timed (`start`) only when the current stream is the device's default one: one
+issued on a side stream (FSDP's prefetches...) overlaps the compute on the default stream, and
+its span there is not time the rank stood waiting.
 
 No event is recorded or queried while a CUDA graph is being captured anywhere in the process
 (`watch_captures` counts torch.cuda.CUDAGraph's captures): in the default ("global") capture
@@ -120,6 +125,30 @@ def watch_captures(cuda):
     _core.patch(graph, "capture_end", capture_end)
 
 
+class _OnDevice:
+    __slots__ = ("_marks", "_previous")
+
+    def __init__(self, marks):
+        self._marks = marks
+        self._previous = None
+
+    def __enter__(self):
+        marks = self._marks
+        device = marks._device
+        if device is None:
+            return False
+        if marks._current_device() == device.index:
+            return True
+        if marks._exchange is None:
+            return False
+        self._previous = marks._exchange(device.index)
+        return True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            self._marks._restore(self._previous)
+
+
 class Marks:
     """CUDA events recorded on a device's current stream, whether each has completed, and the
     GPU time between two.
@@ -135,6 +164,9 @@ class Marks:
         self._capturing = getattr(cuda, "is_current_stream_capturing", lambda: False)
         self._set_device = cuda.set_device
         self._current_device = cuda.current_device
+        self._default_stream = cuda.default_stream
+        self._exchange = getattr(cuda, "_exchange_device", None)
+        self._restore = getattr(cuda, "_maybe_exchange_device", None) or self._exchange
         self._device = None  # The first mark's: the side thread's current device.
         self._bound = threading.local()
         self._lock = threading.Lock()
@@ -165,10 +197,17 @@ class Marks:
             self._set_device(self._device)
             self._bound.done = True
 
-    def on_own_device(self):
-        """This thread's current device is the marks' (the first mark's)."""
-        device = self._device
-        return device is not None and self._current_device() == device.index
+    def start(self, device):
+        """A mark to time from, as `mark`, or None where the current stream is not the
+        device's default one (a collective on a side stream is not a wait of the rank)."""
+        if self._current_stream(device) != self._default_stream(device):
+            return None
+        return self.mark(device)
+
+    def on_device(self):
+        """`with marks.on_device() as ok:` ok: this thread's current device is the marks' (the
+        first mark's) until the block ends, switched to and back if it was another."""
+        return _OnDevice(self)
 
     @staticmethod
     def done(mark):

@@ -77,9 +77,9 @@ class Steps:
         self._rivals = weakref.WeakKeyDictionary()
         self._interval = None  # The clock's usual step time: an average of its last ones.
         self._last_end = None
-        # Time blocked beyond the last step's length (GPU waits found after their step,
-        # Comm.poll_device), carried into the next step's, at most one step's worth.
-        self._carry = 0.0
+        # GPU waits found after their step (Comm.poll_device) not yet charged: carried into
+        # the next steps' time blocked, at most one step's worth.
+        self._late = 0.0
         self._first_backward = None
         self._step = 0
         self._start_step = None
@@ -190,11 +190,15 @@ class Steps:
         self._step = state_step if state_step is not None and state_step > self._step \
             else self._step + 1 + skipped
         self.comm.poll()
-        blocked, stats, groups = self.comm.take_raw()
+        blocked, stats, groups, late = self.comm.take_raw()
         step_seconds = max(0.0, now - began)
-        blocked += self._carry
-        charged = min(blocked, step_seconds)
-        self._carry = min(blocked - charged, step_seconds)
+        # The host's time blocked is this step's (beyond its length: before the first step, a
+        # barrier while rank 0 prepared, say: not carried); the GPU's found late, of earlier
+        # steps, fills what the step has left, the rest waits for the next.
+        host = min(blocked, step_seconds)
+        late += self._late
+        charged = min(step_seconds, host + late)
+        self._late = min(late - (charged - host), step_seconds)
         self._interval = step_seconds if self._interval is None \
             else 0.75 * self._interval + 0.25 * step_seconds
         loss = None

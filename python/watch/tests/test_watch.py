@@ -165,7 +165,8 @@ class CommTest(unittest.TestCase):
             comm.complete(world, comm.enter(world), "barrier", 0, 0.0)
             comm.bucket_finished((10.5, world, comm.bucket_launched(world, True), 4096))
             return comm
-        blocked, stats, groups = filled().take_raw()
+        blocked, stats, groups, late = filled().take_raw()
+        self.assertEqual(late, 0.0)
         members = _comm.members_json(stats, groups)
         comm = filled()
         want_blocked, want_stats = comm.take_step()
@@ -178,7 +179,7 @@ class CommTest(unittest.TestCase):
         self.assertEqual(entered, {"world": "2", "pg1": "1"})
         self.assertEqual(completed, entered)
         self.assertEqual(members.count('"op"'), 3)
-        self.assertEqual(_comm.members_json(*_comm.Comm().take_raw()[1:]), "")
+        self.assertEqual(_comm.members_json(*_comm.Comm().take_raw()[1:3]), "")
 
     def test_ddp_counted_by_the_process_groups_sequence_number(self):
         comm = _comm.Comm(clock=lambda: 0.0)
@@ -252,11 +253,11 @@ class CommTest(unittest.TestCase):
         marks.made[2][0] = True
         self.assertEqual(comm.sequences()[1], {"world": "2"})  # Not before a poll...
         marks.own_device = False
-        comm.poll()  # ... nor by the training thread's while its device is not the marks'...
+        comm.poll()  # ... nor by the training thread's where it cannot take their device...
         self.assertEqual(comm.sequences()[1], {"world": "2"})
-        self.assertFalse(marks.bound)  # (It never takes their device.)
+        self.assertFalse(marks.bound)  # (It never binds to it for good.)
         marks.own_device = True
-        comm.poll()  # ... but when it is (DDP programs set it: torch.cuda.set_device).
+        comm.poll()  # ... but where it can (its own, or switched to and back: _device.py).
         self.assertEqual(comm.sequences()[1], {"world": "5"})
         self.assertFalse(marks.bound)
         # The side thread asks before each report: the training thread may be stuck elsewhere.
@@ -273,60 +274,69 @@ class CommTest(unittest.TestCase):
 
     def test_gpu_time_counts_where_longer_than_the_hosts(self):
         # Timed on the GPU (a mark before the call too): where the GPU waited longer than the
-        # host (NCCL: the host only queued it), the GPU's time counts, once the GPU is through.
+        # host (NCCL: the host only queued it), the GPU's time counts, once the GPU is through:
+        # the host's time blocked at once, the excess found late (take_raw's last), and the
+        # collective's row (count, bytes and the longer time) when the GPU is through.
         comm, marks, world = gpu_comm()
-        start, end = marks.mark("gpu0"), marks.mark("gpu0")
-        end[2] = 0.3
+
+        def timed(gpu_seconds):
+            start, end = marks.mark("gpu0"), marks.mark("gpu0")
+            end[2] = gpu_seconds
+            return start, end
+
+        start, end = timed(0.3)
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, end, start)
-        self.assertEqual(comm.take_step()[0], 0.001)
+        blocked, stats, _, late = comm.take_raw()
+        self.assertEqual((blocked, stats, late), (0.001, {}, 0.0))  # No row yet.
         start[0] = end[0] = True
         comm.poll_device()
-        blocked, stats = comm.take_step()
-        self.assertAlmostEqual(blocked, 0.299)  # Counted with the step now ending...
-        self.assertEqual(stats, [])  # ... with no row of its own (count 0, bandwidth 0).
+        blocked, stats, _, late = comm.take_raw()
+        self.assertEqual(blocked, 0.0)
+        self.assertAlmostEqual(late, 0.299)
+        self.assertEqual(stats, {("all_reduce", "world"): [1, 8, 0.3]})  # Its row, its bytes.
         self.assertEqual(marks.released, [end, start])  # Both events go back for reuse.
-        fast = [marks.mark("gpu0"), marks.mark("gpu0")]  # GPU quicker than the host: no more.
-        fast[1][2] = 0.0005
+        fast = timed(0.0005)  # GPU quicker than the host: the host's time.
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, fast[1], fast[0])
         fast[0][0] = fast[1][0] = True
         comm.poll_device()
-        self.assertEqual(comm.take_step()[0], 0.001)
+        self.assertEqual(comm.take_raw()[::3], (0.001, 0.0))
         # DDP: from the graph's end to after backward() returned, beyond the host's wait.
         comm.count_from(world, 100, None)
-        graph_end, returned = marks.mark("gpu0"), marks.mark("gpu0")
-        returned[2] = 0.5
+        graph_end, returned = timed(0.5)
         comm.ddp_done(world, 103, 64, 0.1, returned, graph_end)
         graph_end[0] = returned[0] = True
         comm.poll_device()
-        blocked, stats = comm.take_step()
-        self.assertAlmostEqual(blocked, 0.5)  # 0.1 on the host, 0.4 more on the GPU.
-        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
-                         [("all_reduce", "3", "64")])
+        blocked, stats, _, late = comm.take_raw()
+        self.assertEqual(blocked, 0.1)
+        self.assertAlmostEqual(late, 0.4)
+        self.assertEqual(stats, {("all_reduce", "world"): [3, 64, 0.5]})
         self.assertEqual(comm.sequences()[:2], ({"world": "5"}, {"world": "5"}))
         # An async work's wait(), timed like a call.
         work = object()
         comm.watch_work(work, world, comm.enter(world), "broadcast", 4, "gpu0")
-        before, after = marks.mark("gpu0"), marks.mark("gpu0")
-        after[2] = 0.2
+        before, after = timed(0.2)
         comm.waited(work, 0.0, after, before)
         before[0] = after[0] = True
         comm.poll_device()
-        self.assertAlmostEqual(comm.take_step()[0], 0.2)
-        # When the step has a row of that op and group, the row takes it: its bandwidth is
-        # then the GPU's, not the host's queueing (NCCL).
-        start, end = marks.mark("gpu0"), marks.mark("gpu0")
-        end[2] = 0.5
+        blocked, stats = comm.take_step()  # (take_step: late included.)
+        self.assertAlmostEqual(blocked, 0.2)
+        self.assertEqual([(s["op"], s["count"], s["bytes"], s["seconds"]) for s in stats],
+                         [("broadcast", "1", "4", 0.2)])
+        # An end passed with its start not (another stream): no GPU time, no error.
+        start, end = timed(9.0)
         comm.complete(world, comm.enter(world), "all_reduce", 8, 0.001, end, start)
-        comm.take_step()
-        comm.complete(world, comm.enter(world), "all_reduce", 1000, 0.001)  # The next step's.
-        start[0] = end[0] = True
+        end[0] = True
         comm.poll_device()
-        blocked, stats = comm.take_step()
-        self.assertAlmostEqual(blocked, 0.5)
-        self.assertEqual([(s["op"], s["count"], s["bytes"]) for s in stats],
-                         [("all_reduce", "1", "1000")])
-        self.assertAlmostEqual(stats[0]["seconds"], 0.5)
-        self.assertAlmostEqual(stats[0]["algbwBytesPerSecond"], 2000.0)
+        self.assertEqual(comm.take_raw()[::3], (0.001, 0.0))
+        self.assertEqual(comm.sequences()[1], {"world": "7"})
+        # Beyond MAX_DEVICE, a timed entry dropped keeps its row, at the host's time.
+        old_max = _comm.MAX_DEVICE
+        _comm.MAX_DEVICE = 1
+        self.addCleanup(setattr, _comm, "MAX_DEVICE", old_max)
+        for _ in range(2):
+            start, end = timed(1.0)
+            comm.complete(world, comm.enter(world), "all_reduce", 8, 0.002, end, start)
+        self.assertEqual(comm.take_raw()[1], {("all_reduce", "world"): [1, 8, 0.002]})
 
     def test_gpu_marks_count_in_number_order_whatever_the_order_they_were_made(self):
         comm, marks, world = gpu_comm()
@@ -367,7 +377,7 @@ class CommTest(unittest.TestCase):
         self.assertEqual((asked, comm.sequences()[1]), ([], {"world": "0"}))
         self.assertIsNone(_device.Marks(type("c", (), {
             "Event": None, "current_stream": None, "set_device": None,
-            "current_device": None})).mark("gpu0"))
+            "current_device": None, "default_stream": None})).mark("gpu0"))
         graph.fail_end = True
         with self.assertRaises(RuntimeError):  # The capture ends, even when it fails.
             graph.capture_end()
@@ -413,6 +423,44 @@ class CommTest(unittest.TestCase):
         self.assertEqual(order, ["query", "capture"])
         self.assertEqual(comm.sequences()[1], {"world": "1"})
 
+    def test_two_polls_never_overlap(self):
+        # The side thread's poll and a step end's: the second waits for the first, pops
+        # included, so an event taken back for reuse is never still being asked by the other.
+        comm, marks, world = gpu_comm()
+        inside, release = threading.Event(), threading.Event()
+        asked = []
+
+        def done(mark):  # The first poll's query is held until the test lets it go.
+            asked.append(mark)
+            if threading.current_thread().name == "first":
+                inside.set()
+                release.wait(30)
+            return True
+
+        marks.done = done
+        gated = []  # Whether the gate was held as each event was taken back.
+        marks.release = lambda mark: (gated.append(_device._capture_lock.locked()),
+                                      FakeMarks.release(marks, mark))
+        start, end = marks.mark("gpu0"), marks.mark("gpu0")
+        end[2] = 0.5
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.1, end, start)
+        first = threading.Thread(target=comm.poll_device, kwargs={"side": True}, name="first")
+        first.start()
+        self.assertTrue(inside.wait(30))
+        second = threading.Thread(target=comm.poll_device, name="second")
+        second.start()
+        second.join(0.5)  # (Can pass early only if the second is wrongly let through.)
+        self.assertEqual((len(asked), marks.released, comm._on_device), (1, [], 1))
+        release.set()
+        first.join(30)
+        second.join(30)
+        self.assertEqual(len(asked), 2)  # The end and its start; the second found none.
+        self.assertEqual(marks.released, [end, start])  # Taken back once, under the gate.
+        self.assertEqual(gated, [True, True])
+        blocked, stats, _, late = comm.take_raw()
+        self.assertAlmostEqual(late, 0.4)  # Counted once.
+        self.assertEqual(stats, {("all_reduce", "world"): [1, 8, 0.5]})
+
     def test_gpu_marks_are_bounded_and_go_with_their_group(self):
         comm, marks, world = gpu_comm()
         pg = object()
@@ -450,26 +498,58 @@ class CommTest(unittest.TestCase):
             def elapsed_time(self, end):  # Milliseconds, as torch's.
                 return 250.0 if self.timing and end.timing else float("nan")
 
+        class Device(str):  # A stand-in torch.device: its name, and .index as a torch.device.
+            pass
+
+        gpu0, gpu1 = Device("gpu0"), Device("gpu1")
+        gpu0.index, gpu1.index = 0, 1
         capturing = [False]
         devices = []
+        current = [1]
+        switches = []
+
+        def exchange(index):
+            switches.append(index)
+            previous, current[0] = current[0], index
+            return previous
+
         cuda = type("cuda", (), {"Event": Event, "current_stream": staticmethod(
             lambda device: ("stream", device)), "is_current_stream_capturing": staticmethod(
                 lambda: capturing[0]), "set_device": staticmethod(devices.append),
-            "current_device": staticmethod(lambda: current[0])})
-        current = [1]
+            "current_device": staticmethod(lambda: current[0]),
+            "default_stream": staticmethod(lambda device: ("stream", device)),
+            "_exchange_device": staticmethod(exchange),
+            "_maybe_exchange_device": staticmethod(exchange)})
         marks = _device.Marks(cuda)
+        with marks.on_device() as ok:
+            self.assertFalse(ok)  # Nothing marked yet: no device to be on.
         marks.bind_thread()  # Nothing marked yet: no device to take.
         self.assertEqual(devices, [])
-        first = marks.mark("gpu0")
-        self.assertEqual(first[0].stream, ("stream", "gpu0"))
+        first = marks.mark(gpu0)
+        self.assertEqual(first[0].stream, ("stream", gpu0))
         self.assertTrue(marks.done(first))
-        self.assertEqual(marks.seconds(first, marks.mark("gpu0")), 0.25)
+        self.assertEqual(marks.seconds(first, marks.mark(gpu0)), 0.25)
         marks.release(first)
-        self.assertIs(marks.mark("gpu1")[0].__class__, Event)
+        self.assertIs(marks.mark(gpu1)[0].__class__, Event)
         self.assertEqual(Event.made, 3)  # Another device's event is not reused...
-        again = marks.mark("gpu0")
+        again = marks.mark(gpu0)
         self.assertIs(again[0], first[0])  # ... its own device's is.
-        self.assertFalse(marks.on_own_device())  # "gpu0" has no index: not the current 1.
+        with marks.on_device() as ok:  # "gpu0" (a stand-in device) is index 0.
+            self.assertTrue(ok)
+            self.assertEqual(current, [0])  # Switched to for the poll...
+        self.assertEqual((current, switches), ([1], [0, 1]))  # ... and back.
+        current[0] = 0
+        with marks.on_device() as ok:
+            self.assertTrue(ok)
+        self.assertEqual(switches, [0, 1])  # Already on it: no switch.
+        current[0] = 1
+        marks._exchange = None  # A torch without _exchange_device: no poll there.
+        with marks.on_device() as ok:
+            self.assertFalse(ok)
+        self.assertIsNotNone(marks.start(gpu0))  # The default stream: timed...
+        cuda.default_stream = staticmethod(lambda device: ("default", device))
+        marks._default_stream = cuda.default_stream
+        self.assertIsNone(marks.start(gpu0))  # ... a side stream (FSDP's...): not.
         marks.bind_thread()
         marks.bind_thread()  # Once per thread: the first mark's device.
         self.assertEqual(devices, ["gpu0"])
@@ -477,9 +557,9 @@ class CommTest(unittest.TestCase):
         other.start()
         other.join()
         self.assertEqual(devices, ["gpu0", "gpu0"])
-        self.assertFalse(marks.done(marks.mark("gpu1")))
+        self.assertFalse(marks.done(marks.mark(gpu1)))
         capturing[0] = True  # A CUDA graph being captured: no mark.
-        self.assertIsNone(marks.mark("gpu0"))
+        self.assertIsNone(marks.mark(gpu0))
         for _ in range(_device.FREE_EVENTS + 5):
             marks.release(("event", "gpu2"))
         self.assertEqual(marks._kept, _device.FREE_EVENTS)
@@ -509,7 +589,9 @@ class FakeMarks:
         self.made = []
         self.released = []
         self.bound = False
-        self.own_device = own_device  # The training thread's current device is the marks'.
+        # The training thread can make the marks' device its current one (a torch with
+        # _exchange_device, or the same device already).
+        self.own_device = own_device
 
     def mark(self, device):
         self.made.append([False, device, 0.0])
@@ -526,8 +608,20 @@ class FakeMarks:
     def bind_thread(self):
         self.bound = True
 
-    def on_own_device(self):
-        return self.own_device
+    def start(self, device):
+        return self.mark(device)
+
+    def on_device(self):
+        own = self.own_device
+
+        class OnDevice:
+            def __enter__(self):
+                return own
+
+            def __exit__(self, *exc):
+                pass
+
+        return OnDevice()
 
     def release(self, mark):
         self.released.append(mark)
@@ -598,33 +692,46 @@ class StepCountTest(unittest.TestCase):
         steps.step_ended(sgd)
         self.assertEqual(reporter.steps, [1, 2, 3, 41, 42, 100, 101])
 
-    def test_time_blocked_beyond_a_step_is_carried_into_the_next(self):
-        # GPU waits are found after their step (Comm.poll_device): a step's commSeconds never
-        # exceeds its length, the rest goes with the next step, at most one step's worth.
+    def test_gpu_waits_found_late_are_charged_and_carried(self):
+        # A step end polls the GPU marks before its snapshot; a GPU wait found then (of an
+        # earlier step) fills what the step has left, the rest goes with the next steps (at
+        # most one step's worth). Host time beyond a step (before the first) is not carried.
         import torch
         from _ringmaster_watch import _steps
 
         class Reports:
             def __init__(self):
-                self.comm = []
+                self.comm, self.rows = [], []
 
             def defer(self, kind, encode, raw):
                 report = json.loads("{%s}" % encode(raw))
                 self.comm.append(round(report["commSeconds"], 6))
+                self.rows.append([(c["op"], c["count"], c["bytes"], round(c["seconds"], 6))
+                                  for c in report.get("collectives", [])])
 
-        blocked = iter([0.0, 0.25, 3.0, 0.0, 0.0, 0.0])
-        comm = type("Comm", (), {"poll": lambda self: None,
-                                 "take_raw": lambda self: (next(blocked), {}, [])})()
+        comm, marks, world = gpu_comm()
         now = [10.0]
         reports = Reports()
         steps = _steps.Steps(torch, reports, comm, clock=lambda: now[0])
         steps._activated = now[0]
-        param = torch.nn.Parameter(torch.ones(1))
-        opt = torch.optim.SGD([param], lr=0.1)
-        for _ in range(6):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+
+        def step():
             now[0] += 1.0  # Each step lasts 1 s.
             steps.step_ended(opt)
-        self.assertEqual(reports.comm, [0.0, 0.25, 1.0, 1.0, 0.0, 0.0])  # 3 s: 1 + 1, 1 lost.
+
+        comm.complete(world, comm.enter(world), "barrier", 0, 5.0)  # Before the first step.
+        step()
+        start, end = marks.mark("gpu0"), marks.mark("gpu0")
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.25, end, start)
+        step()  # Its GPU not through yet: the host's 0.25 s.
+        start[0] = end[0] = True
+        end[2] = 3.25  # The GPU waited 3.25 s in it.
+        for _ in range(3):
+            step()
+        self.assertEqual(reports.comm, [1.0, 0.25, 1.0, 1.0, 0.0])
+        self.assertEqual(reports.rows[:3], [[("barrier", "1", "0", 5.0)], [],
+                                            [("all_reduce", "1", "8", 3.25)]])
 
     def test_another_optimizer_takes_the_clock_only_when_the_first_goes_quiet(self):
         # The first optimizer to step is the clock. A second stepping twice per clock step (a
