@@ -581,6 +581,14 @@ class CommTest(unittest.TestCase):
             self.assertEqual(_reporter.json_number(value), text)
 
 
+def agent_in_tmpdir(test):
+    """(a new directory, a FakeAgent closed when `test` ends)."""
+    d = harness.tmpdir()
+    agent = harness.FakeAgent(d)
+    test.addCleanup(agent.close)
+    return d, agent
+
+
 class FakeMarks:
     """_device.Marks for a CPU test: each mark is [passed, device, GPU time], the test sets
     passed and the time (0 when made)."""
@@ -784,9 +792,7 @@ class DdpTest(unittest.TestCase):
         cls.base_params = [harness.load_params("%s.%d" % (cls.base, r)) for r in range(2)]
 
     def run_watched(self, name, argv_prefix=(), extra_args=(), world=2, timeout=120):
-        d = harness.tmpdir()
-        agent = harness.FakeAgent(d)
-        self.addCleanup(agent.close)
+        d, agent = agent_in_tmpdir(self)
         out = os.path.join(d, name)
         argv = list(argv_prefix) + harness.train_argv(out, *TRAIN_ARGS, *extra_args)
         results = harness.run_ranks(argv, world, d, agent=agent, timeout=timeout)
@@ -981,9 +987,7 @@ def write_wrapper(code, prefer_hook=False):
 
 class StuckRankTest(unittest.TestCase):
     def test_side_thread_reports_while_blocked(self):
-        d = harness.tmpdir()
-        agent = harness.FakeAgent(d)
-        self.addCleanup(agent.close)
+        d, agent = agent_in_tmpdir(self)
         release = os.path.join(d, "release")
         ranks = harness.Ranks(harness.train_argv(
             os.path.join(d, "out"), "--steps", "4", "--stuck-rank", "1", "--stuck-step", "3",
@@ -1080,9 +1084,7 @@ GPU_PATH = textwrap.dedent("""\
 
 class GpuPathTest(unittest.TestCase):
     def test_collectives_on_gpu_tensors_complete_when_the_gpu_passes_them(self):
-        d = harness.tmpdir()
-        agent = harness.FakeAgent(d)
-        self.addCleanup(agent.close)
+        d, agent = agent_in_tmpdir(self)
         release = os.path.join(d, "release")
         env = harness.rank_env(0, 1, harness.free_port(), agent=agent)
         proc = subprocess.Popen([harness.PYTHON, "-c", GPU_PATH, release, harness.HERE],
@@ -1132,9 +1134,7 @@ class GpuPathTest(unittest.TestCase):
 
 class ExitTest(unittest.TestCase):
     def test_uncaught_exception_is_reported(self):
-        d = harness.tmpdir()
-        agent = harness.FakeAgent(d)
-        self.addCleanup(agent.close)
+        d, agent = agent_in_tmpdir(self)
         results = harness.run_ranks(harness.train_argv(
             os.path.join(d, "out"), "--steps", "4", "--raise-at", "2"), 2, d, agent=agent)
         for rc, log in results:
@@ -1169,9 +1169,7 @@ PROBE = textwrap.dedent("""\
 
 class SiteTest(unittest.TestCase):
     def probe(self, extra=None, pythonpath=None, watch=True):
-        d = harness.tmpdir()
-        agent = harness.FakeAgent(d)
-        self.addCleanup(agent.close)
+        d, agent = agent_in_tmpdir(self)
         env = harness.rank_env(0, 1, 1, agent=agent, watch=watch, pythonpath=pythonpath,
                                extra=extra)
         if not watch:
