@@ -139,14 +139,13 @@ class Collectives:
             return int(dist.get_world_size())
         return int(dist.get_world_size(pg))
 
-    def mark(self, device, start=False):
-        """A _device mark recorded now on `device`'s current stream (comm.marks made at the
-        first call: the process's torch.cuda); `start`: one to time from (Marks.start: None
-        on a side stream)."""
+    def marks(self):
+        """The process's _device.Marks (comm.marks), made at the first collective on GPU
+        tensors from the process's torch.cuda."""
         marks = self.comm.marks
         if marks is None:
             marks = self.comm.marks = _device.Marks(sys.modules["torch"].cuda)
-        return marks.start(device) if start else marks.mark(device)
+        return marks
 
     # -- wrappers ------------------------------------------------------------------------------
     def _wrap(self, fn, op, group_of, async_of, size_of):
@@ -169,7 +168,8 @@ class Collectives:
                 read = group.read  # Counted by the group's own number (_ddp.py): follow it.
                 before = int(read()) if read is not None else 0
                 # On the GPU: the current stream reaches the call (its wait starts there).
-                start = self.mark(device, True) if device is not None and not is_async else None
+                start = (self.marks().start(device)
+                         if device is not None and not is_async else None)
                 seq = comm.enter(group)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.%s" % fn.__name__, exc)
@@ -193,7 +193,8 @@ class Collectives:
                     if is_async and result is not None and hasattr(result, "wait"):
                         comm.watch_work(result, group, seq, op, nbytes, device)
                     else:
-                        mark = self.mark(device) if returned and device is not None else None
+                        mark = (self.marks().mark(device)
+                                if returned and device is not None else None)
                         comm.complete(group, seq, op, nbytes, seconds, mark, start)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("torch.distributed.%s" % fn.__name__, exc)
@@ -210,7 +211,7 @@ class Collectives:
                 return wait(work, *args, **kwargs)
             device = watched[0]
             try:
-                start = self.mark(device, True) if device is not None else None
+                start = self.marks().start(device) if device is not None else None
             except Exception as exc:  # noqa: BLE001
                 _core.fail("Work.wait", exc)
                 return wait(work, *args, **kwargs)
@@ -225,7 +226,7 @@ class Collectives:
                 seconds = self.clock() - t0
                 comm.end_blocking()
                 try:
-                    mark = self.mark(device) if returned and device is not None else None
+                    mark = self.marks().mark(device) if returned and device is not None else None
                     comm.waited(work, seconds, mark, start)
                 except Exception as exc:  # noqa: BLE001
                     _core.fail("Work.wait", exc)

@@ -270,6 +270,8 @@ class Comm:
         step's end) switches to it for the poll (_device.Marks.on_device). The queries run
         outside the lock, under _device.gate, and not at all while a CUDA graph is captured.
         Lock order: _device.gate, then the lock."""
+        if self.marks is None:
+            return  # No collective on GPU tensors yet (the CPU's steps: no lock taken here).
         if self._ddp_returned:
             with self._lock:
                 self._drain()  # DDP's buckets of the last backward, with their marks.

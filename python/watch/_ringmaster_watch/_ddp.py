@@ -65,8 +65,9 @@ class DdpWatch:
         self._all_reduce = getattr(dist, "all_reduce")  # The original, taken before patching.
         self._register = None
         # (sequence number reader, _Group, gradient bytes, the parameters' CUDA device or None)
-        # of each group counted by its process group's number; read without a lock (replaced, never changed in place, by a
-        # first forward on the training thread; readers iterate the list they took).
+        # of each group counted by its process group's number; read without a lock (replaced,
+        # never changed in place, by a first forward on the training thread; readers iterate
+        # the list they took).
         self.counted = []
         # id(parameter) -> weakref to it, for the parameters that carry our tensor hook (not a
         # WeakSet: a tensor's == is elementwise).
@@ -239,7 +240,7 @@ class DdpWatch:
                     group.ddp_waiting = seq  # Seen by the side thread (Comm.sequences).
                     # On the GPU: the caller's stream, which the engine runs this on, has every
                     # gradient now; DDP's callback next makes it wait for the buckets.
-                    start = (self.collectives.mark(device, True)
+                    start = (self.collectives.marks().start(device)
                              if device is not None and not self.waits else None)
                     self.waits.append((group, seq, nbytes, device, start))
                     self._graph_done = now
@@ -255,7 +256,7 @@ class DdpWatch:
             # One wait for all the groups: its time counts once. On GPU parameters (NCCL) the
             # buckets are done when the current stream, which backward() made wait for them,
             # passes a mark recorded now; from `start` to it, the GPU waited for them.
-            mark = self.collectives.mark(device) if device is not None else None
+            mark = self.collectives.marks().mark(device) if device is not None else None
             self.comm.ddp_done(group, seq, nbytes, seconds if i == 0 else 0.0, mark,
                                start if seconds_known else None)
 
@@ -273,7 +274,7 @@ class DdpWatch:
                 seq = int(read())
                 # Made out of sight (the forward's buffer broadcasts on a step without a
                 # backward through DDP): on the GPU, done once the current stream passes now.
-                mark = (self.collectives.mark(device)
+                mark = (self.collectives.marks().mark(device)
                         if device is not None and seq - group.offset > group.entered else None)
                 self.comm.sync(group, seq, mark)
 

@@ -11,7 +11,8 @@ that never returns) is heard while it does not step, so the coordinator names it
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
 than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon
 thread: it never keeps the process alive; an atexit handler stops it before the interpreter
-finalises. It never calls into torch but for CUDA event queries: a daemon thread
+finalises. It never calls into torch but for CUDA event queries (and, once, setting its CUDA
+device before the first, _device.Marks.bind_thread): a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
 exception"). Async works are polled on the training thread instead (at each step); a CUDA
