@@ -15,7 +15,7 @@ hooks. Errors: `start` never raises; any surprise in the instrumentation logs on
 import os
 import sys
 
-from . import _core
+from . import _compiler, _core
 
 _finder = None
 _watch = None  # The instrumentation objects, for tests and the debugger.
@@ -124,6 +124,7 @@ def _on_torch(torch):
     _watch_state["comm"] = comm
     _watch_state["steps"] = steps
     steps.install()
+    _compiler.keep_out(torch)  # Before the program can compile anything (_compiler.py).
     if "torch.distributed" in sys.modules:
         _on_distributed(sys.modules["torch.distributed"])
     if "torch.distributed.checkpoint" in sys.modules:
@@ -160,6 +161,7 @@ def _on_distributed(_module):
     steps.ddp = ddp
     _watch_state["ddp"] = ddp
     _watch_state["ticker"] = ticker
+    _compiler.keep_out(torch)  # The modules imported here.
 
 
 def _on_checkpoint(dcp):

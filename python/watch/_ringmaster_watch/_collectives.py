@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from . import _core, _device
+from . import _compiler, _core, _device
 
 # torch.distributed function -> (op name reported, parameter whose tensors are the size).
 COLLECTIVES = {
@@ -206,7 +206,9 @@ class Collectives:
 
         @functools.wraps(wait)
         def wrapper(work, *args, **kwargs):
-            watched = comm.watched(work) if _core.enabled else None
+            if not _core.enabled or self._is_compiling():
+                return wait(work, *args, **kwargs)  # Traced: as torch.distributed's are.
+            watched = comm.watched(work)
             if watched is None:
                 return wait(work, *args, **kwargs)
             device = watched[0]
@@ -234,6 +236,7 @@ class Collectives:
         return wrapper
 
     def _wrap_new_group(self, fn):
+        @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             # Nested new_group calls (new_subgroups -> new_group) name each group once.
@@ -254,6 +257,7 @@ class Collectives:
         return wrapper
 
     def _wrap_destroy(self, fn):
+        @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             result = fn(*args, **kwargs)
@@ -267,6 +271,7 @@ class Collectives:
         return wrapper
 
     def _wrap_init(self, fn):
+        @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             result = fn(*args, **kwargs)

@@ -46,7 +46,7 @@ disables the watch; the backward, and the hook's reduction, then run exactly as 
 import functools
 import weakref
 
-from . import _core, _device
+from . import _compiler, _core, _device
 
 
 class DdpWatch:
@@ -108,6 +108,7 @@ class DdpWatch:
     def _wrap_forward(self, forward):
         watch = self
 
+        @_compiler.entry
         @functools.wraps(forward)
         def wrapper(ddp, *args, **kwargs):
             if watch.waits and _core.enabled:
@@ -130,6 +131,7 @@ class DdpWatch:
         return wrapper
 
     def _wrap_register(self, register, python):
+        @_compiler.entry
         @functools.wraps(register)
         def wrapper(ddp, *args, **kwargs):
             ours = ddp.__dict__.get("_ringmaster_hook")

@@ -50,7 +50,7 @@ caller (Comm, _collectives, _ddp), which disables the watch; the collective itse
 import functools
 import threading
 
-from . import _core
+from . import _compiler, _core
 
 FREE_EVENTS = 64  # Completed events kept for reuse (an event is made by its first record).
 
@@ -100,6 +100,7 @@ def watch_captures(cuda):
     if begin is None or end is None:
         return
 
+    @_compiler.entry
     @functools.wraps(begin)
     def capture_begin(self, *args, **kwargs):
         global _captures
@@ -112,6 +113,7 @@ def watch_captures(cuda):
                 _captures -= 1
             raise
 
+    @_compiler.entry
     @functools.wraps(end)
     def capture_end(self, *args, **kwargs):
         global _captures

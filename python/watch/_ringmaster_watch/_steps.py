@@ -37,7 +37,7 @@ import time
 import types
 import weakref
 
-from . import _core
+from . import _compiler, _core
 from ._comm import members_json
 from ._reporter import json_number
 
@@ -96,7 +96,7 @@ class Steps:
         optim_module = getattr(getattr(torch, "optim", None), "optimizer", None)
         register = getattr(optim_module, "register_optimizer_step_post_hook", None)
         if register is not None:
-            handle = register(self._post_hook)
+            handle = register(_compiler.entry(_post_hook_for(self)))
             _core.on_disable(handle.remove)
         else:
             optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
@@ -132,6 +132,7 @@ class Steps:
     def _wrap_optimizer_init(self, init):
         watch = self
 
+        @_compiler.entry
         @functools.wraps(init)
         def wrapper(optimizer, *args, **kwargs):
             init(optimizer, *args, **kwargs)
@@ -144,13 +145,6 @@ class Steps:
                     _core.fail("Optimizer.__init__", exc)
 
         return wrapper
-
-    def _post_hook(self, optimizer, args, kwargs):
-        if _core.enabled:
-            try:
-                self.step_ended(optimizer)
-            except Exception as exc:  # noqa: BLE001
-                _core.fail("optimizer step hook", exc)
 
     def step_ended(self, optimizer):
         now = self.clock()
@@ -250,6 +244,7 @@ class Steps:
     def _wrap_backward(self, backward):
         watch = self
 
+        @_compiler.entry
         @functools.wraps(backward)
         def wrapper(tensor, *args, **kwargs):
             if _core.enabled:
@@ -270,6 +265,7 @@ class Steps:
         waited for are completed (_ddp.py)."""
         watch = self
 
+        @_compiler.entry
         @functools.wraps(backward)
         def wrapper(*args, **kwargs):
             try:
@@ -288,6 +284,7 @@ class Steps:
     def _wrap_save(self, save):
         phase = self._wrap_phase(save)
 
+        @_compiler.entry
         @functools.wraps(save)
         def wrapper(*args, **kwargs):
             f = args[1] if len(args) > 1 else kwargs.get("f")
@@ -301,6 +298,7 @@ class Steps:
     def _wrap_phase(self, fn):
         watch = self
 
+        @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             if not _core.enabled:
@@ -340,6 +338,7 @@ class Steps:
     def _wrap_load(self, load):
         watch = self
 
+        @_compiler.entry
         @functools.wraps(load)
         def wrapper(*args, **kwargs):
             if not _core.enabled or watch._last_end is not None:
@@ -379,6 +378,18 @@ def _explicit_steps():
     """Whether the program called ringmaster.worker.step() (python/ringmaster/worker.py)."""
     worker = sys.modules.get("ringmaster.worker")
     return worker is not None and getattr(getattr(worker, "_state", None), "step", 0) > 0
+
+
+def _post_hook_for(watch):
+    # torch 2.x's global optimizer step post hook: a function (TorchDynamo's mark needs one).
+    def _ringmaster_step_post_hook(optimizer, args, kwargs):
+        if _core.enabled:
+            try:
+                watch.step_ended(optimizer)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("optimizer step hook", exc)
+
+    return _ringmaster_step_post_hook
 
 
 def _watched_step_for(watch):

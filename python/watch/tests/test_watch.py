@@ -985,6 +985,98 @@ def write_wrapper(code, prefer_hook=False):
     return wrapper
 
 
+class CompilerMarksTest(unittest.TestCase):
+    def test_every_code_object_of_the_watch_is_kept_out_once(self):
+        from _ringmaster_watch import _collectives, _compiler, _steps  # noqa: F401
+        marked = []
+        fake_torch = type(sys)("fake_torch")
+        fake_torch._C = type(sys)("fake_torch._C")
+        fake_torch._C._dynamo = type(sys)("fake_torch._C._dynamo")
+        fake_torch._C._dynamo.eval_frame = type(sys)("eval_frame")
+        fake_torch._C._dynamo.eval_frame.skip_code = marked.append
+        self.assertEqual(_compiler.keep_out(type(sys)("torch_without_dynamo")), 0)
+        _compiler.keep_out(fake_torch)  # Whatever an earlier test left unmarked...
+        self.assertEqual(_compiler.keep_out(fake_torch), 0)  # ... once only.
+        codes = set(_compiler._kept_out)
+        names = {c.co_name for c in codes}
+        # Module functions, methods, and the closures inside them: the collectives' wrapper
+        # (a frame of ours run eagerly is skipped; traced, it is inlined: not an entry).
+        self.assertLessEqual({"encode_step", "step_ended", "_wrap", "wrapper",
+                              "_ringmaster_step_post_hook", "keep_out"}, names)
+        self.assertIn(_collectives.Collectives._wrap.__code__, codes)
+        self.assertTrue(any(getattr(c, "co_name", None) == "wrapper" and c in codes
+                            for c in _collectives.Collectives._wrap.__code__.co_consts))
+        watch_dir = os.path.dirname(os.path.abspath(_compiler.__file__))
+        for code in codes:
+            self.assertEqual(os.path.dirname(os.path.abspath(code.co_filename)), watch_dir)
+        self.assertFalse(hasattr(_collectives.Collectives._wrap, "_torchdynamo_disable"))
+        self.assertTrue(_compiler.entry(lambda: None)._torchdynamo_disable)
+
+
+class CompileTest(unittest.TestCase):
+    def test_a_compiled_step_compiles_as_without_the_watch(self):
+        # torch.compile over DDP's forward, backward and the optimizer step (the watch's
+        # wrappers and step hook), and a fullgraph=True all_reduce: TorchDynamo must never
+        # trace or compile the watch's own code (its break tracebacks would name it), compile
+        # the same graphs as without the watch, print no warning of ours, and the results
+        # must be the same bit for bit, while the watch still reports each step and DDP's
+        # buckets. torch 1.13 has no torch.compile: skipped there, required from 2.0 on.
+        probe = subprocess.run(
+            [harness.PYTHON, "-c", "import torch; print(torch.__version__, "
+             "callable(getattr(torch, 'compile', None)))"],
+            capture_output=True, text=True, timeout=60)
+        version, found = probe.stdout.split()
+        if found != "True":
+            self.assertLess(int(version.split(".")[0]), 2, "torch %s: no compile" % version)
+            self.skipTest("torch %s has no torch.compile" % version)
+        d, agent = agent_in_tmpdir(self)
+        steps = 6
+        logs = {}
+        for name, watch in (("base", False), ("watched", True)):
+            argv = [os.path.join(harness.HERE, "compiled_train.py"), "--steps", str(steps),
+                    "--out", os.path.join(d, name)]
+            results = harness.run_ranks(argv, 2, d, timeout=300, watch=watch,
+                                        agent=agent if watch else None,
+                                        extra={"TORCH_LOGS": "graph_breaks"})
+            for rc, log in results:
+                self.assertEqual(rc, 0, log)
+            logs[name] = [log for _, log in results]
+        for rank in range(2):
+            base, watched = (load_saved(os.path.join(d, "%s.%d" % (name, rank)))
+                             for name in ("base", "watched"))
+            self.assertEqual(watched, base, "rank %d differs with the watch" % rank)
+            self.assertTrue(base["graphs"])
+            log = logs["watched"][rank]
+            self.assertIn("Graph break", log)  # TORCH_LOGS took: the test sees the breaks.
+            self.assertNotIn("_ringmaster_watch", log)
+            self.assertNotIn("ringmaster watch", log)
+            warnings = {line for line in log.splitlines() if "Warning" in line}
+            self.assertEqual(warnings - set(logs["base"][rank].splitlines()), set())
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == steps for r in range(2)),
+                       what="every step report")
+        ranks = steps_by_rank(agent, 2)
+        for rank in range(2):
+            self.assertEqual([int(s["step"]) for s in ranks[rank]], list(range(1, steps + 1)))
+            for s in ranks[rank][1:]:
+                counts = {c["op"]: int(c["count"]) for c in s["collectives"]}
+                self.assertGreaterEqual(counts.get("all_reduce", 0), 1, s)
+                self.assertGreater(s["commSeconds"], 0)
+        for a, b in zip(ranks[0], ranks[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+
+
+def load_saved(path):
+    """compiled_train.py's results: losses, graphs and the all-reduced tensor as they are,
+    parameters as raw bytes (bitwise comparison)."""
+    code = ("import json, sys, torch; r = torch.load(sys.argv[1]); "
+            "r['params'] = [p.numpy().tobytes().hex() for p in r['params']]; "
+            "r['losses'] = [repr(x) for x in r['losses']]; "
+            "sys.stdout.write(json.dumps(r))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return json.loads(subprocess.run([harness.PYTHON, "-c", code, path], env=env, check=True,
+                                     capture_output=True, text=True, timeout=60).stdout)
+
+
 class StuckRankTest(unittest.TestCase):
     def test_side_thread_reports_while_blocked(self):
         d, agent = agent_in_tmpdir(self)
