@@ -3,7 +3,9 @@
 Each report is one datagram on the agent's Unix SOCK_DGRAM socket (RINGMASTER_REPORT_SOCKET):
 the WorkerReport in protobuf's JSON form, e.g. {"step": {"worker": {...}, "step": "10", ...}}
 (int64 fields as JSON strings). Sends never block: a report the socket cannot take right now
-(EAGAIN, ENOBUFS), or that no agent listens for (ECONNREFUSED, ENOENT), is dropped and counted.
+(EAGAIN, ENOBUFS: the agent's queue is full) is held, with every later one, and sent first by
+the next flush (at most MAX_DEFERRED held; beyond, the oldest is dropped and counted); one that
+no agent listens for (ECONNREFUSED, ENOENT) is dropped and counted.
 The socket is connected to the agent's once (a send then skips the kernel's path lookup that a
 sendto to a path makes each time: the step report's path, bench/pytorch_watch_overhead.py);
 a send the connected peer refuses (an agent restarted on the same path) connects again and
@@ -83,6 +85,9 @@ def json_double(value):
     return value
 
 
+_BUSY = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
+
+
 class Reporter:
     """One non-blocking datagram socket to the agent, and the identity stamped on each report."""
 
@@ -97,6 +102,9 @@ class Reporter:
         self.dropped = 0
         self._pid = os.getpid()
         self._deferred = collections.deque()  # (kind, encode, raw), oldest first.
+        # Reports written but refused by a busy socket, and any after them, oldest first:
+        # ("step", a step report's body) or ("data", a whole datagram). Sent before the rest.
+        self._held = collections.deque()
         self._send_lock = threading.RLock()  # Reentrant: a signal handler may send.
         # Whether defer() leaves the sending to a flusher (the side thread runs): set by it.
         self.deferring = False
@@ -114,7 +122,8 @@ class Reporter:
 
     def send(self, kind, body):
         """Sends {kind: body + worker identity} after the deferred reports; returns whether
-        the socket took it."""
+        the socket took it or holds it for the next flush (behind reports a busy socket
+        refused), False where it was dropped."""
         body["worker"] = self._identity
         try:
             data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
@@ -122,8 +131,12 @@ class Reporter:
             self.dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
         with self._send_lock:
-            self._flush_locked()
-            return self._send(data)
+            if self._flush_locked() and os.getpid() == self._pid:
+                sent = self._send(data)
+                if sent is not None:
+                    return sent
+            self._hold(("data", data))  # Busy, or behind reports a busy socket refused.
+            return True
 
     def defer(self, kind, encode, raw):
         """Queues a report whose members are encode(raw), to be sent by the next flush (at
@@ -140,38 +153,68 @@ class Reporter:
             self.flush()
 
     def flush(self):
-        """Sends the deferred reports, in order (only in the process that made the reporter:
-        checked before the lock, which a forked child may have inherited held)."""
-        if self._deferred and os.getpid() == self._pid:
+        """Sends the held and deferred reports, in order (only in the process that made the
+        reporter: checked before the lock, which a forked child may have inherited held)."""
+        if (self._deferred or self._held) and os.getpid() == self._pid:
             with self._send_lock:
                 self._flush_locked()
 
     def _flush_locked(self):
-        """Sends the deferred reports: consecutive step reports together as one ReportSteps
-        datagram (at most BATCH_BYTES), any other one alone."""
+        """Writes the deferred reports after the held ones and sends them all, consecutive
+        step reports together as one ReportSteps datagram (at most BATCH_BYTES), any other one
+        alone, until the socket is busy; returns whether none is left held. An encoder's
+        exception is raised after the reports before it were sent."""
+        if os.getpid() != self._pid:
+            return False
         deferred = self._deferred
-        if not deferred or os.getpid() != self._pid:
-            return
-        batch = []
-        size = 0
-        while deferred:
-            kind, encode, raw = deferred.popleft()
-            if kind != "step":
-                self._send_batch(batch)
-                batch, size = [], 0
-                self._send_members(kind, encode(raw))
+        try:
+            while deferred:
+                kind, encode, raw = deferred.popleft()
+                members = encode(raw)
+                if kind == "step":
+                    self._hold(("step", '{%s,"worker":%s}' % (members, self._identity_json)))
+                    continue
+                try:
+                    data = ('{"%s":{%s,"worker":%s}}' % (
+                        kind, members, self._identity_json)).encode()
+                except UnicodeError:
+                    self.dropped += 1
+                    continue
+                self._hold(("data", data))
+        finally:
+            done = self._send_held()
+        return done
+
+    def _hold(self, item):
+        held = self._held
+        held.append(item)
+        if len(held) > MAX_DEFERRED:
+            held.popleft()
+            self.dropped += 1
+
+    def _send_held(self):
+        """Sends the held reports in order until the socket is busy: whether none is left."""
+        held = self._held
+        while held:
+            if held[0][0] == "data":
+                if self._send(held[0][1]) is None:
+                    return False
+                held.popleft()
                 continue
-            body = '{%s,"worker":%s}' % (encode(raw), self._identity_json)
-            if batch and size + len(body) > BATCH_BYTES:
-                self._send_batch(batch)
-                batch, size = [], 0
-            batch.append(body)
-            size += len(body) + 1
-        self._send_batch(batch)
+            bodies = []
+            size = 0
+            while held and held[0][0] == "step" and (
+                    not bodies or size + len(held[0][1]) <= BATCH_BYTES):
+                bodies.append(held[0][1])
+                size += len(held[0][1]) + 1
+                held.popleft()
+            if self._send_batch(bodies) is None:
+                held.extendleft(("step", body) for body in reversed(bodies))
+                return False
+        return True
 
     def _send_batch(self, bodies):
-        if not bodies:
-            return
+        """Sends step report bodies as one datagram: _send's result."""
         if len(bodies) == 1:
             text = '{"step":%s}' % bodies[0]
         else:
@@ -180,23 +223,16 @@ class Reporter:
             data = text.encode()
         except UnicodeError:
             self.dropped += len(bodies)
-            return
-        if self._send(data):
-            self.sent += len(bodies) - 1  # `sent` counts reports, not datagrams.
-        else:
-            self.dropped += len(bodies) - 1
-
-    def _send_members(self, kind, members):
-        """Sends {kind: {members, worker identity}}; `members` must be valid JSON object
-        members ('"a":1,"b":"x"', json_number for floats). Caller holds _send_lock."""
-        try:
-            data = ('{"%s":{%s,"worker":%s}}' % (kind, members, self._identity_json)).encode()
-        except UnicodeError:
-            self.dropped += 1
             return False
-        return self._send(data)
+        sent = self._send(data)
+        if sent:
+            self.sent += len(bodies) - 1  # `sent` counts reports, not datagrams.
+        elif sent is not None:
+            self.dropped += len(bodies) - 1
+        return sent
 
     def _send(self, data):
+        """True: sent; False: dropped (counted); None: the socket is busy (not counted)."""
         if len(data) > MAX_DATAGRAM:
             self.dropped += 1
             return False
@@ -209,8 +245,11 @@ class Reporter:
                 self.dropped += 1
                 return False
         except OSError as exc:
-            # EAGAIN/ENOBUFS (the agent's queue is full): dropped rather than block. Refused or
-            # gone (no agent now, or one restarted on the same path): connect again, retry once.
+            # EAGAIN/ENOBUFS (the agent's queue is full): the caller holds it, never blocks.
+            # Refused or gone (no agent now, or one restarted on the same path): connect
+            # again, retry once.
+            if exc.errno in _BUSY:
+                return None
             if exc.errno not in _RECONNECT:
                 self.dropped += 1
                 return False

@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 import unittest
+import unittest.mock
 
 import harness
 
@@ -46,13 +47,15 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(got["step"]["step"], "1")
         self.assertEqual(got["step"]["loss"], "NaN")
         self.assertEqual(got["step"]["worker"]["jobId"], "j")
-        # Nobody reads: the queue fills, sends drop instead of blocking, within a bounded count.
-        dropped = False
-        for _ in range(100000):
-            if not reporter.send("collectives", {"collectiveEntered": {"world": "1"}}):
-                dropped = True
-                break
-        self.assertTrue(dropped)
+        # Nobody reads: the agent's queue fills, sends never block; what the socket cannot
+        # take is held, at most MAX_DEFERRED, the oldest dropped beyond (counted).
+        with unittest.mock.patch.object(_reporter, "MAX_DEFERRED", 8):
+            for _ in range(1000):
+                self.assertTrue(reporter.send("collectives",
+                                              {"collectiveEntered": {"world": "1"}}))
+            self.assertEqual(len(reporter._held), 8)
+            self.assertEqual(reporter.sent + 8 + reporter.dropped, 1001)
+            self.assertGreater(reporter.dropped, 0)
         receiver.close()
         os.unlink(path)
         self.assertFalse(reporter.send("step", {"step": "2"}))  # No agent: dropped, no raise.
@@ -126,6 +129,42 @@ class ReporterTest(unittest.TestCase):
         reporter.flush()
         self.assertEqual(json.loads(receiver.recv(65536))["step"]["worker"]["jobId"], "j")
         self.assertEqual((reporter.sent, reporter.dropped), (9, 0))
+
+    def test_reports_a_busy_agent_refused_go_first_once_it_reads(self):
+        # The agent's queue is full (it stalled): no report is lost, none blocks, and once it
+        # reads again the agent gets every one in the order they happened.
+        _, receiver, reporter = self.agent_and_reporter()
+        reporter.deferring = True
+        sent = 0
+        while not reporter._held and sent < 100000:  # Direct reports until the queue is full.
+            reporter.send("collectives", {"collectiveEntered": {"world": str(sent)}})
+            sent += 1
+        self.assertTrue(reporter._held)
+        for step in range(1, 51):
+            reporter.defer("step", lambda raw: '"step":"%d"' % raw, step)
+        reporter.flush()
+        self.assertTrue(reporter.send("phase", {"phase": "WORKER_PHASE_CHECKPOINT"}))
+        got = []
+        receiver.setblocking(False)
+        for _ in range(1000):  # Bounded: each round the agent reads all it has.
+            while True:
+                try:
+                    got.append(json.loads(receiver.recv(65536)))
+                except BlockingIOError:
+                    break
+            if not reporter._held:
+                break
+            reporter.flush()
+        self.assertFalse(reporter._held)
+        collectives = [int(g["collectives"]["collectiveEntered"]["world"])
+                       for g in got if "collectives" in g]
+        self.assertEqual(collectives, list(range(sent)))
+        steps = [int(s["step"]) for g in got if "steps" in g or "step" in g
+                 for s in (g["steps"]["steps"] if "steps" in g else [g["step"]])]
+        self.assertEqual(steps, list(range(1, 51)))
+        self.assertIn("phase", got[-1])
+        self.assertEqual(reporter.dropped, 0)
+        self.assertEqual(reporter.sent, sent + 50 + 1)
 
     def test_identity_errors_name_the_variable(self):
         env = {"RINGMASTER_JOB": "j", "RINGMASTER_GENERATION": "x", "RANK": "0",
