@@ -53,7 +53,8 @@ def start(env=None):
         _finder = _imports.PostImportFinder(
             {"torch": _on_torch, "torch.distributed": _on_distributed,
              "torch.nn.parallel.distributed": _on_distributed,
-             "torch.distributed.checkpoint": _on_checkpoint},
+             "torch.distributed.checkpoint": _on_checkpoint,
+             "torch.distributed._functional_collectives": _on_functional_collectives},
             lambda name, exc: _core.fail("instrumenting %s" % name, exc))
         sys.meta_path.insert(0, _finder)
         _core.on_disable(_remove_finder)
@@ -144,10 +145,10 @@ def _on_distributed(_module):
         return
     from . import _collectives, _ddp, _device, _ticker
 
+    _compiler.keep_out(torch)  # The modules just imported, before anything can fail.
     comm = _watch_state["comm"]
-    compiler = getattr(torch, "compiler", None)
     collectives = _collectives.Collectives(
-        dist, comm, is_compiling=getattr(compiler, "is_compiling", None))
+        dist, comm, is_compiling=_compiler.is_compiling_of(torch))
     ddp = _ddp.DdpWatch(torch, dist, comm, collectives)  # Before the patches: takes originals.
     ddp.check()
     _watch_state["collectives"] = collectives
@@ -161,7 +162,17 @@ def _on_distributed(_module):
     steps.ddp = ddp
     _watch_state["ddp"] = ddp
     _watch_state["ticker"] = ticker
-    _compiler.keep_out(torch)  # The modules imported here.
+    functional = sys.modules.get("torch.distributed._functional_collectives")
+    if functional is not None:
+        _on_functional_collectives(functional)
+
+
+def _on_functional_collectives(module):
+    """TorchDynamo's table of the collectives it rewrites as functional ones: the originals
+    of the wrapped ones too (_collectives.py), for after the watch disables itself."""
+    collectives = _watch_state.get("collectives")
+    if collectives is not None and _core.enabled:
+        collectives.remap_originals(module)
 
 
 def _on_checkpoint(dcp):

@@ -94,6 +94,7 @@ class Collectives:
         c10d = getattr(dist, "distributed_c10d", None)
         self._modules = [dist] + ([c10d] if c10d is not None else [])
         self._non_member = getattr(getattr(c10d, "GroupMember", None), "NON_GROUP_MEMBER", object())
+        self._originals = {}  # wrapper -> the torch.distributed function it wraps.
 
     # -- installation --------------------------------------------------------------------------
     def install(self):
@@ -128,9 +129,22 @@ class Collectives:
         return c if isinstance(c, type) else None
 
     def _patch_everywhere(self, name, original, wrapper):
+        self._originals[wrapper] = original
         for module in self._modules:
             if getattr(module, name, None) is original:
                 _core.patch(module, name, wrapper)
+
+    def remap_originals(self, functional):
+        """torch.distributed._functional_collectives imported after the patches keyed its
+        `traceable_collective_remaps` (the collectives TorchDynamo rewrites as functional
+        ones, by identity) by our wrappers: the originals get the same entries, so a traced
+        collective still compiles once the watch has disabled itself and put them back."""
+        remaps = getattr(functional, "traceable_collective_remaps", None)
+        if not isinstance(remaps, dict):
+            return
+        for wrapper, original in list(self._originals.items()):
+            if wrapper in remaps and original not in remaps:
+                remaps[original] = remaps[wrapper]
 
     # -- group helpers -------------------------------------------------------------------------
     def _size(self, pg):

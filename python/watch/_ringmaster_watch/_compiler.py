@@ -1,7 +1,7 @@
 """Keeps the watch's own Python code out of torch.compile's tracer (TorchDynamo).
 
 A program's compiled code can reach the watch: its traced functions call our wrappers (DDP's
-forward, Tensor.backward, torch.save...) and the optimizer hook, and after a graph break the
+forward, Tensor.backward, torch.save, an optimizer's step...), and after a graph break the
 eager rest of a compiled call runs with TorchDynamo still looking at each new frame. Left
 alone, TorchDynamo traces into the watch, breaks its graphs at our clock and sequence-number
 reads with UserWarnings on the program's stderr, and compiles frames of ours. Two marks, the
@@ -12,11 +12,13 @@ without importing torch._dynamo (heavy; a program that never compiles never load
   `torch._C._dynamo.eval_frame.skip_code`: TorchDynamo runs such a frame as plain Python and
   still compiles the frames it calls (the original forward, backward and step), as it does
   for torch's own skipped files (`keep_out`);
-- each entry point a traced function may call gets `_torchdynamo_disable = True` (`entry`):
-  TorchDynamo breaks the caller's graph at the call, as it does at torch.save or
-  Optimizer.zero_grad, instead of inlining it. Not the wrappers of torch.distributed's
-  collectives and of Work.wait: traced, they call the original at once (_collectives.py),
-  which TorchDynamo turns into its functional collectives.
+- each wrapper of a call where the unwatched program breaks its graph anyway (Tensor.backward,
+  torch.save, init_process_group..., and the optimizer's wrapped `step`) gets
+  `_torchdynamo_disable = True` (`entry`): TorchDynamo breaks the caller's graph at the call,
+  as it does at torch's own function, instead of inlining the watch. The wrappers of DDP's
+  forward, the collectives and Work.wait are not marked: traced, they call torch's function
+  at once (`is_compiling_of`), so DDP's forward traces as without the watch and a collective
+  becomes TorchDynamo's functional collective.
 
 A torch without skip_code (1.13) gets the attribute only, which nothing there reads.
 
@@ -40,6 +42,17 @@ def entry(fn):
     """Marks `fn`, a function of ours that a traced function may call: not inlined."""
     fn._torchdynamo_disable = True
     return fn
+
+
+def is_compiling_of(torch):
+    """torch.compiler.is_compiling (torch 2.3 on: True while TorchDynamo traces the caller),
+    else a function returning False."""
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return fn if callable(fn) else _never
+
+
+def _never():
+    return False
 
 
 def keep_out(torch):

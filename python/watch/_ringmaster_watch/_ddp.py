@@ -107,10 +107,14 @@ class DdpWatch:
     # -- registration --------------------------------------------------------------------------
     def _wrap_forward(self, forward):
         watch = self
+        is_compiling = self.collectives._is_compiling
 
-        @_compiler.entry
         @functools.wraps(forward)
         def wrapper(ddp, *args, **kwargs):
+            if is_compiling():
+                # Traced (_compiler.py): DDP's forward as without the watch. Where TorchDynamo
+                # breaks inside it (DDP's default), this frame then runs eagerly, below.
+                return forward(ddp, *args, **kwargs)
             if watch.waits and _core.enabled:
                 # The last backward's wait was not closed by torch.autograd.backward (a
                 # backward through another entry point): it is over now, its time unknown.

@@ -1,8 +1,11 @@
 """Optimizer steps, the loss, checkpoint phases and torch.load, reported as WorkerReports.
 
-- Steps: torch 2.x's global `register_optimizer_step_post_hook` where it exists; else (1.13)
-  each optimizer's `step` is wrapped at its construction (Optimizer.__init__ patched), as a
-  bound method so LR schedulers can still wrap it. The first optimizer that steps is the
+- Steps: each optimizer's `step` is wrapped at its construction (Optimizer.__init__ patched),
+  as a bound method so LR schedulers can still wrap it; on every torch, not 2.x's global
+  `register_optimizer_step_post_hook`: a hook in that loop makes TorchDynamo give up compiling
+  the whole Optimizer.step of a compiled custom optimizer ("graph break in a for/while loop"),
+  while a traced call of the wrapped `step` breaks before it and the step compiles as
+  without the watch (_compiler.py). The first optimizer that steps is the
   step clock (a GAN's second optimizer does not double the count). Another one becomes the
   clock when it has stepped at least twice while the clock has been silent for more than
   SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the
@@ -93,16 +96,10 @@ class Steps:
     # -- installation --------------------------------------------------------------------------
     def install(self):
         torch = self.torch
-        optim_module = getattr(getattr(torch, "optim", None), "optimizer", None)
-        register = getattr(optim_module, "register_optimizer_step_post_hook", None)
-        if register is not None:
-            handle = register(_compiler.entry(_post_hook_for(self)))
-            _core.on_disable(handle.remove)
-        else:
-            optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
-            if optimizer is None or "__init__" not in vars(optimizer):
-                raise RuntimeError("torch.optim.Optimizer.__init__ is missing")
-            _core.patch(optimizer, "__init__", self._wrap_optimizer_init(optimizer.__init__))
+        optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
+        if optimizer is None or "__init__" not in vars(optimizer):
+            raise RuntimeError("torch.optim.Optimizer.__init__ is missing")
+        _core.patch(optimizer, "__init__", self._wrap_optimizer_init(optimizer.__init__))
         tensor = getattr(torch, "Tensor", None)
         if tensor is None or not callable(getattr(tensor, "backward", None)):
             raise RuntimeError("torch.Tensor.backward is missing")
@@ -380,19 +377,8 @@ def _explicit_steps():
     return worker is not None and getattr(getattr(worker, "_state", None), "step", 0) > 0
 
 
-def _post_hook_for(watch):
-    # torch 2.x's global optimizer step post hook: a function (TorchDynamo's mark needs one).
-    def _ringmaster_step_post_hook(optimizer, args, kwargs):
-        if _core.enabled:
-            try:
-                watch.step_ended(optimizer)
-            except Exception as exc:  # noqa: BLE001
-                _core.fail("optimizer step hook", exc)
-
-    return _ringmaster_step_post_hook
-
-
 def _watched_step_for(watch):
+    @_compiler.entry
     def step(self, *args, **kwargs):
         result = type(self).step(self, *args, **kwargs)
         if _core.enabled:
