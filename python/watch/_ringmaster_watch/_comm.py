@@ -50,7 +50,7 @@ def bus_factor(op, n):
 
 class _Group:
     __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
-                 "ddp_waiting", "retired", "device")
+                 "ddp_waiting", "buffers_read", "retired", "device")
 
     def __init__(self, name, size):
         self.name = name
@@ -65,6 +65,9 @@ class _Group:
         # The process group's number when DDP began waiting for its buckets (set without the
         # lock by _ddp.py's engine callback, an int store; ddp_done clears it); 0: no wait.
         self.ddp_waiting = 0
+        # The process group's number reader while DDP broadcasts the module's buffers at a
+        # forward (_ddp.py, set and cleared without the lock); None otherwise.
+        self.buffers_read = None
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
         # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
         # order of their numbers (_device.Marks: a CUDA event recorded after them); timing:
@@ -88,10 +91,16 @@ class _Group:
         self.completed = done
 
     def entered_now(self):
-        """entered, with the DDP buckets now waited for (not yet in `entered`)."""
+        """entered, with the DDP buckets now waited for, or the buffer broadcasts DDP is in at
+        a forward (read now, from the process group), not yet in `entered`."""
         waiting = self.ddp_waiting
         if waiting and self.offset is not None and waiting - self.offset > self.entered:
             return waiting - self.offset
+        read = self.buffers_read
+        if read is not None and self.offset is not None and not self.retired:
+            now = int(read()) - self.offset
+            if now > self.entered:
+                return now
         return self.entered
 
 
@@ -455,6 +464,25 @@ class Comm:
             group.entered = pg_seq - group.offset
             if mark is not None:
                 self._to_device(group, first, group.entered, mark)
+            group.settle()
+            self.version += 1
+
+    def buffers_synced(self, group, pg_seq, nbytes, seconds, mark=None, start=None):
+        """DDP's broadcast of the module's buffers at a forward returned: the collectives the
+        process group entered since the watch last knew, up to `pg_seq`, completed after
+        blocking `seconds`, `nbytes` (the buffers) in all; a "broadcast" row. `mark` and
+        `start` as for `complete`."""
+        with self._lock:
+            if self._ddp_returned:
+                self._drain()
+            if group.offset is None:
+                return
+            n = pg_seq - group.offset - group.entered
+            if n <= 0:
+                return
+            group.entered += n
+            self._ended(group, group.entered - n + 1, group.entered, "broadcast", nbytes,
+                        seconds, mark, start, n)
             group.settle()
             self.version += 1
 

@@ -22,7 +22,9 @@ next forward or step end, counting 0 s. A wrapped torch.distributed call on such
 group moves the offset by what it did to the number (_collectives.py: a send/recv is not
 numbered). Per step and group: two Python calls and two reads of the number
 (bench/pytorch_watch_overhead.py). A backend without sequence numbers (MPI...) raises on the
-read: the comm hook then.
+read: the comm hook then. DDP's broadcast of the module's buffers before a forward
+(`_sync_buffers`, wrapped) is followed the same way: while it runs the side thread reads the
+number (the rank is inside it), and its collectives become a "broadcast" row timed as blocked.
 
 The fallback, a comm hook equal to DDP's default, where the group does not count (its number
 stays 0): before the first forward, unless its user registered a comm hook of their own, the
@@ -103,6 +105,9 @@ class DdpWatch:
         if builtin is not None:
             _core.patch(ddp_class, "_register_builtin_comm_hook",
                         self._wrap_register(builtin, python=False))
+        sync_buffers = getattr(ddp_class, "_sync_buffers", None)
+        if callable(sync_buffers):  # Private: a torch without it leaves them in the buckets.
+            _core.patch(ddp_class, "_sync_buffers", self._wrap_sync_buffers(sync_buffers))
 
     # -- registration --------------------------------------------------------------------------
     def _wrap_forward(self, forward):
@@ -133,6 +138,63 @@ class DdpWatch:
             return forward(ddp, *args, **kwargs)
 
         return wrapper
+
+    def _wrap_sync_buffers(self, sync_buffers):
+        """DDP's broadcast of the module's buffers (BatchNorm's statistics, registered
+        buffers), before each forward's compute when broadcast_buffers is on: a collective on
+        the counted group that the side thread sees the rank inside (_Group.buffers_read), a
+        "broadcast" row timed as blocked, no longer in the backward's all_reduce count."""
+        watch = self
+        comm = self.comm
+        is_compiling = self.collectives._is_compiling
+
+        @functools.wraps(sync_buffers)
+        def wrapper(ddp, *args, **kwargs):
+            if is_compiling() or not _core.enabled:
+                return sync_buffers(ddp, *args, **kwargs)
+            try:
+                counted = watch._counted_for(ddp)
+                if counted is None:
+                    return sync_buffers(ddp, *args, **kwargs)  # The comm hook's: unseen.
+                read, group, _, device = counted
+                nbytes = ddp.__dict__.get("_ringmaster_buffer_bytes")
+                if nbytes is None:
+                    nbytes = sum(b.numel() * b.element_size()
+                                 for b in getattr(ddp, "modules_buffers", None) or ())
+                    ddp.__dict__["_ringmaster_buffer_bytes"] = nbytes
+                start = watch.collectives.marks().start(device) if device is not None else None
+                group.buffers_read = read
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("DistributedDataParallel buffers", exc)
+                return sync_buffers(ddp, *args, **kwargs)
+            t0 = comm.clock()
+            returned = False
+            try:
+                result = sync_buffers(ddp, *args, **kwargs)
+                returned = True
+                return result
+            finally:
+                seconds = comm.clock() - t0
+                group.buffers_read = None
+                try:
+                    mark = (watch.collectives.marks().mark(device)
+                            if returned and device is not None else None)
+                    comm.buffers_synced(group, int(read()), nbytes, seconds, mark, start)
+                except Exception as exc:  # noqa: BLE001
+                    _core.fail("DistributedDataParallel buffers", exc)
+
+        return wrapper
+
+    def _counted_for(self, ddp):
+        """The `counted` entry of the DDP module's process group, or None."""
+        pg = getattr(ddp, "process_group", None)
+        if pg is None or not self.counted:
+            return None
+        group = self.comm.group(pg, self.collectives._size)
+        for entry in self.counted:
+            if entry[1] is group and not group.retired:
+                return entry
+        return None
 
     def _wrap_register(self, register, python):
         @_compiler.entry

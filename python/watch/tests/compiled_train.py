@@ -2,7 +2,8 @@
 watch must compile and compute exactly as one without.
 
 Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (env://, gloo).
-In order: a DDP step compiled whole (forward through DDP, backward, Adam's step); a custom
+In order: a DDP step compiled whole (forward through DDP with a BatchNorm's buffers, backward,
+Adam's step); a custom
 optimizer's step compiled alone; a fullgraph=True all-reduce with torch.distributed; with
 --disable-watch, the watch turned off as an instrumentation error would (the one place this
 script knows of it) and a fullgraph=True all-reduce compiled again; a fullgraph=True forward
@@ -54,8 +55,8 @@ def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(1234)
-    model = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
-                          nn.Linear(64, 1))
+    model = nn.Sequential(nn.Linear(16, 64), nn.BatchNorm1d(64), nn.Tanh(), nn.Linear(64, 64),
+                          nn.Tanh(), nn.Linear(64, 1))
     ddp = DDP(model, bucket_cap_mb=0.01)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-2)
 

@@ -6,7 +6,8 @@ Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-
 blocks before the step's forward until --release exists), --save-every, --raise-at,
 --dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
 --reinit-at (after that step every rank destroys the process group and makes it again, on a
-port rank 0 picked, with DDP again over the same model and optimizer).
+port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
+layer: DDP broadcasts its buffers before each forward).
 """
 
 import argparse
@@ -40,12 +41,15 @@ def main():
     parser.add_argument("--extra-collectives", action="store_true")
     parser.add_argument("--dcp-save-at", type=int, default=0)
     parser.add_argument("--reinit-at", type=int, default=0)
+    parser.add_argument("--buffers", action="store_true")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(1234)
-    layers = [nn.Linear(16, args.width), nn.Tanh()]
+    layers = [nn.Linear(16, args.width)]
+    layers += [nn.BatchNorm1d(args.width)] if args.buffers else []
+    layers += [nn.Tanh()]
     for _ in range(args.depth):
         layers += [nn.Linear(args.width, args.width), nn.Tanh()]
     model = nn.Sequential(*layers, nn.Linear(args.width, 1))

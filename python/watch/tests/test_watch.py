@@ -891,6 +891,33 @@ class DdpTest(unittest.TestCase):
         self.assertEqual(resumed[0]["startStep"], "6")
         self.assertGreater(resumed[0]["restoreSeconds"], 0)
 
+    def test_ddp_buffer_broadcasts_count_as_broadcasts(self):
+        # A BatchNorm's buffers, broadcast by DDP before each forward: a "broadcast" row with
+        # their bytes and time, every collective in exactly one row, and the same results.
+        d = harness.tmpdir()
+        base = os.path.join(d, "base")
+        for rc, log in harness.run_ranks(harness.train_argv(base, *TRAIN_ARGS, "--buffers"), 2,
+                                         d, watch=False):
+            self.assertEqual(rc, 0, log)
+        agent, out, _ = self.run_watched("buffers", extra_args=["--buffers"])
+        for rank in range(2):
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)),
+                             harness.load_params("%s.%d" % (base, rank)))
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == STEPS for r in range(2)),
+                       what="every step report")
+        buffer_bytes = 2 * 4 * 300 + 8  # running mean and variance, float32; the count.
+        for rank, steps in steps_by_rank(agent, 2).items():
+            for before, s in zip(steps, steps[1:]):
+                rows = {(c["op"], c["group"]): c for c in s["collectives"]}
+                world = sum(int(c["count"]) for (_, g), c in rows.items() if g == "world")
+                self.assertEqual(world, int(s["collectiveEntered"]["world"])
+                                 - int(before["collectiveEntered"]["world"]), s)
+                broadcast = rows[("broadcast", "world")]
+                # The script's own broadcast, and DDP's at each of the 2 forwards.
+                self.assertGreaterEqual(int(broadcast["count"]), 3)
+                self.assertGreaterEqual(int(broadcast["bytes"]), 2 * buffer_bytes)
+                self.assertGreater(broadcast["seconds"], 0)
+
     def test_every_step_of_a_fast_run_arrives_in_order(self):
         # Steps of a few milliseconds: their reports leave in batches (one datagram for the
         # steps of ~0.5 s), none lost to the agent's datagram queue, the last ones at exit.
@@ -1088,15 +1115,16 @@ class CompileTest(unittest.TestCase):
             self.assertTrue(base["graphs"])
             log = logs["watched"][rank]
             self.assertIn("Graph break", log)  # TORCH_LOGS took: the test sees the breaks.
-            # The watch's files show in break tracebacks only as the traced pass-through of
-            # DDP's forward wrapper (a break inside the watch would name its own line).
+            # The watch's files show in break tracebacks only as the traced pass-throughs of
+            # DDP's forward and buffer wrappers (a break inside the watch names its own line).
             lines = log.splitlines()
             for i, line in enumerate(lines):
                 if "_ringmaster_watch" in line:
                     self.assertRegex(line, r'File ".*/_ringmaster_watch/_ddp\.py", line \d+, '
                                            r'in wrapper$')
-                    self.assertEqual(lines[i + 1].split("]")[-1].strip(),
-                                     "return forward(ddp, *args, **kwargs)")
+                    self.assertIn(lines[i + 1].split("]")[-1].strip(),
+                                  ("return forward(ddp, *args, **kwargs)",
+                                   "return sync_buffers(ddp, *args, **kwargs)"))
             self.assertEqual([line for line in log.splitlines() if "ringmaster watch" in line],
                              ["ringmaster watch: disabled: compiled_train.py --disable-watch"])
             warnings = {line for line in log.splitlines() if "Warning" in line}
@@ -1128,11 +1156,19 @@ def load_saved(path):
 
 class StuckRankTest(unittest.TestCase):
     def test_side_thread_reports_while_blocked(self):
+        self.check_blocked_while_a_peer_is_stuck()
+
+    def test_side_thread_reports_while_in_the_forwards_buffer_broadcast(self):
+        # A module with buffers (BatchNorm): DDP broadcasts them before each forward's
+        # compute, so rank 0 waits there, not in the backward's buckets.
+        self.check_blocked_while_a_peer_is_stuck("--buffers")
+
+    def check_blocked_while_a_peer_is_stuck(self, *extra):
         d, agent = agent_in_tmpdir(self)
         release = os.path.join(d, "release")
         ranks = harness.Ranks(harness.train_argv(
             os.path.join(d, "out"), "--steps", "4", "--stuck-rank", "1", "--stuck-step", "3",
-            "--release", release), 2, d, agent=agent)
+            "--release", release, *extra), 2, d, agent=agent)
         try:
             agent.wait_for(lambda a: len(a.reports("step", 0)) == 2, what="rank 0's step 2")
             n = len(agent.reports("collectives", 0))
@@ -1143,7 +1179,7 @@ class StuckRankTest(unittest.TestCase):
                     int(r["collectiveEntered"]["world"]) > int(r["collectiveCompleted"]["world"])
                     for r in reports)
 
-            # Rank 0 waits in step 3's first bucket; its side thread keeps saying so.
+            # Rank 0 waits in step 3's first collective; its side thread keeps saying so.
             agent.wait_for(blocked_reports, timeout=30, what="rank 0 blocked in a collective")
             waiting = agent.reports("collectives", 0)[-1]
             stuck = agent.reports("step", 1)[-1]
