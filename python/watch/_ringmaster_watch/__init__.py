@@ -59,6 +59,9 @@ def start(env=None):
         sys.meta_path.insert(0, _finder)
         _core.on_disable(_remove_finder)
         _install_excepthook(reporter)
+        # Reports a busy agent held back go at exit, with or without the side thread (which
+        # starts at init_process_group and drains when it stops).
+        __import__("atexit").register(_drain_at_exit, reporter)
         _finder.run_loaded()
         return True
     except Exception as exc:  # noqa: BLE001
@@ -78,6 +81,14 @@ def _log(message):
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+
+
+def _drain_at_exit(reporter):
+    if _core.is_owner():
+        try:
+            reporter.drain()
+        except Exception:  # noqa: BLE001  Exiting: what cannot be written is dropped.
+            pass
 
 
 def _remove_finder():

@@ -4,8 +4,9 @@ Each report is one datagram on the agent's Unix SOCK_DGRAM socket (RINGMASTER_RE
 the WorkerReport in protobuf's JSON form, e.g. {"step": {"worker": {...}, "step": "10", ...}}
 (int64 fields as JSON strings). Sends never block: a report the socket cannot take right now
 (EAGAIN, ENOBUFS: the agent's queue is full) is held, with every later one, and sent first by
-the next flush (at most MAX_DEFERRED held; beyond, the oldest is dropped and counted); one that
-no agent listens for (ECONNREFUSED, ENOENT) is dropped and counted.
+the next flush (at most MAX_DEFERRED held; beyond, the oldest is dropped and counted); at exit
+`drain` retries for at most EXIT_DRAIN_SECONDS. One that no agent listens for (ECONNREFUSED,
+ENOENT) is dropped and counted.
 The socket is connected to the agent's once (a send then skips the kernel's path lookup that a
 sendto to a path makes each time: the step report's path, bench/pytorch_watch_overhead.py);
 a send the connected peer refuses (an agent restarted on the same path) connects again and
@@ -36,9 +37,13 @@ import math
 import os
 import socket
 import threading
+import time
 
 MAX_DATAGRAM = 65536  # The agent reads at most this many bytes per report.
-MAX_DEFERRED = 4096  # Deferred reports kept at most; beyond, the oldest is dropped (counted).
+# Reports kept at most waiting to be written (deferred), and again written but held back by a
+# busy socket; beyond either, the oldest is dropped (counted).
+MAX_DEFERRED = 4096
+EXIT_DRAIN_SECONDS = 0.5  # At exit, how long held reports wait for a busy agent at most.
 BATCH_BYTES = 60000  # A ReportSteps datagram's step reports, at most (under MAX_DATAGRAM).
 
 # A connected send's errors that mean the peer is gone, not busy: connect again.
@@ -99,7 +104,8 @@ class Reporter:
         self._sock.setblocking(False)
         self._connected = False
         self.sent = 0
-        self.dropped = 0
+        self._dropped = 0  # Counted under the send lock (or by its only thread)...
+        self._dropped_deferred = 0  # ... and by `defer` alone, lock-free.
         self._pid = os.getpid()
         self._deferred = collections.deque()  # (kind, encode, raw), oldest first.
         # Reports written but refused by a busy socket, and any after them, oldest first:
@@ -109,6 +115,11 @@ class Reporter:
         # Whether defer() leaves the sending to a flusher (the side thread runs): set by it.
         self.deferring = False
         self._connect()
+
+    @property
+    def dropped(self):
+        """Reports dropped: too large, no agent, or beyond the bounds."""
+        return self._dropped + self._dropped_deferred
 
     def _connect(self):
         """Connects the socket to the agent's path; False (and unconnected) when none listens."""
@@ -128,7 +139,8 @@ class Reporter:
         try:
             data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
         except (TypeError, ValueError):
-            self.dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
+            with self._send_lock:
+                self._dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
         with self._send_lock:
             if self._flush_locked() and os.getpid() == self._pid:
@@ -146,7 +158,7 @@ class Reporter:
         if len(deferred) > MAX_DEFERRED:
             try:
                 deferred.popleft()
-                self.dropped += 1
+                self._dropped_deferred += 1
             except IndexError:
                 pass
         if not self.deferring:
@@ -178,7 +190,7 @@ class Reporter:
                     data = ('{"%s":{%s,"worker":%s}}' % (
                         kind, members, self._identity_json)).encode()
                 except UnicodeError:
-                    self.dropped += 1
+                    self._dropped += 1
                     continue
                 self._hold(("data", data))
         finally:
@@ -190,28 +202,47 @@ class Reporter:
         held.append(item)
         if len(held) > MAX_DEFERRED:
             held.popleft()
-            self.dropped += 1
+            self._dropped += 1
 
     def _send_held(self):
-        """Sends the held reports in order until the socket is busy: whether none is left."""
+        """Sends the held reports in order until the socket is busy: whether none is left.
+        Each leaves the queue before its send and goes back to its front if the socket is
+        busy: a signal handler's report sent from within a send (the lock is reentrant) then
+        neither repeats nor loses one."""
         held = self._held
         while held:
-            if held[0][0] == "data":
-                if self._send(held[0][1]) is None:
+            kind, first = held.popleft()
+            if kind == "data":
+                if self._send(first) is None:
+                    held.appendleft((kind, first))
                     return False
-                held.popleft()
                 continue
-            bodies = []
-            size = 0
-            while held and held[0][0] == "step" and (
-                    not bodies or size + len(held[0][1]) <= BATCH_BYTES):
-                bodies.append(held[0][1])
-                size += len(held[0][1]) + 1
-                held.popleft()
+            bodies = [first]
+            size = len(first) + 1
+            while held and held[0][0] == "step" and size + len(held[0][1]) <= BATCH_BYTES:
+                body = held.popleft()[1]
+                bodies.append(body)
+                size += len(body) + 1
             if self._send_batch(bodies) is None:
                 held.extendleft(("step", body) for body in reversed(bodies))
                 return False
         return True
+
+    def drain(self, seconds=EXIT_DRAIN_SECONDS):
+        """At exit: flushes until nothing is held, retrying a busy socket for at most
+        `seconds` (bounded sleeps); what is still held then is dropped and counted."""
+        if os.getpid() != self._pid:
+            return  # A forked child never sends the parent's reports.
+        deadline = time.monotonic() + seconds
+        for _ in range(1000):
+            self.flush()
+            if not self._held or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        if self._held:
+            with self._send_lock:
+                self._dropped += len(self._held)
+                self._held.clear()
 
     def _send_batch(self, bodies):
         """Sends step report bodies as one datagram: _send's result."""
@@ -222,19 +253,19 @@ class Reporter:
         try:
             data = text.encode()
         except UnicodeError:
-            self.dropped += len(bodies)
+            self._dropped += len(bodies)
             return False
         sent = self._send(data)
         if sent:
             self.sent += len(bodies) - 1  # `sent` counts reports, not datagrams.
         elif sent is not None:
-            self.dropped += len(bodies) - 1
+            self._dropped += len(bodies) - 1
         return sent
 
     def _send(self, data):
         """True: sent; False: dropped (counted); None: the socket is busy (not counted)."""
         if len(data) > MAX_DATAGRAM:
-            self.dropped += 1
+            self._dropped += 1
             return False
         try:
             if self._connected:
@@ -242,7 +273,7 @@ class Reporter:
             elif self._connect():
                 self._sock.send(data)
             else:
-                self.dropped += 1
+                self._dropped += 1
                 return False
         except OSError as exc:
             # EAGAIN/ENOBUFS (the agent's queue is full): the caller holds it, never blocks.
@@ -251,15 +282,17 @@ class Reporter:
             if exc.errno in _BUSY:
                 return None
             if exc.errno not in _RECONNECT:
-                self.dropped += 1
+                self._dropped += 1
                 return False
             try:
                 if not self._connect():
-                    self.dropped += 1
+                    self._dropped += 1
                     return False
                 self._sock.send(data)
-            except OSError:
-                self.dropped += 1
+            except OSError as retry:
+                if retry.errno in _BUSY:
+                    return None
+                self._dropped += 1
                 return False
         self.sent += 1
         return True

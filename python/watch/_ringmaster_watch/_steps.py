@@ -4,8 +4,8 @@
   as a bound method so LR schedulers can still wrap it; on every torch, not 2.x's global
   `register_optimizer_step_post_hook`: a hook in that loop makes TorchDynamo give up compiling
   the whole Optimizer.step of a compiled custom optimizer ("graph break in a for/while loop"),
-  while a traced call of the wrapped `step` breaks before it and the step compiles as
-  without the watch (_compiler.py). The first optimizer that steps is the
+  while a traced call of the wrapped `step` breaks the caller's graph before it and the step
+  compiles as its own frame (_compiler.py; PyTorch's optimizers break there anyway). The first optimizer that steps is the
   step clock (a GAN's second optimizer does not double the count). Another one becomes the
   clock when it has stepped at least twice while the clock has been silent for more than
   SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the

@@ -82,7 +82,7 @@ class Ticker:
         if not _core.is_owner():
             return
         try:
-            self._reporter.flush()
+            self._reporter.drain()  # A busy agent: retried briefly (_reporter.py).
         except Exception:  # noqa: BLE001  Stopping: what cannot be written is dropped.
             pass
 

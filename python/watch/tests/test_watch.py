@@ -166,6 +166,81 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(reporter.dropped, 0)
         self.assertEqual(reporter.sent, sent + 50 + 1)
 
+    def fill_agent_queue(self, reporter):
+        """Direct reports until the agent's queue is full (a report held); how many sent."""
+        sent = 0
+        while not reporter._held and sent < 100000:
+            reporter.send("collectives", {"collectiveEntered": {"world": str(sent)}})
+            sent += 1
+        self.assertTrue(reporter._held)
+        return sent
+
+    def read_all(self, receiver):
+        out = []
+        while True:
+            try:
+                out.append(json.loads(receiver.recv(65536)))
+            except BlockingIOError:
+                return out
+
+    def test_a_report_sent_from_within_a_send_repeats_or_loses_none(self):
+        # A signal handler's report (the send lock is reentrant) runs right after a socket
+        # send inside a flush of held reports: every report once, in the order they happened.
+        _, receiver, reporter = self.agent_and_reporter()
+        reporter.deferring = True
+        sent = self.fill_agent_queue(reporter)
+        for step in range(1, 31):
+            reporter.defer("step", lambda raw: '"step":"%d"' % raw, step)
+        reporter.flush()
+        real_send = reporter._send
+        nested = []
+
+        def send_then_handler(data):
+            result = real_send(data)
+            if result and not nested:
+                nested.append(True)
+                reporter.send("phase", {"phase": "WORKER_PHASE_CHECKPOINT"})
+            return result
+
+        reporter._send = send_then_handler
+        receiver.setblocking(False)
+        got = []
+        for _ in range(1000):
+            got += self.read_all(receiver)
+            if not reporter._held:
+                break
+            reporter.flush()
+        got += self.read_all(receiver)
+        self.assertEqual(nested, [True])
+        kinds = [next(k for k in g if k != "worker") for g in got]
+        self.assertEqual([int(g["collectives"]["collectiveEntered"]["world"])
+                          for g in got if "collectives" in g], list(range(sent)))
+        steps = [int(s["step"]) for g in got if "steps" in g or "step" in g
+                 for s in (g["steps"]["steps"] if "steps" in g else [g["step"]])]
+        self.assertEqual(steps, list(range(1, 31)))
+        self.assertEqual(kinds[-1], "phase")
+        self.assertEqual(reporter.dropped, 0)
+
+    def test_drain_at_exit_waits_briefly_for_a_busy_agent(self):
+        _, receiver, reporter = self.agent_and_reporter()
+        sent = self.fill_agent_queue(reporter)
+        receiver.setblocking(False)
+        got = []
+        reader = threading.Timer(0.05, lambda: got.extend(self.read_all(receiver)))
+        reader.start()
+        reporter.drain(seconds=5)  # The agent reads again after 0.05 s: all of them go.
+        reader.join()
+        got += self.read_all(receiver)
+        self.assertFalse(reporter._held)
+        self.assertEqual(len(got), sent)
+        self.assertEqual(reporter.dropped, 0)
+        # Nobody reads: bounded, and what is left is counted as dropped.
+        self.fill_agent_queue(reporter)
+        held = len(reporter._held)
+        reporter.drain(seconds=0.1)
+        self.assertFalse(reporter._held)
+        self.assertEqual(reporter.dropped, held)
+
     def test_identity_errors_name_the_variable(self):
         env = {"RINGMASTER_JOB": "j", "RINGMASTER_GENERATION": "x", "RANK": "0",
                "RINGMASTER_WORKER_TOKEN": "t", "RINGMASTER_REPORT_SOCKET": "/s"}
