@@ -5,10 +5,10 @@
   `register_optimizer_step_post_hook`: a hook in that loop makes TorchDynamo give up compiling
   the whole Optimizer.step of a compiled custom optimizer ("graph break in a for/while loop"),
   while a traced call of the wrapped `step` breaks the caller's graph before it and the step
-  compiles as its own frame (_compiler.py; PyTorch's optimizers break there anyway). The first optimizer that steps is the
-  step clock (a GAN's second optimizer does not double the count). Another one becomes the
-  clock when it has stepped at least twice while the clock has been silent for more than
-  SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the
+  compiles as its own frame (_compiler.py; PyTorch's optimizers break there anyway). The
+  first optimizer that steps is the step clock (a GAN's second optimizer does not double the
+  count). Another one becomes the clock when it has stepped at least twice while the clock
+  has been silent for more than SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the
   old one, still referenced, would otherwise stop the step reports and look like a hang);
   its steps since then are counted at that step. Optimizers stepping several times per
   clock step, or a clock step skipped (AMP), keep the clock. Step number: the
