@@ -475,16 +475,21 @@ class Comm:
         with self._lock:
             if self._ddp_returned:
                 self._drain()
-            if group.offset is None:
-                return
-            n = pg_seq - group.offset - group.entered
-            if n <= 0:
-                return
-            group.entered += n
-            self._ended(group, group.entered - n + 1, group.entered, "broadcast", nbytes,
-                        seconds, mark, start, n)
-            group.settle()
-            self.version += 1
+            self._read_ended(group, pg_seq, "broadcast", nbytes, seconds, mark, start)
+
+    def _read_ended(self, group, pg_seq, op, nbytes, seconds, mark, start):
+        """Counts the collectives `group`'s process group entered up to `pg_seq` beyond those
+        the watch knew as one row of `op` (caller holds the lock)."""
+        if group.offset is None:
+            return
+        n = pg_seq - group.offset - group.entered
+        if n <= 0:
+            return
+        group.entered += n
+        self._ended(group, group.entered - n + 1, group.entered, op, nbytes, seconds, mark,
+                    start, n)
+        group.settle()
+        self.version += 1
 
     def ddp_done(self, group, pg_seq, nbytes, seconds, mark=None, start=None):
         """backward() returned: the collectives the process group entered up to `pg_seq` (read
@@ -540,16 +545,7 @@ class Comm:
         returned = self._ddp_returned
         while returned:
             group, pg_seq, nbytes, seconds, mark, start = returned.popleft()
-            if group.offset is None:
-                continue
-            n = pg_seq - group.offset - group.entered
-            if n <= 0:
-                continue
-            group.entered += n
-            self._ended(group, group.entered - n + 1, group.entered, "all_reduce", nbytes,
-                        seconds, mark, start, n)
-            group.settle()
-            self.version += 1
+            self._read_ended(group, pg_seq, "all_reduce", nbytes, seconds, mark, start)
 
     # -- reports -------------------------------------------------------------------------------
     def sequences(self):

@@ -695,6 +695,18 @@ class CommTest(unittest.TestCase):
             self.assertEqual(_reporter.json_number(value), text)
 
 
+def skip_before_torch_2(test, expression, what):
+    """Skips `test` where the ranks' torch lacks `what` (`expression`, Python over torch and
+    importlib.util, is false): allowed before torch 2.0 only, a failure from 2.0 on."""
+    probe = subprocess.run(
+        [harness.PYTHON, "-c", "import importlib.util, torch; print(torch.__version__, "
+         "bool(%s))" % expression], capture_output=True, text=True, timeout=60)
+    version, found = probe.stdout.split()
+    if found != "True":
+        test.assertLess(int(version.split(".")[0]), 2, "torch %s has no %s" % (version, what))
+        test.skipTest("torch %s has no %s" % (version, what))
+
+
 def agent_in_tmpdir(test):
     """(a new directory, a FakeAgent closed when `test` ends)."""
     d = harness.tmpdir()
@@ -1009,14 +1021,8 @@ class DdpTest(unittest.TestCase):
         # is the checkpoint phase, its own collectives counted alike on both ranks. Also in the
         # phases: rank 0's torch.save at step 3 (--save-every) and every rank's at the end.
         # Debian's 1.13 ships without the module: skipped there, required from 2.0 on.
-        probe = subprocess.run(
-            [harness.PYTHON, "-c", "import importlib.util, torch; print(torch.__version__, "
-             "importlib.util.find_spec('torch.distributed.checkpoint') is not None)"],
-            capture_output=True, text=True, timeout=60)
-        version, found = probe.stdout.split()
-        if found != "True":
-            self.assertLess(int(version.split(".")[0]), 2, "torch %s has no dcp" % version)
-            self.skipTest("torch %s has no torch.distributed.checkpoint" % version)
+        skip_before_torch_2(self, "importlib.util.find_spec('torch.distributed.checkpoint') "
+                            "is not None", "torch.distributed.checkpoint")
         agent, out, _ = self.run_watched("dcp", extra_args=["--steps", "4", "--dcp-save-at", "2"])
         self.assertTrue(os.path.exists(os.path.join(out + ".dcp", ".metadata")))
         agent.wait_for(lambda a: all(len(a.reports("step", r)) == 4 for r in range(2)),
@@ -1163,14 +1169,8 @@ class CompileTest(unittest.TestCase):
         # break and compile the same graphs as without the watch, print no warning of ours,
         # and the results must be the same bit for bit, while the watch still reports each
         # step and DDP's buckets. torch 1.13 has no torch.compile: skipped there.
-        probe = subprocess.run(
-            [harness.PYTHON, "-c", "import torch; print(torch.__version__, "
-             "callable(getattr(torch, 'compile', None)))"],
-            capture_output=True, text=True, timeout=60)
-        version, found = probe.stdout.split()
-        if found != "True":
-            self.assertLess(int(version.split(".")[0]), 2, "torch %s: no compile" % version)
-            self.skipTest("torch %s has no torch.compile" % version)
+        skip_before_torch_2(self, "callable(getattr(torch, 'compile', None))",
+                            "torch.compile")
         d, agent = agent_in_tmpdir(self)
         steps = 6
         logs = {}
