@@ -231,23 +231,33 @@ class Collectives:
             except Exception as exc:  # noqa: BLE001
                 _core.fail("Work.wait", exc)
                 return wait(work, *args, **kwargs)
-            comm.begin_blocking()
-            t0 = self.clock()
-            returned = False
-            try:
-                result = wait(work, *args, **kwargs)
-                returned = True
-                return result
-            finally:
-                seconds = self.clock() - t0
-                comm.end_blocking()
-                try:
-                    mark = self.marks().mark(device) if returned and device is not None else None
-                    comm.waited(work, seconds, mark, start)
-                except Exception as exc:  # noqa: BLE001
-                    _core.fail("Work.wait", exc)
+            return self.blocked_call(
+                "Work.wait", device, lambda seconds, mark: comm.waited(work, seconds, mark, start),
+                wait, work, *args, **kwargs)
 
         return wrapper
+
+    def blocked_call(self, where, device, record, fn, *args, **kwargs):
+        """Returns fn(*args, **kwargs), a call its thread blocks in while collectives run (the
+        thread counts as inside one meanwhile), timed; when it ends, record(seconds, mark):
+        `mark` recorded after it on `device`'s current stream if it returned and `device` is
+        set, else None. fn's exceptions pass through; record's disable the watch (`where`)."""
+        comm = self.comm
+        comm.begin_blocking()
+        t0 = self.clock()
+        returned = False
+        try:
+            result = fn(*args, **kwargs)
+            returned = True
+            return result
+        finally:
+            seconds = self.clock() - t0
+            comm.end_blocking()
+            try:
+                mark = self.marks().mark(device) if returned and device is not None else None
+                record(seconds, mark)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail(where, exc)
 
     def _wrap_new_group(self, fn):
         @_compiler.entry

@@ -167,21 +167,16 @@ class DdpWatch:
             except Exception as exc:  # noqa: BLE001
                 _core.fail("DistributedDataParallel buffers", exc)
                 return sync_buffers(ddp, *args, **kwargs)
-            t0 = comm.clock()
-            returned = False
+
+            def record(seconds, mark):
+                comm.buffers_synced(group, int(read()), nbytes, seconds, mark, start)
+
             try:
-                result = sync_buffers(ddp, *args, **kwargs)
-                returned = True
-                return result
+                return watch.collectives.blocked_call(
+                    "DistributedDataParallel buffers", device, record, sync_buffers, ddp,
+                    *args, **kwargs)
             finally:
-                seconds = comm.clock() - t0
                 group.buffers_read = None
-                try:
-                    mark = (watch.collectives.marks().mark(device)
-                            if returned and device is not None else None)
-                    comm.buffers_synced(group, int(read()), nbytes, seconds, mark, start)
-                except Exception as exc:  # noqa: BLE001
-                    _core.fail("DistributedDataParallel buffers", exc)
 
         return wrapper
 

@@ -43,8 +43,9 @@ cudaEventQuery and elapsed_time() cudaEventElapsedTime: neither waits for the GP
 wait on the driver's own locks, briefly), and both hold the GIL throughout
 (torch/csrc/cuda/Event.cpp), so the side thread may call them (_ticker.py): no daemon thread
 is inside them at the interpreter's finalisation. Ownership: an event belongs to its Comm
-entry from `mark` until `release` puts it back on the free list (at most FREE_EVENTS kept). Errors: raised to the
-caller (Comm, _collectives, _ddp), which disables the watch; the collective itself is untouched.
+entry from `mark` until `release` puts it back on the free list (at most FREE_EVENTS kept).
+Errors: raised to the caller (Comm, _collectives, _ddp), which disables the watch; the
+collective itself is untouched.
 """
 
 import functools

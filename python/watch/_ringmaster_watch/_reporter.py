@@ -143,7 +143,7 @@ class Reporter:
                 self._dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
         with self._send_lock:
-            if self._flush_locked() and os.getpid() == self._pid:
+            if self._flush_locked():  # False in a forked child too: it never sends.
                 sent = self._send(data)
                 if sent is not None:
                     return sent

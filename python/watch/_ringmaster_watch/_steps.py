@@ -8,12 +8,12 @@
   compiles as its own frame (_compiler.py; PyTorch's optimizers break there anyway). The
   first optimizer that steps is the step clock (a GAN's second optimizer does not double the
   count). Another one becomes the clock when it has stepped at least twice while the clock
-  has been silent for more than SWITCH_INTERVALS of its usual step time (a program's new optimizer for a second phase: the
-  old one, still referenced, would otherwise stop the step reports and look like a hang);
-  its steps since then are counted at that step. Optimizers stepping several times per
-  clock step, or a clock step skipped (AMP), keep the clock. Step number: the
-  optimizer's per-parameter state 'step' when it is a CPU number (Adam, AdamW...: a resumed
-  run continues its count), else the count since start_step.
+  has been silent for more than SWITCH_INTERVALS of its usual step time (a program's new
+  optimizer for a second phase: the old one, still referenced, would otherwise stop the step
+  reports and look like a hang); its steps since then are counted at that step. Optimizers
+  stepping several times per clock step, or a clock step skipped (AMP), keep the clock. Step
+  number: the optimizer's per-parameter state 'step' when it is a CPU number (Adam,
+  AdamW...: a resumed run continues its count), else the count since start_step.
 - step_seconds: between step ends (the first: since the first DDP forward or backward, else
   since init_process_group); comm_seconds: time blocked in collectives during it;
   compute_seconds: the rest.
