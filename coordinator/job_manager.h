@@ -361,8 +361,15 @@ class JobManager {
   // Grows each running elastic job that runs on fewer nodes than it asks for, once its full size
   // fits on the free devices and its own (behind the devices held for the first waiting job), and
   // its generation has stepped: its ranks are asked to checkpoint and exit, as in a drain, and its
-  // next launch (TryPlace) takes the full size (job_manager_elastic.cc).
+  // next launch (TryPlace) takes the full size (job_manager_elastic.cc). Not onto a settling node
+  // (settling_, flap_damping.h): a grow that needs one waits, with an "elastic" event naming it.
   void GrowElasticJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pass's grow of `job` to `desired` would fit on `open` only with settling nodes: says so
+  // (an "elastic" event, once per set of such nodes). `open` has the job's own nodes.
+  void NoteGrowSettling(Job* job, const std::vector<NodeCapacity>& open, const Layout& desired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pass is due: a node settled since the last pass read settling_.
+  bool EndSettling(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hot spares (JobSpec.spares; job_manager_spares.cc). After each pass: holds each running
   // job's spares (idle nodes with its devices_per_node free, allocated to "<job id>/spare"),
   // refilled while free nodes allow and let go when it ends; "spare" events say each change.
@@ -493,6 +500,10 @@ class JobManager {
   absl::Duration store_retry_pause_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   absl::flat_hash_map<std::string, std::string> requests_ ABSL_GUARDED_BY(mu_);
   Hold hold_ ABSL_GUARDED_BY(mu_);  // as the last scheduling pass left it, for Plan
+  // The settling nodes as the last pass read them (no grow or spare goes there), and when the
+  // first of them settles (Tick runs a pass then).
+  std::map<std::string, NodeManager::Settling> settling_ ABSL_GUARDED_BY(mu_);
+  absl::Time settled_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;

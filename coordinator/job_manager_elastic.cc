@@ -1,7 +1,9 @@
 // JobManager's growing of elastic jobs (JobSpec.min_nodes, spec/elastic.h) back to their full
-// size, and the wait for a lost node's replacement before shrinking (spec.elastic_wait_seconds).
-// Shrinking itself: TryPlace (job_manager_scheduling.cc) places a job that does not fit at
-// spec.nodes at the largest smaller size that fits.
+// size, never onto a settling node (flap damping, flap_damping.h), and the wait for a lost node's
+// replacement before shrinking (spec.elastic_wait_seconds). Shrinking itself: TryPlace
+// (job_manager_scheduling.cc) places a job that does not fit at spec.nodes at the largest smaller
+// size that fits.
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -39,6 +41,24 @@ std::vector<NodeCapacity> FreeOrOwn(const std::vector<NodeCapacity>& usable,
   return out;
 }
 
+// `open` without the settling nodes, except the job's own.
+std::vector<NodeCapacity> Settled(const std::vector<NodeCapacity>& open,
+                                  const std::map<std::string, NodeManager::Settling>& settling,
+                                  const v1::JobStatus& own) {
+  if (settling.empty()) return open;
+  const std::set<std::string> mine = job_manager_internal::NodesOf(own);
+  std::vector<NodeCapacity> out;
+  for (const NodeCapacity& node : open) {
+    if (!settling.count(node.name) || mine.count(node.name)) out.push_back(node);
+  }
+  return out;
+}
+
+// "2m0s" as "2m": whole seconds.
+std::string Seconds(absl::Duration d) {
+  return absl::FormatDuration(absl::Ceil(d, absl::Seconds(1)));
+}
+
 }  // namespace
 
 void JobManager::GrowElasticJobs() {
@@ -55,10 +75,15 @@ void JobManager::GrowElasticJobs() {
   const std::vector<NodeCapacity> usable = nodes_->UsableCapacity();
   for (Job* job : shrunk) {
     const Layout desired = DesiredLayoutOf(job->status);
+    const std::vector<NodeCapacity> open = FreeOrOwn(usable, nodes_->FreeCapacity(), job->status);
     const absl::StatusOr<Placement> full =
-        PlaceBehind(FreeOrOwn(usable, nodes_->FreeCapacity(), job->status),
+        PlaceBehind(Settled(open, settling_, job->status),
                     hold_.job_id.empty() ? nullptr : &hold_, desired, job->excluded);
-    if (!full.ok()) continue;
+    if (!full.ok()) {
+      NoteGrowSettling(job, open, desired);
+      continue;
+    }
+    job->grow_waits_for.clear();
     const Layout now = LayoutOf(job->status);
     const std::string why =
         absl::StrCat("growing DP ", now.data, "→", desired.data, ": ", desired.nodes,
@@ -68,6 +93,41 @@ void JobManager::GrowElasticJobs() {
     // that checkpoint, waits for their exits (or the grace).
     MoveOffNode(job, "", why, options_.drain_checkpoint_grace_seconds);
   }
+}
+
+void JobManager::NoteGrowSettling(Job* job, const std::vector<NodeCapacity>& open,
+                                  const Layout& desired) {
+  std::set<std::string> needs;  // none: it would not fit with them either, nothing to say
+  if (!settling_.empty()) {
+    const absl::StatusOr<Placement> with =
+        PlaceBehind(open, hold_.job_id.empty() ? nullptr : &hold_, desired, job->excluded);
+    const std::set<std::string> mine = job_manager_internal::NodesOf(job->status);
+    for (size_t i = 0; with.ok() && i < with->assignments.size(); ++i) {
+      const std::string& node = with->assignments[i].node();
+      if (settling_.count(node) && !mine.count(node)) needs.insert(node);
+    }
+  }
+  if (needs.empty()) job->grow_waits_for.clear();  // a later wait is said again
+  if (needs.empty() || needs == job->grow_waits_for) return;
+  job->grow_waits_for = needs;
+  std::vector<std::string> why;
+  for (const std::string& node : needs) {
+    const NodeManager::Settling& s = settling_.at(node);
+    why.push_back(absl::StrCat(node, " (lost ", s.losses, " times lately; settles in ",
+                               Seconds(s.left), ")"));
+  }
+  AddEvent(job, "elastic",
+           absl::StrCat("not growing DP ", LayoutOf(job->status).data, "→", desired.data,
+                        " yet: it needs settling nodes, which drop again too often to be worth a "
+                        "checkpoint and restart: ",
+                        absl::StrJoin(why, ", ")));
+  Persist(job);
+}
+
+bool JobManager::EndSettling(absl::Time now) {
+  if (now < settled_at_) return false;
+  settled_at_ = absl::InfiniteFuture();  // the pass reads the settling nodes again
+  return true;
 }
 
 bool JobManager::InElasticWait(const Job& job, absl::Time now) {

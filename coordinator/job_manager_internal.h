@@ -106,6 +106,8 @@ struct JobManager::Job {
   // Crash-loop backoff and drain waits (whether the current generation stepped, and the failures
   // in a row of generations that did not, are in the status): when the next launch may happen.
   absl::Time launch_not_before = absl::InfinitePast();
+  // The settling nodes the last "elastic" event said a grow waits for (NoteGrowSettling).
+  std::set<std::string> grow_waits_for;
   // MASTER_PORT given to the latest generation this coordinator launched; 0: none (or launched
   // before it restarted). Other jobs' launches avoid it while this job runs or restarts.
   int master_port = 0;

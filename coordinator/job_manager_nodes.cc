@@ -180,7 +180,12 @@ void JobManager::OnNodeLost(const std::string& node) {
       changed = true;
       continue;
     }
-    if (!RunsOn(job->status, node)) continue;
+    if (!RunsOn(job->status, node)) {
+      // A lost spare: the pass lets it go and takes another free node at once.
+      const auto& spares = job->status.spare_nodes();
+      changed |= std::find(spares.begin(), spares.end(), node) != spares.end();
+      continue;
+    }
     std::string what = absl::StrCat("node ", node, " was lost");
     AddRanksOn(job->status, node, &AddEvent(job, "node_lost", what));
     // The node manager measures silences on its own clock (the steady one, in the coordinator).

@@ -39,6 +39,11 @@ void JobManager::ScheduleLocked() {
     }
   }
   HoldSpares(/*refill=*/false);  // an ended job's spares are free for the pass
+  settling_ = nodes_->SettlingNodes();
+  settled_at_ = absl::InfiniteFuture();
+  for (const auto& [node, settling] : settling_) {
+    settled_at_ = std::min(settled_at_, now + settling.left);
+  }
   SchedulingPass pass(nodes_, options_.hold_devices_for_oldest_pending);
   auto try_place = [&](Job* job) {
     const int refused = pass.refused();

@@ -2,8 +2,9 @@
 // devices_per_node devices allocated on the node manager to the holder "<job id>/spare", so no
 // other job is placed on them. HoldSpares, after each scheduling pass (the waiting jobs, and the
 // devices held for the first of them, come first), keeps each running job's spares alive, off
-// its own and its excluded nodes, and takes more while free nodes allow; it lets them go when the
-// job ends (before the pass, so that the nodes are free for it). A job relaunched after losing a
+// its own, its excluded and the settling nodes (flap_damping.h), and takes more while free nodes
+// allow; it lets them go when the job ends (before the pass, so that the nodes are free for it).
+// A job relaunched after losing a
 // node has its spares' devices freed just before it is placed (ReleaseSparesForLaunch), so its
 // next generation takes them at once; SparesUsed then says which spare replaced which node, and
 // the next HoldSpares refills the pool.
@@ -118,7 +119,9 @@ void JobManager::HoldSpares(bool refill) {
     std::map<std::string, std::vector<int>> devices;  // held per node, for PrepareWorkers
     for (const NodeCapacity& node : free) {
       if (static_cast<int>(now.size()) >= want) break;
-      if (own.count(node.name) || job->excluded.count(node.name)) continue;
+      if (own.count(node.name) || job->excluded.count(node.name) || settling_.count(node.name)) {
+        continue;
+      }
       Placement placement;
       for (const FreeDevice& d : node.free) {
         if (static_cast<int>(placement.assignments.size()) == per_node) break;

@@ -140,6 +140,28 @@ TEST_F(SparesTest, ASpareAnotherJobTakesIsToldToDropItsPreparation) {
   EXPECT_THAT(Prepares(sink_), ElementsAre("n3 " + id + " 0"));
 }
 
+// Flap damping: a spare lost twice is not taken again until it has settled (1 min).
+TEST_F(SparesTest, AFlappingNodeIsTakenAsASpareOnlyOnceItSettles) {
+  const std::string id = RunWithOneSpare();
+  ASSERT_THAT(Current(id).spare_nodes(), ElementsAre("n3"));
+  for (int loss = 1; loss <= 2; ++loss) {
+    auto n3 = nodes_->Register(NodeRegistration("n3", 1));  // its current session
+    ASSERT_TRUE(n3.ok());
+    ASSERT_TRUE(nodes_->Disconnected("n3", *n3));
+    jobs_->OnNodeLost("n3");
+    EXPECT_THAT(Current(id).spare_nodes(), IsEmpty()) << "loss " << loss;
+    AddNode("n3", 1);
+    if (loss == 1) EXPECT_THAT(Current(id).spare_nodes(), ElementsAre("n3"));
+  }
+  EXPECT_THAT(Current(id).spare_nodes(), IsEmpty());
+  clock_.Advance(absl::Seconds(30));
+  jobs_->Tick();
+  EXPECT_THAT(Current(id).spare_nodes(), IsEmpty());
+  clock_.Advance(absl::Seconds(30));
+  jobs_->Tick();
+  EXPECT_THAT(Current(id).spare_nodes(), ElementsAre("n3"));
+}
+
 TEST_F(SparesTest, WithoutASpareTheJobWaitsForANode) {
   AddNode("n1", 1);
   auto n2 = nodes_->Register(NodeRegistration("n2", 1));

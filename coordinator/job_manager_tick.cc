@@ -40,6 +40,7 @@ void JobManager::Tick() {
   changed |= FreeEndedDrains(now);
   changed |= DecidePendingHangs(now);
   changed |= FailUnreconciledJobs(now);
+  changed |= EndSettling(now);
   PushProgress(now);
   if (changed) ScheduleLocked();
 }

@@ -48,6 +48,13 @@ ABSL_FLAG(double, lost_after, 2.5, "Seconds without a heartbeat after which a no
 ABSL_FLAG(double, forget_lost_node_after, 3600,
           "Seconds after which a lost node that holds no device is forgotten: dropped from "
           "`ringctl nodes` and its metric series removed (0: never).");
+ABSL_FLAG(double, flap_window, 1800,
+          "Flap damping: seconds over which a node's losses count. A node lost twice or more "
+          "within it settles after it registers again before an elastic job grows onto it or a "
+          "job takes it as a spare (docs/coordinator.md).");
+ABSL_FLAG(double, flap_hold, 60,
+          "Flap damping: seconds a node lost twice within --flap_window settles, doubling per "
+          "further loss, at most --flap_window (0: no damping).");
 ABSL_FLAG(double, stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 ABSL_FLAG(double, drain_checkpoint_grace, 120,
           "Seconds a drained job's workers get to checkpoint and exit after SIGUSR1, before the "
@@ -127,6 +134,12 @@ absl::Status Run() {
   // Liveness is measured on the steady clock: setting the system clock must neither lose every
   // node (a step forward) nor keep a dead one (a step back).
   coordinator::NodeManager nodes(Clock::Steady(), lost_after, forget_after, &registry);
+  coordinator::FlapDamping damping;
+  damping.window = absl::Seconds(absl::GetFlag(FLAGS_flap_window));
+  damping.hold = absl::Seconds(absl::GetFlag(FLAGS_flap_hold));
+  if (!(damping.window > absl::ZeroDuration())) return FieldError("--flap_window", "must be > 0");
+  if (!(damping.hold >= absl::ZeroDuration())) return FieldError("--flap_hold", "must be >= 0");
+  nodes.SetFlapDamping(damping);
   coordinator::RendezvousManager rendezvous(clock, &registry);
   coordinator::AgentService agent_service(&nodes, &rendezvous, clock,
                                           absl::Seconds(absl::GetFlag(FLAGS_heartbeat_interval)),

@@ -70,6 +70,7 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.alive = true;
   node.leaving = false;
   node.last_heartbeat = node.silent_since = clock_->Now();
+  node.flaps.Registered(node.last_heartbeat);
   node.paused_since.reset();
   NoteReadLocked(node.last_heartbeat);
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
@@ -148,6 +149,7 @@ std::vector<std::string> NodeManager::TakeDisconnected() {
 void NodeManager::MarkLost(Node* node) {
   node->alive = false;
   node->lost_at = clock_->Now();
+  node->flaps.Lost(node->lost_at, damping_);
   --alive_;
   if (node->lost) node->lost->Increment();
 }
@@ -369,6 +371,12 @@ v1::NodeStatus NodeManager::StatusOf(const std::string& name, const Node* node,
                                                          : node->registration.devices(0).kind());
   s.set_alive(node->alive);
   s.set_last_heartbeat_age_seconds(absl::ToDoubleSeconds(now - node->last_heartbeat));
+  s.set_recent_losses(node->flaps.RecentLosses(now, damping_));
+  if (node->alive) {
+    if (std::optional<absl::Time> until = node->flaps.SettlingUntil(now, damping_)) {
+      s.set_settling_seconds(absl::ToDoubleSeconds(*until - now));
+    }
+  }
   absl::flat_hash_set<std::string> jobs;
   for (const auto& [device, job] : node->holder) jobs.insert(job);
   std::vector<std::string> sorted(jobs.begin(), jobs.end());
@@ -403,6 +411,24 @@ absl::StatusOr<v1::NodeStatus> NodeManager::Status(const std::string& name) cons
 int NodeManager::AliveCount() const {
   absl::MutexLock lock(&mu_);
   return alive_;
+}
+
+void NodeManager::SetFlapDamping(const FlapDamping& damping) {
+  absl::MutexLock lock(&mu_);
+  damping_ = damping;
+}
+
+std::map<std::string, NodeManager::Settling> NodeManager::SettlingNodes() const {
+  std::map<std::string, Settling> out;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (const auto& [name, node] : nodes_) {
+    if (!node.alive) continue;
+    if (std::optional<absl::Time> until = node.flaps.SettlingUntil(now, damping_)) {
+      out[name] = Settling{*until - now, node.flaps.RecentLosses(now, damping_)};
+    }
+  }
+  return out;
 }
 
 void NodeManager::UpdateGauge() {

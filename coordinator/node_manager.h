@@ -14,11 +14,16 @@
 // Cordons (set by the job manager, which stores them first) outlive the node's registration: a
 // cordoned node that is forgotten and registers again is still cordoned.
 //
+// Each node's losses are remembered (in memory, until it is forgotten) for flap damping
+// (flap_damping.h): a node lost twice or more within the window is *settling* for a while after it
+// registers again (Settling(), and NodeStatus.settling_seconds in List()).
+//
 // Thread-safe.
 #ifndef RINGMASTER_COORDINATOR_NODE_MANAGER_H_
 #define RINGMASTER_COORDINATOR_NODE_MANAGER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics/registry.h"
+#include "coordinator/flap_damping.h"
 #include "coordinator/placement.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/coordinator.pb.h"
@@ -137,6 +143,16 @@ class NodeManager {
   absl::StatusOr<v1::NodeStatus> Status(const std::string& node) const;
   int AliveCount() const;
 
+  // The flap damping rule (the default FlapDamping's until set; a zero hold: none settles).
+  void SetFlapDamping(const FlapDamping& damping);
+  // A live node that is settling now: how long it has left, and its losses within the window.
+  struct Settling {
+    absl::Duration left;
+    int losses = 0;
+  };
+  // The live nodes settling now, by name.
+  std::map<std::string, Settling> SettlingNodes() const;
+
  private:
   std::vector<NodeCapacity> Capacity(bool free_only) const;
   struct Node {
@@ -150,6 +166,7 @@ class NodeManager {
     bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
+    FlapHistory flaps;                             // its losses and latest registration
   };
 
   void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +200,7 @@ class NodeManager {
   // The longest time without a message read since last_tick_ (up to last_read_).
   absl::Duration longest_unread_ ABSL_GUARDED_BY(mu_);
   int alive_ ABSL_GUARDED_BY(mu_) = 0;
+  FlapDamping damping_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> disconnected_ ABSL_GUARDED_BY(mu_);  // for TakeDisconnected
 };
 

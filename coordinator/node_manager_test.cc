@@ -413,5 +413,54 @@ TEST_F(NodeManagerTest, LostNodesOfferNoCapacity) {
   EXPECT_FALSE(nodes_.HostAddress("zzz").has_value());
 }
 
+// Flap damping (flap_damping.h): a node lost twice, by disconnect or by silence, settles after
+// it registers again; it is listed with its losses and time left, and a lost node is not settling.
+TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
+  nodes_.SetFlapDamping({absl::Minutes(30), absl::Minutes(1)});
+  auto a = nodes_.Register(NodeRegistration("a", 1));
+  ASSERT_TRUE(a.ok());
+  auto b = nodes_.Register(NodeRegistration("b", 1));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  a = nodes_.Register(NodeRegistration("a", 1));
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(nodes_.SettlingNodes().empty());  // one loss
+  clock_.Advance(absl::Seconds(4));  // silent past lost_after: the second loss
+  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(nodes_.SettlingNodes().empty());  // lost: not settling
+  auto listed = nodes_.Status("a");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->recent_losses(), 2);
+  EXPECT_EQ(listed->settling_seconds(), 0);
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  clock_.Advance(absl::Seconds(20));
+  const auto settling = nodes_.SettlingNodes();
+  ASSERT_EQ(settling.size(), 1u);
+  EXPECT_EQ(settling.at("a").left, absl::Seconds(40));
+  EXPECT_EQ(settling.at("a").losses, 2);
+  listed = nodes_.Status("a");
+  EXPECT_EQ(listed->settling_seconds(), 40);
+  EXPECT_EQ(nodes_.Status("b")->recent_losses(), 0);
+  // It still offers its capacity: only voluntary moves (grows, spares) avoid it.
+  EXPECT_EQ(nodes_.FreeCapacity().size(), 2u);
+  clock_.Advance(absl::Seconds(40));
+  EXPECT_TRUE(nodes_.SettlingNodes().empty());
+  EXPECT_EQ(nodes_.Status("a")->settling_seconds(), 0);
+}
+
+TEST_F(NodeManagerTest, AZeroHoldSettlesNothing) {
+  nodes_.SetFlapDamping({absl::Minutes(30), absl::ZeroDuration()});
+  for (int i = 0; i < 5; ++i) {
+    auto a = nodes_.Register(NodeRegistration("a", 1));
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  }
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  EXPECT_TRUE(nodes_.SettlingNodes().empty());
+  EXPECT_EQ(nodes_.Status("a")->recent_losses(), 5);
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

@@ -212,7 +212,19 @@ std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now
       {"NAME", "KIND", "DEVICES", "IN-USE", "ALIVE", "HEARTBEAT", "SCHEDULING", "JOBS"}};
   if (wide) rows[0].insert(rows[0].end(), {"CORDONED-BY", "REASON"});
   std::string cordons;
+  auto scheduling_of = [](const v1::NodeStatus& n) -> std::string {
+    if (n.has_cordon()) return "CORDONED";
+    if (n.leaving()) return "LEAVING";
+    return n.alive() && n.settling_seconds() > 0 ? "SETTLING" : "yes";
+  };
   for (const auto& n : nodes) {
+    if (n.alive() && n.settling_seconds() > 0) {
+      absl::StrAppend(&cordons, n.name(), ": lost ", n.recent_losses(),
+                      " times lately: settling for ",
+                      absl::FormatDuration(absl::Ceil(absl::Seconds(n.settling_seconds()),
+                                                      absl::Seconds(1))),
+                      " more (no elastic grow or spare onto it until then)\n");
+    }
     if (wide) {
       const std::string by = n.has_cordon() && !n.cordon().by().empty() ? n.cordon().by() : "-";
       const std::string why =
@@ -224,11 +236,10 @@ std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now
       rows.push_back({n.name(), n.device_kind(), absl::StrCat(n.devices()),
                       absl::StrCat(n.devices_in_use()), n.alive() ? "yes" : "LOST",
                       absl::StrFormat("%.1fs", n.last_heartbeat_age_seconds()),
-                      n.has_cordon() ? "CORDONED" : n.leaving() ? "LEAVING" : "yes",
-                      n.jobs().empty() ? "-" : absl::StrJoin(n.jobs(), ","), by, why});
+                      scheduling_of(n), n.jobs().empty() ? "-" : absl::StrJoin(n.jobs(), ","), by, why});
       continue;
     }
-    const std::string scheduling = n.has_cordon() ? "CORDONED" : n.leaving() ? "LEAVING" : "yes";
+    const std::string scheduling = scheduling_of(n);
     if (n.has_cordon()) {
       absl::StrAppend(&cordons, n.name(), ": cordoned ", Age(n.cordon().since_unix_nanos(), now),
                       " ago", n.cordon().by().empty() ? "" : " by " + n.cordon().by(),

@@ -30,7 +30,9 @@ std::string FormatPlan(const v1::PlanJobResponse& plan);
 
 // Columns NAME KIND DEVICES IN-USE ALIVE HEARTBEAT SCHEDULING JOBS, then one line per cordoned
 // node: since when, by whom and why. `wide` (-o wide) adds CORDONED-BY and REASON columns
-// instead of those lines ("-" for none). Stable columns (docs/ringctl.md).
+// instead of those lines ("-" for none). A live node settling after repeated losses (flap
+// damping) is SETTLING, with a line (also with `wide`) saying its losses and how long it has
+// left. Stable columns (docs/ringctl.md).
 std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now,
                         bool wide = false);
 // What `ringctl cordon|drain|uncordon` did.

@@ -1,5 +1,6 @@
 #include "ctl/format.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -187,6 +188,26 @@ TEST(DescribeJobTest, TheLinkCheckSaysEachKindOfLinkAndNamesTheSlowOnes) {
   check->set_step(40);  // a requested check (ringctl check-links)
   EXPECT_THAT(DescribeJob(r), HasSubstr("Links (link check of generation 2 after step 40, 4 of 4"));
   EXPECT_THAT(DescribeJob(r), HasSubstr("0.10 GB/s SLOW (below the floor): 0.05x the median"));
+}
+
+TEST(FormatNodesTest, ASettlingNodeIsSaidWithItsLossesAndTimeLeft) {
+  std::vector<v1::NodeStatus> nodes(3);
+  for (int i = 0; i < 3; ++i) {
+    nodes[i].set_name(absl::StrCat("n", i + 1));
+    nodes[i].set_device_kind("cpu");
+    nodes[i].set_devices(1);
+    nodes[i].set_alive(true);
+  }
+  nodes[1].set_recent_losses(3);
+  nodes[1].set_settling_seconds(99.2);
+  nodes[2].set_recent_losses(1);  // one loss: not settling
+  const std::string out = FormatNodes(nodes, absl::UnixEpoch(), /*wide=*/false);
+  EXPECT_THAT(out, HasSubstr("SETTLING"));
+  EXPECT_EQ(out.find("SETTLING"), out.rfind("SETTLING")) << out;
+  EXPECT_THAT(out, HasSubstr("n2: lost 3 times lately: settling for 1m40s more (no elastic grow "
+                             "or spare onto it until then)\n"));
+  EXPECT_THAT(out, Not(HasSubstr("n3: lost")));
+  EXPECT_THAT(FormatNodes(nodes, absl::UnixEpoch(), /*wide=*/true), HasSubstr("n2: lost 3 times"));
 }
 
 }  // namespace
