@@ -8,7 +8,7 @@ absl::Duration SettleHold(int losses, const FlapDamping& damping) {
   if (losses < 2 || damping.hold <= absl::ZeroDuration()) return absl::ZeroDuration();
   absl::Duration hold = damping.hold;
   for (int i = 2; i < losses && hold < damping.window; ++i) hold *= 2;
-  return std::min(hold, std::max(damping.window, damping.hold));
+  return std::min(hold, damping.window);
 }
 
 void FlapHistory::Lost(absl::Time at, const FlapDamping& damping) {

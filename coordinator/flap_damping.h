@@ -9,7 +9,8 @@
 // 2 a node is never settling (one loss is a reboot, or a maintenance restart). With n >= 2 it is
 // settling until `hold` x 2^(n-2), at most `window`, after its latest registration. Losses age out
 // of the window, so a node that stays up settles sooner, and is forgiven in full after `window`.
-// A zero `hold` turns damping off.
+// A zero `hold` turns damping off. A node that said it was leaving before its stream ended (a
+// planned restart) is not counted lost (NodeManager).
 //
 // Threading: FlapHistory is a plain value; its owner (NodeManager) guards it. Ownership: none.
 // Errors: none (times are taken as given; a loss earlier than one recorded is kept in order).

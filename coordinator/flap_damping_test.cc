@@ -24,6 +24,11 @@ TEST(SettleHoldTest, DoublesFromTheSecondLossUpToTheWindow) {
   }
 }
 
+TEST(SettleHoldTest, IsNeverLongerThanTheWindow) {
+  EXPECT_EQ(SettleHold(2, {absl::Minutes(30), absl::Minutes(30)}), absl::Minutes(30));
+  EXPECT_EQ(SettleHold(40, {absl::Seconds(10), absl::Seconds(3)}), absl::Seconds(10));
+}
+
 TEST(SettleHoldTest, AZeroHoldTurnsDampingOff) {
   EXPECT_EQ(SettleHold(10, {absl::Minutes(30), absl::ZeroDuration()}), absl::ZeroDuration());
 }

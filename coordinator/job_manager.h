@@ -362,7 +362,8 @@ class JobManager {
   // fits on the free devices and its own (behind the devices held for the first waiting job), and
   // its generation has stepped: its ranks are asked to checkpoint and exit, as in a drain, and its
   // next launch (TryPlace) takes the full size (job_manager_elastic.cc). Not onto a settling node
-  // (settling_, flap_damping.h): a grow that needs one waits, with an "elastic" event naming it.
+  // (settling_, flap_damping.h): a grow that needs one waits, with an "elastic" event naming it;
+  // one that fits without is decided, and its launch, like every placement, avoids them.
   void GrowElasticJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pass's grow of `job` to `desired` would fit on `open` only with settling nodes: says so
   // (an "elastic" event, once per set of such nodes). `open` has the job's own nodes.
@@ -503,6 +504,7 @@ class JobManager {
   // The settling nodes as the last pass read them (no grow or spare goes there), and when the
   // first of them settles (Tick runs a pass then).
   std::map<std::string, NodeManager::Settling> settling_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> settling_nodes_ ABSL_GUARDED_BY(mu_);  // their names, which placements avoid
   absl::Time settled_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;

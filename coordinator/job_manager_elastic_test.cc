@@ -307,11 +307,34 @@ TEST_F(ElasticTest, AGrowThatFitsWithoutTheSettlingNodeGoesAhead) {
   const v1::JobStatus grown = Current(id);
   ASSERT_EQ(grown.state(), v1::JOB_STATE_RUNNING) << grown.reason();
   ASSERT_EQ(grown.assignments_size(), 4);
-  // The relaunch itself may use the settling node (it places like any launch); the grow's
-  // decision did not wait for it.
+  // Its launch avoids the settling node too (n3 sorts before n5).
+  for (const auto& a : grown.assignments()) EXPECT_NE(a.node(), "n3");
   for (const auto& e : EventsOf(*jobs_->Get(id), "elastic")) {
     EXPECT_THAT(e.message(), ::testing::Not(HasSubstr("not growing")));
   }
+}
+
+// Any placement avoids a settling node while other capacity fits, and uses it when none does.
+TEST_F(ElasticTest, APlacementAvoidsASettlingNodeWhileOthersFit) {
+  for (const char* n : {"n1", "n2"}) AddNode(n, 1);
+  for (int loss = 0; loss < 2; ++loss) {
+    auto n3 = nodes_->Register(NodeRegistration("n3", 1));
+    ASSERT_TRUE(n3.ok());
+    nodes_->Disconnected("n3", *n3);
+    jobs_->OnNodeLost("n3");
+  }
+  ASSERT_TRUE(nodes_->Register(NodeRegistration("n3", 1)).ok());
+  AddNode("n4", 1);
+  const std::string two = SubmitOk(Spec(2, 1));
+  const v1::JobStatus placed = Current(two);
+  ASSERT_EQ(placed.state(), v1::JOB_STATE_RUNNING) << placed.reason();
+  for (const auto& a : placed.assignments()) EXPECT_NE(a.node(), "n3");  // n1, n2 are best fit
+  const std::string one = SubmitOk(Spec(1, 1));
+  ASSERT_EQ(Current(one).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Current(one).assignments(0).node(), "n4");  // not n3, which sorts first
+  const std::string last = SubmitOk(Spec(1, 1));
+  ASSERT_EQ(Current(last).state(), v1::JOB_STATE_RUNNING) << Current(last).reason();
+  EXPECT_EQ(Current(last).assignments(0).node(), "n3");  // nothing else is free
 }
 
 TEST_F(ElasticTest, ASubmittedJobStartsSmallerWhenItsNodesAreNotThere) {

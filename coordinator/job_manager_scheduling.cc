@@ -40,8 +40,10 @@ void JobManager::ScheduleLocked() {
   }
   HoldSpares(/*refill=*/false);  // an ended job's spares are free for the pass
   settling_ = nodes_->SettlingNodes();
+  settling_nodes_.clear();
   settled_at_ = absl::InfiniteFuture();
   for (const auto& [node, settling] : settling_) {
+    settling_nodes_.insert(node);
     settled_at_ = std::min(settled_at_, now + settling.left);
   }
   SchedulingPass pass(nodes_, options_.hold_devices_for_oldest_pending);
@@ -124,7 +126,7 @@ bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
   const Layout desired = DesiredLayoutOf(job->status);
   const bool pending = job->status.state() == v1::JOB_STATE_PENDING;
   SchedulingPass::Outcome outcome =
-      pass->Place({job->status.job_id(), desired, pending, &job->excluded});
+      pass->Place({job->status.job_id(), desired, pending, &job->excluded, &settling_nodes_});
   int nodes = desired.nodes;
   if (outcome.kind == SchedulingPass::Outcome::kWaiting &&
       !WaitForReplacement(job, outcome.reason)) {
@@ -132,7 +134,8 @@ bool JobManager::TryPlace(Job* job, SchedulingPass* pass) {
     for (const spec::ElasticSize& size : spec::ReachableSizes(job->status.spec(), desired.data)) {
       if (size.nodes == desired.nodes) continue;
       SchedulingPass::Outcome smaller = pass->Place(
-          {job->status.job_id(), LayoutAtNodes(desired, size.nodes), pending, &job->excluded});
+          {job->status.job_id(), LayoutAtNodes(desired, size.nodes), pending, &job->excluded,
+           &settling_nodes_});
       if (smaller.kind == SchedulingPass::Outcome::kRefused) return false;
       if (smaller.kind != SchedulingPass::Outcome::kPlaced) continue;
       AddEvent(job, "elastic",
@@ -173,6 +176,7 @@ void JobManager::Launch(Job* job, const Placement& placement) {
   const std::string& id = job->status.job_id();
   v1::JobStatus& status = job->status;
   status.set_generation(status.generation() + 1);
+  job->grow_waits_for.clear();  // a later grow's wait is said again
   status.clear_assignments();
   for (const auto& a : placement.assignments) *status.add_assignments() = a;
   *status.mutable_groups() = placement.groups;

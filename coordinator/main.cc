@@ -138,7 +138,9 @@ absl::Status Run() {
   damping.window = absl::Seconds(absl::GetFlag(FLAGS_flap_window));
   damping.hold = absl::Seconds(absl::GetFlag(FLAGS_flap_hold));
   if (!(damping.window > absl::ZeroDuration())) return FieldError("--flap_window", "must be > 0");
-  if (!(damping.hold >= absl::ZeroDuration())) return FieldError("--flap_hold", "must be >= 0");
+  if (!(damping.hold >= absl::ZeroDuration() && damping.hold <= damping.window)) {
+    return FieldError("--flap_hold", "must be in [0, --flap_window]");
+  }
   nodes.SetFlapDamping(damping);
   coordinator::RendezvousManager rendezvous(clock, &registry);
   coordinator::AgentService agent_service(&nodes, &rendezvous, clock,

@@ -64,13 +64,17 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   if (lost_total_ != nullptr && node.lost == nullptr) {
     node.lost = lost_total_->WithLabels({registration.node()});
   }
-  if (!node.alive) ++alive_;
+  if (!node.alive) {
+    ++alive_;
+    // Back after a loss (or new): flap damping counts from here. A session replaced while the
+    // node was alive never made it unavailable.
+    node.flaps.Registered(clock_->Now());
+  }
   node.registration = registration;
   node.session = next_session_++;
   node.alive = true;
   node.leaving = false;
   node.last_heartbeat = node.silent_since = clock_->Now();
-  node.flaps.Registered(node.last_heartbeat);
   node.paused_since.reset();
   NoteReadLocked(node.last_heartbeat);
   // Devices that disappeared cannot stay held; the job manager restarts jobs that used them.
@@ -149,7 +153,8 @@ std::vector<std::string> NodeManager::TakeDisconnected() {
 void NodeManager::MarkLost(Node* node) {
   node->alive = false;
   node->lost_at = clock_->Now();
-  node->flaps.Lost(node->lost_at, damping_);
+  // A node that said it was leaving (a planned restart, an upgrade) did not flap.
+  if (!node->leaving) node->flaps.Lost(node->lost_at, damping_);
   --alive_;
   if (node->lost) node->lost->Increment();
 }

@@ -450,6 +450,28 @@ TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
   EXPECT_EQ(nodes_.Status("a")->settling_seconds(), 0);
 }
 
+// A session replaced while the node is alive is no return (the hold is not restarted), and a node
+// that said it was leaving before its stream ended did not flap.
+TEST_F(NodeManagerTest, OnlyUnplannedLossesCountAndOnlyAReturnStartsTheHold) {
+  nodes_.SetFlapDamping({absl::Minutes(30), absl::Minutes(1)});
+  for (int loss = 0; loss < 2; ++loss) {
+    auto a = nodes_.Register(NodeRegistration("a", 1));
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(nodes_.Disconnected("a", *a));
+  }
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  clock_.Advance(absl::Seconds(50));
+  auto replaced = nodes_.Register(NodeRegistration("a", 1));  // a new stream, never lost
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(nodes_.SettlingNodes().at("a").left, absl::Seconds(10));
+  // Leaving, then its stream ends: lost, but not a third flap.
+  nodes_.SetLeaving("a");
+  ASSERT_TRUE(nodes_.Disconnected("a", *replaced));
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  EXPECT_EQ(nodes_.Status("a")->recent_losses(), 2);
+  EXPECT_EQ(nodes_.SettlingNodes().at("a").left, absl::Minutes(1));  // the hold of 2 losses
+}
+
 TEST_F(NodeManagerTest, AZeroHoldSettlesNothing) {
   nodes_.SetFlapDamping({absl::Minutes(30), absl::ZeroDuration()});
   for (int i = 0; i < 5; ++i) {

@@ -10,10 +10,12 @@ namespace ringmaster::coordinator {
 namespace {
 
 // Says what decides whether a job fits in a scheduling pass.
-std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::string>& excluded) {
+std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::string>& excluded,
+                    const std::set<std::string>& settling) {
   return absl::StrCat(layout.nodes, "x", layout.devices_per_node, " tp", layout.tensor, " pp",
                       layout.pipeline, " dp", layout.data, held_back ? " held back" : "",
-                      " avoiding ", absl::StrJoin(excluded, ","));
+                      " avoiding ", absl::StrJoin(excluded, ","), " settling ",
+                      absl::StrJoin(settling, ","));
 }
 
 }  // namespace
@@ -43,14 +45,22 @@ std::string HeldNodes(const Placement& placement) {
 }
 
 absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free, const Hold* hold,
-                                      const Layout& layout, const std::set<std::string>& excluded) {
+                                      const Layout& layout, const std::set<std::string>& excluded,
+                                      const std::set<std::string>& settling) {
   std::vector<NodeCapacity> not_held;  // copied only when something is held
   if (hold != nullptr) not_held = WithoutDevicesOf(free, hold->placement);
   const std::vector<NodeCapacity>& open = hold == nullptr ? free : not_held;
-  absl::StatusOr<Placement> placement = Place(open, layout, excluded);
-  if (!placement.ok() && !excluded.empty() && absl::IsResourceExhausted(placement.status())) {
-    // No spare capacity without the excluded nodes: use them after all.
-    placement = Place(open, layout, {});
+  // What it avoids, strictest first: no spare capacity without those nodes, it uses them after
+  // all (the excluded ones before the settling ones).
+  std::set<std::string> both = excluded;
+  both.insert(settling.begin(), settling.end());
+  std::vector<const std::set<std::string>*> avoid = {&both};
+  if (!excluded.empty() && !settling.empty()) avoid.push_back(&settling);
+  const std::set<std::string> none;
+  if (!both.empty()) avoid.push_back(&none);
+  absl::StatusOr<Placement> placement = Place(open, layout, *avoid[0]);
+  for (size_t i = 1; i < avoid.size() && absl::IsResourceExhausted(placement.status()); ++i) {
+    placement = Place(open, layout, *avoid[i]);
   }
   if (placement.ok() || hold == nullptr || !absl::IsResourceExhausted(placement.status())) {
     return placement;
@@ -95,18 +105,20 @@ void SchedulingPass::Forget() {
 
 SchedulingPass::Outcome SchedulingPass::Place(const Candidate& job) {
   const std::set<std::string>& excluded = *job.excluded;
+  const std::set<std::string> no_settling;
+  const std::set<std::string>& settling = job.settling == nullptr ? no_settling : *job.settling;
   if (!free_.has_value()) free_ = nodes_->FreeCapacity();
   const std::vector<NodeCapacity>& free = *free_;
   // A RESTARTING job is running, between generations: it takes any free device.
   // (An elastic job tried at a smaller size is not held back by the devices held for its own
   // full size.)
   const bool held_back = !hold_.job_id.empty() && hold_.job_id != job.job_id && job.pending;
-  const std::string shape = ShapeOf(job.layout, held_back, excluded);
+  const std::string shape = ShapeOf(job.layout, held_back, excluded, settling);
   auto misfit = misfits_.find(shape);
   const bool judged = misfit != misfits_.end();
   absl::StatusOr<Placement> placement =
       judged ? absl::StatusOr<Placement>(misfit->second)
-             : PlaceBehind(free, held_back ? &hold_ : nullptr, job.layout, excluded);
+             : PlaceBehind(free, held_back ? &hold_ : nullptr, job.layout, excluded, settling);
   if (!judged && absl::IsResourceExhausted(placement.status())) {
     misfits_.emplace(shape, placement.status());
   }
@@ -123,8 +135,10 @@ SchedulingPass::Outcome SchedulingPass::Place(const Candidate& job) {
       // run on (off the nodes it avoids, if it can). A job that would not fit even on every
       // usable device waits for nodes to join, holding nothing.
       const std::vector<NodeCapacity> usable = nodes_->UsableCapacity();
-      absl::StatusOr<Placement> once_free = PlaceOnceFree(usable, free, job.layout, excluded);
-      if (!once_free.ok() && !excluded.empty()) {
+      std::set<std::string> avoid = excluded;
+      avoid.insert(settling.begin(), settling.end());
+      absl::StatusOr<Placement> once_free = PlaceOnceFree(usable, free, job.layout, avoid);
+      if (!once_free.ok() && !avoid.empty()) {
         once_free = PlaceOnceFree(usable, free, job.layout, {});
       }
       if (once_free.ok()) {

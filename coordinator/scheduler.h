@@ -36,12 +36,13 @@ struct Hold {
 // past the first 8 nodes, how many more.
 std::string HeldNodes(const Placement& placement);
 
-// Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded` nodes
-// if it can. RESOURCE_EXHAUSTED when it does not fit, its message what a user reads: waiting
-// behind the holder when the held devices are all it lacks, else what is missing and what is
-// held.
+// Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded` and
+// `settling` nodes if it can, else off the settling ones, else anywhere. RESOURCE_EXHAUSTED when
+// it does not fit, its message what a user reads: waiting behind the holder when the held devices
+// are all it lacks, else what is missing and what is held.
 absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free, const Hold* hold,
-                                      const Layout& layout, const std::set<std::string>& excluded);
+                                      const Layout& layout, const std::set<std::string>& excluded,
+                                      const std::set<std::string>& settling = {});
 
 // How many of the hold's devices are in `free` (the rest still run another job).
 int IdleHeldDevices(const Hold& hold, const std::vector<NodeCapacity>& free);
@@ -67,6 +68,9 @@ class SchedulingPass {
     // device, held ones included).
     bool pending = false;
     const std::set<std::string>* excluded = nullptr;  // nodes it avoids while others fit; not null
+    // Nodes settling after repeated losses (flap_damping.h), avoided like `excluded` and before
+    // them (null: none).
+    const std::set<std::string>* settling = nullptr;
   };
   struct Outcome {
     enum Kind {

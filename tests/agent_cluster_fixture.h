@@ -50,7 +50,7 @@ class AgentClusterTest : public ::testing::Test {
   void SetUp() override {
     dir_ = FreshTestCaseDir();
     auto c = StartCoordinator({"--insecure", "--state=" + dir_ + "/state.db", "--stop_grace=2",
-                               "--flap_hold=3600"});
+                               "--flap_hold=1800"});
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = std::make_unique<CoordinatorProcess>(std::move(*c));
     // Unix socket paths must be short (107 bytes); Bazel's temp dir is not.

@@ -299,7 +299,7 @@ TEST_F(AgentClusterTest, KilledAgentTakesItsWorkersAlongAndTheJobRestartsWhenItR
   EXPECT_EQ(Ctl({"nodes"}).output.find("SETTLING"), std::string::npos) << "one loss is no flap";
 
   // Lost a second time (the job fails over to no node: it waits), and back: agent-1 is settling
-  // (flap damping; --flap_hold is an hour here, so it still is when ringctl asks). A restart must
+  // (flap damping; --flap_hold is 30 min here, so it still is when ringctl asks). A restart must
   // happen, so the job is still placed on it: generation 3.
   agents_[1].Signal(SIGKILL);
   ASSERT_TRUE(agents_[1].Wait(absl::Seconds(30)).ok());
