@@ -201,9 +201,9 @@ TEST_F(ElasticTest, ItGrowsBackThroughACheckpointOnceItsNodesFitAgain) {
   // Not before its generation has stepped.
   AddNode("n3", 1);
   EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);
-  for (int rank = 0; rank < 2; ++rank) jobs_->OnStepSummary(Summary(shrunk, rank, 10, 1, 1));
   sink_.sent.clear();
-  jobs_->Schedule();
+  // Its first step's summary runs the pass that decides the grow.
+  for (int rank = 0; rank < 2; ++rank) jobs_->OnStepSummary(Summary(shrunk, rank, 10, 1, 1));
   // Four nodes fit (the two free and its own): its ranks are asked to checkpoint and exit.
   const v1::JobStatus growing = Current(id);
   ASSERT_EQ(growing.state(), v1::JOB_STATE_RESTARTING) << growing.reason();
@@ -335,6 +335,22 @@ TEST_F(ElasticTest, APlacementAvoidsASettlingNodeWhileOthersFit) {
   const std::string last = SubmitOk(Spec(1, 1));
   ASSERT_EQ(Current(last).state(), v1::JOB_STATE_RUNNING) << Current(last).reason();
   EXPECT_EQ(Current(last).assignments(0).node(), "n3");  // nothing else is free
+}
+
+// The node is back before the shrunk generation's first step: that step's summary decides the
+// grow (no other event may come to run a pass).
+TEST_F(ElasticTest, TheFirstStepOfAShrunkGenerationGrowsItWhenItsNodesAreBack) {
+  const std::string id = RunOnFourNodes(2);
+  LoseN3();
+  const v1::JobStatus shrunk = Current(id);
+  ASSERT_EQ(shrunk.elastic_nodes(), 2);
+  AddNode("n3", 1);
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RUNNING);  // not stepped yet
+  jobs_->OnStepSummary(Summary(shrunk, 0, 10, 1, 1));
+  const v1::JobStatus growing = Current(id);
+  ASSERT_EQ(growing.state(), v1::JOB_STATE_RESTARTING) << growing.reason();
+  EXPECT_THAT(EventsOf(*jobs_->Get(id), "elastic").back().message(),
+              HasSubstr("growing DP 2→4: 4 nodes fit again"));
 }
 
 TEST_F(ElasticTest, ASubmittedJobStartsSmallerWhenItsNodesAreNotThere) {

@@ -77,12 +77,16 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   const v1::RankAssignment& a = job->status.assignments(summary.rank());
   // Phase and collective reports also make summaries; only a step report sets steps_in_summary
   // (and the agent starts every generation's summary empty).
+  // A shrunk elastic job may grow once its generation has stepped: its nodes may all be back
+  // already, and no other event may come to run a pass (GrowElasticJobs).
+  bool may_grow = false;
   if (summary.steps_in_summary() > 0 && !job->status.generation_stepped()) {
     // Stored, once per generation: after a coordinator restart its failure must not count
     // towards the crash loop either.
     job->status.set_generation_stepped(true);
     job->status.set_failures_before_a_step(0);  // a crash loop, if any, is over
     Persist(job);
+    may_grow = job->status.elastic_nodes() != 0;
   }
   job->gen.rank_step[summary.rank()] = summary.step();
   job->gen.furthest_step = std::max(job->gen.furthest_step, summary.step());
@@ -129,6 +133,7 @@ void JobManager::OnStepSummary(const v1::StepSummary& summary) {
   }
   job->progress_dirty = true;
   Watch(job, summary);
+  if (may_grow) ScheduleLocked();
 }
 
 void JobManager::Watch(Job* job, const v1::StepSummary& summary) {

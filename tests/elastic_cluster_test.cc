@@ -54,7 +54,10 @@ std::string Job(const std::string& name, int min_nodes, const std::string& dir, 
       "  batch: {micro_batch: 2, global_batch: 8}\n", "  steps: ", kSteps, "\n",
       "  optimizer: {lr: 3.0e-3, warmup_steps: 2, weight_decay: 0.1, clip_grad_norm: 1.0}\n",
       "checkpoint: {dir: ", dir, ", every_steps: ", kEvery, ", keep: 8}\n",
-      "restart: {max_restarts: 5}\n");
+      "restart: {max_restarts: 5}\n",
+      // The shrunk generation's frozen rank must not be called hung before its agent is back,
+      // however long a loaded machine takes to start it.
+      "watchdog: {hang_timeout: 300}\n");
 }
 
 // The first number after `"key":` in `json` (proto JSON quotes int64s), or -1.
@@ -159,7 +162,8 @@ TEST_P(ElasticClusterTest, ALostAgentShrinksTheJobToDp2AndItGrowsBackOnTheSameTr
                std::string::npos;
       },
       absl::Seconds(60)))
-      << cluster.Ctl({"describe", "job", id}).output;
+      << cluster.Ctl({"describe", "job", id}).output << cluster.Ctl({"nodes"}).output
+      << cluster.agent(lost).Log();
   // Its agent, asking it to checkpoint and exit, has continued it (SIGCONT with the SIGUSR1), and
   // it may have exited already; if not, this lets it go on.
   (void)kill(frozen, SIGCONT);
