@@ -2,8 +2,8 @@
 // rebooting) is *settling* once it registers again, for a hold that doubles with each of its
 // recent losses. The job manager neither grows a shrunk elastic job onto a settling node nor takes
 // it as a hot spare: those moves are voluntary, and each one onto a node that drops again costs
-// the job a checkpoint and two restarts. Placements that must happen (a pending job, a restart)
-// may still use it.
+// the job a checkpoint and two restarts. Other placements keep off it while other capacity fits
+// (scheduler.h's PlaceBehind).
 //
 // The rule (FlapDamping): the losses that count are those within `window` of now. With fewer than
 // 2 a node is never settling (one loss is a reboot, or a maintenance restart). With n >= 2 it is

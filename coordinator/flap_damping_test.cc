@@ -27,6 +27,7 @@ TEST(SettleHoldTest, DoublesFromTheSecondLossUpToTheWindow) {
 TEST(SettleHoldTest, IsNeverLongerThanTheWindow) {
   EXPECT_EQ(SettleHold(2, {absl::Minutes(30), absl::Minutes(30)}), absl::Minutes(30));
   EXPECT_EQ(SettleHold(40, {absl::Seconds(10), absl::Seconds(3)}), absl::Seconds(10));
+  EXPECT_EQ(SettleHold(2, {absl::Minutes(1), absl::Minutes(5)}), absl::Minutes(1));
 }
 
 TEST(SettleHoldTest, AZeroHoldTurnsDampingOff) {

@@ -378,13 +378,16 @@ absl::StatusOr<v1::PlanJobResponse> JobManager::Plan(const v1::JobSpec& submitte
   const Layout layout = LayoutOf(probe);
   const std::vector<NodeCapacity> free = nodes_->FreeCapacity();
   Hold hold;
+  std::set<std::string> settling;
   {
     absl::MutexLock lock(&mu_);
     hold = hold_;
+    settling = settling_nodes_;
   }
-  // Placed as a new job would be: behind the devices held for the first waiting one.
+  // Placed as a new job would be: behind the devices held for the first waiting one, off the
+  // nodes settling when the last pass ran while others fit.
   absl::StatusOr<Placement> placement =
-      PlaceBehind(free, hold.job_id.empty() ? nullptr : &hold, layout, {});
+      PlaceBehind(free, hold.job_id.empty() ? nullptr : &hold, layout, {}, settling);
   if (placement.ok()) {
     for (auto& a : placement->assignments) *response.add_assignments() = a;
     *response.mutable_groups() = placement->groups;

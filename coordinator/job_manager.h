@@ -504,7 +504,7 @@ class JobManager {
   // The settling nodes as the last pass read them (no grow or spare goes there), and when the
   // first of them settles (Tick runs a pass then).
   std::map<std::string, NodeManager::Settling> settling_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> settling_nodes_ ABSL_GUARDED_BY(mu_);  // their names, which placements avoid
+  std::set<std::string> settling_nodes_ ABSL_GUARDED_BY(mu_);  // their names: placements avoid them
   absl::Time settled_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::flat_hash_map<uint64_t, std::string> watch_jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;

@@ -18,6 +18,25 @@ std::string ShapeOf(const Layout& layout, bool held_back, const std::set<std::st
                       absl::StrJoin(settling, ","));
 }
 
+// `place` off each set of nodes in turn, strictest first, while there is no room: the excluded
+// and the settling nodes, then the settling ones only (an excluded node is used again before a
+// settling one), then none.
+template <typename PlaceFn>
+absl::StatusOr<Placement> AvoidingWhileItFits(const std::set<std::string>& excluded,
+                                              const std::set<std::string>& settling,
+                                              PlaceFn place) {
+  std::set<std::string> both = excluded;
+  both.insert(settling.begin(), settling.end());
+  absl::StatusOr<Placement> placement = place(both);
+  if (!excluded.empty() && !settling.empty() && absl::IsResourceExhausted(placement.status())) {
+    placement = place(settling);
+  }
+  if (!both.empty() && absl::IsResourceExhausted(placement.status())) {
+    placement = place(std::set<std::string>());
+  }
+  return placement;
+}
+
 }  // namespace
 
 std::string HeldNodes(const Placement& placement) {
@@ -50,18 +69,10 @@ absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free, con
   std::vector<NodeCapacity> not_held;  // copied only when something is held
   if (hold != nullptr) not_held = WithoutDevicesOf(free, hold->placement);
   const std::vector<NodeCapacity>& open = hold == nullptr ? free : not_held;
-  // What it avoids, strictest first: no spare capacity without those nodes, it uses them after
-  // all (the excluded ones before the settling ones).
-  std::set<std::string> both = excluded;
-  both.insert(settling.begin(), settling.end());
-  std::vector<const std::set<std::string>*> avoid = {&both};
-  if (!excluded.empty() && !settling.empty()) avoid.push_back(&settling);
-  const std::set<std::string> none;
-  if (!both.empty()) avoid.push_back(&none);
-  absl::StatusOr<Placement> placement = Place(open, layout, *avoid[0]);
-  for (size_t i = 1; i < avoid.size() && absl::IsResourceExhausted(placement.status()); ++i) {
-    placement = Place(open, layout, *avoid[i]);
-  }
+  absl::StatusOr<Placement> placement = AvoidingWhileItFits(
+      excluded, settling, [&](const std::set<std::string>& avoid) {
+        return Place(open, layout, avoid);
+      });
   if (placement.ok() || hold == nullptr || !absl::IsResourceExhausted(placement.status())) {
     return placement;
   }
@@ -135,12 +146,10 @@ SchedulingPass::Outcome SchedulingPass::Place(const Candidate& job) {
       // run on (off the nodes it avoids, if it can). A job that would not fit even on every
       // usable device waits for nodes to join, holding nothing.
       const std::vector<NodeCapacity> usable = nodes_->UsableCapacity();
-      std::set<std::string> avoid = excluded;
-      avoid.insert(settling.begin(), settling.end());
-      absl::StatusOr<Placement> once_free = PlaceOnceFree(usable, free, job.layout, avoid);
-      if (!once_free.ok() && !avoid.empty()) {
-        once_free = PlaceOnceFree(usable, free, job.layout, {});
-      }
+      absl::StatusOr<Placement> once_free = AvoidingWhileItFits(
+          excluded, settling, [&](const std::set<std::string>& avoid) {
+            return PlaceOnceFree(usable, free, job.layout, avoid);
+          });
       if (once_free.ok()) {
         hold_.job_id = job.job_id;
         hold_.placement = *std::move(once_free);

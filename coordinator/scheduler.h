@@ -37,7 +37,8 @@ struct Hold {
 std::string HeldNodes(const Placement& placement);
 
 // Places `layout` on `free` less the devices `hold` keeps (none: null), off the `excluded` and
-// `settling` nodes if it can, else off the settling ones, else anywhere. RESOURCE_EXHAUSTED when
+// `settling` nodes if it can, else off the settling ones (an excluded node is used again before a
+// settling one), else anywhere. RESOURCE_EXHAUSTED when
 // it does not fit, its message what a user reads: waiting behind the holder when the held devices
 // are all it lacks, else what is missing and what is held.
 absl::StatusOr<Placement> PlaceBehind(const std::vector<NodeCapacity>& free, const Hold* hold,

@@ -80,6 +80,22 @@ TEST_F(SchedulingPassTest, WithoutHoldingEveryJobTakesWhatIsFree) {
   EXPECT_EQ(pass.Place(Job("small", Shape(1, 2))).kind, SchedulingPass::Outcome::kPlaced);
 }
 
+// Settling nodes are avoided first, then excluded ones are used again before them: with n1
+// excluded and n2 settling, a one-device job goes to n1, and a job held behind takes n1's place.
+TEST(PlaceBehindTest, AnExcludedNodeIsUsedAgainBeforeASettlingOne) {
+  std::vector<NodeCapacity> free = {{"n1", {{0, 0}}}, {"n2", {{0, 0}}}};
+  absl::StatusOr<Placement> placed = PlaceBehind(free, nullptr, Shape(1, 1), {"n1"}, {"n2"});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->assignments[0].node(), "n1");
+  free.push_back({"n3", {{0, 0}}});
+  placed = PlaceBehind(free, nullptr, Shape(1, 1), {"n1"}, {"n2"});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->assignments[0].node(), "n3");
+  placed = PlaceBehind(free, nullptr, Shape(3, 1), {"n1"}, {"n2"});
+  ASSERT_TRUE(placed.ok()) << placed.status();  // all of them when nothing else fits
+  EXPECT_EQ(placed->assignments.size(), 3u);
+}
+
 TEST_F(SchedulingPassTest, AJobThatWouldNeverFitHoldsNothing) {
   ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);

@@ -223,7 +223,7 @@ std::string FormatNodes(const std::vector<v1::NodeStatus>& nodes, absl::Time now
                       " times lately: settling for ",
                       absl::FormatDuration(absl::Ceil(absl::Seconds(n.settling_seconds()),
                                                       absl::Seconds(1))),
-                      " more (no elastic grow or spare onto it until then)\n");
+                      " more (jobs keep off it while other nodes fit)\n");
     }
     if (wide) {
       const std::string by = n.has_cordon() && !n.cordon().by().empty() ? n.cordon().by() : "-";

@@ -204,8 +204,8 @@ TEST(FormatNodesTest, ASettlingNodeIsSaidWithItsLossesAndTimeLeft) {
   const std::string out = FormatNodes(nodes, absl::UnixEpoch(), /*wide=*/false);
   EXPECT_THAT(out, HasSubstr("SETTLING"));
   EXPECT_EQ(out.find("SETTLING"), out.rfind("SETTLING")) << out;
-  EXPECT_THAT(out, HasSubstr("n2: lost 3 times lately: settling for 1m40s more (no elastic grow "
-                             "or spare onto it until then)\n"));
+  EXPECT_THAT(out, HasSubstr("n2: lost 3 times lately: settling for 1m40s more (jobs keep off "
+                             "it while other nodes fit)\n"));
   EXPECT_THAT(out, Not(HasSubstr("n3: lost")));
   EXPECT_THAT(FormatNodes(nodes, absl::UnixEpoch(), /*wide=*/true), HasSubstr("n2: lost 3 times"));
 }
