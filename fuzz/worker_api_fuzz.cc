@@ -9,7 +9,7 @@
 // request then goes to a real WorkerService over a real NodeAgent, RankMetrics and LocalWatchdog,
 // and the agent's /metrics text is rendered after every call.
 //
-// The running worker is one the agent launched at start-up through fuzz/fake_launcher.h (no
+// The running worker is fuzz/worker_fixture.h's (launched through fuzz/fake_launcher.h: no
 // process); its token is the one the agent put into its environment. The agent is never
 // connected, so what it forwards goes nowhere, and rendezvous calls never speak for the worker
 // (they would wait for the coordinator's answer until their deadline); with any other identity
@@ -25,15 +25,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
-#include "agent/node_agent.h"
 #include "agent/worker_service.h"
-#include "common/clock.h"
 #include "common/grpc_limits.h"
-#include "fuzz/fake_launcher.h"
-#include "fuzz/fuzz_agent.h"
 #include "fuzz/fuzz_check.h"
+#include "fuzz/worker_fixture.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -41,59 +36,10 @@
 
 namespace {
 
-namespace agent = ringmaster::agent;
 namespace v1 = ringmaster::v1;
 
-constexpr char kJob[] = "fuzz-job";
-constexpr int64_t kGeneration = 3;
-constexpr int kRank = 1;
-
-struct Fixture {
-  ringmaster::fuzz::AgentParts parts;  // what the node is built from
-  std::unique_ptr<agent::NodeAgent> node;
-  std::unique_ptr<agent::WorkerService> service;
-  ringmaster::fuzz::FakeLauncher* launcher = nullptr;
-  v1::WorkerIdentity worker;  // the running worker's identity, token included
-};
-
-// Built once; lives until the process exits (its threads with it).
-Fixture* MakeFixture() {
-  auto* f = new Fixture;
-  ringmaster::fuzz::InitAgentParts("worker_api_fuzz", "cpu:2", &f->parts);
-  f->node = std::make_unique<agent::NodeAgent>(
-      f->parts.options, f->parts.metrics.get(), f->parts.watchdog.get(), ringmaster::Clock::Real(),
-      ringmaster::fuzz::FakeLauncher::Factory(&f->launcher));
-  f->service = std::make_unique<agent::WorkerService>(f->node.get(), f->parts.metrics.get(),
-                                                      f->parts.watchdog.get());
-
-  v1::CoordinatorMessage launch;
-  v1::LaunchWorkers* l = launch.mutable_launch();
-  l->mutable_job()->set_job_id(kJob);
-  l->mutable_job()->set_generation(kGeneration);
-  l->mutable_spec()->set_name("fuzz");
-  l->mutable_spec()->mutable_trainer()->mutable_command()->add_argv("/nonexistent/worker");
-  v1::RankAssignment* a = l->add_assignments();
-  a->set_rank(kRank);
-  a->set_local_device(1);
-  l->set_world_size(2);
-  l->set_master_addr("127.0.0.1");
-  f->node->OnCommand(launch);
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  std::string token;
-  while (token.empty()) {
-    for (const auto& [pid, spec] : f->launcher->Specs()) {
-      auto it = spec.env.find("RINGMASTER_WORKER_TOKEN");
-      if (it != spec.env.end()) token = it->second;
-    }
-    FUZZ_CHECK(!token.empty() || absl::Now() < deadline, "the agent did not launch the worker");
-    if (token.empty()) absl::SleepFor(absl::Milliseconds(1));
-  }
-  f->worker.set_job_id(kJob);
-  f->worker.set_generation(kGeneration);
-  f->worker.set_rank(kRank);
-  f->worker.set_token(token);
-  return f;
-}
+using Fixture = ringmaster::fuzz::WorkerFixture;
+using ringmaster::fuzz::kWorkerJob;
 
 template <typename Request>
 bool Parse(const uint8_t* data, size_t size, Request* request) {
@@ -127,7 +73,7 @@ bool Call(grpc::Status (v1::WorkerService::Service::*method)(grpc::ServerContext
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Fixture* const f = MakeFixture();
+  static Fixture* const f = ringmaster::fuzz::MakeWorkerFixture("worker_api_fuzz");
   if (size == 0) return 0;
   const uint8_t mode = data[0];
   ++data;
@@ -175,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!speaks_for_worker) {
     FUZZ_CHECK(!status.ok(), "a call that does not speak for the running worker was accepted");
     FUZZ_CHECK(
-        status.error_message().find(kJob) == std::string::npos,
+        status.error_message().find(kWorkerJob) == std::string::npos,
         "a refusal tells a caller without the token of the job here: " + status.error_message());
   } else {
     FUZZ_CHECK(status.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
