@@ -332,9 +332,30 @@ TEST_F(ElasticTest, APlacementAvoidsASettlingNodeWhileOthersFit) {
   const std::string one = SubmitOk(Spec(1, 1));
   ASSERT_EQ(Current(one).state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(Current(one).assignments(0).node(), "n4");  // not n3, which sorts first
+  // ringctl plan previews the same: n3 is all that is free, so it names n3.
+  auto plan = jobs_->Plan(Spec(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->assignments_size(), 1);
+  EXPECT_EQ(plan->assignments(0).node(), "n3");
   const std::string last = SubmitOk(Spec(1, 1));
   ASSERT_EQ(Current(last).state(), v1::JOB_STATE_RUNNING) << Current(last).reason();
   EXPECT_EQ(Current(last).assignments(0).node(), "n3");  // nothing else is free
+}
+
+// ringctl plan keeps off a settling node while others fit, as the placement would.
+TEST_F(ElasticTest, APlanKeepsOffASettlingNode) {
+  for (int loss = 0; loss < 2; ++loss) {
+    auto n1 = nodes_->Register(NodeRegistration("n1", 1));
+    ASSERT_TRUE(n1.ok());
+    nodes_->Disconnected("n1", *n1);
+    jobs_->OnNodeLost("n1");
+  }
+  AddNode("n1", 1);  // settling; the pass reads it
+  AddNode("n2", 1);
+  auto plan = jobs_->Plan(Spec(1, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->assignments_size(), 1);
+  EXPECT_EQ(plan->assignments(0).node(), "n2");  // n1 sorts first
 }
 
 // The node is back before the shrunk generation's first step: that step's summary decides the

@@ -96,6 +96,23 @@ TEST(PlaceBehindTest, AnExcludedNodeIsUsedAgainBeforeASettlingOne) {
   EXPECT_EQ(placed->assignments.size(), 3u);
 }
 
+// The devices held for the first misfit follow the same order: with every device busy, a job
+// that avoids b (excluded) and a (settling) holds b's, though a sorts first.
+TEST_F(SchedulingPassTest, AHoldKeepsOffASettlingNodeBeforeAnExcludedOne) {
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  ASSERT_TRUE(nodes_.Register(NodeRegistration("b", 1)).ok());
+  Occupy("busy-1", 1);
+  Occupy("busy-2", 1);
+  SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
+  const std::set<std::string> excluded = {"b"}, settling = {"a"};
+  const SchedulingPass::Outcome waiting =
+      pass.Place({"job", Shape(1, 1), /*pending=*/true, &excluded, &settling});
+  ASSERT_EQ(waiting.kind, SchedulingPass::Outcome::kWaiting);
+  ASSERT_EQ(pass.hold().job_id, "job");
+  ASSERT_EQ(pass.hold().placement.assignments.size(), 1u);
+  EXPECT_EQ(pass.hold().placement.assignments[0].node(), "b");
+}
+
 TEST_F(SchedulingPassTest, AJobThatWouldNeverFitHoldsNothing) {
   ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 2)).ok());
   SchedulingPass pass(&nodes_, /*hold_for_oldest_pending=*/true);
