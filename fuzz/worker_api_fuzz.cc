@@ -133,9 +133,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!status.error_message().empty(),
                absl::StrCat("a refusal without a message, code ", status.error_code()));
   }
-  // What Prometheus would scrape, and what the agent would send the coordinator.
-  (void)f->parts.registry.RenderText();
-  f->parts.metrics->Refresh();
-  (void)f->parts.metrics->TakeSummaries();
+  ringmaster::fuzz::RenderOutputs(f);
   return 0;
 }

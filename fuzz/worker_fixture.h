@@ -1,7 +1,8 @@
 // What the worker-side fuzz targets (worker_api_fuzz, report_datagram_fuzz) share: a real
 // WorkerService over a real NodeAgent, RankMetrics and LocalWatchdog, with one worker running
 // (launched at start-up through fuzz/fake_launcher.h: no process), and that worker's identity,
-// token included, as the agent put it into its environment.
+// token included, as the agent put it into its environment; and RenderOutputs, what both render
+// after each input.
 //
 // Ownership: MakeWorkerFixture builds one per process and never frees it (libFuzzer runs until
 // exit; the agent's threads use it). Not thread-safe while being built. A setup failure (the
@@ -76,6 +77,14 @@ inline WorkerFixture* MakeWorkerFixture(const std::string& name) {
   f->worker.set_rank(kWorkerRank);
   f->worker.set_token(token);
   return f;
+}
+
+// Renders what the calls so far changed: what Prometheus would scrape (the agent's /metrics),
+// and what the agent would send the coordinator (its step summaries).
+inline void RenderOutputs(WorkerFixture* f) {
+  (void)f->parts.registry.RenderText();
+  f->parts.metrics->Refresh();
+  (void)f->parts.metrics->TakeSummaries();
 }
 
 }  // namespace ringmaster::fuzz
