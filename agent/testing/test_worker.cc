@@ -34,6 +34,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/oom_score.h"
 #include "agent/testing/touch_memory.h"
 #include "common/flags.h"
 #include "common/status.h"
@@ -202,7 +203,13 @@ void Hold() {
 }
 
 // For the OOM killer (tests run it in a memory cgroup with a lower limit).
+// It first makes itself the OOM killer's choice: in production the agent lowers its own
+// oom_score_adj (--oom_score_adj), which a sandbox may refuse, and then the agents sharing the
+// test's cgroup could be chosen instead (raising one's own value needs no privilege).
 [[noreturn]] void EatMemory(int mb) {
+  if (absl::Status s = agent::SetOomScoreAdj(agent::kMaxOomScoreAdj); !s.ok()) {
+    Say(absl::StrCat("cannot raise oom_score_adj: ", s.message()));
+  }
   Say(absl::StrCat("eating ", mb, " MiB"));
   (void)agent::TouchMemory(mb);  // all of it, or until a mapping fails
   // Not killed: the limit it was meant to meet is not there. Fail rather than hold the memory.
