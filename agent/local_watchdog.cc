@@ -1,6 +1,7 @@
 #include "agent/local_watchdog.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace ringmaster::agent {
@@ -15,20 +16,40 @@ double P99(const std::deque<double>& samples) {
   return sorted[rank - 1];
 }
 
+// `seconds` as an allowance; zero (the agent's) for one that is not positive and finite.
+absl::Duration PositiveSeconds(double seconds) {
+  return std::isfinite(seconds) && seconds > 0 ? absl::Seconds(seconds) : absl::ZeroDuration();
+}
+
+// Sums every sequence number: seq numbers only grow, so any progress raises it.
+int64_t SumOf(const google::protobuf::Map<std::string, int64_t>& sequences) {
+  int64_t sum = 0;
+  for (const auto& [group, seq] : sequences) sum += seq;
+  return sum;
+}
+
 }  // namespace
+
+JobAllowances AllowancesOf(const v1::WatchdogSpec& watchdog) {
+  JobAllowances a;
+  a.step = PositiveSeconds(watchdog.hang_timeout_seconds());
+  a.init = PositiveSeconds(watchdog.init_timeout_seconds());
+  a.checkpoint = PositiveSeconds(watchdog.checkpoint_timeout_seconds());
+  return a;
+}
 
 LocalWatchdog::LocalWatchdog(Clock* clock, WatchdogOptions options)
     : clock_(clock), options_(std::move(options)) {}
 
 void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int rank,
-                          absl::Duration step_timeout, WatchFrom watch_from) {
+                          JobAllowances allowances, WatchFrom watch_from) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[Key(job_id, rank)];
   w = Worker();
   w.generation = generation;
   w.last_report = now;
-  w.step_timeout = step_timeout;
+  w.allowances = allowances;
   w.watched = watch_from == WatchFrom::kLaunch;
 }
 
@@ -42,14 +63,15 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
   if (generation > w.generation) {
-    const absl::Duration step_timeout = w.step_timeout;
+    const JobAllowances allowances = w.allowances;
     w = Worker();
     w.generation = generation;
-    w.step_timeout = step_timeout;
+    w.allowances = allowances;
   }
   w.last_report = now;
   w.hang_reported = false;
   w.watched = true;
+  w.in_collective = false;
   if (phase != v1::WORKER_PHASE_UNSPECIFIED) w.phase = phase;
   if (step_seconds > 0) {
     w.step_seconds.push_back(step_seconds);
@@ -59,24 +81,67 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   }
 }
 
+void LocalWatchdog::Collectives(const std::string& job_id, int64_t generation, int rank,
+                                const google::protobuf::Map<std::string, int64_t>& entered,
+                                const google::protobuf::Map<std::string, int64_t>& completed,
+                                bool blocked) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(Key(job_id, rank));
+  if (it == workers_.end() || generation < it->second.generation) return;
+  Worker& w = it->second;
+  if (generation > w.generation) {
+    // A newer generation of a rank watched from its first report (only such ranks report
+    // collectives before a step): not watched until it reports, as Track() would start it.
+    const JobAllowances allowances = w.allowances;
+    w = Worker();
+    w.generation = generation;
+    w.allowances = allowances;
+    w.watched = false;
+    w.last_report = now;
+  }
+  if (w.watched) return;  // Its silence is judged (the class comment).
+  const int64_t progress = SumOf(entered) + SumOf(completed);
+  if (!blocked) {
+    w.in_collective = false;
+  } else if (!w.in_collective || progress != w.collective_progress) {
+    w.in_collective = true;
+    w.stalled_since = now;
+    w.collective_progress = progress;
+    w.hang_reported = false;
+  }
+}
+
 void LocalWatchdog::Untrack(const std::string& job_id, int64_t generation, int rank) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(Key(job_id, rank));
   if (it != workers_.end() && it->second.generation <= generation) workers_.erase(it);
 }
 
+absl::Duration LocalWatchdog::InitAllowance(const Worker& worker) const {
+  return worker.allowances.init > absl::ZeroDuration() ? worker.allowances.init
+                                                       : options_.init_timeout;
+}
+
+absl::Duration LocalWatchdog::CheckpointAllowance(const Worker& worker) const {
+  return worker.allowances.checkpoint > absl::ZeroDuration() ? worker.allowances.checkpoint
+                                                             : options_.checkpoint_timeout;
+}
+
 absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
-  if (!worker.watched) return absl::InfiniteDuration();
+  if (!worker.watched) {
+    return worker.in_collective ? InitAllowance(worker) : absl::InfiniteDuration();
+  }
   switch (worker.phase) {
     case v1::WORKER_PHASE_STARTING:
     case v1::WORKER_PHASE_INIT:
-      return options_.init_timeout;
+      return InitAllowance(worker);
     case v1::WORKER_PHASE_CHECKPOINT:
-      return options_.checkpoint_timeout;
+      return CheckpointAllowance(worker);
     case v1::WORKER_PHASE_STEP:
     case v1::WORKER_PHASE_EVAL:
-      if (worker.step_timeout > absl::ZeroDuration()) return worker.step_timeout;
-      if (worker.step_seconds.empty()) return options_.init_timeout;
+      if (worker.allowances.step > absl::ZeroDuration()) return worker.allowances.step;
+      if (worker.step_seconds.empty()) return InitAllowance(worker);
       return std::max(options_.step_floor,
                       absl::Seconds(options_.step_factor * P99(worker.step_seconds)));
     case v1::WORKER_PHASE_EXITED:
@@ -84,7 +149,7 @@ absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
     default:
       // UNSPECIFIED is never stored (Track starts at STARTING; Report keeps the phase); an
       // unknown future phase gets the most generous finite allowance rather than none.
-      return std::max({options_.init_timeout, options_.checkpoint_timeout, options_.step_floor});
+      return std::max({InitAllowance(worker), CheckpointAllowance(worker), options_.step_floor});
   }
 }
 
@@ -100,7 +165,7 @@ std::vector<HungRank> LocalWatchdog::Check() {
   for (auto& [key, w] : workers_) {
     if (w.hang_reported) continue;
     const absl::Duration allowance = AllowanceOf(w);
-    const absl::Duration silent = now - w.last_report;
+    const absl::Duration silent = now - (w.watched ? w.last_report : w.stalled_since);
     if (silent <= allowance) continue;
     w.hang_reported = true;
     HungRank& h = hung.emplace_back();
@@ -110,6 +175,7 @@ std::vector<HungRank> LocalWatchdog::Check() {
     h.phase = w.phase;
     h.silent = silent;
     h.allowance = allowance;
+    h.in_collective = !w.watched;
   }
   return hung;
 }

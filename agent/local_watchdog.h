@@ -8,10 +8,21 @@
 // hang, and a job whose steps take minutes is not declared hung after seconds. Until the rank
 // has reported a step, STEP gets `init_timeout` too (a process's first step includes warm-up).
 //
+// A job's spec may set its own STEP (watchdog.hang_timeout), INIT (watchdog.init_timeout) and
+// CHECKPOINT (watchdog.checkpoint_timeout) allowances; those it leaves at 0 are the agent's.
+//
 // A command job's program need not use the worker API at all (an unmodified torchrun-style
 // script never does), so its silence says nothing: such a rank is watched only from its first
-// report on. The builtin trainer always reports, so its ranks are watched from launch (a trainer
-// stuck before its first report is a hang too).
+// step or phase report on. The builtin trainer always reports, so its ranks are watched from
+// launch (a trainer stuck before its first report is a hang too).
+//
+// Before that first report, a command rank that reports its collectives (the Python watch does,
+// every second once torch.distributed is initialised) is hung when it is blocked in a collective
+// (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for the INIT
+// allowance: a peer is stuck before the first step (a data loader that never returns), which
+// the coordinator names from the sequence numbers. A rank that is not blocked in a collective
+// cannot be hung this way: a program that computes for hours between collectives, or never
+// steps, is not flagged.
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
@@ -28,7 +39,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "google/protobuf/map.h"
 #include "proto/ringmaster/v1/agent.pb.h"
+#include "proto/ringmaster/v1/job.pb.h"
 
 namespace ringmaster::agent {
 
@@ -42,13 +55,26 @@ struct WatchdogOptions {
   int step_window = 100;  // Recent step times kept for the p99.
 };
 
+// A job's own allowances (spec.watchdog); zero: the agent's (WatchdogOptions).
+struct JobAllowances {
+  absl::Duration step;        // STEP and EVAL: hang_timeout_seconds; zero: from step times
+  absl::Duration init;        // STARTING, INIT, and a collective wait before the first step
+  absl::Duration checkpoint;  // CHECKPOINT
+};
+
+// The allowances `watchdog` sets (a negative or non-finite value, which validation refuses,
+// counts as unset).
+JobAllowances AllowancesOf(const v1::WatchdogSpec& watchdog);
+
 struct HungRank {
   std::string job_id;
   int64_t generation = 0;
   int rank = 0;
   v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
-  absl::Duration silent;     // How long since its last report.
+  absl::Duration silent;     // How long since its last report (or its collectives last moved).
   absl::Duration allowance;  // What its phase allowed.
+  // Before its first step or phase report: it waited inside a collective that did not move.
+  bool in_collective = false;
 };
 
 class LocalWatchdog {
@@ -62,17 +88,22 @@ class LocalWatchdog {
   };
 
   // A worker started (phase STARTING); replaces any previous state of (job, rank).
-  // `step_timeout` > 0 is the job's explicit hang timeout (spec.watchdog.hang_timeout_seconds):
-  // it replaces max(step_floor, step_factor * p99) as the STEP and EVAL allowance.
+  // `allowances` are the job's own (a positive step allowance replaces
+  // max(step_floor, step_factor * p99) as the STEP and EVAL allowance).
   void Track(const std::string& job_id, int64_t generation, int rank,
-             absl::Duration step_timeout = absl::ZeroDuration(),
-             WatchFrom watch_from = WatchFrom::kLaunch);
+             JobAllowances allowances = {}, WatchFrom watch_from = WatchFrom::kLaunch);
   // Any report from the worker; `phase` is its current phase, `step_seconds` > 0 for a step report.
   // Ignored for an untracked rank or an older generation than the tracked one; a newer generation
   // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
   void Report(const std::string& job_id, int64_t generation, int rank, v1::WorkerPhase phase,
               double step_seconds);
-  // The worker is gone.
+  // A collectives report: per group, the last collective entered and completed, and whether
+  // the rank is blocked in one now. Only a rank watched from its first report that has not
+  // made one is judged by it (the class comment); ignored like Report() for an untracked rank
+  // or an older generation.
+  void Collectives(const std::string& job_id, int64_t generation, int rank,
+                   const google::protobuf::Map<std::string, int64_t>& entered,
+                   const google::protobuf::Map<std::string, int64_t>& completed, bool blocked);
   // The worker of `generation` is gone; a newer generation's tracking of the rank is kept (an
   // old worker's exit can be handled after its successor started).
   void Untrack(const std::string& job_id, int64_t generation, int rank);
@@ -95,11 +126,18 @@ class LocalWatchdog {
     std::deque<double> step_seconds;  // The last options_.step_window step times, oldest first.
     bool hang_reported = false;       // Check() returned it since its last report.
     bool watched = true;              // false until the first report, for WatchFrom::kFirstReport
-    absl::Duration step_timeout;      // > 0: the job's explicit STEP/EVAL allowance.
+    JobAllowances allowances;         // the job's own; zero ones are options_'s
+    // Before the first report of a WatchFrom::kFirstReport rank: blocked in a collective since
+    // `stalled_since`, with `collective_progress` (the sum of its sequence numbers) unchanged.
+    bool in_collective = false;
+    absl::Time stalled_since;
+    int64_t collective_progress = 0;
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)
 
   absl::Duration AllowanceOf(const Worker& worker) const;
+  absl::Duration InitAllowance(const Worker& worker) const;
+  absl::Duration CheckpointAllowance(const Worker& worker) const;
 
   Clock* const clock_;
   const WatchdogOptions options_;

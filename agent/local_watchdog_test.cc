@@ -1,6 +1,8 @@
 #include "agent/local_watchdog.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,7 +69,7 @@ TEST_F(LocalWatchdogTest, StartingAndInitGetTheInitAllowance) {
 // A command job's program may never use the worker API: its silence is not a hang until it has
 // reported once; from then on it is watched like any other.
 TEST_F(LocalWatchdogTest, ARankWatchedFromItsFirstReportIsNotHungBeforeIt) {
-  watchdog_.Track("torch", 1, 0, absl::ZeroDuration(), LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Track("torch", 1, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
   watchdog_.Track("gpt-1", 1, 0);
   EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
   clock_.Advance(absl::Hours(24));
@@ -84,7 +86,7 @@ TEST_F(LocalWatchdogTest, ARankWatchedFromItsFirstReportIsNotHungBeforeIt) {
   EXPECT_EQ(hung[0].job_id, "torch");
   EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_INIT);
   // A new generation's worker starts unwatched again.
-  watchdog_.Track("torch", 2, 0, absl::ZeroDuration(), LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Track("torch", 2, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
   clock_.Advance(absl::Hours(1));
   EXPECT_TRUE(watchdog_.Check().empty());
 }
@@ -241,7 +243,7 @@ TEST_F(LocalWatchdogTest, LateExitOfAnOldGenerationKeepsTheNewOneTracked) {
 }
 
 TEST_F(LocalWatchdogTest, ExplicitStepTimeoutReplacesTheDerivedOne) {
-  watchdog_.Track("gpt-1", 1, 0, absl::Seconds(3));
+  watchdog_.Track("gpt-1", 1, 0, {absl::Seconds(3)});
   watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_STEP, 0.5);
   EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Seconds(3));
   clock_.Advance(absl::Seconds(3));
@@ -249,8 +251,125 @@ TEST_F(LocalWatchdogTest, ExplicitStepTimeoutReplacesTheDerivedOne) {
   clock_.Advance(absl::Milliseconds(1));
   ASSERT_EQ(watchdog_.Check().size(), 1u);
   // Init keeps its own allowance.
-  watchdog_.Track("gpt-1", 2, 0, absl::Seconds(3));
+  watchdog_.Track("gpt-1", 2, 0, {absl::Seconds(3)});
   EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));
+}
+
+// A job's own init and checkpoint allowances replace the agent's; zero keeps the agent's.
+TEST_F(LocalWatchdogTest, AJobsInitAndCheckpointAllowancesReplaceTheAgents) {
+  v1::WatchdogSpec spec;
+  spec.set_init_timeout_seconds(30);
+  spec.set_checkpoint_timeout_seconds(3600);
+  const JobAllowances own = AllowancesOf(spec);
+  EXPECT_EQ(own.step, absl::ZeroDuration());
+  watchdog_.Track("gpt-1", 1, 0, own);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Seconds(30));
+  clock_.Advance(absl::Seconds(31));
+  ASSERT_THAT(watchdog_.Check(), SizeIs(1));  // STARTING past 30 s, well before 10 min
+  Steps(10, 1.0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(2));  // STEP: still the agent's
+  watchdog_.Report("gpt-1", 1, 0, v1::WORKER_PHASE_CHECKPOINT, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Hours(1));
+  clock_.Advance(absl::Minutes(45));  // past the agent's 30 min, a save this job allows
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(15) + absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_CHECKPOINT);
+  EXPECT_EQ(hung[0].allowance, absl::Hours(1));
+  // A new generation keeps the job's allowances.
+  watchdog_.Report("gpt-1", 2, 0, v1::WORKER_PHASE_INIT, 0);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Seconds(30));
+  // Unset, negative or non-finite values (validation refuses the last two) are the agent's.
+  spec.set_init_timeout_seconds(-1);
+  spec.set_checkpoint_timeout_seconds(std::nan(""));
+  spec.set_hang_timeout_seconds(12);
+  const JobAllowances agents = AllowancesOf(spec);
+  EXPECT_EQ(agents.init, absl::ZeroDuration());
+  EXPECT_EQ(agents.checkpoint, absl::ZeroDuration());
+  EXPECT_EQ(agents.step, absl::Seconds(12));
+  watchdog_.Track("gpt-2", 1, 0, agents);
+  EXPECT_EQ(watchdog_.Allowance("gpt-2", 0), absl::Minutes(10));
+}
+
+// Sequence numbers as a collectives report carries them.
+google::protobuf::Map<std::string, int64_t> Seqs(std::map<std::string, int64_t> seqs) {
+  return google::protobuf::Map<std::string, int64_t>(seqs.begin(), seqs.end());
+}
+
+// Before its first step, a command rank blocked in a collective that does not move is hung after
+// the init allowance (its peer is stuck before the first step); one that computes (with a
+// collective launched and not waited for, or none), or whose collectives move, is not.
+TEST_F(LocalWatchdogTest, ACommandRankWaitingInAStillCollectiveBeforeItsFirstStepIsHung) {
+  v1::WatchdogSpec spec;
+  spec.set_init_timeout_seconds(60);
+  watchdog_.Track("torch", 1, 0, AllowancesOf(spec), LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Track("torch", 1, 1, AllowancesOf(spec), LocalWatchdog::WatchFrom::kFirstReport);
+  // Not blocked: computing, however long, also with a collective launched and not waited for.
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 1}}), Seqs({{"world", 1}}), false);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
+  clock_.Advance(absl::Hours(3));
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 2}}), Seqs({{"world", 1}}), false);
+  clock_.Advance(absl::Hours(3));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  // Blocked: watched with the init allowance while its numbers stay put.
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 3}}), Seqs({{"world", 2}}), true);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(60));
+  clock_.Advance(absl::Seconds(40));
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 3}}), Seqs({{"world", 2}}), true);
+  clock_.Advance(absl::Seconds(15));
+  // Moving numbers restart the wait: a collective that completed, a new group entered.
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 4}, {"dp0", 1}}), Seqs({{"world", 3}}),
+                        true);
+  clock_.Advance(absl::Seconds(59));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Seconds(2));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].rank, 0);
+  EXPECT_TRUE(hung[0].in_collective);
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_STARTING);
+  EXPECT_EQ(hung[0].silent, absl::Seconds(61));
+  EXPECT_EQ(hung[0].allowance, absl::Seconds(60));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());  // once
+  // Leaving the collective ends the wait.
+  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 4}, {"dp0", 1}}),
+                        Seqs({{"world", 4}, {"dp0", 1}}), false);
+  clock_.Advance(absl::Hours(1));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  // After its first step, its collectives no longer matter: its silence does.
+  watchdog_.Collectives("torch", 1, 1, Seqs({{"world", 2}}), Seqs({{"world", 1}}), true);
+  watchdog_.Report("torch", 1, 1, v1::WORKER_PHASE_STEP, 0.5);
+  for (int i = 0; i < 5; ++i) {
+    watchdog_.Collectives("torch", 1, 1, Seqs({{"world", 9 + i}}), Seqs({{"world", 8 + i}}),
+                          true);
+  }
+  EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::Minutes(2));
+  clock_.Advance(absl::Minutes(2) + absl::Seconds(1));
+  hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].rank, 1);
+  EXPECT_FALSE(hung[0].in_collective);
+  EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_STEP);
+  // A stale generation's report is ignored; a newer one's starts the rank over, unwatched.
+  watchdog_.Collectives("torch", 0, 0, Seqs({{"world", 3}}), Seqs({{"world", 1}}), true);
+  watchdog_.Collectives("torch", 2, 1, Seqs({{"world", 1}}), Seqs({{"world", 1}}), false);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
+  EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::InfiniteDuration());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
+// The builtin trainer is watched from launch: its collectives reports change nothing.
+TEST_F(LocalWatchdogTest, CollectivesDoNotChangeARankWatchedFromLaunch) {
+  watchdog_.Track("gpt-1", 1, 0);
+  clock_.Advance(absl::Minutes(9));
+  watchdog_.Collectives("gpt-1", 1, 0, Seqs({{"dp0", 2}}), Seqs({{"dp0", 1}}), true);
+  clock_.Advance(absl::Minutes(1) + absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_FALSE(hung[0].in_collective);
+  EXPECT_EQ(hung[0].silent, absl::Minutes(10) + absl::Seconds(1));
 }
 
 TEST_F(LocalWatchdogTest, ExitedRankIsNotHung) {

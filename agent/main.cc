@@ -74,9 +74,12 @@ ABSL_FLAG(double, leave_checkpoint_grace, 0,
           "here (0: stop the workers at once).");
 ABSL_FLAG(double, hang_init_timeout, 600,
           "Seconds a worker may be silent while starting, in INIT, or before its first step (a "
-          "command job's worker is watched only from its first worker API report).");
+          "command job's worker is watched only from its first step or phase report, and before "
+          "it while blocked in a collective that does not move), unless its job sets "
+          "watchdog.init_timeout.");
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
-          "Seconds a worker may be silent while in the CHECKPOINT phase.");
+          "Seconds a worker may be silent while in the CHECKPOINT phase, unless its job sets "
+          "watchdog.checkpoint_timeout.");
 ABSL_FLAG(double, hang_step_floor, 9,
           "Minimum seconds a stepping worker may be silent (the STEP allowance is "
           "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");

@@ -424,7 +424,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
         workers_[*pid] = Worker{job, a.rank(), *pid, false, a.local_device()};
         workers_[*pid].token = spec->env["RINGMASTER_WORKER_TOKEN"];
         watchdog_->Track(job.job_id(), job.generation(), a.rank(),
-                         absl::Seconds(launch.spec().watchdog().hang_timeout_seconds()),
+                         AllowancesOf(launch.spec().watchdog()),
                          launch.spec().trainer().has_command()
                              ? LocalWatchdog::WatchFrom::kFirstReport
                              : LocalWatchdog::WatchFrom::kLaunch);
@@ -747,14 +747,21 @@ void NodeAgent::Tick() {
     link_->Send(message);
   }
   for (const HungRank& hung : watchdog_->Check()) {
-    RM_LOG(WARNING) << "rank " << hung.rank << " of " << hung.job_id << " silent for "
-                    << hung.silent << " in phase " << v1::WorkerPhase_Name(hung.phase)
-                    << " (allowed " << hung.allowance << "): hung";
+    if (hung.in_collective) {
+      RM_LOG(WARNING) << "rank " << hung.rank << " of " << hung.job_id
+                      << " waited in a collective that did not move for " << hung.silent
+                      << " before its first step (allowed " << hung.allowance << "): hung";
+    } else {
+      RM_LOG(WARNING) << "rank " << hung.rank << " of " << hung.job_id << " silent for "
+                      << hung.silent << " in phase " << v1::WorkerPhase_Name(hung.phase)
+                      << " (allowed " << hung.allowance << "): hung";
+    }
     v1::JobGeneration job;
     job.set_job_id(hung.job_id);
     job.set_generation(hung.generation);
     v1::AgentMessage message = WorkerStateMessage(job, hung.rank, 0, hung.phase, clock_->Now());
     message.mutable_worker_state()->set_last_report_age_seconds(absl::ToDoubleSeconds(hung.silent));
+    message.mutable_worker_state()->set_blocked_in_collective(hung.in_collective);
     link_->Send(message);
   }
 }

@@ -190,6 +190,7 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
     it->second = std::make_unique<Rank>();
     it->second->labels = {worker.job_id(), absl::StrCat(worker.rank())};
     it->second->last_report_age = last_report_age_->WithLabels(it->second->labels);
+    it->second->last_report = clock_->Now();  // its first report, of whatever kind
   }
   Rank& rank = *it->second;
   // The caller checked the generation, but a report that raced with a relaunch may still arrive
@@ -334,7 +335,6 @@ void RankMetrics::SetSequences(Rank* rank, const google::protobuf::Map<std::stri
 
 void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
   absl::MutexLock lock(&mu_);
-  if (ranks_.count(RankKey(report.worker().job_id(), report.worker().rank())) == 0) return;
   Rank* rank = Accept(report.worker(), /*alive=*/false);
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;

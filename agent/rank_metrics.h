@@ -75,7 +75,9 @@ class RankMetrics {
   // Records the worker's collective sequence numbers for the summaries and metrics, and makes the
   // rank's summary due (a live process thus reaches the coordinator about once per
   // summary_interval even while it makes no progress). Not a report of progress: the last-report
-  // age is left alone. Ignored for a rank that never reported and for older generations.
+  // age is left alone (a rank's first report, this one too, starts it). Ignored for older
+  // generations. The Python watch sends them from init_process_group on, so the coordinator
+  // hears the numbers of a rank that has not stepped yet (one stuck before its first step).
   void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.

@@ -606,10 +606,20 @@ TEST_F(RankMetricsTest, CollectiveReportsUpdateSummariesButAreNoSignOfLife) {
   EXPECT_THAT(metrics_.TakeSummaries(), IsEmpty());
   clock_.Advance(absl::Seconds(1));
   EXPECT_THAT(metrics_.TakeSummaries(), SizeIs(1));
-  // A rank that never reported is not created by a collective report.
+  // A rank's first report may be a collectives one (the Python watch's, before a first step):
+  // its numbers reach the coordinator, and its age counts from it.
   *c.mutable_worker() = Worker("gpt-1", 1, 5);
-  metrics_.OnCollectives(c);
   EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), -1);
+  metrics_.OnCollectives(c);
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), 0);
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].rank(), 5);
+  EXPECT_EQ(summaries[0].step(), 0);
+  EXPECT_EQ(summaries[0].collective_entered().at("dp0"), 7);
+  clock_.Advance(absl::Seconds(3));
+  metrics_.OnCollectives(c);
+  EXPECT_DOUBLE_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), 3.0);
 }
 
 TEST_F(RankMetricsTest, PipelineFiguresAreExportedWhenReported) {

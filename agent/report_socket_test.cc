@@ -226,6 +226,25 @@ TEST_F(ReportSocketTest, AStepDatagramReachesTheMetricsAndWatchdog) {
   EXPECT_EQ(watchdog_.Allowance("job-0001", 1), WatchdogOptions().checkpoint_timeout);
 }
 
+// Before its first step, a command rank's collectives datagram saying it is blocked in one puts
+// it under the init allowance (agent/local_watchdog.h); one saying it is not takes it off again.
+TEST_F(ReportSocketTest, ABlockedCollectivesDatagramBeforeTheFirstStepIsWatched) {
+  const std::string worker = absl::StrCat(
+      R"("worker": {"jobId": "job-0001", "generation": "2", "rank": 1, "token": ")",
+      env_["RINGMASTER_WORKER_TOKEN"], R"("})");
+  ASSERT_EQ(watchdog_.Allowance("job-0001", 1), absl::InfiniteDuration());
+  ASSERT_TRUE(Send(absl::StrCat(R"({"collectives": {)", worker,
+                                R"(, "collectiveEntered": {"world": "3"},)",
+                                R"( "collectiveCompleted": {"world": "2"}, "blocked": true}})")));
+  ASSERT_TRUE(AwaitAccepted(1));
+  EXPECT_EQ(watchdog_.Allowance("job-0001", 1), WatchdogOptions().init_timeout);
+  ASSERT_TRUE(Send(absl::StrCat(R"({"collectives": {)", worker,
+                                R"(, "collectiveEntered": {"world": "3"},)",
+                                R"( "collectiveCompleted": {"world": "3"}, "blocked": false}})")));
+  ASSERT_TRUE(AwaitAccepted(2));
+  EXPECT_EQ(watchdog_.Allowance("job-0001", 1), absl::InfiniteDuration());
+}
+
 // The Python watch's batch: several steps in one datagram, each taken in order as its own report;
 // a refused one is the datagram's refusal (counted once) and does not stop the ones after it.
 TEST_F(ReportSocketTest, AStepsDatagramIsEachStepInOrder) {

@@ -377,8 +377,14 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   std::vector<int> suspects = evidence.blamed;
   if (suspects.empty()) suspects.push_back(state.rank());
   std::string what =
-      absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung", state.rank(),
-                      node, state.last_report_age_seconds(), PhaseName(state.phase()));
+      state.blocked_in_collective()
+          ? absl::StrFormat(
+                "rank %d on %s waited %.1f s, before its first step, in a collective that did not "
+                "move: hung",
+                state.rank(), node, state.last_report_age_seconds())
+          : absl::StrFormat("rank %d on %s made no progress for %.1f s in phase %s: hung",
+                            state.rank(), node, state.last_report_age_seconds(),
+                            PhaseName(state.phase()));
   if (!why.empty()) absl::StrAppend(&what, "; ", why);
   v1::JobEvent& event = AddEvent(job, "hang", what);
   for (int r : suspects) event.add_ranks(r);

@@ -74,6 +74,33 @@ TEST_F(JobManagerTest, AHangInAPhaseThisCoordinatorDoesNotKnowIsNamedByNumber) {
             "rank 1 on n1 made no progress for 12.5 s in phase unknown (42): hung");
 }
 
+// Before any step: rank 0's agent reports it blocked in a collective that did not move (a
+// command rank under the Python watch), and the sequence numbers name rank 1, which has not
+// entered it (a data loader stuck before the first batch).
+TEST_F(JobManagerTest, AWaitInACollectiveBeforeTheFirstStepBlamesTheRankNotInIt) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  for (const auto& [rank, entered] : std::map<int, int64_t>{{0, 3}, {1, 0}}) {
+    v1::StepSummary s = Summary(gen1, rank, 0, entered, 0, 0);  // collectives only, no step
+    s.set_steps_in_summary(0);
+    jobs_->OnStepSummary(s);
+  }
+  v1::WorkerState hung = HangReport(gen1, 0, 20);
+  hung.set_phase(v1::WORKER_PHASE_STARTING);
+  hung.set_blocked_in_collective(true);
+  jobs_->OnWorkerState("n1", hung);
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(hangs[0].ranks(), ElementsAre(1));
+  EXPECT_EQ(hangs[0].message(),
+            "rank 0 on n1 waited 20.0 s, before its first step, in a collective that did not "
+            "move: hung; rank 1 has not entered collective #3 of dp0 (it is at #0) that rank 0 "
+            "waits in");
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+}
+
 // The agents stop the hung generation; the blamed rank's exit says what it was doing.
 TEST_F(JobManagerTest, TheBlamedRanksExitIsQuotedOnceAfterTheHang) {
   AddNode("n1", 2);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -583,11 +584,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    kMaxRestartWindowMinutes);
 
   const v1::WatchdogSpec& watchdog = spec.watchdog();
-  if (problems.Finite("watchdog.hang_timeout", watchdog.hang_timeout_seconds()) &&
-      watchdog.hang_timeout_seconds() < 0) {
-    problems.Add("watchdog.hang_timeout",
-                 absl::StrCat("must be >= 0 seconds (0 means auto), got ",
-                              FormatDouble(watchdog.hang_timeout_seconds())));
+  for (const auto& [field, seconds] :
+       {std::pair<const char*, double>{"watchdog.hang_timeout", watchdog.hang_timeout_seconds()},
+        {"watchdog.init_timeout", watchdog.init_timeout_seconds()},
+        {"watchdog.checkpoint_timeout", watchdog.checkpoint_timeout_seconds()}}) {
+    if (problems.Finite(field, seconds) && seconds < 0) {
+      problems.Add(field, absl::StrCat("must be >= 0 seconds (0 means auto), got ",
+                                       FormatDouble(seconds)));
+    }
   }
   if (problems.Finite("watchdog.straggler_threshold", watchdog.straggler_threshold()) &&
       watchdog.straggler_threshold() <= 1) {

@@ -64,7 +64,8 @@ bool KeepPreDefaultsOptimizerZeros(v1::JobSpec* spec);
 //    component in dir, nor dir in /proc, /sys or /dev (or below them);
 //    max_consecutive_failures in [0, 1000000];
 //  - restart.max_restarts in [0, 1000], restart.window_minutes in [0, 525600] (a year);
-//  - watchdog: hang_timeout_seconds >= 0, straggler_threshold > 1, link_check_bytes in
+//  - watchdog: hang_timeout_seconds, init_timeout_seconds and checkpoint_timeout_seconds >= 0
+//    (0: auto), straggler_threshold > 1, link_check_bytes in
 //    [1, 2^30], slow_link_ratio in (0, 1), min_link_bytes_per_second >= 0;
 //  - precision: any enum value defined in job.proto;
 //  - attention: any enum value defined in job.proto; for the builtin trainer, fused not with

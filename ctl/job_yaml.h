@@ -56,6 +56,8 @@
 //    window_minutes (integer): count only this window's restarts; 0: all
 //  watchdog (mapping): hang, straggler and link detection
 //    hang_timeout (auto | seconds): seconds without progress; auto: from step times
+//    init_timeout (auto | seconds): seconds to the first step; auto: the agent's (10 min)
+//    checkpoint_timeout (auto | seconds): seconds one save may take; auto: the agent's (30 min)
 //    straggler_threshold (number): slowdown factor over peers that flags a straggler
 //    link_check (true | false): check each link as a generation starts
 //    link_check_bytes (integer): bytes per link-check exchange

@@ -88,6 +88,8 @@ v1::JobSpec FullSpec() {
   spec.mutable_restart()->set_max_restarts(10);
   spec.mutable_restart()->set_window_minutes(720);
   spec.mutable_watchdog()->set_hang_timeout_seconds(600.5);
+  spec.mutable_watchdog()->set_init_timeout_seconds(1800);
+  spec.mutable_watchdog()->set_checkpoint_timeout_seconds(5400.25);
   spec.mutable_watchdog()->set_straggler_threshold(1.25);
   spec.mutable_watchdog()->set_link_check_disabled(true);
   spec.mutable_watchdog()->set_link_check_bytes(1 << 20);

@@ -112,6 +112,8 @@ KEYS: Tuple[Key, ...] = (
     Key("restart.window_minutes", INT32, "restart.window_minutes"),
     Key("watchdog", MAPPING, "watchdog"),
     Key("watchdog.hang_timeout", SECONDS_OR_AUTO, "watchdog.hang_timeout_seconds"),
+    Key("watchdog.init_timeout", SECONDS_OR_AUTO, "watchdog.init_timeout_seconds"),
+    Key("watchdog.checkpoint_timeout", SECONDS_OR_AUTO, "watchdog.checkpoint_timeout_seconds"),
     Key("watchdog.straggler_threshold", NUMBER, "watchdog.straggler_threshold"),
     Key("watchdog.link_check", NEGATED_BOOL, "watchdog.link_check_disabled"),
     Key("watchdog.link_check_bytes", INT64, "watchdog.link_check_bytes"),

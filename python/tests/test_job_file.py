@@ -33,7 +33,8 @@ class JobFileTest(unittest.TestCase):
             "trainer": {"command": ["/bin/echo", "hi"], "steps": 3, "env": {"A": "1", "B": None}},
             "watchdog": {"hang_timeout": "auto", "link_check": False, "straggler_threshold": 1.5,
                          "python_watch": False, "auto_link_check": False,
-                         "auto_link_check_interval": 30},
+                         "auto_link_check_interval": 30, "init_timeout": 1200,
+                         "checkpoint_timeout": "auto"},
             "restart": {"max_restarts": 0},
         })
         self.assertEqual(spec.name, "hello")
@@ -45,6 +46,8 @@ class JobFileTest(unittest.TestCase):
         self.assertTrue(spec.watchdog.python_watch_disabled)
         self.assertTrue(spec.watchdog.auto_link_check_disabled)
         self.assertEqual(spec.watchdog.auto_link_check_interval_seconds, 30)
+        self.assertEqual(spec.watchdog.init_timeout_seconds, 1200)
+        self.assertEqual(spec.watchdog.checkpoint_timeout_seconds, 0)
         self.assertEqual(spec.watchdog.straggler_threshold, 1.5)
         self.assertTrue(spec.HasField("restart"))
         self.assertEqual(spec.restart.max_restarts, 0)

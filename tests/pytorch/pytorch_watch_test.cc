@@ -81,6 +81,15 @@ double EventSeconds(const std::string& json, const std::string& kind) {
   return nanos / 1e9;
 }
 
+// Prints the first "hang" event's message in `json`, for the log.
+void PrintHangEvent(const std::string& json) {
+  std::smatch event;
+  if (std::regex_search(json, event,
+                        std::regex("\"kind\": \"hang\",\\s*\"message\": \"([^\"]*)\""))) {
+    std::printf("hang event: %s\n", event[1].str().c_str());
+  }
+}
+
 // The job's progress step (the lowest step every rank reported) in `json`, or 0.
 int ProgressStep(const std::string& json) {
   std::smatch m;
@@ -131,6 +140,9 @@ class PyTorchWatchTest : public ::testing::Test {
         "stuck",
         Job("stuck",
             {{"STUCK_RANK", "1"}, {"STUCK_STEP", absl::StrCat(kStuckStep)}, {"STEPS", "80"}}, 80));
+    // Stuck before its first batch: a short init_timeout, so the suite does not wait 10 min.
+    submit("early", Job("early", {{"STUCK_RANK", "1"}, {"STUCK_STEP", "1"}, {"STEPS", "20"}}, 20,
+                        "watchdog: {init_timeout: 20}\n"));
     submit("save", Job("save",
                        {{"SAVE_STEP", "40"},
                         {"SAVE_SECONDS", "20"},
@@ -220,11 +232,7 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
   // Named from the sequence numbers the watch keeps reporting while rank 1 is stuck outside any
   // collective, not as a silent process.
   EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
-  std::smatch event;
-  if (std::regex_search(json, event,
-                        std::regex("\"kind\": \"hang\",\\s*\"message\": \"([^\"]*)\""))) {
-    std::printf("hang event: %s\n", event[1].str().c_str());
-  }
+  PrintHangEvent(json);
   // How long from the stuck loader to the hang event (the bound is bench/pytorch_hang_bench's;
   // here: well under the 10 minutes a rank that never reported a step would get).
   std::smatch m;
@@ -248,6 +256,30 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
 
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(150)), "SUCCEEDED") << JobJson(id);
   EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 80 steps")) << JobJson(id);
+}
+
+// Rank 1's data loader blocks before the first batch, while rank 0 waits in the first backward's
+// all-reduce: neither has reported a step, but rank 0's watch says it is blocked in a collective
+// whose numbers do not move, so after the job's init_timeout its agent reports it, and the
+// coordinator blames rank 1 from the sequence numbers. The restarted job succeeds.
+TEST_F(PyTorchWatchTest, RankStuckBeforeTheFirstStepIsAHangNamingIt) {
+  const std::string id = Id("early");
+  ASSERT_FALSE(id.empty());
+  std::string json;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json = JobJson(id);
+        return json.find("\"kind\": \"hang\"") != std::string::npos;
+      },
+      absl::Seconds(180)))
+      << json << cluster_->RankLog(id, 1, 0) << cluster_->RankLog(id, 1, 1);
+  PrintHangEvent(json);
+  EXPECT_EQ(HangBlamedRank(json), 1) << json;
+  EXPECT_THAT(json, HasSubstr("before its first step, in a collective that did not move")) << json;
+  EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
+  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("stuck before step 1 "));
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(180)), "SUCCEEDED") << JobJson(id);
+  EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 20 steps")) << JobJson(id);
 }
 
 // The agents' /metrics carry the watched ranks' step-time histogram and collective waits, and

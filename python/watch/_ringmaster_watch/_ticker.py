@@ -9,7 +9,9 @@ or not (as the builtin trainer's side thread does): a rank stuck in (or before) 
 still tells the agent how far it got, and a rank stuck outside any collective (a data loader
 that never returns) is heard while it does not step, so the coordinator names it from the
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
-than as a silent process. A report is not a sign of progress to the watchdog. It is a daemon
+than as a silent process. A report is not a sign of progress to the watchdog; before the rank's
+first step, one that says it is blocked in a collective whose numbers do not move is a sign of
+a stall (agent/local_watchdog.h: a peer stuck before the first step). It is a daemon
 thread: it never keeps the process alive; an atexit handler stops it before the interpreter
 finalises. It never calls into torch but for CUDA event queries (and, once, setting its CUDA
 device before the first, _device.Marks.bind_thread): a daemon thread
@@ -90,9 +92,10 @@ class Ticker:
         """Sends one ReportCollectives once any collective was entered."""
         self._reporter.flush()  # The steps queued before these numbers go before them.
         self._comm.poll_device(side=True)
-        entered, completed, _, version = self._comm.sequences()
+        entered, completed, blocked, version = self._comm.sequences()
         if not entered:
             return
         if self._reporter.send("collectives", {"collectiveEntered": entered,
-                                               "collectiveCompleted": completed}):
+                                               "collectiveCompleted": completed,
+                                               "blocked": bool(blocked)}):
             self._sent_version = version

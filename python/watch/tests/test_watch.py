@@ -1252,12 +1252,16 @@ class StuckRankTest(unittest.TestCase):
                 reports = a.reports("collectives", 0)[n:]
                 return len(reports) >= 2 and all(
                     int(r["collectiveEntered"]["world"]) > int(r["collectiveCompleted"]["world"])
-                    for r in reports)
+                    and r.get("blocked") is True for r in reports)
 
             # Rank 0 waits in step 3's first collective; its side thread keeps saying so.
             agent.wait_for(blocked_reports, timeout=30, what="rank 0 blocked in a collective")
             waiting = agent.reports("collectives", 0)[-1]
             stuck = agent.reports("step", 1)[-1]
+            # Rank 1, stuck outside any collective, says it is not blocked in one.
+            agent.wait_for(
+                lambda a: (a.reports("collectives", 1) or [{}])[-1].get("blocked") is False,
+                timeout=30, what="rank 1 not blocked")
             self.assertEqual(stuck["step"], "2")
             self.assertLess(int(stuck["collectiveEntered"]["world"]),
                             int(waiting["collectiveEntered"]["world"]))
