@@ -295,6 +295,11 @@ class Collectives:
         return wrapper
 
     def _wrap_init(self, fn):
+        try:
+            signature = __import__("inspect").signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+
         @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -304,6 +309,7 @@ class Collectives:
             try:
                 self.init_returned = self.clock()
                 self.init_returned_unix = time.time()
+                self.comm.timeout_seconds = self._timeout_seconds(signature, args, kwargs)
                 world = self._default_group()
                 self.comm.set_world(world, self._size(None))
                 for callback in self.on_init:
@@ -313,6 +319,26 @@ class Collectives:
             return result
 
         return wrapper
+
+    def _timeout_seconds(self, signature, args, kwargs):
+        """How long the program lets a collective wait before torch gives up:
+        init_process_group's `timeout`, else torch's default for the backend (NCCL's own where
+        this torch has one); 0 if unknown."""
+        given = {}
+        if signature is not None:
+            try:
+                given = signature.bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                given = {}
+        timeout = given.get("timeout")
+        if timeout is None:
+            constants = getattr(self.dist, "constants", None)
+            backend = str(given.get("backend") or "").lower()
+            nccl = getattr(constants, "default_pg_nccl_timeout", None)
+            timeout = (nccl if "nccl" in backend and nccl is not None
+                       else getattr(self.dist, "default_pg_timeout", None))
+        seconds = getattr(timeout, "total_seconds", None)
+        return max(0.0, float(seconds())) if callable(seconds) else 0.0
 
     def _default_group(self):
         c10d = getattr(self.dist, "distributed_c10d", None)

@@ -50,7 +50,7 @@ def bus_factor(op, n):
 
 class _Group:
     __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
-                 "ddp_waiting", "buffers_read", "retired", "device")
+                 "ddp_waiting", "buffers_read", "constructing", "retired", "device")
 
     def __init__(self, name, size):
         self.name = name
@@ -68,6 +68,9 @@ class _Group:
         # The process group's number reader while DDP broadcasts the module's buffers at a
         # forward (_ddp.py, set and cleared without the lock); None otherwise.
         self.buffers_read = None
+        # (the process group's number reader, its number before) while a DDP constructor runs
+        # on the group (_ddp.py, set and cleared without the lock); None otherwise.
+        self.constructing = None
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
         # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
         # order of their numbers (_device.Marks: a CUDA event recorded after them); timing:
@@ -91,8 +94,9 @@ class _Group:
         self.completed = done
 
     def entered_now(self):
-        """entered, with the DDP buckets now waited for, or the buffer broadcasts DDP is in at
-        a forward (read now, from the process group), not yet in `entered`."""
+        """entered, with the DDP buckets now waited for, the buffer broadcasts DDP is in at a
+        forward, or the collectives a DDP constructor is in (read now, from the process group),
+        not yet in `entered`."""
         waiting = self.ddp_waiting
         if waiting and self.offset is not None and waiting - self.offset > self.entered:
             return waiting - self.offset
@@ -101,6 +105,12 @@ class _Group:
             now = int(read()) - self.offset
             if now > self.entered:
                 return now
+        constructing = self.constructing
+        if constructing is not None and not self.retired:
+            read, before = constructing
+            made = int(read()) - before
+            if made > 0:
+                return self.entered + made
         return self.entered
 
 
@@ -123,6 +133,9 @@ class Comm:
         self._on_device = 0
         self._inside = 0  # Threads now blocked in a collective or a wait.
         self.version = 0  # Bumped on every change of a sequence number.
+        # init_process_group's timeout, in seconds (Collectives._wrap_init; 0: unknown), sent
+        # with the sequence numbers: the agent allows a wait that long before a first step.
+        self.timeout_seconds = 0.0
         # The current step's accumulators.
         self._blocked = 0.0
         self._late = 0.0  # GPU time blocked beyond the host's, found by poll_device.
@@ -462,6 +475,22 @@ class Comm:
                 return
             first = group.entered + 1
             group.entered = pg_seq - group.offset
+            if mark is not None:
+                self._to_device(group, first, group.entered, mark)
+            group.settle()
+            self.version += 1
+
+    def constructed(self, group, made, mark=None):
+        """A DDP constructor on the group returned: the `made` collectives it made (its check of
+        the parameters' shapes, its broadcast of the module's state) count as entered, and as
+        completed (with `mark`: once the GPU passes it), as on every rank that constructed it."""
+        if made <= 0:
+            return
+        with self._lock:
+            if self._ddp_returned:
+                self._drain()
+            first = group.entered + 1
+            group.entered += made
             if mark is not None:
                 self._to_device(group, first, group.entered, mark)
             group.settle()

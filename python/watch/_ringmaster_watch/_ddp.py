@@ -108,6 +108,66 @@ class DdpWatch:
         sync_buffers = getattr(ddp_class, "_sync_buffers", None)
         if callable(sync_buffers):  # Private: a torch without it leaves them in the buckets.
             _core.patch(ddp_class, "_sync_buffers", self._wrap_sync_buffers(sync_buffers))
+        _core.patch(ddp_class, "__init__", self._wrap_init(ddp_class.__init__))
+
+    # -- the constructor -------------------------------------------------------------------------
+    def _wrap_init(self, init):
+        """DDP's constructor checks the parameters' shapes across the ranks and broadcasts rank
+        0's module state: collectives on its process group, made from C++, in which a rank
+        waits for a peer that has not constructed it yet (one stuck loading a checkpoint). While
+        it runs, the rank counts as blocked, inside the collectives the group's number says it
+        entered (_Group.constructing, read by the side thread); when it returns, they count as
+        entered and completed (Comm.constructed; on GPU parameters, NCCL: once the GPU passes a
+        mark recorded after it), the same on every rank. A group whose backend has no sequence
+        numbers (MPI...) is left to the constructor alone."""
+        watch = self
+        try:
+            names = list(__import__("inspect").signature(init).parameters)
+            pg_index = names.index("process_group") - 1  # Without `self`.
+        except (TypeError, ValueError):
+            pg_index = None  # Given by keyword only, or not at all.
+
+        @functools.wraps(init)
+        def wrapper(ddp, *args, **kwargs):
+            if not _core.enabled:
+                return init(ddp, *args, **kwargs)
+            try:
+                module = kwargs.get("module", args[0] if args else None)
+                parameters = getattr(module, "parameters", None)
+                first = next(iter(parameters()), None) if callable(parameters) else None
+                device = _device.cuda_device(first)
+                pg = kwargs.get("process_group")
+                if pg is None and pg_index is not None and len(args) > pg_index:
+                    pg = args[pg_index]
+                if pg is None:
+                    pg = watch.collectives._default_group()
+                read = getattr(pg, "_get_sequence_number_for_group", None)
+                # 0 before any collective on torch 2.x's gloo; a backend that does not count
+                # stays at 0, and the constructor then adds nothing.
+                before = int(read()) if read is not None else None
+                group = (watch.comm.group(pg, watch.collectives._size)
+                         if before is not None else None)
+            except RuntimeError:
+                group = None  # No sequence numbers (MPI, custom backends...).
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("DistributedDataParallel constructor", exc)
+                group = None
+            if group is None:
+                return init(ddp, *args, **kwargs)
+            group.constructing = (read, before)
+
+            def record(_seconds, mark):
+                group.constructing = None
+                watch.comm.constructed(group, int(read()) - before, mark)
+
+            try:
+                return watch.collectives.blocked_call(
+                    "DistributedDataParallel constructor", device, record, init, ddp, *args,
+                    **kwargs)
+            finally:
+                group.constructing = None
+
+        return wrapper
 
     # -- registration --------------------------------------------------------------------------
     def _wrap_forward(self, forward):

@@ -97,5 +97,6 @@ class Ticker:
             return
         if self._reporter.send("collectives", {"collectiveEntered": entered,
                                                "collectiveCompleted": completed,
-                                               "blocked": bool(blocked)}):
+                                               "blocked": bool(blocked),
+                                               "timeoutSeconds": self._comm.timeout_seconds}):
             self._sent_version = version

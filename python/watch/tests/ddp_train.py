@@ -3,7 +3,8 @@
 Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (env://, gloo).
 Trains a tiny MLP on seeded random data and writes each rank's final parameters (torch.save) to --out.RANK.
 Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-step (that rank
-blocks before the step's forward until --release exists), --save-every, --raise-at,
+blocks before the step's forward until --release exists; step 0: before constructing DDP, as if
+loading a checkpoint from a dead mount), --save-every, --raise-at,
 --dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
 --reinit-at (after that step every rank destroys the process group and makes it again, on a
 port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
@@ -19,6 +20,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def wait_for_release(path):
+    """Blocks until `path` exists (2 minutes at most)."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def main():
@@ -53,6 +61,8 @@ def main():
     for _ in range(args.depth):
         layers += [nn.Linear(args.width, args.width), nn.Tanh()]
     model = nn.Sequential(*layers, nn.Linear(args.width, 1))
+    if rank == args.stuck_rank and args.stuck_step == 0:
+        wait_for_release(args.release)
     ddp = DDP(model, bucket_cap_mb=0.001, gradient_as_bucket_view=args.bucket_view)
     if args.optimizer == "adam":
         opt = torch.optim.Adam(ddp.parameters(), lr=1e-2)
@@ -69,9 +79,7 @@ def main():
     gen = torch.Generator().manual_seed(100 + rank)
     for step in range(start + 1, start + args.steps + 1):
         if rank == args.stuck_rank and step == args.stuck_step:
-            deadline = time.monotonic() + 120
-            while not os.path.exists(args.release) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for_release(args.release)
         for _ in range(args.accumulate):
             x = torch.randn(8, 16, generator=gen)
             y = x.sum(dim=1, keepdim=True).sin()

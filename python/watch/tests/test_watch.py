@@ -21,7 +21,7 @@ import unittest.mock
 import harness
 
 sys.path.insert(0, harness.WATCH_DIR)
-from _ringmaster_watch import _comm, _device, _reporter, _ticker  # noqa: E402  (stdlib only)
+from _ringmaster_watch import _collectives, _comm, _device, _reporter, _ticker  # noqa: E402
 
 STEPS = 6
 TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
@@ -249,6 +249,36 @@ class ReporterTest(unittest.TestCase):
         del env["RANK"]
         with self.assertRaisesRegex(ValueError, "RANK not set"):
             _reporter.identity_from_env(env)
+
+
+class TimeoutTest(unittest.TestCase):
+    """The process group's timeout the side thread sends: init_process_group's, else torch's
+    default for the backend."""
+
+    @staticmethod
+    def timeout(dist, *args, **kwargs):
+        def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1,
+                               rank=-1, store=None):
+            pass
+
+        collectives = _collectives.Collectives(dist, _comm.Comm())
+        signature = __import__("inspect").signature(init_process_group)
+        return collectives._timeout_seconds(signature, args, kwargs)
+
+    def test_the_programs_own_then_the_backends_default(self):
+        import datetime
+        minutes = datetime.timedelta(minutes=1)
+        constants = type("constants", (), {"default_pg_nccl_timeout": 10 * minutes})
+        dist = type("dist", (), {"default_pg_timeout": 30 * minutes, "constants": constants})
+        self.assertEqual(self.timeout(dist, "gloo", timeout=2 * minutes), 120.0)
+        self.assertEqual(self.timeout(dist, "nccl", None, 45 * minutes), 2700.0)
+        self.assertEqual(self.timeout(dist, "gloo"), 1800.0)
+        self.assertEqual(self.timeout(dist, backend="cpu:gloo,cuda:nccl"), 600.0)
+        self.assertEqual(self.timeout(dist, "nccl"), 600.0)
+        constants.default_pg_nccl_timeout = None  # A torch built without NCCL.
+        self.assertEqual(self.timeout(dist, "nccl"), 1800.0)
+        self.assertEqual(self.timeout(type("old", (), {})), 0.0)  # No default: unknown.
+        self.assertEqual(self.timeout(dist, unexpected=1), 1800.0)  # Unbound: the default.
 
 
 class CommTest(unittest.TestCase):
@@ -1238,6 +1268,47 @@ class StuckRankTest(unittest.TestCase):
         # compute, so rank 0 waits there, not in the backward's buckets.
         self.check_blocked_while_a_peer_is_stuck("--buffers")
 
+    def test_side_thread_reports_while_in_the_ddp_constructor(self):
+        # Rank 1 blocks before constructing DDP (a checkpoint load from a dead mount): rank 0
+        # waits in DDP's constructor, blocked inside the collectives the group's number says it
+        # entered, while rank 1 says it is at #0 and not blocked; once released, both count the
+        # constructor's collectives alike and train on.
+        d, agent = agent_in_tmpdir(self)
+        release = os.path.join(d, "release")
+        ranks = harness.Ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", "3", "--stuck-rank", "1", "--stuck-step", "0",
+            "--release", release), 2, d, agent=agent)
+        try:
+            def waiting(a):
+                mine = a.reports("collectives", 0)
+                theirs = a.reports("collectives", 1)
+                return (len(mine) >= 2 and theirs and all(
+                    r.get("blocked") is True
+                    and int(r["collectiveEntered"]["world"])
+                    > int(r["collectiveCompleted"]["world"]) for r in mine[-2:])
+                    and theirs[-1].get("blocked") is False
+                    and theirs[-1]["collectiveEntered"]["world"] == "0")
+
+            agent.wait_for(waiting, timeout=30, what="rank 0 blocked in DDP's constructor")
+            self.assertEqual(agent.reports("step", 0), [])  # before any step
+            # With the wait torch allows it (init_process_group's default, gloo: 30 min).
+            self.assertEqual(agent.reports("collectives", 0)[-1]["timeoutSeconds"], 1800.0)
+            entered = agent.reports("collectives", 0)[-1]["collectiveEntered"]["world"]
+            self.assertEqual(agent.reports("collectives", 0)[-1]["collectiveCompleted"]["world"],
+                             "0")
+            open(release, "w").close()
+            results = ranks.wait(timeout=60)
+        finally:
+            ranks.kill()
+        for rc, log in results:
+            self.assertEqual(rc, 0, log)
+        agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
+                       what="the run to finish")
+        # The same numbering on both ranks, the constructor's collectives in it.
+        last = [agent.reports("step", r)[-1]["collectiveEntered"]["world"] for r in (0, 1)]
+        self.assertEqual(last[0], last[1])
+        self.assertGreater(int(last[0]), int(entered))
+
     def check_blocked_while_a_peer_is_stuck(self, *extra):
         d, agent = agent_in_tmpdir(self)
         release = os.path.join(d, "release")
@@ -1382,8 +1453,9 @@ class GpuPathTest(unittest.TestCase):
         entered, completed = got["ddp_again"]
         self.assertEqual(completed, got["ddp_passed"][0])
         self.assertGreater(entered, completed)
-        # At the graph's end and after backward() returned, for all the buckets.
-        self.assertEqual(got["ddp_marks"], 2)
+        # After DDP's constructor (its collectives wait for it: completed stays at 3 above),
+        # then at the graph's end and after backward() returned, for all the buckets.
+        self.assertEqual(got["ddp_marks"], 3)
         last = agent.reports("collectives", 0)[-1]
         self.assertEqual(int(last["collectiveEntered"]["world"]), entered)
 
