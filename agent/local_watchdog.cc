@@ -21,11 +21,13 @@ absl::Duration PositiveSeconds(double seconds) {
   return std::isfinite(seconds) && seconds > 0 ? absl::Seconds(seconds) : absl::ZeroDuration();
 }
 
-// Sums every sequence number: seq numbers only grow, so any progress raises it.
-int64_t SumOf(const google::protobuf::Map<std::string, int64_t>& sequences) {
-  int64_t sum = 0;
-  for (const auto& [group, seq] : sequences) sum += seq;
-  return sum;
+// Per group, (entered, completed) of a collectives report.
+std::map<std::string, std::pair<int64_t, int64_t>> SequencesOf(
+    const v1::ReportCollectivesRequest& report) {
+  std::map<std::string, std::pair<int64_t, int64_t>> sequences;
+  for (const auto& [group, seq] : report.collective_entered()) sequences[group].first = seq;
+  for (const auto& [group, seq] : report.collective_completed()) sequences[group].second = seq;
+  return sequences;
 }
 
 }  // namespace
@@ -50,6 +52,7 @@ void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int ran
   w.generation = generation;
   w.last_report = now;
   w.allowances = allowances;
+  w.watch_from = watch_from;
   w.watched = watch_from == WatchFrom::kLaunch;
 }
 
@@ -64,9 +67,11 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   Worker& w = it->second;
   if (generation > w.generation) {
     const JobAllowances allowances = w.allowances;
+    const WatchFrom watch_from = w.watch_from;
     w = Worker();
     w.generation = generation;
     w.allowances = allowances;
+    w.watch_from = watch_from;
   }
   w.last_report = now;
   w.hang_reported = false;
@@ -81,33 +86,33 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   }
 }
 
-void LocalWatchdog::Collectives(const std::string& job_id, int64_t generation, int rank,
-                                const google::protobuf::Map<std::string, int64_t>& entered,
-                                const google::protobuf::Map<std::string, int64_t>& completed,
-                                bool blocked) {
+void LocalWatchdog::Collectives(const v1::ReportCollectivesRequest& report) {
   const absl::Time now = clock_->Now();
+  const int64_t generation = report.worker().generation();
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(Key(job_id, rank));
+  auto it = workers_.find(Key(report.worker().job_id(), report.worker().rank()));
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
   if (generation > w.generation) {
-    // A newer generation of a rank watched from its first report (only such ranks report
-    // collectives before a step): not watched until it reports, as Track() would start it.
+    // A newer generation's worker, as Track() would start it.
     const JobAllowances allowances = w.allowances;
+    const WatchFrom watch_from = w.watch_from;
     w = Worker();
     w.generation = generation;
     w.allowances = allowances;
-    w.watched = false;
+    w.watch_from = watch_from;
+    w.watched = watch_from == WatchFrom::kLaunch;
     w.last_report = now;
   }
   if (w.watched) return;  // Its silence is judged (the class comment).
-  const int64_t progress = SumOf(entered) + SumOf(completed);
-  if (!blocked) {
+  w.program_timeout = PositiveSeconds(report.timeout_seconds());
+  auto sequences = SequencesOf(report);
+  if (!report.blocked()) {
     w.in_collective = false;
-  } else if (!w.in_collective || progress != w.collective_progress) {
+  } else if (!w.in_collective || sequences != w.sequences) {
     w.in_collective = true;
     w.stalled_since = now;
-    w.collective_progress = progress;
+    w.sequences = std::move(sequences);
     w.hang_reported = false;
   }
 }
@@ -123,6 +128,11 @@ absl::Duration LocalWatchdog::InitAllowance(const Worker& worker) const {
                                                        : options_.init_timeout;
 }
 
+absl::Duration LocalWatchdog::WaitAllowance(const Worker& worker) const {
+  if (worker.allowances.init > absl::ZeroDuration()) return worker.allowances.init;
+  return std::max(options_.init_timeout, worker.program_timeout);
+}
+
 absl::Duration LocalWatchdog::CheckpointAllowance(const Worker& worker) const {
   return worker.allowances.checkpoint > absl::ZeroDuration() ? worker.allowances.checkpoint
                                                              : options_.checkpoint_timeout;
@@ -130,7 +140,7 @@ absl::Duration LocalWatchdog::CheckpointAllowance(const Worker& worker) const {
 
 absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
   if (!worker.watched) {
-    return worker.in_collective ? InitAllowance(worker) : absl::InfiniteDuration();
+    return worker.in_collective ? WaitAllowance(worker) : absl::InfiniteDuration();
   }
   switch (worker.phase) {
     case v1::WORKER_PHASE_STARTING:

@@ -18,11 +18,15 @@
 //
 // Before that first report, a command rank that reports its collectives (the Python watch does,
 // every second once torch.distributed is initialised) is hung when it is blocked in a collective
-// (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for the INIT
-// allowance: a peer is stuck before the first step (a data loader that never returns), which
-// the coordinator names from the sequence numbers. A rank that is not blocked in a collective
-// cannot be hung this way: a program that computes for hours between collectives, or never
-// steps, is not flagged.
+// (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for its wait
+// allowance: the job's watchdog.init_timeout if it sets one, else the longer of the agent's INIT
+// allowance and the process group's own timeout (the report's timeout_seconds: torch gives up
+// then anyway, so a wait the program allows, such as rank 0 preparing the data behind a
+// barrier, is never cut short by default). A peer is stuck before the first step (a data
+// loader that never returns), which the coordinator names from the sequence numbers. A rank
+// that is not blocked in a collective cannot be hung this way: a program that computes for
+// hours between collectives is not flagged; one that never steps is judged by this rule all
+// its life.
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
@@ -39,9 +43,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "google/protobuf/map.h"
 #include "proto/ringmaster/v1/agent.pb.h"
 #include "proto/ringmaster/v1/job.pb.h"
+#include "proto/ringmaster/v1/worker.pb.h"
 
 namespace ringmaster::agent {
 
@@ -97,13 +101,10 @@ class LocalWatchdog {
   // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
   void Report(const std::string& job_id, int64_t generation, int rank, v1::WorkerPhase phase,
               double step_seconds);
-  // A collectives report: per group, the last collective entered and completed, and whether
-  // the rank is blocked in one now. Only a rank watched from its first report that has not
-  // made one is judged by it (the class comment); ignored like Report() for an untracked rank
-  // or an older generation.
-  void Collectives(const std::string& job_id, int64_t generation, int rank,
-                   const google::protobuf::Map<std::string, int64_t>& entered,
-                   const google::protobuf::Map<std::string, int64_t>& completed, bool blocked);
+  // A collectives report (the caller checked its identity and form). Only a rank watched from
+  // its first report that has not made one is judged by it (the class comment); ignored like
+  // Report() for an untracked rank or an older generation.
+  void Collectives(const v1::ReportCollectivesRequest& report);
   // The worker of `generation` is gone; a newer generation's tracking of the rank is kept (an
   // old worker's exit can be handled after its successor started).
   void Untrack(const std::string& job_id, int64_t generation, int rank);
@@ -115,7 +116,7 @@ class LocalWatchdog {
   void ReportHangsAgain();
   // The allowance the rank's current phase has now (for tests and metrics); InfiniteDuration() for
   // an untracked rank, one in WORKER_PHASE_EXITED, or one watched from its first report that has
-  // not reported yet (none of them can hang).
+  // not reported yet and is not blocked in a collective (none of them can hang).
   absl::Duration Allowance(const std::string& job_id, int rank) const;
 
  private:
@@ -125,18 +126,22 @@ class LocalWatchdog {
     absl::Time last_report;
     std::deque<double> step_seconds;  // The last options_.step_window step times, oldest first.
     bool hang_reported = false;       // Check() returned it since its last report.
+    WatchFrom watch_from = WatchFrom::kLaunch;
     bool watched = true;              // false until the first report, for WatchFrom::kFirstReport
     JobAllowances allowances;         // the job's own; zero ones are options_'s
     // Before the first report of a WatchFrom::kFirstReport rank: blocked in a collective since
-    // `stalled_since`, with `collective_progress` (the sum of its sequence numbers) unchanged.
+    // `stalled_since`, with the sequence numbers `sequences` (entered, completed) unchanged;
+    // the process group's own timeout.
     bool in_collective = false;
     absl::Time stalled_since;
-    int64_t collective_progress = 0;
+    std::map<std::string, std::pair<int64_t, int64_t>> sequences;
+    absl::Duration program_timeout;
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)
 
   absl::Duration AllowanceOf(const Worker& worker) const;
   absl::Duration InitAllowance(const Worker& worker) const;
+  absl::Duration WaitAllowance(const Worker& worker) const;  // the blocked rule's
   absl::Duration CheckpointAllowance(const Worker& worker) const;
 
   Clock* const clock_;

@@ -35,6 +35,22 @@ class LocalWatchdogTest : public ::testing::Test {
     }
   }
 
+  // A collectives report of (job, generation, rank).
+  void Collectives(const std::string& job, int64_t generation, int rank,
+                   const std::map<std::string, int64_t>& entered,
+                   const std::map<std::string, int64_t>& completed, bool blocked,
+                   double timeout_seconds = 0) {
+    v1::ReportCollectivesRequest report;
+    report.mutable_worker()->set_job_id(job);
+    report.mutable_worker()->set_generation(generation);
+    report.mutable_worker()->set_rank(rank);
+    report.mutable_collective_entered()->insert(entered.begin(), entered.end());
+    report.mutable_collective_completed()->insert(completed.begin(), completed.end());
+    report.set_blocked(blocked);
+    report.set_timeout_seconds(timeout_seconds);
+    watchdog_.Collectives(report);
+  }
+
   FakeClock clock_;
   LocalWatchdog watchdog_{&clock_, Options()};
 };
@@ -292,11 +308,6 @@ TEST_F(LocalWatchdogTest, AJobsInitAndCheckpointAllowancesReplaceTheAgents) {
   EXPECT_EQ(watchdog_.Allowance("gpt-2", 0), absl::Minutes(10));
 }
 
-// Sequence numbers as a collectives report carries them.
-google::protobuf::Map<std::string, int64_t> Seqs(std::map<std::string, int64_t> seqs) {
-  return google::protobuf::Map<std::string, int64_t>(seqs.begin(), seqs.end());
-}
-
 // Before its first step, a command rank blocked in a collective that does not move is hung after
 // the init allowance (its peer is stuck before the first step); one that computes (with a
 // collective launched and not waited for, or none), or whose collectives move, is not.
@@ -306,20 +317,20 @@ TEST_F(LocalWatchdogTest, ACommandRankWaitingInAStillCollectiveBeforeItsFirstSte
   watchdog_.Track("torch", 1, 0, AllowancesOf(spec), LocalWatchdog::WatchFrom::kFirstReport);
   watchdog_.Track("torch", 1, 1, AllowancesOf(spec), LocalWatchdog::WatchFrom::kFirstReport);
   // Not blocked: computing, however long, also with a collective launched and not waited for.
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 1}}), Seqs({{"world", 1}}), false);
+  Collectives("torch", 1, 0, {{"world", 1}}, {{"world", 1}}, false);
   EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
   clock_.Advance(absl::Hours(3));
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 2}}), Seqs({{"world", 1}}), false);
+  Collectives("torch", 1, 0, {{"world", 2}}, {{"world", 1}}, false);
   clock_.Advance(absl::Hours(3));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
   // Blocked: watched with the init allowance while its numbers stay put.
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 3}}), Seqs({{"world", 2}}), true);
+  Collectives("torch", 1, 0, {{"world", 3}}, {{"world", 2}}, true);
   EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(60));
   clock_.Advance(absl::Seconds(40));
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 3}}), Seqs({{"world", 2}}), true);
+  Collectives("torch", 1, 0, {{"world", 3}}, {{"world", 2}}, true);
   clock_.Advance(absl::Seconds(15));
   // Moving numbers restart the wait: a collective that completed, a new group entered.
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 4}, {"dp0", 1}}), Seqs({{"world", 3}}),
+  Collectives("torch", 1, 0, {{"world", 4}, {"dp0", 1}}, {{"world", 3}},
                         true);
   clock_.Advance(absl::Seconds(59));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
@@ -333,15 +344,15 @@ TEST_F(LocalWatchdogTest, ACommandRankWaitingInAStillCollectiveBeforeItsFirstSte
   EXPECT_EQ(hung[0].allowance, absl::Seconds(60));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());  // once
   // Leaving the collective ends the wait.
-  watchdog_.Collectives("torch", 1, 0, Seqs({{"world", 4}, {"dp0", 1}}),
-                        Seqs({{"world", 4}, {"dp0", 1}}), false);
+  Collectives("torch", 1, 0, {{"world", 4}, {"dp0", 1}},
+                        {{"world", 4}, {"dp0", 1}}, false);
   clock_.Advance(absl::Hours(1));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
   // After its first step, its collectives no longer matter: its silence does.
-  watchdog_.Collectives("torch", 1, 1, Seqs({{"world", 2}}), Seqs({{"world", 1}}), true);
+  Collectives("torch", 1, 1, {{"world", 2}}, {{"world", 1}}, true);
   watchdog_.Report("torch", 1, 1, v1::WORKER_PHASE_STEP, 0.5);
   for (int i = 0; i < 5; ++i) {
-    watchdog_.Collectives("torch", 1, 1, Seqs({{"world", 9 + i}}), Seqs({{"world", 8 + i}}),
+    Collectives("torch", 1, 1, {{"world", 9 + i}}, {{"world", 8 + i}},
                           true);
   }
   EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::Minutes(2));
@@ -352,24 +363,67 @@ TEST_F(LocalWatchdogTest, ACommandRankWaitingInAStillCollectiveBeforeItsFirstSte
   EXPECT_FALSE(hung[0].in_collective);
   EXPECT_EQ(hung[0].phase, v1::WORKER_PHASE_STEP);
   // A stale generation's report is ignored; a newer one's starts the rank over, unwatched.
-  watchdog_.Collectives("torch", 0, 0, Seqs({{"world", 3}}), Seqs({{"world", 1}}), true);
-  watchdog_.Collectives("torch", 2, 1, Seqs({{"world", 1}}), Seqs({{"world", 1}}), false);
+  Collectives("torch", 0, 0, {{"world", 3}}, {{"world", 1}}, true);
+  Collectives("torch", 2, 1, {{"world", 1}}, {{"world", 1}}, false);
   EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
   EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::InfiniteDuration());
   clock_.Advance(absl::Hours(1));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
 }
 
-// The builtin trainer is watched from launch: its collectives reports change nothing.
+// Without the job's init_timeout, a wait before the first step is allowed as long as the
+// program's own process-group timeout when that is longer than the agent's INIT allowance.
+TEST_F(LocalWatchdogTest, AWaitBeforeTheFirstStepGetsTheProgramsTimeoutWhenLonger) {
+  watchdog_.Track("torch", 1, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 1800);  // torch's default, 30 min
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(30));
+  clock_.Advance(absl::Minutes(29));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+  clock_.Advance(absl::Minutes(1) + absl::Seconds(1));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].allowance, absl::Minutes(30));
+  // Told again on a new coordinator stream, still counted from when its numbers last moved.
+  watchdog_.ReportHangsAgain();
+  hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].silent, absl::Minutes(30) + absl::Seconds(1));
+  EXPECT_TRUE(hung[0].in_collective);
+  // A shorter program timeout: the agent's INIT allowance.
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 60);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(10));
+  // The job's init_timeout, when set, wins either way.
+  v1::WatchdogSpec spec;
+  spec.set_init_timeout_seconds(90);
+  watchdog_.Track("torch", 2, 1, AllowancesOf(spec), LocalWatchdog::WatchFrom::kFirstReport);
+  Collectives("torch", 2, 1, {{"world", 1}}, {}, true, 1800);
+  EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::Seconds(90));
+  // A phase report (a save before the first step) ends the rule: its silence is judged.
+  watchdog_.Report("torch", 2, 1, v1::WORKER_PHASE_CHECKPOINT, 0);
+  EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::Minutes(30));
+  Collectives("torch", 2, 1, {{"world", 2}}, {}, true, 1800);
+  clock_.Advance(absl::Minutes(20));
+  EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
+// The builtin trainer is watched from launch: its collectives reports change nothing, also
+// from a newer generation's worker.
 TEST_F(LocalWatchdogTest, CollectivesDoNotChangeARankWatchedFromLaunch) {
   watchdog_.Track("gpt-1", 1, 0);
   clock_.Advance(absl::Minutes(9));
-  watchdog_.Collectives("gpt-1", 1, 0, Seqs({{"dp0", 2}}), Seqs({{"dp0", 1}}), true);
+  Collectives("gpt-1", 1, 0, {{"dp0", 2}}, {{"dp0", 1}}, true);
   clock_.Advance(absl::Minutes(1) + absl::Seconds(1));
   std::vector<HungRank> hung = watchdog_.Check();
   ASSERT_THAT(hung, SizeIs(1));
   EXPECT_FALSE(hung[0].in_collective);
   EXPECT_EQ(hung[0].silent, absl::Minutes(10) + absl::Seconds(1));
+  Collectives("gpt-1", 2, 0, {{"dp0", 1}}, {}, true);
+  EXPECT_EQ(watchdog_.Allowance("gpt-1", 0), absl::Minutes(10));  // STARTING, watched
+  clock_.Advance(absl::Minutes(10) + absl::Seconds(1));
+  hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].generation, 2);
+  EXPECT_FALSE(hung[0].in_collective);
 }
 
 TEST_F(LocalWatchdogTest, ExitedRankIsNotHung) {

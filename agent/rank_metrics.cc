@@ -62,7 +62,9 @@ struct RankMetrics::Rank {
   bool startup_pending = false;  // `summary` holds the process's first step, not yet taken
   absl::Time last_summary = absl::InfinitePast();
 
-  // Created on the first report of any kind.
+  // Created on the first step or phase report: a rank whose only reports are collectives ones
+  // (the Python watch's before a first step) has no age, which RingmasterJobHung would read as a
+  // silent stepping rank.
   std::shared_ptr<metrics::Gauge> last_report_age;
   // Created on the first step report, so a rank that has not stepped yet shows no loss of 0.
   std::shared_ptr<metrics::Histogram> step_seconds;
@@ -189,8 +191,6 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
   if (created) {
     it->second = std::make_unique<Rank>();
     it->second->labels = {worker.job_id(), absl::StrCat(worker.rank())};
-    it->second->last_report_age = last_report_age_->WithLabels(it->second->labels);
-    it->second->last_report = clock_->Now();  // its first report, of whatever kind
   }
   Rank& rank = *it->second;
   // The caller checked the generation, but a report that raced with a relaunch may still arrive
@@ -209,6 +209,9 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
     rank.recent_step_seconds.clear();
   }
   if (alive) {
+    if (rank.last_report_age == nullptr) {
+      rank.last_report_age = last_report_age_->WithLabels(rank.labels);
+    }
     rank.last_report = clock_->Now();
     rank.last_report_age->Set(0);
   }
@@ -383,6 +386,7 @@ void RankMetrics::Refresh() {
   for (auto& [key, rank] : ranks_) {
     // The agent passes the steady clock, but a wall clock stepped back must not show a negative
     // age.
+    if (rank->last_report_age == nullptr) continue;  // no sign of life yet
     rank->last_report_age->Set(std::max(0.0, absl::ToDoubleSeconds(now - rank->last_report)));
   }
 }
@@ -425,7 +429,7 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
 double RankMetrics::LastReportAgeSeconds(const std::string& job_id, int rank) const {
   absl::MutexLock lock(&mu_);
   auto it = ranks_.find(RankKey(job_id, rank));
-  if (it == ranks_.end()) return -1;
+  if (it == ranks_.end() || it->second->last_report_age == nullptr) return -1;
   return std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - it->second->last_report));
 }
 

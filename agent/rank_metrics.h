@@ -75,7 +75,7 @@ class RankMetrics {
   // Records the worker's collective sequence numbers for the summaries and metrics, and makes the
   // rank's summary due (a live process thus reaches the coordinator about once per
   // summary_interval even while it makes no progress). Not a report of progress: the last-report
-  // age is left alone (a rank's first report, this one too, starts it). Ignored for older
+  // age is left alone (a rank whose only reports are these has none). Ignored for older
   // generations. The Python watch sends them from init_process_group on, so the coordinator
   // hears the numbers of a rank that has not stepped yet (one stuck before its first step).
   void OnCollectives(const v1::ReportCollectivesRequest& report);
@@ -92,7 +92,7 @@ class RankMetrics {
   // exits sends its last state before its exit is reported.
   std::optional<v1::StepSummary> TakePendingSummary(const std::string& job_id, int rank);
 
-  // Seconds since the rank's last report of any kind; -1 if the rank never reported.
+  // Seconds since the rank's last step or phase report; -1 if it made none.
   double LastReportAgeSeconds(const std::string& job_id, int rank) const;
 
   // Drops every series and summary state of the job, whose workers of `generation` and older are

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::Pair;
@@ -607,19 +608,38 @@ TEST_F(RankMetricsTest, CollectiveReportsUpdateSummariesButAreNoSignOfLife) {
   clock_.Advance(absl::Seconds(1));
   EXPECT_THAT(metrics_.TakeSummaries(), SizeIs(1));
   // A rank's first report may be a collectives one (the Python watch's, before a first step):
-  // its numbers reach the coordinator, and its age counts from it.
+  // its numbers reach the coordinator, but it has no last-report age (RingmasterJobHung would
+  // read one as a silent stepping rank) until a step or phase report.
   *c.mutable_worker() = Worker("gpt-1", 1, 5);
-  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), -1);
   metrics_.OnCollectives(c);
-  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), 0);
+  EXPECT_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), -1);
   summaries = metrics_.TakeSummaries();
   ASSERT_EQ(summaries.size(), 1u);
   EXPECT_EQ(summaries[0].rank(), 5);
   EXPECT_EQ(summaries[0].step(), 0);
   EXPECT_EQ(summaries[0].collective_entered().at("dp0"), 7);
   clock_.Advance(absl::Seconds(3));
-  metrics_.OnCollectives(c);
-  EXPECT_DOUBLE_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), 3.0);
+  metrics_.Refresh();
+  const std::string no_age = "ringmaster_last_report_age_seconds{job_id=\"gpt-1\",rank=\"5\"}";
+  for (const std::string& sample : Samples(registry_)) {
+    EXPECT_THAT(sample, Not(HasSubstr(no_age)));
+  }
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_collective_sequence{job_id=\"gpt-1\",rank=\"5\",group=\"dp0\","
+                       "kind=\"entered\"} 7"));
+  v1::ReportPhaseRequest phase;
+  *phase.mutable_worker() = Worker("gpt-1", 1, 5);
+  phase.set_phase(v1::WORKER_PHASE_CHECKPOINT);
+  metrics_.OnPhase(phase);
+  clock_.Advance(absl::Seconds(2));
+  metrics_.Refresh();
+  EXPECT_DOUBLE_EQ(metrics_.LastReportAgeSeconds("gpt-1", 5), 2.0);
+  EXPECT_THAT(Samples(registry_), Contains(no_age + " 2"));
+  // Forgetting the job drops the rank a collectives report made, series and all.
+  metrics_.ForgetJob("gpt-1", 1);
+  for (const std::string& sample : Samples(registry_)) {
+    EXPECT_THAT(sample, Not(HasSubstr("rank=\"5\""))) << sample;
+  }
 }
 
 TEST_F(RankMetricsTest, PipelineFiguresAreExportedWhenReported) {

@@ -157,7 +157,8 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report) {
 
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report) {
   RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
-  return Sequences("collective_completed", report.collective_completed());
+  RETURN_IF_ERROR(Sequences("collective_completed", report.collective_completed()));
+  return NonNegative("timeout_seconds", report.timeout_seconds());
 }
 
 }  // namespace ringmaster::agent

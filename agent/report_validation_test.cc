@@ -175,6 +175,16 @@ TEST(ValidateCollectivesReportTest, ChecksTheSequenceNumbers) {
   (*r.mutable_collective_entered())["dp0"] = 5;
   (*r.mutable_collective_completed())["dp0"] = 4;
   EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  r.set_blocked(true);
+  r.set_timeout_seconds(1800);
+  EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  r.set_timeout_seconds(-1);
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "timeout_seconds: must be finite and >= 0, got -1");
+  r.set_timeout_seconds(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "timeout_seconds: must be finite and >= 0, got inf");
+  r.set_timeout_seconds(0);
   (*r.mutable_collective_entered())["a/b"] = 5;
   EXPECT_EQ(Message(ValidateCollectivesReport(r)),
             "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"a/b\"");

@@ -137,9 +137,7 @@ absl::Status WorkerService::Collectives(const v1::ReportCollectivesRequest& requ
   RETURN_IF_ERROR(Check(request.worker()));
   RETURN_IF_ERROR(ValidateCollectivesReport(request));
   metrics_->OnCollectives(request);
-  watchdog_->Collectives(request.worker().job_id(), request.worker().generation(),
-                         request.worker().rank(), request.collective_entered(),
-                         request.collective_completed(), request.blocked());
+  watchdog_->Collectives(request);
   if (response != nullptr) {
     response->set_link_check_requested(TakeLinkCheckRequest(request.worker()));
   }

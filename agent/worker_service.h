@@ -44,7 +44,9 @@ class WorkerService final : public v1::WorkerService::Service {
                            v1::ReportResponse* response) override;
   grpc::Status ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* request,
                           v1::ReportResponse* response) override;
-  // Sequence numbers only: recorded for the summaries, never a sign of life for the watchdog.
+  // Sequence numbers: recorded for the summaries, never a sign of life for the watchdog; before
+  // a command rank's first step, a wait in a collective that does not move is judged
+  // (local_watchdog.h).
   grpc::Status ReportCollectives(grpc::ServerContext* context,
                                  const v1::ReportCollectivesRequest* request,
                                  v1::ReportResponse* response) override;

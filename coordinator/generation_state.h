@@ -78,6 +78,9 @@ struct GenerationState {
     int64_t step = 0;                                      // the rank's step when set aside
     v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;  // and its summaries' phase
     absl::Time checkpoints_over = absl::InfiniteFuture();  // when no rank was in CHECKPOINT
+    // A report of a wait before the first step (blocked_in_collective): the rank's sequence
+    // numbers when set aside; other ones mean the wait ended.
+    RankCollectives collectives;
   };
   std::map<int, SetAsideHang> set_aside_hangs;
   bool resumed = false;  // the reference rank's start step reached the goodput

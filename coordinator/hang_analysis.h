@@ -50,8 +50,8 @@ struct Suspect {
 // the next collective and wait there, silent, for longer than their step allowance; their agents
 // then report them hung, and the evidence names the saving rank (behind the front, not in a
 // collective, and silent). A rank in the CHECKPOINT phase is watched by its own agent with the
-// checkpoint allowance (--hang_checkpoint_timeout), which reports it hung past that; until then
-// it is not a culprit.
+// checkpoint allowance (--hang_checkpoint_timeout, or the job's watchdog.checkpoint_timeout), which
+// reports it hung past that; until then it is not a culprit.
 //
 // `checkpointing`: the ranks whose latest report put them in CHECKPOINT, without the rank whose
 // hang is being judged (its agent's report is the newer word on its phase). Returns the suspects

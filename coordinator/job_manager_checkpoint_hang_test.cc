@@ -188,5 +188,36 @@ TEST_F(CheckpointHangTest, ASetAsideReportIsJudgedAgainWhenTheRankStaysSilent) {
   EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
 }
 
+// Before the first step: rank 1's agent reports it blocked in #2 while rank 0 writes a
+// checkpoint (the report is set aside). The save ends, both complete #2, and rank 1 computes on
+// without a step (a long first forward): its wait is over, so the report is forgotten rather
+// than judged again once the rank has been quiet as long again.
+TEST_F(CheckpointHangTest, ASetAsideWaitBeforeTheFirstStepIsForgottenOnceItsNumbersMove) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(PythonJob(2), "", alice_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::JobStatus gen = Current(job->job_id());
+  jobs_->OnStepSummary(Watched(gen, 0, 0, 1, 1, v1::WORKER_PHASE_CHECKPOINT));
+  for (int s = 0; s < 30; ++s) {
+    clock_.Advance(absl::Seconds(1));
+    jobs_->OnStepSummary(Watched(gen, 1, 0, 2, 1, v1::WORKER_PHASE_UNSPECIFIED));
+    jobs_->Tick();
+  }
+  v1::WorkerState hung = HangReport(gen, 1, 30);
+  hung.set_phase(v1::WORKER_PHASE_STARTING);
+  hung.set_blocked_in_collective(true);
+  jobs_->OnWorkerState("n1", hung);
+  EXPECT_TRUE(Hangs(gen).empty());
+  jobs_->OnStepSummary(Watched(gen, 0, 0, 2, 2, v1::WORKER_PHASE_STEP));  // the save ended
+  for (int s = 0; s < 120; ++s) {
+    clock_.Advance(absl::Seconds(1));
+    jobs_->OnStepSummary(Watched(gen, 0, 0, 2, 2, v1::WORKER_PHASE_STEP));
+    jobs_->OnStepSummary(Watched(gen, 1, 0, 2, 2, v1::WORKER_PHASE_UNSPECIFIED));
+    jobs_->Tick();
+  }
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+}
+
 }  // namespace
 }  // namespace ringmaster::coordinator

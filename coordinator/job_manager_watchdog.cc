@@ -324,7 +324,9 @@ bool JobManager::RejudgeSetAsideHangs(Job* job, absl::Time now) {
     GenerationState::SetAsideHang& aside = it->second;
     auto phase = gen.phase.find(rank);
     const bool phase_changed = phase != gen.phase.end() && phase->second != aside.phase;
-    if (gen.rank_step[rank] > aside.step || phase_changed) {
+    const bool wait_moved = aside.report.state.blocked_in_collective() &&
+                            gen.collectives[rank] != aside.collectives;
+    if (gen.rank_step[rank] > aside.step || phase_changed || wait_moved) {
       it = gen.set_aside_hangs.erase(it);  // it reported again: its agent watches it afresh
       continue;
     }
@@ -366,6 +368,7 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
     aside.step = job->gen.rank_step[state.rank()];
     auto phase = job->gen.phase.find(state.rank());
     if (phase != job->gen.phase.end()) aside.phase = phase->second;
+    aside.collectives = job->gen.collectives[state.rank()];
     RM_LOG(INFO) << absl::StrFormat(
         "job %s: rank %d on %s, silent for %.1f s in phase %s, waits for rank(s) %s writing a "
         "checkpoint: not a hang",

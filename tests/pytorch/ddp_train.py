@@ -12,6 +12,9 @@ Knobs, from the environment (the job's trainer.env); each fault happens in gener
                               process waits, as for a GPU kernel), so a slow rank can be made
   SLOW_RANK=R SLOW_FACTOR=F   rank R's simulated kernels take F times as long (a slower device)
   STUCK_RANK=R STUCK_STEP=N   rank R's data loader blocks forever before step N's batch
+  STUCK_RANK=R STUCK_BEFORE_DDP=1
+                              rank R blocks forever before constructing DDP (a checkpoint load
+                              from a dead mount), its peers waiting in DDP's constructor
   SAVE_STEP=N SAVE_SECONDS=S  after step N, rank 0 torch.saves the model to SAVE_PATH through a
                               file whose first write stalls S seconds (a slow network disk)
   DEVICE=cuda                 the model on this rank's GPU (LOCAL_RANK) and NCCL
@@ -100,6 +103,10 @@ def main():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), SimulatedKernel(kernel),
                                 torch.nn.Linear(32, 1)).to(device)
+    if first and rank == env_int("STUCK_RANK", "-1") and env_int("STUCK_BEFORE_DDP", "0"):
+        print(f"rank {rank} stuck before DistributedDataParallel at unix {time.time():.3f}",
+              flush=True)
+        threading.Event().wait()  # never set
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     stuck = env_int("STUCK_STEP", "0") if first and rank == env_int("STUCK_RANK", "-1") else 0

@@ -143,6 +143,8 @@ class PyTorchWatchTest : public ::testing::Test {
     // Stuck before its first batch: a short init_timeout, so the suite does not wait 10 min.
     submit("early", Job("early", {{"STUCK_RANK", "1"}, {"STUCK_STEP", "1"}, {"STEPS", "20"}}, 20,
                         "watchdog: {init_timeout: 20}\n"));
+    submit("ctor", Job("ctor", {{"STUCK_RANK", "1"}, {"STUCK_BEFORE_DDP", "1"}, {"STEPS", "20"}},
+                       20, "watchdog: {init_timeout: 20}\n"));
     submit("save", Job("save",
                        {{"SAVE_STEP", "40"},
                         {"SAVE_SECONDS", "20"},
@@ -199,6 +201,10 @@ class PyTorchWatchTest : public ::testing::Test {
     }
     return pages;
   }
+
+  // The "early" and "ctor" cases.
+  static void ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
+                                                    const std::string& stuck_line);
 
   static bool torch_;
   static std::string* torch_version_;  // torch.__version__ under Python()
@@ -259,11 +265,21 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
 }
 
 // Rank 1's data loader blocks before the first batch, while rank 0 waits in the first backward's
-// all-reduce: neither has reported a step, but rank 0's watch says it is blocked in a collective
-// whose numbers do not move, so after the job's init_timeout its agent reports it, and the
-// coordinator blames rank 1 from the sequence numbers. The restarted job succeeds.
+// all-reduce ("early"), or rank 1 blocks before constructing DDP while rank 0 waits in its
+// constructor ("ctor"): neither has reported a step, but rank 0's watch says it is blocked in a
+// collective whose numbers do not move, so after the job's init_timeout its agent reports it,
+// and the coordinator blames rank 1 from the sequence numbers. The restarted job succeeds.
 TEST_F(PyTorchWatchTest, RankStuckBeforeTheFirstStepIsAHangNamingIt) {
-  const std::string id = Id("early");
+  ExpectStuckBeforeTheFirstStepIsBlamed("early", "stuck before step 1 ");
+}
+
+TEST_F(PyTorchWatchTest, RankStuckBeforeDdpIsAHangNamingIt) {
+  ExpectStuckBeforeTheFirstStepIsBlamed("ctor", "stuck before DistributedDataParallel");
+}
+
+void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
+                                                             const std::string& stuck_line) {
+  const std::string id = Id(name);
   ASSERT_FALSE(id.empty());
   std::string json;
   ASSERT_TRUE(WaitFor(
@@ -277,7 +293,7 @@ TEST_F(PyTorchWatchTest, RankStuckBeforeTheFirstStepIsAHangNamingIt) {
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   EXPECT_THAT(json, HasSubstr("before its first step, in a collective that did not move")) << json;
   EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
-  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr("stuck before step 1 "));
+  EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr(stuck_line));
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(180)), "SUCCEEDED") << JobJson(id);
   EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 20 steps")) << JobJson(id);
 }

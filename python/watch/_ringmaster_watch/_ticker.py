@@ -4,8 +4,9 @@ About every FLUSH_SECONDS it flushes the reporter's deferred step reports (the t
 only queues a snapshot per step: the writing and the sendto happen here, off the step); when
 it stops (at exit, or when the watch disables itself) it flushes once more.
 
-It sends ReportCollectives every interval once the program has entered a collective, changed
-or not (as the builtin trainer's side thread does): a rank stuck in (or before) a collective
+It sends ReportCollectives every interval from init_process_group on (the default group counts
+from 0), changed or not (as the builtin trainer's side thread does), with whether the rank is
+blocked in a collective now and init_process_group's timeout: a rank stuck in (or before) a collective
 still tells the agent how far it got, and a rank stuck outside any collective (a data loader
 that never returns) is heard while it does not step, so the coordinator names it from the
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
@@ -89,7 +90,7 @@ class Ticker:
             pass
 
     def tick(self):
-        """Sends one ReportCollectives once any collective was entered."""
+        """Sends one ReportCollectives once a group is known (init_process_group returned)."""
         self._reporter.flush()  # The steps queued before these numbers go before them.
         self._comm.poll_device(side=True)
         entered, completed, blocked, version = self._comm.sequences()
