@@ -130,7 +130,12 @@ absl::Duration LocalWatchdog::InitAllowance(const Worker& worker) const {
 
 absl::Duration LocalWatchdog::WaitAllowance(const Worker& worker) const {
   if (worker.allowances.init > absl::ZeroDuration()) return worker.allowances.init;
-  return std::max(options_.init_timeout, worker.program_timeout);
+  if (worker.program_timeout <= absl::ZeroDuration()) return options_.init_timeout;
+  // Just before torch gives up by itself (its clock started when the rank entered the
+  // collective, up to a report interval before this one heard of it).
+  const absl::Duration margin = std::min(
+      std::max(absl::Seconds(30), worker.program_timeout / 20), worker.program_timeout / 2);
+  return worker.program_timeout - margin;
 }
 
 absl::Duration LocalWatchdog::CheckpointAllowance(const Worker& worker) const {

@@ -19,14 +19,16 @@
 // Before that first report, a command rank that reports its collectives (the Python watch does,
 // every second once torch.distributed is initialised) is hung when it is blocked in a collective
 // (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for its wait
-// allowance: the job's watchdog.init_timeout if it sets one, else the longer of the agent's INIT
-// allowance and the process group's own timeout (the report's timeout_seconds: torch gives up
-// then anyway, so a wait the program allows, such as rank 0 preparing the data behind a
-// barrier, is never cut short by default). A peer is stuck before the first step (a data
-// loader that never returns), which the coordinator names from the sequence numbers. A rank
-// that is not blocked in a collective cannot be hung this way: a program that computes for
-// hours between collectives is not flagged; one that never steps is judged by this rule all
-// its life.
+// allowance: the job's watchdog.init_timeout if it sets one; else, where the report says the
+// process group's own timeout (timeout_seconds), just before torch would give up by itself
+// (that timeout less 5%, at least 30 s, at most half), so a wait the program allows (rank 0
+// preparing the data behind a barrier) is not cut short and the event, not torch's timeout
+// error, says who held it up; else the agent's INIT allowance. A peer is stuck before the first
+// step (a data loader that never returns), which the coordinator names from the sequence
+// numbers. A rank that is not blocked in a collective cannot be hung this way: a program that
+// computes for hours between collectives is not flagged; one that never steps is judged by this
+// rule all its life. A rank that reported a phase before its first step (a save) is judged by
+// its silence instead, with the INIT allowance.
 //
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_

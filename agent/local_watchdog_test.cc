@@ -371,26 +371,31 @@ TEST_F(LocalWatchdogTest, ACommandRankWaitingInAStillCollectiveBeforeItsFirstSte
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
 }
 
-// Without the job's init_timeout, a wait before the first step is allowed as long as the
-// program's own process-group timeout when that is longer than the agent's INIT allowance.
-TEST_F(LocalWatchdogTest, AWaitBeforeTheFirstStepGetsTheProgramsTimeoutWhenLonger) {
+// Without the job's init_timeout, a wait before the first step is allowed until just before the
+// program's own process-group timeout, when torch would give up by itself; without that, the
+// agent's INIT allowance.
+TEST_F(LocalWatchdogTest, AWaitBeforeTheFirstStepEndsJustBeforeTorchWouldGiveUp) {
   watchdog_.Track("torch", 1, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
   Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 1800);  // torch's default, 30 min
-  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(30));
-  clock_.Advance(absl::Minutes(29));
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(1710));  // less 5%
+  clock_.Advance(absl::Seconds(1710));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
-  clock_.Advance(absl::Minutes(1) + absl::Seconds(1));
+  clock_.Advance(absl::Seconds(1));
   std::vector<HungRank> hung = watchdog_.Check();
   ASSERT_THAT(hung, SizeIs(1));
-  EXPECT_EQ(hung[0].allowance, absl::Minutes(30));
+  EXPECT_EQ(hung[0].allowance, absl::Seconds(1710));
   // Told again on a new coordinator stream, still counted from when its numbers last moved.
   watchdog_.ReportHangsAgain();
   hung = watchdog_.Check();
   ASSERT_THAT(hung, SizeIs(1));
-  EXPECT_EQ(hung[0].silent, absl::Minutes(30) + absl::Seconds(1));
+  EXPECT_EQ(hung[0].silent, absl::Seconds(1711));
   EXPECT_TRUE(hung[0].in_collective);
-  // A shorter program timeout: the agent's INIT allowance.
-  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 60);
+  // NCCL's 10 min (torch 2.2 on): 30 s before; a 40 s timeout: half of it; none: the agent's.
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 600);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(570));
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 40);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(20));
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 0);
   EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(10));
   // The job's init_timeout, when set, wins either way.
   v1::WatchdogSpec spec;

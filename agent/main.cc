@@ -75,7 +75,8 @@ ABSL_FLAG(double, leave_checkpoint_grace, 0,
 ABSL_FLAG(double, hang_init_timeout, 600,
           "Seconds a worker may be silent while starting, in INIT, or before its first step (a "
           "command job's worker is watched only from its first step or phase report, and before "
-          "it while blocked in a collective that does not move), unless its job sets "
+          "it while blocked in a collective that does not move: then until just before its "
+          "process group's timeout where the Python watch says it), unless its job sets "
           "watchdog.init_timeout.");
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
           "Seconds a worker may be silent while in the CHECKPOINT phase, unless its job sets "

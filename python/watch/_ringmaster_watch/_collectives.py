@@ -322,8 +322,9 @@ class Collectives:
 
     def _timeout_seconds(self, signature, args, kwargs):
         """How long the program lets a collective wait before torch gives up:
-        init_process_group's `timeout`, else torch's default for the backend (NCCL's own where
-        this torch has one); 0 if unknown."""
+        init_process_group's `timeout`, else torch's default for the backend as torch picks it
+        (_get_default_timeout, not called: it warns where NCCL is not built): NCCL's own for
+        exactly "nccl" where this torch has one, else default_pg_timeout; 0 if unknown."""
         given = {}
         if signature is not None:
             try:
@@ -332,11 +333,20 @@ class Collectives:
                 given = {}
         timeout = given.get("timeout")
         if timeout is None:
+            c10d = getattr(self.dist, "distributed_c10d", None)
             constants = getattr(self.dist, "constants", None)
+
+            def default(name):
+                for owner in (c10d, self.dist, constants):
+                    value = getattr(owner, name, None)
+                    if value is not None:
+                        return value
+                return None
+
+            nccl = default("default_pg_nccl_timeout")
             backend = str(given.get("backend") or "").lower()
-            nccl = getattr(constants, "default_pg_nccl_timeout", None)
-            timeout = (nccl if "nccl" in backend and nccl is not None
-                       else getattr(self.dist, "default_pg_timeout", None))
+            timeout = (nccl if backend == "nccl" and hasattr(nccl, "total_seconds")
+                       else default("default_pg_timeout"))
         seconds = getattr(timeout, "total_seconds", None)
         return max(0.0, float(seconds())) if callable(seconds) else 0.0
 

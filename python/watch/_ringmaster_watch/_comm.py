@@ -480,13 +480,18 @@ class Comm:
             group.settle()
             self.version += 1
 
-    def constructed(self, group, made, mark=None):
-        """A DDP constructor on the group returned: the `made` collectives it made (its check of
-        the parameters' shapes, its broadcast of the module's state) count as entered, and as
-        completed (with `mark`: once the GPU passes it), as on every rank that constructed it."""
-        if made <= 0:
-            return
+    def constructed(self, group, advanced, entered_before, mark=None):
+        """A DDP constructor on the group returned, its process group's number `advanced` since
+        it began, the group's count then `entered_before`: the collectives it made itself (its
+        check of the parameters' shapes, its broadcast of the module's state; not the wrapped
+        calls counted meanwhile) count as entered, and as completed (with `mark`: once the GPU
+        passes it), as on every rank that constructed it. Ends _Group.constructing under the
+        lock, so the side thread never reads the count go back."""
         with self._lock:
+            group.constructing = None
+            made = advanced - (group.entered - entered_before)
+            if made <= 0:
+                return
             if self._ddp_returned:
                 self._drain()
             first = group.entered + 1

@@ -25,6 +25,9 @@ numbered). Per step and group: two Python calls and two reads of the number
 read: the comm hook then. DDP's broadcast of the module's buffers before a forward
 (`_sync_buffers`, wrapped) is followed the same way: while it runs the side thread reads the
 number (the rank is inside it), and its collectives become a "broadcast" row timed as blocked.
+DDP's constructor (wrapped) is too: while it runs the rank counts as blocked and the side thread
+reads the number, and its collectives then count as entered and completed, the same on every
+rank (a rank waiting there for a peer stuck before it is named as ahead of that peer).
 
 The fallback, a comm hook equal to DDP's default, where the group does not count (its number
 stays 0): before the first forward, unless its user registered a comm hook of their own, the
@@ -121,15 +124,17 @@ class DdpWatch:
         mark recorded after it), the same on every rank. A group whose backend has no sequence
         numbers (MPI...) is left to the constructor alone."""
         watch = self
+        is_compiling = self.collectives._is_compiling
         try:
             names = list(__import__("inspect").signature(init).parameters)
             pg_index = names.index("process_group") - 1  # Without `self`.
         except (TypeError, ValueError):
             pg_index = None  # Given by keyword only, or not at all.
 
+        @_compiler.entry
         @functools.wraps(init)
         def wrapper(ddp, *args, **kwargs):
-            if not _core.enabled:
+            if is_compiling() or not _core.enabled:
                 return init(ddp, *args, **kwargs)
             try:
                 module = kwargs.get("module", args[0] if args else None)
@@ -139,6 +144,9 @@ class DdpWatch:
                 pg = kwargs.get("process_group")
                 if pg is None and pg_index is not None and len(args) > pg_index:
                     pg = args[pg_index]
+                mesh = kwargs.get("device_mesh")  # torch 2.2 on: DDP uses its first dimension's
+                if pg is None and mesh is not None:
+                    pg = mesh.get_group(0)
                 if pg is None:
                     pg = watch.collectives._default_group()
                 read = getattr(pg, "_get_sequence_number_for_group", None)
@@ -154,16 +162,17 @@ class DdpWatch:
                 group = None
             if group is None:
                 return init(ddp, *args, **kwargs)
+            entered_before = group.entered
             group.constructing = (read, before)
 
             def record(_seconds, mark):
-                group.constructing = None
-                watch.comm.constructed(group, int(read()) - before, mark)
+                watch.comm.constructed(group, int(read()) - before, entered_before, mark)
 
             try:
+                # A closure: DDP's own keyword arguments never meet blocked_call's.
                 return watch.collectives.blocked_call(
-                    "DistributedDataParallel constructor", device, record, init, ddp, *args,
-                    **kwargs)
+                    "DistributedDataParallel constructor", device, record,
+                    lambda: init(ddp, *args, **kwargs))
             finally:
                 group.constructing = None
 

@@ -15,7 +15,9 @@ first step, one that says it is blocked in a collective whose numbers do not mov
 a stall (agent/local_watchdog.h: a peer stuck before the first step). It is a daemon
 thread: it never keeps the process alive; an atexit handler stops it before the interpreter
 finalises. It never calls into torch but for CUDA event queries (and, once, setting its CUDA
-device before the first, _device.Marks.bind_thread): a daemon thread
+device before the first, _device.Marks.bind_thread) and, while the training thread is inside
+DDP's buffer broadcast or constructor, the process group's sequence number (a getter; the
+risk below is left to stop()'s join, which waits for the tick in progress): a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active
 exception"). Async works are polled on the training thread instead (at each step); a CUDA

@@ -273,12 +273,17 @@ class TimeoutTest(unittest.TestCase):
         self.assertEqual(self.timeout(dist, "gloo", timeout=2 * minutes), 120.0)
         self.assertEqual(self.timeout(dist, "nccl", None, 45 * minutes), 2700.0)
         self.assertEqual(self.timeout(dist, "gloo"), 1800.0)
-        self.assertEqual(self.timeout(dist, backend="cpu:gloo,cuda:nccl"), 600.0)
+        # Torch's rule: NCCL's own default for exactly "nccl"; a mixed backend gets the other.
+        self.assertEqual(self.timeout(dist, backend="cpu:gloo,cuda:nccl"), 1800.0)
+        self.assertEqual(self.timeout(dist, backend="NCCL"), 600.0)
         self.assertEqual(self.timeout(dist, "nccl"), 600.0)
         constants.default_pg_nccl_timeout = None  # A torch built without NCCL.
         self.assertEqual(self.timeout(dist, "nccl"), 1800.0)
         self.assertEqual(self.timeout(type("old", (), {})), 0.0)  # No default: unknown.
         self.assertEqual(self.timeout(dist, unexpected=1), 1800.0)  # Unbound: the default.
+        # The program may have changed torch's default in distributed_c10d (where torch reads it).
+        dist.distributed_c10d = type("c10d", (), {"default_pg_timeout": 5 * minutes})
+        self.assertEqual(self.timeout(dist, "gloo"), 300.0)
 
 
 class CommTest(unittest.TestCase):
@@ -1304,10 +1309,13 @@ class StuckRankTest(unittest.TestCase):
             self.assertEqual(rc, 0, log)
         agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
                        what="the run to finish")
-        # The same numbering on both ranks, the constructor's collectives in it.
-        last = [agent.reports("step", r)[-1]["collectiveEntered"]["world"] for r in (0, 1)]
-        self.assertEqual(last[0], last[1])
-        self.assertGreater(int(last[0]), int(entered))
+        # The same numbering on both ranks, the constructor's collectives in it: from the first
+        # step on, and past what rank 0 had entered while it waited in the constructor.
+        for which in (0, -1):
+            numbers = [agent.reports("step", r)[which]["collectiveEntered"]["world"]
+                       for r in (0, 1)]
+            self.assertEqual(numbers[0], numbers[1])
+            self.assertGreater(int(numbers[0]), int(entered))
 
     def check_blocked_while_a_peer_is_stuck(self, *extra):
         d, agent = agent_in_tmpdir(self)
