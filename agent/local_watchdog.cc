@@ -48,12 +48,19 @@ void LocalWatchdog::Track(const std::string& job_id, int64_t generation, int ran
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[Key(job_id, rank)];
-  w = Worker();
-  w.generation = generation;
-  w.last_report = now;
   w.allowances = allowances;
   w.watch_from = watch_from;
-  w.watched = watch_from == WatchFrom::kLaunch;
+  StartGeneration(&w, generation, now);
+}
+
+void LocalWatchdog::StartGeneration(Worker* worker, int64_t generation, absl::Time now) {
+  Worker fresh;
+  fresh.generation = generation;
+  fresh.last_report = now;
+  fresh.allowances = worker->allowances;
+  fresh.watch_from = worker->watch_from;
+  fresh.watched = worker->watch_from == WatchFrom::kLaunch;
+  *worker = std::move(fresh);
 }
 
 void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int rank,
@@ -65,14 +72,7 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   // hung. An older generation's report is stale.
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
-  if (generation > w.generation) {
-    const JobAllowances allowances = w.allowances;
-    const WatchFrom watch_from = w.watch_from;
-    w = Worker();
-    w.generation = generation;
-    w.allowances = allowances;
-    w.watch_from = watch_from;
-  }
+  if (generation > w.generation) StartGeneration(&w, generation, now);
   w.last_report = now;
   w.hang_reported = false;
   w.watched = true;
@@ -93,17 +93,7 @@ void LocalWatchdog::Collectives(const v1::ReportCollectivesRequest& report) {
   auto it = workers_.find(Key(report.worker().job_id(), report.worker().rank()));
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
-  if (generation > w.generation) {
-    // A newer generation's worker, as Track() would start it.
-    const JobAllowances allowances = w.allowances;
-    const WatchFrom watch_from = w.watch_from;
-    w = Worker();
-    w.generation = generation;
-    w.allowances = allowances;
-    w.watch_from = watch_from;
-    w.watched = watch_from == WatchFrom::kLaunch;
-    w.last_report = now;
-  }
+  if (generation > w.generation) StartGeneration(&w, generation, now);
   if (w.watched) return;  // Its silence is judged (the class comment).
   w.program_timeout = PositiveSeconds(report.timeout_seconds());
   auto sequences = SequencesOf(report);

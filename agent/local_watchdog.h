@@ -141,6 +141,9 @@ class LocalWatchdog {
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)
 
+  // `worker` starts over as `generation`'s, at `now`, keeping its job's allowances and WatchFrom
+  // (a newer generation's first report can come before its Track()).
+  static void StartGeneration(Worker* worker, int64_t generation, absl::Time now);
   absl::Duration AllowanceOf(const Worker& worker) const;
   absl::Duration InitAllowance(const Worker& worker) const;
   absl::Duration WaitAllowance(const Worker& worker) const;  // the blocked rule's

@@ -192,6 +192,15 @@ class PyTorchWatchTest : public ::testing::Test {
   static std::string JobJson(const std::string& id) {
     return cluster_->Ctl({"get", "job", id, "-o", "json"}).output;
   }
+  // Waits up to `timeout` for a "hang" event of job `id`; `*json` gets its last JobJson.
+  static bool WaitForHang(const std::string& id, absl::Duration timeout, std::string* json) {
+    return WaitFor(
+        [&] {
+          *json = JobJson(id);
+          return json->find("\"kind\": \"hang\"") != std::string::npos;
+        },
+        timeout);
+  }
   // Every agent's /metrics page, concatenated.
   static std::string AgentMetrics() {
     std::string pages;
@@ -227,13 +236,7 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
   const std::string id = Id("stuck");
   ASSERT_FALSE(id.empty());
   std::string json;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        json = JobJson(id);
-        return json.find("\"kind\": \"hang\"") != std::string::npos;
-      },
-      absl::Seconds(150)))
-      << json << cluster_->RankLog(id, 1, 1);
+  ASSERT_TRUE(WaitForHang(id, absl::Seconds(150), &json)) << json << cluster_->RankLog(id, 1, 1);
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   // Named from the sequence numbers the watch keeps reporting while rank 1 is stuck outside any
   // collective, not as a silent process.
@@ -282,12 +285,7 @@ void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& 
   const std::string id = Id(name);
   ASSERT_FALSE(id.empty());
   std::string json;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        json = JobJson(id);
-        return json.find("\"kind\": \"hang\"") != std::string::npos;
-      },
-      absl::Seconds(180)))
+  ASSERT_TRUE(WaitForHang(id, absl::Seconds(180), &json))
       << json << cluster_->RankLog(id, 1, 0) << cluster_->RankLog(id, 1, 1);
   PrintHangEvent(json);
   EXPECT_EQ(HangBlamedRank(json), 1) << json;

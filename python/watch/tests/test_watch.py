@@ -1301,12 +1301,10 @@ class StuckRankTest(unittest.TestCase):
             entered = agent.reports("collectives", 0)[-1]["collectiveEntered"]["world"]
             self.assertEqual(agent.reports("collectives", 0)[-1]["collectiveCompleted"]["world"],
                              "0")
-            open(release, "w").close()
-            results = ranks.wait(timeout=60)
-        finally:
+        except BaseException:
             ranks.kill()
-        for rc, log in results:
-            self.assertEqual(rc, 0, log)
+            raise
+        self.release_and_finish(ranks, release)
         agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
                        what="the run to finish")
         # The same numbering on both ranks, the constructor's collectives in it: from the first
@@ -1316,6 +1314,16 @@ class StuckRankTest(unittest.TestCase):
                        for r in (0, 1)]
             self.assertEqual(numbers[0], numbers[1])
             self.assertGreater(int(numbers[0]), int(entered))
+
+    def release_and_finish(self, ranks, release):
+        """Releases the stuck rank; each rank then exits 0 (killed if not within 60 s)."""
+        try:
+            open(release, "w").close()
+            results = ranks.wait(timeout=60)
+        finally:
+            ranks.kill()
+        for rc, log in results:
+            self.assertEqual(rc, 0, log)
 
     def check_blocked_while_a_peer_is_stuck(self, *extra):
         d, agent = agent_in_tmpdir(self)
@@ -1344,12 +1352,10 @@ class StuckRankTest(unittest.TestCase):
             self.assertEqual(stuck["step"], "2")
             self.assertLess(int(stuck["collectiveEntered"]["world"]),
                             int(waiting["collectiveEntered"]["world"]))
-            open(release, "w").close()
-            results = ranks.wait(timeout=60)
-        finally:
+        except BaseException:
             ranks.kill()
-        for rc, log in results:
-            self.assertEqual(rc, 0, log)
+            raise
+        self.release_and_finish(ranks, release)
         agent.wait_for(lambda a: len(a.reports("step", 1)) == 4, what="the run to finish")
 
 
