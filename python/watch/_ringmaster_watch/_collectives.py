@@ -62,8 +62,9 @@ def _nbytes(value):
     return int(numel()) * int(size())
 
 
-def _locator(fn, name):
-    """A fast reader of argument `name` from (args, kwargs), from fn's signature."""
+def locator(fn, name):
+    """A fast reader of argument `name` from (args, kwargs), from fn's signature (its default
+    when not given); None where fn has no signature or no such parameter."""
     import inspect  # Only when torch.distributed is instrumented.
 
     try:
@@ -103,13 +104,13 @@ class Collectives:
             fn = getattr(dist, name, None)
             if fn is None:
                 continue
-            group_of = _locator(fn, "group")
+            group_of = locator(fn, "group")
             if group_of is None:
                 raise RuntimeError("torch.distributed.%s has no group parameter" % name)
-            async_of = (lambda a, k: True) if name in ASYNC_ALWAYS else _locator(fn, "async_op")
+            async_of = (lambda a, k: True) if name in ASYNC_ALWAYS else locator(fn, "async_op")
             if async_of is None:
                 async_of = lambda a, k: False  # noqa: E731
-            size_of = _locator(fn, size_param) if size_param else None
+            size_of = locator(fn, size_param) if size_param else None
             self._patch_everywhere(name, fn, self._wrap(fn, op, group_of, async_of, size_of))
         for name, make in (("new_group", self._wrap_new_group),
                            ("init_process_group", self._wrap_init),
@@ -295,10 +296,8 @@ class Collectives:
         return wrapper
 
     def _wrap_init(self, fn):
-        try:
-            signature = __import__("inspect").signature(fn)
-        except (TypeError, ValueError):
-            signature = None
+        timeout_of = locator(fn, "timeout") or (lambda args, kwargs: kwargs.get("timeout"))
+        backend_of = locator(fn, "backend") or (lambda args, kwargs: kwargs.get("backend"))
 
         @_compiler.entry
         @functools.wraps(fn)
@@ -309,7 +308,8 @@ class Collectives:
             try:
                 self.init_returned = self.clock()
                 self.init_returned_unix = time.time()
-                self.comm.timeout_seconds = self._timeout_seconds(signature, args, kwargs)
+                self.comm.timeout_seconds = self._timeout_seconds(
+                    timeout_of(args, kwargs), backend_of(args, kwargs))
                 world = self._default_group()
                 self.comm.set_world(world, self._size(None))
                 for callback in self.on_init:
@@ -320,18 +320,11 @@ class Collectives:
 
         return wrapper
 
-    def _timeout_seconds(self, signature, args, kwargs):
-        """How long the program lets a collective wait before torch gives up:
-        init_process_group's `timeout`, else torch's default for the backend as torch picks it
-        (_get_default_timeout, not called: it warns where NCCL is not built): NCCL's own for
+    def _timeout_seconds(self, timeout, backend):
+        """How long the program lets a collective wait before torch gives up: init_process_group's
+        `timeout` (or its signature's default), else torch's default for `backend` as torch picks
+        it (_get_default_timeout, not called: it warns where NCCL is not built): NCCL's own for
         exactly "nccl" where this torch has one, else default_pg_timeout; 0 if unknown."""
-        given = {}
-        if signature is not None:
-            try:
-                given = signature.bind_partial(*args, **kwargs).arguments
-            except TypeError:
-                given = {}
-        timeout = given.get("timeout")
         if timeout is None:
             c10d = getattr(self.dist, "distributed_c10d", None)
             constants = getattr(self.dist, "constants", None)
@@ -344,7 +337,7 @@ class Collectives:
                 return None
 
             nccl = default("default_pg_nccl_timeout")
-            backend = str(given.get("backend") or "").lower()
+            backend = str(backend or "").lower()
             timeout = (nccl if backend == "nccl" and hasattr(nccl, "total_seconds")
                        else default("default_pg_timeout"))
         seconds = getattr(timeout, "total_seconds", None)

@@ -52,6 +52,7 @@ import functools
 import weakref
 
 from . import _compiler, _core, _device
+from ._collectives import locator
 
 
 class DdpWatch:
@@ -125,11 +126,9 @@ class DdpWatch:
         numbers (MPI...) is left to the constructor alone."""
         watch = self
         is_compiling = self.collectives._is_compiling
-        try:
-            names = list(__import__("inspect").signature(init).parameters)
-            pg_index = names.index("process_group") - 1  # Without `self`.
-        except (TypeError, ValueError):
-            pg_index = None  # Given by keyword only, or not at all.
+        # Readers of (ddp, *args) and kwargs; None for a parameter this torch lacks.
+        module_of, pg_of, mesh_of = (locator(init, name)
+                                     for name in ("module", "process_group", "device_mesh"))
 
         @_compiler.entry
         @functools.wraps(init)
@@ -137,15 +136,14 @@ class DdpWatch:
             if is_compiling() or not _core.enabled:
                 return init(ddp, *args, **kwargs)
             try:
-                module = kwargs.get("module", args[0] if args else None)
+                given = (ddp,) + args
+                module = module_of(given, kwargs) if module_of else kwargs.get("module")
                 parameters = getattr(module, "parameters", None)
                 first = next(iter(parameters()), None) if callable(parameters) else None
                 device = _device.cuda_device(first)
-                pg = kwargs.get("process_group")
-                if pg is None and pg_index is not None and len(args) > pg_index:
-                    pg = args[pg_index]
-                mesh = kwargs.get("device_mesh")  # torch 2.2 on: DDP uses its first dimension's
-                if pg is None and mesh is not None:
+                pg = pg_of(given, kwargs) if pg_of else kwargs.get("process_group")
+                mesh = mesh_of(given, kwargs) if mesh_of else kwargs.get("device_mesh")
+                if pg is None and mesh is not None:  # torch 2.2 on: its first dimension's
                     pg = mesh.get_group(0)
                 if pg is None:
                     pg = watch.collectives._default_group()

@@ -262,8 +262,9 @@ class TimeoutTest(unittest.TestCase):
             pass
 
         collectives = _collectives.Collectives(dist, _comm.Comm())
-        signature = __import__("inspect").signature(init_process_group)
-        return collectives._timeout_seconds(signature, args, kwargs)
+        timeout = _collectives.locator(init_process_group, "timeout")(args, kwargs)
+        backend = _collectives.locator(init_process_group, "backend")(args, kwargs)
+        return collectives._timeout_seconds(timeout, backend)
 
     def test_the_programs_own_then_the_backends_default(self):
         import datetime
