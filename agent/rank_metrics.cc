@@ -93,7 +93,8 @@ struct RankMetrics::Rank {
   v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
-  // Compute seconds of the steps since the last summary taken (for its mean).
+  // Wall and compute seconds of the steps since the last summary taken (for their means).
+  double step_sum = 0;
   double compute_sum = 0;
   int compute_steps = 0;
   // Wall seconds of the generation's last steps (at most kStepTimeWindow), for the percentiles.
@@ -290,8 +291,10 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
   SetPhase(rank, v1::WORKER_PHASE_STEP);
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
+  rank->step_sum += step_seconds;
   rank->compute_sum += report.compute_seconds();
   rank->compute_steps += 1;
+  s.set_mean_step_seconds(rank->step_sum / rank->compute_steps);
   s.set_mean_compute_seconds(rank->compute_sum / rank->compute_steps);
   s.set_steps_in_summary(rank->compute_steps);
   s.set_mfu(report.mfu());
@@ -415,12 +418,14 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   rank->pending = false;
   rank->startup_pending = false;
   rank->last_summary = now;
+  rank->step_sum = 0;
   rank->compute_sum = 0;
   rank->compute_steps = 0;
   v1::StepSummary taken = rank->summary;
   // The per-summary figures start over too: a summary that a phase or collectives report makes
   // due before the next step (every second through a mid-run link check) covers no step, and
   // must not repeat the last one's mean compute as a new straggler sample.
+  rank->summary.set_mean_step_seconds(0);
   rank->summary.set_mean_compute_seconds(0);
   rank->summary.set_steps_in_summary(0);
   return taken;

@@ -675,7 +675,7 @@ TEST_F(RankMetricsTest, GradientNormIsExportedWhenReported) {
   EXPECT_EQ(registry_.RenderText().find("ringmaster_grad_norm{"), std::string::npos);
 }
 
-TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
+TEST_F(RankMetricsTest, SummaryCarriesMeansAndTheProcessStartupFigures) {
   v1::ReportStepRequest first = Step("gpt-1", 2, 0, 11);
   first.set_process_start_unix_nanos(1000);
   first.set_rendezvous_seconds(0.25);
@@ -684,6 +684,7 @@ TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
   first.set_end_time_unix_nanos(5000);
   metrics_.OnStep(first);
   v1::ReportStepRequest second = Step("gpt-1", 2, 0, 12);
+  second.set_step_seconds(0.25);
   second.set_compute_seconds(0.125);
   second.set_end_time_unix_nanos(6000);
   metrics_.OnStep(second);
@@ -691,6 +692,8 @@ TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
   ASSERT_EQ(summaries.size(), 1u);
   const v1::StepSummary& s = summaries[0];
   EXPECT_DOUBLE_EQ(s.mean_compute_seconds(), (0.375 + 0.125) / 2);
+  EXPECT_DOUBLE_EQ(s.mean_step_seconds(), (0.5 + 0.25) / 2);
+  EXPECT_DOUBLE_EQ(s.step_seconds(), 0.25);  // the last step's own
   EXPECT_EQ(s.steps_in_summary(), 2);
   EXPECT_EQ(s.step_end_unix_nanos(), 6000);
   EXPECT_EQ(s.process_start_unix_nanos(), 1000);  // sticky after the first step
@@ -704,6 +707,7 @@ TEST_F(RankMetricsTest, SummaryCarriesMeanComputeAndTheProcessStartupFigures) {
   summaries = metrics_.TakeSummaries();
   ASSERT_EQ(summaries.size(), 1u);
   EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0.375);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_step_seconds(), 0.5);
   EXPECT_EQ(summaries[0].steps_in_summary(), 1);
 }
 
@@ -735,6 +739,7 @@ TEST_F(RankMetricsTest, SummaryWithoutANewStepCarriesNoMeanCompute) {
     EXPECT_EQ(summaries[0].step(), 813);  // the latest state, still
     EXPECT_EQ(summaries[0].steps_in_summary(), 0) << "second " << second;
     EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0) << "second " << second;
+    EXPECT_DOUBLE_EQ(summaries[0].mean_step_seconds(), 0) << "second " << second;
   }
   // The next step starts a mean of its own.
   clock_.Advance(absl::Seconds(1));

@@ -97,8 +97,15 @@ void JobManager::WatchLinks(Job* job, const v1::StepSummary& summary) {
     gen.link_watch = std::make_unique<LinkWatch>(options);
   }
   const absl::Time now = clock_->Now();
+  // The means over the steps the summary covers (an agent sends at most one summary a second per
+  // rank, and one step of a job of 10 ms steps is mostly noise: a host's scheduling, a queue); an
+  // agent before mean_step_seconds sends 0 there, and its summary's last step is the sample.
+  const bool means = summary.mean_step_seconds() > 0;
   const std::optional<LinkWatch::Trigger> trigger = gen.link_watch->Add(
-      {summary.rank(), summary.step(), summary.step_seconds(), summary.compute_seconds()}, now);
+      {summary.rank(), summary.step(),
+       means ? summary.mean_step_seconds() : summary.step_seconds(),
+       means ? summary.mean_compute_seconds() : summary.compute_seconds()},
+      now);
   // Not sent (rank 0's node is not connected): still owed, asked again at the next summary.
   if (!trigger.has_value() || !SendLinkCheck(job)) return;
   gen.link_watch->Sent(now);

@@ -36,8 +36,11 @@ class JobManagerLinksTest : public JobManagerTest {
   }
 
   // `seconds` of training: each rank's summary once a second (20 steps of `step_seconds` each,
-  // `compute` of them computing, or compute(rank)). Returns the CheckLinks sent meanwhile.
-  int Train(int seconds, double step_seconds, const std::vector<double>& compute) {
+  // `compute` of them computing, or compute(rank)), its last step `last` times as long (the
+  // noise of one step) unless `last` is 0. Without `means`, an agent before mean_step_seconds.
+  // Returns the CheckLinks sent meanwhile.
+  int Train(int seconds, double step_seconds, const std::vector<double>& compute,
+            double last = 1, bool means = true) {
     int checks = 0;
     for (int s = 0; s < seconds; ++s) {
       clock_.Advance(absl::Seconds(1));
@@ -45,8 +48,10 @@ class JobManagerLinksTest : public JobManagerTest {
       for (int rank = 0; rank < 4; ++rank) {
         const size_t before = sink_.sent.size();
         v1::StepSummary summary = Summary(running_, rank, step_, step_, step_, compute[rank]);
-        summary.set_step_seconds(step_seconds);
+        summary.set_step_seconds(step_seconds * last);
         summary.set_compute_seconds(compute[rank]);
+        summary.set_steps_in_summary(20);
+        if (means) summary.set_mean_step_seconds(step_seconds);
         jobs_->OnStepSummary(summary);
         for (size_t i = before; i < sink_.sent.size(); ++i) {
           if (!sink_.sent[i].second.has_check_links()) continue;
@@ -61,6 +66,10 @@ class JobManagerLinksTest : public JobManagerTest {
   }
   int Train(int seconds, double step_seconds, double compute = 0.01) {
     return Train(seconds, step_seconds, std::vector<double>(4, compute));
+  }
+  // The same from an agent that sends no means: its summaries' last steps are the samples.
+  int TrainOldAgent(int seconds, double step_seconds) {
+    return Train(seconds, step_seconds, std::vector<double>(4, 0.01), 1, false);
   }
 
   // Every rank's check after the current step, its dp0 ring edges at gbps[edge] GB/s (the edge
@@ -162,6 +171,29 @@ TEST_F(JobManagerLinksTest, AComputeSlowdownIsNotALinkToCheck) {
   // Rank 3 computes 0.2 s more a step: everyone waits for it, but that is compute (a straggler).
   EXPECT_EQ(Train(60, 0.25, {0.01, 0.01, 0.01, 0.21}), 0);
   EXPECT_TRUE(EventsOf(*jobs_->Get(id_), "link_check").empty());
+}
+
+TEST_F(JobManagerLinksTest, TheMeanStepTimeIsJudgedNotOneNoisyStep) {
+  Run(Interval(10));
+  ASSERT_EQ(Train(30, 0.05), 0);
+  // Each summary's last step took 3x the others (a host's hiccup in a job of fast steps); the
+  // steps it covers took 0.05 s on average, as before: nothing to check.
+  EXPECT_EQ(Train(60, 0.05, std::vector<double>(4, 0.01), 3), 0);
+  EXPECT_TRUE(EventsOf(*jobs_->Get(id_), "link_check").empty());
+  // The mean itself rising is a drop.
+  int checks = 0;
+  for (int s = 0; s < 30 && checks == 0; ++s) checks += Train(1, 0.25);
+  EXPECT_EQ(checks, 1);
+}
+
+TEST_F(JobManagerLinksTest, AnAgentThatSendsNoMeansIsJudgedByTheLastSteps) {
+  Run(Interval(10));
+  ASSERT_EQ(TrainOldAgent(30, 0.05), 0);
+  int checks = 0;
+  for (int s = 0; s < 30 && checks == 0; ++s) checks += TrainOldAgent(1, 0.25);
+  EXPECT_EQ(checks, 1);
+  EXPECT_THAT(EventsOf(*jobs_->Get(id_), "link_check")[0].message(),
+              HasSubstr("x the job's baseline of 0.05 s"));
 }
 
 TEST_F(JobManagerLinksTest, AProgramThatNeverRanACheckIsNotAskedForOne) {

@@ -6,8 +6,9 @@
 // feeds it (job_manager_watchdog.cc) and sends the checks (job_manager_links.cc).
 //
 // Samples: one per step summary that covers steps (an agent forwards at most one a second per
-// rank): the rank's last step's wall seconds and compute seconds (compute excludes time blocked
-// on peers, worker.proto). The first `warmup_steps` steps after the generation's first sample are
+// rank): the mean wall seconds and mean compute seconds of the steps it covers (compute excludes
+// time blocked on peers, worker.proto; the job manager passes the last step's from an agent that
+// sends no means). The first `warmup_steps` steps after the generation's first sample are
 // ignored (start-up, the start-up link check, first-touch allocation).
 //
 // Windows: the recent window holds the samples of the last `window` of time, extended back to
