@@ -59,6 +59,9 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
         // RegisterAck, not for every attempt: while the coordinator is away each attempt would
         // queue every hung rank's report again.)
         watchdog_->ReportHangsAgain();
+        // And it knows no rank's numbers until the rank reports again, which one stuck silent
+        // never does (rank_metrics.h): each rank's latest summary goes again.
+        metrics_->SummarizeAgain();
         // Standbys are not in Register, so a coordinator that restarted (or took this node for
         // lost) knows none of them and might never tell this agent to drop them: they go. (A
         // node still held as a spare is prepared again only when it is next taken as one.)

@@ -406,6 +406,11 @@ std::vector<v1::StepSummary> RankMetrics::TakeSummaries() {
   return out;
 }
 
+void RankMetrics::SummarizeAgain() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, rank] : ranks_) rank->pending = true;
+}
+
 std::optional<v1::StepSummary> RankMetrics::TakePendingSummary(const std::string& job_id,
                                                                int rank) {
   absl::MutexLock lock(&mu_);

@@ -88,6 +88,12 @@ class RankMetrics {
   // at once: it happens once per process and recovery is timed from it.
   std::vector<v1::StepSummary> TakeSummaries();
 
+  // Makes every rank's summary due again (at the next TakeSummaries within summary_interval),
+  // carrying its latest state and no new step: called on a new stream to the coordinator, which
+  // may have restarted and know none of them, while a rank may be silent now (torch 1.13 holds the
+  // GIL while init_process_group waits for its peers: its watch reported once, before).
+  void SummarizeAgain();
+
   // The rank's summary if it changed since the last one taken, whatever its age: a worker that
   // exits sends its last state before its exit is reported.
   std::optional<v1::StepSummary> TakePendingSummary(const std::string& job_id, int rank);

@@ -750,6 +750,32 @@ TEST_F(RankMetricsTest, SummaryWithoutANewStepCarriesNoMeanCompute) {
   EXPECT_DOUBLE_EQ(summaries[0].mean_compute_seconds(), 0.375);
 }
 
+TEST_F(RankMetricsTest, EverySummaryGoesAgainForANewStream) {
+  // Rank 0 reported once, that it waits in init_process_group's rendezvous, and fell silent;
+  // rank 1 stepped. Both summaries were taken (sent to a coordinator that then restarted).
+  v1::ReportCollectivesRequest c;
+  *c.mutable_worker() = Worker("gpt-1", 1, 0);
+  (*c.mutable_collective_entered())["rendezvous"] = 1;
+  (*c.mutable_collective_completed())["rendezvous"] = 0;
+  c.set_blocked(true);
+  metrics_.OnCollectives(c);
+  metrics_.OnStep(Step("gpt-1", 1, 1, 7));
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 2u);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_TRUE(metrics_.TakeSummaries().empty());  // nothing new
+  metrics_.SummarizeAgain();
+  std::vector<v1::StepSummary> again = metrics_.TakeSummaries();
+  ASSERT_EQ(again.size(), 2u);
+  std::map<int, v1::StepSummary> by_rank;
+  for (const v1::StepSummary& s : again) by_rank[s.rank()] = s;
+  EXPECT_EQ(by_rank[0].collective_entered().at("rendezvous"), 1);
+  EXPECT_EQ(by_rank[0].collective_completed().at("rendezvous"), 0);
+  EXPECT_EQ(by_rank[1].step(), 7);
+  EXPECT_EQ(by_rank[1].steps_in_summary(), 0);  // no step counted twice (stragglers, link watch)
+  EXPECT_DOUBLE_EQ(by_rank[1].mean_step_seconds(), 0);
+  EXPECT_TRUE(metrics_.TakeSummaries().empty());
+}
+
 TEST_F(RankMetricsTest, CollectiveSeriesPerRankAreBounded) {
   // A worker that names new groups at every step (a bug, or a group per step) stops adding
   // series at the bound; the groups it already has keep updating.

@@ -7,11 +7,19 @@
 
 namespace ringmaster::coordinator {
 
-std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks) {
+std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world) {
   // Group -> (rank -> numbers).
   std::map<std::string, std::map<int, std::pair<int64_t, int64_t>>> groups;
   for (const auto& [rank, collectives] : ranks) {
     for (const auto& [group, numbers] : collectives) groups[group][rank] = numbers;
+  }
+  if (auto rendezvous = groups.find(kRendezvousGroup); rendezvous != groups.end()) {
+    for (int rank = 0; rank < world; ++rank) {
+      auto it = ranks.find(rank);
+      if (it == ranks.end() || it->second.empty()) {
+        rendezvous->second.emplace(rank, std::pair<int64_t, int64_t>{0, 0});
+      }
+    }
   }
   std::vector<Laggard> laggards;
   for (const auto& [group, members] : groups) {
@@ -38,6 +46,13 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks) {
 std::string DescribeLaggards(const std::vector<Laggard>& laggards) {
   std::vector<std::string> lines;
   for (const Laggard& l : laggards) {
+    if (l.group == kRendezvousGroup && l.entered == 0) {
+      lines.push_back(absl::StrCat("rank ", l.rank, " has not reached init_process_group's ",
+                                   "rendezvous that rank", l.waiting.size() == 1 ? " " : "s ",
+                                   absl::StrJoin(l.waiting, ", "), " wait",
+                                   l.waiting.size() == 1 ? "s" : "", " in"));
+      continue;
+    }
     lines.push_back(absl::StrCat("rank ", l.rank, " has not entered collective #", l.waited_in,
                                  " of ", l.group, " (it is at #", l.entered, ") that rank",
                                  l.waiting.size() == 1 ? " " : "s ",

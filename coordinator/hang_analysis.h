@@ -30,12 +30,22 @@ struct Laggard {
   std::vector<int> waiting;  // the peers that entered it and have not completed it
 };
 
+// The Python watch's group for torch.distributed's init_process_group (worker.proto): its #1 is
+// entered when a rank calls init_process_group and completed when that returns; every rank is
+// in it. A rank with no sequence numbers at all has not called it (or is not watched).
+inline constexpr char kRendezvousGroup[] = "rendezvous";
+
 // Laggards of every group, ordered by rank then group: ranks behind their group's front and not
 // inside a collective of the group. Empty when no group has one (every rank at the same
-// collective, everyone behind waiting inside one, or no sequence numbers reported).
-std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks);
+// collective, everyone behind waiting inside one, or no sequence numbers reported). With `world`,
+// a rank of 0..world-1 that reported no sequence number at all counts as at #0 of the rendezvous
+// when another rank reports it: the rank its peers wait for in init_process_group (stuck before
+// it: a data download, a hung filesystem, a GPU that does not answer).
+std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world = 0);
 
-// "rank 2 has not entered all_reduce #57 of dp0 that ranks 0, 1, 3 wait in" lines, joined by "; ".
+// "rank 2 has not entered collective #57 of dp0 (it is at #56) that ranks 0, 1, 3 wait in" lines
+// ("rank 2 has not reached init_process_group's rendezvous that ranks 0, 1, 3 wait in" for the
+// rendezvous), joined by "; ".
 std::string DescribeLaggards(const std::vector<Laggard>& laggards);
 
 // One rank a hang's evidence names (a laggard, or a process that stopped reporting while its

@@ -61,6 +61,33 @@ TEST(HangAnalysisTest, TableOfOtherShapes) {
   }
 }
 
+TEST(HangAnalysisTest, NamesTheRankThatNeverReachedInitProcessGroup) {
+  // Ranks 0 and 2 wait in init_process_group's rendezvous; rank 1 reported nothing (stuck before
+  // calling it), rank 3 only an empty map: both are the ones waited for. Without the world size
+  // nobody is named (a rank with no numbers is in no group).
+  const std::map<int, RankCollectives> ranks = {
+      {0, {{kRendezvousGroup, {1, 0}}}}, {2, {{kRendezvousGroup, {1, 0}}}}, {3, {}}};
+  EXPECT_TRUE(FindLaggards(ranks).empty());
+  std::vector<Laggard> l = FindLaggards(ranks, 4);
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].rank, 1);
+  EXPECT_EQ(l[1].rank, 3);
+  EXPECT_THAT(l[0].waiting, ElementsAre(0, 2));
+  EXPECT_EQ(DescribeLaggards({l[0]}),
+            "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2 wait in");
+
+  // Everyone through it (rank 1 with no numbers at all, as a rank that never reported): no one
+  // waits in it, so no one is named.
+  EXPECT_TRUE(FindLaggards({{0, {{kRendezvousGroup, {1, 1}}, {"world", {9, 9}}}}, {1, {}}}, 2)
+                  .empty());
+  // No rank reports the rendezvous (the builtin trainer, a watch before it): the rule is off.
+  EXPECT_TRUE(FindLaggards({{0, {{"world", {2, 1}}}}}, 2).empty());
+  // A rank with numbers but none of the rendezvous (past it, its watch before it) is not named
+  // by this rule.
+  EXPECT_TRUE(FindLaggards({{0, {{kRendezvousGroup, {1, 0}}}}, {1, {{"world", {0, 0}}}}}, 2)
+                  .empty());
+}
+
 // The checkpoint rule: ranks writing a checkpoint are not blamed; a report whose evidence names
 // only them is a wait, not a hang; one that also names a rank stuck elsewhere blames that rank.
 TEST(HangAnalysisTest, RanksWritingACheckpointAreNotBlamed) {

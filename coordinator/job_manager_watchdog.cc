@@ -247,6 +247,15 @@ std::set<int> Checkpointing(const GenerationState& gen, int judged) {
   return ranks;
 }
 
+// Whether `rank`'s latest numbers say it waits in init_process_group's rendezvous.
+bool InRendezvous(const GenerationState& gen, int rank) {
+  auto numbers = gen.collectives.find(rank);
+  if (numbers == gen.collectives.end()) return false;
+  auto rendezvous = numbers->second.find(kRendezvousGroup);
+  return rendezvous != numbers->second.end() &&
+         rendezvous->second.first > rendezvous->second.second;
+}
+
 Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
   const std::set<int> checkpointing = Checkpointing(gen, judged);
   Evidence evidence;
@@ -262,11 +271,14 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
     evidence.description = absl::StrJoin(lines, "; ");
   };
   // First: a process that stopped reporting while its peers still report is the one they wait
-  // for (stopped, or stuck so hard its side thread is too).
+  // for (stopped, or stuck so hard its side thread is too). Not one that said it waits in
+  // init_process_group's rendezvous: torch 1.13 waits there for the store's workers holding the
+  // GIL, so its side thread is silent while its peers' are not.
   bool peers_alive = false;
   std::vector<Suspect> silent;
   for (const auto& [r, heard] : gen.last_heard) {
     if (now - heard > kSilentProcess) {
+      if (InRendezvous(gen, r)) continue;
       silent.push_back({r, absl::StrFormat("rank %d's process stopped reporting %.1f s ago while "
                                            "its peers report (stopped or stuck)",
                                            r, absl::ToDoubleSeconds(now - heard))});
@@ -284,7 +296,7 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
   }
   // Then: the ranks that never entered the collective their group waits in.
   std::vector<Suspect> laggards;
-  for (const Laggard& l : FindLaggards(gen.collectives)) {
+  for (const Laggard& l : FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()))) {
     laggards.push_back({l.rank, DescribeLaggards({l})});
   }
   conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));

@@ -101,6 +101,41 @@ TEST_F(JobManagerTest, AWaitInACollectiveBeforeTheFirstStepBlamesTheRankNotInIt)
   EXPECT_EQ(Current(job->job_id()).generation(), 2);
 }
 
+// Before any step, rank 1 never called init_process_group (nothing heard of it): ranks 0, 2 and 3
+// say they wait in its rendezvous. Rank 0 fell silent there (torch 1.13 holds the GIL while its
+// store waits for the workers) while ranks 2 and 3 keep reporting: rank 1 is named, not rank 0.
+TEST_F(JobManagerTest, AWaitInInitProcessGroupBlamesTheRankThatNeverCalledIt) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  auto rendezvous = [&](int rank) {
+    v1::StepSummary s;
+    *s.mutable_job() = Generation(gen1);
+    s.set_rank(rank);
+    (*s.mutable_collective_entered())["rendezvous"] = 1;
+    (*s.mutable_collective_completed())["rendezvous"] = 0;
+    jobs_->OnStepSummary(s);
+  };
+  rendezvous(0);
+  for (int second = 0; second < 20; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (int rank : {2, 3}) rendezvous(rank);
+  }
+  v1::WorkerState hung = HangReport(gen1, 0, 20);
+  hung.set_phase(v1::WORKER_PHASE_STARTING);
+  hung.set_blocked_in_collective(true);
+  jobs_->OnWorkerState("n1", hung);
+  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(hangs[0].ranks(), ElementsAre(1));
+  EXPECT_EQ(hangs[0].message(),
+            "rank 0 on n1 waited 20.0 s, before its first step, in a collective that did not "
+            "move: hung; rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, "
+            "3 wait in");
+  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+}
+
 // The agents stop the hung generation; the blamed rank's exit says what it was doing.
 TEST_F(JobManagerTest, TheBlamedRanksExitIsQuotedOnceAfterTheHang) {
   AddNode("n1", 2);

@@ -12,6 +12,10 @@ Knobs, from the environment (the job's trainer.env); each fault happens in gener
                               process waits, as for a GPU kernel), so a slow rank can be made
   SLOW_RANK=R SLOW_FACTOR=F   rank R's simulated kernels take F times as long (a slower device)
   STUCK_RANK=R STUCK_STEP=N   rank R's data loader blocks forever before step N's batch
+  STUCK_RANK=R STUCK_BEFORE_INIT=1
+                              rank R (its RANK) blocks forever before init_process_group (a
+                              dataset download that never ends), its peers waiting in the
+                              rendezvous
   STUCK_RANK=R STUCK_BEFORE_DDP=1
                               rank R blocks forever before constructing DDP (a checkpoint load
                               from a dead mount), its peers waiting in DDP's constructor
@@ -86,12 +90,17 @@ class StallingFile:
 
 def main():
     device = os.environ.get("DEVICE", "cpu")
+    first = env_int("RINGMASTER_GENERATION", "1") <= 1
+    if (first and env_int("RANK", "0") == env_int("STUCK_RANK", "-1")
+            and env_int("STUCK_BEFORE_INIT", "0")):
+        print(f"rank {os.environ['RANK']} stuck before init_process_group at unix "
+              f"{time.time():.3f}", flush=True)
+        threading.Event().wait()  # never set
     dist.init_process_group("nccl" if device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if device == "cuda":
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         torch.cuda.set_device(device)
-    first = env_int("RINGMASTER_GENERATION", "1") <= 1
     steps = env_int("STEPS", "100")
     print(f"rank {rank}/{world} pid {os.getpid()} generation "
           f"{os.environ.get('RINGMASTER_GENERATION', '-')} torch {torch.__version__} "

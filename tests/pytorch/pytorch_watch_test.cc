@@ -145,6 +145,8 @@ class PyTorchWatchTest : public ::testing::Test {
                         "watchdog: {init_timeout: 20}\n"));
     submit("ctor", Job("ctor", {{"STUCK_RANK", "1"}, {"STUCK_BEFORE_DDP", "1"}, {"STEPS", "20"}},
                        20, "watchdog: {init_timeout: 20}\n"));
+    submit("init", Job("init", {{"STUCK_RANK", "1"}, {"STUCK_BEFORE_INIT", "1"}, {"STEPS", "20"}},
+                       20, "watchdog: {init_timeout: 20}\n"));
     submit("save", Job("save",
                        {{"SAVE_STEP", "40"},
                         {"SAVE_SECONDS", "20"},
@@ -211,9 +213,10 @@ class PyTorchWatchTest : public ::testing::Test {
     return pages;
   }
 
-  // The "early" and "ctor" cases.
-  static void ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
-                                                    const std::string& stuck_line);
+  // The "early", "ctor" and "init" cases: the hang names rank 1 with `blame`.
+  static void ExpectStuckBeforeTheFirstStepIsBlamed(
+      const std::string& name, const std::string& stuck_line,
+      const std::string& blame = "rank 1 has not entered");
 
   static bool torch_;
   static std::string* torch_version_;  // torch.__version__ under Python()
@@ -280,8 +283,18 @@ TEST_F(PyTorchWatchTest, RankStuckBeforeDdpIsAHangNamingIt) {
   ExpectStuckBeforeTheFirstStepIsBlamed("ctor", "stuck before DistributedDataParallel");
 }
 
+// Rank 1 blocks before init_process_group ("init"): it has reported nothing at all, and rank 0
+// waits in init_process_group's rendezvous (on torch 1.13 silently after its first report: the
+// store's wait holds the GIL), so the coordinator names the rank that never reached it.
+TEST_F(PyTorchWatchTest, RankStuckBeforeInitProcessGroupIsAHangNamingIt) {
+  ExpectStuckBeforeTheFirstStepIsBlamed(
+      "init", "stuck before init_process_group",
+      "rank 1 has not reached init_process_group's rendezvous that rank 0 waits in");
+}
+
 void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
-                                                             const std::string& stuck_line) {
+                                                             const std::string& stuck_line,
+                                                             const std::string& blame) {
   const std::string id = Id(name);
   ASSERT_FALSE(id.empty());
   std::string json;
@@ -290,7 +303,7 @@ void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& 
   PrintHangEvent(json);
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   EXPECT_THAT(json, HasSubstr("before its first step, in a collective that did not move")) << json;
-  EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
+  EXPECT_THAT(json, HasSubstr(blame)) << json;
   EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr(stuck_line));
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(180)), "SUCCEEDED") << JobJson(id);
   EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 20 steps")) << JobJson(id);

@@ -91,7 +91,7 @@ class Collectives:
         self._is_compiling = is_compiling or (lambda: False)
         self.init_returned = None  # perf_counter when init_process_group returned.
         self.init_returned_unix = None
-        self.on_init = []  # Callables run after init_process_group returns.
+        self.on_init = []  # Callables run at each call of init_process_group, before it.
         c10d = getattr(dist, "distributed_c10d", None)
         self._modules = [dist] + ([c10d] if c10d is not None else [])
         self._non_member = getattr(getattr(c10d, "GroupMember", None), "NON_GROUP_MEMBER", object())
@@ -299,23 +299,42 @@ class Collectives:
         timeout_of = locator(fn, "timeout") or (lambda args, kwargs: kwargs.get("timeout"))
         backend_of = locator(fn, "backend") or (lambda args, kwargs: kwargs.get("backend"))
 
+        where = "torch.distributed.init_process_group"
+
         @_compiler.entry
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            result = fn(*args, **kwargs)
+            if not _core.enabled or self.dist.is_initialized():
+                return fn(*args, **kwargs)  # Initialised already: torch raises its error.
+            # Its rendezvous waits for every rank (up to the timeout): a rank that never calls
+            # it is named by the peers' reports (_comm.Comm.rendezvous), sent from now on, the
+            # first at once (on_init: torch 1.13 waits for the store's workers holding the GIL).
+            rendezvous = None
+            try:
+                self.comm.timeout_seconds = self._timeout_seconds(
+                    timeout_of(args, kwargs), backend_of(args, kwargs))
+                rendezvous = self.comm.rendezvous()
+                for callback in self.on_init:
+                    callback()
+            except Exception as exc:  # noqa: BLE001
+                _core.fail(where, exc)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                if rendezvous is not None:
+                    try:
+                        self.comm.rendezvous_done(rendezvous)
+                    except Exception as exc:  # noqa: BLE001
+                        _core.fail(where, exc)
             if not _core.enabled:
                 return result
             try:
                 self.init_returned = self.clock()
                 self.init_returned_unix = time.time()
-                self.comm.timeout_seconds = self._timeout_seconds(
-                    timeout_of(args, kwargs), backend_of(args, kwargs))
                 world = self._default_group()
                 self.comm.set_world(world, self._size(None))
-                for callback in self.on_init:
-                    callback()
             except Exception as exc:  # noqa: BLE001
-                _core.fail("torch.distributed.init_process_group", exc)
+                _core.fail(where, exc)
             return result
 
         return wrapper

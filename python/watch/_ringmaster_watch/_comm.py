@@ -3,9 +3,12 @@
 Groups are named "world" (the default process group) and "pg1", "pg2", ... in the order
 new_group() created them (every rank calls new_group in the same order, so the names agree
 across ranks); a group first seen in a collective without having been created through
-new_group gets the next name then. Each collective on a group enters the next sequence number;
-`completed` is the highest number whose collective and all before it have finished: on the
-host, and for collectives on GPU tensors also on the GPU (a CUDA event after them, _device.py).
+new_group gets the next name then. "rendezvous" is init_process_group's wait for every rank:
+its #1 is entered when the program calls init_process_group and completed when that returns
+(worker.proto; the coordinator names a rank that never reached it). Each collective on a
+group enters the next sequence number; `completed` is the highest number whose collective and
+all before it have finished: on the host, and for collectives on GPU tensors also on the GPU
+(a CUDA event after them, _device.py).
 
 Threading: one `Comm` per process, every method thread-safe under its lock (DDP's engine
 callback and comm hook run on the autograd thread, future callbacks on the backend's threads,
@@ -185,6 +188,27 @@ class Comm:
             self._refs = [p for p in self._refs if not self._retired(p)]
             self._names = {k: g for k, g in self._names.items() if not g.retired}
             self._pending = {k: e for k, e in self._pending.items() if not e[1].retired}
+            self.version += 1
+
+    def rendezvous(self):
+        """init_process_group was called: the "rendezvous" group's #1 is entered (afresh after
+        destroyed(): every rank that makes its groups again calls it again) and the caller
+        counts as blocked in it until rendezvous_done(the returned group)."""
+        with self._lock:
+            group = _Group("rendezvous", 0)  # A size for busbw only: it moves no bytes.
+            group.entered = 1
+            group.outstanding.append(1)
+            self._groups["rendezvous"] = group
+            self._inside += 1
+            self.version += 1
+            return group
+
+    def rendezvous_done(self, group):
+        """init_process_group returned or raised: its rendezvous is over (completed, as a
+        collective that raised is)."""
+        with self._lock:
+            group.complete(1)
+            self._inside -= 1
             self.version += 1
 
     def _retired(self, pg):

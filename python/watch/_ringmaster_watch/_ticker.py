@@ -4,27 +4,28 @@ About every FLUSH_SECONDS it flushes the reporter's deferred step reports (the t
 only queues a snapshot per step: the writing and the sendto happen here, off the step); when
 it stops (at exit, or when the watch disables itself) it flushes once more.
 
-It sends ReportCollectives every interval from init_process_group on (the default group counts
+It sends ReportCollectives every interval from the call of init_process_group on (its rendezvous
+first, _comm.py; the first report at once, from the calling thread; the default group counts
 from 0), changed or not (as the builtin trainer's side thread does), with whether the rank is
-blocked in a collective now and init_process_group's timeout: a rank stuck in (or before) a collective
-still tells the agent how far it got, and a rank stuck outside any collective (a data loader
-that never returns) is heard while it does not step, so the coordinator names it from the
+blocked in a collective now and init_process_group's timeout: a rank stuck in (or before) a
+collective still tells the agent how far it got, and a rank stuck outside any collective (a data
+loader that never returns) is heard while it does not step, so the coordinator names it from the
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
 than as a silent process. A report is not a sign of progress to the watchdog; before the rank's
-first step, one that says it is blocked in a collective whose numbers do not move is a sign of
-a stall (agent/local_watchdog.h: a peer stuck before the first step). It is a daemon
-thread: it never keeps the process alive; an atexit handler stops it before the interpreter
-finalises. It never calls into torch but for CUDA event queries (and, once, setting its CUDA
-device before the first, _device.Marks.bind_thread) and, while the training thread is inside
-DDP's buffer broadcast or constructor, the process group's sequence number (a getter; the
-risk below is left to stop()'s join, which waits for the tick in progress): a daemon thread
-inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
-through noexcept frames, and abort the process ("terminate called without an active
-exception"). Async works are polled on the training thread instead (at each step); a CUDA
-event's query holds the GIL throughout (_device.py), so before each report it asks the GPU
-which collectives it has finished (Comm.poll_device): a rank whose training thread is stuck
-outside torch still says that its GPU is through them, and is named as the one behind. The
-deferred reports hold plain numbers and strings only.
+first step, one that says it is blocked in a collective whose numbers do not move is a sign of a
+stall (agent/local_watchdog.h: a peer stuck before the first step). It is a daemon thread: it
+never keeps the process alive; an atexit handler stops it before the interpreter finalises. It
+never calls into torch but for CUDA event queries (and, once, setting its CUDA device before the
+first, _device.Marks.bind_thread) and, while the training thread is inside DDP's buffer
+broadcast or constructor, the process group's sequence number (a getter; the risk below is left
+to stop()'s join, which waits for the tick in progress): a daemon thread inside a C++ call that
+releases the GIL would be torn down by pthread_exit at finalisation, through noexcept frames,
+and abort the process ("terminate called without an active exception"). Async works are polled
+on the training thread instead (at each step); a CUDA event's query holds the GIL throughout
+(_device.py), so before each report it asks the GPU which collectives it has finished
+(Comm.poll_device): a rank whose training thread is stuck outside torch still says that its GPU
+is through them, and is named as the one behind. The deferred reports hold plain numbers and
+strings only.
 
 Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
 Errors: a failure disables the watch and ends the thread.
@@ -50,13 +51,17 @@ class Ticker:
         self._sent_version = -1
 
     def start(self):
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="ringmaster-watch", daemon=True)
-        self._thread.start()
-        self._reporter.deferring = True
-        _core.on_disable(self._stop.set)
-        atexit.register(self.stop)
+        """Starts the thread (once) and sends a report at once, from the caller's thread (at
+        each init_process_group: the call it precedes may hold the GIL while it waits, as torch
+        1.13's TCPStore waits for its workers, and the side thread say nothing until then)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ringmaster-watch",
+                                            daemon=True)
+            self._thread.start()
+            self._reporter.deferring = True
+            _core.on_disable(self._stop.set)
+            atexit.register(self.stop)
+        self.send()
 
     def stop(self):
         """Stops the thread and waits for it (bounded: its tick never blocks), then flushes."""
@@ -92,9 +97,13 @@ class Ticker:
             pass
 
     def tick(self):
-        """Sends one ReportCollectives once a group is known (init_process_group returned)."""
+        """Flushes, polls the GPU, and sends one ReportCollectives (send)."""
         self._reporter.flush()  # The steps queued before these numbers go before them.
         self._comm.poll_device(side=True)
+        self.send()
+
+    def send(self):
+        """Sends one ReportCollectives of the numbers now, if a group is known."""
         entered, completed, blocked, version = self._comm.sequences()
         if not entered:
             return

@@ -4,7 +4,8 @@ Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set 
 Trains a tiny MLP on seeded random data and writes each rank's final parameters (torch.save) to --out.RANK.
 Options make it misbehave the ways the watch's tests need: --stuck-rank/--stuck-step (that rank
 blocks before the step's forward until --release exists; step 0: before constructing DDP, as if
-loading a checkpoint from a dead mount), --save-every, --raise-at,
+loading a checkpoint from a dead mount; step -1: before init_process_group, as if downloading the
+data), --save-every, --raise-at,
 --dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
 --reinit-at (after that step every rank destroys the process group and makes it again, on a
 port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
@@ -52,6 +53,8 @@ def main():
     parser.add_argument("--buffers", action="store_true")
     args = parser.parse_args()
 
+    if int(os.environ["RANK"]) == args.stuck_rank and args.stuck_step == -1:
+        wait_for_release(args.release)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(1234)

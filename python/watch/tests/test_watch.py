@@ -21,7 +21,7 @@ import unittest.mock
 import harness
 
 sys.path.insert(0, harness.WATCH_DIR)
-from _ringmaster_watch import _collectives, _comm, _device, _reporter, _ticker  # noqa: E402
+from _ringmaster_watch import _collectives, _comm, _core, _device, _reporter, _ticker  # noqa: E402
 
 STEPS = 6
 TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
@@ -285,6 +285,76 @@ class TimeoutTest(unittest.TestCase):
         # The program may have changed torch's default in distributed_c10d (where torch reads it).
         dist.distributed_c10d = type("c10d", (), {"default_pg_timeout": 5 * minutes})
         self.assertEqual(self.timeout(dist, "gloo"), 300.0)
+
+
+class InitWrapperTest(unittest.TestCase):
+    """init_process_group's wrapper, over a stand-in torch.distributed: the rendezvous is
+    entered at the call, reported at once, and done when the call returns or raises, whatever
+    the instrumentation does meanwhile."""
+
+    def setUp(self):
+        self._enabled = _core.enabled
+        _core.enabled = True  # Disabled again by _core.fail, or by tearDown.
+        self.initialized = False
+        test = self
+
+        def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1,
+                               rank=-1, store=None):
+            test.seen_inside = comm.sequences()
+            if test.fail_with is not None:
+                raise test.fail_with
+            test.initialized = True
+
+        self.fail_with = None
+        self.seen_inside = None
+        self.dist = type("dist", (), {
+            "is_initialized": staticmethod(lambda: test.initialized),
+            "get_world_size": staticmethod(lambda group=None: 2),
+            "default_pg_timeout": __import__("datetime").timedelta(minutes=30)})
+        comm = self.comm = _comm.Comm()
+        self.collectives = _collectives.Collectives(self.dist, comm)
+        self.sent = []
+        self.collectives.on_init.append(lambda: self.sent.append(comm.sequences()[:3]))
+        self.init = self.collectives._wrap_init(init_process_group)
+
+    def tearDown(self):
+        _core.enabled = self._enabled
+
+    def test_entered_and_reported_at_the_call_done_at_its_return(self):
+        self.init("gloo")
+        self.assertEqual(self.sent, [({"rendezvous": "1"}, {"rendezvous": "0"}, True)])
+        self.assertEqual(self.seen_inside[:3], self.sent[0])
+        self.assertEqual(self.comm.sequences()[:3],
+                         ({"rendezvous": "1", "world": "0"}, {"rendezvous": "1", "world": "0"},
+                          False))
+        self.assertEqual(self.comm.timeout_seconds, 1800.0)
+        # Called again while initialised: torch's own error, nothing entered or reported.
+        self.fail_with = RuntimeError("trying to initialize the default process group twice")
+        with self.assertRaises(RuntimeError):
+            self.init("gloo", timeout=__import__("datetime").timedelta(seconds=5))
+        self.assertEqual(len(self.sent), 1)
+        self.assertEqual(self.comm.timeout_seconds, 1800.0)  # The running group's, still.
+        self.assertTrue(_core.enabled)
+
+    def test_a_call_that_raises_leaves_the_rendezvous_done(self):
+        self.fail_with = RuntimeError("Timed out initializing process group")
+        with self.assertRaises(RuntimeError):
+            self.init("gloo", timeout=__import__("datetime").timedelta(seconds=5))
+        self.assertEqual(self.comm.sequences()[:3],
+                         ({"rendezvous": "1"}, {"rendezvous": "1"}, False))
+        self.assertEqual(self.comm.timeout_seconds, 5.0)
+        self.assertTrue(_core.enabled)
+
+    def test_an_instrumentation_failure_still_calls_torch_and_ends_the_wait(self):
+        def broken():
+            raise ValueError("a surprise")
+
+        self.collectives.on_init.insert(0, broken)
+        with unittest.mock.patch("sys.stderr"):
+            self.init("gloo")
+        self.assertTrue(self.initialized)  # The program's call went through.
+        self.assertFalse(_core.enabled)  # The watch disabled itself.
+        self.assertEqual(self.comm.sequences()[2], False)  # Not left blocked.
 
 
 class CommTest(unittest.TestCase):
@@ -1088,7 +1158,9 @@ class DdpTest(unittest.TestCase):
         # Each step after it: DDP's buckets of 2 backward passes, then the script's calls.
         self.assertEqual(world[4] - world[3], world[2] - world[1], world)
         self.assertEqual(world[5] - world[4], world[2] - world[1], world)
-        self.assertEqual(set(steps[0][-1]["collectiveEntered"]), {"world", "pg2"})
+        # The rendezvous of the second init_process_group, counted afresh too.
+        self.assertEqual(set(steps[0][-1]["collectiveEntered"]), {"rendezvous", "world", "pg2"})
+        self.assertEqual(steps[0][-1]["collectiveEntered"]["rendezvous"], "1")
         self.assertEqual([int(s["step"]) for s in steps[0]], list(range(1, STEPS + 1)))
 
     def test_unknown_torch_disables_and_leaves_results_identical(self):
@@ -1290,10 +1362,11 @@ class StuckRankTest(unittest.TestCase):
                 theirs = a.reports("collectives", 1)
                 return (len(mine) >= 2 and theirs and all(
                     r.get("blocked") is True
-                    and int(r["collectiveEntered"]["world"])
-                    > int(r["collectiveCompleted"]["world"]) for r in mine[-2:])
+                    # (The rendezvous' reports come first, without "world".)
+                    and int(r["collectiveEntered"].get("world", 0))
+                    > int(r["collectiveCompleted"].get("world", 0)) for r in mine[-2:])
                     and theirs[-1].get("blocked") is False
-                    and theirs[-1]["collectiveEntered"]["world"] == "0")
+                    and theirs[-1]["collectiveEntered"].get("world") == "0")
 
             agent.wait_for(waiting, timeout=30, what="rank 0 blocked in DDP's constructor")
             self.assertEqual(agent.reports("step", 0), [])  # before any step
@@ -1315,6 +1388,41 @@ class StuckRankTest(unittest.TestCase):
                        for r in (0, 1)]
             self.assertEqual(numbers[0], numbers[1])
             self.assertGreater(int(numbers[0]), int(entered))
+
+    def test_side_thread_reports_while_in_init_process_groups_rendezvous(self):
+        # Rank 1 blocks before init_process_group (a download): rank 0 waits in its
+        # rendezvous, and says so from the call on (at once: on torch 1.13 its side thread is
+        # silent there, the store's wait holding the GIL); rank 1 reports nothing (the
+        # coordinator names it, coordinator/hang_analysis.h). Released, both pass it and train.
+        d, agent = agent_in_tmpdir(self)
+        release = os.path.join(d, "release")
+        ranks = harness.Ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", "3", "--stuck-rank", "1", "--stuck-step", "-1",
+            "--release", release), 2, d, agent=agent)
+        try:
+            def waiting(a):
+                mine = a.reports("collectives", 0)
+                return mine and all(
+                    r.get("blocked") is True and r["collectiveEntered"] == {"rendezvous": "1"}
+                    and r["collectiveCompleted"] == {"rendezvous": "0"} for r in mine)
+
+            agent.wait_for(waiting, timeout=30, what="rank 0 blocked in the rendezvous")
+            # With the wait torch allows it (init_process_group's default, gloo: 30 min).
+            self.assertEqual(agent.reports("collectives", 0)[-1]["timeoutSeconds"], 1800.0)
+            self.assertEqual(agent.reports("collectives", 1), [])
+            self.assertEqual(agent.reports("step", 0), [])
+        except BaseException:
+            ranks.kill()
+            raise
+        self.release_and_finish(ranks, release)
+        agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
+                       what="the run to finish")
+        for r in (0, 1):
+            step = agent.reports("step", r)[-1]
+            self.assertEqual(step["collectiveEntered"]["rendezvous"], "1")
+            self.assertEqual(step["collectiveCompleted"]["rendezvous"], "1")
+            # Not a collective: nothing of it in the step's waits.
+            self.assertNotIn("rendezvous", [c["group"] for c in step.get("collectives", [])])
 
     def release_and_finish(self, ranks, release):
         """Releases the stuck rank; each rank then exits 0 (killed if not within 60 s)."""
@@ -1435,7 +1543,7 @@ class GpuPathTest(unittest.TestCase):
         try:
             def caught_up(a):
                 reports = a.reports("collectives", 0)
-                return reports and int(reports[-1]["collectiveEntered"]["world"]) > 3 and (
+                return reports and int(reports[-1]["collectiveEntered"].get("world", 0)) > 3 and (
                     reports[-1]["collectiveEntered"] == reports[-1]["collectiveCompleted"])
 
             # The training thread sleeps; the side thread found the GPU through DDP's buckets.
