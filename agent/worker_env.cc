@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "agent/devices.h"
 #include "common/proto_edge.h"
@@ -36,10 +37,36 @@ std::map<std::string, std::string> AgentEnvironment() {
   return env;
 }
 
+namespace {
+
+absl::string_view Basename(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// PythonLaunchOf's verdict on one program word (after any `env`).
+PythonLaunch LaunchOfProgram(const std::string& program) {
+  const absl::string_view name = Basename(program);
+  if (IsPythonInterpreter(program) || (name.size() > 3 && absl::EndsWith(name, ".py"))) {
+    return PythonLaunch::kDirect;
+  }
+  if (name == "sh" || name == "bash" || name == "dash" || name == "zsh" || name == "ksh" ||
+      (name.size() > 3 && absl::EndsWith(name, ".sh"))) {
+    return PythonLaunch::kShell;
+  }
+  return PythonLaunch::kNone;
+}
+
+PythonLaunch PythonLaunchOfSpec(const v1::JobSpec& spec) {
+  if (!spec.trainer().has_command()) return PythonLaunch::kNone;
+  const auto& argv = spec.trainer().command().argv();
+  return PythonLaunchOf(std::vector<std::string>(argv.begin(), argv.end()));
+}
+
+}  // namespace
+
 bool IsPythonInterpreter(const std::string& argv0) {
-  const size_t slash = argv0.rfind('/');
-  const absl::string_view name =
-      slash == std::string::npos ? absl::string_view(argv0) : absl::string_view(argv0).substr(slash + 1);
+  const absl::string_view name = Basename(argv0);
   if (!absl::StartsWith(name, "python")) return false;
   for (char c : name.substr(6)) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
@@ -47,9 +74,29 @@ bool IsPythonInterpreter(const std::string& argv0) {
   return true;
 }
 
+PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
+  if (argv.empty()) return PythonLaunch::kNone;
+  if (Basename(argv[0]) != "env") return LaunchOfProgram(argv[0]);
+  // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...]
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& word = argv[i];
+    if (word == "-u" || word == "-C" || word == "--unset" || word == "--chdir") {
+      ++i;  // the option's argument
+    } else if (word == "-S" || word == "--split-string") {
+      if (i + 1 >= argv.size()) return PythonLaunch::kNone;
+      const std::vector<std::string> split = absl::StrSplit(argv[i + 1], ' ', absl::SkipEmpty());
+      return split.empty() ? PythonLaunch::kNone : LaunchOfProgram(split[0]);
+    } else if (absl::StartsWith(word, "-") || absl::StrContains(word, '=')) {
+      continue;  // an option without an argument, "-", "--", or an assignment
+    } else {
+      return LaunchOfProgram(word);
+    }
+  }
+  return PythonLaunch::kNone;
+}
+
 bool WatchesPython(const v1::JobSpec& spec) {
-  return spec.trainer().has_command() && spec.trainer().command().argv_size() > 0 &&
-         IsPythonInterpreter(spec.trainer().command().argv(0)) &&
+  return PythonLaunchOfSpec(spec) != PythonLaunch::kNone &&
          !spec.watchdog().python_watch_disabled();
 }
 
@@ -114,10 +161,8 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   if (!node.report_socket_path.empty()) env["RINGMASTER_REPORT_SOCKET"] = node.report_socket_path;
   for (const auto& [k, v] : spec.trainer().env()) env[k] = v;
   // A Python command inherits the agent's PYTHONPATH unless the job sets its own, watched or not.
-  const bool python_command = spec.trainer().has_command() &&
-                              spec.trainer().command().argv_size() > 0 &&
-                              IsPythonInterpreter(spec.trainer().command().argv(0));
-  if (python_command && spec.trainer().env().count("PYTHONPATH") == 0) {
+  const PythonLaunch python = PythonLaunchOfSpec(spec);
+  if (python == PythonLaunch::kDirect && spec.trainer().env().count("PYTHONPATH") == 0) {
     CopyEnv(node.inherited, "PYTHONPATH", &env);
   }
   if (!node.python_watch_dir.empty() && WatchesPython(spec)) {
@@ -125,7 +170,7 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
     const std::string rest = path == env.end() ? "" : path->second;
     env["PYTHONPATH"] = rest.empty() ? node.python_watch_dir
                                      : absl::StrCat(node.python_watch_dir, ":", rest);
-    env["RINGMASTER_PYTHON_WATCH"] = "1";
+    env["RINGMASTER_PYTHON_WATCH"] = python == PythonLaunch::kShell ? "shell" : "1";
   }
   // After the job's own variables (which cannot name it: RINGMASTER_* is the agent's).
   env["RINGMASTER_WORKER_TOKEN"] = worker_token;

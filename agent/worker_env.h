@@ -45,8 +45,20 @@ std::map<std::string, std::string> AgentEnvironment();
 // "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
 bool IsPythonInterpreter(const std::string& argv0);
 
-// Whether rank processes of `spec` get the Python watch: a command job whose argv[0]
-// IsPythonInterpreter and whose spec does not set watchdog.python_watch_disabled.
+// How a command's argv runs Python, as far as it shows:
+//  - kDirect: the rank's process is the interpreter: argv[0] IsPythonInterpreter, or is a script
+//    whose name ends in ".py" (run through its #! line), or is `env` (its NAME=VALUE words and
+//    options skipped; the first word of -S's string) before one of these;
+//  - kShell: a shell runs the program: argv[0]'s last path component is sh, bash, dash, zsh or
+//    ksh, or ends in ".sh", or is `env` before one of these: the Python processes it starts
+//    are watched, the first to import torch taking the rank (docs/python.md);
+//  - kNone: anything else (a binary, torchrun, an empty argv).
+enum class PythonLaunch { kNone, kDirect, kShell };
+PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv);
+
+// Whether rank processes of `spec` get the Python watch: a command job whose argv runs Python
+// (PythonLaunchOf: kDirect or kShell) and whose spec does not set
+// watchdog.python_watch_disabled.
 bool WatchesPython(const v1::JobSpec& spec);
 
 // The complete environment of rank `a` of `launch` (nothing else is inherited), torchrun's
@@ -67,11 +79,13 @@ bool WatchesPython(const v1::JobSpec& spec);
 //    the agent's CUDA_DEVICE_ORDER, if set;
 //  - RINGMASTER_REPORT_SOCKET, if `node.report_socket_path` is set;
 //  - the job's own `trainer.env`;
-//  - for a command job whose argv[0] IsPythonInterpreter, watched or not, whose `trainer.env`
-//    does not set PYTHONPATH: the agent's own PYTHONPATH (node.inherited), if set (the agent's
-//    PYTHONPATH reaches no other worker);
+//  - for a command job that runs Python directly (PythonLaunchOf: kDirect), watched or not,
+//    whose `trainer.env` does not set PYTHONPATH: the agent's own PYTHONPATH (node.inherited),
+//    if set (the agent's PYTHONPATH reaches no other worker);
 //  - when WatchesPython(spec) and `node.python_watch_dir` is set: python_watch_dir prepended to
-//    that PYTHONPATH (then ":" and it, if non-empty), and RINGMASTER_PYTHON_WATCH = "1";
+//    that PYTHONPATH (then ":" and it, if non-empty), and RINGMASTER_PYTHON_WATCH = "1", or
+//    "shell" for a kShell command (the watch then reports an exit reason only from the process
+//    that took the rank, not from a shell's helper scripts);
 //  - RINGMASTER_WORKER_TOKEN = `worker_token`, last (the job cannot name RINGMASTER_*: the
 //    coordinator refuses it).
 std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,

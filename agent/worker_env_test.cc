@@ -3,7 +3,10 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "common/proto_edge.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -210,8 +213,39 @@ TEST(WorkerEnvTest, PythonInterpretersByTheBasenameOfArgv0) {
   }
 }
 
+// What runs Python, directly or through a shell, as far as the argv shows.
+TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
+  using Argv = std::vector<std::string>;
+  const std::vector<std::pair<Argv, PythonLaunch>> cases = {
+      {{"python3", "train.py"}, PythonLaunch::kDirect},
+      {{"./train.py", "--lr", "3"}, PythonLaunch::kDirect},  // its #! line runs Python
+      {{"/usr/bin/env", "python3", "train.py"}, PythonLaunch::kDirect},
+      {{"env", "-u", "PYTHONHOME", "OMP_NUM_THREADS=1", "--", "python3.11", "t.py"},
+       PythonLaunch::kDirect},
+      {{"/usr/bin/env", "-S", "python3 -u", "t.py"}, PythonLaunch::kDirect},
+      {{"/bin/sh", "-c", "cd /data && python3 train.py"}, PythonLaunch::kShell},
+      {{"bash", "run.sh"}, PythonLaunch::kShell},
+      {{"/opt/job/run.sh"}, PythonLaunch::kShell},
+      {{"env", "A=1", "bash", "-lc", "python train.py"}, PythonLaunch::kShell},
+      {{}, PythonLaunch::kNone},
+      {{""}, PythonLaunch::kNone},
+      {{"torchrun", "--nproc_per_node=8", "train.py"}, PythonLaunch::kNone},
+      {{"/opt/job/trainer"}, PythonLaunch::kNone},
+      {{"/usr/bin/env"}, PythonLaunch::kNone},
+      {{"env", "A=1", "-u"}, PythonLaunch::kNone},
+      {{"env", "-S"}, PythonLaunch::kNone},
+      {{"env", "-C", "/data", "./trainer"}, PythonLaunch::kNone},
+      {{".py"}, PythonLaunch::kNone},
+      {{"sh.py.bak"}, PythonLaunch::kNone},
+      {{"fish", "-c", "python3 t.py"}, PythonLaunch::kNone},
+  };
+  for (const auto& [argv, want] : cases) {
+    EXPECT_EQ(PythonLaunchOf(argv), want) << absl::StrJoin(argv, " ");
+  }
+}
+
 // A command job on Python, in the order the watch's PYTHONPATH promises.
-v1::LaunchWorkers PythonLaunch(const std::string& argv0) {
+v1::LaunchWorkers PythonCommandLaunch(const std::string& argv0) {
   v1::LaunchWorkers launch = TwoRankLaunch();
   v1::TrainerSpec* trainer = launch.mutable_spec()->mutable_trainer();
   trainer->mutable_command()->add_argv(argv0);
@@ -239,27 +273,54 @@ TEST(WorkerEnvTest, EveryWorkerGetsTheReportSocket) {
 
 TEST(WorkerEnvTest, APythonCommandGetsTheWatchFirstOnItsPath) {
   for (const char* argv0 : {"python", "/usr/bin/python3", "python3.11"}) {
-    const v1::LaunchWorkers launch = PythonLaunch(argv0);
+    const v1::LaunchWorkers launch = PythonCommandLaunch(argv0);
     WorkerEnvOptions node = WatchingNode();
     std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
     EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123") << argv0;
     EXPECT_EQ(env["RINGMASTER_PYTHON_WATCH"], "1") << argv0;
   }
   // Not Python, or no watch on this agent: nothing.
-  for (const char* argv0 : {"torchrun", "/usr/bin/env", "./train"}) {
-    const v1::LaunchWorkers launch = PythonLaunch(argv0);
+  for (const char* argv0 : {"torchrun", "./train", "/usr/bin/python3-config"}) {
+    const v1::LaunchWorkers launch = PythonCommandLaunch(argv0);
     std::map<std::string, std::string> env =
         WorkerEnv(launch, launch.assignments(0), WatchingNode(), "t");
     EXPECT_FALSE(env.count("PYTHONPATH")) << argv0;
     EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH")) << argv0;
   }
-  const v1::LaunchWorkers launch = PythonLaunch("python3");
+  const v1::LaunchWorkers launch = PythonCommandLaunch("python3");
   std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), CpuNode(), "t");
   EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH"));
 }
 
+// Under a shell the watch is on the path too, in "shell" mode; the agent's own PYTHONPATH is a
+// directly run Python program's only, as before.
+TEST(WorkerEnvTest, AShellsPythonIsWatchedInShellMode) {
+  for (const char* argv0 : {"/bin/sh", "bash", "./run.sh"}) {
+    v1::LaunchWorkers launch = PythonCommandLaunch(argv0);
+    WorkerEnvOptions node = WatchingNode();
+    node.inherited = {{"PYTHONPATH", "/agent/lib"}};
+    std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+    EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123") << argv0;
+    EXPECT_EQ(env["RINGMASTER_PYTHON_WATCH"], "shell") << argv0;
+    (*launch.mutable_spec()->mutable_trainer()->mutable_env())["PYTHONPATH"] = "/job/src";
+    env = WorkerEnv(launch, launch.assignments(0), node, "t");
+    EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123:/job/src") << argv0;
+    launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
+    env = WorkerEnv(launch, launch.assignments(0), node, "t");
+    EXPECT_EQ(env["PYTHONPATH"], "/job/src") << argv0;
+    EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH")) << argv0;
+  }
+  // `env python3 ...` runs Python directly: the plain mode, and the agent's PYTHONPATH.
+  v1::LaunchWorkers launch = PythonCommandLaunch("/usr/bin/env");
+  WorkerEnvOptions node = WatchingNode();
+  node.inherited = {{"PYTHONPATH", "/agent/lib"}};
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
+  EXPECT_EQ(env["PYTHONPATH"], "/var/lib/ringmaster/python-watch-0123:/agent/lib");
+  EXPECT_EQ(env["RINGMASTER_PYTHON_WATCH"], "1");
+}
+
 TEST(WorkerEnvTest, TheWatchKeepsTheJobsOrElseTheAgentsPythonPathAfterIt) {
-  v1::LaunchWorkers launch = PythonLaunch("python3");
+  v1::LaunchWorkers launch = PythonCommandLaunch("python3");
   WorkerEnvOptions node = WatchingNode();
   node.inherited = {{"PYTHONPATH", "/agent/lib"}};
   std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
@@ -278,7 +339,7 @@ TEST(WorkerEnvTest, TheWatchKeepsTheJobsOrElseTheAgentsPythonPathAfterIt) {
 }
 
 TEST(WorkerEnvTest, AJobThatOptsOutRunsAsWritten) {
-  v1::LaunchWorkers launch = PythonLaunch("python3");
+  v1::LaunchWorkers launch = PythonCommandLaunch("python3");
   launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
   (*launch.mutable_spec()->mutable_trainer()->mutable_env())["PYTHONPATH"] = "/job/src";
   WorkerEnvOptions node = WatchingNode();
@@ -293,7 +354,7 @@ TEST(WorkerEnvTest, AJobThatOptsOutRunsAsWritten) {
 // The agent's PYTHONPATH reaches a Python command whether the watch is on, opted out of, or off
 // on the node; the watch only puts its directory first.
 TEST(WorkerEnvTest, TheAgentsPythonPathDoesNotDependOnTheWatch) {
-  v1::LaunchWorkers launch = PythonLaunch("python3");
+  v1::LaunchWorkers launch = PythonCommandLaunch("python3");
   WorkerEnvOptions watching = WatchingNode();
   watching.inherited = {{"PYTHONPATH", "/agent/lib"}};
   EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), watching, "t")["PYTHONPATH"],
@@ -304,7 +365,7 @@ TEST(WorkerEnvTest, TheAgentsPythonPathDoesNotDependOnTheWatch) {
   launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
   EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), watching, "t")["PYTHONPATH"], "/agent/lib");
   // Not Python: not inherited.
-  launch = PythonLaunch("torchrun");
+  launch = PythonCommandLaunch("torchrun");
   EXPECT_FALSE(WorkerEnv(launch, launch.assignments(0), watching, "t").count("PYTHONPATH"));
 }
 

@@ -2,9 +2,9 @@
 
 The agent puts the directory of this file first on a Python rank's PYTHONPATH. At interpreter
 start-up Python imports this module as `sitecustomize`; it starts the watch (package
-_ringmaster_watch: active only when RINGMASTER_PYTHON_WATCH=1 and the rank's identity and
-report socket are set, and not under torchrun) and then chains to the next `sitecustomize` on
-sys.path past this directory (the user's or the distribution's), which Python would otherwise
+_ringmaster_watch: active only when RINGMASTER_PYTHON_WATCH is 1 or shell, the rank's identity
+and report socket are set, and not under torchrun) and then chains to the next `sitecustomize`
+on sys.path past this directory (the user's or the distribution's), which Python would otherwise
 never run. Stdlib only; it never imports torch.
 
 Errors: a failure of the watch is logged once to stderr and never prevents the chained

@@ -54,12 +54,13 @@ constexpr int kCleanSteps = 1000;  // x 2 ranks: the 2,000 clean rank-steps
 constexpr int kStuckStep = 30;
 
 // A two-rank command job of ddp_train.py with `env` added to its environment. `steps` 0 leaves
-// trainer.steps out; `extra` is more top-level YAML.
+// trainer.steps out; `extra` is more top-level YAML; `wrapper` goes before the interpreter in the
+// command (YAML list items, each ending in ", ").
 std::string Job(const std::string& name, const std::map<std::string, std::string>& env, int steps,
-                const std::string& extra = "") {
+                const std::string& extra = "", const std::string& wrapper = "") {
   std::string yaml =
       absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [",
-                   Quoted(Python()), ", ",
+                   wrapper, Quoted(Python()), ", ",
                    Quoted(TestCluster::Runfile("tests/pytorch/ddp_train.py")), "]\n");
   if (steps > 0) absl::StrAppend(&yaml, "  steps: ", steps, "\n");
   absl::StrAppend(&yaml, "  env: {OMP_NUM_THREADS: \"1\"");
@@ -166,6 +167,11 @@ class PyTorchWatchTest : public ::testing::Test {
            Job("unwatched", {{"STEPS", "200"}}, 200, "watchdog: {python_watch: false}\n"));
     // No trainer.steps: a command job succeeds when its ranks exit 0.
     submit("nosteps", Job("nosteps", {{"STEPS", "20"}}, 0));
+    // The program run by a shell (its child, not exec'd), and through env.
+    submit("shell",
+           Job("shell", {{"STUCK_RANK", "1"}, {"STUCK_STEP", "5"}, {"STEPS", "20"}}, 20, "",
+               "/bin/sh, -c, '\"$0\" \"$1\"; s=$?; echo \"program exited $s\"; exit $s', "));
+    submit("env", Job("env", {{"STEPS", "20"}}, 20, "", "/usr/bin/env, PYTHONUNBUFFERED=1, "));
   }
 
   static void TearDownTestSuite() {
@@ -307,6 +313,28 @@ void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& 
   EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr(stuck_line));
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(180)), "SUCCEEDED") << JobJson(id);
   EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 20 steps")) << JobJson(id);
+}
+
+// The same script under `sh -c` (its child) and `env`: watched all the same. Under the shell,
+// rank 1's stuck loader is a hang naming it and the restarted job succeeds; through env, the
+// steps are heard.
+TEST_F(PyTorchWatchTest, ProgramsRunByAShellOrEnvAreWatched) {
+  const std::string shell = Id("shell");
+  ASSERT_FALSE(shell.empty());
+  std::string json;
+  ASSERT_TRUE(WaitForHang(shell, absl::Seconds(150), &json))
+      << json << cluster_->RankLog(shell, 1, 1);
+  PrintHangEvent(json);
+  EXPECT_EQ(HangBlamedRank(json), 1) << json;
+  EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
+  EXPECT_EQ(cluster_->WaitForEnd(shell, absl::Seconds(150)), "SUCCEEDED") << JobJson(shell);
+  EXPECT_THAT(cluster_->RankLog(shell, 2, 1), HasSubstr("program exited 0"));
+
+  const std::string env = Id("env");
+  ASSERT_FALSE(env.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(env, absl::Seconds(150)), "SUCCEEDED") << JobJson(env);
+  json = JobJson(env);
+  EXPECT_EQ(ProgressStep(json), 20) << json;  // watched: its steps were heard
 }
 
 // The agents' /metrics carry the watched ranks' step-time histogram and collective waits, and

@@ -1,8 +1,11 @@
 """Ringmaster's zero-code watch of a Python rank (docs/python.md, "The watch").
 
 The agent puts this package and a sitecustomize.py first on a Python rank's PYTHONPATH and
-sets RINGMASTER_PYTHON_WATCH=1. `start()` (called by that sitecustomize) checks that this is a
-rank (identity and RINGMASTER_REPORT_SOCKET set, not a torchrun child), installs an import hook,
+sets RINGMASTER_PYTHON_WATCH=1, or "shell" when a shell runs the rank's Python (its helper
+scripts start the watch too: only the process that imports torch first takes the rank, and in
+"shell" mode only it reports an exit reason). `start()` (called by that sitecustomize) checks
+that this is a rank (identity and RINGMASTER_REPORT_SOCKET set, not a torchrun child), installs
+an import hook,
 and instruments torch when the program imports it: optimizer steps, the loss, collectives (DDP's
 buckets included), checkpoint phases, and an uncaught exception's exit reason, reported as
 WorkerReport datagrams to the agent (_reporter.py). It never imports torch itself.
@@ -23,8 +26,8 @@ _watch = None  # The instrumentation objects, for tests and the debugger.
 
 def active_reason(env):
     """None when the watch should run in a process with environment `env`, else why not."""
-    if env.get("RINGMASTER_PYTHON_WATCH") != "1":
-        return "RINGMASTER_PYTHON_WATCH is not 1"
+    if env.get("RINGMASTER_PYTHON_WATCH") not in ("1", "shell"):
+        return "RINGMASTER_PYTHON_WATCH is not 1 or shell"
     if env.get("TORCHELASTIC_RUN_ID"):
         return "inside torchrun (TORCHELASTIC_RUN_ID is set)"
     owner = env.get("RINGMASTER_PYTHON_WATCH_PID")
@@ -58,7 +61,7 @@ def start(env=None):
             lambda name, exc: _core.fail("instrumenting %s" % name, exc))
         sys.meta_path.insert(0, _finder)
         _core.on_disable(_remove_finder)
-        _install_excepthook(reporter)
+        _install_excepthook(reporter, env.get("RINGMASTER_PYTHON_WATCH") == "shell")
         # Reports a busy agent held back go at exit, with or without the side thread (which
         # starts at init_process_group and drains when it stops).
         __import__("atexit").register(_drain_at_exit, reporter)
@@ -100,11 +103,14 @@ def _remove_finder():
             pass
 
 
-def _install_excepthook(reporter):
+def _install_excepthook(reporter, shell):
+    """Reports an uncaught exception as the rank's exit reason; under a shell (`shell`), only
+    in the process that took the rank (imported torch): not a helper script's."""
     previous = sys.excepthook
 
     def excepthook(kind, value, tb):
-        if _core.enabled and _core.is_owner() and not issubclass(kind, KeyboardInterrupt):
+        if (_core.enabled and _core.is_owner() and not issubclass(kind, KeyboardInterrupt)
+                and (not shell or "steps" in _watch_state)):
             try:
                 reason = "".join(
                     __import__("traceback").format_exception_only(kind, value)).strip()

@@ -1596,6 +1596,28 @@ class ExitTest(unittest.TestCase):
             self.assertEqual(report["exitCode"], 1)
             self.assertEqual(report["reason"], "RuntimeError: injected failure at step 2")
 
+    def test_under_a_shell_only_the_process_that_took_the_rank_says_why(self):
+        # A shell runs a helper script that fails (the shell goes on), then the training
+        # program, which fails: in "shell" mode the rank's exit reason is the training
+        # program's; with the watch's plain mode the helper's would be reported too.
+        line = ("%s -c 'raise ValueError(\"helper\")'; "
+                "exec %s -c 'import torch; raise RuntimeError(\"trainer\")'"
+                % (harness.PYTHON, harness.PYTHON))
+        for mode, reasons in (("shell", ["RuntimeError: trainer"]),
+                              ("1", ["ValueError: helper", "RuntimeError: trainer"])):
+            with self.subTest(mode=mode):
+                d, agent = agent_in_tmpdir(self)
+                env = harness.rank_env(0, 1, 1, agent=agent,
+                                       extra={"RINGMASTER_PYTHON_WATCH": mode})
+                proc = subprocess.run(["/bin/sh", "-c", line], env=env, capture_output=True,
+                                      text=True, timeout=120, cwd=d)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertIn("ValueError: helper", proc.stderr)  # Printed as ever.
+                agent.wait_for(lambda a: any(r["reason"] == "RuntimeError: trainer"
+                                             for r in a.reports("exit")),
+                               what="the training program's exit report")
+                self.assertEqual([r["reason"] for r in agent.reports("exit")], reasons)
+
 
 PROBE = textwrap.dedent("""\
     import json, sys
