@@ -30,6 +30,10 @@ std::map<std::string, std::pair<int64_t, int64_t>> SequencesOf(
   return sequences;
 }
 
+// A side thread that reports every second and said nothing for this long is not taken at its
+// word any more (the process is frozen, or its GIL held by a long call).
+constexpr absl::Duration kSideThreadSilence = absl::Seconds(5);
+
 }  // namespace
 
 JobAllowances AllowancesOf(const v1::WatchdogSpec& watchdog) {
@@ -76,6 +80,7 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
   w.last_report = now;
   w.hang_reported = false;
   w.watched = true;
+  w.ended = false;
   w.in_collective = false;
   if (phase != v1::WORKER_PHASE_UNSPECIFIED) w.phase = phase;
   if (step_seconds > 0) {
@@ -94,9 +99,34 @@ void LocalWatchdog::Collectives(const v1::ReportCollectivesRequest& report) {
   if (it == workers_.end() || generation < it->second.generation) return;
   Worker& w = it->second;
   if (generation > w.generation) StartGeneration(&w, generation, now);
-  if (w.watched) return;  // Its silence is judged (the class comment).
+  if (report.watch_ended()) {  // Unwatched until a program reports again (the class comment).
+    w.watched = false;
+    w.in_collective = false;
+    w.tells_blocked = false;
+    w.hang_reported = false;
+    w.ended = true;
+    return;
+  }
+  if (w.ended) return;  // a report the ended watch's side thread had in flight
   w.program_timeout = PositiveSeconds(report.timeout_seconds());
   auto sequences = SequencesOf(report);
+  if (w.watched) {  // Its silence is judged (the class comment), with what the report says.
+    if (!report.blocked_known()) return;
+    w.tells_blocked = true;
+    w.collectives_heard = now;
+    // Waiting on peers: blocked in a call, or a collective entered and not completed (an async
+    // work not done; on NCCL, one the GPU has not finished while the host went on).
+    w.blocked_now = report.blocked() ||
+                    std::any_of(sequences.begin(), sequences.end(),
+                                [](const auto& g) { return g.second.first > g.second.second; });
+    if (sequences != w.sequences) {
+      w.sequences = std::move(sequences);
+      w.last_report = now;  // moved: progress
+      w.hang_reported = false;
+    }
+    if (Busy(w, now)) w.busy_heard = now;
+    return;
+  }
   if (!report.blocked()) {
     w.in_collective = false;
   } else if (!w.in_collective || sequences != w.sequences) {
@@ -133,9 +163,19 @@ absl::Duration LocalWatchdog::CheckpointAllowance(const Worker& worker) const {
                                                              : options_.checkpoint_timeout;
 }
 
-absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker) const {
+bool LocalWatchdog::Busy(const Worker& worker, absl::Time now) {
+  return worker.watched && worker.tells_blocked && !worker.blocked_now &&
+         !worker.step_seconds.empty() && now - worker.collectives_heard <= kSideThreadSilence &&
+         (worker.phase == v1::WORKER_PHASE_STEP || worker.phase == v1::WORKER_PHASE_EVAL);
+}
+
+absl::Duration LocalWatchdog::AllowanceOf(const Worker& worker, absl::Time now) const {
   if (!worker.watched) {
     return worker.in_collective ? WaitAllowance(worker) : absl::InfiniteDuration();
+  }
+  if (Busy(worker, now)) {
+    return worker.allowances.step > absl::ZeroDuration() ? worker.allowances.step
+                                                         : options_.busy_timeout;
   }
   switch (worker.phase) {
     case v1::WORKER_PHASE_STARTING:
@@ -169,8 +209,13 @@ std::vector<HungRank> LocalWatchdog::Check() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, w] : workers_) {
     if (w.hang_reported) continue;
-    const absl::Duration allowance = AllowanceOf(w);
-    const absl::Duration silent = now - (w.watched ? w.last_report : w.stalled_since);
+    const absl::Duration allowance = AllowanceOf(w, now);
+    // Silent since its last progress; past a busy spell, since the spell's last report (its
+    // STEP allowance counts from there, not from a step many minutes before).
+    const absl::Time since =
+        !w.watched ? w.stalled_since
+                   : (Busy(w, now) ? w.last_report : std::max(w.last_report, w.busy_heard));
+    const absl::Duration silent = now - since;
     if (silent <= allowance) continue;
     w.hang_reported = true;
     HungRank& h = hung.emplace_back();
@@ -189,7 +234,7 @@ absl::Duration LocalWatchdog::Allowance(const std::string& job_id, int rank) con
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(Key(job_id, rank));
   if (it == workers_.end()) return absl::InfiniteDuration();
-  return AllowanceOf(it->second);
+  return AllowanceOf(it->second, clock_->Now());
 }
 
 }  // namespace ringmaster::agent

@@ -30,6 +30,24 @@
 // rule all its life. A rank that reported a phase before its first step (a save) is judged by
 // its silence instead, with the INIT allowance.
 //
+// After its first step, a rank whose collectives reports say whether it is blocked
+// (ReportCollectivesRequest.blocked_known: the Python watch, about every second) is judged by more
+// than its silence: sequence numbers that moved are progress (an evaluation that gathers its
+// metrics batch by batch), and in STEP or EVAL a rank whose last report (at most 5 s
+// old) says it is outside any collective is busy outside its steps (an evaluation, a data pass,
+// logging: a PyTorch program names no phase; not one with a collective entered and not completed
+// either: an async work, or on NCCL one the GPU has not finished while the host went on), hung only
+// past the busy allowance: the job's watchdog.hang_timeout if it sets one, else busy_timeout (10
+// min). A stuck rank's peers wait blocked in the next collective and are hung at the STEP
+// allowance, naming it; a rank blocked in a collective that does not move, or whose side thread
+// fell silent too (a frozen process), gets the STEP allowance, counted from its last report that
+// said it was busy. What the busy rule cannot tell from a wait: a one-rank job stuck outside any
+// collective, every rank stuck outside one at once, a wait the watch does not see (a collective
+// torch.compile traced, a store's wait): hung past the busy allowance. A report that says the
+// watch ended (watch_ended: it disabled itself, or its program ended under a shell that may go on
+// with other work) makes the rank unwatched again until its next step or phase report, and later
+// collectives reports of that process are ignored.
+//
 // Thread-safe.
 #ifndef RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
 #define RINGMASTER_AGENT_LOCAL_WATCHDOG_H_
@@ -54,6 +72,8 @@ namespace ringmaster::agent {
 struct WatchdogOptions {
   absl::Duration init_timeout = absl::Minutes(10);
   absl::Duration checkpoint_timeout = absl::Minutes(30);
+  // A stepping rank busy outside any collective (the class comment).
+  absl::Duration busy_timeout = absl::Minutes(10);
   // 9 s: with the agent's check and the report to the coordinator, a hang is acted on within
   // 10 s (the goal is max(10 s, 5 x p99 step)).
   absl::Duration step_floor = absl::Seconds(9);
@@ -103,9 +123,10 @@ class LocalWatchdog {
   // replaces the state as Track() would. WORKER_PHASE_UNSPECIFIED keeps the current phase.
   void Report(const std::string& job_id, int64_t generation, int rank, v1::WorkerPhase phase,
               double step_seconds);
-  // A collectives report (the caller checked its identity and form). Only a rank watched from
-  // its first report that has not made one is judged by it (the class comment); ignored like
-  // Report() for an untracked rank or an older generation.
+  // A collectives report (the caller checked its identity and form). A rank watched from its
+  // first report that has not made one is judged by it, and after its first step one whose
+  // reports say whether it is blocked (the class comment); ignored like Report() for an untracked
+  // rank or an older generation.
   void Collectives(const v1::ReportCollectivesRequest& report);
   // The worker of `generation` is gone; a newer generation's tracking of the rank is kept (an
   // old worker's exit can be handled after its successor started).
@@ -138,13 +159,22 @@ class LocalWatchdog {
     absl::Time stalled_since;
     std::map<std::string, std::pair<int64_t, int64_t>> sequences;
     absl::Duration program_timeout;
+    // Once watched: its last collectives report that said whether it is blocked (blocked_known),
+    // when it came and what it said; its numbers are `sequences`.
+    bool tells_blocked = false;
+    absl::Time collectives_heard;
+    bool blocked_now = false;
+    absl::Time busy_heard = absl::InfinitePast();  // its last report that made it busy
+    bool ended = false;  // watch_ended, and no step or phase report since
   };
   using Key = std::pair<std::string, int>;  // (job_id, rank)
 
   // `worker` starts over as `generation`'s, at `now`, keeping its job's allowances and WatchFrom
   // (a newer generation's first report can come before its Track()).
   static void StartGeneration(Worker* worker, int64_t generation, absl::Time now);
-  absl::Duration AllowanceOf(const Worker& worker) const;
+  absl::Duration AllowanceOf(const Worker& worker, absl::Time now) const;
+  // Watched, in STEP or EVAL, and its last collectives report, recent, says it is not blocked.
+  static bool Busy(const Worker& worker, absl::Time now);
   absl::Duration InitAllowance(const Worker& worker) const;
   absl::Duration WaitAllowance(const Worker& worker) const;  // the blocked rule's
   absl::Duration CheckpointAllowance(const Worker& worker) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@ namespace ringmaster::agent {
 namespace {
 
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 WatchdogOptions Options() {
@@ -49,6 +51,32 @@ class LocalWatchdogTest : public ::testing::Test {
     report.set_blocked(blocked);
     report.set_timeout_seconds(timeout_seconds);
     watchdog_.Collectives(report);
+  }
+
+  // The Python watch's report of `rank` of job "torch", generation 1: world's numbers, whether
+  // it is blocked, blocked_known, and torch's default timeout (30 min).
+  void Watch(int rank, int64_t entered, int64_t completed, bool blocked) {
+    v1::ReportCollectivesRequest report;
+    report.mutable_worker()->set_job_id("torch");
+    report.mutable_worker()->set_generation(1);
+    report.mutable_worker()->set_rank(rank);
+    (*report.mutable_collective_entered())["world"] = entered;
+    (*report.mutable_collective_completed())["world"] = completed;
+    report.set_blocked(blocked);
+    report.set_blocked_known(true);
+    report.set_timeout_seconds(1800);
+    watchdog_.Collectives(report);
+  }
+  // `seconds` of the side thread's reports, one a second, each as `report` says for that second;
+  // returns the ranks Check() found hung meanwhile (checked every second).
+  std::vector<int> Seconds(int seconds, const std::function<void(int)>& report) {
+    std::vector<int> hung;
+    for (int s = 0; s < seconds; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      report(s);
+      for (const HungRank& h : watchdog_.Check()) hung.push_back(h.rank);
+    }
+    return hung;
   }
 
   FakeClock clock_;
@@ -429,6 +457,86 @@ TEST_F(LocalWatchdogTest, CollectivesDoNotChangeARankWatchedFromLaunch) {
   ASSERT_THAT(hung, SizeIs(1));
   EXPECT_EQ(hung[0].generation, 2);
   EXPECT_FALSE(hung[0].in_collective);
+}
+
+// After its first step, a rank whose reports say whether it is blocked (the Python watch): busy
+// outside its steps (an evaluation) it is not hung at the STEP allowance (2 min here), only past
+// the busy allowance (10 min); blocked in a collective that does not move, or with its side thread
+// silent, it is hung at the STEP allowance; numbers that move are progress.
+TEST_F(LocalWatchdogTest, AWatchedRankBusyOutsideItsStepsIsNotHungAtTheStepAllowance) {
+  for (int rank = 0; rank < 4; ++rank) {
+    watchdog_.Track("torch", 1, rank, {}, LocalWatchdog::WatchFrom::kFirstReport);
+    watchdog_.Report("torch", 1, rank, v1::WORKER_PHASE_STEP, 0.1);
+  }
+  // Rank 0 evaluates for 9 min, outside any collective; rank 1 evaluates gathering its metrics
+  // batch by batch (its numbers move); rank 2's side thread says it is busy for 10 s, then falls
+  // silent (a frozen process): hung a STEP allowance after its last word, not after its last
+  // step; rank 3 waits in an all-reduce that does not move, its host thread not blocked (NCCL:
+  // queued, not finished by the GPU).
+  auto report = [&](int s) {
+    Watch(0, 10, 10, false);
+    Watch(1, 10 + s, 9 + s, s % 2 == 0);
+    if (s < 10) Watch(2, 10, 10, false);
+    Watch(3, 11, 10, false);
+  };
+  // (Each rank's first report moves its numbers: silent from then on.)
+  using ::testing::Contains;
+  std::vector<int> hung = Seconds(122, report);
+  EXPECT_THAT(hung, ::testing::ElementsAre(3));
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Minutes(10));
+  EXPECT_EQ(watchdog_.Allowance("torch", 1), absl::Minutes(2));  // progressing
+  EXPECT_EQ(watchdog_.Allowance("torch", 2), absl::Minutes(2));  // not believed any more
+  EXPECT_THAT(Seconds(8, report), IsEmpty());
+  EXPECT_THAT(Seconds(1, report), ::testing::ElementsAre(2));
+  EXPECT_THAT(Seconds(7 * 60, report), IsEmpty());
+  // Rank 0 reaches the metrics' all-reduce (its entry moves the numbers) and waits there for a
+  // peer that does not come: hung a STEP allowance later, not at once after 9 silent minutes.
+  EXPECT_THAT(Seconds(120, [&](int) { Watch(0, 11, 10, true); }), Not(Contains(0)));
+  EXPECT_THAT(Seconds(2, [&](int) { Watch(0, 11, 10, true); }), Contains(0));
+  // Busy past the busy allowance is hung too (every rank stuck outside collectives: a dead
+  // shared filesystem under every data loader).
+  watchdog_.Report("torch", 1, 0, v1::WORKER_PHASE_STEP, 0.1);
+  EXPECT_THAT(Seconds(601, [&](int) { Watch(0, 12, 12, false); }), Not(Contains(0)));
+  EXPECT_THAT(Seconds(1, [&](int) { Watch(0, 12, 12, false); }), Contains(0));
+}
+
+// A job's watchdog.hang_timeout bounds a busy rank too (the user's word on how long a step may
+// take); reports without blocked_known (the builtin trainer's) change nothing after the first
+// step.
+TEST_F(LocalWatchdogTest, ABusyRankGetsTheJobsHangTimeoutAndOtherReportsNothing) {
+  JobAllowances allowances;
+  allowances.step = absl::Seconds(60);
+  watchdog_.Track("torch", 1, 0, allowances, LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Report("torch", 1, 0, v1::WORKER_PHASE_STEP, 0.1);
+  EXPECT_THAT(Seconds(61, [&](int) { Watch(0, 5, 5, false); }), IsEmpty());
+  EXPECT_THAT(Seconds(1, [&](int) { Watch(0, 5, 5, false); }), ::testing::ElementsAre(0));
+  watchdog_.Track("torch", 1, 1, {}, LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Report("torch", 1, 1, v1::WORKER_PHASE_STEP, 0.1);
+  std::vector<int> hung = Seconds(121, [&](int s) {
+    Collectives("torch", 1, 1, {{"world", 5 + s}}, {{"world", 5 + s}}, false);
+  });
+  EXPECT_THAT(hung, ::testing::ElementsAre(1));
+}
+
+// Under a shell, the watched program's last report says it ended: the shell's work after it
+// (an upload) is not judged; a program that reports again is watched again.
+TEST_F(LocalWatchdogTest, AProgramThatEndedLeavesItsShellUnwatched) {
+  watchdog_.Track("torch", 1, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Report("torch", 1, 0, v1::WORKER_PHASE_STEP, 0.1);
+  Watch(0, 7, 7, false);
+  v1::ReportCollectivesRequest ended;
+  ended.mutable_worker()->set_job_id("torch");
+  ended.mutable_worker()->set_generation(1);
+  ended.mutable_worker()->set_rank(0);
+  ended.set_blocked_known(true);
+  ended.set_watch_ended(true);
+  watchdog_.Collectives(ended);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
+  Watch(0, 8, 7, true);  // one its side thread had in flight: ignored
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::InfiniteDuration());
+  EXPECT_THAT(Seconds(60 * 60, [](int) {}), IsEmpty());
+  watchdog_.Report("torch", 1, 0, v1::WORKER_PHASE_STEP, 0.1);  // the next program steps
+  EXPECT_THAT(Seconds(121, [](int) {}), ::testing::ElementsAre(0));
 }
 
 TEST_F(LocalWatchdogTest, ExitedRankIsNotHung) {

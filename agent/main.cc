@@ -81,6 +81,10 @@ ABSL_FLAG(double, hang_init_timeout, 600,
 ABSL_FLAG(double, hang_checkpoint_timeout, 1800,
           "Seconds a worker may be silent while in the CHECKPOINT phase, unless its job sets "
           "watchdog.checkpoint_timeout.");
+ABSL_FLAG(double, hang_busy_timeout, 600,
+          "Seconds a stepping Python rank may go without a step while its watch says it is busy "
+          "outside any collective (an evaluation between steps), unless its job sets "
+          "watchdog.hang_timeout.");
 ABSL_FLAG(double, hang_step_floor, 9,
           "Minimum seconds a stepping worker may be silent (the STEP allowance is "
           "max(floor, factor * p99 step time) unless the job sets watchdog.hang_timeout).");
@@ -234,6 +238,7 @@ absl::Status Run() {
   watchdog_options.init_timeout = absl::Seconds(absl::GetFlag(FLAGS_hang_init_timeout));
   watchdog_options.checkpoint_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_hang_checkpoint_timeout));
+  watchdog_options.busy_timeout = absl::Seconds(absl::GetFlag(FLAGS_hang_busy_timeout));
   watchdog_options.step_floor = absl::Seconds(absl::GetFlag(FLAGS_hang_step_floor));
   watchdog_options.step_factor = absl::GetFlag(FLAGS_hang_step_factor);
   LocalWatchdog watchdog(Clock::Steady(), watchdog_options);

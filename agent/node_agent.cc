@@ -60,8 +60,16 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
         // queue every hung rank's report again.)
         watchdog_->ReportHangsAgain();
         // And it knows no rank's numbers until the rank reports again, which one stuck silent
-        // never does (rank_metrics.h): each rank's latest summary goes again.
-        metrics_->SummarizeAgain();
+        // never does (rank_metrics.h): each running rank's latest summary goes again (not an
+        // exited one's: it would count as heard of, then as a process that stopped reporting).
+        std::set<std::pair<std::string, int>> running;
+        {
+          absl::MutexLock lock(&mu_);
+          for (const auto& [pid, worker] : workers_) {
+            running.emplace(worker.job.job_id(), worker.rank);
+          }
+        }
+        metrics_->SummarizeAgain(running);
         // Standbys are not in Register, so a coordinator that restarted (or took this node for
         // lost) knows none of them and might never tell this agent to drop them: they go. (A
         // node still held as a spare is prepared again only when it is next taken as one.)

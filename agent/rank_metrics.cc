@@ -289,6 +289,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());
   s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
+  s.set_unwatched(false);
   SetPhase(rank, v1::WORKER_PHASE_STEP);
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
   rank->step_sum += step_seconds;
@@ -344,6 +345,14 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
   Rank* rank = Accept(report.worker(), /*alive=*/false);
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;
+  if (report.watch_ended()) {  // the rank says no more until a step or phase report
+    s.set_unwatched(true);
+    s.clear_collective_entered();
+    s.clear_collective_completed();
+    rank->pending = true;
+    return;
+  }
+  if (s.unwatched()) return;  // one the ended watch's side thread had in flight
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());
@@ -356,6 +365,7 @@ void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
   if (rank == nullptr) return;
   v1::StepSummary& s = rank->summary;
   s.set_phase(report.phase());
+  s.set_unwatched(false);
   SetPhase(rank, report.phase());
   // Sent when leaving CHECKPOINT; 0 (unset) on every other phase report. Steps count from 1.
   if (report.checkpoint_step() > 0) {
@@ -406,9 +416,13 @@ std::vector<v1::StepSummary> RankMetrics::TakeSummaries() {
   return out;
 }
 
-void RankMetrics::SummarizeAgain() {
+void RankMetrics::SummarizeAgain(const std::set<std::pair<std::string, int>>& running) {
   absl::MutexLock lock(&mu_);
-  for (auto& [key, rank] : ranks_) rank->pending = true;
+  for (auto& [key, rank] : ranks_) {
+    if (running.count({rank->summary.job().job_id(), rank->summary.rank()}) > 0) {
+      rank->pending = true;
+    }
+  }
 }
 
 std::optional<v1::StepSummary> RankMetrics::TakePendingSummary(const std::string& job_id,

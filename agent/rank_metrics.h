@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,7 +93,8 @@ class RankMetrics {
   // carrying its latest state and no new step: called on a new stream to the coordinator, which
   // may have restarted and know none of them, while a rank may be silent now (torch 1.13 holds the
   // GIL while init_process_group waits for its peers: its watch reported once, before).
-  void SummarizeAgain();
+  // `running`: the (job, rank)s of this node's live workers; no other rank's summary goes.
+  void SummarizeAgain(const std::set<std::pair<std::string, int>>& running);
 
   // The rank's summary if it changed since the last one taken, whatever its age: a worker that
   // exits sends its last state before its exit is reported.

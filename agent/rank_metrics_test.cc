@@ -763,7 +763,7 @@ TEST_F(RankMetricsTest, EverySummaryGoesAgainForANewStream) {
   ASSERT_EQ(metrics_.TakeSummaries().size(), 2u);
   clock_.Advance(absl::Seconds(5));
   EXPECT_TRUE(metrics_.TakeSummaries().empty());  // nothing new
-  metrics_.SummarizeAgain();
+  metrics_.SummarizeAgain({{"gpt-1", 0}, {"gpt-1", 1}, {"gpt-1", 5}});
   std::vector<v1::StepSummary> again = metrics_.TakeSummaries();
   ASSERT_EQ(again.size(), 2u);
   std::map<int, v1::StepSummary> by_rank;
@@ -774,6 +774,38 @@ TEST_F(RankMetricsTest, EverySummaryGoesAgainForANewStream) {
   EXPECT_EQ(by_rank[1].steps_in_summary(), 0);  // no step counted twice (stragglers, link watch)
   EXPECT_DOUBLE_EQ(by_rank[1].mean_step_seconds(), 0);
   EXPECT_TRUE(metrics_.TakeSummaries().empty());
+  // Rank 1 has exited since (not running): only rank 0's goes.
+  clock_.Advance(absl::Seconds(5));
+  metrics_.SummarizeAgain({{"gpt-1", 0}});
+  again = metrics_.TakeSummaries();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].rank(), 0);
+}
+
+TEST_F(RankMetricsTest, AWatchThatEndedLeavesTheRankUnwatchedUntilItsNextStep) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 7));
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);
+  v1::ReportCollectivesRequest ended;
+  *ended.mutable_worker() = Worker("gpt-1", 1, 0);
+  ended.set_blocked_known(true);
+  ended.set_watch_ended(true);
+  clock_.Advance(absl::Seconds(5));
+  metrics_.OnCollectives(ended);
+  // One its side thread had in flight changes nothing.
+  v1::ReportCollectivesRequest late;
+  *late.mutable_worker() = Worker("gpt-1", 1, 0);
+  (*late.mutable_collective_entered())["world"] = 9;
+  late.set_blocked(true);
+  metrics_.OnCollectives(late);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_TRUE(summaries[0].unwatched());
+  EXPECT_TRUE(summaries[0].collective_entered().empty());
+  clock_.Advance(absl::Seconds(5));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 8));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].unwatched());
 }
 
 TEST_F(RankMetricsTest, CollectiveSeriesPerRankAreBounded) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -77,17 +78,57 @@ bool IsPythonInterpreter(const std::string& argv0) {
 PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
   if (argv.empty()) return PythonLaunch::kNone;
   if (Basename(argv[0]) != "env") return LaunchOfProgram(argv[0]);
-  // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...]
-  for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string& word = argv[i];
-    if (word == "-u" || word == "-C" || word == "--unset" || word == "--chdir") {
-      ++i;  // the option's argument
-    } else if (word == "-S" || word == "--split-string") {
-      if (i + 1 >= argv.size()) return PythonLaunch::kNone;
-      const std::vector<std::string> split = absl::StrSplit(argv[i + 1], ' ', absl::SkipEmpty());
-      return split.empty() ? PythonLaunch::kNone : LaunchOfProgram(split[0]);
-    } else if (absl::StartsWith(word, "-") || absl::StrContains(word, '=')) {
-      continue;  // an option without an argument, "-", "--", or an assignment
+  // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...], as GNU env reads it: options up to
+  // "--" or the first assignment; -S's string is split into words read in its place.
+  std::deque<std::string> words(argv.begin() + 1, argv.end());
+  bool options = true;
+  while (!words.empty()) {
+    const std::string word = std::move(words.front());
+    words.pop_front();
+    if (options && word == "--") {
+      options = false;
+    } else if (options && absl::StartsWith(word, "--")) {
+      if (word == "--ignore-environment") return PythonLaunch::kNone;  // the watch's too
+      if (absl::StartsWith(word, "--split-string=")) {
+        const std::vector<std::string> split =
+            absl::StrSplit(word.substr(15), ' ', absl::SkipEmpty());
+        words.insert(words.begin(), split.begin(), split.end());
+      } else if (word == "--split-string" || word == "--unset" || word == "--chdir") {
+        if (words.empty()) return PythonLaunch::kNone;
+        std::string value = std::move(words.front());
+        words.pop_front();
+        if (word == "--unset" && value == "PYTHONPATH") return PythonLaunch::kNone;
+        if (word == "--split-string") {
+          const std::vector<std::string> split = absl::StrSplit(value, ' ', absl::SkipEmpty());
+          words.insert(words.begin(), split.begin(), split.end());
+        }
+      } else if (word == "--unset=PYTHONPATH") {
+        return PythonLaunch::kNone;
+      }
+    } else if (options && absl::StartsWith(word, "-") && word.size() > 1) {
+      // A cluster of short options; u, C and S take the rest of the word, or the next one.
+      for (size_t c = 1; c < word.size(); ++c) {
+        const char flag = word[c];
+        if (flag == 'i') return PythonLaunch::kNone;  // an empty environment: no watch
+        if (flag != 'u' && flag != 'C' && flag != 'S') continue;
+        std::string value = word.substr(c + 1);
+        if (value.empty()) {
+          if (words.empty()) return PythonLaunch::kNone;
+          value = std::move(words.front());
+          words.pop_front();
+        }
+        if (flag == 'u' && value == "PYTHONPATH") return PythonLaunch::kNone;
+        if (flag == 'S') {
+          const std::vector<std::string> split = absl::StrSplit(value, ' ', absl::SkipEmpty());
+          words.insert(words.begin(), split.begin(), split.end());
+        }
+        break;
+      }
+    } else if (word != "-" && absl::StrContains(word, '=')) {
+      options = false;  // an assignment
+      if (absl::StartsWith(word, "PYTHONPATH=")) return PythonLaunch::kNone;  // replaces ours
+    } else if (word == "-") {
+      return PythonLaunch::kNone;  // an empty environment, as -i
     } else {
       return LaunchOfProgram(word);
     }

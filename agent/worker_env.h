@@ -47,12 +47,14 @@ bool IsPythonInterpreter(const std::string& argv0);
 
 // How a command's argv runs Python, as far as it shows:
 //  - kDirect: the rank's process is the interpreter: argv[0] IsPythonInterpreter, or is a script
-//    whose name ends in ".py" (run through its #! line), or is `env` (its NAME=VALUE words and
-//    options skipped; the first word of -S's string) before one of these;
+//    whose name ends in ".py" (run through its #! line), or is `env` (read as GNU env reads its
+//    options, NAME=VALUE words and -S's split string) before one of these;
 //  - kShell: a shell runs the program: argv[0]'s last path component is sh, bash, dash, zsh or
 //    ksh, or ends in ".sh", or is `env` before one of these: the Python processes it starts
 //    are watched, the first to import torch taking the rank (docs/python.md);
-//  - kNone: anything else (a binary, torchrun, an empty argv).
+//  - kNone: anything else (a binary, torchrun, an empty argv), and an `env` that empties the
+//    environment (-i, -) or unsets or sets PYTHONPATH: the Python it starts would not find the
+//    watch.
 enum class PythonLaunch { kNone, kDirect, kShell };
 PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv);
 

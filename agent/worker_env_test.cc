@@ -223,6 +223,15 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"env", "-u", "PYTHONHOME", "OMP_NUM_THREADS=1", "--", "python3.11", "t.py"},
        PythonLaunch::kDirect},
       {{"/usr/bin/env", "-S", "python3 -u", "t.py"}, PythonLaunch::kDirect},
+      {{"/usr/bin/env", "-S A=1 python3 -u", "t.py"}, PythonLaunch::kDirect},  // a #! line's
+      {{"env", "--split-string=bash -c", "cd /d && python t.py"}, PythonLaunch::kShell},
+      {{"/usr/bin/env", "-S bash -c", "cd /d && python t.py"}, PythonLaunch::kShell},
+      {{"env", "-vu", "HOME", "--chdir", "/d", "python3", "t.py"}, PythonLaunch::kDirect},
+      {{"env", "A=1", "-u", "t.py"}, PythonLaunch::kNone},  // after an assignment: a command
+      {{"env", "-i", "python3", "t.py"}, PythonLaunch::kNone},  // no environment: no watch
+      {{"env", "-", "python3", "t.py"}, PythonLaunch::kNone},
+      {{"env", "-u", "PYTHONPATH", "python3", "t.py"}, PythonLaunch::kNone},
+      {{"env", "PYTHONPATH=/code", "python3", "t.py"}, PythonLaunch::kNone},
       {{"/bin/sh", "-c", "cd /data && python3 train.py"}, PythonLaunch::kShell},
       {{"bash", "run.sh"}, PythonLaunch::kShell},
       {{"/opt/job/run.sh"}, PythonLaunch::kShell},
@@ -232,7 +241,7 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"torchrun", "--nproc_per_node=8", "train.py"}, PythonLaunch::kNone},
       {{"/opt/job/trainer"}, PythonLaunch::kNone},
       {{"/usr/bin/env"}, PythonLaunch::kNone},
-      {{"env", "A=1", "-u"}, PythonLaunch::kNone},
+      {{"env", "-u"}, PythonLaunch::kNone},
       {{"env", "-S"}, PythonLaunch::kNone},
       {{"env", "-C", "/data", "./trainer"}, PythonLaunch::kNone},
       {{".py"}, PythonLaunch::kNone},
@@ -310,8 +319,10 @@ TEST(WorkerEnvTest, AShellsPythonIsWatchedInShellMode) {
     EXPECT_EQ(env["PYTHONPATH"], "/job/src") << argv0;
     EXPECT_FALSE(env.count("RINGMASTER_PYTHON_WATCH")) << argv0;
   }
-  // `env python3 ...` runs Python directly: the plain mode, and the agent's PYTHONPATH.
+  // `env python3 train.py` runs Python directly: the plain mode, and the agent's PYTHONPATH.
   v1::LaunchWorkers launch = PythonCommandLaunch("/usr/bin/env");
+  launch.mutable_spec()->mutable_trainer()->mutable_command()->mutable_argv()->Add("train.py");
+  *launch.mutable_spec()->mutable_trainer()->mutable_command()->mutable_argv(1) = "python3";
   WorkerEnvOptions node = WatchingNode();
   node.inherited = {{"PYTHONPATH", "/agent/lib"}};
   std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");

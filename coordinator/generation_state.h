@@ -50,6 +50,9 @@ struct GenerationState {
   std::map<int, RankCollectives> collectives;
   // Each rank's phase as its latest summary said (hang_analysis.h's checkpoint rule).
   std::map<int, v1::WorkerPhase> phase;
+  // Ranks whose latest summary said their watch ended (StepSummary.unwatched): not in `phase`,
+  // `collectives` or `last_heard` until they report again.
+  std::set<int> unwatched;
   // When each rank's last summary arrived, or, after a coordinator restart, when its node
   // registered again listing it running (a stopped rank sends nothing more and must still count
   // as silent).

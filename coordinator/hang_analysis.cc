@@ -7,7 +7,8 @@
 
 namespace ringmaster::coordinator {
 
-std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world) {
+std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world,
+                                  const std::set<int>& unknown) {
   // Group -> (rank -> numbers).
   std::map<std::string, std::map<int, std::pair<int64_t, int64_t>>> groups;
   for (const auto& [rank, collectives] : ranks) {
@@ -15,6 +16,7 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, i
   }
   if (auto rendezvous = groups.find(kRendezvousGroup); rendezvous != groups.end()) {
     for (int rank = 0; rank < world; ++rank) {
+      if (unknown.count(rank) > 0) continue;
       auto it = ranks.find(rank);
       if (it == ranks.end() || it->second.empty()) {
         rendezvous->second.emplace(rank, std::pair<int64_t, int64_t>{0, 0});

@@ -40,8 +40,10 @@ inline constexpr char kRendezvousGroup[] = "rendezvous";
 // collective, everyone behind waiting inside one, or no sequence numbers reported). With `world`,
 // a rank of 0..world-1 that reported no sequence number at all counts as at #0 of the rendezvous
 // when another rank reports it: the rank its peers wait for in init_process_group (stuck before
-// it: a data download, a hung filesystem, a GPU that does not answer).
-std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world = 0);
+// it: a data download, a hung filesystem, a GPU that does not answer); but not one in `unknown`
+// (a coordinator that restarted has not heard again from its node: it may have reported before).
+std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, int world = 0,
+                                  const std::set<int>& unknown = {});
 
 // "rank 2 has not entered collective #57 of dp0 (it is at #56) that ranks 0, 1, 3 wait in" lines
 // ("rank 2 has not reached init_process_group's rendezvous that ranks 0, 1, 3 wait in" for the
@@ -61,10 +63,13 @@ struct Suspect {
 // then report them hung, and the evidence names the saving rank (behind the front, not in a
 // collective, and silent). A rank in the CHECKPOINT phase is watched by its own agent with the
 // checkpoint allowance (--hang_checkpoint_timeout, or the job's watchdog.checkpoint_timeout), which
-// reports it hung past that; until then it is not a culprit.
+// reports it hung past that; until then it is not a culprit. A rank in EVAL is the same (rank 0
+// evaluating behind a barrier, the phase named by the program: ringmaster.worker.phase("eval")),
+// its own agent watching it with its EVAL allowance (the STEP one, or the busy one of a rank the
+// Python watch says is outside any collective: agent/local_watchdog.h).
 //
-// `checkpointing`: the ranks whose latest report put them in CHECKPOINT, without the rank whose
-// hang is being judged (its agent's report is the newer word on its phase). Returns the suspects
+// `checkpointing`: the ranks whose latest report put them in CHECKPOINT or EVAL, without the rank
+// whose hang is being judged (its agent's report is the newer word on its phase). Returns the suspects
 // to blame: those not in `checkpointing`. `*checkpoint_waits` gets the suspects left out; when it
 // is not empty and nothing is returned, the evidence names only ranks writing a checkpoint: the
 // report is a wait for it, not a hang. A rank truly stuck outside a checkpoint is still named

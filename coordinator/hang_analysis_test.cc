@@ -80,6 +80,12 @@ TEST(HangAnalysisTest, NamesTheRankThatNeverReachedInitProcessGroup) {
   // waits in it, so no one is named.
   EXPECT_TRUE(FindLaggards({{0, {{kRendezvousGroup, {1, 1}}, {"world", {9, 9}}}}, {1, {}}}, 2)
                   .empty());
+  // Ranks 1 and 3's nodes have not registered again with a coordinator that restarted: not
+  // named; only rank 3 still awaited: rank 1 is.
+  EXPECT_TRUE(FindLaggards(ranks, 4, {1, 3}).empty());
+  l = FindLaggards(ranks, 4, {3});
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].rank, 1);
   // No rank reports the rendezvous (the builtin trainer, a watch before it): the rule is off.
   EXPECT_TRUE(FindLaggards({{0, {{"world", {2, 1}}}}}, 2).empty());
   // A rank with numbers but none of the rendezvous (past it, its watch before it) is not named

@@ -111,6 +111,26 @@ TEST_F(CheckpointHangTest, RankOneWaitingForRankZerosSaveIsNotHung) {
   EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
 }
 
+// The same for a rank that evaluates alone (its program named the phase: ringmaster.worker's
+// phase("eval")) while its peer waits in the next collective.
+TEST_F(CheckpointHangTest, RankOneWaitingForRankZerosEvaluationIsNotHung) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_EVAL));
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  for (int s = 0; s < 5; ++s) Wait(gen, 1);
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+  // Its own agent reports it past its EVAL allowance: then it is the hang, named.
+  v1::WorkerState evaluating = HangReport(gen, 0, 30);
+  evaluating.set_phase(v1::WORKER_PHASE_EVAL);
+  jobs_->OnWorkerState("n1", evaluating);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+}
+
 TEST_F(CheckpointHangTest, ARankStuckElsewhereWhileRankZeroSavesIsBlamedAlone) {
   const v1::JobStatus gen = StartAtStep10(3);
   jobs_->OnStepSummary(Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_CHECKPOINT));

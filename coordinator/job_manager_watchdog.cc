@@ -140,6 +140,16 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   const int rank = summary.rank();
   const std::string& id = job->status.job_id();
   const v1::RankAssignment& a = job->status.assignments(rank);
+  if (summary.unwatched()) {
+    // Its watch ended (docs/python.md): its silence from now says nothing, and its phase and
+    // numbers are not known; judged again from its next report of a step or phase.
+    job->gen.last_heard.erase(rank);
+    job->gen.phase.erase(rank);
+    job->gen.collectives.erase(rank);
+    job->gen.unwatched.insert(rank);
+    return;
+  }
+  job->gen.unwatched.erase(rank);
   job->gen.last_heard[rank] = clock_->Now();
   if (summary.phase() != v1::WORKER_PHASE_UNSPECIFIED) job->gen.phase[rank] = summary.phase();
   RankCollectives& numbers = job->gen.collectives[rank];
@@ -154,9 +164,13 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     // equal shares of the work; other stages run other layers.
     const int stage = a.pp_rank();
     const Layout layout = LayoutOf(job->status);
+    // The step time the excess is weighed against: the mean of the same steps as the compute's
+    // (an agent before mean_step_seconds: the last step's).
+    const double step_seconds = summary.mean_step_seconds() > 0 ? summary.mean_step_seconds()
+                                                                : summary.step_seconds();
     if (auto change = job->gen.stragglers->Add(rank, stage, layout.tensor * layout.data,
-                                               summary.mean_compute_seconds(),
-                                               summary.step_seconds(), summary.step())) {
+                                               summary.mean_compute_seconds(), step_seconds,
+                                               summary.step())) {
       const double threshold = job->status.spec().watchdog().straggler_threshold();
       // A stage's only rank is judged by how much it slowed down, against the other stages.
       const std::string what =
@@ -238,11 +252,15 @@ struct Evidence {
   std::vector<int> checkpoint_waits;
 };
 
-// The ranks of `gen` whose latest summary put them in CHECKPOINT, but `judged` (-1: none).
+// The ranks of `gen` whose latest summary put them in CHECKPOINT or EVAL, but `judged` (-1:
+// none): the ranks their peers may wait for without a hang (hang_analysis.h).
 std::set<int> Checkpointing(const GenerationState& gen, int judged) {
   std::set<int> ranks;
   for (const auto& [rank, phase] : gen.phase) {
-    if (phase == v1::WORKER_PHASE_CHECKPOINT && rank != judged) ranks.insert(rank);
+    if ((phase == v1::WORKER_PHASE_CHECKPOINT || phase == v1::WORKER_PHASE_EVAL) &&
+        rank != judged) {
+      ranks.insert(rank);
+    }
   }
   return ranks;
 }
@@ -294,9 +312,13 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
       return evidence;
     }
   }
-  // Then: the ranks that never entered the collective their group waits in.
+  // Then: the ranks that never entered the collective their group waits in (those on nodes a
+  // restarted coordinator awaits are not known to have reported nothing).
+  std::set<int> awaited = gen.unwatched;  // nor those whose watch ended
+  for (const auto& [node, ranks] : gen.awaiting) awaited.insert(ranks.begin(), ranks.end());
   std::vector<Suspect> laggards;
-  for (const Laggard& l : FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()))) {
+  for (const Laggard& l :
+       FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), awaited)) {
     laggards.push_back({l.rank, DescribeLaggards({l})});
   }
   conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));
@@ -383,7 +405,7 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
     aside.collectives = job->gen.collectives[state.rank()];
     RM_LOG(INFO) << absl::StrFormat(
         "job %s: rank %d on %s, silent for %.1f s in phase %s, waits for rank(s) %s writing a "
-        "checkpoint: not a hang",
+        "checkpoint or evaluating: not a hang",
         job->status.job_id(), state.rank(), node, state.last_report_age_seconds(),
         PhaseName(state.phase()), absl::StrJoin(evidence.checkpoint_waits, ", "));
     return;

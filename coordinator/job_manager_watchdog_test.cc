@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A one-node job of `tensor` x `pipeline` ranks, without data parallelism (4 microbatches).
 v1::JobSpec WithoutDataParallelism(int tensor, int pipeline) {
@@ -74,6 +75,25 @@ TEST_F(JobManagerTest, AHangInAPhaseThisCoordinatorDoesNotKnowIsNamedByNumber) {
             "rank 1 on n1 made no progress for 12.5 s in phase unknown (42): hung");
 }
 
+// Rank 0 of `gen` (on n1) is reported blocked 20 s, before its first step, in a collective that
+// did not move: the hang blames rank 1 with `blame` and the job restarts.
+void ExpectWaitBeforeTheFirstStepBlamesRankOne(JobManager& jobs, const v1::JobStatus& gen,
+                                               const std::string& blame) {
+  v1::WorkerState hung = HangReport(gen, 0, 20);
+  hung.set_phase(v1::WORKER_PHASE_STARTING);
+  hung.set_blocked_in_collective(true);
+  jobs.OnWorkerState("n1", hung);
+  auto got = jobs.Get(gen.job_id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<v1::JobEvent> hangs = EventsOf(*got, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(hangs[0].ranks(), ElementsAre(1));
+  EXPECT_EQ(hangs[0].message(),
+            "rank 0 on n1 waited 20.0 s, before its first step, in a collective that did not "
+            "move: hung; " + blame);
+  EXPECT_EQ(got->job().generation(), 2);
+}
+
 // Before any step: rank 0's agent reports it blocked in a collective that did not move (a
 // command rank under the Python watch), and the sequence numbers name rank 1, which has not
 // entered it (a data loader stuck before the first batch).
@@ -87,18 +107,9 @@ TEST_F(JobManagerTest, AWaitInACollectiveBeforeTheFirstStepBlamesTheRankNotInIt)
     s.set_steps_in_summary(0);
     jobs_->OnStepSummary(s);
   }
-  v1::WorkerState hung = HangReport(gen1, 0, 20);
-  hung.set_phase(v1::WORKER_PHASE_STARTING);
-  hung.set_blocked_in_collective(true);
-  jobs_->OnWorkerState("n1", hung);
-  std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
-  ASSERT_EQ(hangs.size(), 1u);
-  EXPECT_THAT(hangs[0].ranks(), ElementsAre(1));
-  EXPECT_EQ(hangs[0].message(),
-            "rank 0 on n1 waited 20.0 s, before its first step, in a collective that did not "
-            "move: hung; rank 1 has not entered collective #3 of dp0 (it is at #0) that rank 0 "
-            "waits in");
-  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+  ExpectWaitBeforeTheFirstStepBlamesRankOne(
+      *jobs_, gen1,
+      "rank 1 has not entered collective #3 of dp0 (it is at #0) that rank 0 waits in");
 }
 
 // Before any step, rank 1 never called init_process_group (nothing heard of it): ranks 0, 2 and 3
@@ -122,18 +133,38 @@ TEST_F(JobManagerTest, AWaitInInitProcessGroupBlamesTheRankThatNeverCalledIt) {
     clock_.Advance(absl::Seconds(1));
     for (int rank : {2, 3}) rendezvous(rank);
   }
-  v1::WorkerState hung = HangReport(gen1, 0, 20);
-  hung.set_phase(v1::WORKER_PHASE_STARTING);
-  hung.set_blocked_in_collective(true);
-  jobs_->OnWorkerState("n1", hung);
+  ExpectWaitBeforeTheFirstStepBlamesRankOne(
+      *jobs_, gen1,
+      "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, 3 wait in");
+}
+
+// Rank 1's watch disabled itself (its summary says unwatched) and it trains on, silent: a later
+// hang is not blamed on it as a process that stopped reporting.
+TEST_F(JobManagerTest, ARankWhoseWatchEndedIsNotASilentProcess) {
+  AddNode("n1", 3);
+  auto job = jobs_->Submit(Spec(1, 3), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  for (int rank = 0; rank < 3; ++rank) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  v1::StepSummary ended = Summary(gen1, 1, 4, 8, 7);
+  ended.set_steps_in_summary(0);
+  ended.set_unwatched(true);
+  ended.clear_collective_entered();
+  ended.clear_collective_completed();
+  jobs_->OnStepSummary(ended);
+  for (int second = 0; second < 5; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (int rank : {0, 2}) jobs_->OnStepSummary(Summary(gen1, rank, 4, 8, 7));
+  }
+  jobs_->OnWorkerState("n1", HangReport(gen1, 0, 5));
+  for (int second = 0; second < 5; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    jobs_->Tick();
+  }
   std::vector<v1::JobEvent> hangs = EventsOf(*jobs_->Get(job->job_id()), "hang");
   ASSERT_EQ(hangs.size(), 1u);
-  EXPECT_THAT(hangs[0].ranks(), ElementsAre(1));
-  EXPECT_EQ(hangs[0].message(),
-            "rank 0 on n1 waited 20.0 s, before its first step, in a collective that did not "
-            "move: hung; rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, "
-            "3 wait in");
-  EXPECT_EQ(Current(job->job_id()).generation(), 2);
+  EXPECT_THAT(hangs[0].ranks(), ElementsAre(0));  // no evidence: the reported rank
+  EXPECT_THAT(hangs[0].message(), Not(HasSubstr("stopped reporting"))) << hangs[0].message();
 }
 
 // The agents stop the hung generation; the blamed rank's exit says what it was doing.

@@ -154,6 +154,9 @@ class PyTorchWatchTest : public ::testing::Test {
                         {"STEPS", "80"},
                         {"SAVE_PATH", cluster_->dir() + "/save.pt"}},
                        80));
+    // An evaluation of 2 x 12 s after step 30, with no optimizer step (and no phase named).
+    submit("eval",
+           Job("eval", {{"EVAL_STEP", "30"}, {"EVAL_SECONDS", "12"}, {"STEPS", "60"}}, 60));
     submit("clean",
            Job("clean", {{"COMPUTE_MS", "5"}, {"STEPS", absl::StrCat(kCleanSteps)}}, kCleanSteps));
     // The same training three ways, for the checksums.
@@ -167,10 +170,12 @@ class PyTorchWatchTest : public ::testing::Test {
            Job("unwatched", {{"STEPS", "200"}}, 200, "watchdog: {python_watch: false}\n"));
     // No trainer.steps: a command job succeeds when its ranks exit 0.
     submit("nosteps", Job("nosteps", {{"STEPS", "20"}}, 0));
-    // The program run by a shell (its child, not exec'd), and through env.
+    // The program run by a shell (its child, not exec'd), which then works 12 s more (an upload),
+    // and through env.
     submit("shell",
            Job("shell", {{"STUCK_RANK", "1"}, {"STUCK_STEP", "5"}, {"STEPS", "20"}}, 20, "",
-               "/bin/sh, -c, '\"$0\" \"$1\"; s=$?; echo \"program exited $s\"; exit $s', "));
+               "/bin/sh, -c, '\"$0\" \"$1\"; s=$?; echo \"program exited $s\"; sleep 12; "
+               "echo uploaded; exit $s', "));
     submit("env", Job("env", {{"STEPS", "20"}}, 20, "", "/usr/bin/env, PYTHONUNBUFFERED=1, "));
   }
 
@@ -316,8 +321,9 @@ void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& 
 }
 
 // The same script under `sh -c` (its child) and `env`: watched all the same. Under the shell,
-// rank 1's stuck loader is a hang naming it and the restarted job succeeds; through env, the
-// steps are heard.
+// rank 1's stuck loader is a hang naming it and the restarted job succeeds, the shell's 12 s of
+// work after the program no hang (the program's watch said it ended); through env, the steps are
+// heard.
 TEST_F(PyTorchWatchTest, ProgramsRunByAShellOrEnvAreWatched) {
   const std::string shell = Id("shell");
   ASSERT_FALSE(shell.empty());
@@ -328,7 +334,12 @@ TEST_F(PyTorchWatchTest, ProgramsRunByAShellOrEnvAreWatched) {
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   EXPECT_THAT(json, HasSubstr("rank 1 has not entered")) << json;
   EXPECT_EQ(cluster_->WaitForEnd(shell, absl::Seconds(150)), "SUCCEEDED") << JobJson(shell);
-  EXPECT_THAT(cluster_->RankLog(shell, 2, 1), HasSubstr("program exited 0"));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(cluster_->RankLog(shell, 2, rank), HasSubstr("program exited 0\nuploaded"));
+  }
+  json = JobJson(shell);
+  const std::string hang = "\"kind\": \"hang\"";
+  EXPECT_EQ(json.find(hang), json.rfind(hang)) << "a second hang: " << json;
 
   const std::string env = Id("env");
   ASSERT_FALSE(env.empty());
@@ -424,6 +435,24 @@ TEST_F(PyTorchWatchTest, TwentySecondTorchSaveIsNotAHang) {
   EXPECT_GE(seconds, 20);
   // Watched (else no step allowance applies and no save could be a hang): its steps were heard.
   EXPECT_EQ(ProgressStep(json), 80) << json;
+  EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
+}
+
+// Every rank evaluates for 24 s after step 30 (12 s outside any collective, 12 s all-reducing
+// each batch's loss), with no optimizer step: busy, not hung, though the step allowance is 9 s.
+TEST_F(PyTorchWatchTest, AnEvaluationBetweenStepsIsNotAHang) {
+  const std::string id = Id("eval");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = cluster_->RankLog(id, 1, rank);
+    EXPECT_TRUE(std::regex_search(
+        log, std::regex(absl::StrCat("rank ", rank, " evaluated \\d+ batches in \\d+\\.\\d s"))))
+        << log;
+  }
+  EXPECT_EQ(ProgressStep(json), 60) << json;  // watched: its steps were heard
   EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
 }
 

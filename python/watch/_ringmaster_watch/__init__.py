@@ -61,10 +61,15 @@ def start(env=None):
             lambda name, exc: _core.fail("instrumenting %s" % name, exc))
         sys.meta_path.insert(0, _finder)
         _core.on_disable(_remove_finder)
-        _install_excepthook(reporter, env.get("RINGMASTER_PYTHON_WATCH") == "shell")
+        shell = env.get("RINGMASTER_PYTHON_WATCH") == "shell"
+        _install_excepthook(reporter, shell)
+        # A watch that turns itself off says so, lest the rank's silence from then on look like
+        # a hang (agent/local_watchdog.h).
+        _core.on_disable(lambda: _say_ended(reporter))
         # Reports a busy agent held back go at exit, with or without the side thread (which
-        # starts at init_process_group and drains when it stops).
-        __import__("atexit").register(_drain_at_exit, reporter)
+        # starts at init_process_group and drains when it stops); under a shell, which may go
+        # on with other work, the rank's program says it ended.
+        __import__("atexit").register(_at_exit, reporter, shell)
         _finder.run_loaded()
         return True
     except Exception as exc:  # noqa: BLE001
@@ -86,12 +91,27 @@ def _log(message):
         pass
 
 
-def _drain_at_exit(reporter):
+def _at_exit(reporter, shell):
     if _core.is_owner():
         try:
+            if shell and _core.enabled:
+                _say_ended(reporter)
             reporter.drain()
         except Exception:  # noqa: BLE001  Exiting: what cannot be written is dropped.
             pass
+
+
+def _say_ended(reporter):
+    """Tells the agent this process's watch says no more (ReportCollectivesRequest.watch_ended),
+    if this process took the rank (imported torch); never raises."""
+    if "steps" not in _watch_state or not _core.is_owner():
+        return
+    try:
+        reporter.send("collectives", {"collectiveEntered": {}, "collectiveCompleted": {},
+                                      "blocked": False, "blockedKnown": True,
+                                      "watchEnded": True})
+    except Exception:  # noqa: BLE001  The agent then judges the silence as before.
+        pass
 
 
 def _remove_finder():

@@ -11,21 +11,23 @@ blocked in a collective now and init_process_group's timeout: a rank stuck in (o
 collective still tells the agent how far it got, and a rank stuck outside any collective (a data
 loader that never returns) is heard while it does not step, so the coordinator names it from the
 sequence numbers ("rank 1 has not entered all_reduce #N of world that rank 0 waits in") rather
-than as a silent process. A report is not a sign of progress to the watchdog; before the rank's
-first step, one that says it is blocked in a collective whose numbers do not move is a sign of a
-stall (agent/local_watchdog.h: a peer stuck before the first step). It is a daemon thread: it
-never keeps the process alive; an atexit handler stops it before the interpreter finalises. It
-never calls into torch but for CUDA event queries (and, once, setting its CUDA device before the
-first, _device.Marks.bind_thread) and, while the training thread is inside DDP's buffer
-broadcast or constructor, the process group's sequence number (a getter; the risk below is left
-to stop()'s join, which waits for the tick in progress): a daemon thread inside a C++ call that
-releases the GIL would be torn down by pthread_exit at finalisation, through noexcept frames,
-and abort the process ("terminate called without an active exception"). Async works are polled
-on the training thread instead (at each step); a CUDA event's query holds the GIL throughout
-(_device.py), so before each report it asks the GPU which collectives it has finished
-(Comm.poll_device): a rank whose training thread is stuck outside torch still says that its GPU
-is through them, and is named as the one behind. The deferred reports hold plain numbers and
-strings only.
+than as a silent process. A report in itself is not a sign of progress to the watchdog
+(agent/local_watchdog.h): before the rank's first step, one that says it is blocked in a
+collective whose numbers do not move is a sign of a stall (a peer stuck before the first step);
+after it, numbers that moved are progress, and one that says the rank is not blocked makes it
+busy outside its steps (an evaluation), not hung (blockedKnown says that `blocked` is meant). It
+is a daemon thread: it never keeps the process alive; an atexit handler stops it before the
+interpreter finalises. It never calls into torch but for CUDA event queries (and, once, setting
+its CUDA device before the first, _device.Marks.bind_thread) and, while the training thread is
+inside DDP's buffer broadcast or constructor, the process group's sequence number (a getter; the
+risk below is left to stop()'s join, which waits for the tick in progress): a daemon thread
+inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
+through noexcept frames, and abort the process ("terminate called without an active exception").
+Async works are polled on the training thread instead (at each step); a CUDA event's query holds
+the GIL throughout (_device.py), so before each report it asks the GPU which collectives it has
+finished (Comm.poll_device): a rank whose training thread is stuck outside torch still says that
+its GPU is through them, and is named as the one behind. The deferred reports hold plain numbers
+and strings only.
 
 Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
 Errors: a failure disables the watch and ends the thread.
@@ -110,5 +112,6 @@ class Ticker:
         if self._reporter.send("collectives", {"collectiveEntered": entered,
                                                "collectiveCompleted": completed,
                                                "blocked": bool(blocked),
+                                               "blockedKnown": True,
                                                "timeoutSeconds": self._comm.timeout_seconds}):
             self._sent_version = version

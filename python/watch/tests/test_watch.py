@@ -1182,6 +1182,10 @@ class DdpTest(unittest.TestCase):
                     self.assertEqual(log.count("ringmaster watch: disabled:"), 1, log)
                     self.assertIn(said, log)
                 self.assertEqual(agent.reports("step"), [])
+                # Each rank said its watch ended: its silence is no hang (local_watchdog.h).
+                agent.wait_for(lambda a: len([r for r in a.reports("collectives")
+                                              if r.get("watchEnded")]) == 2,
+                               what="both ranks' last word")
 
     def test_comm_hook_reports_steps_and_same_arithmetic_as_ddp(self):
         # The fallback for groups that keep no sequence number: the comm hook. 1/3 is not
@@ -1351,12 +1355,7 @@ class StuckRankTest(unittest.TestCase):
         # waits in DDP's constructor, blocked inside the collectives the group's number says it
         # entered, while rank 1 says it is at #0 and not blocked; once released, both count the
         # constructor's collectives alike and train on.
-        d, agent = agent_in_tmpdir(self)
-        release = os.path.join(d, "release")
-        ranks = harness.Ranks(harness.train_argv(
-            os.path.join(d, "out"), "--steps", "3", "--stuck-rank", "1", "--stuck-step", "0",
-            "--release", release), 2, d, agent=agent)
-        try:
+        def while_stuck(agent):
             def waiting(a):
                 mine = a.reports("collectives", 0)
                 theirs = a.reports("collectives", 1)
@@ -1372,15 +1371,11 @@ class StuckRankTest(unittest.TestCase):
             self.assertEqual(agent.reports("step", 0), [])  # before any step
             # With the wait torch allows it (init_process_group's default, gloo: 30 min).
             self.assertEqual(agent.reports("collectives", 0)[-1]["timeoutSeconds"], 1800.0)
-            entered = agent.reports("collectives", 0)[-1]["collectiveEntered"]["world"]
             self.assertEqual(agent.reports("collectives", 0)[-1]["collectiveCompleted"]["world"],
                              "0")
-        except BaseException:
-            ranks.kill()
-            raise
-        self.release_and_finish(ranks, release)
-        agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
-                       what="the run to finish")
+            return agent.reports("collectives", 0)[-1]["collectiveEntered"]["world"]
+
+        agent, entered = self.run_stuck(3, 0, while_stuck)
         # The same numbering on both ranks, the constructor's collectives in it: from the first
         # step on, and past what rank 0 had entered while it waited in the constructor.
         for which in (0, -1):
@@ -1394,12 +1389,7 @@ class StuckRankTest(unittest.TestCase):
         # rendezvous, and says so from the call on (at once: on torch 1.13 its side thread is
         # silent there, the store's wait holding the GIL); rank 1 reports nothing (the
         # coordinator names it, coordinator/hang_analysis.h). Released, both pass it and train.
-        d, agent = agent_in_tmpdir(self)
-        release = os.path.join(d, "release")
-        ranks = harness.Ranks(harness.train_argv(
-            os.path.join(d, "out"), "--steps", "3", "--stuck-rank", "1", "--stuck-step", "-1",
-            "--release", release), 2, d, agent=agent)
-        try:
+        def while_stuck(agent):
             def waiting(a):
                 mine = a.reports("collectives", 0)
                 return mine and all(
@@ -1411,12 +1401,8 @@ class StuckRankTest(unittest.TestCase):
             self.assertEqual(agent.reports("collectives", 0)[-1]["timeoutSeconds"], 1800.0)
             self.assertEqual(agent.reports("collectives", 1), [])
             self.assertEqual(agent.reports("step", 0), [])
-        except BaseException:
-            ranks.kill()
-            raise
-        self.release_and_finish(ranks, release)
-        agent.wait_for(lambda a: len(a.reports("step", 0)) == 3 and len(a.reports("step", 1)) == 3,
-                       what="the run to finish")
+
+        agent, _ = self.run_stuck(3, -1, while_stuck)
         for r in (0, 1):
             step = agent.reports("step", r)[-1]
             self.assertEqual(step["collectiveEntered"]["rendezvous"], "1")
@@ -1424,23 +1410,29 @@ class StuckRankTest(unittest.TestCase):
             # Not a collective: nothing of it in the step's waits.
             self.assertNotIn("rendezvous", [c["group"] for c in step.get("collectives", [])])
 
-    def release_and_finish(self, ranks, release):
-        """Releases the stuck rank; each rank then exits 0 (killed if not within 60 s)."""
+    def run_stuck(self, steps, stuck_step, while_stuck, *extra):
+        """Two ranks of ddp_train.py for `steps` steps, rank 1 stuck at `stuck_step` (its
+        --stuck-step); while_stuck(agent) checks the reports meanwhile, then rank 1 is released
+        and every step must arrive. Returns (the FakeAgent, what while_stuck returned)."""
+        d, agent = agent_in_tmpdir(self)
+        release = os.path.join(d, "release")
+        ranks = harness.Ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", str(steps), "--stuck-rank", "1", "--stuck-step",
+            str(stuck_step), "--release", release, *extra), 2, d, agent=agent)
         try:
+            got = while_stuck(agent)
             open(release, "w").close()
             results = ranks.wait(timeout=60)
         finally:
             ranks.kill()
         for rc, log in results:
             self.assertEqual(rc, 0, log)
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == steps for r in (0, 1)),
+                       what="the run to finish")
+        return agent, got
 
     def check_blocked_while_a_peer_is_stuck(self, *extra):
-        d, agent = agent_in_tmpdir(self)
-        release = os.path.join(d, "release")
-        ranks = harness.Ranks(harness.train_argv(
-            os.path.join(d, "out"), "--steps", "4", "--stuck-rank", "1", "--stuck-step", "3",
-            "--release", release, *extra), 2, d, agent=agent)
-        try:
+        def while_stuck(agent):
             agent.wait_for(lambda a: len(a.reports("step", 0)) == 2, what="rank 0's step 2")
             n = len(agent.reports("collectives", 0))
 
@@ -1461,11 +1453,8 @@ class StuckRankTest(unittest.TestCase):
             self.assertEqual(stuck["step"], "2")
             self.assertLess(int(stuck["collectiveEntered"]["world"]),
                             int(waiting["collectiveEntered"]["world"]))
-        except BaseException:
-            ranks.kill()
-            raise
-        self.release_and_finish(ranks, release)
-        agent.wait_for(lambda a: len(a.reports("step", 1)) == 4, what="the run to finish")
+
+        self.run_stuck(4, 3, while_stuck, *extra)
 
 
 # A rank whose tensors the watch takes for GPU tensors (_device.cuda_device swapped) and whose
@@ -1617,6 +1606,14 @@ class ExitTest(unittest.TestCase):
                                              for r in a.reports("exit")),
                                what="the training program's exit report")
                 self.assertEqual([r["reason"] for r in agent.reports("exit")], reasons)
+                # Under the shell, the training program's watch says it ended (the shell may
+                # go on); the helper, which never imported torch, says nothing.
+                def ended(a):
+                    return [r for r in a.reports("collectives") if r.get("watchEnded")]
+
+                if mode == "shell":  # Sent after the exit report: waited for.
+                    agent.wait_for(ended, what="the training program's last word")
+                self.assertEqual(len(ended(agent)), 1 if mode == "shell" else 0)
 
 
 PROBE = textwrap.dedent("""\
