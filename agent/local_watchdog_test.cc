@@ -473,11 +473,13 @@ TEST_F(LocalWatchdogTest, AWatchedRankBusyOutsideItsStepsIsNotHungAtTheStepAllow
   // silent (a frozen process): hung a STEP allowance after its last word, not after its last
   // step; rank 3 waits in an all-reduce that does not move, its host thread not blocked (NCCL:
   // queued, not finished by the GPU).
-  auto report = [&](int s) {
+  int t = 0;  // seconds of `report` so far
+  auto report = [&](int) {
     Watch(0, 10, 10, false);
-    Watch(1, 10 + s, 9 + s, s % 2 == 0);
-    if (s < 10) Watch(2, 10, 10, false);
+    Watch(1, 10 + t, 9 + t, t % 2 == 0);
+    if (t < 10) Watch(2, 10, 10, false);
     Watch(3, 11, 10, false);
+    ++t;
   };
   // (Each rank's first report moves its numbers: silent from then on.)
   using ::testing::Contains;

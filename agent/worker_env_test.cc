@@ -220,8 +220,9 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"python3", "train.py"}, PythonLaunch::kDirect},
       {{"./train.py", "--lr", "3"}, PythonLaunch::kDirect},  // its #! line runs Python
       {{"/usr/bin/env", "python3", "train.py"}, PythonLaunch::kDirect},
-      {{"env", "-u", "PYTHONHOME", "OMP_NUM_THREADS=1", "--", "python3.11", "t.py"},
+      {{"env", "-u", "PYTHONHOME", "--", "OMP_NUM_THREADS=1", "python3.11", "t.py"},
        PythonLaunch::kDirect},
+      {{"env", "A=1", "--", "python3", "t.py"}, PythonLaunch::kNone},  // runs "--", as env does
       {{"/usr/bin/env", "-S", "python3 -u", "t.py"}, PythonLaunch::kDirect},
       {{"/usr/bin/env", "-S A=1 python3 -u", "t.py"}, PythonLaunch::kDirect},  // a #! line's
       {{"env", "--split-string=bash -c", "cd /d && python t.py"}, PythonLaunch::kShell},
