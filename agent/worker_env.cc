@@ -64,6 +64,11 @@ PythonLaunch PythonLaunchOfSpec(const v1::JobSpec& spec) {
   return PythonLaunchOf(std::vector<std::string>(argv.begin(), argv.end()));
 }
 
+// WatchesPython, for a spec whose command is `launch`.
+bool Watches(const v1::JobSpec& spec, PythonLaunch launch) {
+  return launch != PythonLaunch::kNone && !spec.watchdog().python_watch_disabled();
+}
+
 }  // namespace
 
 bool IsPythonInterpreter(const std::string& argv0) {
@@ -79,8 +84,29 @@ PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
   if (argv.empty()) return PythonLaunch::kNone;
   if (Basename(argv[0]) != "env") return LaunchOfProgram(argv[0]);
   // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...], as GNU env reads it: options up to
-  // "--" or the first assignment; -S's string is split into words read in its place.
+  // "--" or the first assignment; -S's string is split into words read in its place. The long
+  // options that matter are read as their short ones.
+  static const auto* const kLong = new std::map<std::string, char>{
+      {"--ignore-environment", 'i'}, {"--unset", 'u'}, {"--chdir", 'C'}, {"--split-string", 'S'}};
   std::deque<std::string> words(argv.begin() + 1, argv.end());
+  // Option `flag`, its argument (if it takes one) `attached` to it or the next word; false when
+  // the Python the command starts could not find the watch (an empty environment, PYTHONPATH
+  // unset) or an argument is missing.
+  auto option = [&words](char flag, std::string attached) {
+    if (flag == 'i') return false;
+    if (flag != 'u' && flag != 'C' && flag != 'S') return true;  // a flag of no concern
+    if (attached.empty()) {
+      if (words.empty()) return false;
+      attached = std::move(words.front());
+      words.pop_front();
+    }
+    if (flag == 'u') return attached != "PYTHONPATH";
+    if (flag == 'S') {
+      const std::vector<std::string> split = absl::StrSplit(attached, ' ', absl::SkipEmpty());
+      words.insert(words.begin(), split.begin(), split.end());
+    }
+    return true;
+  };
   bool options = true;
   while (!words.empty()) {
     const std::string word = std::move(words.front());
@@ -88,47 +114,25 @@ PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
     if (options && word == "--") {
       options = false;
     } else if (options && absl::StartsWith(word, "--")) {
-      if (word == "--ignore-environment") return PythonLaunch::kNone;  // the watch's too
-      if (absl::StartsWith(word, "--split-string=")) {
-        const std::vector<std::string> split =
-            absl::StrSplit(word.substr(15), ' ', absl::SkipEmpty());
-        words.insert(words.begin(), split.begin(), split.end());
-      } else if (word == "--split-string" || word == "--unset" || word == "--chdir") {
-        if (words.empty()) return PythonLaunch::kNone;
-        std::string value = std::move(words.front());
-        words.pop_front();
-        if (word == "--unset" && value == "PYTHONPATH") return PythonLaunch::kNone;
-        if (word == "--split-string") {
-          const std::vector<std::string> split = absl::StrSplit(value, ' ', absl::SkipEmpty());
-          words.insert(words.begin(), split.begin(), split.end());
-        }
-      } else if (word == "--unset=PYTHONPATH") {
+      const size_t equals = word.find('=');
+      auto known = kLong->find(word.substr(0, equals));
+      if (known != kLong->end() &&
+          !option(known->second, equals == std::string::npos ? "" : word.substr(equals + 1))) {
         return PythonLaunch::kNone;
       }
     } else if (options && absl::StartsWith(word, "-") && word.size() > 1) {
       // A cluster of short options; u, C and S take the rest of the word, or the next one.
       for (size_t c = 1; c < word.size(); ++c) {
         const char flag = word[c];
-        if (flag == 'i') return PythonLaunch::kNone;  // an empty environment: no watch
-        if (flag != 'u' && flag != 'C' && flag != 'S') continue;
-        std::string value = word.substr(c + 1);
-        if (value.empty()) {
-          if (words.empty()) return PythonLaunch::kNone;
-          value = std::move(words.front());
-          words.pop_front();
-        }
-        if (flag == 'u' && value == "PYTHONPATH") return PythonLaunch::kNone;
-        if (flag == 'S') {
-          const std::vector<std::string> split = absl::StrSplit(value, ' ', absl::SkipEmpty());
-          words.insert(words.begin(), split.begin(), split.end());
-        }
-        break;
+        const bool takes = flag == 'u' || flag == 'C' || flag == 'S';
+        if (!option(flag, takes ? word.substr(c + 1) : "")) return PythonLaunch::kNone;
+        if (takes) break;
       }
-    } else if (word != "-" && absl::StrContains(word, '=')) {
-      options = false;  // an assignment
-      if (absl::StartsWith(word, "PYTHONPATH=")) return PythonLaunch::kNone;  // replaces ours
     } else if (word == "-") {
       return PythonLaunch::kNone;  // an empty environment, as -i
+    } else if (absl::StrContains(word, '=')) {
+      options = false;  // an assignment
+      if (absl::StartsWith(word, "PYTHONPATH=")) return PythonLaunch::kNone;  // replaces ours
     } else {
       return LaunchOfProgram(word);
     }
@@ -136,10 +140,7 @@ PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
   return PythonLaunch::kNone;
 }
 
-bool WatchesPython(const v1::JobSpec& spec) {
-  return PythonLaunchOfSpec(spec) != PythonLaunch::kNone &&
-         !spec.watchdog().python_watch_disabled();
-}
+bool WatchesPython(const v1::JobSpec& spec) { return Watches(spec, PythonLaunchOfSpec(spec)); }
 
 std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
                                              const v1::RankAssignment& a,
@@ -206,7 +207,7 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   if (python == PythonLaunch::kDirect && spec.trainer().env().count("PYTHONPATH") == 0) {
     CopyEnv(node.inherited, "PYTHONPATH", &env);
   }
-  if (!node.python_watch_dir.empty() && WatchesPython(spec)) {
+  if (!node.python_watch_dir.empty() && Watches(spec, python)) {
     auto path = env.find("PYTHONPATH");
     const std::string rest = path == env.end() ? "" : path->second;
     env["PYTHONPATH"] = rest.empty() ? node.python_watch_dir

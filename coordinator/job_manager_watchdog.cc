@@ -312,13 +312,13 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
       return evidence;
     }
   }
-  // Then: the ranks that never entered the collective their group waits in (those on nodes a
-  // restarted coordinator awaits are not known to have reported nothing).
-  std::set<int> awaited = gen.unwatched;  // nor those whose watch ended
-  for (const auto& [node, ranks] : gen.awaiting) awaited.insert(ranks.begin(), ranks.end());
+  // Then: the ranks that never entered the collective their group waits in. Not known to have
+  // reported nothing: ranks whose watch ended, and those on nodes a restarted coordinator awaits.
+  std::set<int> unknown = gen.unwatched;
+  for (const auto& [node, ranks] : gen.awaiting) unknown.insert(ranks.begin(), ranks.end());
   std::vector<Suspect> laggards;
   for (const Laggard& l :
-       FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), awaited)) {
+       FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), unknown)) {
     laggards.push_back({l.rank, DescribeLaggards({l})});
   }
   conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));
