@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/working_rank.h"
 #include "common/metrics/metric.h"
 
 namespace ringmaster::agent {
@@ -93,6 +94,8 @@ struct RankMetrics::Rank {
   v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
+  // Its collectives reports, for StepSummary.working.
+  WorkingRank working;
   // Wall and compute seconds of the steps since the last summary taken (for their means).
   double step_sum = 0;
   double compute_sum = 0;
@@ -208,6 +211,7 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
     rank.summary.set_rank(worker.rank());
     rank.summary.set_checkpoint_step(-1);
     rank.recent_step_seconds.clear();
+    rank.working.Reset();
   }
   if (alive) {
     if (rank.last_report_age == nullptr) {
@@ -349,10 +353,12 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
     s.set_unwatched(true);
     s.clear_collective_entered();
     s.clear_collective_completed();
+    rank->working.Reset();
     rank->pending = true;
     return;
   }
   if (s.unwatched()) return;  // one the ended watch's side thread had in flight
+  rank->working.Heard(clock_->Now(), report);
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());
@@ -441,6 +447,8 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   rank->compute_sum = 0;
   rank->compute_steps = 0;
   v1::StepSummary taken = rank->summary;
+  // As of now: a side thread that fell silent since its last report says nothing any more.
+  taken.set_working(!taken.unwatched() && rank->last_step > 0 && rank->working.Working(now));
   // The per-summary figures start over too: a summary that a phase or collectives report makes
   // due before the next step (every second through a mid-run link check) covers no step, and
   // must not repeat the last one's mean compute as a new straggler sample.

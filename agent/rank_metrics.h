@@ -79,6 +79,9 @@ class RankMetrics {
   // age is left alone (a rank whose only reports are these has none). Ignored for older
   // generations. The Python watch sends them from init_process_group on, so the coordinator
   // hears the numbers of a rank that has not stepped yet (one stuck before its first step).
+  // They also make the summaries' `working` (a rank that stepped in this generation and works
+  // outside any collective as the summary is taken: agent/working_rank.h); a report that says
+  // the watch ended forgets them.
   void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.

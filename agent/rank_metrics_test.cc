@@ -808,6 +808,69 @@ TEST_F(RankMetricsTest, AWatchThatEndedLeavesTheRankUnwatchedUntilItsNextStep) {
   EXPECT_FALSE(summaries[0].unwatched());
 }
 
+// The Python watch's report, a second after the previous one: rank 0 outside any collective,
+// its training thread at `cpu` seconds.
+v1::ReportCollectivesRequest Outside(double cpu) {
+  v1::ReportCollectivesRequest r;
+  *r.mutable_worker() = Worker("gpt-1", 1, 0);
+  (*r.mutable_collective_entered())["world"] = 9;
+  (*r.mutable_collective_completed())["world"] = 9;
+  r.set_blocked_known(true);
+  r.set_thread_cpu_seconds(cpu);
+  return r;
+}
+
+TEST_F(RankMetricsTest, ARankThatStepsThenRunsOutsideCollectivesIsWorking) {
+  // Before its first step a running thread is not called working (rank 0 preparing data behind
+  // a barrier is judged by the wait allowance, agent/local_watchdog.h).
+  double cpu = 10;
+  for (int i = 0; i < 3; ++i, cpu += 0.8) {
+    clock_.Advance(absl::Seconds(1));
+    metrics_.OnCollectives(Outside(cpu));
+  }
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].working());
+
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  for (int i = 0; i < 3; ++i, cpu += 0.8) {
+    clock_.Advance(absl::Seconds(1));
+    metrics_.OnCollectives(Outside(cpu));
+  }
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_TRUE(summaries[0].working());
+  // Its side thread falls silent (a frozen process): a summary taken later says no more.
+  clock_.Advance(absl::Seconds(4));
+  metrics_.SummarizeAgain({{"gpt-1", 0}});
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].working());
+
+  // Its thread stops (a loader waiting on a dead worker): not working once the window holds
+  // too little of its CPU.
+  for (int i = 0; i < 7; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    metrics_.OnCollectives(Outside(cpu));
+  }
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].working());
+
+  for (int i = 0; i < 3; ++i, cpu += 0.8) {
+    clock_.Advance(absl::Seconds(1));
+    metrics_.OnCollectives(Outside(cpu));
+  }
+  ASSERT_TRUE(metrics_.TakeSummaries().at(0).working());
+  v1::ReportCollectivesRequest ended = Outside(cpu);
+  ended.set_watch_ended(true);
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnCollectives(ended);
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].working());
+}
+
 TEST_F(RankMetricsTest, CollectiveSeriesPerRankAreBounded) {
   // A worker that names new groups at every step (a bug, or a group per step) stops adding
   // series at the bound; the groups it already has keep updating.

@@ -158,7 +158,8 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report) {
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report) {
   RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
   RETURN_IF_ERROR(Sequences("collective_completed", report.collective_completed()));
-  return NonNegative("timeout_seconds", report.timeout_seconds());
+  RETURN_IF_ERROR(NonNegative("timeout_seconds", report.timeout_seconds()));
+  return NonNegative("thread_cpu_seconds", report.thread_cpu_seconds());
 }
 
 }  // namespace ringmaster::agent

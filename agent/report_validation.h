@@ -35,7 +35,8 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
 //  - phase one of init, step, checkpoint, eval (STARTING and EXITED are the agent's own);
 //    checkpoint_step >= 0; checkpoint_seconds finite and >= 0.
 absl::Status ValidatePhaseReport(const v1::ReportPhaseRequest& report);
-//  - collectives: as for a step's sequence numbers; timeout_seconds finite and >= 0.
+//  - collectives: as for a step's sequence numbers; timeout_seconds and thread_cpu_seconds
+//    finite and >= 0.
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
 
 }  // namespace ringmaster::agent

@@ -185,6 +185,15 @@ TEST(ValidateCollectivesReportTest, ChecksTheSequenceNumbers) {
   EXPECT_EQ(Message(ValidateCollectivesReport(r)),
             "timeout_seconds: must be finite and >= 0, got inf");
   r.set_timeout_seconds(0);
+  r.set_thread_cpu_seconds(12.5);
+  EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  r.set_thread_cpu_seconds(std::nan(""));
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "thread_cpu_seconds: must be finite and >= 0, got nan");
+  r.set_thread_cpu_seconds(-0.5);
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "thread_cpu_seconds: must be finite and >= 0, got -0.5");
+  r.set_thread_cpu_seconds(0);
   (*r.mutable_collective_entered())["a/b"] = 5;
   EXPECT_EQ(Message(ValidateCollectivesReport(r)),
             "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"a/b\"");

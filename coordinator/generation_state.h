@@ -53,6 +53,10 @@ struct GenerationState {
   // Ranks whose latest summary said their watch ended (StepSummary.unwatched): not in `phase`,
   // `collectives` or `last_heard` until they report again.
   std::set<int> unwatched;
+  // Ranks whose latest summary said they work outside any collective (StepSummary.working: rank
+  // 0 evaluating alone while its peers wait for it): not blamed for their peers' wait while heard
+  // (hang_analysis.h).
+  std::set<int> working;
   // When each rank's last summary arrived, or, after a coordinator restart, when its node
   // registered again listing it running (a stopped rank sends nothing more and must still count
   // as silent).
@@ -74,16 +78,18 @@ struct GenerationState {
   std::map<int, PendingHang> pending_hangs;
   // The hang reports set aside by the checkpoint rule, by reported rank. The agent reports that
   // rank again only once it reports again, so the coordinator judges it again itself: dropped
-  // when the rank steps on or changes phase; once no rank is in CHECKPOINT any more, held again
-  // (pending_hangs) if the rank stays silent as long again as when it was reported.
+  // when the rank steps on, changes phase or its sequence numbers move; once none of the ranks
+  // it waited for is in CHECKPOINT or EVAL or working any more, held again (pending_hangs) if the
+  // rank stays silent as long again as when it was reported.
   struct SetAsideHang {
     PendingHang report;
     int64_t step = 0;                                      // the rank's step when set aside
     v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;  // and its summaries' phase
-    absl::Time checkpoints_over = absl::InfiniteFuture();  // when no rank was in CHECKPOINT
-    // A report of a wait before the first step (blocked_in_collective): the rank's sequence
-    // numbers when set aside; other ones mean the wait ended.
+    // When none of `waits_for` was in CHECKPOINT or EVAL or working.
+    absl::Time checkpoints_over = absl::InfiniteFuture();
+    // The rank's sequence numbers when set aside; other ones mean the wait ended.
     RankCollectives collectives;
+    std::vector<int> waits_for;  // the ranks the evidence named that were checkpointing or working
   };
   std::map<int, SetAsideHang> set_aside_hangs;
   bool resumed = false;  // the reference rank's start step reached the goodput

@@ -66,11 +66,14 @@ struct Suspect {
 // reports it hung past that; until then it is not a culprit. A rank in EVAL is the same (rank 0
 // evaluating behind a barrier, the phase named by the program: ringmaster.worker.phase("eval")),
 // its own agent watching it with its EVAL allowance (the STEP one, or the busy one of a rank the
-// Python watch says is outside any collective: agent/local_watchdog.h).
+// Python watch says is outside any collective: agent/local_watchdog.h). So is a rank, heard
+// lately, whose agent says it works outside any collective (StepSummary.working: its training
+// thread runs; rank 0 evaluating alone in a program that names no phase), watched by its own agent
+// with the busy allowance; once its thread stops (stuck, not working) it is blamed as before.
 //
-// `checkpointing`: the ranks whose latest report put them in CHECKPOINT or EVAL, without the rank
-// whose hang is being judged (its agent's report is the newer word on its phase). Returns the suspects
-// to blame: those not in `checkpointing`. `*checkpoint_waits` gets the suspects left out; when it
+// `checkpointing`: the ranks whose latest report put them in CHECKPOINT or EVAL, or said they
+// work, without the rank whose hang is being judged (its agent's report is the newer word on it).
+// Returns the suspects to blame: those not in `checkpointing`. `*checkpoint_waits` gets the suspects left out; when it
 // is not empty and nothing is returned, the evidence names only ranks writing a checkpoint: the
 // report is a wait for it, not a hang. A rank truly stuck outside a checkpoint is still named
 // (and only it, when both kinds are named).

@@ -1,6 +1,7 @@
 // The checkpoint rule (hang_analysis.h) in the job manager: a command job's rank 0 saves a
-// checkpoint alone (PyTorch's `if rank == 0: torch.save(...)`) while rank 1 waits in the next
-// collective beyond its step allowance: that is no hang. A rank stuck elsewhere meanwhile is still
+// checkpoint alone (PyTorch's `if rank == 0: torch.save(...)`), evaluates, or works outside any
+// collective, while rank 1 waits in the next collective beyond its step allowance: that is no
+// hang. A rank stuck elsewhere meanwhile is still
 // blamed by the sequence numbers, and a checkpoint that outlasts its own allowance is a hang.
 #include <string>
 #include <vector>
@@ -129,6 +130,112 @@ TEST_F(CheckpointHangTest, RankOneWaitingForRankZerosEvaluationIsNotHung) {
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
               ElementsAre(0));
+}
+
+// The same for a rank whose program names no phase but whose agent says it works outside any
+// collective (StepSummary.working: its watch says so, and its training thread runs): rank 0
+// evaluating alone. Once it stops working (stuck, not in a collective, its thread idle), the
+// report set aside is judged again and rank 0 is blamed.
+TEST_F(CheckpointHangTest, RankOneWaitingForRankZeroWorkingAloneIsNotHungUntilItStops) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  v1::StepSummary rank0 = Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP);
+  rank0.set_working(true);
+  auto both = [&](int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      jobs_->OnStepSummary(rank0);
+      jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+      jobs_->Tick();
+    }
+  };
+  both(10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  both(30);
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+
+  rank0.set_working(false);  // its thread stops: stuck outside any collective
+  both(9);
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  for (int s = 0; s < 10 && Hangs(gen).empty(); ++s) both(1);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_THAT(hangs[0].message(),
+              HasSubstr("rank 0 has not entered collective #42 of world (it is at #41)"));
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation() + 1);
+}
+
+// Rank 0 works alone, then stops working and both all-reduce batch after batch (a distributed
+// evaluation, no step): rank 1's set-aside report is over once its numbers move, not judged
+// again as if it were still waiting.
+TEST_F(CheckpointHangTest, ASetAsideReportIsForgottenOnceTheWaitersNumbersMove) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  v1::StepSummary rank0 = Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP);
+  rank0.set_working(true);
+  for (int s = 0; s < 10; ++s) {
+    clock_.Advance(absl::Seconds(1));
+    jobs_->OnStepSummary(rank0);
+    jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+    jobs_->Tick();
+  }
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  ASSERT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  for (int n = 42; n < 102; ++n) {  // a minute of gathering, rank 0 no longer "working"
+    clock_.Advance(absl::Seconds(1));
+    jobs_->OnStepSummary(Watched(gen, 0, 10, n + 1, n + 1, v1::WORKER_PHASE_STEP));
+    jobs_->OnStepSummary(Watched(gen, 1, 10, n + 1, n, v1::WORKER_PHASE_STEP));
+    jobs_->Tick();
+  }
+  EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+}
+
+// Rank 1 waits for rank 0, which works and then stops; rank 2 works on meanwhile (a wait the
+// evidence does not name): rank 1's report is judged again once rank 0, the one it waits for,
+// stops working, whatever rank 2 does.
+TEST_F(CheckpointHangTest, ASetAsideReportWaitsOnlyForTheRanksItNamed) {
+  const v1::JobStatus gen = StartAtStep10(3);
+  v1::StepSummary rank0 = Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP);
+  rank0.set_working(true);
+  v1::StepSummary rank2 = Watched(gen, 2, 10, 42, 42, v1::WORKER_PHASE_STEP);
+  rank2.set_working(true);
+  auto all = [&](int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      jobs_->OnStepSummary(rank0);
+      jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+      jobs_->OnStepSummary(rank2);
+      jobs_->Tick();
+    }
+  };
+  all(10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  all(10);
+  ASSERT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
+  rank0.set_working(false);
+  for (int s = 0; s < 20 && Hangs(gen).empty(); ++s) all(1);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+}
+
+// A rank that said it works and then fell silent (its process frozen) works no more: blamed.
+TEST_F(CheckpointHangTest, ARankThatSaidItWorksAndFellSilentIsBlamed) {
+  const v1::JobStatus gen = StartAtStep10(2);
+  v1::StepSummary rank0 = Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP);
+  rank0.set_working(true);
+  jobs_->OnStepSummary(rank0);
+  Wait(gen, 10);
+  jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
+  for (int s = 0; s < 5 && Hangs(gen).empty(); ++s) Wait(gen, 1);
+  std::vector<v1::JobEvent> hangs = Hangs(gen);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_THAT(std::vector<int>(hangs[0].ranks().begin(), hangs[0].ranks().end()),
+              ElementsAre(0));
+  EXPECT_THAT(hangs[0].message(), HasSubstr("rank 0's process stopped reporting"));
 }
 
 TEST_F(CheckpointHangTest, ARankStuckElsewhereWhileRankZeroSavesIsBlamedAlone) {

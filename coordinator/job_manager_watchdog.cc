@@ -146,10 +146,16 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.last_heard.erase(rank);
     job->gen.phase.erase(rank);
     job->gen.collectives.erase(rank);
+    job->gen.working.erase(rank);
     job->gen.unwatched.insert(rank);
     return;
   }
   job->gen.unwatched.erase(rank);
+  if (summary.working()) {
+    job->gen.working.insert(rank);
+  } else {
+    job->gen.working.erase(rank);
+  }
   job->gen.last_heard[rank] = clock_->Now();
   if (summary.phase() != v1::WORKER_PHASE_UNSPECIFIED) job->gen.phase[rank] = summary.phase();
   RankCollectives& numbers = job->gen.collectives[rank];
@@ -252,13 +258,20 @@ struct Evidence {
   std::vector<int> checkpoint_waits;
 };
 
-// The ranks of `gen` whose latest summary put them in CHECKPOINT or EVAL, but `judged` (-1:
-// none): the ranks their peers may wait for without a hang (hang_analysis.h).
-std::set<int> Checkpointing(const GenerationState& gen, int judged) {
+// The ranks of `gen` whose latest summary put them in CHECKPOINT or EVAL, or said they work
+// outside any collective (heard within kSilentProcess of `now`: a frozen process works no more),
+// but `judged` (-1: none): the ranks their peers may wait for without a hang (hang_analysis.h).
+std::set<int> Checkpointing(const GenerationState& gen, int judged, absl::Time now) {
   std::set<int> ranks;
   for (const auto& [rank, phase] : gen.phase) {
     if ((phase == v1::WORKER_PHASE_CHECKPOINT || phase == v1::WORKER_PHASE_EVAL) &&
         rank != judged) {
+      ranks.insert(rank);
+    }
+  }
+  for (int rank : gen.working) {
+    auto heard = gen.last_heard.find(rank);
+    if (rank != judged && heard != gen.last_heard.end() && now - heard->second <= kSilentProcess) {
       ranks.insert(rank);
     }
   }
@@ -275,7 +288,7 @@ bool InRendezvous(const GenerationState& gen, int rank) {
 }
 
 Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
-  const std::set<int> checkpointing = Checkpointing(gen, judged);
+  const std::set<int> checkpointing = Checkpointing(gen, judged, now);
   Evidence evidence;
   auto conclude = [&evidence](const std::vector<Suspect>& blamed) {
     std::vector<std::string> lines;
@@ -351,19 +364,23 @@ bool JobManager::JudgeHangReport(Job* job, const std::string& node, const v1::Wo
 
 bool JobManager::RejudgeSetAsideHangs(Job* job, absl::Time now) {
   GenerationState& gen = job->gen;
-  const bool checkpointing = !Checkpointing(gen, /*judged=*/-1).empty();
+  const std::set<int> checkpointing_now = Checkpointing(gen, /*judged=*/-1, now);
   std::vector<int> again;
   for (auto it = gen.set_aside_hangs.begin(); it != gen.set_aside_hangs.end();) {
     const int rank = it->first;
     GenerationState::SetAsideHang& aside = it->second;
     auto phase = gen.phase.find(rank);
     const bool phase_changed = phase != gen.phase.end() && phase->second != aside.phase;
-    const bool wait_moved = aside.report.state.blocked_in_collective() &&
-                            gen.collectives[rank] != aside.collectives;
+    // Its numbers moved: its wait is over (its agent takes that for progress, and reports it
+    // again if it stalls again).
+    const bool wait_moved = gen.collectives[rank] != aside.collectives;
     if (gen.rank_step[rank] > aside.step || phase_changed || wait_moved) {
       it = gen.set_aside_hangs.erase(it);  // it reported again: its agent watches it afresh
       continue;
     }
+    const bool checkpointing =
+        std::any_of(aside.waits_for.begin(), aside.waits_for.end(),
+                    [&checkpointing_now](int r) { return checkpointing_now.count(r) > 0; });
     if (checkpointing) {
       aside.checkpoints_over = absl::InfiniteFuture();
     } else if (aside.checkpoints_over == absl::InfiniteFuture()) {
@@ -380,8 +397,8 @@ bool JobManager::RejudgeSetAsideHangs(Job* job, absl::Time now) {
     gen.set_aside_hangs.erase(rank);
     report.state.set_last_report_age_seconds(absl::ToDoubleSeconds(now - report.began));
     RM_LOG(INFO) << absl::StrFormat(
-        "job %s: rank %d on %s, set aside while peers wrote a checkpoint, is still silent: "
-        "judged again",
+        "job %s: rank %d on %s, set aside while peers wrote a checkpoint, evaluated or worked, "
+        "is still silent: judged again",
         job->status.job_id(), rank, report.node);
     JudgeHangReport(job, report.node, report.state);
   }
@@ -403,9 +420,10 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
     auto phase = job->gen.phase.find(state.rank());
     if (phase != job->gen.phase.end()) aside.phase = phase->second;
     aside.collectives = job->gen.collectives[state.rank()];
+    aside.waits_for = evidence.checkpoint_waits;
     RM_LOG(INFO) << absl::StrFormat(
         "job %s: rank %d on %s, silent for %.1f s in phase %s, waits for rank(s) %s writing a "
-        "checkpoint or evaluating: not a hang",
+        "checkpoint, evaluating or working outside any collective: not a hang",
         job->status.job_id(), state.rank(), node, state.last_report_age_seconds(),
         PhaseName(state.phase()), absl::StrJoin(evidence.checkpoint_waits, ", "));
     return;

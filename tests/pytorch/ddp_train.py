@@ -21,9 +21,14 @@ Knobs, from the environment (the job's trainer.env); each fault happens in gener
                               from a dead mount), its peers waiting in DDP's constructor
   SAVE_STEP=N SAVE_SECONDS=S  after step N, rank 0 torch.saves the model to SAVE_PATH through a
                               file whose first write stalls S seconds (a slow network disk)
-  EVAL_STEP=N EVAL_SECONDS=S  after step N, every rank evaluates: about S seconds of forward
-                              passes under no_grad, then as long all-reducing each batch's loss
-                              (no optimizer step meanwhile; every generation)
+  EVAL_STEP=N EVAL_SECONDS=S  after step N, every rank evaluates: S seconds of forward passes
+                              under no_grad (the thread busy 4/5 of the time, the rest waiting
+                              on its data), then about S/2 seconds all-reducing each
+                              batch's loss (no optimizer step meanwhile; every generation)
+  EVAL_RANK=R                 only rank R spends the S seconds; the others go straight on to
+                              the all-reducing and wait for it there (rank 0 evaluating alone)
+  AFTER_SECONDS=S             after destroy_process_group, rank 0 works S seconds more (an
+                              upload of its results; every generation)
   DEVICE=cuda                 the model on this rank's GPU (LOCAL_RANK) and NCCL
 At the end every rank prints "rank R done N steps params sha256 HEX", the digest of its final
 parameters' bytes (equal on every rank: DDP keeps the replicas identical)."""
@@ -91,22 +96,31 @@ class StallingFile:
         self.file.close()
 
 
-def evaluate(model, rank, device, seconds):
-    """About `seconds` of evaluation outside any collective, then as long gathering the loss
-    batch by batch (an all-reduce each; a batch count, not a deadline: the same on every rank);
-    prints the mean loss."""
+def evaluate(model, rank, device, seconds, alone):
+    """`seconds` of evaluation outside any collective (by rank `alone` only, if >= 0), busy
+    40 ms of each 50, then about seconds / 2 gathering the loss batch by batch (an all-reduce
+    each; a batch count, not a deadline: the same on every rank); prints the mean loss."""
     losses, began = [], time.time()
+
+    def batch(gather):
+        g = torch.Generator().manual_seed(rank * 7919 + len(losses))
+        x = torch.randn(16, 8, generator=g).to(device)
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True) * 0.5)
+        if gather:
+            dist.all_reduce(loss)
+        losses.append(loss.item())
+
     model.eval()
     with torch.no_grad():
-        for gather in (False, True):
-            for _ in range(max(1, int(seconds / 0.05))):
-                g = torch.Generator().manual_seed(rank * 7919 + len(losses))
-                x = torch.randn(16, 8, generator=g).to(device)
-                loss = torch.nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True) * 0.5)
-                if gather:
-                    dist.all_reduce(loss)
-                losses.append(loss.item())
-                time.sleep(0.05)
+        end = time.time() + (seconds if alone < 0 or alone == rank else 0)
+        while time.time() < end:
+            busy = time.time() + 0.04
+            while time.time() < busy:
+                batch(False)
+            time.sleep(0.01)
+        for _ in range(max(1, int(seconds / 0.1))):
+            batch(True)
+            time.sleep(0.05)
     model.train()
     print(f"rank {rank} evaluated {len(losses)} batches in {time.time() - began:.1f} s, "
           f"loss {sum(losses) / len(losses):.4f}", flush=True)
@@ -153,7 +167,8 @@ def main():
         if step % 100 == 0 or step == steps:
             print(f"rank {rank} step {step}/{steps} loss {loss.item():.6f}", flush=True)
         if step == env_int("EVAL_STEP", "0"):
-            evaluate(model, rank, device, float(os.environ.get("EVAL_SECONDS", "0")))
+            evaluate(model, rank, device, float(os.environ.get("EVAL_SECONDS", "0")),
+                     env_int("EVAL_RANK", "-1"))
         if step == save_step and rank == 0:
             began = time.time()
             out = StallingFile(os.environ["SAVE_PATH"], float(os.environ.get("SAVE_SECONDS", "0")))
@@ -166,6 +181,10 @@ def main():
         digest.update(p.detach().cpu().contiguous().numpy().tobytes())
     print(f"rank {rank} done {steps} steps params sha256 {digest.hexdigest()}", flush=True)
     dist.destroy_process_group()
+    after = float(os.environ.get("AFTER_SECONDS", "0"))
+    if rank == 0 and after > 0:
+        time.sleep(after)
+        print(f"rank 0 uploaded its results in {after:.0f} s", flush=True)
     return 0
 
 

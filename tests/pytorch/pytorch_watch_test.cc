@@ -154,9 +154,14 @@ class PyTorchWatchTest : public ::testing::Test {
                         {"STEPS", "80"},
                         {"SAVE_PATH", cluster_->dir() + "/save.pt"}},
                        80));
-    // An evaluation of 2 x 12 s after step 30, with no optimizer step (and no phase named).
-    submit("eval",
-           Job("eval", {{"EVAL_STEP", "30"}, {"EVAL_SECONDS", "12"}, {"STEPS", "60"}}, 60));
+    // After step 30, rank 0 evaluates 24 s alone, then both gather 12 s, with no optimizer
+    // step (and no phase named).
+    submit("eval", Job("eval",
+                       {{"EVAL_STEP", "30"},
+                        {"EVAL_SECONDS", "24"},
+                        {"EVAL_RANK", "0"},
+                        {"STEPS", "60"}},
+                       60));
     submit("clean",
            Job("clean", {{"COMPUTE_MS", "5"}, {"STEPS", absl::StrCat(kCleanSteps)}}, kCleanSteps));
     // The same training three ways, for the checksums.
@@ -168,8 +173,9 @@ class PyTorchWatchTest : public ::testing::Test {
                          200));
     submit("unwatched",
            Job("unwatched", {{"STEPS", "200"}}, 200, "watchdog: {python_watch: false}\n"));
-    // No trainer.steps: a command job succeeds when its ranks exit 0.
-    submit("nosteps", Job("nosteps", {{"STEPS", "20"}}, 0));
+    // No trainer.steps: a command job succeeds when its ranks exit 0. Rank 0 uploads for 20 s
+    // after destroy_process_group.
+    submit("nosteps", Job("nosteps", {{"STEPS", "20"}, {"AFTER_SECONDS", "20"}}, 0));
     // The program run by a shell (its child, not exec'd), which then works 12 s more (an upload),
     // and through env.
     submit("shell",
@@ -438,14 +444,25 @@ TEST_F(PyTorchWatchTest, TwentySecondTorchSaveIsNotAHang) {
   EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
 }
 
-// Every rank evaluates for 24 s after step 30 (12 s outside any collective, 12 s all-reducing
-// each batch's loss), with no optimizer step: busy, not hung, though the step allowance is 9 s.
+// After step 30, rank 0 evaluates alone for 24 s outside any collective (its thread busy 4/5
+// of the time) while rank 1 waits for it in the first all-reduce of the gathering; then both
+// all-reduce each batch's loss for 12 s; no optimizer step meanwhile, though the step allowance
+// is max(9 s, 5 x p99 step). Rank 0 is busy, not hung; rank 1's agent reports it hung, and the coordinator sets
+// the report aside (rank 0 works: its thread runs); nothing restarts.
 TEST_F(PyTorchWatchTest, AnEvaluationBetweenStepsIsNotAHang) {
   const std::string id = Id("eval");
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
   const std::string json = JobJson(id);
   EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  // Rank 1's wait was reported and judged: the rule, not a long allowance, kept the job going.
+  const std::string coordinator_log = cluster_->coordinator().process.Log();
+  EXPECT_TRUE(std::regex_search(
+      coordinator_log,
+      std::regex(absl::StrCat("job ", id, ": rank 1 on \\S+, silent for [0-9.]+ s in phase step, "
+                              "waits for rank\\(s\\) 0 writing a checkpoint, evaluating or "
+                              "working outside any collective: not a hang"))))
+      << coordinator_log;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string log = cluster_->RankLog(id, 1, rank);
     EXPECT_TRUE(std::regex_search(
@@ -492,11 +509,18 @@ TEST_F(PyTorchWatchTest, TheWatchNeverChangesResultsEvenWhenItFails) {
 }
 
 // A command job without trainer.steps (issue 36: it uses only what it needs) succeeds once
-// every rank exits 0. Its rank log also names the torch the ranks ran: Python()'s.
+// every rank exits 0. Rank 0's 20 s of work after destroy_process_group (its watch said it
+// ended) is no hang, though it is silent past its step allowance. Its rank log also names the
+// torch the ranks ran: Python()'s.
 TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
   const std::string id = Id("nosteps");
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(240)), "SUCCEEDED") << JobJson(id);
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, Not(HasSubstr("\"kind\": \"hang\""))) << json;
+  EXPECT_THAT(cluster_->RankLog(id, 1, 0), HasSubstr("rank 0 uploaded its results in 20 s"));
+  EXPECT_EQ(ProgressStep(json), 20) << json;  // watched: its steps were heard
+  EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
   const std::string log = cluster_->RankLog(id, 1, 1);
   EXPECT_THAT(log, HasSubstr("rank 1 done 20 steps"));
   // The ranks ran the torch this suite means to test (tools/test's torch2 pass: 2.x).

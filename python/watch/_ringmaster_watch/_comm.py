@@ -127,6 +127,9 @@ class Comm:
         self._names = {}  # id(process group) -> _Group
         self._refs = []  # The process groups named, kept so their ids stay theirs.
         self._groups = {}  # name -> _Group
+        # After destroy_process_group of the default group, until the next init_process_group:
+        # the destroyed groups' last numbers, name -> number (destroyed).
+        self._last = {}
         self._created = 0
         self._world = None
         self._pending = {}  # id(work) -> (work, group, seq, op, nbytes, CUDA device or None)
@@ -169,11 +172,17 @@ class Comm:
 
     def destroyed(self, pg):
         """destroy_process_group(pg) returned; pg None or the default group: every group. Their
-        counts end with them (no longer reported); a group made again (a second
-        init_process_group) is counted afresh from 0, as on every rank that made it again."""
+        counts end with them; a group made again (a second init_process_group) is counted afresh
+        from 0, as on every rank that made it again. A subgroup's numbers are reported no more;
+        the default group's, and every group's with it, are still reported as they ended, every
+        collective completed, until the next init_process_group: the rank is outside any
+        collective, busy to its agent (agent/local_watchdog.h: its work after, an upload, is no
+        hang), and one that left its loop early while its peers wait in the next collective is
+        behind it, named by them."""
         with self._lock:
             if pg is None or pg is self._world:
                 gone = list(self._groups.values())
+                self._last = {g.name: g.entered_now() for g in gone}
                 self._world = None
             else:
                 g = self._names.get(id(pg))
@@ -195,6 +204,7 @@ class Comm:
         destroyed(): every rank that makes its groups again calls it again) and the caller
         counts as blocked in it until rendezvous_done(the returned group)."""
         with self._lock:
+            self._last = {}  # The destroyed groups' numbers: over (a new world counts afresh).
             group = _Group("rendezvous", 0)  # A size for busbw only: it moves no bytes.
             group.entered = 1
             group.outstanding.append(1)
@@ -612,8 +622,12 @@ class Comm:
             self._drain()
             groups = list(self._groups.values())[:MAX_GROUPS]
             inside = self._inside > 0 or any(g.ddp_waiting for g in groups)
-            return ({g.name: str(g.entered_now()) for g in groups},
-                    {g.name: str(g.completed) for g in groups}, inside, self.version)
+            entered = {g.name: str(g.entered_now()) for g in groups}
+            completed = {g.name: str(g.completed) for g in groups}
+            for name, number in self._last.items():  # After destroy_process_group (destroyed).
+                if name not in entered and len(entered) < MAX_GROUPS:
+                    entered[name] = completed[name] = str(number)
+            return entered, completed, inside, self.version
 
     def take_raw(self):
         """(seconds blocked, {(op, group name): [count, bytes, seconds]}, [(group name, size,

@@ -15,7 +15,11 @@ than as a silent process. A report in itself is not a sign of progress to the wa
 (agent/local_watchdog.h): before the rank's first step, one that says it is blocked in a
 collective whose numbers do not move is a sign of a stall (a peer stuck before the first step);
 after it, numbers that moved are progress, and one that says the rank is not blocked makes it
-busy outside its steps (an evaluation), not hung (blockedKnown says that `blocked` is meant). It
+busy outside its steps (an evaluation), not hung (blockedKnown says that `blocked` is meant).
+Each report also says how much CPU the training thread (the one that called init_process_group)
+has used (threadCpuSeconds, from /proc/self/task/TID/stat; 0 where that cannot be read): a rank
+outside any collective whose thread runs works (rank 0 evaluating alone while its peers wait for
+it, agent/working_rank.h), one whose thread does not is stuck. It
 is a daemon thread: it never keeps the process alive; an atexit handler stops it before the
 interpreter finalises. It never calls into torch but for CUDA event queries (and, once, setting
 its CUDA device before the first, _device.Marks.bind_thread) and, while the training thread is
@@ -34,12 +38,40 @@ Errors: a failure disables the watch and ends the thread.
 """
 
 import atexit
+import os
 import threading
 
 from . import _core
 
 INTERVAL_SECONDS = 1.0  # Between two collectives reports.
 FLUSH_SECONDS = 0.5  # Between two flushes of the deferred step reports.
+
+
+def _clock_ticks():
+    try:
+        return float(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return 0.0
+
+
+_TICKS = _clock_ticks()
+
+
+def thread_cpu_seconds(native_id):
+    """CPU seconds (user + system) thread `native_id` of this process has used so far, from
+    /proc/self/task/ID/stat (to the kernel's clock tick); 0.0 where that cannot be read (not
+    Linux, the thread gone, no id). Never raises."""
+    if not native_id or _TICKS <= 0:
+        return 0.0
+    try:
+        with open("/proc/self/task/%d/stat" % native_id, "rb") as stat:
+            text = stat.read()
+        # After "pid (comm) ": state is field 3, utime 14 and stime 15 (proc(5)); comm may hold
+        # spaces and parentheses, so count from the last ")".
+        fields = text[text.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class Ticker:
@@ -51,11 +83,15 @@ class Ticker:
         self._stop = threading.Event()
         self._thread = None
         self._sent_version = -1
+        self._training_thread = None  # native id of init_process_group's caller
 
     def start(self):
         """Starts the thread (once) and sends a report at once, from the caller's thread (at
         each init_process_group: the call it precedes may hold the GIL while it waits, as torch
-        1.13's TCPStore waits for its workers, and the side thread say nothing until then)."""
+        1.13's TCPStore waits for its workers, and the side thread say nothing until then).
+        The calling thread is the training thread whose CPU the reports give."""
+        get_native_id = getattr(threading, "get_native_id", None)
+        self._training_thread = get_native_id() if get_native_id is not None else None
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ringmaster-watch",
                                             daemon=True)
@@ -113,5 +149,7 @@ class Ticker:
                                                "collectiveCompleted": completed,
                                                "blocked": bool(blocked),
                                                "blockedKnown": True,
-                                               "timeoutSeconds": self._comm.timeout_seconds}):
+                                               "timeoutSeconds": self._comm.timeout_seconds,
+                                               "threadCpuSeconds":
+                                                   thread_cpu_seconds(self._training_thread)}):
             self._sent_version = version

@@ -373,6 +373,38 @@ class CommTest(unittest.TestCase):
         self.assertEqual(stats[0]["count"], "2")
         self.assertEqual(stats[0]["bytes"], "16")
 
+    def test_destroyed_groups_are_reported_as_they_ended_until_the_next_init(self):
+        # After destroy_process_group the rank's reports still say where its groups ended, every
+        # collective over (it is outside any: busy to its agent, not silent, while it uploads),
+        # a subgroup destroyed alone is reported no more, and the next init_process_group counts
+        # afresh from 0.
+        comm = _comm.Comm()
+        rendezvous = comm.rendezvous()
+        comm.rendezvous_done(rendezvous)
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        sub = object()
+        pg1 = comm.group(sub, lambda pg: 2)
+        for _ in range(3):
+            comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0)
+        comm.complete(pg1, comm.enter(pg1), "all_reduce", 8, 0.0)
+        comm.enter(world)  # An async all-reduce never waited for: over with its group.
+        comm.destroyed(sub)
+        self.assertEqual(comm.sequences()[0], {"rendezvous": "1", "world": "4"})
+        comm.destroyed(None)
+        entered, completed, inside, _ = comm.sequences()
+        self.assertEqual(entered, {"rendezvous": "1", "world": "4"})
+        self.assertEqual(completed, entered)
+        self.assertFalse(inside)
+        again = comm.rendezvous()  # A second init_process_group.
+        self.assertEqual(comm.sequences()[:2], ({"rendezvous": "1"}, {"rendezvous": "0"}))
+        comm.rendezvous_done(again)
+        comm.set_world(None, 2)
+        world = comm.group(None, lambda pg: 2)
+        comm.complete(world, comm.enter(world), "all_reduce", 8, 0.0)
+        self.assertEqual(comm.sequences()[:2], ({"rendezvous": "1", "world": "1"},
+                                                {"rendezvous": "1", "world": "1"}))
+
 
     def test_members_json_is_take_step_and_sequences_as_json(self):
         # The step report writes its JSON by hand from a snapshot (take_raw): it must say what
@@ -1341,6 +1373,40 @@ def load_saved(path):
                                      capture_output=True, text=True, timeout=60).stdout)
 
 
+class ThreadCpuTest(unittest.TestCase):
+    def test_a_threads_own_cpu_is_read_and_an_unknown_thread_reads_zero(self):
+        # The side thread's reports give the training thread's CPU (threadCpuSeconds): this
+        # thread's grows as it runs, while an idle thread's does not (it is per thread, not the
+        # process's); no thread, or one not in this process, reads 0 (unknown).
+        idle_id, ready, done = [], threading.Event(), threading.Event()
+
+        def idle():
+            idle_id.append(threading.get_native_id())
+            ready.set()
+            done.wait(60)
+
+        other = threading.Thread(target=idle, daemon=True)
+        other.start()
+        try:
+            self.assertTrue(ready.wait(30))
+            me = threading.get_native_id()
+            before, idle_before = (_ticker.thread_cpu_seconds(me),
+                                   _ticker.thread_cpu_seconds(idle_id[0]))
+            self.assertGreater(before, 0)
+            deadline, x = time.monotonic() + 30, 0
+            while (_ticker.thread_cpu_seconds(me) < before + 0.3
+                   and time.monotonic() < deadline):
+                for i in range(20000):
+                    x += i
+            self.assertGreaterEqual(_ticker.thread_cpu_seconds(me), before + 0.3)
+            self.assertLess(_ticker.thread_cpu_seconds(idle_id[0]) - idle_before, 0.1)
+        finally:
+            done.set()
+            other.join(30)
+        self.assertEqual(_ticker.thread_cpu_seconds(None), 0.0)
+        self.assertEqual(_ticker.thread_cpu_seconds(2 ** 31 - 1), 0.0)
+
+
 class StuckRankTest(unittest.TestCase):
     def test_side_thread_reports_while_blocked(self):
         self.check_blocked_while_a_peer_is_stuck()
@@ -1450,6 +1516,16 @@ class StuckRankTest(unittest.TestCase):
             agent.wait_for(
                 lambda a: (a.reports("collectives", 1) or [{}])[-1].get("blocked") is False,
                 timeout=30, what="rank 1 not blocked")
+            # Its training thread, stuck (polling for the release), uses next to no CPU over
+            # three reports (two report intervals: about 2 s), where one that worked would use
+            # most of them; rank 0's reports say its thread's CPU too.
+            m = len(agent.reports("collectives", 1))
+            agent.wait_for(lambda a: len(a.reports("collectives", 1)) >= m + 3, timeout=30,
+                           what="three more reports of rank 1")
+            cpu = [r["threadCpuSeconds"] for r in agent.reports("collectives", 1)[m:m + 3]]
+            self.assertGreater(cpu[0], 0)
+            self.assertLess(cpu[2] - cpu[0], 0.2)
+            self.assertGreater(agent.reports("collectives", 0)[-1]["threadCpuSeconds"], 0)
             self.assertEqual(stuck["step"], "2")
             self.assertLess(int(stuck["collectiveEntered"]["world"]),
                             int(waiting["collectiveEntered"]["world"]))
