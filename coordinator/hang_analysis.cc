@@ -64,6 +64,26 @@ std::string DescribeLaggards(const std::vector<Laggard>& laggards) {
   return absl::StrJoin(lines, "; ");
 }
 
+std::string RankActivity(int rank, const RankCollectives* numbers, v1::WorkerPhase phase,
+                         bool working, bool unwatched, const std::vector<Laggard>& laggards) {
+  if (unwatched) return "unwatched";
+  if (phase == v1::WORKER_PHASE_CHECKPOINT) return "checkpoint";
+  if (phase == v1::WORKER_PHASE_EVAL) return "eval";
+  const std::string works = working ? ", working" : "";
+  for (const Laggard& l : laggards) {
+    if (l.rank != rank) continue;
+    if (l.group == kRendezvousGroup) return "not at init_process_group" + works;
+    return absl::StrCat("behind ", l.group, " #", l.waited_in, " (at #", l.entered, ")", works);
+  }
+  if (numbers == nullptr || numbers->empty()) return "-";
+  for (const auto& [group, n] : *numbers) {
+    if (n.first <= n.second) continue;
+    if (group == kRendezvousGroup) return "in init_process_group" + works;
+    return absl::StrCat("in ", group, " #", n.first, works);
+  }
+  return "outside collectives" + works;
+}
+
 std::vector<Suspect> OutsideCheckpoints(const std::vector<Suspect>& suspects,
                                         const std::set<int>& checkpointing,
                                         std::vector<int>* checkpoint_waits) {

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "proto/ringmaster/v1/agent.pb.h"
+
 namespace ringmaster::coordinator {
 
 // Per communicator (group name): (last entered, last completed) sequence numbers of one rank.
@@ -49,6 +51,17 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, i
 // ("rank 2 has not reached init_process_group's rendezvous that ranks 0, 1, 3 wait in" for the
 // rendezvous), joined by "; ".
 std::string DescribeLaggards(const std::vector<Laggard>& laggards);
+
+// What rank `rank` is doing now, for RankLiveState.activity (coordinator.proto), from its latest
+// summary: `numbers` (null: none reported), its `phase`, whether its agent says it works outside
+// any collective, whether its watch ended, and the job's laggards (FindLaggards). In order:
+// "unwatched"; "checkpoint" or "eval" (the phase); "behind G #N (at #M)" for its first laggard
+// entry ("not at init_process_group" for the rendezvous); "in G #N" for the first group (by name)
+// with a collective entered and not completed ("in init_process_group" for the rendezvous);
+// "outside collectives"; each of the last three followed by ", working" when it works; "-" with
+// no numbers.
+std::string RankActivity(int rank, const RankCollectives* numbers, v1::WorkerPhase phase,
+                         bool working, bool unwatched, const std::vector<Laggard>& laggards);
 
 // One rank a hang's evidence names (a laggard, or a process that stopped reporting while its
 // peers report), and the line that says why.

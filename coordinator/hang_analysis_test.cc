@@ -1,5 +1,6 @@
 #include "coordinator/hang_analysis.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -123,6 +124,47 @@ TEST(HangAnalysisTest, RanksWritingACheckpointAreNotBlamed) {
     EXPECT_EQ(blamed, c.blamed) << c.name;
     EXPECT_EQ(waits, c.waits) << c.name;
   }
+}
+
+// What each rank is doing, as `ringctl top` shows it: rank 1 waits in world #35, rank 0 (working)
+// and rank 2 (not) have not entered it; rank 3 waits in init_process_group for rank 4.
+TEST(RankActivityTest, SaysWhoWaitsAndWhoHoldsThemUp) {
+  std::map<int, RankCollectives> ranks = {
+      {0, {{"world", {34, 34}}}},
+      {1, {{"world", {35, 34}}}},
+      {2, {{"world", {34, 34}}, {"pg1", {3, 3}}}},
+  };
+  const std::vector<Laggard> laggards = FindLaggards(ranks);
+  auto activity = [&](int rank, bool working, v1::WorkerPhase phase = v1::WORKER_PHASE_STEP) {
+    auto it = ranks.find(rank);
+    return RankActivity(rank, it == ranks.end() ? nullptr : &it->second, phase, working,
+                        /*unwatched=*/false, laggards);
+  };
+  EXPECT_EQ(activity(0, true), "behind world #35 (at #34), working");
+  EXPECT_EQ(activity(1, false), "in world #35");
+  EXPECT_EQ(activity(2, false), "behind world #35 (at #34)");
+  EXPECT_EQ(activity(0, false, v1::WORKER_PHASE_CHECKPOINT), "checkpoint");
+  EXPECT_EQ(activity(0, true, v1::WORKER_PHASE_EVAL), "eval");
+  EXPECT_EQ(activity(9, false), "-");  // nothing reported
+  EXPECT_EQ(RankActivity(0, &ranks[0], v1::WORKER_PHASE_STEP, false, /*unwatched=*/true, laggards),
+            "unwatched");
+
+  // Nobody waits: outside collectives, working or not.
+  ranks[1] = {{"world", {35, 35}}};
+  ranks[0] = {{"world", {35, 35}}};
+  ranks[2] = {{"world", {35, 35}}};
+  EXPECT_EQ(RankActivity(0, &ranks[0], v1::WORKER_PHASE_STEP, true, false, FindLaggards(ranks)),
+            "outside collectives, working");
+  EXPECT_EQ(RankActivity(2, &ranks[2], v1::WORKER_PHASE_STEP, false, false, FindLaggards(ranks)),
+            "outside collectives");
+
+  // init_process_group: rank 3 waits in its rendezvous, rank 4 has reported nothing.
+  std::map<int, RankCollectives> init = {{3, {{"rendezvous", {1, 0}}}}};
+  const std::vector<Laggard> behind = FindLaggards(init, /*world=*/5, {0, 1, 2});
+  EXPECT_EQ(RankActivity(3, &init[3], v1::WORKER_PHASE_STARTING, false, false, behind),
+            "in init_process_group");
+  EXPECT_EQ(RankActivity(4, nullptr, v1::WORKER_PHASE_STARTING, false, false, behind),
+            "not at init_process_group");
 }
 
 }  // namespace

@@ -153,9 +153,16 @@ TEST_F(CheckpointHangTest, RankOneWaitingForRankZeroWorkingAloneIsNotHungUntilIt
   both(30);
   EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
   EXPECT_EQ(Current(gen.job_id()).generation(), gen.generation());
+  // `ringctl top` shows who waits and who holds them up (RankLiveState.activity).
+  auto live = jobs_->Get(gen.job_id());
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->ranks_size(), 2);
+  EXPECT_EQ(live->ranks(0).activity(), "behind world #42 (at #41), working");
+  EXPECT_EQ(live->ranks(1).activity(), "in world #42");
 
   rank0.set_working(false);  // its thread stops: stuck outside any collective
   both(9);
+  EXPECT_EQ(jobs_->Get(gen.job_id())->ranks(0).activity(), "behind world #42 (at #41)");
   EXPECT_TRUE(Hangs(gen).empty()) << Hangs(gen)[0].message();
   for (int s = 0; s < 10 && Hangs(gen).empty(); ++s) both(1);
   std::vector<v1::JobEvent> hangs = Hangs(gen);

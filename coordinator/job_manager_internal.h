@@ -43,6 +43,10 @@ bool RunsOn(const v1::JobStatus& status, const std::string& node);
 bool RankIsOn(const v1::JobStatus& status, int rank, const std::string& node);
 // A watch update with the job's state and generation; the caller adds the event or progress.
 v1::WatchJobResponse UpdateOf(const v1::JobStatus& status);
+// The laggards of `gen` as the hang evidence reads them (hang_analysis.h's FindLaggards): its
+// ranks' numbers, less ranks not known to have reported nothing (those whose watch ended, and
+// those on nodes a restarted coordinator awaits) (job_manager_watchdog.cc).
+std::vector<Laggard> LaggardsOf(const GenerationState& gen);
 
 // How soon Tick writes a job again after its store write failed.
 inline constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);

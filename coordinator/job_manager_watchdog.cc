@@ -53,6 +53,12 @@ std::string PhaseName(v1::WorkerPhase phase) {
 using job_manager_internal::DescribeExit;
 using job_manager_internal::kHangEvidenceWait;
 
+std::vector<Laggard> job_manager_internal::LaggardsOf(const GenerationState& gen) {
+  std::set<int> unknown = gen.unwatched;
+  for (const auto& [node, ranks] : gen.awaiting) unknown.insert(ranks.begin(), ranks.end());
+  return FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), unknown);
+}
+
 void JobManager::QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state) {
   if (state.phase() != v1::WORKER_PHASE_EXITED ||
       state.job().generation() != job->hang_generation ||
@@ -325,13 +331,9 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
       return evidence;
     }
   }
-  // Then: the ranks that never entered the collective their group waits in. Not known to have
-  // reported nothing: ranks whose watch ended, and those on nodes a restarted coordinator awaits.
-  std::set<int> unknown = gen.unwatched;
-  for (const auto& [node, ranks] : gen.awaiting) unknown.insert(ranks.begin(), ranks.end());
+  // Then: the ranks that never entered the collective their group waits in.
   std::vector<Suspect> laggards;
-  for (const Laggard& l :
-       FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), unknown)) {
+  for (const Laggard& l : job_manager_internal::LaggardsOf(gen)) {
     laggards.push_back({l.rank, DescribeLaggards({l})});
   }
   conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));

@@ -356,14 +356,15 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
     const bool live = response.ranks_size() == j.assignments_size();
     std::vector<std::vector<std::string>> rows = {
         {"  RANK", "NODE", "DEVICE", "LOCAL", "TP", "PP", "DP"}};
-    if (live) rows[0].insert(rows[0].end(), {"STEP", "HEARD", "STATUS"});
+    if (live) rows[0].insert(rows[0].end(), {"STEP", "HEARD", "STATUS", "NOW"});
     for (const auto& a : j.assignments()) {
       rows.push_back({absl::StrCat("  ", a.rank()), a.node(), absl::StrCat(a.local_device()),
                       absl::StrCat(a.local_rank()), absl::StrCat(a.tp_rank()),
                       absl::StrCat(a.pp_rank()), absl::StrCat(a.dp_rank())});
       if (live && a.rank() >= 0 && a.rank() < response.ranks_size()) {
         const v1::RankLiveState& r = response.ranks(a.rank());
-        rows.back().insert(rows.back().end(), {absl::StrCat(r.step()), HeardAgo(r), RankStatus(r)});
+        rows.back().insert(rows.back().end(), {absl::StrCat(r.step()), HeardAgo(r), RankStatus(r),
+                                               r.activity().empty() ? "-" : r.activity()});
       }
     }
     absl::StrAppend(&out, Table(rows));

@@ -110,7 +110,7 @@ TEST(DescribeJobTest, ACrashLoopsBackoffSaysWhenTheNextLaunchIs) {
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("Crash loop")));
 }
 
-TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardAndStatus) {
+TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardStatusAndNow) {
   v1::GetJobResponse r;
   v1::JobStatus* j = r.mutable_job();
   j->set_state(v1::JOB_STATE_RUNNING);
@@ -132,12 +132,14 @@ TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardAndStatus) {
   r.mutable_ranks(2)->set_compute_ratio(1.847);
   r.mutable_ranks(3)->set_last_report_age_seconds(-1);
   r.mutable_ranks(3)->set_finished(true);
+  r.mutable_ranks(0)->set_activity("in world #98");
+  r.mutable_ranks(1)->set_activity("behind world #98 (at #97)");
   const std::string text = DescribeJob(r);
-  EXPECT_THAT(text, HasSubstr("STEP  HEARD"));
-  EXPECT_THAT(text, HasSubstr("120   0.4s ago   -\n"));
-  EXPECT_THAT(text, HasSubstr("97    42.2s ago  hang suspect\n"));
-  EXPECT_THAT(text, HasSubstr("120   0.4s ago   straggler (1.85x)\n"));
-  EXPECT_THAT(text, HasSubstr("120   never      finished\n"));
+  EXPECT_THAT(text, HasSubstr("STEP  HEARD      STATUS             NOW\n"));
+  EXPECT_THAT(text, HasSubstr("120   0.4s ago   -                  in world #98\n"));
+  EXPECT_THAT(text, HasSubstr("97    42.2s ago  hang suspect       behind world #98 (at #97)\n"));
+  EXPECT_THAT(text, HasSubstr("120   0.4s ago   straggler (1.85x)  -\n"));
+  EXPECT_THAT(text, HasSubstr("120   never      finished           -\n"));
   // Without live states (not running) the table has no such columns.
   r.clear_ranks();
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("HEARD")));

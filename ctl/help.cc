@@ -121,9 +121,11 @@ const std::vector<CommandHelp>& Commands() {
       {{"top"},
        "ID [--interval=SECONDS] [-n N] [--plain]",
        "a running job's ranks, refreshed in place",
-       "Columns: RANK NODE STEP STEP-P50 STEP-P99 COMPUTE BUSBW MFU HEARD FLAGS (flags: "
-       "straggler, hung,\ndone, silent). Ends when the job ends, showing its final state. "
-       "Piped (or with --plain), one table per\nrefresh, a blank line apart.",
+       "Columns: RANK NODE STEP STEP-P50 STEP-P99 COMPUTE BUSBW MFU HEARD FLAGS NOW (flags: "
+       "straggler,\nhung, done, silent; now: what the rank does, \"in world #35\" waiting, "
+       "\"behind world #35 (at\n#34)\" holding it up, \"outside collectives\", "
+       "\"checkpoint\"...). Ends when the job ends,\nshowing its final state. Piped (or with "
+       "--plain), one table per refresh, a blank line apart.",
        {"interval", "n", "plain"},
        true,
        "ringctl top job-0001 --interval=1"},

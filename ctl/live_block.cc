@@ -152,7 +152,8 @@ std::string RenderTop(const v1::GetJobResponse& job,
       FitWidth(absl::StrCat("job ", j.job_id(), "  ", RenderBlock(status, 0)[0]), width) + "\n";
   absl::StrAppend(&out, FitWidth(RenderBlock(status, 0)[1], width), "\n\n");
   std::vector<std::vector<std::string>> rows = {{"RANK", "NODE", "STEP", "STEP-P50", "STEP-P99",
-                                                 "COMPUTE", "BUSBW", "MFU", "HEARD", "FLAGS"}};
+                                                 "COMPUTE", "BUSBW", "MFU", "HEARD", "FLAGS",
+                                                 "NOW"}};
   for (const v1::RankLiveState& r : ranks) {
     std::string node = "-";
     for (const v1::RankAssignment& a : j.assignments()) {
@@ -165,7 +166,7 @@ std::string RenderTop(const v1::GetJobResponse& job,
          Figure(r.busbw_bytes_per_second(), "%.2fGB/s", 1e-9), Figure(r.mfu(), "%.1f%%", 100),
          r.last_report_age_seconds() < 0 ? "never"
                                          : absl::StrFormat("%.1fs", r.last_report_age_seconds()),
-         Flags(r)});
+         Flags(r), r.activity().empty() ? "-" : r.activity()});
   }
   const bool own = job.ranks_size() > 0;
   if (ranks.empty()) {

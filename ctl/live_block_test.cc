@@ -138,6 +138,8 @@ v1::GetJobResponse TopJob() {
   slow->set_straggler(true);
   slow->set_compute_ratio(1.85);
   slow->set_hang_suspect(true);
+  slow->set_activity("behind world #35 (at #34)");
+  job.mutable_ranks(0)->set_activity("in world #35");
   v1::RankLiveState* silent = job.mutable_ranks(2);
   silent->set_last_report_age_seconds(-1);
   silent->set_step(0);

@@ -255,8 +255,21 @@ std::map<std::string, std::string>* PyTorchWatchTest::jobs_ = nullptr;
 TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
   const std::string id = Id("stuck");
   ASSERT_FALSE(id.empty());
+  // Until the hang is declared, the job's live ranks say who waits and who holds them up
+  // (RankLiveState.activity: ringctl top's NOW column).
   std::string json;
-  ASSERT_TRUE(WaitForHang(id, absl::Seconds(150), &json)) << json << cluster_->RankLog(id, 1, 1);
+  bool waiting = false, behind = false;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json = JobJson(id);
+        waiting |= json.find("\"activity\": \"in world #") != std::string::npos;
+        behind |= json.find("\"activity\": \"behind world #") != std::string::npos;
+        return json.find("\"kind\": \"hang\"") != std::string::npos;
+      },
+      absl::Seconds(150)))
+      << json << cluster_->RankLog(id, 1, 1);
+  EXPECT_TRUE(waiting);
+  EXPECT_TRUE(behind);
   EXPECT_EQ(HangBlamedRank(json), 1) << json;
   // Named from the sequence numbers the watch keeps reporting while rank 1 is stuck outside any
   // collective, not as a silent process.
