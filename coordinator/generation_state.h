@@ -46,8 +46,10 @@ struct GenerationState {
   // by node.
   std::map<std::string, std::set<int>> awaiting;
 
-  // Watchdog: the last reported collective sequence numbers, by rank.
+  // Watchdog: the last reported collective sequence numbers, by rank, and since when each
+  // rank's have held (RankLiveState.activity tells a wait from a sample of a step by it).
   std::map<int, RankCollectives> collectives;
+  std::map<int, absl::Time> numbers_since;
   // Each rank's phase as its latest summary said (hang_analysis.h's checkpoint rule).
   std::map<int, v1::WorkerPhase> phase;
   // Ranks whose latest summary said their watch ended (StepSummary.unwatched): not in `phase`,

@@ -64,23 +64,29 @@ std::string DescribeLaggards(const std::vector<Laggard>& laggards) {
   return absl::StrJoin(lines, "; ");
 }
 
-std::string RankActivity(int rank, const RankCollectives* numbers, v1::WorkerPhase phase,
-                         bool working, bool unwatched, const std::vector<Laggard>& laggards) {
-  if (unwatched) return "unwatched";
-  if (phase == v1::WORKER_PHASE_CHECKPOINT) return "checkpoint";
-  if (phase == v1::WORKER_PHASE_EVAL) return "eval";
-  const std::string works = working ? ", working" : "";
-  for (const Laggard& l : laggards) {
-    if (l.rank != rank) continue;
-    if (l.group == kRendezvousGroup) return "not at init_process_group" + works;
-    return absl::StrCat("behind ", l.group, " #", l.waited_in, " (at #", l.entered, ")", works);
+std::string RankActivity(const RankView& view) {
+  if (view.finished) return "exited";
+  if (view.unwatched) return "unwatched";
+  if (view.phase == v1::WORKER_PHASE_CHECKPOINT) return "checkpoint";
+  if (view.phase == v1::WORKER_PHASE_EVAL) return "eval";
+  const std::string works = view.working ? ", working" : "";
+  if (view.settled && view.numbers != nullptr) {
+    for (const auto& [group, n] : *view.numbers) {
+      if (n.first <= n.second) continue;
+      if (group == kRendezvousGroup) return "in init_process_group";
+      return absl::StrCat("in ", group, " #", n.first);
+    }
   }
-  if (numbers == nullptr || numbers->empty()) return "-";
-  for (const auto& [group, n] : *numbers) {
-    if (n.first <= n.second) continue;
-    if (group == kRendezvousGroup) return "in init_process_group" + works;
-    return absl::StrCat("in ", group, " #", n.first, works);
+  if (const Laggard* l = view.behind; l != nullptr) {
+    if (l->group == kRendezvousGroup) return "not at init_process_group" + works;
+    return absl::StrCat("behind ", l->group, " #", l->waited_in, " (at #", l->entered, ")", works);
   }
+  if (view.numbers == nullptr || view.numbers->empty()) {
+    if (view.phase == v1::WORKER_PHASE_STARTING) return "starting";
+    if (view.phase == v1::WORKER_PHASE_INIT) return "init";
+    return "-";
+  }
+  if (!view.settled) return "stepping";
   return "outside collectives" + works;
 }
 

@@ -52,16 +52,26 @@ std::vector<Laggard> FindLaggards(const std::map<int, RankCollectives>& ranks, i
 // rendezvous), joined by "; ".
 std::string DescribeLaggards(const std::vector<Laggard>& laggards);
 
-// What rank `rank` is doing now, for RankLiveState.activity (coordinator.proto), from its latest
-// summary: `numbers` (null: none reported), its `phase`, whether its agent says it works outside
-// any collective, whether its watch ended, and the job's laggards (FindLaggards). In order:
-// "unwatched"; "checkpoint" or "eval" (the phase); "behind G #N (at #M)" for its first laggard
-// entry ("not at init_process_group" for the rendezvous); "in G #N" for the first group (by name)
-// with a collective entered and not completed ("in init_process_group" for the rendezvous);
-// "outside collectives"; each of the last three followed by ", working" when it works; "-" with
-// no numbers.
-std::string RankActivity(int rank, const RankCollectives* numbers, v1::WorkerPhase phase,
-                         bool working, bool unwatched, const std::vector<Laggard>& laggards);
+// What the coordinator knows of one running rank, for RankActivity.
+struct RankView {
+  const RankCollectives* numbers = nullptr;  // its latest sequence numbers; null: none reported
+  v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;  // its latest summary's
+  bool working = false;    // its agent says it works outside any collective (heard lately)
+  bool unwatched = false;  // its watch ended
+  bool finished = false;   // it exited 0
+  // Its numbers have held a few seconds: a wait or a pause, not one sample of a moving step
+  // (a live job's ranks are sampled up to a couple of seconds apart).
+  bool settled = false;
+  const Laggard* behind = nullptr;  // its first laggard entry among settled ranks, if any
+};
+
+// What the rank is doing now, for RankLiveState.activity (coordinator.proto). In order:
+// "exited"; "unwatched"; "checkpoint" or "eval" (the phase); settled inside a collective: "in G
+// #N" for the first group (by name) with one entered and not completed ("in init_process_group"
+// for the rendezvous); "behind G #N (at #M)" ("not at init_process_group"); with no numbers,
+// "starting", "init" (the phase) or "-"; numbers that move: "stepping"; else "outside
+// collectives". "behind" and "outside collectives" take ", working" when it works.
+std::string RankActivity(const RankView& view);
 
 // One rank a hang's evidence names (a laggard, or a process that stopped reporting while its
 // peers report), and the line that says why.

@@ -135,36 +135,72 @@ TEST(RankActivityTest, SaysWhoWaitsAndWhoHoldsThemUp) {
       {2, {{"world", {34, 34}}, {"pg1", {3, 3}}}},
   };
   const std::vector<Laggard> laggards = FindLaggards(ranks);
-  auto activity = [&](int rank, bool working, v1::WorkerPhase phase = v1::WORKER_PHASE_STEP) {
-    auto it = ranks.find(rank);
-    return RankActivity(rank, it == ranks.end() ? nullptr : &it->second, phase, working,
-                        /*unwatched=*/false, laggards);
+  ASSERT_EQ(laggards.size(), 2u);
+  auto view = [&](int rank) {
+    RankView v;
+    v.numbers = &ranks[rank];
+    v.phase = v1::WORKER_PHASE_STEP;
+    v.settled = true;
+    for (const Laggard& l : laggards) {
+      if (l.rank == rank) v.behind = &l;
+    }
+    return v;
   };
-  EXPECT_EQ(activity(0, true), "behind world #35 (at #34), working");
-  EXPECT_EQ(activity(1, false), "in world #35");
-  EXPECT_EQ(activity(2, false), "behind world #35 (at #34)");
-  EXPECT_EQ(activity(0, false, v1::WORKER_PHASE_CHECKPOINT), "checkpoint");
-  EXPECT_EQ(activity(0, true, v1::WORKER_PHASE_EVAL), "eval");
-  EXPECT_EQ(activity(9, false), "-");  // nothing reported
-  EXPECT_EQ(RankActivity(0, &ranks[0], v1::WORKER_PHASE_STEP, false, /*unwatched=*/true, laggards),
-            "unwatched");
+  RankView v = view(0);
+  v.working = true;
+  EXPECT_EQ(RankActivity(v), "behind world #35 (at #34), working");
+  EXPECT_EQ(RankActivity(view(1)), "in world #35");
+  EXPECT_EQ(RankActivity(view(2)), "behind world #35 (at #34)");
+  v.phase = v1::WORKER_PHASE_CHECKPOINT;
+  EXPECT_EQ(RankActivity(v), "checkpoint");
+  v.phase = v1::WORKER_PHASE_EVAL;
+  EXPECT_EQ(RankActivity(v), "eval");
+  v = view(0);
+  v.unwatched = true;
+  EXPECT_EQ(RankActivity(v), "unwatched");
+  v.finished = true;
+  EXPECT_EQ(RankActivity(v), "exited");
+
+  // Numbers just sampled, not held: an async all-reduce in flight is no wait, a rank between
+  // steps is stepping.
+  v = view(1);
+  v.settled = false;
+  EXPECT_EQ(RankActivity(v), "stepping");
+  // Waiting inside one group is said first, though the rank is behind in another.
+  ranks[1][std::string("dp0")] = {4, 4};
+  Laggard dp0{1, "dp0", 4, 5, {3}};
+  v = view(1);
+  v.behind = &dp0;
+  EXPECT_EQ(RankActivity(v), "in world #35");
 
   // Nobody waits: outside collectives, working or not.
-  ranks[1] = {{"world", {35, 35}}};
-  ranks[0] = {{"world", {35, 35}}};
-  ranks[2] = {{"world", {35, 35}}};
-  EXPECT_EQ(RankActivity(0, &ranks[0], v1::WORKER_PHASE_STEP, true, false, FindLaggards(ranks)),
-            "outside collectives, working");
-  EXPECT_EQ(RankActivity(2, &ranks[2], v1::WORKER_PHASE_STEP, false, false, FindLaggards(ranks)),
-            "outside collectives");
+  RankView outside;
+  RankCollectives done = {{"world", {35, 35}}};
+  outside.numbers = &done;
+  outside.settled = true;
+  outside.working = true;
+  EXPECT_EQ(RankActivity(outside), "outside collectives, working");
+  outside.working = false;
+  EXPECT_EQ(RankActivity(outside), "outside collectives");
+
+  // Nothing reported: its phase, or "-".
+  RankView none;
+  EXPECT_EQ(RankActivity(none), "-");
+  none.phase = v1::WORKER_PHASE_INIT;
+  EXPECT_EQ(RankActivity(none), "init");
+  none.phase = v1::WORKER_PHASE_STARTING;
+  EXPECT_EQ(RankActivity(none), "starting");
 
   // init_process_group: rank 3 waits in its rendezvous, rank 4 has reported nothing.
   std::map<int, RankCollectives> init = {{3, {{"rendezvous", {1, 0}}}}};
   const std::vector<Laggard> behind = FindLaggards(init, /*world=*/5, {0, 1, 2});
-  EXPECT_EQ(RankActivity(3, &init[3], v1::WORKER_PHASE_STARTING, false, false, behind),
-            "in init_process_group");
-  EXPECT_EQ(RankActivity(4, nullptr, v1::WORKER_PHASE_STARTING, false, false, behind),
-            "not at init_process_group");
+  ASSERT_EQ(behind.size(), 1u);
+  RankView waiter;
+  waiter.numbers = &init[3];
+  waiter.settled = true;
+  EXPECT_EQ(RankActivity(waiter), "in init_process_group");
+  none.behind = &behind[0];
+  EXPECT_EQ(RankActivity(none), "not at init_process_group");
 }
 
 }  // namespace

@@ -20,7 +20,6 @@
 #include "common/one_line.h"
 #include "common/proto_edge.h"
 #include "common/status.h"
-#include "coordinator/hang_analysis.h"
 #include "coordinator/job_id.h"
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/planner.h"
@@ -408,6 +407,13 @@ PlannerOptions JobManager::PlannerOptionsNow() const {
   return planner;
 }
 
+absl::StatusOr<v1::JobStatus> JobManager::Status(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  Job* job = Find(job_id);
+  if (job == nullptr) return NoSuchJob(job_id);
+  return job->status;
+}
+
 absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
   Job* job = Find(job_id);
@@ -421,8 +427,7 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
   response.set_events_omitted(job->last_sequence - static_cast<int64_t>(shown));
   if (job->status.state() == v1::JOB_STATE_RUNNING) {
     const absl::Time now = clock_->Now();
-    const GenerationState& gen = job->gen;
-    const std::vector<Laggard> laggards = job_manager_internal::LaggardsOf(gen);
+    const std::vector<std::string> activities = job_manager_internal::ActivitiesOf(job->gen, now);
     for (int rank = 0; rank < static_cast<int>(job->gen.rank_step.size()); ++rank) {
       v1::RankLiveState* live = response.add_ranks();
       live->set_rank(rank);
@@ -443,12 +448,7 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
         live->set_busbw_bytes_per_second(f->second.busbw_bytes_per_second());
         live->set_mfu(f->second.mfu());
       }
-      auto numbers = gen.collectives.find(rank);
-      auto phase = gen.phase.find(rank);
-      live->set_activity(RankActivity(
-          rank, numbers == gen.collectives.end() ? nullptr : &numbers->second,
-          phase == gen.phase.end() ? v1::WORKER_PHASE_UNSPECIFIED : phase->second,
-          gen.working.count(rank) > 0, gen.unwatched.count(rank) > 0, laggards));
+      live->set_activity(activities[rank]);
     }
   }
   if (job->gen.link_check != nullptr)

@@ -169,6 +169,9 @@ class JobManager {
   // the count of older ones. A running job's response has each rank's live state (step, time
   // since its last report, straggler and hang-suspect flags).
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) const;
+  // NOT_FOUND for an unknown id. The job's status alone (Get without its events and ranks: what
+  // a stream opened on the job needs, for each of many streams).
+  absl::StatusOr<v1::JobStatus> Status(const std::string& job_id) const;
   // One page of a listing.
   struct JobPage {
     std::vector<v1::JobStatus> jobs;

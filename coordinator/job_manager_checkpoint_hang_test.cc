@@ -148,6 +148,10 @@ TEST_F(CheckpointHangTest, RankOneWaitingForRankZeroWorkingAloneIsNotHungUntilIt
       jobs_->Tick();
     }
   };
+  jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+  // Just sampled: no wait shown yet (a healthy job's ranks are sampled a moment apart).
+  EXPECT_EQ(jobs_->Get(gen.job_id())->ranks(0).activity(), "stepping");
+  EXPECT_EQ(jobs_->Get(gen.job_id())->ranks(1).activity(), "stepping");
   both(10);
   jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
   both(30);

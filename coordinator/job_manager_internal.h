@@ -43,10 +43,18 @@ bool RunsOn(const v1::JobStatus& status, const std::string& node);
 bool RankIsOn(const v1::JobStatus& status, int rank, const std::string& node);
 // A watch update with the job's state and generation; the caller adds the event or progress.
 v1::WatchJobResponse UpdateOf(const v1::JobStatus& status);
-// The laggards of `gen` as the hang evidence reads them (hang_analysis.h's FindLaggards): its
-// ranks' numbers, less ranks not known to have reported nothing (those whose watch ended, and
-// those on nodes a restarted coordinator awaits) (job_manager_watchdog.cc).
-std::vector<Laggard> LaggardsOf(const GenerationState& gen);
+// The ranks of `gen` not known to have reported nothing, for FindLaggards: those whose watch
+// ended, and those on nodes a restarted coordinator awaits (job_manager_watchdog.cc).
+std::set<int> UnknownRanks(const GenerationState& gen);
+// A worker process's side thread reports every 0.5 s and its agent forwards at most one summary
+// per second: a rank not heard of for kSilentProcess is stopped or stuck.
+inline constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
+// Each rank's RankLiveState.activity at `now` (hang_analysis.h's RankActivity), by rank (as many
+// as gen.rank_step): a rank's numbers count as settled once they held kSettledNumbers, and only
+// settled ranks are read for laggards, so a healthy job whose ranks were sampled a moment apart
+// shows no wait (job_manager_watchdog.cc).
+inline constexpr absl::Duration kSettledNumbers = absl::Seconds(3);
+std::vector<std::string> ActivitiesOf(const GenerationState& gen, absl::Time now);
 
 // How soon Tick writes a job again after its store write failed.
 inline constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);

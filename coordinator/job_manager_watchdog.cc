@@ -5,6 +5,7 @@
 // exits quoted after a hang. The per-job state is in job_manager_internal.h and
 // generation_state.h; the series it feeds are JobMetrics' (job_metrics.h).
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -32,10 +33,8 @@
 namespace ringmaster::coordinator {
 namespace {
 
-// A worker process's side thread reports every 0.5 s and its agent forwards at most one summary
-// per second: a rank not heard of for kSilentProcess is stopped or stuck; one heard of within
-// kLiveProcess is alive.
-constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
+// A rank heard of within kLiveProcess is alive (job_manager_internal.h's kSilentProcess: one not
+// heard of for that long is stopped or stuck).
 constexpr absl::Duration kLiveProcess = absl::Milliseconds(2000);
 // How long ringmaster_hang_suspect outlives the recovery: a recovery takes well under a scrape
 // interval, and a series that is gone by the next scrape names nobody in Prometheus.
@@ -53,10 +52,58 @@ std::string PhaseName(v1::WorkerPhase phase) {
 using job_manager_internal::DescribeExit;
 using job_manager_internal::kHangEvidenceWait;
 
-std::vector<Laggard> job_manager_internal::LaggardsOf(const GenerationState& gen) {
+using job_manager_internal::kSilentProcess;
+
+std::set<int> job_manager_internal::UnknownRanks(const GenerationState& gen) {
   std::set<int> unknown = gen.unwatched;
   for (const auto& [node, ranks] : gen.awaiting) unknown.insert(ranks.begin(), ranks.end());
-  return FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()), unknown);
+  return unknown;
+}
+
+std::vector<std::string> job_manager_internal::ActivitiesOf(const GenerationState& gen,
+                                                            absl::Time now) {
+  const int world = static_cast<int>(gen.rank_step.size());
+  std::set<int> settled;
+  bool waits = false;  // a settled rank is inside a collective: someone may hold it up
+  for (const auto& [rank, since] : gen.numbers_since) {
+    if (now - since < kSettledNumbers) continue;
+    settled.insert(rank);
+    auto numbers = gen.collectives.find(rank);
+    if (numbers == gen.collectives.end()) continue;
+    for (const auto& [group, n] : numbers->second) waits = waits || n.first > n.second;
+  }
+  std::map<int, Laggard> behind;  // each rank's first laggard entry (they come by rank)
+  if (waits) {
+    std::map<int, RankCollectives> held;
+    std::set<int> unknown = UnknownRanks(gen);
+    for (const auto& [rank, numbers] : gen.collectives) {
+      if (settled.count(rank) > 0) {
+        held.emplace(rank, numbers);
+      } else {
+        unknown.insert(rank);  // moving: neither behind nor missing from the rendezvous
+      }
+    }
+    for (Laggard& l : FindLaggards(held, world, unknown)) behind.emplace(l.rank, std::move(l));
+  }
+  std::vector<std::string> activities;
+  activities.reserve(world);
+  for (int rank = 0; rank < world; ++rank) {
+    RankView view;
+    auto numbers = gen.collectives.find(rank);
+    if (numbers != gen.collectives.end()) view.numbers = &numbers->second;
+    auto phase = gen.phase.find(rank);
+    if (phase != gen.phase.end()) view.phase = phase->second;
+    auto heard = gen.last_heard.find(rank);
+    view.working = gen.working.count(rank) > 0 && heard != gen.last_heard.end() &&
+                   now - heard->second <= kSilentProcess;
+    view.unwatched = gen.unwatched.count(rank) > 0;
+    view.finished = gen.finished_ranks.count(rank) > 0;
+    view.settled = settled.count(rank) > 0;
+    auto l = behind.find(rank);
+    if (l != behind.end()) view.behind = &l->second;
+    activities.push_back(RankActivity(view));
+  }
+  return activities;
 }
 
 void JobManager::QuoteSuspectExit(Job* job, const std::string& node, const v1::WorkerState& state) {
@@ -152,6 +199,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.last_heard.erase(rank);
     job->gen.phase.erase(rank);
     job->gen.collectives.erase(rank);
+    job->gen.numbers_since.erase(rank);
     job->gen.working.erase(rank);
     job->gen.unwatched.insert(rank);
     return;
@@ -164,10 +212,14 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
   job->gen.last_heard[rank] = clock_->Now();
   if (summary.phase() != v1::WORKER_PHASE_UNSPECIFIED) job->gen.phase[rank] = summary.phase();
-  RankCollectives& numbers = job->gen.collectives[rank];
-  numbers.clear();
+  RankCollectives numbers;
   for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
   for (const auto& [group, n] : summary.collective_completed()) numbers[group].second = n;
+  auto known = job->gen.collectives.find(rank);
+  if (known == job->gen.collectives.end() || known->second != numbers) {
+    job->gen.numbers_since[rank] = clock_->Now();
+    job->gen.collectives[rank] = std::move(numbers);
+  }
 
   // A one-rank job has nobody to single out: not judged.
   if (job->gen.stragglers != nullptr && summary.steps_in_summary() > 0 &&
@@ -333,7 +385,8 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
   }
   // Then: the ranks that never entered the collective their group waits in.
   std::vector<Suspect> laggards;
-  for (const Laggard& l : job_manager_internal::LaggardsOf(gen)) {
+  for (const Laggard& l : FindLaggards(gen.collectives, static_cast<int>(gen.rank_step.size()),
+                                      job_manager_internal::UnknownRanks(gen))) {
     laggards.push_back({l.rank, DescribeLaggards({l})});
   }
   conclude(OutsideCheckpoints(laggards, checkpointing, &evidence.checkpoint_waits));

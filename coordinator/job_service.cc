@@ -60,8 +60,8 @@ class WatchStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     watch_id_ = *watch;
     // Already terminal and nothing (left) to send: finish now. A no-op if the terminal event is
     // queued, which finishes the stream itself.
-    auto job = jobs_->Get(request.job_id());
-    if (job.ok() && IsTerminal(job->job().state())) outbox_->Finish(grpc::Status::OK);
+    auto job = jobs_->Status(request.job_id());
+    if (job.ok() && IsTerminal(job->state())) outbox_->Finish(grpc::Status::OK);
   }
 
   void OnWriteDone(bool ok) override {
@@ -103,12 +103,12 @@ class LogStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     state_->outbox =
         std::make_shared<Outbox>([this](const grpc::ByteBuffer* m) { StartWrite(m); },
                                  [this](const grpc::Status& s) { Finish(s); });
-    auto job = jobs->Get(request.job_id());
+    auto job = jobs->Status(request.job_id());
     if (!job.ok()) {
       state_->outbox->Finish(ToGrpcStatus(job.status()));
       return;
     }
-    const v1::JobStatus& status = job->job();
+    const v1::JobStatus& status = *job;
     if (absl::Status may =
             CheckOwnerOrAdmin(caller, status.job_id(), status.owner(), "read its logs");
         !may.ok()) {
