@@ -81,11 +81,9 @@ std::string RankActivity(const RankView& view) {
     if (l->group == kRendezvousGroup) return "not at init_process_group" + works;
     return absl::StrCat("behind ", l->group, " #", l->waited_in, " (at #", l->entered, ")", works);
   }
-  if (view.numbers == nullptr || view.numbers->empty()) {
-    if (view.phase == v1::WORKER_PHASE_STARTING) return "starting";
-    if (view.phase == v1::WORKER_PHASE_INIT) return "init";
-    return "-";
-  }
+  if (view.phase == v1::WORKER_PHASE_STARTING) return "starting";
+  if (view.phase == v1::WORKER_PHASE_INIT) return "init";
+  if (view.numbers == nullptr || view.numbers->empty()) return "-";
   if (!view.settled) return "stepping";
   return "outside collectives" + works;
 }

@@ -68,9 +68,10 @@ struct RankView {
 // What the rank is doing now, for RankLiveState.activity (coordinator.proto). In order:
 // "exited"; "unwatched"; "checkpoint" or "eval" (the phase); settled inside a collective: "in G
 // #N" for the first group (by name) with one entered and not completed ("in init_process_group"
-// for the rendezvous); "behind G #N (at #M)" ("not at init_process_group"); with no numbers,
-// "starting", "init" (the phase) or "-"; numbers that move: "stepping"; else "outside
-// collectives". "behind" and "outside collectives" take ", working" when it works.
+// for the rendezvous); "behind G #N (at #M)" ("not at init_process_group"); "starting" or "init"
+// (the phase); "-" with no numbers; numbers that move: "stepping"; else "outside collectives".
+// "behind", "not at init_process_group" and "outside collectives" take ", working" when it
+// works.
 std::string RankActivity(const RankView& view);
 
 // One rank a hang's evidence names (a laggard, or a process that stopped reporting while its

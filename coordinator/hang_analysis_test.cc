@@ -166,6 +166,8 @@ TEST(RankActivityTest, SaysWhoWaitsAndWhoHoldsThemUp) {
   v = view(1);
   v.settled = false;
   EXPECT_EQ(RankActivity(v), "stepping");
+  v.phase = v1::WORKER_PHASE_STARTING;  // before its first step: its phase says more
+  EXPECT_EQ(RankActivity(v), "starting");
   // Waiting inside one group is said first, though the rank is behind in another.
   ranks[1][std::string("dp0")] = {4, 4};
   Laggard dp0{1, "dp0", 4, 5, {3}};

@@ -216,7 +216,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   for (const auto& [group, n] : summary.collective_entered()) numbers[group].first = n;
   for (const auto& [group, n] : summary.collective_completed()) numbers[group].second = n;
   auto known = job->gen.collectives.find(rank);
-  if (known == job->gen.collectives.end() || known->second != numbers) {
+  if (known == job->gen.collectives.end() || known->second != numbers ||
+      job->gen.numbers_since.count(rank) == 0) {
     job->gen.numbers_since[rank] = clock_->Now();
     job->gen.collectives[rank] = std::move(numbers);
   }

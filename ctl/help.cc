@@ -122,9 +122,9 @@ const std::vector<CommandHelp>& Commands() {
        "ID [--interval=SECONDS] [-n N] [--plain]",
        "a running job's ranks, refreshed in place",
        "Columns: RANK NODE STEP STEP-P50 STEP-P99 COMPUTE BUSBW MFU HEARD FLAGS NOW (flags: "
-       "straggler,\nhung, done, silent; now: what the rank does, \"in world #35\" waiting, "
-       "\"behind world #35 (at\n#34)\" holding it up, \"outside collectives\", "
-       "\"checkpoint\"...). Ends when the job ends,\nshowing its final state. Piped (or with "
+       "straggler,\nhung, done, silent; now: what the rank does, \"stepping\", \"in world #35\" "
+       "waiting, \"behind\nworld #35 (at #34)\" holding it up, \"outside collectives\", "
+       "\"checkpoint\"...). Ends when the job\nends, showing its final state. Piped (or with "
        "--plain), one table per refresh, a blank line apart.",
        {"interval", "n", "plain"},
        true,

@@ -216,7 +216,7 @@ TEST_F(FaultToleranceTest, SlowRankIsFlaggedAsAStragglerWithoutARestart) {
   EXPECT_THAT(described, HasSubstr("State:        RUNNING"));
   // The assignments table says it on rank 3's row, with its ratio, and on no other row.
   EXPECT_TRUE(std::regex_search(
-      described, std::regex("\\n  3 +agent-1 [^\\n]*straggler \\(\\d+\\.\\d\\dx\\)\\n")))
+      described, std::regex("\\n  3 +agent-1 [^\\n]*straggler \\(\\d+\\.\\d\\dx\\) ")))
       << described;
   const std::regex flagged_row("\\n  \\d+ +agent-[^\\n]*straggler \\(");
   EXPECT_EQ(std::distance(std::sregex_iterator(described.begin(), described.end(), flagged_row),
@@ -265,7 +265,7 @@ TEST_F(FaultToleranceTest, AStageThatSlowsDownMidRunIsFlaggedAgainstItsBaseline)
       << described;
   // The assignments table says it on rank 2's row, and on no other.
   EXPECT_TRUE(std::regex_search(
-      described, std::regex("\\n  2 +agent-\\d [^\\n]*straggler \\(\\d+\\.\\d\\dx\\)\\n")))
+      described, std::regex("\\n  2 +agent-\\d [^\\n]*straggler \\(\\d+\\.\\d\\dx\\) ")))
       << described;
   const std::regex flagged_row("\\n  \\d+ +agent-[^\\n]*straggler \\(");
   EXPECT_EQ(std::distance(std::sregex_iterator(described.begin(), described.end(), flagged_row),
