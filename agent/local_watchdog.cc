@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "agent/working_rank.h"
+
 namespace ringmaster::agent {
 namespace {
 
@@ -114,11 +116,7 @@ void LocalWatchdog::Collectives(const v1::ReportCollectivesRequest& report) {
     if (!report.blocked_known()) return;
     w.tells_blocked = true;
     w.collectives_heard = now;
-    // Waiting on peers: blocked in a call, or a collective entered and not completed (an async
-    // work not done; on NCCL, one the GPU has not finished while the host went on).
-    w.blocked_now = report.blocked() ||
-                    std::any_of(sequences.begin(), sequences.end(),
-                                [](const auto& g) { return g.second.first > g.second.second; });
+    w.blocked_now = WaitsOnPeers(report);
     if (sequences != w.sequences) {
       w.sequences = std::move(sequences);
       w.last_report = now;  // moved: progress

@@ -1,19 +1,24 @@
 #include "agent/working_rank.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace ringmaster::agent {
 
+bool WaitsOnPeers(const v1::ReportCollectivesRequest& report) {
+  return report.blocked() ||
+         std::any_of(report.collective_entered().begin(), report.collective_entered().end(),
+                     [&report](const auto& entered) {
+                       auto completed = report.collective_completed().find(entered.first);
+                       const int64_t done =
+                           completed == report.collective_completed().end() ? 0 : completed->second;
+                       return entered.second > done;
+                     });
+}
+
 void WorkingRank::Heard(absl::Time now, const v1::ReportCollectivesRequest& report) {
   latest_ = now;
-  const bool pending =
-      std::any_of(report.collective_entered().begin(), report.collective_entered().end(),
-                  [&report](const auto& entered) {
-                    auto completed = report.collective_completed().find(entered.first);
-                    return completed == report.collective_completed().end() ||
-                           entered.second > completed->second;
-                  });
-  outside_ = report.blocked_known() && !report.blocked() && !pending;
+  outside_ = report.blocked_known() && !WaitsOnPeers(report);
   const double cpu = report.thread_cpu_seconds();
   if (cpu <= 0 || (!cpu_.empty() && cpu < cpu_.back().second)) {
     cpu_.clear();  // unknown, or another process's thread (the class comment)

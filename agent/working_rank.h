@@ -27,6 +27,11 @@
 
 namespace ringmaster::agent {
 
+// Whether a (valid) collectives report says the rank waits on its peers: blocked in a call, or a
+// collective entered and not completed (an async work not done; on NCCL, one the GPU has not
+// finished while the host went on). A group with no completed number has completed none.
+bool WaitsOnPeers(const v1::ReportCollectivesRequest& report);
+
 class WorkingRank {
  public:
   // Long enough that a pause of a few seconds in the work (an evaluation's data loader starting

@@ -66,11 +66,14 @@ class CheckpointHangTest : public JobManagerTest {
   }
 
   // `seconds` pass: rank 1, waiting inside #42, keeps sending its sequence numbers (the watch's
-  // side thread); the other ranks send nothing (rank 0 inside torch.save, say).
-  void Wait(const v1::JobStatus& gen, int seconds) {
+  // side thread); the other ranks send `others` (as they are at each second), or nothing (rank
+  // 0 inside torch.save, say).
+  void Wait(const v1::JobStatus& gen, int seconds,
+            const std::vector<const v1::StepSummary*>& others = {}) {
     for (int s = 0; s < seconds; ++s) {
       clock_.Advance(absl::Seconds(1));
       jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
+      for (const v1::StepSummary* other : others) jobs_->OnStepSummary(*other);
       jobs_->Tick();
     }
   }
@@ -140,14 +143,7 @@ TEST_F(CheckpointHangTest, RankOneWaitingForRankZeroWorkingAloneIsNotHungUntilIt
   const v1::JobStatus gen = StartAtStep10(2);
   v1::StepSummary rank0 = Watched(gen, 0, 10, 41, 41, v1::WORKER_PHASE_STEP);
   rank0.set_working(true);
-  auto both = [&](int seconds) {
-    for (int s = 0; s < seconds; ++s) {
-      clock_.Advance(absl::Seconds(1));
-      jobs_->OnStepSummary(rank0);
-      jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
-      jobs_->Tick();
-    }
-  };
+  auto both = [&](int seconds) { Wait(gen, seconds, {&rank0}); };
   jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
   // Just sampled: no wait shown yet (a healthy job's ranks are sampled a moment apart).
   EXPECT_EQ(jobs_->Get(gen.job_id())->ranks(0).activity(), "stepping");
@@ -212,15 +208,7 @@ TEST_F(CheckpointHangTest, ASetAsideReportWaitsOnlyForTheRanksItNamed) {
   rank0.set_working(true);
   v1::StepSummary rank2 = Watched(gen, 2, 10, 42, 42, v1::WORKER_PHASE_STEP);
   rank2.set_working(true);
-  auto all = [&](int seconds) {
-    for (int s = 0; s < seconds; ++s) {
-      clock_.Advance(absl::Seconds(1));
-      jobs_->OnStepSummary(rank0);
-      jobs_->OnStepSummary(Watched(gen, 1, 10, 42, 41, v1::WORKER_PHASE_STEP));
-      jobs_->OnStepSummary(rank2);
-      jobs_->Tick();
-    }
-  };
+  auto all = [&](int seconds) { Wait(gen, seconds, {&rank0, &rank2}); };
   all(10);
   jobs_->OnWorkerState("n1", HangReport(gen, 1, 10));
   all(10);

@@ -49,6 +49,9 @@ std::set<int> UnknownRanks(const GenerationState& gen);
 // A worker process's side thread reports every 0.5 s and its agent forwards at most one summary
 // per second: a rank not heard of for kSilentProcess is stopped or stuck.
 inline constexpr absl::Duration kSilentProcess = absl::Milliseconds(2500);
+// Whether `rank`'s latest summary said it works outside any collective (StepSummary.working) and
+// came within kSilentProcess of `now`: a frozen process works no more (job_manager_watchdog.cc).
+bool WorksNow(const GenerationState& gen, int rank, absl::Time now);
 // Each rank's RankLiveState.activity at `now` (hang_analysis.h's RankActivity), by rank (as many
 // as gen.rank_step): a rank's numbers count as settled once they held kSettledNumbers, and only
 // settled ranks are read for laggards, so a healthy job whose ranks were sampled a moment apart

@@ -54,6 +54,12 @@ using job_manager_internal::kHangEvidenceWait;
 
 using job_manager_internal::kSilentProcess;
 
+bool job_manager_internal::WorksNow(const GenerationState& gen, int rank, absl::Time now) {
+  auto heard = gen.last_heard.find(rank);
+  return gen.working.count(rank) > 0 && heard != gen.last_heard.end() &&
+         now - heard->second <= kSilentProcess;
+}
+
 std::set<int> job_manager_internal::UnknownRanks(const GenerationState& gen) {
   std::set<int> unknown = gen.unwatched;
   for (const auto& [node, ranks] : gen.awaiting) unknown.insert(ranks.begin(), ranks.end());
@@ -93,9 +99,7 @@ std::vector<std::string> job_manager_internal::ActivitiesOf(const GenerationStat
     if (numbers != gen.collectives.end()) view.numbers = &numbers->second;
     auto phase = gen.phase.find(rank);
     if (phase != gen.phase.end()) view.phase = phase->second;
-    auto heard = gen.last_heard.find(rank);
-    view.working = gen.working.count(rank) > 0 && heard != gen.last_heard.end() &&
-                   now - heard->second <= kSilentProcess;
+    view.working = job_manager_internal::WorksNow(gen, rank, now);
     view.unwatched = gen.unwatched.count(rank) > 0;
     view.finished = gen.finished_ranks.count(rank) > 0;
     view.settled = settled.count(rank) > 0;
@@ -329,10 +333,7 @@ std::set<int> Checkpointing(const GenerationState& gen, int judged, absl::Time n
     }
   }
   for (int rank : gen.working) {
-    auto heard = gen.last_heard.find(rank);
-    if (rank != judged && heard != gen.last_heard.end() && now - heard->second <= kSilentProcess) {
-      ranks.insert(rank);
-    }
+    if (rank != judged && job_manager_internal::WorksNow(gen, rank, now)) ranks.insert(rank);
   }
   return ranks;
 }
