@@ -29,9 +29,13 @@ Knobs, from the environment (the job's trainer.env); each fault happens in gener
                               the all-reducing and wait for it there (rank 0 evaluating alone)
   AFTER_SECONDS=S             after destroy_process_group, rank 0 works S seconds more (an
                               upload of its results; every generation)
+  EXIT_SECONDS=S              rank 0 (its RANK) works S seconds more at exit, in an atexit
+                              handler registered before init_process_group (an experiment
+                              tracker's upload; every generation)
   DEVICE=cuda                 the model on this rank's GPU (LOCAL_RANK) and NCCL
 At the end every rank prints "rank R done N steps params sha256 HEX", the digest of its final
 parameters' bytes (equal on every rank: DDP keeps the replicas identical)."""
+import atexit
 import hashlib
 import os
 import sys
@@ -126,6 +130,11 @@ def evaluate(model, rank, device, seconds, alone):
           f"loss {sum(losses) / len(losses):.4f}", flush=True)
 
 
+def work_at_exit(seconds):
+    time.sleep(seconds)
+    print(f"rank 0 finished its exit work in {seconds:.0f} s", flush=True)
+
+
 def main():
     device = os.environ.get("DEVICE", "cpu")
     first = env_int("RINGMASTER_GENERATION", "1") <= 1
@@ -134,6 +143,9 @@ def main():
         print(f"rank {os.environ['RANK']} stuck before init_process_group at unix "
               f"{time.time():.3f}", flush=True)
         threading.Event().wait()  # never set
+    exit_work = float(os.environ.get("EXIT_SECONDS", "0"))
+    if env_int("RANK", "0") == 0 and exit_work > 0:
+        atexit.register(work_at_exit, exit_work)
     dist.init_process_group("nccl" if device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if device == "cuda":

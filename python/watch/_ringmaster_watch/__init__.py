@@ -92,6 +92,14 @@ def _log(message):
 
 
 def _at_exit(reporter, shell):
+    # The last atexit handler (registered first): the side thread, reporting through the
+    # program's own exit work since its handler ran (_ticker.py), stops now.
+    ticker = _watch_state.get("ticker")
+    if ticker is not None:
+        try:
+            ticker.stop()
+        except Exception:  # noqa: BLE001  Exiting: the thread is a daemon.
+            pass
     if _core.is_owner():
         try:
             if shell and _core.enabled:

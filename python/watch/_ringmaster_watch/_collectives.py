@@ -9,8 +9,10 @@ the collective is queued: it completes when the GPU has passed a CUDA event reco
 current stream after that return (_device.py), and its time blocked is its GPU time where
 longer: from a mark before the call (or the wait) to that one. A call made inside another
 wrapped call (all_gather_object's own
-all_gather...) counts once, as the inner one. Both names are patched: torch.distributed.X and
-torch.distributed.distributed_c10d.X (the functions torch's own helpers call).
+all_gather...) counts once, as the inner one. Every name is patched: torch.distributed.X,
+torch.distributed.distributed_c10d.X (the functions torch's own helpers call) and X in any
+torch.distributed module that took it by name before the patch (device_mesh's
+init_process_group and new_group, which init_device_mesh calls).
 
 Threading: the wrappers run on any thread; the depth guard is thread-local. Errors: an
 exception of the wrapped function passes through unchanged; one of ours disables the watch and
@@ -21,6 +23,7 @@ import functools
 import sys
 import threading
 import time
+import types
 
 from . import _compiler, _core, _device
 
@@ -40,6 +43,7 @@ COLLECTIVES = {
     "gather": ("gather", "tensor"),
     "scatter": ("scatter", "tensor"),
     "barrier": ("barrier", None),
+    "monitored_barrier": ("barrier", None),  # gloo's: torch numbers it 0 (1.13) or 2 (2.x).
     "send": ("send", "tensor"),
     "recv": ("recv", "tensor"),
     "isend": ("send", "tensor"),
@@ -130,9 +134,19 @@ class Collectives:
         return c if isinstance(c, type) else None
 
     def _patch_everywhere(self, name, original, wrapper):
+        """Patches `name` in torch.distributed, distributed_c10d and every torch.distributed
+        module already imported that took the function by name (torch 2.x's device_mesh took
+        init_process_group and new_group while torch.distributed imported: init_device_mesh
+        calls them). A module imported later takes the wrapper from distributed_c10d."""
         self._originals[wrapper] = original
         for module in self._modules:
             if getattr(module, name, None) is original:
+                _core.patch(module, name, wrapper)
+        for module_name, module in list(sys.modules.items()):
+            # Their own namespace only (vars): no module __getattr__ or lazy import runs.
+            if (module_name.startswith("torch.distributed.") and
+                    isinstance(module, types.ModuleType) and module not in self._modules and
+                    vars(module).get(name) is original):
                 _core.patch(module, name, wrapper)
 
     def remap_originals(self, functional):

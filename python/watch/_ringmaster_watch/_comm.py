@@ -616,6 +616,10 @@ class Comm:
             self._read_ended(group, pg_seq, "all_reduce", nbytes, seconds, mark, start)
 
     # -- reports -------------------------------------------------------------------------------
+    def awaiting_device(self):
+        """Whether a collective on GPU tensors awaits its GPU (a racy read: a hint)."""
+        return self.marks is not None and self._on_device > 0
+
     def sequences(self):
         """({group: entered}, {group: completed}, inside a collective now, version)."""
         with self._lock:

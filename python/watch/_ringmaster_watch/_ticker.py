@@ -20,11 +20,18 @@ Each report also says how much CPU the training thread (the one that called init
 has used (threadCpuSeconds, from /proc/self/task/TID/stat; 0 where that cannot be read): a rank
 outside any collective whose thread runs works (rank 0 evaluating alone while its peers wait for
 it, agent/working_rank.h), one whose thread does not is stuck. It
-is a daemon thread: it never keeps the process alive; an atexit handler stops it before the
-interpreter finalises. It never calls into torch but for CUDA event queries (and, once, setting
+is a daemon thread: it never keeps the process alive. At exit its own atexit handler (the one
+registered at init_process_group, so run before those registered earlier: torch's, and a
+program's registered before init_process_group, such as an upload) polls the GPU until it is
+through (2 s at most; on the training thread, as a step's end does: a torch that cannot switch
+devices, before 2.1, skips it) and ends its calls into torch, whose own handlers may then tear it down; it goes on sending the
+numbers as they stand, so a rank whose exit work is longer than the step allowance is heard
+(busy outside any collective, agent/local_watchdog.h), not silent; the watch's last handler
+(__init__._at_exit) stops it before the interpreter finalises. It never calls into torch but for
+CUDA event queries (and, once, setting
 its CUDA device before the first, _device.Marks.bind_thread) and, while the training thread is
-inside DDP's buffer broadcast or constructor, the process group's sequence number (a getter; the
-risk below is left to stop()'s join, which waits for the tick in progress): a daemon thread
+inside DDP's buffer broadcast or constructor, the process group's sequence number (a getter; at exit
+the training thread is in neither, and exiting() waits for the tick in progress): a daemon thread
 inside a C++ call that releases the GIL would be torn down by pthread_exit at finalisation,
 through noexcept frames, and abort the process ("terminate called without an active exception").
 Async works are polled on the training thread instead (at each step); a CUDA event's query holds
@@ -40,11 +47,14 @@ Errors: a failure disables the watch and ends the thread.
 import atexit
 import os
 import threading
+import time
 
 from . import _core
 
 INTERVAL_SECONDS = 1.0  # Between two collectives reports.
 FLUSH_SECONDS = 0.5  # Between two flushes of the deferred step reports.
+EXIT_POLL_SECONDS = 2.0  # At exit, the longest wait for the GPU's last collectives.
+EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
 
 
 def _clock_ticks():
@@ -84,6 +94,9 @@ class Ticker:
         self._thread = None
         self._sent_version = -1
         self._training_thread = None  # native id of init_process_group's caller
+        # Held by each tick; taken by exiting() so that no tick is inside torch once it returns.
+        self._tick_lock = threading.Lock()
+        self._outside_torch = False  # From exiting() on: no call into torch.
 
     def start(self):
         """Starts the thread (once) and sends a report at once, from the caller's thread (at
@@ -98,8 +111,31 @@ class Ticker:
             self._thread.start()
             self._reporter.deferring = True
             _core.on_disable(self._stop.set)
-            atexit.register(self.stop)
+            atexit.register(self.exiting)
         self.send()
+
+    def exiting(self):
+        """At exit (the class comment): waits for a tick in progress, polls the GPU from this
+        thread until it is through the collectives queued (NCCL: the last step's may still run
+        as the program ends) or EXIT_POLL_SECONDS pass, and from then on the thread reports
+        without calling into torch. A forked child (which may hold a copy of the lock taken)
+        only stops calling. Never raises."""
+        if not _core.is_owner():
+            self._outside_torch = True
+            return
+        try:
+            deadline = time.monotonic() + EXIT_POLL_SECONDS
+            with self._tick_lock:
+                while _core.enabled and not self._outside_torch:
+                    self._comm.poll_device()
+                    if not self._comm.awaiting_device() or time.monotonic() >= deadline:
+                        break
+                    time.sleep(EXIT_POLL_PAUSE)
+                self._outside_torch = True
+        except Exception as exc:  # noqa: BLE001
+            _core.fail("collectives reporter at exit", exc)
+        finally:
+            self._outside_torch = True
 
     def stop(self):
         """Stops the thread and waits for it (bounded: its tick never blocks), then flushes."""
@@ -135,10 +171,12 @@ class Ticker:
             pass
 
     def tick(self):
-        """Flushes, polls the GPU, and sends one ReportCollectives (send)."""
-        self._reporter.flush()  # The steps queued before these numbers go before them.
-        self._comm.poll_device(side=True)
-        self.send()
+        """Flushes, polls the GPU (not once exiting), and sends one ReportCollectives (send)."""
+        with self._tick_lock:
+            self._reporter.flush()  # The steps queued before these numbers go before them.
+            if not self._outside_torch:
+                self._comm.poll_device(side=True)
+            self.send()
 
     def send(self):
         """Sends one ReportCollectives of the numbers now, if a group is known."""

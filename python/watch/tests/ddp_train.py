@@ -9,7 +9,8 @@ data), --save-every, --raise-at,
 --dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
 --reinit-at (after that step every rank destroys the process group and makes it again, on a
 port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
-layer: DDP broadcasts its buffers before each forward).
+layer: DDP broadcasts its buffers before each forward), --device-mesh (torch 2.2+: the
+process group made by init_device_mesh, as FSDP2 and tensor-parallel programs make it).
 """
 
 import argparse
@@ -51,11 +52,16 @@ def main():
     parser.add_argument("--dcp-save-at", type=int, default=0)
     parser.add_argument("--reinit-at", type=int, default=0)
     parser.add_argument("--buffers", action="store_true")
+    parser.add_argument("--device-mesh", action="store_true")
     args = parser.parse_args()
 
     if int(os.environ["RANK"]) == args.stuck_rank and args.stuck_step == -1:
         wait_for_release(args.release)
-    dist.init_process_group("gloo")
+    if args.device_mesh:
+        from torch.distributed.device_mesh import init_device_mesh
+        init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
+    else:
+        dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(1234)
     layers = [nn.Linear(16, args.width)]
@@ -98,6 +104,8 @@ def main():
             work = dist.broadcast(t, src=0, async_op=True)
             work.wait()
             dist.barrier()
+            if dist.get_backend() == "gloo":  # not init_device_mesh's "cpu:gloo,cuda:nccl"
+                dist.monitored_barrier()
         if args.raise_at and step == args.raise_at:
             raise RuntimeError("injected failure at step %d" % step)
         if args.save_every and step % args.save_every == 0 and rank == 0:

@@ -921,6 +921,70 @@ class SentReports:
         return True
 
 
+class TickerExitTest(unittest.TestCase):
+    """The side thread at exit (_ticker.Ticker.exiting): the GPU's last collectives waited for,
+    a bounded time, then reports that never call into torch."""
+
+    def setUp(self):
+        saved = (_core.enabled, _core._owner_pid)
+        _core.enabled, _core._owner_pid = True, os.getpid()
+        self.addCleanup(lambda: setattr(_core, "enabled", saved[0]))
+        self.addCleanup(lambda: setattr(_core, "_owner_pid", saved[1]))
+        self.comm, self.marks, self.world = gpu_comm(2)
+        self.reporter = SentReports()
+        self.ticker = _ticker.Ticker(self.reporter, self.comm)
+        self.polls = []
+        poll = self.comm.poll_device
+
+        def counted(side=False):
+            self.polls.append(side)
+            poll(side)
+
+        self.comm.poll_device = counted
+
+    def queue(self):
+        """A collective on GPU tensors, returned on the host, its mark not yet passed."""
+        mark = self.marks.mark("gpu0")
+        self.comm.complete(self.world, self.comm.enter(self.world), "all_reduce", 8, 0.001, mark)
+        return mark
+
+    def test_polls_until_the_gpu_is_through_then_reports_without_torch(self):
+        mark = self.queue()
+        poll = self.comm.poll_device
+
+        def third_look(side=False):
+            mark[0] = len(self.polls) >= 2  # The GPU gets through by the third look.
+            poll(side)
+
+        self.comm.poll_device = third_look
+        self.ticker.exiting()
+        self.assertEqual(self.polls, [False] * 3)  # The calling (training) thread's polls.
+        self.assertEqual(self.comm.sequences()[1], {"world": "1"})
+        self.queue()[0] = True  # Passed, but no one asks the GPU any more.
+        self.ticker.tick()
+        self.assertEqual(len(self.polls), 3)
+        self.assertEqual(self.reporter.sent[-1][1]["collectiveEntered"], {"world": "2"})
+        self.assertEqual(self.reporter.sent[-1][1]["collectiveCompleted"], {"world": "1"})
+
+    def test_a_gpu_that_never_gets_through_is_waited_for_a_bounded_time(self):
+        self.queue()
+        with unittest.mock.patch.object(_ticker, "EXIT_POLL_SECONDS", 0.05):
+            self.ticker.exiting()
+        self.assertGreaterEqual(len(self.polls), 1)
+        self.assertEqual(self.comm.sequences()[1], {"world": "0"})
+        self.ticker.tick()
+        self.assertEqual(self.reporter.sent[-1][1]["collectiveCompleted"], {"world": "0"})
+
+    def test_a_forked_child_neither_waits_for_the_lock_nor_polls(self):
+        # A child forked while the side thread ticked holds a copy of the lock, taken for good.
+        self.assertTrue(self.ticker._tick_lock.acquire(timeout=1))
+        self.addCleanup(self.ticker._tick_lock.release)
+        _core._owner_pid = os.getpid() + 1
+        self.queue()[0] = True
+        self.ticker.exiting()  # Returns at once (a wait would hang this test: bazel's timeout).
+        self.assertEqual(self.polls, [])
+
+
 class StepNumbers:
     """A reporter stand-in for _steps.Steps: keeps the numbers of the step reports deferred."""
 
@@ -1093,6 +1157,8 @@ class DdpTest(unittest.TestCase):
                 if int(s["step"]) > 1:
                     self.assertLessEqual({("all_reduce", "world"), ("all_reduce", "pg1"),
                                           ("broadcast", "world"), ("barrier", "world")}, ops)
+                    barriers = [c for c in s["collectives"] if c["op"] == "barrier"]
+                    self.assertEqual(barriers[0]["count"], "2")  # barrier, monitored_barrier
         # The same collectives in the same order on both ranks: equal sequence numbers.
         for a, b in zip(steps[0], steps[1]):
             self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
@@ -1142,6 +1208,22 @@ class DdpTest(unittest.TestCase):
                 self.assertGreaterEqual(int(broadcast["count"]), 3)
                 self.assertGreaterEqual(int(broadcast["bytes"]), 2 * buffer_bytes)
                 self.assertGreater(broadcast["seconds"], 0)
+
+    def test_init_device_mesh_is_seen_as_init_process_group(self):
+        # torch.distributed.device_mesh took init_process_group by name while torch.distributed
+        # imported, before the watch patched it: init_device_mesh's call is seen all the same
+        # (its rendezvous, the side thread's reports), with the same results.
+        skip_before_torch_2(self, "importlib.util.find_spec('torch.distributed.device_mesh') "
+                            "is not None", "torch.distributed.device_mesh")
+        agent, out, _ = self.run_watched("mesh", extra_args=["--device-mesh"])
+        for rank in range(2):
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)), self.base_params[rank])
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == STEPS for r in range(2)),
+                       what="every step report")
+        for rank, steps in steps_by_rank(agent, 2).items():
+            self.assertGreater(steps[0]["rendezvousSeconds"], 0)
+            self.assertEqual(steps[0]["collectiveEntered"]["rendezvous"], "1")
+            self.assertTrue(agent.reports("collectives", rank), "no side thread's report")
 
     def test_every_step_of_a_fast_run_arrives_in_order(self):
         # Steps of a few milliseconds: their reports leave in batches (one datagram for the
@@ -1661,6 +1743,29 @@ class ExitTest(unittest.TestCase):
             self.assertEqual(report["exitCode"], 1)
             self.assertEqual(report["reason"], "RuntimeError: injected failure at step 2")
 
+    def test_exit_work_registered_before_init_is_heard(self):
+        # An atexit handler registered before init_process_group (as an experiment tracker's
+        # upload is) runs after the watch's side thread's own: the rank still reports while it
+        # works, outside any collective (busy, not silent: agent/local_watchdog.h).
+        d, agent = agent_in_tmpdir(self)
+        began, release = os.path.join(d, "began"), os.path.join(d, "release")
+        ranks = harness.Ranks(["-c", EXIT_WORK, began, release], 1, d, agent=agent)
+        self.addCleanup(ranks.kill)
+        try:
+            agent.wait_for(lambda a: os.path.exists(began), what="the exit work")
+            heard = len(agent.reports("collectives", 0))
+            agent.wait_for(lambda a: len(a.reports("collectives", 0)) >= heard + 3,
+                           timeout=30, what="reports during the exit work")
+        finally:
+            open(release, "w").close()
+        (rc, log), = ranks.wait(60)
+        self.assertEqual(rc, 0, log)
+        self.assertNotIn("ringmaster watch", log)
+        last = agent.reports("collectives", 0)[-1]
+        self.assertFalse(last["blocked"])
+        self.assertEqual(last["collectiveCompleted"], last["collectiveEntered"])
+        self.assertEqual(len(agent.reports("step", 0)), 1)
+
     def test_under_a_shell_only_the_process_that_took_the_rank_says_why(self):
         # A shell runs a helper script that fails (the shell goes on), then the training
         # program, which fails: in "shell" mode the rank's exit reason is the training
@@ -1690,6 +1795,28 @@ class ExitTest(unittest.TestCase):
                 if mode == "shell":  # Sent after the exit report: waited for.
                     agent.wait_for(ended, what="the training program's last word")
                 self.assertEqual(len(ended(agent)), 1 if mode == "shell" else 0)
+
+
+EXIT_WORK = textwrap.dedent("""\
+    import atexit, os, sys, time
+    import torch, torch.distributed as dist
+
+    began, release = sys.argv[1], sys.argv[2]
+
+    def upload():
+        open(began, "w").close()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    atexit.register(upload)
+    dist.init_process_group("gloo")
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2)).sum().backward()
+    dist.all_reduce(model.weight.grad)
+    opt.step()
+    """)
 
 
 PROBE = textwrap.dedent("""\
