@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "agent/devices.h"
+#include "agent/torchrun_launch.h"
 #include "common/proto_edge.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
@@ -71,17 +72,17 @@ bool Watches(const v1::JobSpec& spec, PythonLaunch launch) {
 
 }  // namespace
 
-bool IsPythonInterpreter(const std::string& argv0) {
-  const absl::string_view name = Basename(argv0);
-  if (!absl::StartsWith(name, "python")) return false;
-  for (char c : name.substr(6)) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
-  }
-  return true;
-}
-
 PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
   if (argv.empty()) return PythonLaunch::kNone;
+  if (spec::RunsTorchrun(argv)) {
+    spec::TorchrunCommand command;
+    std::vector<spec::Problem> problems;
+    spec::ReadTorchrun(argv, &command, &problems);
+    if (!problems.empty()) return PythonLaunch::kNone;
+    return command.kind == spec::TorchrunCommand::Kind::kNoPython
+               ? PythonLaunchOf(command.program)
+               : PythonLaunch::kDirect;
+  }
   if (Basename(argv[0]) != "env") return LaunchOfProgram(argv[0]);
   // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...], as GNU env reads it: options up to
   // "--" or the first assignment; -S's string is split into words read in its place. The long
@@ -162,6 +163,15 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
   env["MASTER_ADDR"] = launch.master_addr();
   env["MASTER_PORT"] = absl::StrCat(launch.master_port());
   env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(launch.restart_count());
+  // The rest of what torchrun's agent gives its workers: one role, "default"; and two of its
+  // defaults, which the job's trainer.env may change.
+  env["ROLE_NAME"] = "default";
+  env["ROLE_RANK"] = env["RANK"];
+  env["ROLE_WORLD_SIZE"] = env["WORLD_SIZE"];
+  env["GROUP_WORLD_SIZE"] = absl::StrCat(local_world > 0 ? launch.world_size() / local_world : 0);
+  env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(spec.restart().max_restarts());
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";  // a failed NCCL collective ends the process
+  if (spec.trainer().has_command() && local_world > 1) env["OMP_NUM_THREADS"] = "1";
   env["RINGMASTER_JOB"] = launch.job().job_id();
   env["RINGMASTER_GENERATION"] = absl::StrCat(launch.job().generation());
   env["RINGMASTER_AGENT_SOCKET"] = node.socket_path;
@@ -222,8 +232,14 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
 absl::StatusOr<std::vector<std::string>> WorkerArgv(const v1::JobSpec& spec,
                                                     const std::string& trainer_binary) {
   if (spec.trainer().has_command()) {
-    return std::vector<std::string>(spec.trainer().command().argv().begin(),
-                                    spec.trainer().command().argv().end());
+    std::vector<std::string> argv(spec.trainer().command().argv().begin(),
+                                  spec.trainer().command().argv().end());
+    if (!spec::RunsTorchrun(argv)) return argv;
+    // The PATH execvpe searches (worker_supervisor.cc): the agent's; glibc's default without.
+    const char* path = std::getenv("PATH");
+    const auto exec = spec.trainer().env().find("PYTHON_EXEC");
+    return TorchrunLaunchArgv(argv, path == nullptr ? "/bin:/usr/bin" : path,
+                              exec == spec.trainer().env().end() ? "" : exec->second);
   }
   if (spec.trainer().builtin() == "gpt" && !trainer_binary.empty()) {
     return std::vector<std::string>{trainer_binary};

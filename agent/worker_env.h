@@ -3,7 +3,8 @@
 // refusal of a launch it cannot carry out safely (CheckLaunchable).
 //
 // Threading: pure functions of their arguments (AgentEnvironment() aside, which reads the
-// agent's environment), thread-safe. Ownership: nothing is kept. Errors: INVALID_ARGUMENT in
+// agent's environment, and WorkerArgv of a torchrun command, which reads torchrun's #! line),
+// thread-safe. Ownership: nothing is kept. Errors: INVALID_ARGUMENT in
 // FieldError's form from CheckLaunchable, FAILED_PRECONDITION from WorkerArgv; WorkerEnv cannot
 // fail.
 #ifndef RINGMASTER_AGENT_WORKER_ENV_H_
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ringmaster/v1/agent.pb.h"
+#include "spec/torchrun.h"
 
 namespace ringmaster::agent {
 
@@ -41,9 +43,7 @@ struct WorkerEnvOptions {
 // jobs only); see WorkerEnv.
 std::map<std::string, std::string> AgentEnvironment();
 
-// Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
-// "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
-bool IsPythonInterpreter(const std::string& argv0);
+using spec::IsPythonInterpreter;
 
 // How a command's argv runs Python, as far as it shows:
 //  - kDirect: the rank's process is the interpreter: argv[0] IsPythonInterpreter, or is a script
@@ -52,7 +52,9 @@ bool IsPythonInterpreter(const std::string& argv0);
 //  - kShell: a shell runs the program: argv[0]'s last path component is sh, bash, dash, zsh or
 //    ksh, or ends in ".sh", or is `env` before one of these: the Python processes it starts
 //    are watched, the first to import torch taking the rank (docs/python.md);
-//  - kNone: anything else (a binary, torchrun, an empty argv), and an `env` that empties the
+//  - a torchrun command line (spec/torchrun.h, run as the program torchrun would start):
+//    kDirect, or with --no_python its program's verdict; one spec::ReadTorchrun refuses: kNone;
+//  - kNone: anything else (a binary, an empty argv), and an `env` that empties the
 //    environment (-i, -) or unsets or sets PYTHONPATH: the Python it starts would not find the
 //    watch.
 enum class PythonLaunch { kNone, kDirect, kShell };
@@ -69,7 +71,11 @@ bool WatchesPython(const v1::JobSpec& spec);
 //  - PATH, HOME, LANG from `node.inherited`;
 //  - RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (the launch's ranks on this node),
 //    GROUP_RANK (the lowest of those ranks / LOCAL_WORLD_SIZE), MASTER_ADDR, MASTER_PORT,
-//    TORCHELASTIC_RESTART_COUNT;
+//    TORCHELASTIC_RESTART_COUNT, ROLE_NAME ("default"), ROLE_RANK (RANK), ROLE_WORLD_SIZE
+//    (WORLD_SIZE), GROUP_WORLD_SIZE (WORLD_SIZE / LOCAL_WORLD_SIZE: the nodes),
+//    TORCHELASTIC_MAX_RESTARTS (restart.max_restarts), TORCH_NCCL_ASYNC_ERROR_HANDLING "1", and
+//    for a command job with more than one rank on the node OMP_NUM_THREADS "1" (torchrun's
+//    defaults, which the job's trainer.env may change);
 //  - RINGMASTER_JOB, RINGMASTER_GENERATION, RINGMASTER_AGENT_SOCKET, RINGMASTER_NODE,
 //    RINGMASTER_HOST_ADDRESS, RINGMASTER_{TP,PP,DP}_RANK, RINGMASTER_{TP,PP,DP}_SIZE,
 //    RINGMASTER_CHECKPOINT_DIR, RINGMASTER_JOB_SPEC_JSON (the spec as JSON);
@@ -95,8 +101,10 @@ std::map<std::string, std::string> WorkerEnv(const v1::LaunchWorkers& launch,
                                              const WorkerEnvOptions& node,
                                              const std::string& worker_token);
 
-// The worker's argv: the job's `trainer.command.argv`, or `{trainer_binary}` for the builtin
-// "gpt" trainer. FAILED_PRECONDITION for another builtin, or "gpt" with no trainer_binary.
+// The worker's argv: the job's `trainer.command.argv` (a torchrun command line: the program
+// torchrun would start, agent/torchrun_launch.h, which reads torchrun's #! line), or
+// `{trainer_binary}` for the builtin "gpt" trainer. FAILED_PRECONDITION for another builtin,
+// "gpt" with no trainer_binary, or a torchrun command TorchrunLaunchArgv cannot run.
 absl::StatusOr<std::vector<std::string>> WorkerArgv(const v1::JobSpec& spec,
                                                     const std::string& trainer_binary);
 

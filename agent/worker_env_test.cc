@@ -27,6 +27,7 @@ v1::LaunchWorkers TwoRankLaunch() {
   launch.mutable_job()->set_generation(3);
   launch.mutable_spec()->mutable_trainer()->set_builtin("gpt");
   launch.mutable_spec()->mutable_checkpoint()->set_dir("/ckpt/llm-7");
+  launch.mutable_spec()->mutable_restart()->set_max_restarts(3);
   launch.mutable_layout()->set_tensor(2);
   launch.mutable_layout()->set_pipeline(2);
   launch.mutable_layout()->set_data(2);
@@ -77,6 +78,29 @@ TEST(WorkerEnvTest, TorchrunVariablesOfTheRank) {
   EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
   EXPECT_EQ(env["MASTER_PORT"], "29500");
   EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["ROLE_RANK"], "5");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "8");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "4");  // 8 ranks, 2 here: 4 nodes
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_FALSE(env.count("OMP_NUM_THREADS"));  // the builtin trainer sets its own threads
+}
+
+// torchrun's defaults for a program with several ranks on a node, which the job may change.
+TEST(WorkerEnvTest, ACommandWithSeveralRanksHereGetsOneOpenMpThreadUnlessItSaysOtherwise) {
+  v1::LaunchWorkers launch = TwoRankLaunch();
+  v1::TrainerSpec* trainer = launch.mutable_spec()->mutable_trainer();
+  trainer->mutable_command()->add_argv("./train");
+  EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), CpuNode(), "t")["OMP_NUM_THREADS"], "1");
+  (*trainer->mutable_env())["OMP_NUM_THREADS"] = "4";
+  (*trainer->mutable_env())["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3";
+  std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), CpuNode(), "t");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  launch.mutable_assignments()->RemoveLast();  // one rank here: the program's own choice
+  trainer->mutable_env()->clear();
+  EXPECT_FALSE(WorkerEnv(launch, launch.assignments(0), CpuNode(), "t").count("OMP_NUM_THREADS"));
 }
 
 TEST(WorkerEnvTest, RingmasterVariablesOfTheRankAndNode) {
@@ -239,7 +263,14 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"env", "A=1", "bash", "-lc", "python train.py"}, PythonLaunch::kShell},
       {{}, PythonLaunch::kNone},
       {{""}, PythonLaunch::kNone},
-      {{"torchrun", "--nproc_per_node=8", "train.py"}, PythonLaunch::kNone},
+      // torchrun: the program it would start (spec/torchrun.h, agent/torchrun_launch.h).
+      {{"torchrun", "--nproc_per_node=8", "train.py"}, PythonLaunch::kDirect},
+      {{"python3", "-m", "torch.distributed.run", "-m", "pkg.train"}, PythonLaunch::kDirect},
+      {{"torchrun", "--no_python", "./run.sh"}, PythonLaunch::kShell},
+      {{"torchrun", "--no_python", "/opt/job/trainer"}, PythonLaunch::kNone},
+      {{"torchrun", "--no_python", "env", "A=1", "python3", "t.py"}, PythonLaunch::kDirect},
+      {{"torchrun", "--bogus", "train.py"}, PythonLaunch::kNone},  // the coordinator refuses it
+      {{"python3", "-m", "torch.distributed.launch", "train.py"}, PythonLaunch::kNone},
       {{"/opt/job/trainer"}, PythonLaunch::kNone},
       {{"/usr/bin/env"}, PythonLaunch::kNone},
       {{"env", "-u"}, PythonLaunch::kNone},
@@ -282,7 +313,7 @@ TEST(WorkerEnvTest, EveryWorkerGetsTheReportSocket) {
 }
 
 TEST(WorkerEnvTest, APythonCommandGetsTheWatchFirstOnItsPath) {
-  for (const char* argv0 : {"python", "/usr/bin/python3", "python3.11"}) {
+  for (const char* argv0 : {"python", "/usr/bin/python3", "python3.11", "torchrun"}) {
     const v1::LaunchWorkers launch = PythonCommandLaunch(argv0);
     WorkerEnvOptions node = WatchingNode();
     std::map<std::string, std::string> env = WorkerEnv(launch, launch.assignments(0), node, "t");
@@ -290,7 +321,7 @@ TEST(WorkerEnvTest, APythonCommandGetsTheWatchFirstOnItsPath) {
     EXPECT_EQ(env["RINGMASTER_PYTHON_WATCH"], "1") << argv0;
   }
   // Not Python, or no watch on this agent: nothing.
-  for (const char* argv0 : {"torchrun", "./train", "/usr/bin/python3-config"}) {
+  for (const char* argv0 : {"./train", "/usr/bin/python3-config"}) {
     const v1::LaunchWorkers launch = PythonCommandLaunch(argv0);
     std::map<std::string, std::string> env =
         WorkerEnv(launch, launch.assignments(0), WatchingNode(), "t");
@@ -377,7 +408,7 @@ TEST(WorkerEnvTest, TheAgentsPythonPathDoesNotDependOnTheWatch) {
   launch.mutable_spec()->mutable_watchdog()->set_python_watch_disabled(true);
   EXPECT_EQ(WorkerEnv(launch, launch.assignments(0), watching, "t")["PYTHONPATH"], "/agent/lib");
   // Not Python: not inherited.
-  launch = PythonCommandLaunch("torchrun");
+  launch = PythonCommandLaunch("./train");
   EXPECT_FALSE(WorkerEnv(launch, launch.assignments(0), watching, "t").count("PYTHONPATH"));
 }
 
@@ -386,6 +417,14 @@ TEST(WorkerEnvTest, ArgvOfACommandOrTheBuiltinTrainer) {
   command.mutable_trainer()->mutable_command()->add_argv("python3");
   command.mutable_trainer()->mutable_command()->add_argv("train.py");
   EXPECT_THAT(*WorkerArgv(command, "/bin/trainer"), ElementsAre("python3", "train.py"));
+  // A torchrun command line: the program torchrun would start (agent/torchrun_launch.h).
+  v1::JobSpec torchrun;
+  for (const char* word :
+       {"python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "train.py", "--lr", "1"}) {
+    torchrun.mutable_trainer()->mutable_command()->add_argv(word);
+  }
+  EXPECT_THAT(*WorkerArgv(torchrun, "/bin/trainer"),
+              ElementsAre("python3", "-u", "train.py", "--lr", "1"));
 
   v1::JobSpec gpt;
   gpt.mutable_trainer()->set_builtin("gpt");

@@ -21,6 +21,7 @@
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/elastic.h"
+#include "spec/torchrun.h"
 #include "spec/trainer_keys.h"
 
 namespace ringmaster::coordinator {
@@ -173,6 +174,11 @@ bool ReservedEnvName(absl::string_view name) {
                                           "MASTER_ADDR",
                                           "MASTER_PORT",
                                           "TORCHELASTIC_RESTART_COUNT",
+                                          "TORCHELASTIC_MAX_RESTARTS",
+                                          "ROLE_NAME",
+                                          "ROLE_RANK",
+                                          "ROLE_WORLD_SIZE",
+                                          "GROUP_WORLD_SIZE",
                                           "CUDA_VISIBLE_DEVICES",
                                           "CUDA_DEVICE_ORDER"};
   for (const char* r : kReserved) {
@@ -278,6 +284,31 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
       problems->Add("trainer", "must set exactly one of builtin and command, got neither");
       break;
   }
+}
+
+// A torchrun command line (spec/torchrun.h): readable, and its world the job's.
+void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
+  if (!spec.trainer().has_command()) return;
+  const auto& words = spec.trainer().command().argv();
+  const std::vector<std::string> argv(words.begin(), words.end());
+  const int hidden = spec::HiddenTorchrun(argv);
+  if (hidden >= 0) {
+    problems->Add(absl::StrCat("trainer.command[", hidden, "]"),
+                  "must not start torchrun inside env or a shell (each rank's torchrun would "
+                  "make a world of its own): start the command with torchrun, whose program "
+                  "Ringmaster then runs as a rank, with the variables in trainer.env, or run the "
+                  "program itself (RANK, LOCAL_RANK and WORLD_SIZE are in its environment)");
+    return;
+  }
+  if (!spec::RunsTorchrun(argv)) return;
+  spec::TorchrunCommand command;
+  std::vector<spec::Problem> found;
+  spec::ReadTorchrun(argv, &command, &found);
+  if (found.empty()) {
+    found = spec::TorchrunWorldProblems(command, spec.nodes(), spec.min_nodes(),
+                                        spec.devices_per_node());
+  }
+  for (const auto& [field, rule] : found) problems->Add(field, rule);
 }
 
 // Fused attention: the built-in trainer's bf16 kernels, for heads of 32 or 64 channels.
@@ -546,6 +577,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 
   const v1::TrainerSpec& trainer = spec.trainer();
   CheckProgram(trainer, &problems);
+  CheckTorchrun(spec, &problems);
   CheckForExec(spec, &problems);
   if (trainer.program_case() == v1::TrainerSpec::kBuiltin && trainer.builtin() == "gpt") {
     CheckGpt(trainer, layout_given ? &p : nullptr, &problems);

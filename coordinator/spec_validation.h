@@ -48,6 +48,7 @@ bool KeepPreDefaultsOptimizerZeros(v1::JobSpec* spec);
 //  - what the agent passes to exec: at most 256 trainer.env variables, named
 //    [A-Za-z_][A-Za-z0-9_]* and none of those the agent sets (RANK, WORLD_SIZE, LOCAL_RANK,
 //    LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+//    TORCHELASTIC_MAX_RESTARTS, ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE, GROUP_WORLD_SIZE,
 //    CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, RINGMASTER_*); no NUL byte in env values, argv,
 //    checkpoint.dir or data.path; the whole spec at most 64 KiB as JSON (what the agent passes);
 //  - builtin "gpt" needs model (layers, d_model, heads, seq_len, vocab all >= 1; layers <= 1024,

@@ -17,12 +17,14 @@ namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The example job of docs/architecture.md ("The job file"): 2 nodes x 4 devices, TP=2 PP=2 DP=2, defaults applied. Valid.
+// The example job of docs/architecture.md ("The job file"): 2 nodes x 4 devices, TP=2 PP=2 DP=2,
+// defaults applied. Valid.
 v1::JobSpec ValidSpec() {
   v1::JobSpec spec;
   spec.set_name("gpt-small");
@@ -156,11 +158,42 @@ TEST(SpecValidationTest, CommandTrainerNeedsNoStepsModelBatchOrOptimizer) {
                         "\"train.py\\x00--x\""));
 }
 
+// A torchrun command line (spec/torchrun.h): readable, and its world the job's (1 node x 2).
+TEST(SpecValidationTest, ATorchrunCommandMustDescribeTheJobsWorld) {
+  v1::JobSpec spec = CommandSpec();
+  ApplyDefaults(&spec);
+  const auto argv = [&spec](std::initializer_list<const char*> words) {
+    spec.mutable_trainer()->mutable_command()->clear_argv();
+    for (const char* word : words) spec.mutable_trainer()->mutable_command()->add_argv(word);
+    const absl::Status status = ValidateJobSpec(spec);
+    return status.ok() ? std::vector<std::string>() : Lines(status);
+  };
+  EXPECT_THAT(argv({"torchrun", "--nproc-per-node=2", "--nnodes", "1", "train.py"}), IsEmpty());
+  EXPECT_THAT(argv({"python3", "-m", "torch.distributed.run", "--standalone", "-m", "pkg.t"}),
+              IsEmpty());
+  EXPECT_THAT(argv({"torchrun", "--nproc_per_node=8", "--nnodes=2", "train.py"}),
+              ::testing::ElementsAre(
+                  "trainer.command[1]: torchrun's --nproc_per_node must equal devices_per_node "
+                  "(2: Ringmaster starts one rank per device), got 8",
+                  "trainer.command[2]: torchrun's --nnodes must agree with nodes and min_nodes "
+                  "(1), got \"2\""));
+  EXPECT_THAT(argv({"torchrun", "--nproc_per_node=2", "--nnodes=1", "--max-restart=3"}),
+              ::testing::ElementsAre("trainer.command: names no program after torchrun's "
+                                     "options (torchrun ... train.py)"));
+  EXPECT_THAT(argv({"bash", "-c", "cd /data && torchrun --nproc_per_node=2 train.py"}),
+              ::testing::ElementsAre(HasSubstr(
+                  "trainer.command[2]: must not start torchrun inside env or a shell (each "
+                  "rank's torchrun would make a world of its own)")));
+  EXPECT_THAT(argv({"torchrun", "--master", "h", "train.py"}),
+              ::testing::ElementsAre("trainer.command[1]: \"--master\" is ambiguous: it may be "
+                                     "--master_addr, --master_port"));
+}
+
 TEST(SpecValidationTest, CommandJobRefusesEveryKeyOnlyTheBuiltinTrainerReads) {
   v1::JobSpec spec = CommandSpec();
   v1::TrainerSpec* t = spec.mutable_trainer();
   t->mutable_model()->set_layers(2);
-  t->mutable_batch();  // present, even empty
+  t->mutable_batch();                  // present, even empty
   t->mutable_optimizer()->set_lr(-1);  // refused as a key, not judged as a value
   t->set_precision(v1::PRECISION_BF16);
   t->set_attention(v1::ATTENTION_FUSED);

@@ -55,12 +55,13 @@ constexpr int kStuckStep = 30;
 
 // A two-rank command job of ddp_train.py with `env` added to its environment. `steps` 0 leaves
 // trainer.steps out; `extra` is more top-level YAML; `wrapper` goes before the interpreter in the
-// command (YAML list items, each ending in ", ").
+// command, `launcher` after it (YAML list items, each ending in ", ").
 std::string Job(const std::string& name, const std::map<std::string, std::string>& env, int steps,
-                const std::string& extra = "", const std::string& wrapper = "") {
+                const std::string& extra = "", const std::string& wrapper = "",
+                const std::string& launcher = "") {
   std::string yaml =
       absl::StrCat("name: ", name, "\nnodes: 2\ndevices_per_node: 1\ntrainer:\n  command: [",
-                   wrapper, Quoted(Python()), ", ",
+                   wrapper, Quoted(Python()), ", ", launcher,
                    Quoted(TestCluster::Runfile("tests/pytorch/ddp_train.py")), "]\n");
   if (steps > 0) absl::StrAppend(&yaml, "  steps: ", steps, "\n");
   absl::StrAppend(&yaml, "  env: {OMP_NUM_THREADS: \"1\"");
@@ -174,9 +175,10 @@ class PyTorchWatchTest : public ::testing::Test {
     submit("unwatched",
            Job("unwatched", {{"STEPS", "200"}}, 200, "watchdog: {python_watch: false}\n"));
     // No trainer.steps: a command job succeeds when its ranks exit 0. Rank 0 uploads for 14 s
-    // after destroy_process_group, then 14 s more at exit.
+    // after destroy_process_group, then 14 s more at exit. Written as torchrun's command line.
     submit("nosteps",
-           Job("nosteps", {{"STEPS", "20"}, {"AFTER_SECONDS", "14"}, {"EXIT_SECONDS", "14"}}, 0));
+           Job("nosteps", {{"STEPS", "20"}, {"AFTER_SECONDS", "14"}, {"EXIT_SECONDS", "14"}}, 0,
+               "", "", "-m, torch.distributed.run, --nproc-per-node=1, --nnodes, 2, "));
     // The program run by a shell (its child, not exec'd), which then works 12 s more (an upload),
     // and through env.
     submit("shell",
@@ -527,7 +529,9 @@ TEST_F(PyTorchWatchTest, TheWatchNeverChangesResultsEvenWhenItFails) {
 // every rank exits 0. Rank 0's 14 s of work after destroy_process_group, then 14 s more in an
 // atexit handler registered before init_process_group (run after the watch's side thread's
 // own), each longer than its step allowance, are no hang: its watch reports through both
-// (busy outside any collective). Its rank log also names the torch the ranks ran: Python()'s.
+// (busy outside any collective). Its command is torchrun's (`PYTHON -m torch.distributed.run
+// --nproc-per-node=1 --nnodes 2 ddp_train.py`): the agent runs ddp_train.py itself, one rank of
+// a world of 2, watched. Its rank log also names the torch the ranks ran: Python()'s.
 TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
   const std::string id = Id("nosteps");
   ASSERT_FALSE(id.empty());
@@ -541,6 +545,7 @@ TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
   EXPECT_EQ(cluster_->RankLog(id, 2, 0), "") << "restarted: " << json;
   const std::string log = cluster_->RankLog(id, 1, 1);
   EXPECT_THAT(log, HasSubstr("rank 1 done 20 steps"));
+  EXPECT_THAT(log, HasSubstr("rank 1/2 pid"));  // one world: not torchrun's own of one rank
   // The ranks ran the torch this suite means to test (tools/test's torch2 pass: 2.x).
   ASSERT_NE(torch_version_, nullptr);
   EXPECT_THAT(log, HasSubstr(absl::StrCat(" torch ", *torch_version_, " on cpu"))) << log;
