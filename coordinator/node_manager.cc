@@ -19,8 +19,19 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
             .WithLabels({});
     lost_total_ = &registry->AddCounter(
         "ringmaster_nodes_lost_total",
-        "Times the node was declared lost (stream ended or heartbeats stopped); 0 from its first "
-        "registration, so that increase() counts its first loss.",
+        "Times the node was declared lost (stream ended or heartbeats stopped) without having "
+        "said it was leaving; 0 from its first registration, so that increase() counts its "
+        "first loss.",
+        {"node"});
+    left_total_ = &registry->AddCounter(
+        "ringmaster_nodes_left_total",
+        "Times the node went away after saying it was leaving (a planned restart, an upgrade, a "
+        "scale-down): not a loss; 0 from its first registration.",
+        {"node"});
+    settling_gauge_ = &registry->AddGauge(
+        "ringmaster_node_settling_seconds",
+        "Seconds the node has left settling after repeated losses (flap damping: elastic grows "
+        "and spares keep off it); 0 when it is not settling.",
         {"node"});
     cordoned_gauge_ = &registry->AddGauge(
         "ringmaster_node_cordoned",
@@ -63,6 +74,8 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   Node& node = nodes_[registration.node()];
   if (lost_total_ != nullptr && node.lost == nullptr) {
     node.lost = lost_total_->WithLabels({registration.node()});
+    node.left = left_total_->WithLabels({registration.node()});
+    node.settling = settling_gauge_->WithLabels({registration.node()});
   }
   if (!node.alive) {
     ++alive_;
@@ -153,9 +166,14 @@ std::vector<std::string> NodeManager::TakeDisconnected() {
 void NodeManager::MarkLost(Node* node) {
   node->alive = false;
   node->lost_at = clock_->Now();
-  // A node that said it was leaving (a planned restart, an upgrade) did not flap.
-  if (!node->leaving) node->flaps.Lost(node->lost_at, damping_);
   --alive_;
+  // A node that said it was leaving (a planned restart, an upgrade) did not flap, and was not
+  // lost: its operators planned it (no RingmasterAgentLost page for a rolling upgrade).
+  if (node->leaving) {
+    if (node->left) node->left->Increment();
+    return;
+  }
+  node->flaps.Lost(node->lost_at, damping_);
   if (node->lost) node->lost->Increment();
 }
 
@@ -174,9 +192,18 @@ std::vector<std::string> NodeManager::CheckLivenessLocked(absl::Time now) {
     } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&
                now - node.lost_at >= forget_after_) {
       RM_LOG(INFO) << "node " << name << " lost for " << forget_after_ << ": forgotten";
-      if (lost_total_ != nullptr) lost_total_->Remove({name});
+      if (lost_total_ != nullptr) {
+        lost_total_->Remove({name});
+        left_total_->Remove({name});
+        settling_gauge_->Remove({name});
+      }
       nodes_.erase(it++);
       continue;
+    }
+    if (node.settling != nullptr) {
+      const std::optional<absl::Time> until =
+          node.alive ? node.flaps.SettlingUntil(now, damping_) : std::nullopt;
+      node.settling->Set(until.has_value() ? absl::ToDoubleSeconds(*until - now) : 0);
     }
     ++it;
   }

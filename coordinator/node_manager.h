@@ -45,8 +45,10 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node},
-  // ringmaster_node_cordoned{node} and ringmaster_coordinator_stall_seconds. A node lost for
+  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node} (not a node that said it was
+  // leaving: ringmaster_nodes_left_total{node}), ringmaster_node_settling_seconds{node} (set at
+  // each liveness check), ringmaster_node_cordoned{node} and
+  // ringmaster_coordinator_stall_seconds. A node lost for
   // `forget_after` that holds no device is forgotten: gone from List() and from the metrics, as
   // if it had never registered (nodes come and go under an autoscaler; zero: kept forever).
   NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
@@ -166,6 +168,8 @@ class NodeManager {
     bool leaving = false;                          // said Leaving since it registered
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
+    std::shared_ptr<metrics::Counter> left;        // ringmaster_nodes_left_total
+    std::shared_ptr<metrics::Gauge> settling;      // ringmaster_node_settling_seconds
     FlapHistory flaps;                             // its losses and latest registration
   };
 
@@ -183,6 +187,8 @@ class NodeManager {
   const absl::Duration forget_after_;
   std::shared_ptr<metrics::Gauge> connected_;
   metrics::CounterFamily* lost_total_ = nullptr;
+  metrics::CounterFamily* left_total_ = nullptr;
+  metrics::GaugeFamily* settling_gauge_ = nullptr;
   metrics::GaugeFamily* cordoned_gauge_ = nullptr;
   std::shared_ptr<metrics::Histogram> stall_seconds_;
 

@@ -1,5 +1,6 @@
 #include "coordinator/node_manager.h"
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/testing/node_registration.h"
 #include "gtest/gtest.h"
 
@@ -434,8 +435,21 @@ TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
   EXPECT_EQ(listed->recent_losses(), 2);
   EXPECT_EQ(listed->settling_seconds(), 0);
   clock_.Advance(absl::Seconds(10));
-  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  a = nodes_.Register(NodeRegistration("a", 1));
+  ASSERT_TRUE(a.ok());
   clock_.Advance(absl::Seconds(20));
+  // The gauge, as of the last liveness check.
+  const auto gauge = [&](double seconds) {
+    ASSERT_TRUE(nodes_.Heartbeat("a", *a).ok());
+    ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+    EXPECT_TRUE(nodes_.CheckLiveness().empty());
+    const std::string page = registry_.RenderText();
+    EXPECT_NE(page.find(absl::StrCat("ringmaster_node_settling_seconds{node=\"a\"} ", seconds)),
+              std::string::npos)
+        << page;
+    EXPECT_NE(page.find("ringmaster_node_settling_seconds{node=\"b\"} 0"), std::string::npos);
+  };
+  gauge(40);
   const auto settling = nodes_.SettlingNodes();
   ASSERT_EQ(settling.size(), 1u);
   EXPECT_EQ(settling.at("a").left, absl::Seconds(40));
@@ -448,6 +462,7 @@ TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
   clock_.Advance(absl::Seconds(40));
   EXPECT_TRUE(nodes_.SettlingNodes().empty());
   EXPECT_EQ(nodes_.Status("a")->settling_seconds(), 0);
+  gauge(0);
 }
 
 // A session replaced while the node is alive is no return (the hold is not restarted), and a node
@@ -464,9 +479,13 @@ TEST_F(NodeManagerTest, OnlyUnplannedLossesCountAndOnlyAReturnStartsTheHold) {
   auto replaced = nodes_.Register(NodeRegistration("a", 1));  // a new stream, never lost
   ASSERT_TRUE(replaced.ok());
   EXPECT_EQ(nodes_.SettlingNodes().at("a").left, absl::Seconds(10));
-  // Leaving, then its stream ends: lost, but not a third flap.
+  // Leaving, then its stream ends: gone, but neither a third flap nor a loss (no page for a
+  // planned restart): ringmaster_nodes_left_total counts it.
   nodes_.SetLeaving("a");
   ASSERT_TRUE(nodes_.Disconnected("a", *replaced));
+  const std::string page = registry_.RenderText();
+  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 2"), std::string::npos) << page;
+  EXPECT_NE(page.find("ringmaster_nodes_left_total{node=\"a\"} 1"), std::string::npos) << page;
   ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
   EXPECT_EQ(nodes_.Status("a")->recent_losses(), 2);
   EXPECT_EQ(nodes_.SettlingNodes().at("a").left, absl::Minutes(1));  // the hold of 2 losses
