@@ -24,8 +24,8 @@ is a daemon thread: it never keeps the process alive. At exit its own atexit han
 registered at init_process_group, so run before those registered earlier: torch's, and a
 program's registered before init_process_group, such as an upload) polls the GPU until it is
 through (2 s at most; on the training thread, as a step's end does: a torch that cannot switch
-devices, before 2.1, skips it) and ends its calls into torch, whose own handlers may then tear it down; it goes on sending the
-numbers as they stand, so a rank whose exit work is longer than the step allowance is heard
+devices, before 2.1, skips it) and ends its calls into torch, whose own handlers may then tear
+it down; it goes on sending the numbers as they stand, so a rank whose exit work is longer than the step allowance is heard
 (busy outside any collective, agent/local_watchdog.h), not silent; the watch's last handler
 (__init__._at_exit) stops it before the interpreter finalises. It never calls into torch but for
 CUDA event queries (and, once, setting

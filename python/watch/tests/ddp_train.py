@@ -7,13 +7,16 @@ blocks before the step's forward until --release exists; step 0: before construc
 loading a checkpoint from a dead mount; step -1: before init_process_group, as if downloading the
 data), --save-every, --raise-at,
 --dcp-save-at (every rank saves the model with torch.distributed.checkpoint after that step),
---reinit-at (after that step every rank destroys the process group and makes it again, on a
+--no-sync context|flag (the
+micro-batches before the last accumulate under DDP's no_sync(), or with nanoGPT's
+require_backward_grad_sync = False), --reinit-at (after that step every rank destroys the process group and makes it again, on a
 port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
 layer: DDP broadcasts its buffers before each forward), --device-mesh (torch 2.2+: the
 process group made by init_device_mesh, as FSDP2 and tensor-parallel programs make it).
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -40,6 +43,7 @@ def main():
     parser.add_argument("--width", type=int, default=300)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--no-sync", choices=["context", "flag"], default="")
     parser.add_argument("--scheduler", action="store_true")
     parser.add_argument("--bucket-view", action="store_true")
     parser.add_argument("--save-every", type=int, default=0)
@@ -89,11 +93,18 @@ def main():
     for step in range(start + 1, start + args.steps + 1):
         if rank == args.stuck_rank and step == args.stuck_step:
             wait_for_release(args.release)
-        for _ in range(args.accumulate):
+        for micro in range(args.accumulate):
             x = torch.randn(8, 16, generator=gen)
             y = x.sum(dim=1, keepdim=True).sin()
-            loss = nn.functional.mse_loss(ddp(x), y) / args.accumulate
-            loss.backward()
+            # --no-sync: DDP reduces only the last micro-batch's gradients: no_sync() before it
+            # ("context"), or nanoGPT's require_backward_grad_sync ("flag").
+            last = micro == args.accumulate - 1
+            if args.no_sync == "flag":
+                ddp.require_backward_grad_sync = last
+            skip = args.no_sync == "context" and not last
+            with ddp.no_sync() if skip else contextlib.nullcontext():
+                loss = nn.functional.mse_loss(ddp(x), y) / args.accumulate
+                loss.backward()
         opt.step()
         opt.zero_grad()
         if sched is not None:

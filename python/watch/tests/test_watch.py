@@ -1225,6 +1225,49 @@ class DdpTest(unittest.TestCase):
             self.assertEqual(steps[0]["collectiveEntered"]["rendezvous"], "1")
             self.assertTrue(agent.reports("collectives", rank), "no side thread's report")
 
+    def test_accumulation_under_no_sync_reduces_once_per_step(self):
+        # The usual gradient accumulation: DDP reduces only the last micro-batch's gradients
+        # (no_sync() before it). The same results as without the watch, every step reported,
+        # and the world group's count moving by one backward's buckets, not two, per step.
+        # nanoGPT's require_backward_grad_sync = False: the same as no_sync(), bit for bit.
+        d = harness.tmpdir()
+        base = os.path.join(d, "base")
+        for rc, log in harness.run_ranks(
+                harness.train_argv(base, *TRAIN_ARGS, "--no-sync", "context"), 2, d,
+                watch=False):
+            self.assertEqual(rc, 0, log)
+        flagged, flagged_out, _ = self.run_watched("flag", extra_args=["--no-sync", "flag"])
+        agent, out, _ = self.run_watched("nosync", extra_args=["--no-sync", "context"])
+        for rank in range(2):
+            want = harness.load_params("%s.%d" % (base, rank))
+            self.assertEqual(harness.load_params("%s.%d" % (out, rank)), want)
+            self.assertEqual(harness.load_params("%s.%d" % (flagged_out, rank)), want)
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == STEPS for r in range(2)),
+                       what="every step report")
+        flagged.wait_for(lambda a: len(a.reports("step", 1)) == STEPS, what="flagged steps")
+        for a, b in zip(steps_by_rank(flagged, 2)[1], steps_by_rank(agent, 2)[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+        steps = steps_by_rank(agent, 2)
+        for a, b in zip(steps[0], steps[1]):
+            self.assertEqual(a["collectiveEntered"], b["collectiveEntered"])
+            self.assertEqual(a["collectiveCompleted"], a["collectiveEntered"])
+        world = [int(s["collectiveEntered"]["world"]) for s in steps[0]]
+        # Per step: DDP's buckets once (half a synced accumulation's), then the script's
+        # broadcast, barrier and monitored_barrier on the world group (its all_reduce is pg1's).
+        synced, _, _ = self.run_watched("synced")
+        synced.wait_for(lambda a: len(a.reports("step", 0)) == STEPS, what="synced steps")
+
+        def buckets(reports, step):
+            return sum(int(c["count"]) for c in reports[step]["collectives"]
+                       if (c["op"], c["group"]) == ("all_reduce", "world"))
+
+        for later in range(2, STEPS):
+            once = buckets(steps[0], later)
+            self.assertGreater(once, 1)  # more than one bucket: 1.5 MB of gradients
+            self.assertEqual(buckets(steps_by_rank(synced, 1)[0], later), 2 * once)
+            self.assertEqual(world[later] - world[later - 1], once + 3, world)
+            self.assertGreater(steps[0][later]["commSeconds"], 0)
+
     def test_every_step_of_a_fast_run_arrives_in_order(self):
         # Steps of a few milliseconds: their reports leave in batches (one datagram for the
         # steps of ~0.5 s), none lost to the agent's datagram queue, the last ones at exit.
