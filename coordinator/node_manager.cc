@@ -28,6 +28,11 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
         "Times the node went away after saying it was leaving (a planned restart, an upgrade, a "
         "scale-down): not a loss; 0 from its first registration.",
         {"node"});
+    connected_gauge_ = &registry->AddGauge(
+        "ringmaster_node_connected",
+        "1 while the node's agent is registered and heartbeating, 0 while it is lost or left "
+        "(until it returns, or is forgotten after --forget_lost_node_after).",
+        {"node"});
     settling_gauge_ = &registry->AddGauge(
         "ringmaster_node_settling_seconds",
         "Seconds the node has left settling after repeated losses (flap damping: elastic grows "
@@ -76,7 +81,9 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
     node.lost = lost_total_->WithLabels({registration.node()});
     node.left = left_total_->WithLabels({registration.node()});
     node.settling = settling_gauge_->WithLabels({registration.node()});
+    node.connected = connected_gauge_->WithLabels({registration.node()});
   }
+  if (node.connected != nullptr) node.connected->Set(1);
   if (!node.alive) {
     ++alive_;
     // Back after a loss (or new): flap damping counts from here. A session replaced while the
@@ -152,7 +159,7 @@ bool NodeManager::Disconnected(const std::string& name, uint64_t session) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.session != session || !it->second.alive) return false;
-  MarkLost(&it->second);
+  MarkLost(&it->second, /*silent=*/false);
   UpdateGauge();
   disconnected_.push_back(name);
   return true;
@@ -163,18 +170,20 @@ std::vector<std::string> NodeManager::TakeDisconnected() {
   return std::exchange(disconnected_, {});
 }
 
-void NodeManager::MarkLost(Node* node) {
+void NodeManager::MarkLost(Node* node, bool silent) {
   node->alive = false;
   node->lost_at = clock_->Now();
   --alive_;
-  // A node that said it was leaving (a planned restart, an upgrade) did not flap, and was not
-  // lost: its operators planned it (no RingmasterAgentLost page for a rolling upgrade).
-  if (node->leaving) {
+  if (node->connected) node->connected->Set(0);
+  // A node that said it was leaving (a planned restart, an upgrade) did not flap. One whose
+  // stream then ended went as planned (no RingmasterAgentLost page for a rolling upgrade); one
+  // that fell silent while leaving died on the way, and is lost.
+  if (!node->leaving) node->flaps.Lost(node->lost_at, damping_);
+  if (node->leaving && !silent) {
     if (node->left) node->left->Increment();
-    return;
+  } else if (node->lost) {
+    node->lost->Increment();
   }
-  node->flaps.Lost(node->lost_at, damping_);
-  if (node->lost) node->lost->Increment();
 }
 
 std::vector<std::string> NodeManager::CheckLiveness() {
@@ -187,7 +196,7 @@ std::vector<std::string> NodeManager::CheckLivenessLocked(absl::Time now) {
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     auto& [name, node] = *it;
     if (node.alive && !node.paused_since.has_value() && node.silent_since < now - lost_after_) {
-      MarkLost(&node);
+      MarkLost(&node, /*silent=*/true);
       lost.push_back(name);
     } else if (!node.alive && forget_after_ > absl::ZeroDuration() && node.holder.empty() &&
                now - node.lost_at >= forget_after_) {
@@ -196,6 +205,7 @@ std::vector<std::string> NodeManager::CheckLivenessLocked(absl::Time now) {
         lost_total_->Remove({name});
         left_total_->Remove({name});
         settling_gauge_->Remove({name});
+        connected_gauge_->Remove({name});
       }
       nodes_.erase(it++);
       continue;

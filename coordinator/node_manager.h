@@ -45,12 +45,13 @@ namespace ringmaster::coordinator {
 class NodeManager {
  public:
   // `clock` must outlive the manager. `registry` (may be null) receives
-  // ringmaster_agents_connected, ringmaster_nodes_lost_total{node} (not a node that said it was
-  // leaving: ringmaster_nodes_left_total{node}), ringmaster_node_settling_seconds{node} (set at
-  // each liveness check), ringmaster_node_cordoned{node} and
-  // ringmaster_coordinator_stall_seconds. A node lost for
-  // `forget_after` that holds no device is forgotten: gone from List() and from the metrics, as
-  // if it had never registered (nodes come and go under an autoscaler; zero: kept forever).
+  // ringmaster_agents_connected, ringmaster_node_connected{node}, ringmaster_nodes_lost_total{node}
+  // (not a node that said it was leaving and whose stream then ended:
+  // ringmaster_nodes_left_total{node}), ringmaster_node_settling_seconds{node} (set at each
+  // liveness check), ringmaster_node_cordoned{node} and ringmaster_coordinator_stall_seconds. A
+  // node lost for `forget_after` that holds no device is forgotten: gone from List() and from the
+  // metrics, as if it had never registered (nodes come and go under an autoscaler; zero: kept
+  // forever).
   NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration forget_after,
               metrics::Registry* registry);
 
@@ -170,10 +171,12 @@ class NodeManager {
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
     std::shared_ptr<metrics::Counter> left;        // ringmaster_nodes_left_total
     std::shared_ptr<metrics::Gauge> settling;      // ringmaster_node_settling_seconds
+    std::shared_ptr<metrics::Gauge> connected;     // ringmaster_node_connected
     FlapHistory flaps;                             // its losses and latest registration
   };
 
-  void MarkLost(Node* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `silent`: its heartbeats stopped (else its stream ended).
+  void MarkLost(Node* node, bool silent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> CheckLivenessLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An agent message was read now (for the stall measurement of CheckLivenessEvery).
   void NoteReadLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -189,6 +192,7 @@ class NodeManager {
   metrics::CounterFamily* lost_total_ = nullptr;
   metrics::CounterFamily* left_total_ = nullptr;
   metrics::GaugeFamily* settling_gauge_ = nullptr;
+  metrics::GaugeFamily* connected_gauge_ = nullptr;
   metrics::GaugeFamily* cordoned_gauge_ = nullptr;
   std::shared_ptr<metrics::Histogram> stall_seconds_;
 

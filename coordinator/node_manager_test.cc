@@ -25,6 +25,11 @@ class NodeManagerTest : public ::testing::Test {
   NodeManager nodes_;
 };
 
+// Whether the registry's page has the line `series value` exactly.
+bool HasLine(const std::string& page, const std::string& line) {
+  return absl::StrCat("\n", page).find(absl::StrCat("\n", line, "\n")) != std::string::npos;
+}
+
 TEST_F(NodeManagerTest, RegisterValidates) {
   EXPECT_EQ(nodes_.Register(NodeRegistration("", 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -275,8 +280,12 @@ TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
   EXPECT_EQ(list[0].name(), "b");
   EXPECT_FALSE(nodes_.HostAddress("a").has_value());
   std::string page = registry_.RenderText();
-  EXPECT_EQ(page.find("ringmaster_nodes_lost_total{node=\"a\"}"), std::string::npos) << page;
-  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"b\"} 1"), std::string::npos) << page;
+  for (const char* family : {"ringmaster_nodes_lost_total", "ringmaster_nodes_left_total",
+                             "ringmaster_node_settling_seconds", "ringmaster_node_connected"}) {
+    EXPECT_EQ(page.find(absl::StrCat(family, "{node=\"a\"}")), std::string::npos) << page;
+  }
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_lost_total{node=\"b\"} 1")) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_node_connected{node=\"b\"} 0")) << page;
   // Once released, b goes at the next check too.
   nodes_.Release("j1");
   EXPECT_TRUE(nodes_.CheckLiveness().empty());
@@ -286,7 +295,8 @@ TEST_F(NodeManagerTest, ANodeLostForAnHourIsForgottenOnceItHoldsNothing) {
   EXPECT_TRUE(nodes_.IsAlive("a"));
   EXPECT_EQ(nodes_.AliveCount(), 1);
   page = registry_.RenderText();
-  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 0"), std::string::npos) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_lost_total{node=\"a\"} 0")) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_node_connected{node=\"a\"} 1")) << page;
 }
 
 TEST_F(NodeManagerTest, CordonedNodeOffersNoCapacityAndIsListedWithItsCordon) {
@@ -426,10 +436,13 @@ TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
   a = nodes_.Register(NodeRegistration("a", 1));
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(nodes_.SettlingNodes().empty());  // one loss
-  clock_.Advance(absl::Seconds(4));  // silent past lost_after: the second loss
+  clock_.Advance(absl::Seconds(4));             // silent past lost_after: the second loss
   ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
   EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"a"});
   EXPECT_TRUE(nodes_.SettlingNodes().empty());  // lost: not settling
+  ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());
+  EXPECT_TRUE(HasLine(registry_.RenderText(), "ringmaster_node_settling_seconds{node=\"a\"} 0"));
   auto listed = nodes_.Status("a");
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->recent_losses(), 2);
@@ -444,10 +457,10 @@ TEST_F(NodeManagerTest, ANodeLostTwiceSettlesAfterItRegistersAgain) {
     ASSERT_TRUE(nodes_.Heartbeat("b", *b).ok());
     EXPECT_TRUE(nodes_.CheckLiveness().empty());
     const std::string page = registry_.RenderText();
-    EXPECT_NE(page.find(absl::StrCat("ringmaster_node_settling_seconds{node=\"a\"} ", seconds)),
-              std::string::npos)
+    EXPECT_TRUE(
+        HasLine(page, absl::StrCat("ringmaster_node_settling_seconds{node=\"a\"} ", seconds)))
         << page;
-    EXPECT_NE(page.find("ringmaster_node_settling_seconds{node=\"b\"} 0"), std::string::npos);
+    EXPECT_TRUE(HasLine(page, "ringmaster_node_settling_seconds{node=\"b\"} 0")) << page;
   };
   gauge(40);
   const auto settling = nodes_.SettlingNodes();
@@ -483,12 +496,22 @@ TEST_F(NodeManagerTest, OnlyUnplannedLossesCountAndOnlyAReturnStartsTheHold) {
   // planned restart): ringmaster_nodes_left_total counts it.
   nodes_.SetLeaving("a");
   ASSERT_TRUE(nodes_.Disconnected("a", *replaced));
-  const std::string page = registry_.RenderText();
-  EXPECT_NE(page.find("ringmaster_nodes_lost_total{node=\"a\"} 2"), std::string::npos) << page;
-  EXPECT_NE(page.find("ringmaster_nodes_left_total{node=\"a\"} 1"), std::string::npos) << page;
-  ASSERT_TRUE(nodes_.Register(NodeRegistration("a", 1)).ok());
+  std::string page = registry_.RenderText();
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_lost_total{node=\"a\"} 2")) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_left_total{node=\"a\"} 1")) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_node_connected{node=\"a\"} 0")) << page;
+  auto back = nodes_.Register(NodeRegistration("a", 1));
+  ASSERT_TRUE(back.ok());
   EXPECT_EQ(nodes_.Status("a")->recent_losses(), 2);
   EXPECT_EQ(nodes_.SettlingNodes().at("a").left, absl::Minutes(1));  // the hold of 2 losses
+  // Leaving, then silent: it died on its way out (a planned stream ends), so it is lost.
+  nodes_.SetLeaving("a");
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<std::string>{"a"});
+  page = registry_.RenderText();
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_lost_total{node=\"a\"} 3")) << page;
+  EXPECT_TRUE(HasLine(page, "ringmaster_nodes_left_total{node=\"a\"} 1")) << page;
+  EXPECT_EQ(nodes_.Status("a")->recent_losses(), 2);  // no flap: it said it was leaving
 }
 
 TEST_F(NodeManagerTest, AZeroHoldSettlesNothing) {
