@@ -53,41 +53,46 @@ void NodeAgent::Start(std::shared_ptr<grpc::Channel> channel) {
       channel,
       [this] { return MakeRegister(); },
       [this](const v1::CoordinatorMessage& m) { OnCommand(m); },
-      [this] {
-        // A new stream, registered: a coordinator that restarted may have been told of a hang
-        // it did not act on, and the watchdog reports each hang once. (Re-armed here, after the
-        // RegisterAck, not for every attempt: while the coordinator is away each attempt would
-        // queue every hung rank's report again.)
-        watchdog_->ReportHangsAgain();
-        // And it knows no rank's numbers until the rank reports again, which one stuck silent
-        // never does (rank_metrics.h): each running rank's latest summary goes again (not an
-        // exited one's: it would count as heard of, then as a process that stopped reporting).
-        std::set<std::pair<std::string, int>> running;
-        {
-          absl::MutexLock lock(&mu_);
-          for (const auto& [pid, worker] : workers_) {
-            running.emplace(worker.job.job_id(), worker.rank);
-          }
-        }
-        metrics_->SummarizeAgain(running);
-        // Standbys are not in Register, so a coordinator that restarted (or took this node for
-        // lost) knows none of them and might never tell this agent to drop them: they go. (A
-        // node still held as a spare is prepared again only when it is next taken as one.)
-        std::vector<pid_t> standbys;
-        {
-          absl::MutexLock lock(&mu_);
-          standbys = standbys_.DropAll();
-        }
-        StopStandbys(standbys, "registered anew with the coordinator");
-        std::vector<v1::AgentMessage> again;
-        absl::MutexLock lock(&mu_);
-        for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
-          *again.emplace_back().mutable_rendezvous() = std::move(r);
-        }
-        return again;
-      },
+      [this] { return Registered(); },
       options_.coordinator_token);
   link_->Start();
+}
+
+std::vector<v1::AgentMessage> NodeAgent::Registered() {
+  // A new stream, registered: a coordinator that restarted may have been told of a hang
+  // it did not act on, and the watchdog reports each hang once. (Re-armed here, after the
+  // RegisterAck, not for every attempt: while the coordinator is away each attempt would
+  // queue every hung rank's report again.)
+  watchdog_->ReportHangsAgain();
+  // And it knows no rank's numbers until the rank reports again, which one stuck silent
+  // never does (rank_metrics.h): each running rank's latest summary goes again (not an
+  // exited one's: it would count as heard of, then as a process that stopped reporting).
+  std::set<std::pair<std::string, int>> running;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, worker] : workers_) {
+      running.emplace(worker.job.job_id(), worker.rank);
+    }
+  }
+  metrics_->SummarizeAgain(running);
+  // Standbys are not in Register, so a coordinator that restarted (or took this node for
+  // lost) knows none of them and might never tell this agent to drop them: they go. (A
+  // node still held as a spare is prepared again only when it is next taken as one.)
+  std::vector<pid_t> standbys;
+  {
+    absl::MutexLock lock(&mu_);
+    standbys = standbys_.DropAll();
+  }
+  StopStandbys(standbys, "registered anew with the coordinator");
+  std::vector<v1::AgentMessage> again;
+  absl::MutexLock lock(&mu_);
+  // A leaving node says so again: the coordinator forgets it with the stream (Register clears
+  // it), and would otherwise count the node's exit as a loss and place work on it.
+  if (leaving_message_.has_value()) again.push_back(*leaving_message_);
+  for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
+    *again.emplace_back().mutable_rendezvous() = std::move(r);
+  }
+  return again;
 }
 
 void NodeAgent::Shutdown(absl::Duration grace) {
@@ -326,13 +331,14 @@ void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
   }
   RM_LOG(INFO) << "leaving (" << reason << "): workers get up to " << checkpoint_grace
                << " to checkpoint and exit";
-  if (link_ != nullptr) {
-    v1::AgentMessage message;
-    message.mutable_leaving()->set_checkpoint_grace_seconds(
-        absl::ToDoubleSeconds(checkpoint_grace));
-    message.mutable_leaving()->set_reason(reason);
-    link_->Send(message);
+  v1::AgentMessage message;
+  message.mutable_leaving()->set_checkpoint_grace_seconds(absl::ToDoubleSeconds(checkpoint_grace));
+  message.mutable_leaving()->set_reason(reason);
+  {
+    absl::MutexLock lock(&mu_);
+    leaving_message_ = message;
   }
+  if (link_ != nullptr) link_->Send(message);
   std::vector<pid_t> standbys;
   {
     absl::MutexLock lock(&mu_);

@@ -465,6 +465,18 @@ TEST_F(NodeAgentTest, ALeavingNodeLaunchesNothing) {
   EXPECT_TRUE(workers_.events().empty());
 }
 
+// A coordinator forgets a node's Leaving with its stream: a leaving agent that registers anew
+// (its stream broke, or the coordinator was replaced) says it again, first.
+TEST_F(NodeAgentTest, ALeavingAgentSaysSoAgainWhenItRegistersAnew) {
+  EXPECT_TRUE(agent_->Registered().empty());
+  agent_->Leave(absl::Seconds(60), absl::Seconds(1), "upgrade");
+  const std::vector<v1::AgentMessage> again = agent_->Registered();
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_TRUE(again[0].has_leaving());
+  EXPECT_EQ(again[0].leaving().reason(), "upgrade");
+  EXPECT_EQ(again[0].leaving().checkpoint_grace_seconds(), 60);
+}
+
 TEST_F(NodeAgentTest, ALinkCheckIsRequestedThroughARunningWorkerOnce) {
   agent_->OnCommand(Launch("a", 1, {0}));
   ASSERT_TRUE(workers_.Await("launch a/1 rank 0"));
