@@ -86,9 +86,6 @@ std::vector<v1::AgentMessage> NodeAgent::Registered() {
   StopStandbys(standbys, "registered anew with the coordinator");
   std::vector<v1::AgentMessage> again;
   absl::MutexLock lock(&mu_);
-  // A leaving node says so again: the coordinator forgets it with the stream (Register clears
-  // it), and would otherwise count the node's exit as a loss and place work on it.
-  if (leaving_message_.has_value()) again.push_back(*leaving_message_);
   for (v1::RendezvousRequest& r : rendezvous_replay_.ToResend()) {
     *again.emplace_back().mutable_rendezvous() = std::move(r);
   }
@@ -796,6 +793,10 @@ v1::Register NodeAgent::MakeRegister() const {
   r.set_metrics_address(options_.metrics_address);
   r.set_version("0.1.0");
   absl::MutexLock lock(&mu_);
+  // A leaving node says so in each registration: the coordinator forgets a Leaving with the
+  // stream that carried it, and would otherwise place work on the node and count its exit as a
+  // loss.
+  if (leaving_message_.has_value()) *r.mutable_leaving() = leaving_message_->leaving();
   // Each (job, generation, rank) once, as running (pid 0: none yet, or gone) in `phase`.
   std::set<std::tuple<std::string, int64_t, int>> listed;
   auto add = [&](const std::string& job_id, int64_t generation, int rank, pid_t pid,

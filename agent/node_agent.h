@@ -107,10 +107,10 @@ class NodeAgent {
   // are reported.
   void Leave(absl::Duration checkpoint_grace, absl::Duration grace, const std::string& reason);
 
-  // The link registered anew (a new stream, its RegisterAck read; public for tests, the link
-  // calls it): re-arms the hang reports and step summaries a coordinator that restarted must hear
-  // again, stops the standbys, and returns what to write before anything else: Leaving again
-  // while the node is leaving, then the rendezvous requests still unanswered.
+  // The link registered anew (a new stream, its RegisterAck read; the link calls it): re-arms
+  // the hang reports and step summaries a coordinator that restarted must hear again, stops the
+  // standbys, and returns what to write before anything else: the rendezvous requests still
+  // unanswered.
   std::vector<v1::AgentMessage> Registered();
 
   // Handles one command (public for tests; the link calls it): launches and stops are queued for
@@ -249,7 +249,8 @@ class NodeAgent {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_workers_ ABSL_GUARDED_BY(mu_) = false;
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: no more launches
-  std::optional<v1::AgentMessage> leaving_message_ ABSL_GUARDED_BY(mu_);  // what it sent
+  // What Leave() sent; in every Register from then on (MakeRegister).
+  std::optional<v1::AgentMessage> leaving_message_ ABSL_GUARDED_BY(mu_);
   std::thread executor_;
   std::deque<v1::ReadLog> log_reads_ ABSL_GUARDED_BY(mu_);
   std::thread log_reader_;

@@ -466,15 +466,15 @@ TEST_F(NodeAgentTest, ALeavingNodeLaunchesNothing) {
 }
 
 // A coordinator forgets a node's Leaving with its stream: a leaving agent that registers anew
-// (its stream broke, or the coordinator was replaced) says it again, first.
-TEST_F(NodeAgentTest, ALeavingAgentSaysSoAgainWhenItRegistersAnew) {
-  EXPECT_TRUE(agent_->Registered().empty());
+// (its stream broke, or the coordinator was replaced) says so in its registration.
+TEST_F(NodeAgentTest, ALeavingAgentSaysSoInEachRegistration) {
+  EXPECT_FALSE(agent_->MakeRegister().has_leaving());
   agent_->Leave(absl::Seconds(60), absl::Seconds(1), "upgrade");
-  const std::vector<v1::AgentMessage> again = agent_->Registered();
-  ASSERT_EQ(again.size(), 1u);
-  ASSERT_TRUE(again[0].has_leaving());
-  EXPECT_EQ(again[0].leaving().reason(), "upgrade");
-  EXPECT_EQ(again[0].leaving().checkpoint_grace_seconds(), 60);
+  const v1::Register again = agent_->MakeRegister();
+  ASSERT_TRUE(again.has_leaving());
+  EXPECT_EQ(again.leaving().reason(), "upgrade");
+  EXPECT_EQ(again.leaving().checkpoint_grace_seconds(), 60);
+  EXPECT_TRUE(agent_->Registered().empty());  // nothing more to write after the ack
 }
 
 TEST_F(NodeAgentTest, ALinkCheckIsRequestedThroughARunningWorkerOnce) {

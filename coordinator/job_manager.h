@@ -247,9 +247,10 @@ class JobManager {
   // jobs move like for a drain, their workers given the agent's checkpoint grace.
   void OnNodeLeaving(const std::string& node, const v1::Leaving& leaving);
   // A node (re)registered. Registers it with the node manager (its error if the registration is
-  // invalid), calls `registered` with the new session (to attach and acknowledge the stream: the
-  // commands reconciling sends go after it; it runs under the job manager's lock and must not call
-  // back into the manager), then reconciles: adopts its workers of current generations, stops the
+  // invalid; leaving from then on if the registration says so), calls `registered` with the new
+  // session (to attach and acknowledge the stream: the commands reconciling sends go after it; it
+  // runs under the job manager's lock and must not call back into the manager), then reconciles
+  // (and, for a leaving node, moves its running jobs as OnNodeLeaving does): adopts its workers of current generations, stops the
   // others, handles again the exits it lists (a restarted coordinator learns which ranks had
   // finished), and restarts a running job whose ranks placed on the node it lists neither as
   // running (or starting) nor as exited, unless they finished. All under the job manager's lock,
@@ -435,6 +436,9 @@ class JobManager {
   // freed; once none is left the job may launch again, or ends SUCCEEDED if every rank finished.
   void OnStoppingRankGone(Job* job, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReconcileNodeLocked(const v1::Register& registration) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OnNodeLeaving's work, under the lock (also for a registration that says it is leaving).
+  void LeavingLocked(const std::string& node, const v1::Leaving& leaving)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- The watchdog (job_manager_watchdog.cc) ---
   // Watchdog parts of a step summary: stragglers, recovery figures, goodput.

@@ -198,6 +198,10 @@ void JobManager::OnNodeLost(const std::string& node) {
 
 void JobManager::OnNodeLeaving(const std::string& node, const v1::Leaving& leaving) {
   absl::MutexLock lock(&mu_);
+  LeavingLocked(node, leaving);
+}
+
+void JobManager::LeavingLocked(const std::string& node, const v1::Leaving& leaving) {
   const double grace = absl::ToDoubleSeconds(CheckpointGrace(leaving.checkpoint_grace_seconds()));
   const std::string why =
       absl::StrCat("node ", node, " is shutting down",
@@ -215,6 +219,9 @@ absl::StatusOr<uint64_t> JobManager::RegisterNode(
   ASSIGN_OR_RETURN(const uint64_t session, nodes_->Register(registration));
   if (registered) registered(session);
   ReconcileNodeLocked(registration);
+  // Leaving since an earlier stream (the node manager took it from the registration, before any
+  // placement): its running jobs move, as when the Leaving message came.
+  if (registration.has_leaving()) LeavingLocked(registration.node(), registration.leaving());
   return session;
 }
 

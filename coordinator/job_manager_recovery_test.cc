@@ -561,6 +561,36 @@ TEST_F(JobManagerTest, ALeavingNodesJobsMoveLikeADrainWithinTheAgentsGrace) {
   EXPECT_TRUE(nodes_->Cordoned().empty());  // not a cordon: gone once the agent registers again
 }
 
+// The coordinator forgets a Leaving with the stream that carried it: an agent that registers
+// anew while leaving (its stream broke; here, a coordinator that restarted and never heard the
+// Leaving) says so in its registration. Its running job moves as for the Leaving message, and
+// nothing is placed on it, not even by the registration's own placement pass.
+TEST_F(JobManagerTest, ARegistrationThatSaysLeavingMovesTheJobAndTakesNothingNew) {
+  ASSERT_NO_FATAL_FAILURE(RunOnOneOfTwoNodes());
+  const std::string id = two_.id, from = two_.from, to = two_.to;
+  const v1::JobStatus first = two_.first;
+  MakeManager();  // a coordinator restarted over the same store: the job is adopted as running
+  AddNode(to, 2);
+  v1::Register leaving = Returning(from, 2, first, {0, 1});
+  leaving.mutable_leaving()->set_checkpoint_grace_seconds(30);
+  leaving.mutable_leaving()->set_reason("signal 15");
+  Reconnect(leaving);
+  EXPECT_EQ(Current(id).state(), v1::JOB_STATE_RESTARTING);
+  std::vector<v1::JobEvent> drains = EventsOf(*jobs_->Get(id), "drain");
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_EQ(drains[0].message(), "node " + from + " is shutting down (signal 15)");
+  EXPECT_TRUE(nodes_->Status(from)->leaving());
+  for (int rank = 0; rank < 2; ++rank) jobs_->OnWorkerState(from, Exit(first, rank, 75));
+  const v1::JobStatus moved = Current(id);
+  EXPECT_EQ(moved.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(moved.restarts(), 0);
+  for (const auto& a : moved.assignments()) EXPECT_EQ(a.node(), to);
+  // A second job would fit only on the leaving node's devices, free now: it waits.
+  auto second = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(Current(second->job_id()).state(), v1::JOB_STATE_PENDING);
+}
+
 TEST_F(JobManagerTest, NodeUpdatesAreRefusedNamingTheRule) {
   const Caller admin{"root", true};
   AddNode("a", 1);

@@ -19,14 +19,14 @@ NodeManager::NodeManager(Clock* clock, absl::Duration lost_after, absl::Duration
             .WithLabels({});
     lost_total_ = &registry->AddCounter(
         "ringmaster_nodes_lost_total",
-        "Times the node was declared lost (stream ended or heartbeats stopped) without having "
-        "said it was leaving; 0 from its first registration, so that increase() counts its "
-        "first loss.",
+        "Times the node was declared lost (stream ended or heartbeats stopped), not counting a "
+        "stream that ended after its agent said it was leaving; 0 from its first registration, "
+        "so that increase() counts its first loss.",
         {"node"});
     left_total_ = &registry->AddCounter(
         "ringmaster_nodes_left_total",
-        "Times the node went away after saying it was leaving (a planned restart, an upgrade, a "
-        "scale-down): not a loss; 0 from its first registration.",
+        "Times the node's stream ended after its agent said it was leaving (a planned restart, "
+        "an upgrade, a scale-down): not a loss; 0 from its first registration.",
         {"node"});
     connected_gauge_ = &registry->AddGauge(
         "ringmaster_node_connected",
@@ -93,7 +93,7 @@ absl::StatusOr<uint64_t> NodeManager::Register(const v1::Register& registration)
   node.registration = registration;
   node.session = next_session_++;
   node.alive = true;
-  node.leaving = false;
+  node.leaving = registration.has_leaving();
   node.last_heartbeat = node.silent_since = clock_->Now();
   node.paused_since.reset();
   NoteReadLocked(node.last_heartbeat);

@@ -166,7 +166,7 @@ class NodeManager {
     absl::Time silent_since;  // the last heartbeat, moved later by the time it could not be read
     std::optional<absl::Time> paused_since;        // StreamPaused without StreamResumed yet
     absl::Time lost_at;                            // when it was last declared lost
-    bool leaving = false;                          // said Leaving since it registered
+    bool leaving = false;  // said Leaving since it registered, or in its registration
     absl::flat_hash_map<int, std::string> holder;  // Device index -> job id (held devices).
     std::shared_ptr<metrics::Counter> lost;        // its ringmaster_nodes_lost_total series
     std::shared_ptr<metrics::Counter> left;        // ringmaster_nodes_left_total
