@@ -143,20 +143,53 @@ bool RunsTorchrun(const std::vector<std::string>& argv) {
          (module == "torch.distributed.run" || module == "torch.distributed.launch");
 }
 
+namespace {
+
+// Whether a simple command's words start torchrun: past assignments (A=1), the wrappers exec,
+// env, nohup, time and command, and their options, the program is torchrun or a Python running
+// torch.distributed.run (RunsTorchrun). The index of that program's word, or -1.
+int TorchrunAt(const std::vector<std::string>& words) {
+  size_t k = 0;
+  for (; k < words.size(); ++k) {
+    const std::string& word = words[k];
+    const absl::string_view name = Basename(word);
+    const bool assignment = word[0] != '-' && word.find('=') != std::string::npos;
+    if (!assignment && word[0] != '-' && name != "exec" && name != "env" && name != "nohup" &&
+        name != "time" && name != "command") {
+      break;
+    }
+  }
+  if (k >= words.size()) return -1;
+  return RunsTorchrun(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()))
+             ? static_cast<int>(k)
+             : -1;
+}
+
+}  // namespace
+
 int HiddenTorchrun(const std::vector<std::string>& argv) {
   if (argv.empty() || RunsTorchrun(argv)) return -1;
   const absl::string_view program = Basename(argv[0]);
-  if (program != "env" && program != "sh" && program != "bash" && program != "dash" &&
-      program != "zsh" && program != "ksh") {
+  if (program == "env") return TorchrunAt(argv);
+  if (program != "sh" && program != "bash" && program != "dash" && program != "zsh" &&
+      program != "ksh") {
     return -1;
   }
+  // A shell's strings (`-c "cd /data && torchrun ..."`): each simple command, split at the
+  // shell's separators, its words at blanks (quotes dropped).
   for (size_t i = 1; i < argv.size(); ++i) {
-    for (absl::string_view token :
-         absl::StrSplit(argv[i], absl::ByAnyChar(" \t\n;&|()'\"`"), absl::SkipEmpty())) {
-      if (Basename(token) == "torchrun" || token == "torch.distributed.run" ||
-          token == "torch.distributed.launch") {
-        return static_cast<int>(i);
+    for (absl::string_view command :
+         absl::StrSplit(argv[i], absl::ByAnyChar(";&|()\n`"), absl::SkipEmpty())) {
+      std::vector<std::string> words;
+      for (absl::string_view word :
+           absl::StrSplit(command, absl::ByAnyChar(" \t"), absl::SkipWhitespace())) {
+        std::string bare(word);
+        bare.erase(
+            std::remove_if(bare.begin(), bare.end(), [](char c) { return c == '\'' || c == '"'; }),
+            bare.end());
+        if (!bare.empty()) words.push_back(std::move(bare));
       }
+      if (TorchrunAt(words) >= 0) return static_cast<int>(i);
     }
   }
   return -1;

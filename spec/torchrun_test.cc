@@ -168,6 +168,16 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"sh", "-c", "exec python3 -m torch.distributed.run t.py"}), 2);
   EXPECT_EQ(HiddenTorchrun({"torchrun", "t.py"}), -1);  // torchrun itself: run as its program
   EXPECT_EQ(HiddenTorchrun({"bash", "-c", "python3 train.py --name=torchrun_like"}), -1);
+  // Only as a command's program: not an argument that happens to end in "torchrun".
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "python3 train.py --out /runs/torchrun"}), -1);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "echo torchrun; python3 t.py"}), -1);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-lc", "A=1 nohup '/opt/bin/torchrun' t.py &"}), 2);
+  EXPECT_EQ(HiddenTorchrun({"sh", "-c",
+                            "set -e\ncd /d\nexec env -u X python3 -u -m "
+                            "torch.distributed.launch t.py"}),
+            -1);  // env -u's name is read as the program: missed (rare)
+  EXPECT_EQ(HiddenTorchrun({"env", "-i", "A=1", "torchrun", "t.py"}), 3);
+  EXPECT_EQ(HiddenTorchrun({"env", "A=1", "python3", "t.py", "torchrun"}), -1);
   EXPECT_EQ(HiddenTorchrun({"bash", "run.sh"}), -1);  // a script's contents are not read
   EXPECT_EQ(HiddenTorchrun({"python3", "torchrun"}), -1);
   EXPECT_EQ(HiddenTorchrun({}), -1);
