@@ -549,11 +549,15 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
     return absl::NotFoundError(absl::StrCat("worker ", pid, " is already gone"));
   }
 
-  // ESRCH from kill() below means the group is already empty, which the waits find out.
+  // ESRCH from kill() below means the group is already empty, which the waits find out. A
+  // stopped (SIGSTOP) group gets its first signal before SIGCONT: pending, it is delivered as the
+  // group resumes, before its code runs on (else a hung trainer resumed mid-send writes to a
+  // peer's closed socket first, and dies of SIGPIPE rather than of the stop).
+  const int first = checkpoint_grace > absl::ZeroDuration() ? SIGUSR1 : SIGTERM;
+  kill(-pid, first);
   kill(-pid, SIGCONT);
   bool empty = false;
-  if (checkpoint_grace > absl::ZeroDuration()) {
-    kill(-pid, SIGUSR1);
+  if (first == SIGUSR1) {
     empty = WaitGroupEmpty(pid, &worker->sigterm_by);
     if (!empty) {
       RM_LOG(INFO) << "worker " << pid << " still running at the end of its checkpoint grace ("
@@ -562,7 +566,7 @@ absl::Status WorkerSupervisor::Stop(pid_t pid, absl::Duration grace,
     }
   }
   if (!empty) {
-    kill(-pid, SIGTERM);
+    if (first != SIGTERM) kill(-pid, SIGTERM);
     empty = WaitGroupEmpty(pid, &worker->sigkill_by);
   }
   if (!empty) {

@@ -25,8 +25,8 @@
 // included. So a process may hold one WorkerSupervisor at a time, and no other code in it may
 // fork children and wait for them itself: the reaper would take their exit statuses.
 //
-// Stop(): SIGCONT + SIGTERM to the worker's process group (SIGCONT so a SIGSTOPped worker can act
-// on SIGTERM), then after `grace` SIGKILL to the group. With a `checkpoint_grace`, SIGUSR1 (a
+// Stop(): SIGTERM + SIGCONT to the worker's process group (SIGCONT so a SIGSTOPped worker acts on
+// the SIGTERM, pending as it resumes), then after `grace` SIGKILL to the group. With a `checkpoint_grace`, SIGUSR1 (a
 // request to checkpoint and exit) goes to the group first and the SIGTERM only once that much time
 // has passed with processes left; it returns once the group has no process
 // left (a group whose leader exited but whose children linger is killed too). A worker that
