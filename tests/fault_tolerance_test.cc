@@ -180,7 +180,10 @@ TEST_F(FaultToleranceTest, SigkilledWorkerRestartsFromTheCheckpointAndLosesNothi
 // coordinator holds the first hang report until the evidence names the stopped rank, instead of
 // blaming the rank whose silence its agent noticed first.
 TEST_F(FaultToleranceTest, StoppedWorkerIsAHangThatNamesItAndRestarts) {
-  const std::string id = StartAndWaitForCheckpoint("hang", "watchdog: {hang_timeout: 2}\n");
+  // checkpoint_timeout: should the stop land inside a checkpoint (milliseconds here), the hang
+  // comes 20 s later rather than after the 30 min default.
+  const std::string id =
+      StartAndWaitForCheckpoint("hang", "watchdog: {hang_timeout: 2, checkpoint_timeout: 20}\n");
   const pid_t victim = TrainerPid(cluster_->RankLog(id, 1, 2));
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGSTOP), 0);

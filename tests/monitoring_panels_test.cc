@@ -82,7 +82,10 @@ TEST_F(MonitoringPanelsTest, EveryPanelQueryReturnsDataForAJobThroughAStragglerA
                                // cores under CI's other tests made rank 2 pass 1.2x too.
                                // No automatic link check: the slow-link alert below must come
                                // from the start-up check alone, one verdict for the whole test.
-                               "watchdog: {hang_timeout: 3, slow_link_ratio: 0.05, "
+                               // A checkpoint takes milliseconds here: 20 s bounds the hang
+                               // of a rank stopped inside one (not the 30 min default).
+                               "watchdog: {hang_timeout: 3, checkpoint_timeout: 20, "
+                               "slow_link_ratio: 0.05, "
                                "straggler_threshold: 2.5, auto_link_check: false}\n",
                                "restart: {max_restarts: 3}\n")),
       4, absl::Seconds(120));
