@@ -6,7 +6,11 @@ the watch's numbers; after torch.cuda.synchronize() they must have caught up. It
 the GPU time the watch charges as time blocked: none for a sleep before a collective or in
 DDP's backward, about the sleep for a wait on a collective queued behind one (on a side
 stream). On the CPU (gloo, DEVICE cpu) it checks the other side: a host-synchronous collective
-is completed when it returns, and charged its host time.
+is completed when it returns, and charged its host time. Then (torch 2 on) a 2-D
+init_device_mesh: on the GPU over a process group bound to it (init_process_group(device_id=
+...)), whose groups torch 2.5 on makes with split_group, on the CPU with new_group: the watch
+must have named them when made, as new_group's are ("pg1", "pg2"), and count a collective on
+one of them.
 
 Run by gpu_torch_job with the watch active (python/watch first on PYTHONPATH and a rank's
 RINGMASTER_* variables; the report socket need not exist: reports are dropped). Prints one
@@ -24,6 +28,45 @@ from torch.nn.parallel import DistributedDataParallel
 import _ringmaster_watch as watch
 
 SLEEP_CYCLES = 2_000_000_000  # About a second at the GPU's clock.
+
+
+def mesh_groups(comm, gpu, problems):
+    """The mesh check (the module's docstring; on the CPU its groups come from new_group);
+    returns what it saw, for the marks line."""
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+    except ImportError:
+        return "no init_device_mesh in torch %s" % torch.__version__
+    base = comm._created  # Groups named so far (names are not reused after a destroy).
+    want = {"dp": "pg%d" % (base + 1), "tp": "pg%d" % (base + 2)}
+    if gpu:
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
+                                device_id=torch.device("cuda", 0))
+    else:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    split = getattr(dist.distributed_c10d._get_default_group(), "bound_device_id",
+                    None) is not None and getattr(dist, "split_group", None) is not None
+    mesh = init_device_mesh(device_type="cuda" if gpu else "cpu", mesh_shape=(1, 1),
+                            mesh_dim_names=("dp", "tp"))
+    made = {d: mesh.get_group(d) for d in ("dp", "tp")}
+    names = {d: getattr(comm._names.get(id(pg)), "name", None) for d, pg in made.items()}
+    if names != want:
+        problems.append("init_device_mesh's groups were named %s when made, expected %s" %
+                        (names, want))
+    t = torch.ones(1024, device="cuda" if gpu else "cpu")
+    dist.all_reduce(t, group=made["tp"])
+    if gpu:
+        torch.cuda.synchronize()
+    comm.poll_device()
+    entered, completed, _, _ = comm.sequences()
+    tp = (entered.get(want["tp"]), completed.get(want["tp"]))
+    if tp != ("1", "1"):
+        problems.append("an all_reduce on the mesh's tp group: (entered, completed) %s, "
+                        "expected 1 and 1" % (tp,))
+    dist.destroy_process_group()
+    return "init_device_mesh's groups %s, made by %s" % (
+        ", ".join("%s %s" % kv for kv in sorted(names.items())),
+        "split_group" if split else "new_group")
 
 
 def main():
@@ -114,9 +157,10 @@ def main():
         numbers()
         timed = "; a wait for a collective behind a GPU sleep charged %.3f s" % charged(
             "a wait for an all_reduce behind a GPU sleep", 0.3, 30.0)
+    dist.destroy_process_group()
+    timed += "; " + mesh_groups(comm, gpu, problems)
     if not watch._core.enabled:
         problems.append("the watch disabled itself (its stderr line says why)")
-    dist.destroy_process_group()
     backend = "nccl" if gpu else "gloo"
     if problems:
         print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,

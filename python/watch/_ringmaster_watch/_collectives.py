@@ -1,5 +1,5 @@
-"""Wraps torch.distributed's collective functions, new_group, init_process_group and
-destroy_process_group (a group destroyed is counted no more; one made again, afresh from 0).
+"""Wraps torch.distributed's collective functions, new_group, split_group (NCCL, torch 2.5 on),
+init_process_group and destroy_process_group (a group destroyed is counted no more; one made again, afresh from 0).
 
 Each wrapped call on a group enters the group's next sequence number; a synchronous call
 completes it on return (its duration is time blocked); an async_op=True call completes it when
@@ -12,7 +12,8 @@ wrapped call (all_gather_object's own
 all_gather...) counts once, as the inner one. Every name is patched: torch.distributed.X,
 torch.distributed.distributed_c10d.X (the functions torch's own helpers call) and X in any
 torch.distributed module that took it by name before the patch (device_mesh's
-init_process_group and new_group, which init_device_mesh calls).
+init_process_group, new_group and split_group, which init_device_mesh calls: split_group where
+the default group is bound to a device, init_process_group(device_id=...) on NCCL).
 
 Threading: the wrappers run on any thread; the depth guard is thread-local. Errors: an
 exception of the wrapped function passes through unchanged; one of ours disables the watch and
@@ -123,6 +124,10 @@ class Collectives:
             if fn is None:
                 raise RuntimeError("torch.distributed.%s is missing" % name)
             self._patch_everywhere(name, fn, make(fn))
+        split = (getattr(dist, "split_group", None) or
+                 getattr(getattr(dist, "distributed_c10d", None), "split_group", None))
+        if split is not None:  # torch 2.5 on
+            self._patch_everywhere("split_group", split, self._wrap_split_group(split))
         work = self._work_class()
         if work is not None and hasattr(work, "wait"):
             _core.patch(work, "wait", self._wrap_wait(work.wait))
@@ -291,6 +296,38 @@ class Collectives:
                 self.comm.created(pg if member else None, self._size(pg) if member else 0)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.new_group", exc)
+            return pg
+
+        return wrapper
+
+    def _wrap_split_group(self, fn):
+        """split_group(parent_pg, split_ranks, ...): every rank of the parent passes the same
+        splits and gets the group of the one holding it (torch takes the first), or None."""
+        parent_of, splits_of = locator(fn, "parent_pg"), locator(fn, "split_ranks")
+        if parent_of is None or splits_of is None:
+            raise RuntimeError("torch.distributed.split_group has no parent_pg or split_ranks")
+
+        @_compiler.entry
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _core.enabled or getattr(_tls, "creating", False):
+                return fn(*args, **kwargs)
+            _tls.creating = True
+            try:
+                pg = fn(*args, **kwargs)
+            finally:
+                _tls.creating = False
+            try:
+                splits = [list(s) for s in splits_of(args, kwargs)]
+                parent = parent_of(args, kwargs)
+                me = int(self.dist.get_rank(parent) if parent is not None
+                         else self.dist.get_rank())
+                index = next((i for i, s in enumerate(splits) if me in s), -1)
+                member = pg is not None and pg is not self._non_member and index >= 0
+                self.comm.created(pg if member else None, self._size(pg) if member else 0,
+                                  len(splits), index)
+            except Exception as exc:  # noqa: BLE001
+                _core.fail("torch.distributed.split_group", exc)
             return pg
 
         return wrapper

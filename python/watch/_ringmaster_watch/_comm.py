@@ -2,7 +2,7 @@
 
 Groups are named "world" (the default process group) and "pg1", "pg2", ... in the order
 new_group() created them (every rank calls new_group in the same order, so the names agree
-across ranks); a group first seen in a collective without having been created through
+across ranks; a split_group() call names its splits so, in their order); a group first seen in a collective without having been created through
 new_group gets the next name then. "rendezvous" is init_process_group's wait for every rank:
 its #1 is entered when the program calls init_process_group and completed when that returns
 (worker.proto; the coordinator names a rank that never reached it). Each collective on a
@@ -225,13 +225,18 @@ class Comm:
         g = self._names.get(id(pg))
         return g is not None and g.retired
 
-    def created(self, pg, size):
-        """A new_group() call returned `pg` (None or a sentinel on ranks outside it)."""
+    def created(self, pg, size, count=1, index=0):
+        """A call that made `count` groups, every rank making all of them in the same order,
+        returned `pg`, the group at position `index` among them (None, or a sentinel, on a rank
+        outside all of them). new_group() makes one; split_group() (NCCL) makes one per split
+        but returns only the caller's: its groups take the names a new_group() per split in
+        the same order would have given them (init_device_mesh makes its groups either way)."""
         with self._lock:
-            self._created += 1
-            name = "pg%d" % self._created
-            if pg is None or not hasattr(pg, "size"):
+            first = self._created + 1
+            self._created += count
+            if pg is None or not hasattr(pg, "size") or not 0 <= index < count:
                 return  # This rank is not in the group: it never uses the name.
+            name = "pg%d" % (first + index)
             group = _Group(name, size)
             self._groups[name] = group
             self._names[id(pg)] = group

@@ -357,6 +357,83 @@ class InitWrapperTest(unittest.TestCase):
         self.assertEqual(self.comm.sequences()[2], False)  # Not left blocked.
 
 
+class SplitGroupTest(unittest.TestCase):
+    """split_group's wrapper over a stand-in torch.distributed (torch's needs NCCL and a GPU:
+    bench/gpu_torch_marks.py runs it there, through init_device_mesh): rank 2 of 4 names the
+    group of its split as a new_group per split, in their order, would have named it."""
+
+    class Group:
+        def __init__(self, ranks):
+            self.ranks = ranks
+
+        def size(self):
+            return len(self.ranks)
+
+    def setUp(self):
+        self._enabled = _core.enabled
+        _core.enabled = True  # Disabled again by _core.fail, or by tearDown.
+        self.fresh()
+
+    def fresh(self):
+        """A new process's wrappers (its groups not yet named)."""
+        self.rank = 2
+        test = self
+        Group = self.Group
+
+        def get_rank(group=None):
+            return test.rank if group is None else group.ranks.index(test.rank)
+
+        def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
+            return Group(ranks) if test.rank in ranks else None
+
+        def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
+                        group_desc=None):
+            me = get_rank(parent_pg)
+            parent = parent_pg.ranks if parent_pg is not None else list(range(4))
+            mine = next((s for s in split_ranks if me in s), None)
+            return Group([parent[r] for r in mine]) if mine is not None else None
+
+        self.dist = type("dist", (), {
+            "get_rank": staticmethod(get_rank),
+            "get_world_size": staticmethod(lambda group=None: 4 if group is None else group.size())})
+        self.comm = _comm.Comm()
+        collectives = _collectives.Collectives(self.dist, self.comm)
+        self.new_group = collectives._wrap_new_group(new_group)
+        self.split_group = collectives._wrap_split_group(split_group)
+
+    def tearDown(self):
+        _core.enabled = self._enabled
+
+    def name(self, pg):
+        return self.comm.group(pg, lambda pg: pg.size()).name
+
+    def test_the_callers_split_takes_its_new_group_name(self):
+        everyone = self.new_group([0, 1, 2, 3])
+        pair = self.split_group(split_ranks=[[0, 1], [2, 3]])
+        # Split again, from the pair (rank 2 is its rank 0), positionally.
+        alone = self.split_group(pair, [[0], [1]])
+        outside = self.split_group(split_ranks=[[0, 1]])  # Rank 2 is in none of them.
+        last = self.new_group([2])
+        self.assertIsNone(outside)
+        self.assertEqual([self.name(g) for g in (everyone, pair, alone, last)],
+                         ["pg1", "pg3", "pg4", "pg7"])
+        self.assertEqual((pair.ranks, alone.ranks), ([2, 3], [2]))
+        # The same groups by new_group, one per split: the same names.
+        self.fresh()
+        groups = [self.new_group(r) for r in ([0, 1, 2, 3], [0, 1], [2, 3], [2], [3], [0, 1],
+                                              [2])]
+        self.assertEqual([self.name(groups[i]) for i in (0, 2, 3, 6)],
+                         ["pg1", "pg3", "pg4", "pg7"])
+        self.assertTrue(_core.enabled)
+
+    def test_a_surprise_disables_the_watch_and_returns_torchs_group(self):
+        self.dist.get_rank = staticmethod(lambda group=None: 1 / 0)
+        with unittest.mock.patch("sys.stderr"):
+            pair = self.split_group(split_ranks=[[0, 1], [2, 3]])
+        self.assertEqual(pair.ranks, [2, 3])
+        self.assertFalse(_core.enabled)
+
+
 class CommTest(unittest.TestCase):
     def test_completed_is_the_highest_with_all_before_done(self):
         comm = _comm.Comm()
