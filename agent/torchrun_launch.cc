@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "spec/command_line.h"
 #include "spec/torchrun.h"
 
 namespace ringmaster::agent {
@@ -32,20 +33,14 @@ absl::StatusOr<std::string> FindProgram(const std::string& name, absl::string_vi
 }
 
 // The Python of #! words, as torchrun's `sys.executable` starts its program (none of the line's
-// options): the interpreter, when it is one; for `env` before one (its first word that is no
-// option or assignment, -S's string split), `env` and it. Empty when they do not run Python.
+// options): the interpreter, when it is one; for `env` before one (read as env reads it: -S's
+// string split), `env` and it. Empty when they do not run Python.
 std::vector<std::string> PythonOf(const std::vector<std::string>& words) {
   if (spec::IsPythonInterpreter(words[0])) return {words[0]};
-  const size_t slash = words[0].rfind('/');
-  if (words[0].substr(slash == std::string::npos ? 0 : slash + 1) != "env" || words.size() < 2) {
-    return {};
-  }
-  for (absl::string_view word : absl::StrSplit(words[1], ' ', absl::SkipEmpty())) {
-    if (word[0] == '-' || word.find('=') != absl::string_view::npos) continue;
-    if (!spec::IsPythonInterpreter(std::string(word))) return {};
-    return {words[0], std::string(word)};
-  }
-  return {};
+  if (spec::ProgramName(words[0]) != "env") return {};
+  const spec::EnvCommand env = spec::ReadEnvCommand(words);
+  if (!env.ok || env.command.empty() || !spec::IsPythonInterpreter(env.command[0])) return {};
+  return {words[0], env.command[0]};
 }
 
 }  // namespace

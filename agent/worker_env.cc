@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,6 +15,7 @@
 #include "common/proto_edge.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/command_line.h"
 #include "spec/elastic.h"
 
 namespace ringmaster::agent {
@@ -41,14 +41,9 @@ std::map<std::string, std::string> AgentEnvironment() {
 
 namespace {
 
-absl::string_view Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
-}
-
 // PythonLaunchOf's verdict on one program word (after any `env`).
 PythonLaunch LaunchOfProgram(const std::string& program) {
-  const absl::string_view name = Basename(program);
+  const absl::string_view name = spec::ProgramName(program);
   if (IsPythonInterpreter(program) || (name.size() > 3 && absl::EndsWith(name, ".py"))) {
     return PythonLaunch::kDirect;
   }
@@ -83,62 +78,18 @@ PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
                ? PythonLaunchOf(command.program)
                : PythonLaunch::kDirect;
   }
-  if (Basename(argv[0]) != "env") return LaunchOfProgram(argv[0]);
-  // env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...], as GNU env reads it: options up to
-  // "--" or the first assignment; -S's string is split into words read in its place. The long
-  // options that matter are read as their short ones.
-  static const auto* const kLong = new std::map<std::string, char>{
-      {"--ignore-environment", 'i'}, {"--unset", 'u'}, {"--chdir", 'C'}, {"--split-string", 'S'}};
-  std::deque<std::string> words(argv.begin() + 1, argv.end());
-  // Option `flag`, its argument (if it takes one) `attached` to it or the next word; false when
-  // the Python the command starts could not find the watch (an empty environment, PYTHONPATH
-  // unset) or an argument is missing.
-  auto option = [&words](char flag, std::string attached) {
-    if (flag == 'i') return false;
-    if (flag != 'u' && flag != 'C' && flag != 'S') return true;  // a flag of no concern
-    if (attached.empty()) {
-      if (words.empty()) return false;
-      attached = std::move(words.front());
-      words.pop_front();
-    }
-    if (flag == 'u') return attached != "PYTHONPATH";
-    if (flag == 'S') {
-      const std::vector<std::string> split = absl::StrSplit(attached, ' ', absl::SkipEmpty());
-      words.insert(words.begin(), split.begin(), split.end());
-    }
-    return true;
+  if (spec::ProgramName(argv[0]) != "env") return LaunchOfProgram(argv[0]);
+  const spec::EnvCommand env = spec::ReadEnvCommand(argv);
+  // The Python the command starts could not find the watch where env refuses the line, empties
+  // the environment, or unsets or sets PYTHONPATH.
+  auto names_pythonpath = [](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), "PYTHONPATH") != names.end();
   };
-  bool options = true;
-  while (!words.empty()) {
-    const std::string word = std::move(words.front());
-    words.pop_front();
-    if (options && word == "--") {
-      options = false;
-    } else if (options && absl::StartsWith(word, "--")) {
-      const size_t equals = word.find('=');
-      auto known = kLong->find(word.substr(0, equals));
-      if (known != kLong->end() &&
-          !option(known->second, equals == std::string::npos ? "" : word.substr(equals + 1))) {
-        return PythonLaunch::kNone;
-      }
-    } else if (options && absl::StartsWith(word, "-") && word.size() > 1) {
-      // A cluster of short options; u, C and S take the rest of the word, or the next one.
-      for (size_t c = 1; c < word.size(); ++c) {
-        const char flag = word[c];
-        const bool takes = flag == 'u' || flag == 'C' || flag == 'S';
-        if (!option(flag, takes ? word.substr(c + 1) : "")) return PythonLaunch::kNone;
-        if (takes) break;
-      }
-    } else if (word == "-") {
-      return PythonLaunch::kNone;  // an empty environment, as -i
-    } else if (absl::StrContains(word, '=')) {
-      options = false;  // an assignment
-      if (absl::StartsWith(word, "PYTHONPATH=")) return PythonLaunch::kNone;  // replaces ours
-    } else {
-      return LaunchOfProgram(word);
-    }
+  if (!env.ok || env.clears || env.command.empty() || names_pythonpath(env.unset) ||
+      names_pythonpath(env.assigned)) {
+    return PythonLaunch::kNone;
   }
-  return PythonLaunch::kNone;
+  return LaunchOfProgram(env.command[0]);
 }
 
 bool WatchesPython(const v1::JobSpec& spec) { return Watches(spec, PythonLaunchOfSpec(spec)); }

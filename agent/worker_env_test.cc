@@ -276,6 +276,12 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"env", "-u"}, PythonLaunch::kNone},
       {{"env", "-S"}, PythonLaunch::kNone},
       {{"env", "-C", "/data", "./trainer"}, PythonLaunch::kNone},
+      // Long options by a unique prefix, as env takes them; one env refuses runs nothing.
+      {{"env", "--ch", "/data", "python3", "t.py"}, PythonLaunch::kDirect},
+      {{"env", "--ignore-env", "python3", "t.py"}, PythonLaunch::kNone},
+      {{"env", "--uns=PYTHONPATH", "python3", "t.py"}, PythonLaunch::kNone},
+      {{"env", "--i", "python3", "t.py"}, PythonLaunch::kNone},  // ambiguous
+      {{"env", "-x", "python3", "t.py"}, PythonLaunch::kNone},   // no such option
       {{".py"}, PythonLaunch::kNone},
       {{"sh.py.bak"}, PythonLaunch::kNone},
       {{"fish", "-c", "python3 t.py"}, PythonLaunch::kNone},

@@ -10,14 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "spec/command_line.h"
 
 namespace ringmaster::spec {
 namespace {
-
-absl::string_view Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
-}
 
 // torchrun's options: the name with underscores (either spelling is read), whether it takes a
 // value.
@@ -87,7 +83,7 @@ std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEsc
 }  // namespace
 
 bool IsPythonInterpreter(const std::string& argv0) {
-  const absl::string_view name = Basename(argv0);
+  const absl::string_view name = ProgramName(argv0);
   if (!absl::StartsWith(name, "python")) return false;
   for (char c : name.substr(6)) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
@@ -136,7 +132,7 @@ bool UsableValue(const std::string& word) { return word.empty() || word[0] != '-
 
 bool RunsTorchrun(const std::vector<std::string>& argv) {
   if (argv.empty()) return false;
-  if (Basename(argv[0]) == "torchrun") return true;
+  if (ProgramName(argv[0]) == "torchrun") return true;
   if (!IsPythonInterpreter(argv[0])) return false;
   std::string module;
   return AfterModule(argv, &module) >= 0 &&
@@ -145,21 +141,48 @@ bool RunsTorchrun(const std::vector<std::string>& argv) {
 
 namespace {
 
-// Whether a simple command's words start torchrun: past assignments (A=1), the wrappers exec,
-// env, nohup, time and command, and their options, the program is torchrun or a Python running
-// torch.distributed.run (RunsTorchrun). The index of that program's word, or -1.
-int TorchrunAt(const std::vector<std::string>& words) {
-  size_t k = 0;
-  for (; k < words.size(); ++k) {
-    const std::string& word = words[k];
-    const absl::string_view name = Basename(word);
-    const bool assignment = word[0] != '-' && word.find('=') != std::string::npos;
-    if (!assignment && word[0] != '-' && name != "exec" && name != "env" && name != "nohup" &&
-        name != "time" && name != "command") {
-      break;
-    }
+// A shell's NAME=VALUE prefix word.
+bool IsAssignment(const std::string& word) {
+  const size_t equals = word.find('=');
+  if (equals == 0 || equals == std::string::npos) return false;
+  for (size_t i = 0; i < equals; ++i) {
+    const unsigned char c = static_cast<unsigned char>(word[i]);
+    if (!(absl::ascii_isalpha(c) || c == '_' || (i > 0 && absl::ascii_isdigit(c)))) return false;
   }
+  return true;
+}
+
+// Whether a simple command's words, from `from`, start torchrun: past assignments (A=1) and the
+// wrappers exec, nohup, time and command with their options, and env as GNU env reads it
+// (ReadEnvCommand), the program is torchrun or a Python running torch.distributed.run
+// (RunsTorchrun). The index of that program's word (of env's, where -S's string named it), or -1.
+int TorchrunAt(const std::vector<std::string>& words, size_t from = 0) {
+  size_t k = from;
+  while (k < words.size() && IsAssignment(words[k])) ++k;
   if (k >= words.size()) return -1;
+  const absl::string_view name = ProgramName(words[k]);
+  if (name == "env") {
+    const EnvCommand env =
+        ReadEnvCommand(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()));
+    if (!env.ok || env.command.empty()) return -1;
+    const int at = TorchrunAt(env.command);
+    if (at < 0) return -1;
+    return env.command_index < 0 ? static_cast<int>(k)
+                                 : static_cast<int>(k) + env.command_index + at;
+  }
+  if (name == "exec" || name == "nohup" || name == "time" || name == "command") {
+    // Their options: exec's -a NAME and time's -f FORMAT / -o FILE take the next word.
+    size_t next = k + 1;
+    while (next < words.size() && words[next].size() > 1 && words[next][0] == '-') {
+      const std::string& option = words[next++];
+      if (option == "--") break;
+      const bool takes = (name == "exec" && option == "-a") ||
+                         (name == "time" && (option == "-f" || option == "-o" ||
+                                             option == "--format" || option == "--output"));
+      if (takes) ++next;
+    }
+    return TorchrunAt(words, next);
+  }
   return RunsTorchrun(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()))
              ? static_cast<int>(k)
              : -1;
@@ -169,8 +192,8 @@ int TorchrunAt(const std::vector<std::string>& words) {
 
 int HiddenTorchrun(const std::vector<std::string>& argv) {
   if (argv.empty() || RunsTorchrun(argv)) return -1;
-  const absl::string_view program = Basename(argv[0]);
-  if (program == "env") return TorchrunAt(argv);
+  const absl::string_view program = ProgramName(argv[0]);
+  if (program == "env" || program == "nohup" || program == "time") return TorchrunAt(argv);
   if (program != "sh" && program != "bash" && program != "dash" && program != "zsh" &&
       program != "ksh") {
     return -1;
@@ -203,7 +226,7 @@ void ReadTorchrun(const std::vector<std::string>& argv, TorchrunCommand* out,
     return;
   }
   size_t i = 1;
-  if (Basename(argv[0]) != "torchrun") {
+  if (ProgramName(argv[0]) != "torchrun") {
     std::string module;
     const int after = AfterModule(argv, &module);
     if (module == "torch.distributed.launch") {

@@ -175,7 +175,16 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"sh", "-c",
                             "set -e\ncd /d\nexec env -u X python3 -u -m "
                             "torch.distributed.launch t.py"}),
-            -1);  // env -u's name is read as the program: missed (rare)
+            2);  // env -u's NAME is its argument, not the program
+  EXPECT_EQ(HiddenTorchrun({"env", "-u", "X", "-C", "/d", "--", "torchrun", "t.py"}), 6);
+  EXPECT_EQ(HiddenTorchrun({"/usr/bin/env", "-S A=1 torchrun --standalone", "t.py"}), 0);
+  EXPECT_EQ(HiddenTorchrun({"env", "A=1", "nohup", "time", "-o", "t.txt", "torchrun", "t.py"}), 6);
+  EXPECT_EQ(HiddenTorchrun({"nohup", "torchrun", "t.py"}), 1);
+  EXPECT_EQ(HiddenTorchrun({"time", "-f", "%e", "python3", "-m", "torch.distributed.run", "t"}),
+            3);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "exec -a trainer torchrun t.py"}), 2);
+  EXPECT_EQ(HiddenTorchrun({"env", "--frobnicate", "torchrun", "t.py"}), -1);  // env refuses it
+  EXPECT_EQ(HiddenTorchrun({"nohup", "python3", "t.py"}), -1);
   EXPECT_EQ(HiddenTorchrun({"env", "-i", "A=1", "torchrun", "t.py"}), 3);
   EXPECT_EQ(HiddenTorchrun({"env", "A=1", "python3", "t.py", "torchrun"}), -1);
   EXPECT_EQ(HiddenTorchrun({"bash", "run.sh"}), -1);  // a script's contents are not read

@@ -1,5 +1,7 @@
 #include "spec/trainer_keys.h"
 
+#include "spec/command_line.h"
+
 namespace ringmaster::spec {
 namespace {
 
@@ -13,8 +15,7 @@ constexpr absl::string_view kBuiltinOnlyKeys[] = {
 absl::Span<const absl::string_view> BuiltinOnlyKeys() { return kBuiltinOnlyKeys; }
 
 bool IsBuiltinTrainerProgram(absl::string_view argv0) {
-  const size_t slash = argv0.rfind('/');
-  const absl::string_view base = slash == absl::string_view::npos ? argv0 : argv0.substr(slash + 1);
+  const absl::string_view base = ProgramName(argv0);
   return base == "trainer" || base == "ringmaster-trainer";
 }
 
