@@ -303,8 +303,10 @@ class Collectives:
     def _wrap_split_group(self, fn):
         """split_group(parent_pg, split_ranks, ...): every rank of the parent passes the same
         splits and gets the group of the one holding it (torch takes the first), or None."""
-        parent_of, splits_of = locator(fn, "parent_pg"), locator(fn, "split_ranks")
-        if parent_of is None or splits_of is None:
+        import inspect  # Only when torch.distributed is instrumented.
+
+        signature = inspect.signature(fn)
+        if not {"parent_pg", "split_ranks"} <= set(signature.parameters):
             raise RuntimeError("torch.distributed.split_group has no parent_pg or split_ranks")
 
         @_compiler.entry
@@ -312,20 +314,28 @@ class Collectives:
         def wrapper(*args, **kwargs):
             if not _core.enabled or getattr(_tls, "creating", False):
                 return fn(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return fn(*args, **kwargs)  # Torch's own error.
+            splits = bound.arguments.get("split_ranks")
+            if splits is not None and not isinstance(splits, (list, tuple)):
+                # An iterator torch would consume: the watch reads the same splits after it.
+                splits = bound.arguments["split_ranks"] = list(splits)
+            parent = bound.arguments.get("parent_pg")
             _tls.creating = True
             try:
-                pg = fn(*args, **kwargs)
+                pg = fn(*bound.args, **bound.kwargs)
             finally:
                 _tls.creating = False
             try:
-                splits = [list(s) for s in splits_of(args, kwargs)]
-                parent = parent_of(args, kwargs)
+                splits = [list(s) for s in splits]
                 me = int(self.dist.get_rank(parent) if parent is not None
                          else self.dist.get_rank())
                 index = next((i for i, s in enumerate(splits) if me in s), -1)
                 member = pg is not None and pg is not self._non_member and index >= 0
-                self.comm.created(pg if member else None, self._size(pg) if member else 0,
-                                  len(splits), index)
+                self.comm.split(parent, pg if member else None,
+                                self._size(pg) if member else 0, len(splits), index, self._size)
             except Exception as exc:  # noqa: BLE001
                 _core.fail("torch.distributed.split_group", exc)
             return pg

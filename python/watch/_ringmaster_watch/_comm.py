@@ -2,7 +2,8 @@
 
 Groups are named "world" (the default process group) and "pg1", "pg2", ... in the order
 new_group() created them (every rank calls new_group in the same order, so the names agree
-across ranks; a split_group() call names its splits so, in their order); a group first seen in a collective without having been created through
+across ranks; a split_group() call names its splits so, in their order, or after the group it
+split: Comm.split); a group first seen in a collective without having been created through
 new_group gets the next name then. "rendezvous" is init_process_group's wait for every rank:
 its #1 is entered when the program calls init_process_group and completed when that returns
 (worker.proto; the coordinator names a rank that never reached it). Each collective on a
@@ -53,7 +54,7 @@ def bus_factor(op, n):
 
 class _Group:
     __slots__ = ("name", "size", "entered", "outstanding", "completed", "offset", "read",
-                 "ddp_waiting", "buffers_read", "constructing", "retired", "device")
+                 "ddp_waiting", "buffers_read", "constructing", "retired", "device", "splits")
 
     def __init__(self, name, size):
         self.name = name
@@ -75,6 +76,7 @@ class _Group:
         # on the group (_ddp.py, set and cleared without the lock); None otherwise.
         self.constructing = None
         self.retired = False  # Its process group was destroyed (Comm.destroyed).
+        self.splits = 0  # Groups split_group() made from it (Comm.split).
         # Numbers done on the host and not yet on the GPU, (first, last, mark, timing) in the
         # order of their numbers (_device.Marks: a CUDA event recorded after them); timing:
         # None, or (op, host seconds, the mark before them, bytes, count) to time them on the
@@ -225,40 +227,55 @@ class Comm:
         g = self._names.get(id(pg))
         return g is not None and g.retired
 
-    def created(self, pg, size, count=1, index=0):
-        """A call that made `count` groups, every rank making all of them in the same order,
-        returned `pg`, the group at position `index` among them (None, or a sentinel, on a rank
-        outside all of them). new_group() makes one; split_group() (NCCL) makes one per split
-        but returns only the caller's: its groups take the names a new_group() per split in
-        the same order would have given them (init_device_mesh makes its groups either way)."""
+    def created(self, pg, size):
+        """A new_group() call returned `pg` (None or a sentinel on ranks outside it)."""
+        self.split(None, pg, size, 1, 0, None)
+
+    def split(self, parent, pg, size, count, index, size_of):
+        """A call that made `count` groups from `parent` (None: the default group) returned
+        `pg`, the group at position `index` among them (None, or a sentinel, on a rank in none
+        of them): split_group() (NCCL), which every rank of `parent` calls with the same splits
+        and which returns only the caller's. From the default group, which every rank splits,
+        they take the names a new_group() per split, in order, would have given them
+        (init_device_mesh makes its groups either way); from another group, which only its own
+        ranks split, the parent's name, a dot and the split's number among the parent's
+        ("pg1.1", "pg1.2"), the same on each of them. `size_of` as group()'s."""
         with self._lock:
-            first = self._created + 1
-            self._created += count
+            if parent is None or parent is self._world:
+                first = self._created + 1
+                self._created += count
+                prefix = "pg"
+            else:
+                owner = self._group_locked(parent, size_of)
+                first = owner.splits + 1
+                owner.splits += count
+                prefix = owner.name + "."
             if pg is None or not hasattr(pg, "size") or not 0 <= index < count:
                 return  # This rank is not in the group: it never uses the name.
-            name = "pg%d" % (first + index)
-            group = _Group(name, size)
-            self._groups[name] = group
-            self._names[id(pg)] = group
-            self._refs.append(pg)
+            self._register_locked(pg, _Group("%s%d" % (prefix, first + index), size))
 
     def group(self, pg, size_of):
         """The _Group of a collective's `group` argument (None: the default group)."""
         with self._lock:
-            if pg is None or pg is self._world:
-                g = self._groups.get("world")
-                if g is None:
-                    g = self._groups["world"] = _Group("world", size_of(None))
-                return g
-            g = self._names.get(id(pg))
-            if g is not None:
-                return g
-            self._created += 1
-            g = _Group("pg%d" % self._created, size_of(pg))
-            self._groups[g.name] = g
-            self._names[id(pg)] = g
-            self._refs.append(pg)
+            return self._group_locked(pg, size_of)
+
+    def _group_locked(self, pg, size_of):
+        if pg is None or pg is self._world:
+            g = self._groups.get("world")
+            if g is None:
+                g = self._groups["world"] = _Group("world", size_of(None))
             return g
+        g = self._names.get(id(pg))
+        if g is not None:
+            return g
+        self._created += 1
+        return self._register_locked(pg, _Group("pg%d" % self._created, size_of(pg)))
+
+    def _register_locked(self, pg, group):
+        self._groups[group.name] = group
+        self._names[id(pg)] = group
+        self._refs.append(pg)
+        return group
 
     # -- one collective ------------------------------------------------------------------------
     def enter(self, group):

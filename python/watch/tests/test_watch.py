@@ -410,20 +410,33 @@ class SplitGroupTest(unittest.TestCase):
     def test_the_callers_split_takes_its_new_group_name(self):
         everyone = self.new_group([0, 1, 2, 3])
         pair = self.split_group(split_ranks=[[0, 1], [2, 3]])
-        # Split again, from the pair (rank 2 is its rank 0), positionally.
-        alone = self.split_group(pair, [[0], [1]])
         outside = self.split_group(split_ranks=[[0, 1]])  # Rank 2 is in none of them.
+        # Torch reads the splits until the caller's: the watch reads all of them all the same.
+        lazily = self.split_group(split_ranks=iter([[0, 1], [2, 3]]))
         last = self.new_group([2])
         self.assertIsNone(outside)
-        self.assertEqual([self.name(g) for g in (everyone, pair, alone, last)],
-                         ["pg1", "pg3", "pg4", "pg7"])
-        self.assertEqual((pair.ranks, alone.ranks), ([2, 3], [2]))
+        self.assertEqual([self.name(g) for g in (everyone, pair, lazily, last)],
+                         ["pg1", "pg3", "pg6", "pg7"])
+        self.assertEqual(pair.ranks, [2, 3])
         # The same groups by new_group, one per split: the same names.
         self.fresh()
-        groups = [self.new_group(r) for r in ([0, 1, 2, 3], [0, 1], [2, 3], [2], [3], [0, 1],
-                                              [2])]
-        self.assertEqual([self.name(groups[i]) for i in (0, 2, 3, 6)],
-                         ["pg1", "pg3", "pg4", "pg7"])
+        groups = [self.new_group(r) for r in ([0, 1, 2, 3], [0, 1], [2, 3], [0, 1], [0, 1],
+                                              [2, 3], [2])]
+        self.assertEqual([self.name(groups[i]) for i in (0, 2, 5, 6)],
+                         ["pg1", "pg3", "pg6", "pg7"])
+        self.assertTrue(_core.enabled)
+
+    def test_a_split_of_a_subgroup_is_named_after_it(self):
+        # Only the subgroup's ranks split it (ranks 0 and 1 split theirs too, or not): its
+        # splits are named after it, positionally by the subgroup's own ranks (rank 2 is the
+        # pair's rank 0), and the world's numbering, which every rank shares, does not move.
+        pair = self.split_group(split_ranks=[[0, 1], [2, 3]])
+        alone = self.split_group(pair, [[0], [1]])
+        other = self.split_group(parent_pg=pair, split_ranks=[[1], [0]])
+        after = self.new_group([2, 3])
+        self.assertEqual([self.name(g) for g in (pair, alone, other, after)],
+                         ["pg2", "pg2.1", "pg2.4", "pg3"])
+        self.assertEqual((alone.ranks, other.ranks), ([2], [2]))
         self.assertTrue(_core.enabled)
 
     def test_a_surprise_disables_the_watch_and_returns_torchs_group(self):
