@@ -294,11 +294,11 @@ void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
   const int hidden = spec::HiddenTorchrun(argv);
   if (hidden >= 0) {
     problems->Add(absl::StrCat("trainer.command[", hidden, "]"),
-                  "must not start torchrun inside env, nohup, time or a shell (each rank's "
-                  "torchrun would make a world of its own): start the command with torchrun, "
-                  "whose program "
-                  "Ringmaster then runs as a rank, with the variables in trainer.env, or run the "
-                  "program itself (RANK, LOCAL_RANK and WORLD_SIZE are in its environment)");
+                  "must not start torchrun inside env, a wrapper (nohup, timeout, numactl, ...) "
+                  "or a shell (each rank's torchrun would make a world of its own): start the "
+                  "command with torchrun, whose program Ringmaster then runs as a rank, with the "
+                  "variables in trainer.env, or run the program itself (RANK, LOCAL_RANK and "
+                  "WORLD_SIZE are in its environment)");
     return;
   }
   if (!spec::RunsTorchrun(argv)) return;

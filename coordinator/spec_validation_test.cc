@@ -182,8 +182,9 @@ TEST(SpecValidationTest, ATorchrunCommandMustDescribeTheJobsWorld) {
                                      "options (torchrun ... train.py)"));
   EXPECT_THAT(argv({"bash", "-c", "cd /data && torchrun --nproc_per_node=2 train.py"}),
               ::testing::ElementsAre(HasSubstr(
-                  "trainer.command[2]: must not start torchrun inside env, nohup, time or a "
-                  "shell (each rank's torchrun would make a world of its own)")));
+                  "trainer.command[2]: must not start torchrun inside env, a wrapper (nohup, "
+                  "timeout, numactl, ...) or a shell (each rank's torchrun would make a world "
+                  "of its own)")));
   EXPECT_THAT(argv({"nohup", "torchrun", "--nproc_per_node=2", "train.py"}),
               ::testing::ElementsAre(HasSubstr("trainer.command[1]: must not start torchrun")));
   EXPECT_THAT(argv({"torchrun", "--master", "h", "train.py"}),

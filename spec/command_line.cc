@@ -1,5 +1,7 @@
 #include "spec/command_line.h"
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <utility>
 
@@ -28,6 +30,7 @@ constexpr LongOption kLongOptions[] = {
     {"unset", 'u', Argument::kRequired},
     {"chdir", 'C', Argument::kRequired},
     {"split-string", 'S', Argument::kRequired},
+    {"argv0", 'a', Argument::kRequired},  // coreutils 9.7 on
     {"block-signal", 0, Argument::kOptional},
     {"default-signal", 0, Argument::kOptional},
     {"ignore-signal", 0, Argument::kOptional},
@@ -51,7 +54,111 @@ const LongOption* FindLong(absl::string_view name) {
   return found;
 }
 
-bool TakesArgument(char flag) { return flag == 'u' || flag == 'C' || flag == 'S'; }
+bool TakesArgument(char flag) { return flag == 'u' || flag == 'C' || flag == 'S' || flag == 'a'; }
+
+bool IsEnvBlank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+// -S's string split as env splits it (the EnvCommand comment); false where env refuses it (an
+// unterminated quote, an unknown escape, $ not followed by {, \c inside double quotes).
+bool SplitEnvString(absl::string_view s, std::vector<std::string>* out) {
+  enum class Quote { kNone, kSingle, kDouble };
+  Quote quote = Quote::kNone;
+  std::string word;
+  bool in_word = false;  // `word` was started (quotes may leave it empty)
+  auto finish = [&] {
+    if (in_word) out->push_back(std::move(word));
+    word.clear();
+    in_word = false;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (quote == Quote::kSingle) {
+      if (c == '\'') {
+        quote = Quote::kNone;
+      } else if (c == '\\' && i + 1 < s.size() && (s[i + 1] == '\\' || s[i + 1] == '\'')) {
+        word += s[++i];
+      } else {
+        word += c;
+      }
+      continue;
+    }
+    if (c == '\\') {
+      if (i + 1 >= s.size()) return false;
+      const char escaped = s[++i];
+      switch (escaped) {
+        case 'c':
+          if (quote == Quote::kDouble) return false;
+          finish();
+          return true;  // the rest is ignored
+        case '_':
+          if (quote == Quote::kNone) {
+            finish();
+            continue;
+          }
+          word += ' ';
+          break;
+        case 'f':
+          word += '\f';
+          break;
+        case 'n':
+          word += '\n';
+          break;
+        case 'r':
+          word += '\r';
+          break;
+        case 't':
+          word += '\t';
+          break;
+        case 'v':
+          word += '\v';
+          break;
+        case '#':
+        case '$':
+        case '"':
+        case '\'':
+        case '\\':
+          word += escaped;
+          break;
+        default:
+          return false;
+      }
+      in_word = true;
+      continue;
+    }
+    if (c == '$') {  // ${NAME}, kept as written
+      const size_t close = s.find('}', i);
+      if (i + 1 >= s.size() || s[i + 1] != '{' || close == absl::string_view::npos) return false;
+      word.append(s.data() + i, close - i + 1);
+      in_word = true;
+      i = close;
+      continue;
+    }
+    if (quote == Quote::kDouble) {
+      if (c == '"') {
+        quote = Quote::kNone;
+      } else {
+        word += c;
+      }
+      continue;
+    }
+    if (IsEnvBlank(c)) {
+      finish();
+    } else if (c == '#' && !in_word) {
+      break;  // a comment to the end
+    } else if (c == '\'' || c == '"') {
+      quote = c == '\'' ? Quote::kSingle : Quote::kDouble;
+      in_word = true;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != Quote::kNone) return false;
+  finish();
+  return true;
+}
 
 }  // namespace
 
@@ -66,7 +173,8 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv) {
     words.pop_front();
     return true;
   };
-  // Option `flag` with its argument (when it takes one); false where env stops here.
+  // Option `flag` with its argument (when it takes one); false where env stops here (it runs
+  // nothing, or refuses the line: out.ok).
   auto apply = [&out, &words](char flag, const std::string& argument) {
     switch (flag) {
       case 'i':
@@ -76,15 +184,18 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv) {
         out.unset.push_back(argument);
         break;
       case 'S': {
-        const std::vector<std::string> split =
-            absl::StrSplit(argument, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+        std::vector<std::string> split;
+        if (!SplitEnvString(argument, &split)) {
+          out.ok = false;
+          return false;
+        }
         for (auto it = split.rbegin(); it != split.rend(); ++it) words.emplace_front(*it, -1);
         break;
       }
       case 'h':
       case 'V':
         return false;
-      default:  // -0, -v, -C, the signal options: nothing read here
+      default:  // -0, -v, -C, -a, the signal options: nothing read here
         break;
     }
     return true;
@@ -120,10 +231,10 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv) {
       if (!apply(known->flag, argument)) return out;
       continue;
     }
-    // A cluster of short options; u, C and S take the rest of the word, or the next one.
+    // A cluster of short options; u, C, S and a take the rest of the word, or the next one.
     for (size_t c = 1; c < option.size(); ++c) {
       const char flag = option[c];
-      if (!absl::StrContains("i0uCSv", flag)) {
+      if (!absl::StrContains("i0uCSva", flag)) {
         out.ok = false;  // env: "invalid option"
         return out;
       }
@@ -152,6 +263,144 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv) {
   if (!words.empty()) out.command_index = words.front().second;
   for (auto& [word, index] : words) out.command.push_back(std::move(word));
   return out;
+}
+
+namespace {
+
+// A program that runs another given after its own options and operands.
+struct Wrapper {
+  absl::string_view name;
+  absl::string_view short_arguments;  // its short options that take an argument
+  absl::string_view long_arguments;   // its long options that take one, blank-separated
+  int operands;                       // words between its options and the program
+  absl::string_view short_none;       // short options with which it runs no program
+  absl::string_view long_none;        // long ones (--help and --version for all)
+};
+constexpr Wrapper kWrappers[] = {
+    {"exec", "a", "", 0, "", ""},
+    {"nohup", "", "", 0, "", ""},
+    {"time", "fo", "format output", 0, "V", ""},
+    {"command", "", "", 0, "vV", ""},
+    {"timeout", "sk", "signal kill-after", 1, "", ""},
+    {"nice", "n", "adjustment", 0, "", ""},
+    {"setsid", "", "", 0, "", ""},
+    {"stdbuf", "ioe", "input output error", 0, "", ""},
+    {"taskset", "", "", 1, "p", "pid"},
+    {"numactl", "NmCipPw",
+     "cpunodebind membind physcpubind interleave preferred preferred-many weighted-interleave", 0,
+     "Hs", "hardware show"},
+};
+
+bool Lists(absl::string_view names, absl::string_view name) {
+  for (absl::string_view listed : absl::StrSplit(names, ' ', absl::SkipEmpty())) {
+    if (listed == name) return true;
+  }
+  return false;
+}
+
+// The index in `words` of the first word after `wrapper`'s options and operands (from `from`,
+// the word after its name); -1 where it runs no program.
+int AfterWrapper(const Wrapper& wrapper, const std::vector<std::string>& words, size_t from) {
+  size_t i = from;
+  while (i < words.size() && words[i].size() > 1 && words[i][0] == '-') {
+    const std::string& option = words[i++];
+    if (option == "--") break;
+    if (option[1] == '-') {
+      const std::string name = option.substr(2, option.find('=') - 2);
+      if (name == "help" || name == "version" || Lists(wrapper.long_none, name)) return -1;
+      if (option.find('=') == std::string::npos && Lists(wrapper.long_arguments, name)) ++i;
+      continue;
+    }
+    for (size_t c = 1; c < option.size(); ++c) {
+      if (absl::StrContains(wrapper.short_none, option[c])) return -1;
+      if (absl::StrContains(wrapper.short_arguments, option[c])) {
+        if (c + 1 == option.size()) ++i;  // else the rest of the word is the argument
+        break;
+      }
+    }
+  }
+  i += static_cast<size_t>(wrapper.operands);
+  return i < words.size() ? static_cast<int>(i) : -1;
+}
+
+// A shell's NAME=VALUE prefix word.
+bool IsAssignment(const std::string& word) {
+  const size_t equals = word.find('=');
+  if (equals == 0 || equals == std::string::npos) return false;
+  for (size_t i = 0; i < equals; ++i) {
+    const unsigned char c = static_cast<unsigned char>(word[i]);
+    if (!(std::isalpha(c) || c == '_' || (i > 0 && std::isdigit(c)))) return false;
+  }
+  return true;
+}
+
+int ProgramFrom(const std::vector<std::string>& words, size_t from,
+                std::vector<std::string>* command) {
+  size_t k = from;
+  while (k < words.size() && IsAssignment(words[k])) ++k;
+  if (k >= words.size()) return -1;
+  const absl::string_view name = ProgramName(words[k]);
+  if (name == "env") {
+    const EnvCommand env =
+        ReadEnvCommand(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()));
+    if (!env.ok || env.command.empty()) return -1;
+    const int at = ProgramFrom(env.command, 0, command);
+    if (at < 0) return -1;
+    // Words -S inserted precede the rest of the line: a COMMAND from the line is followed by
+    // the line's own words.
+    return env.command_index < 0 ? static_cast<int>(k)
+                                 : static_cast<int>(k) + env.command_index + at;
+  }
+  for (const Wrapper& wrapper : kWrappers) {
+    if (name != wrapper.name) continue;
+    const int after = AfterWrapper(wrapper, words, k + 1);
+    return after < 0 ? -1 : ProgramFrom(words, static_cast<size_t>(after), command);
+  }
+  command->assign(words.begin() + static_cast<long>(k), words.end());
+  return static_cast<int>(k);
+}
+
+}  // namespace
+
+int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command) {
+  command->clear();
+  return ProgramFrom(words, 0, command);
+}
+
+std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
+    const std::vector<std::string>& argv) {
+  std::vector<std::pair<int, std::vector<std::string>>> out;
+  if (argv.empty()) return out;
+  const absl::string_view shell = ProgramName(argv[0]);
+  if (shell != "sh" && shell != "bash" && shell != "dash" && shell != "zsh" && shell != "ksh") {
+    return out;
+  }
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (absl::StartsWith(argv[i], "-")) continue;  // the shell's own options (-lc, -e)
+    for (absl::string_view line :
+         absl::StrSplit(argv[i], absl::ByAnyChar(";&|()\n`"), absl::SkipEmpty())) {
+      std::vector<std::string> words;
+      for (absl::string_view word :
+           absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipWhitespace())) {
+        std::string bare(word);
+        bare.erase(
+            std::remove_if(bare.begin(), bare.end(), [](char c) { return c == '\'' || c == '"'; }),
+            bare.end());
+        if (!bare.empty()) words.push_back(std::move(bare));
+      }
+      if (!words.empty()) out.emplace_back(static_cast<int>(i), std::move(words));
+    }
+  }
+  return out;
+}
+
+int CommandRunning(const std::vector<std::string>& argv, ProgramTest runs) {
+  std::vector<std::string> command;
+  for (const auto& [index, words] : ShellCommands(argv)) {
+    if (ProgramOf(words, &command) >= 0 && runs(command)) return index;
+  }
+  const int at = ProgramOf(argv, &command);
+  return at >= 0 && runs(command) ? at : -1;
 }
 
 }  // namespace ringmaster::spec

@@ -1,13 +1,16 @@
-// Reading a command job's argv as the programs that run it will: the program a path names, and
-// GNU env's command line (`env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...]`), for the
-// agent (is it Python? does the watch reach it?) and the coordinator (does it hide torchrun?).
+// Reading a command job's argv as the programs that run it will: the program a path names, GNU
+// env's command line (`env [OPTION]... [-] [NAME=VALUE]... [COMMAND [ARG]...]`), the program a
+// simple command runs past the wrappers before it (`nohup`, `timeout 1h`, `numactl -N 0`, ...),
+// and the simple commands of a shell's `-c` string, for the agent (is it Python? does the watch
+// reach it?) and the coordinator (does it hide a launcher that would make a world per rank?).
 //
 // Pure functions; thread-safe. Nothing here fails: a line env would refuse reads as such
-// (EnvCommand::ok false).
+// (EnvCommand::ok false), and a command that runs no program as -1.
 #ifndef RINGMASTER_SPEC_COMMAND_LINE_H_
 #define RINGMASTER_SPEC_COMMAND_LINE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -17,15 +20,16 @@ namespace ringmaster::spec {
 // The last component of `path` ("/usr/bin/python3" -> "python3"; "env" -> "env").
 absl::string_view ProgramName(absl::string_view path);
 
-// What `env ...` does, read as coreutils' env (9.1) reads it: options until "--", a word that is
-// no option, or the first NAME=VALUE; a long option may be a unique prefix of its name
-// (`--ign`); -u, -C and -S take the rest of their word or the next word (`--unset=NAME` or
-// `--unset NAME`); -S's string is split at blanks into words read in its place (env's quotes,
-// escapes and ${VAR} in it are not read); a lone "-" right after the options is -i. Other
-// options (-0, -v, the signal ones) change nothing read here.
+// What `env ...` does, read as coreutils' env (9.1, and 9.7's -a/--argv0) reads it: options until
+// "--", a word that is no option, or the first NAME=VALUE; a long option may be a unique prefix
+// of its name (`--ign`); -u, -C, -S and -a take the rest of their word or the next word
+// (`--unset=NAME` or `--unset NAME`); -S's string is split into words read in its place, as env
+// splits it (blanks, single and double quotes, backslash escapes, `\_` a blank, a word starting
+// with # ends it; ${VAR} is kept as written, not expanded); a lone "-" right after the options is
+// -i. Other options (-0, -v, the signal ones) change nothing read here.
 struct EnvCommand {
   bool ok = true;       // false: env refuses the line (an option's argument missing, an
-                        // ambiguous or unknown long option)
+                        // ambiguous or unknown option, an unterminated quote in -S's string)
   bool clears = false;  // -i, --ignore-environment or "-": COMMAND starts with no environment
   std::vector<std::string> unset;     // -u's names, in order
   std::vector<std::string> assigned;  // the names of the NAME=VALUE words, in order
@@ -36,6 +40,32 @@ struct EnvCommand {
 
 // `argv[0]` is env itself (any path); the rest is read.
 EnvCommand ReadEnvCommand(const std::vector<std::string>& argv);
+
+// The program a simple command's `words` run: past NAME=VALUE prefixes, env (ReadEnvCommand) and
+// the wrappers exec, nohup, time, command, timeout, nice, setsid, stdbuf, taskset and numactl,
+// with their options (those that take an argument, attached or the next word) and operands
+// (timeout's DURATION, taskset's mask or list). `*command` gets the program's word and its
+// arguments. Returns the index in `words` of the program's word (env's own, where -S's string
+// named it), or -1 where no program runs (`command -v`, `taskset -p`, `numactl --show`, a line
+// env refuses, nothing after the wrappers).
+int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command);
+
+// The simple commands of a shell's command line (`bash -lc "cd /data && torchrun ..."`): for
+// sh, bash, dash, zsh and ksh (argv[0]'s last component), each word after argv[0] that is no
+// option (does not start with -) split at the
+// shell's separators (; & | ( ) newline backquote) into commands whose words are split at blanks
+// with their quotes dropped; (index of the word in `argv`, the command's words). Empty for
+// another program. (A script a shell runs is not read.)
+std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
+    const std::vector<std::string>& argv);
+
+// Whether a program's words (program, then its arguments) run a given program.
+using ProgramTest = bool (*)(const std::vector<std::string>& command);
+
+// Where `argv` runs a program `runs` accepts: as its own program past any wrappers (ProgramOf), or
+// in one of a shell's simple commands (ShellCommands). The index of the word of `argv` that
+// shows it, or -1.
+int CommandRunning(const std::vector<std::string>& argv, ProgramTest runs);
 
 }  // namespace ringmaster::spec
 

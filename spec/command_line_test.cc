@@ -66,6 +66,25 @@ TEST(CommandLineTest, EnvsSplitStringIsReadInItsPlace) {
   EXPECT_THAT(env.command, ElementsAre("python3", "-u", "t.py"));
 }
 
+TEST(CommandLineTest, EnvsSplitStringQuotesEscapesAndComments) {
+  auto split = [](const std::string& s) { return ReadEnvCommand({"env", "-S", s}); };
+  EXPECT_THAT(split("'a b' \"c\\\"d\" e\\_f\tg").command,
+              ElementsAre("a b", "c\"d", "e", "f", "g"));
+  EXPECT_THAT(split("\"x\\_y\" '' z # a comment").command, ElementsAre("x y", "", "z"));
+  EXPECT_THAT(split("p\\nq${HOME}/r a#b").command, ElementsAre("p\nq${HOME}/r", "a#b"));
+  EXPECT_THAT(split("run \\c ignored").command, ElementsAre("run"));
+  EXPECT_THAT(split("-u 'PYTHONPATH' python3").unset, ElementsAre("PYTHONPATH"));
+  for (const std::string& refused : {"'open", "\"open", "a\\", "a\\q", "$HOME", "\"\\c\""}) {
+    EXPECT_FALSE(split(refused).ok) << refused;
+  }
+}
+
+TEST(CommandLineTest, EnvsArgv0TakesAWord) {
+  const EnvCommand env = ReadEnvCommand({"env", "--argv0=x", "-a", "y", "python3"});
+  EXPECT_TRUE(env.ok);
+  EXPECT_THAT(env.command, ElementsAre("python3"));
+}
+
 TEST(CommandLineTest, LinesEnvRefuses) {
   for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
            {"env", "-u"},                    // no name
@@ -81,6 +100,62 @@ TEST(CommandLineTest, LinesEnvRefuses) {
   // --help and --version run nothing.
   EXPECT_THAT(ReadEnvCommand({"env", "--help", "python3"}).command, IsEmpty());
   EXPECT_THAT(ReadEnvCommand({"env", "--vers", "python3"}).command, IsEmpty());
+}
+
+TEST(CommandLineTest, TheProgramPastWrappers) {
+  std::vector<std::string> command;
+  EXPECT_EQ(ProgramOf({"A=1", "B_2=x", "nohup", "python3", "t.py"}, &command), 3);
+  EXPECT_THAT(command, ElementsAre("python3", "t.py"));
+  // Options that take an argument (attached, the next word, in a cluster), then operands.
+  EXPECT_EQ(ProgramOf({"time", "-ao", "log", "timeout", "--signal", "KILL", "-k5", "1h",
+                       "stdbuf", "-oL", "--error=0", "taskset", "-c", "0-3", "numactl",
+                       "--membind", "0", "-N1", "nice", "-n", "5", "setsid", "exec", "-a",
+                       "name", "command", "-p", "env", "X=1", "prog", "arg"},
+                      &command),
+            29);
+  EXPECT_THAT(command, ElementsAre("prog", "arg"));
+  EXPECT_EQ(ProgramOf({"/usr/bin/env", "-S", "nohup python3 -u", "t.py"}, &command), 0);
+  EXPECT_THAT(command, ElementsAre("python3", "-u", "t.py"));
+  EXPECT_EQ(ProgramOf({"env", "-u", "X", "nohup", "python3"}, &command), 4);
+  EXPECT_EQ(ProgramOf({"python3", "t.py"}, &command), 0);
+  EXPECT_THAT(command, ElementsAre("python3", "t.py"));
+  // Nothing runs.
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
+           {"command", "-v", "torchrun"},
+           {"taskset", "-p", "3", "42"},
+           {"numactl", "--show"},
+           {"timeout", "--help"},
+           {"nohup"},
+           {"timeout", "1h"},
+           {"A=1"},
+           {"env", "--bogus", "python3"},
+           {},
+       }) {
+    EXPECT_EQ(ProgramOf(words, &command), -1) << (words.empty() ? "" : words[0]);
+  }
+  // A word with = that is no NAME=VALUE is the program.
+  EXPECT_EQ(ProgramOf({"./a=b", "x"}, &command), 0);
+}
+
+TEST(CommandLineTest, AShellsSimpleCommands) {
+  EXPECT_THAT(ShellCommands({"/bin/bash", "-lc", "cd /d && A=1 'torchrun' t.py; echo \"x y\""}),
+              ElementsAre(std::make_pair(2, std::vector<std::string>{"cd", "/d"}),
+                          std::make_pair(2, std::vector<std::string>{"A=1", "torchrun", "t.py"}),
+                          std::make_pair(2, std::vector<std::string>{"echo", "x", "y"})));
+  EXPECT_THAT(ShellCommands({"python3", "-c", "print(1)"}), IsEmpty());
+  EXPECT_THAT(ShellCommands({}), IsEmpty());
+}
+
+bool RunsProg(const std::vector<std::string>& command) {
+  return !command.empty() && command[0] == "prog";
+}
+
+TEST(CommandLineTest, WhereACommandRunsAProgram) {
+  EXPECT_EQ(CommandRunning({"prog", "x"}, RunsProg), 0);
+  EXPECT_EQ(CommandRunning({"nohup", "prog"}, RunsProg), 1);
+  EXPECT_EQ(CommandRunning({"sh", "-e", "-c", "set -x; exec prog"}, RunsProg), 3);
+  EXPECT_EQ(CommandRunning({"sh", "-c", "echo prog"}, RunsProg), -1);
+  EXPECT_EQ(CommandRunning({"other", "prog"}, RunsProg), -1);
 }
 
 }  // namespace

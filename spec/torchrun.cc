@@ -139,83 +139,9 @@ bool RunsTorchrun(const std::vector<std::string>& argv) {
          (module == "torch.distributed.run" || module == "torch.distributed.launch");
 }
 
-namespace {
-
-// A shell's NAME=VALUE prefix word.
-bool IsAssignment(const std::string& word) {
-  const size_t equals = word.find('=');
-  if (equals == 0 || equals == std::string::npos) return false;
-  for (size_t i = 0; i < equals; ++i) {
-    const unsigned char c = static_cast<unsigned char>(word[i]);
-    if (!(absl::ascii_isalpha(c) || c == '_' || (i > 0 && absl::ascii_isdigit(c)))) return false;
-  }
-  return true;
-}
-
-// Whether a simple command's words, from `from`, start torchrun: past assignments (A=1) and the
-// wrappers exec, nohup, time and command with their options, and env as GNU env reads it
-// (ReadEnvCommand), the program is torchrun or a Python running torch.distributed.run
-// (RunsTorchrun). The index of that program's word (of env's, where -S's string named it), or -1.
-int TorchrunAt(const std::vector<std::string>& words, size_t from = 0) {
-  size_t k = from;
-  while (k < words.size() && IsAssignment(words[k])) ++k;
-  if (k >= words.size()) return -1;
-  const absl::string_view name = ProgramName(words[k]);
-  if (name == "env") {
-    const EnvCommand env =
-        ReadEnvCommand(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()));
-    if (!env.ok || env.command.empty()) return -1;
-    const int at = TorchrunAt(env.command);
-    if (at < 0) return -1;
-    return env.command_index < 0 ? static_cast<int>(k)
-                                 : static_cast<int>(k) + env.command_index + at;
-  }
-  if (name == "exec" || name == "nohup" || name == "time" || name == "command") {
-    // Their options: exec's -a NAME and time's -f FORMAT / -o FILE take the next word.
-    size_t next = k + 1;
-    while (next < words.size() && words[next].size() > 1 && words[next][0] == '-') {
-      const std::string& option = words[next++];
-      if (option == "--") break;
-      const bool takes = (name == "exec" && option == "-a") ||
-                         (name == "time" && (option == "-f" || option == "-o" ||
-                                             option == "--format" || option == "--output"));
-      if (takes) ++next;
-    }
-    return TorchrunAt(words, next);
-  }
-  return RunsTorchrun(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()))
-             ? static_cast<int>(k)
-             : -1;
-}
-
-}  // namespace
-
 int HiddenTorchrun(const std::vector<std::string>& argv) {
   if (argv.empty() || RunsTorchrun(argv)) return -1;
-  const absl::string_view program = ProgramName(argv[0]);
-  if (program == "env" || program == "nohup" || program == "time") return TorchrunAt(argv);
-  if (program != "sh" && program != "bash" && program != "dash" && program != "zsh" &&
-      program != "ksh") {
-    return -1;
-  }
-  // A shell's strings (`-c "cd /data && torchrun ..."`): each simple command, split at the
-  // shell's separators, its words at blanks (quotes dropped).
-  for (size_t i = 1; i < argv.size(); ++i) {
-    for (absl::string_view command :
-         absl::StrSplit(argv[i], absl::ByAnyChar(";&|()\n`"), absl::SkipEmpty())) {
-      std::vector<std::string> words;
-      for (absl::string_view word :
-           absl::StrSplit(command, absl::ByAnyChar(" \t"), absl::SkipWhitespace())) {
-        std::string bare(word);
-        bare.erase(
-            std::remove_if(bare.begin(), bare.end(), [](char c) { return c == '\'' || c == '"'; }),
-            bare.end());
-        if (!bare.empty()) words.push_back(std::move(bare));
-      }
-      if (TorchrunAt(words) >= 0) return static_cast<int>(i);
-    }
-  }
-  return -1;
+  return CommandRunning(argv, RunsTorchrun);
 }
 
 void ReadTorchrun(const std::vector<std::string>& argv, TorchrunCommand* out,

@@ -56,13 +56,12 @@ bool IsPythonInterpreter(const std::string& argv0);
 // `torch.distributed.launch`, which ReadTorchrun refuses).
 bool RunsTorchrun(const std::vector<std::string>& argv);
 
-// The index of a word of `argv` that starts torchrun inside `env`, `nohup`, `time` or a shell
-// (`env A=1 torchrun ...`, `bash -c "cd /data && torchrun ..."`: torchrun, or a Python running
-// torch.distributed.run, as the program of a simple command, past assignments and the wrappers
-// exec, nohup, time and command with their options, and env as GNU env reads it:
-// spec/command_line.h), where Ringmaster would run torchrun itself and each rank would make a
-// world of its own: the coordinator refuses it. -1 where none shows (a shell script's contents
-// are not read; a shell string's words are split at blanks, its quotes dropped).
+// The index of a word of `argv` that starts torchrun (torchrun, or a Python running
+// torch.distributed.run) inside something else: env, a wrapper (`nohup`, `timeout 1h`, `numactl
+// -N 0`, ...) or a shell's -c string (`bash -c "cd /data && torchrun ..."`), as
+// spec/command_line.h's CommandRunning finds it, where Ringmaster would run torchrun itself and
+// each rank would make a world of its own: the coordinator refuses it. -1 where none shows
+// (argv itself runs torchrun, which Ringmaster reads; a shell script's contents are not read).
 int HiddenTorchrun(const std::vector<std::string>& argv);
 
 // Reads a command RunsTorchrun accepts (another is a problem). On success `problems` is empty; else

@@ -185,6 +185,13 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"bash", "-c", "exec -a trainer torchrun t.py"}), 2);
   EXPECT_EQ(HiddenTorchrun({"env", "--frobnicate", "torchrun", "t.py"}), -1);  // env refuses it
   EXPECT_EQ(HiddenTorchrun({"nohup", "python3", "t.py"}), -1);
+  EXPECT_EQ(HiddenTorchrun({"time", "-ao", "t.log", "torchrun", "t.py"}), 3);  // -o's FILE
+  EXPECT_EQ(HiddenTorchrun({"timeout", "-s", "KILL", "2h", "torchrun", "t.py"}), 4);
+  EXPECT_EQ(HiddenTorchrun({"numactl", "--cpunodebind", "0", "nice", "-n", "5", "torchrun"}), 6);
+  EXPECT_EQ(HiddenTorchrun({"env", "-S", "'torchrun' --standalone", "t.py"}), 0);
+  // command -v prints where torchrun is; it runs nothing.
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "command -v torchrun >/dev/null || exit 1; python3 t"}),
+            -1);
   EXPECT_EQ(HiddenTorchrun({"env", "-i", "A=1", "torchrun", "t.py"}), 3);
   EXPECT_EQ(HiddenTorchrun({"env", "A=1", "python3", "t.py", "torchrun"}), -1);
   EXPECT_EQ(HiddenTorchrun({"bash", "run.sh"}), -1);  // a script's contents are not read
