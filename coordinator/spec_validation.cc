@@ -21,6 +21,7 @@
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/elastic.h"
+#include "spec/launchers.h"
 #include "spec/torchrun.h"
 #include "spec/trainer_keys.h"
 
@@ -286,7 +287,8 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
   }
 }
 
-// A torchrun command line (spec/torchrun.h): readable, and its world the job's.
+// A torchrun command line (spec/torchrun.h): readable, and its world the job's; no launcher that
+// makes a world of its own on each node (spec/launchers.h).
 void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
   if (!spec.trainer().has_command()) return;
   const auto& words = spec.trainer().command().argv();
@@ -299,6 +301,11 @@ void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
                   "command with torchrun, whose program Ringmaster then runs as a rank, with the "
                   "variables in trainer.env, or run the program itself (RANK, LOCAL_RANK and "
                   "WORLD_SIZE are in its environment)");
+    return;
+  }
+  const spec::LauncherProblem launcher = spec::ForeignLauncher(argv);
+  if (launcher.index >= 0) {
+    problems->Add(absl::StrCat("trainer.command[", launcher.index, "]"), launcher.rule);
     return;
   }
   if (!spec::RunsTorchrun(argv)) return;

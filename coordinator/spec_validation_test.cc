@@ -187,6 +187,13 @@ TEST(SpecValidationTest, ATorchrunCommandMustDescribeTheJobsWorld) {
                   "of its own)")));
   EXPECT_THAT(argv({"nohup", "torchrun", "--nproc_per_node=2", "train.py"}),
               ::testing::ElementsAre(HasSubstr("trainer.command[1]: must not start torchrun")));
+  EXPECT_THAT(argv({"accelerate", "launch", "--multi_gpu", "train.py"}),
+              ::testing::ElementsAre(HasSubstr(
+                  "trainer.command[0]: must not run `accelerate launch`, which starts its own "
+                  "processes and world on each node")));
+  EXPECT_THAT(argv({"bash", "-c", "cd /d && deepspeed train.py"}),
+              ::testing::ElementsAre(HasSubstr(
+                  "trainer.command[2]: must not run the deepspeed launcher")));
   EXPECT_THAT(argv({"torchrun", "--master", "h", "train.py"}),
               ::testing::ElementsAre("trainer.command[1]: \"--master\" is ambiguous: it may be "
                                      "--master_addr, --master_port"));

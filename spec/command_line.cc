@@ -5,6 +5,7 @@
 #include <deque>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
@@ -13,6 +14,44 @@ namespace ringmaster::spec {
 absl::string_view ProgramName(absl::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool IsPythonInterpreter(const std::string& argv0) {
+  const absl::string_view name = ProgramName(argv0);
+  if (!absl::StartsWith(name, "python")) return false;
+  for (char c : name.substr(6)) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
+  }
+  return true;
+}
+
+int PythonModule(const std::vector<std::string>& argv, std::string* module) {
+  if (argv.empty() || !IsPythonInterpreter(argv[0])) return -1;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& word = argv[i];
+    if (word == "--check-hash-based-pycs") {
+      ++i;
+      continue;
+    }
+    if (word == "--" || word.size() < 2 || word[0] != '-') return -1;
+    if (word[1] == '-') continue;  // another long option: no argument
+    for (size_t c = 1; c < word.size(); ++c) {
+      const char flag = word[c];
+      if (flag == 'c') return -1;
+      if (flag != 'm' && flag != 'W' && flag != 'X') continue;
+      std::string argument = word.substr(c + 1);
+      if (argument.empty()) {
+        if (++i >= argv.size()) return -1;
+        argument = argv[i];
+      }
+      if (flag == 'm') {
+        *module = argument;
+        return static_cast<int>(i) + 1;
+      }
+      break;  // -W, -X: the rest of the word was their argument
+    }
+  }
+  return -1;
 }
 
 namespace {

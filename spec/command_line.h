@@ -20,6 +20,17 @@ namespace ringmaster::spec {
 // The last component of `path` ("/usr/bin/python3" -> "python3"; "env" -> "env").
 absl::string_view ProgramName(absl::string_view path);
 
+// Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
+// "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
+bool IsPythonInterpreter(const std::string& argv0);
+
+// For `PYTHON [options] -m MODULE ...` (argv[0] IsPythonInterpreter), its options read as Python
+// reads them (one-letter ones in clusters; c, m, W and X take the rest of the word or the next
+// word; --check-hash-based-pycs the next word): `*module` gets MODULE, and the index of the word
+// after it is returned; -1 where argv runs anything else (a script, -c CODE, stdin, another
+// program) or nothing.
+int PythonModule(const std::vector<std::string>& argv, std::string* module);
+
 // What `env ...` does, read as coreutils' env (9.1, and 9.7's -a/--argv0) reads it: options until
 // "--", a word that is no option, or the first NAME=VALUE; a long option may be a unique prefix
 // of its name (`--ign`); -u, -C, -S and -a take the rest of their word or the next word

@@ -80,51 +80,6 @@ std::string Field(int index) { return absl::StrCat("trainer.command[", index, "]
 // `s` in double quotes, C-escaped: one line whatever it holds.
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CHexEscape(s), "\""); }
 
-}  // namespace
-
-bool IsPythonInterpreter(const std::string& argv0) {
-  const absl::string_view name = ProgramName(argv0);
-  if (!absl::StartsWith(name, "python")) return false;
-  for (char c : name.substr(6)) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
-  }
-  return true;
-}
-
-namespace {
-
-// For `PYTHON [options] -m MODULE ...`, its options read as Python reads them (one-letter ones in
-// clusters; c, m, W and X take the rest of the word or the next word; --check-hash-based-pycs
-// the next word): MODULE, and the index of the word after it; -1 where the interpreter runs
-// anything else (a script, -c CODE, stdin) or nothing.
-int AfterModule(const std::vector<std::string>& argv, std::string* module) {
-  for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string& word = argv[i];
-    if (word == "--check-hash-based-pycs") {
-      ++i;
-      continue;
-    }
-    if (word == "--" || word.size() < 2 || word[0] != '-') return -1;
-    if (word[1] == '-') continue;  // another long option: no argument
-    for (size_t c = 1; c < word.size(); ++c) {
-      const char flag = word[c];
-      if (flag == 'c') return -1;
-      if (flag != 'm' && flag != 'W' && flag != 'X') continue;
-      std::string argument = word.substr(c + 1);
-      if (argument.empty()) {
-        if (++i >= argv.size()) return -1;
-        argument = argv[i];
-      }
-      if (flag == 'm') {
-        *module = argument;
-        return static_cast<int>(i) + 1;
-      }
-      break;  // -W, -X: the rest of the word was their argument
-    }
-  }
-  return -1;
-}
-
 // A value read from the word after an option: argparse takes none that looks like an option.
 bool UsableValue(const std::string& word) { return word.empty() || word[0] != '-'; }
 
@@ -135,7 +90,7 @@ bool RunsTorchrun(const std::vector<std::string>& argv) {
   if (ProgramName(argv[0]) == "torchrun") return true;
   if (!IsPythonInterpreter(argv[0])) return false;
   std::string module;
-  return AfterModule(argv, &module) >= 0 &&
+  return PythonModule(argv, &module) >= 0 &&
          (module == "torch.distributed.run" || module == "torch.distributed.launch");
 }
 
@@ -154,7 +109,7 @@ void ReadTorchrun(const std::vector<std::string>& argv, TorchrunCommand* out,
   size_t i = 1;
   if (ProgramName(argv[0]) != "torchrun") {
     std::string module;
-    const int after = AfterModule(argv, &module);
+    const int after = PythonModule(argv, &module);
     if (module == "torch.distributed.launch") {
       problems->emplace_back(
           Field(after - 1),

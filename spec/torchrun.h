@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "spec/command_line.h"
+
 namespace ringmaster::spec {
 
 struct TorchrunCommand {
@@ -47,9 +49,6 @@ struct TorchrunCommand {
   int nnodes_index = -1;
 };
 
-// Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
-// "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
-bool IsPythonInterpreter(const std::string& argv0);
 
 // Whether `argv` runs torchrun: argv[0]'s last path component is "torchrun", or argv[0] is a
 // Python interpreter whose options are followed by `-m torch.distributed.run` (or
