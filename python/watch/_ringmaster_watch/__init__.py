@@ -57,7 +57,11 @@ def start(env=None):
             {"torch": _on_torch, "torch.distributed": _on_distributed,
              "torch.nn.parallel.distributed": _on_distributed,
              "torch.distributed.checkpoint": _on_checkpoint,
-             "torch.distributed._functional_collectives": _on_functional_collectives},
+             "torch.distributed._functional_collectives": _on_functional_collectives,
+             # torchrun's own modules: `python -m torch.distributed.run` is known to be torchrun
+             # only once runpy runs it, after torch imported (_check_launcher).
+             "torch.distributed.run": _check_launcher,
+             "torch.distributed.launcher.api": _check_launcher},
             lambda name, exc: _core.fail("instrumenting %s" % name, exc))
         sys.meta_path.insert(0, _finder)
         _core.on_disable(_remove_finder)
@@ -157,10 +161,70 @@ def _install_excepthook(reporter, shell):
     _core.on_disable(take_back)
 
 
+# -- launchers ----------------------------------------------------------------------------------
+# A launcher that starts its own processes and world (spec/launchers.h; torchrun, which the agent
+# runs as its program when the job's command names it: spec/torchrun.h): the name in a refusal.
+_LAUNCHER_MODULES = {
+    "torch.distributed.run": "torchrun",
+    "torch.distributed.launch": "torchrun",
+    "accelerate.commands.launch": "accelerate launch",
+    "deepspeed.launcher.runner": "the deepspeed launcher",
+    "deepspeed.launcher.launch": "the deepspeed launcher",
+}
+_LAUNCHER_SCRIPTS = {"torchrun": "torchrun", "accelerate-launch": "accelerate launch",
+                     "deepspeed": "the deepspeed launcher",
+                     "deepspeed.pt": "the deepspeed launcher"}
+
+
+def launcher_of(argv, main_module):
+    """The launcher this process runs (its sys.argv, and the module run as __main__ by
+    `python -m`, or None), or None."""
+    if main_module in _LAUNCHER_MODULES:
+        return _LAUNCHER_MODULES[main_module]
+    name = os.path.basename(argv[0]) if argv and isinstance(argv[0], str) else ""
+    if name == "accelerate":
+        return "accelerate launch" if len(argv) > 1 and argv[1] == "launch" else None
+    return _LAUNCHER_SCRIPTS.get(name)
+
+
+def _refuse_launcher(launcher):
+    """Ends this process, a launcher a rank's command started past what the coordinator reads
+    (a shell script, a Python program's subprocess), before it starts anything: each rank's
+    launcher would start a node's worth of processes in a world of its own, training apart from
+    the other ranks. Exit 78 (a failure no restart mends), with the reason reported and printed.
+    The job's `watchdog: {python_watch: false}` turns the watch, and this, off."""
+    reason = ("%s started inside rank %s's command: each rank's %s would start its own "
+              "processes in a world of its own (Ringmaster starts one process per device and sets "
+              "RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT): run the training "
+              "program itself, or make the launcher the job's command (torchrun only)"
+              % (launcher, os.environ.get("RANK", "?"), launcher))
+    reporter = _watch_state.get("reporter")
+    try:
+        if reporter is not None:
+            reporter.send("exit", {"exitCode": 78, "reason": reason[:512]})
+            reporter.drain()
+    except Exception:  # noqa: BLE001  Printed below all the same.
+        pass
+    _log("refused: " + reason)
+    os._exit(78)
+
+
 # -- instrumentation, as torch's modules finish importing --------------------------------------
+def _check_launcher(_module=None):
+    """Refuses this process if it is a launcher (_refuse_launcher): checked when torch imports,
+    and again when torchrun's modules do."""
+    if not _core.enabled:
+        return
+    main = sys.modules.get("__main__")
+    launcher = launcher_of(sys.argv, getattr(getattr(main, "__spec__", None), "name", None))
+    if launcher is not None:
+        _refuse_launcher(launcher)
+
+
 def _on_torch(torch):
     if "steps" in _watch_state or not _core.enabled:
         return
+    _check_launcher()
     # Claim the rank: a process this one starts (spawned DataLoader workers...) stays unwatched.
     os.environ["RINGMASTER_PYTHON_WATCH_PID"] = str(os.getpid())
     from . import _comm, _steps

@@ -1930,6 +1930,57 @@ class ExitTest(unittest.TestCase):
                 self.assertEqual(len(ended(agent)), 1 if mode == "shell" else 0)
 
 
+class LauncherTest(unittest.TestCase):
+    """A launcher a rank's command starts where the coordinator cannot see it (a shell script):
+    refused when it imports torch, before it starts anything (docs/python.md)."""
+
+    def test_launchers_are_told_by_main_module_or_script_name(self):
+        import _ringmaster_watch as w
+        for argv, main, want in (
+                (["-m", "--nproc_per_node=1"], "torch.distributed.run", "torchrun"),
+                (["/usr/bin/torchrun", "t.py"], None, "torchrun"),
+                (["/opt/bin/accelerate", "launch", "t.py"], None, "accelerate launch"),
+                (["-m"], "accelerate.commands.launch", "accelerate launch"),
+                (["/v/bin/deepspeed", "t.py"], None, "the deepspeed launcher"),
+                (["-m"], "deepspeed.launcher.launch", "the deepspeed launcher"),
+                (["/opt/bin/accelerate", "config"], None, None),
+                (["train.py", "torchrun"], None, None),
+                (["-c"], None, None),
+                ([], None, None)):
+            self.assertEqual(w.launcher_of(argv, main), want, argv)
+
+    def test_torchrun_inside_a_shell_is_refused_before_it_starts(self):
+        d, agent = agent_in_tmpdir(self)
+        ran = os.path.join(d, "ran")
+        program = os.path.join(d, "train.py")
+        with open(program, "w") as f:
+            f.write("open(%r, 'w').close()\n" % ran)
+        script = os.path.join(d, "torchrun")  # As pip writes torchrun's console script.
+        with open(script, "w") as f:
+            f.write("#!%s\nimport sys\nfrom torch.distributed.run import main\n"
+                    "sys.exit(main())\n" % harness.PYTHON)
+        os.chmod(script, 0o755)
+        for how, line in (("-m", "%s -m torch.distributed.run" % harness.PYTHON),
+                          ("script", script)):
+            with self.subTest(how=how):
+                env = harness.rank_env(0, 1, 1, agent=agent,
+                                       extra={"RINGMASTER_PYTHON_WATCH": "shell"})
+                proc = subprocess.run(
+                    ["/bin/sh", "-c", "cd %s && %s --nproc_per_node=1 --standalone %s"
+                     % (d, line, program)],
+                    env=env, capture_output=True, text=True, timeout=120)
+                self.assertEqual(proc.returncode, 78, proc.stderr)
+                self.assertIn("ringmaster watch: refused: torchrun started inside rank 0's "
+                              "command", proc.stderr)
+                # Before torchrun did anything (its rendezvous, its worker, errors of its own).
+                self.assertNotIn("Traceback", proc.stderr)
+                self.assertFalse(os.path.exists(ran))
+        agent.wait_for(lambda a: len(a.reports("exit", 0)) == 2, what="both exit reports")
+        for report in agent.reports("exit", 0):
+            self.assertEqual(report["exitCode"], 78)
+            self.assertIn("each rank's torchrun would start its own processes", report["reason"])
+
+
 EXIT_WORK = textwrap.dedent("""\
     import atexit, os, sys, time
     import torch, torch.distributed as dist
