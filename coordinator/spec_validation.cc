@@ -292,6 +292,9 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
 void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
   if (!spec.trainer().has_command()) return;
   const auto& words = spec.trainer().command().argv();
+  size_t bytes = 0;
+  for (const std::string& word : words) bytes += word.size() + 1;
+  if (bytes > kMaxSpecBytes) return;  // CheckForExec refuses it; not read further
   const std::vector<std::string> argv(words.begin(), words.end());
   const int hidden = spec::HiddenTorchrun(argv);
   if (hidden >= 0) {

@@ -54,19 +54,23 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv);
 
 // The program a simple command's `words` run: past NAME=VALUE prefixes, env (ReadEnvCommand) and
 // the wrappers exec, nohup, time, command, timeout, nice, setsid, stdbuf, taskset and numactl,
-// with their options (those that take an argument, attached or the next word) and operands
-// (timeout's DURATION, taskset's mask or list). `*command` gets the program's word and its
-// arguments. Returns the index in `words` of the program's word (env's own, where -S's string
-// named it), or -1 where no program runs (`command -v`, `taskset -p`, `numactl --show`, a line
-// env refuses, nothing after the wrappers).
+// with their options (those that take an argument, attached or the next word; long ones by
+// their full names) and operands (timeout's DURATION, taskset's mask or list). `*command` gets
+// the program's word and its arguments. Returns the index in `words` of the program's word
+// (env's own, where -S's string named it), or -1 where no program runs (`command -v`, `taskset
+// -p`, `numactl --show`, a line env refuses, nothing after the wrappers) or where more than 16
+// levels of env and wrappers nest (not read: it bounds the work on a request).
 int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command);
 
 // The simple commands of a shell's command line (`bash -lc "cd /data && torchrun ..."`): for
-// sh, bash, dash, zsh and ksh (argv[0]'s last component), each word after argv[0] that is no
-// option (does not start with -) split at the
-// shell's separators (; & | ( ) newline backquote) into commands whose words are split at blanks
-// with their quotes dropped; (index of the word in `argv`, the command's words). Empty for
-// another program. (A script a shell runs is not read.)
+// sh, bash, dash, zsh and ksh (argv[0]'s last component) given -c, its options read as bash
+// reads them (o and O take the next word, --rcfile and --init-file one; "--" or "-" ends them),
+// the command string split into simple commands at ; & | ( ) newline and backquote outside
+// quotes, each into words at blanks outside quotes, with quotes and backslashes removed,
+// redirections (`> FILE`, `2>&1`, `&>FILE`) and leading reserved words (if, then, do, ...)
+// dropped; and where the string runs its arguments (`exec "$@"`), the words after $0 as one more
+// command. (index of the word in `argv`, the command's words). Empty for another program, and
+// for a shell running a script (not read) or its standard input.
 std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
     const std::vector<std::string>& argv);
 
@@ -74,8 +78,8 @@ std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
 using ProgramTest = bool (*)(const std::vector<std::string>& command);
 
 // Where `argv` runs a program `runs` accepts: as its own program past any wrappers (ProgramOf), or
-// in one of a shell's simple commands (ShellCommands). The index of the word of `argv` that
-// shows it, or -1.
+// in one of a shell's simple commands (ShellCommands), a shell behind wrappers and shells within
+// shells read in turn (up to 16 levels). The index of the word of `argv` that shows it, or -1.
 int CommandRunning(const std::vector<std::string>& argv, ProgramTest runs);
 
 }  // namespace ringmaster::spec

@@ -138,10 +138,26 @@ TEST(CommandLineTest, TheProgramPastWrappers) {
 }
 
 TEST(CommandLineTest, AShellsSimpleCommands) {
-  EXPECT_THAT(ShellCommands({"/bin/bash", "-lc", "cd /d && A=1 'torchrun' t.py; echo \"x y\""}),
-              ElementsAre(std::make_pair(2, std::vector<std::string>{"cd", "/d"}),
-                          std::make_pair(2, std::vector<std::string>{"A=1", "torchrun", "t.py"}),
-                          std::make_pair(2, std::vector<std::string>{"echo", "x", "y"})));
+  using Commands = std::vector<std::pair<int, std::vector<std::string>>>;
+  EXPECT_EQ(ShellCommands({"/bin/bash", "-lc", "cd /d && A=1 'torchrun' t.py; echo \"x y\""}),
+            (Commands{{2, {"cd", "/d"}}, {2, {"A=1", "torchrun", "t.py"}}, {2, {"echo", "x y"}}}));
+  // Separators and blanks inside quotes; redirections and their targets; reserved words.
+  EXPECT_EQ(ShellCommands({"sh", "-c",
+                           "pip list | grep -E 'torch|deepspeed' 2>&1 >/dev/null; "
+                           "if [ -n \"$X\" ]; then python3 -c \"print('a; b')\" &> log; fi"}),
+            (Commands{{2, {"pip", "list"}},
+                      {2, {"grep", "-E", "torch|deepspeed"}},
+                      {2, {"[", "-n", "$X", "]"}},
+                      {2, {"python3", "-c", "print('a; b')"}}}));
+  EXPECT_EQ(ShellCommands({"bash", "-c", "run > out.txt 2> err\\ file.txt x\\ y"}),
+            (Commands{{2, {"run", "x y"}}}));
+  // Options: o takes the next word, in a cluster too; the string is the first operand; a
+  // string that runs "$@" runs the words after $0.
+  EXPECT_EQ(ShellCommands({"bash", "-euo", "pipefail", "-c", "exec \"$@\"", "bash", "p", "x"}),
+            (Commands{{4, {"exec", "$@"}}, {6, {"p", "x"}}}));
+  EXPECT_EQ(ShellCommands({"bash", "-c", "--", "a b"}), (Commands{{3, {"a", "b"}}}));
+  EXPECT_THAT(ShellCommands({"bash", "run.sh", "torchrun"}), IsEmpty());  // a script: not read
+  EXPECT_THAT(ShellCommands({"bash", "-c"}), IsEmpty());
   EXPECT_THAT(ShellCommands({"python3", "-c", "print(1)"}), IsEmpty());
   EXPECT_THAT(ShellCommands({}), IsEmpty());
 }
@@ -156,6 +172,35 @@ TEST(CommandLineTest, WhereACommandRunsAProgram) {
   EXPECT_EQ(CommandRunning({"sh", "-e", "-c", "set -x; exec prog"}, RunsProg), 3);
   EXPECT_EQ(CommandRunning({"sh", "-c", "echo prog"}, RunsProg), -1);
   EXPECT_EQ(CommandRunning({"other", "prog"}, RunsProg), -1);
+  // A shell behind wrappers, a shell in a shell, "$@".
+  EXPECT_EQ(CommandRunning({"env", "A=1", "nohup", "bash", "-c", "prog"}, RunsProg), 5);
+  EXPECT_EQ(CommandRunning({"timeout", "1d", "bash", "-lc", "if x; then prog; fi"}, RunsProg), 4);
+  EXPECT_EQ(CommandRunning({"bash", "-c", "bash -c 'nice prog'"}, RunsProg), 2);
+  EXPECT_EQ(CommandRunning({"sh", "-c", "exec \"$@\"", "sh", "prog"}, RunsProg), 4);
+  EXPECT_EQ(CommandRunning({"sh", "-c", "echo $1", "sh", "prog"}, RunsProg), -1);
+  EXPECT_EQ(CommandRunning({"bash", "run.sh", "prog"}, RunsProg), -1);
+  EXPECT_EQ(CommandRunning({"bash", "-c", "echo x >prog; cat <prog"}, RunsProg), -1);
+}
+
+TEST(CommandLineTest, NestingIsReadOnlySoDeep) {
+  // More than 16 levels are not read: the work on a request stays bounded (100,000 words of
+  // env, as a request of a few hundred kilobytes may hold, read in a moment).
+  std::vector<std::string> deep(16, "nohup");
+  deep.push_back("prog");
+  EXPECT_EQ(CommandRunning(deep, RunsProg), 16);
+  deep.insert(deep.begin(), "nohup");
+  EXPECT_EQ(CommandRunning(deep, RunsProg), -1);
+  std::vector<std::string> envs(100000, "env");
+  envs.push_back("prog");
+  EXPECT_EQ(CommandRunning(envs, RunsProg), -1);
+  auto shells = [](int levels) {  // sh -c 'exec "$@"' sh sh -c 'exec "$@"' sh ... prog
+    std::vector<std::string> argv;
+    for (int i = 0; i < levels; ++i) argv.insert(argv.end(), {"sh", "-c", "exec \"$@\"", "sh"});
+    argv.push_back("prog");
+    return argv;
+  };
+  EXPECT_EQ(CommandRunning(shells(4), RunsProg), 4);  // the outer shell's "$@" words
+  EXPECT_EQ(CommandRunning(shells(20), RunsProg), -1);
 }
 
 }  // namespace

@@ -42,6 +42,26 @@ TEST(LaunchersTest, FoundAsTheProgramOrInsideOneAndSaysWhatToRun) {
   EXPECT_EQ(ForeignLauncher({"bash", "-c", "pip show accelerate deepspeed; python3 t.py"}).index,
             -1);
   EXPECT_TRUE(ForeignLauncher({"python3", "t.py"}).rule.empty());
+  EXPECT_EQ(ForeignLauncher({"timeout", "1d", "bash", "-lc", "accelerate launch t.py"}).index, 4);
+}
+
+// Working commands that only mention a launcher are not refused.
+TEST(LaunchersTest, AMentionIsNoLaunch) {
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"bash", "train.sh", "--launcher", "deepspeed"},
+           {"bash", "scripts/run.sh", "--cfg", "configs/deepspeed"},
+           {"bash", "-c", "source /env.sh && exec \"$@\"", "bash", "python", "train.py",
+            "--launcher", "deepspeed"},
+           {"bash", "-c", "pip list | grep -E 'torch|deepspeed'; python train.py"},
+           {"bash", "-c", "python -c \"print('deepspeed')\" && python train.py"},
+           {"bash", "-c", "python train.py &>/runs/deepspeed"},
+           {"bash", "-c", "python train.py > /runs/accelerate 2>&1"},
+           {"bash", "-o", "pipefail", "-c", "python t.py | tee deepspeed.log"},
+           {"python3", "train.py", "--launcher", "accelerate", "launch"},
+           {"accelerate", "config"},
+       }) {
+    EXPECT_EQ(ForeignLauncher(argv).index, -1) << argv[1] << " " << argv.back();
+  }
 }
 
 }  // namespace

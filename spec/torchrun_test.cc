@@ -189,6 +189,15 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"timeout", "-s", "KILL", "2h", "torchrun", "t.py"}), 4);
   EXPECT_EQ(HiddenTorchrun({"numactl", "--cpunodebind", "0", "nice", "-n", "5", "torchrun"}), 6);
   EXPECT_EQ(HiddenTorchrun({"env", "-S", "'torchrun' --standalone", "t.py"}), 0);
+  EXPECT_EQ(HiddenTorchrun({"bash", "run.sh", "--mode", "torchrun"}), -1);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "pkill -f 'train.py|torchrun' || true; python3 t"}),
+            -1);
+  EXPECT_EQ(HiddenTorchrun({"env", "FOO=1", "bash", "-c", "torchrun t.py"}), 4);
+  EXPECT_EQ(HiddenTorchrun({"nohup", "bash", "-c", "torchrun t.py"}), 3);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "bash -c 'torchrun t.py'"}), 2);
+  EXPECT_EQ(HiddenTorchrun({"bash", "-euo", "pipefail", "-c", "if true; then torchrun t; fi"}),
+            4);
+  EXPECT_EQ(HiddenTorchrun({"numactl", "-c", "0", "torchrun", "t.py"}), 3);
   // command -v prints where torchrun is; it runs nothing.
   EXPECT_EQ(HiddenTorchrun({"bash", "-c", "command -v torchrun >/dev/null || exit 1; python3 t"}),
             -1);
