@@ -78,18 +78,19 @@ PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv) {
                ? PythonLaunchOf(command.program)
                : PythonLaunch::kDirect;
   }
-  if (spec::ProgramName(argv[0]) != "env") return LaunchOfProgram(argv[0]);
-  const spec::EnvCommand env = spec::ReadEnvCommand(argv);
-  // The Python the command starts could not find the watch where env refuses the line, empties
-  // the environment, or unsets or sets PYTHONPATH.
+  // Past env and wrappers (`nohup`, `timeout 1d`, `numactl -N 0`, ...): the program they run.
+  std::vector<std::string> command;
+  spec::EnvEffects effects;
+  if (spec::ProgramOf(argv, &command, &effects) < 0) return PythonLaunch::kNone;
+  // The Python the command starts could not find the watch where env empties the environment,
+  // or unsets or sets PYTHONPATH.
   auto names_pythonpath = [](const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), "PYTHONPATH") != names.end();
   };
-  if (!env.ok || env.clears || env.command.empty() || names_pythonpath(env.unset) ||
-      names_pythonpath(env.assigned)) {
+  if (effects.clears || names_pythonpath(effects.unset) || names_pythonpath(effects.assigned)) {
     return PythonLaunch::kNone;
   }
-  return LaunchOfProgram(env.command[0]);
+  return LaunchOfProgram(command[0]);
 }
 
 bool WatchesPython(const v1::JobSpec& spec) { return Watches(spec, PythonLaunchOfSpec(spec)); }

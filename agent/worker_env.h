@@ -46,17 +46,17 @@ std::map<std::string, std::string> AgentEnvironment();
 using spec::IsPythonInterpreter;
 
 // How a command's argv runs Python, as far as it shows:
-//  - kDirect: the rank's process is the interpreter: argv[0] IsPythonInterpreter, or is a script
-//    whose name ends in ".py" (run through its #! line), or is `env` (read as GNU env reads its
-//    options, NAME=VALUE words and -S's split string) before one of these;
-//  - kShell: a shell runs the program: argv[0]'s last path component is sh, bash, dash, zsh or
-//    ksh, or ends in ".sh", or is `env` before one of these: the Python processes it starts
-//    are watched, the first to import torch taking the rank (docs/python.md);
+//  - kDirect: the program is the interpreter: argv[0] IsPythonInterpreter, or is a script
+//    whose name ends in ".py" (run through its #! line), or `env` and wrappers (nohup,
+//    timeout, nice, numactl, ...: spec::ProgramOf) run one of these;
+//  - kShell: a shell runs the program: the program's last path component is sh, bash, dash, zsh
+//    or ksh, or ends in ".sh" (argv[0], or past env and wrappers): the Python processes it
+//    starts are watched, the first to import torch taking the rank (docs/python.md);
 //  - a torchrun command line (spec/torchrun.h, run as the program torchrun would start):
 //    kDirect, or with --no_python its program's verdict; one spec::ReadTorchrun refuses: kNone;
-//  - kNone: anything else (a binary, an empty argv), and an `env` that empties the
-//    environment (-i, -) or unsets or sets PYTHONPATH: the Python it starts would not find the
-//    watch.
+//  - kNone: anything else (a binary, an empty argv, wrappers that run nothing), and an `env`
+//    that empties the environment (-i, -) or unsets or sets PYTHONPATH: the Python it starts
+//    would not find the watch.
 enum class PythonLaunch { kNone, kDirect, kShell };
 PythonLaunch PythonLaunchOf(const std::vector<std::string>& argv);
 

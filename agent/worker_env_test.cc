@@ -282,6 +282,13 @@ TEST(WorkerEnvTest, PythonLaunchesByTheArgv) {
       {{"env", "--uns=PYTHONPATH", "python3", "t.py"}, PythonLaunch::kNone},
       {{"env", "--i", "python3", "t.py"}, PythonLaunch::kNone},  // ambiguous
       {{"env", "-x", "python3", "t.py"}, PythonLaunch::kNone},   // no such option
+      // Wrappers run the program: it is watched as if it were argv[0].
+      {{"timeout", "23h", "python3", "t.py"}, PythonLaunch::kDirect},
+      {{"numactl", "--cpunodebind=0", "--membind", "0", "python3", "t.py"}, PythonLaunch::kDirect},
+      {{"nohup", "nice", "-n", "5", "bash", "run.sh"}, PythonLaunch::kShell},
+      {{"env", "A=1", "stdbuf", "-oL", "env", "-u", "PYTHONPATH", "python3"}, PythonLaunch::kNone},
+      {{"taskset", "-p", "3", "python3"}, PythonLaunch::kNone},  // runs nothing
+      {{"nohup", "./trainer"}, PythonLaunch::kNone},
       {{".py"}, PythonLaunch::kNone},
       {{"sh.py.bak"}, PythonLaunch::kNone},
       {{"fish", "-c", "python3 t.py"}, PythonLaunch::kNone},

@@ -60,7 +60,15 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv);
 // (env's own, where -S's string named it), or -1 where no program runs (`command -v`, `taskset
 // -p`, `numactl --show`, a line env refuses, nothing after the wrappers) or where more than 16
 // levels of env and wrappers nest (not read: it bounds the work on a request).
-int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command);
+// `effects`, if not null, gets what env and NAME=VALUE prefixes on the way do to the
+// program's environment.
+struct EnvEffects {
+  bool clears = false;                // env -i or -
+  std::vector<std::string> unset;     // env -u's names
+  std::vector<std::string> assigned;  // NAME=VALUE names, env's and prefixes'
+};
+int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command,
+              EnvEffects* effects = nullptr);
 
 // The simple commands of a shell's command line (`bash -lc "cd /data && torchrun ..."`): for
 // sh, bash, dash, zsh and ksh (argv[0]'s last component) given -c, its options read as bash

@@ -83,17 +83,24 @@ bool IsAssignment(const std::string& word) {
 }
 
 int ProgramFrom(const std::vector<std::string>& words, size_t from,
-                std::vector<std::string>* command, int depth) {
+                std::vector<std::string>* command, int depth, EnvEffects* effects) {
   if (depth > kMaxDepth) return -1;
   size_t k = from;
-  while (k < words.size() && IsAssignment(words[k])) ++k;
+  for (; k < words.size() && IsAssignment(words[k]); ++k) {
+    if (effects != nullptr) effects->assigned.push_back(words[k].substr(0, words[k].find('=')));
+  }
   if (k >= words.size()) return -1;
   const absl::string_view name = ProgramName(words[k]);
   if (name == "env") {
-    const EnvCommand env =
+    EnvCommand env =
         ReadEnvCommand(std::vector<std::string>(words.begin() + static_cast<long>(k), words.end()));
     if (!env.ok || env.command.empty()) return -1;
-    const int at = ProgramFrom(env.command, 0, command, depth + 1);
+    if (effects != nullptr) {
+      effects->clears = effects->clears || env.clears;
+      for (std::string& name : env.unset) effects->unset.push_back(std::move(name));
+      for (std::string& name : env.assigned) effects->assigned.push_back(std::move(name));
+    }
+    const int at = ProgramFrom(env.command, 0, command, depth + 1, effects);
     if (at < 0) return -1;
     // Words -S inserted precede the rest of the line: a COMMAND from the line is followed by
     // the line's own words.
@@ -103,7 +110,8 @@ int ProgramFrom(const std::vector<std::string>& words, size_t from,
   for (const Wrapper& wrapper : kWrappers) {
     if (name != wrapper.name) continue;
     const int after = AfterWrapper(wrapper, words, k + 1);
-    return after < 0 ? -1 : ProgramFrom(words, static_cast<size_t>(after), command, depth + 1);
+    return after < 0 ? -1
+                     : ProgramFrom(words, static_cast<size_t>(after), command, depth + 1, effects);
   }
   command->assign(words.begin() + static_cast<long>(k), words.end());
   return static_cast<int>(k);
@@ -234,7 +242,7 @@ int CommandRunningAt(const std::vector<std::string>& argv, ProgramTest runs, int
 // turn) run a program `runs` accepts: the index in `words`, or -1.
 int ProgramRunning(const std::vector<std::string>& words, ProgramTest runs, int depth) {
   std::vector<std::string> command;
-  const int at = ProgramFrom(words, 0, &command, depth);
+  const int at = ProgramFrom(words, 0, &command, depth, nullptr);
   if (at < 0) return -1;
   if (runs(command)) return at;
   if (at == 0 || !IsShell(command[0])) return -1;  // a shell as argv itself: CommandRunningAt
@@ -254,9 +262,10 @@ int CommandRunningAt(const std::vector<std::string>& argv, ProgramTest runs, int
 
 }  // namespace
 
-int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command) {
+int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command,
+              EnvEffects* effects) {
   command->clear();
-  return ProgramFrom(words, 0, command, 0);
+  return ProgramFrom(words, 0, command, 0, effects);
 }
 
 std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(

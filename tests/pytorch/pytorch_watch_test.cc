@@ -180,12 +180,13 @@ class PyTorchWatchTest : public ::testing::Test {
            Job("nosteps", {{"STEPS", "20"}, {"AFTER_SECONDS", "14"}, {"EXIT_SECONDS", "14"}}, 0,
                "", "", "-m, torch.distributed.run, --nproc-per-node=1, --nnodes, 2, "));
     // The program run by a shell (its child, not exec'd), which then works 12 s more (an upload),
-    // and through env.
+    // and through env and a wrapper (timeout's child, not exec'd either).
     submit("shell",
            Job("shell", {{"STUCK_RANK", "1"}, {"STUCK_STEP", "5"}, {"STEPS", "20"}}, 20, "",
                "/bin/sh, -c, '\"$0\" \"$1\"; s=$?; echo \"program exited $s\"; sleep 12; "
                "echo uploaded; exit $s', "));
-    submit("env", Job("env", {{"STEPS", "20"}}, 20, "", "/usr/bin/env, PYTHONUNBUFFERED=1, "));
+    submit("env", Job("env", {{"STEPS", "20"}}, 20, "",
+                      "/usr/bin/env, PYTHONUNBUFFERED=1, timeout, --signal=TERM, 1h, "));
   }
 
   static void TearDownTestSuite() {
