@@ -319,6 +319,20 @@ void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
     found = spec::TorchrunWorldProblems(command, spec.nodes(), spec.min_nodes(),
                                         spec.devices_per_node());
   }
+  if (found.empty() && command.kind == spec::TorchrunCommand::Kind::kNoPython) {
+    // The program --no_python runs is the rank's: no launcher either.
+    const int offset = static_cast<int>(argv.size() - command.program.size());
+    const int nested = spec::CommandRunning(command.program, spec::RunsTorchrun);
+    const spec::LauncherProblem launcher = spec::ForeignLauncher(command.program);
+    if (nested >= 0) {
+      found.emplace_back(absl::StrCat("trainer.command[", offset + nested, "]"),
+                         "must not start torchrun in the program torchrun --no_python runs (each "
+                         "rank's would make a world of its own): run that program itself");
+    } else if (launcher.index >= 0) {
+      found.emplace_back(absl::StrCat("trainer.command[", offset + launcher.index, "]"),
+                         launcher.rule);
+    }
+  }
   for (const auto& [field, rule] : found) problems->Add(field, rule);
 }
 

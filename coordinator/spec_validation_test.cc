@@ -191,6 +191,15 @@ TEST(SpecValidationTest, ATorchrunCommandMustDescribeTheJobsWorld) {
               ::testing::ElementsAre(HasSubstr(
                   "trainer.command[0]: must not run `accelerate launch`, which starts its own "
                   "processes and world on each node")));
+  EXPECT_THAT(argv({"torchrun", "--nproc_per_node=2", "--no_python", "deepspeed", "t.py"}),
+              ::testing::ElementsAre(HasSubstr(
+                  "trainer.command[3]: must not run the deepspeed launcher")));
+  EXPECT_THAT(argv({"torchrun", "--nproc_per_node=2", "--no_python", "nohup", "torchrun", "t"}),
+              ::testing::ElementsAre(HasSubstr(
+                  "trainer.command[4]: must not start torchrun in the program torchrun "
+                  "--no_python runs")));
+  EXPECT_THAT(argv({"torchrun", "--nproc_per_node=2", "--no_python", "python3", "t.py"}),
+              IsEmpty());
   EXPECT_THAT(argv({"bash", "-c", "cd /d && deepspeed train.py"}),
               ::testing::ElementsAre(HasSubstr(
                   "trainer.command[2]: must not run the deepspeed launcher")));

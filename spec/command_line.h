@@ -76,7 +76,8 @@ int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* c
 // the command string split into simple commands at ; & | ( ) newline and backquote outside
 // quotes, each into words at blanks outside quotes, with quotes and backslashes removed,
 // redirections (`> FILE`, `2>&1`, `&>FILE`) and leading reserved words (if, then, do, ...)
-// dropped; and where the string runs its arguments (`exec "$@"`), the words after $0 as one more
+// dropped, and neither comments, heredoc bodies, case patterns nor [[ ]]'s operators read as
+// commands; and where a command's program is "$@" (`exec "$@"`), the words after $0 as one more
 // command. (index of the word in `argv`, the command's words). Empty for another program, and
 // for a shell running a script (not read) or its standard input.
 std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(

@@ -1,5 +1,6 @@
 // ProgramOf, ShellCommands and CommandRunning (spec/command_line.h): the program a simple
 // command runs past its wrappers, and the simple commands of a shell's -c string.
+#include <algorithm>
 #include <cctype>
 #include <utility>
 
@@ -140,100 +141,218 @@ Redirection RedirectionOf(absl::string_view raw) {
 bool IsReservedWord(absl::string_view word) {
   return word == "if" || word == "then" || word == "else" || word == "elif" || word == "do" ||
          word == "while" || word == "until" || word == "{" || word == "!" || word == "}" ||
-         word == "fi" || word == "done";
+         word == "fi" || word == "done" || word == "esac";
 }
 
-// The simple commands of shell text: split at ; & | ( ) newline and backquote outside quotes,
-// words at blanks outside quotes, quotes and backslashes removed, redirections (and their
-// targets) and leading reserved words dropped. Heredoc bodies and ${...} are read as text.
-std::vector<std::vector<std::string>> LexCommands(absl::string_view text) {
-  std::vector<std::vector<std::string>> commands;
-  std::vector<std::string> words;
-  std::string word, raw;  // the word's value, and as written (for redirections)
-  bool in_word = false;
-  auto end_word = [&] {
-    if (in_word) {
-      words.push_back(std::move(word));
-      words.push_back(std::move(raw));  // pairs (value, raw), sorted out in end_command
-    }
-    word.clear();
-    raw.clear();
-    in_word = false;
-  };
-  auto end_command = [&] {
-    end_word();
-    std::vector<std::string> kept;
-    bool skip_next = false;
-    for (size_t i = 0; i + 1 < words.size(); i += 2) {
-      if (skip_next) {
-        skip_next = false;
-        continue;
-      }
-      const Redirection r = RedirectionOf(words[i + 1]);
-      if (r != Redirection::kNone) {
-        skip_next = r == Redirection::kOperator;
-        continue;
-      }
-      if (kept.empty() && IsReservedWord(words[i + 1])) continue;
-      kept.push_back(std::move(words[i]));
-    }
-    if (!kept.empty()) commands.push_back(std::move(kept));
-    words.clear();
+// The simple commands of shell text, as LexCommands describes.
+class ShellLexer {
+ public:
+  explicit ShellLexer(absl::string_view text) : text_(text) {}
+
+  std::vector<std::vector<std::string>> Commands() {
+    for (i_ = 0; i_ < text_.size(); ++i_) Next(text_[i_]);
+    EndCommand(false);
+    return std::move(commands_);
+  }
+
+ private:
+  struct Word {
+    std::string value;  // quotes and backslashes removed
+    std::string raw;    // as written (for redirections)
   };
   enum class Quote { kNone, kSingle, kDouble };
-  Quote quote = Quote::kNone;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quote == Quote::kSingle) {
-      raw += c;
-      if (c == '\'') {
-        quote = Quote::kNone;
-      } else {
-        word += c;
+
+  char Peek() const { return i_ + 1 < text_.size() ? text_[i_ + 1] : '\0'; }
+
+  void Add(char c) {
+    word_.value += c;
+    word_.raw += c;
+    in_word_ = true;
+  }
+
+  void Next(char c) {
+    if (quote_ != Quote::kNone) {
+      if (quote_ == Quote::kDouble && c == '\\' && absl::StrContains("$`\"\\", Peek()) &&
+          Peek() != '\0') {
+        word_.raw += c;
+        word_.value += text_[++i_];
+        word_.raw += text_[i_];
+        return;
       }
-      continue;
-    }
-    if (c == '\\' && i + 1 < text.size()) {
-      raw += c;
-      raw += text[++i];
-      if (text[i] != '\n') word += text[i];  // a backslash-newline joins lines
-      in_word = true;
-      continue;
-    }
-    if (quote == Quote::kDouble) {
-      raw += c;
-      if (c == '"') {
-        quote = Quote::kNone;
+      word_.raw += c;
+      if (c == (quote_ == Quote::kSingle ? '\'' : '"')) {
+        quote_ = Quote::kNone;
       } else {
-        word += c;
+        word_.value += c;
       }
-      continue;
+      return;
+    }
+    if (c == '\\' && Peek() != '\0') {
+      if (text_[++i_] == '\n') return;  // a line continued
+      word_.raw += c;
+      Add(text_[i_]);
+      return;
     }
     if (c == '\'' || c == '"') {
-      quote = c == '\'' ? Quote::kSingle : Quote::kDouble;
-      raw += c;
-      in_word = true;
-    } else if (c == ' ' || c == '\t') {
-      end_word();
-    } else if (c == '&' && in_word && (raw.back() == '<' || raw.back() == '>')) {
-      raw += c;  // 2>&1, <&3: a redirection's own &
-      word += c;
-    } else if (c == '&' && i + 1 < text.size() && text[i + 1] == '>') {
-      end_word();
-      raw += c;  // &> FILE
-      word += c;
-      in_word = true;
-    } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '\n' ||
-               c == '`') {
-      end_command();
-    } else {
-      raw += c;
-      word += c;
-      in_word = true;
+      quote_ = c == '\'' ? Quote::kSingle : Quote::kDouble;
+      word_.raw += c;
+      in_word_ = true;
+      return;
     }
+    if (c == '#' && !in_word_) {  // a comment, to the end of its line
+      const size_t end = text_.find('\n', i_);
+      i_ = end == absl::string_view::npos ? text_.size() : end - 1;
+      return;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      EndWord();
+      return;
+    }
+    if (in_word_ && (c == '&' || c == '|') &&
+        (word_.raw.back() == '<' || word_.raw.back() == '>')) {
+      Add(c);  // 2>&1, >|: the redirection's own
+      return;
+    }
+    if (c == '&' && Peek() == '>') {  // &> FILE
+      EndWord();
+      Add(c);
+      return;
+    }
+    if (c == '(' && in_word_ && word_.raw.back() == '=') {  // NAME=(an array), one word
+      const size_t end = text_.find(')', i_);
+      const size_t last = end == absl::string_view::npos ? text_.size() - 1 : end;
+      for (; i_ <= last; ++i_) Add(text_[i_]);
+      --i_;
+      return;
+    }
+    if (c == '\n') {
+      EndCommand(false);
+      SkipHeredocs();
+      return;
+    }
+    if (test_ && c != '`') {  // [[ ... ]]: its ( ) | & are operators of the test
+      if (!in_word_ || word_.value != "]]") {
+        Add(c);
+        return;
+      }
+      EndWord();  // "]]" ends it: c is read as after any word
+    }
+    if (c == '|') {  // a pipe, or a case pattern's alternative: known at ) or the end
+      EndWord();
+      piped_.push_back(std::move(words_));
+      words_.clear();
+      return;
+    }
+    if (c == '(') {
+      ++parens_;
+      EndCommand(false);
+      return;
+    }
+    if (c == ')') {
+      // Closing a subshell or a $( ... ); with none open, it ends a case pattern: no command.
+      EndCommand(parens_ == 0);
+      if (parens_ > 0) --parens_;
+      return;
+    }
+    if (c == ';' || c == '&' || c == '`') {
+      EndCommand(false);
+      return;
+    }
+    Add(c);
   }
-  end_command();
-  return commands;
+
+  void EndWord() {
+    if (!in_word_) return;
+    const std::string& value = word_.value;
+    if (delimiter_next_) {  // << WORD: WORD, its quotes removed, ends the heredoc
+      heredocs_.emplace_back(value, strip_next_);
+      delimiter_next_ = false;
+    } else if (absl::StartsWith(word_.raw, "<<") && !absl::StartsWith(word_.raw, "<<<")) {
+      const bool strip = value.size() > 2 && value[2] == '-';
+      const std::string delimiter = value.substr(strip ? 3 : 2);
+      if (delimiter.empty()) {
+        delimiter_next_ = true;
+        strip_next_ = strip;
+      } else {
+        heredocs_.emplace_back(delimiter, strip);
+      }
+    }
+    if (words_.empty() && piped_.empty() && value == "[[") test_ = true;
+    if (test_ && value == "]]") test_ = false;
+    words_.push_back(std::move(word_));
+    word_ = Word();
+    in_word_ = false;
+  }
+
+  // The command's words (and those of the pipe before it) are commands, unless `pattern`: they
+  // were a case pattern, `deepspeed|zero3)`.
+  void EndCommand(bool pattern) {
+    EndWord();
+    test_ = false;
+    piped_.push_back(std::move(words_));
+    words_.clear();
+    if (!pattern) {
+      for (std::vector<Word>& command : piped_) Emit(&command);
+    }
+    piped_.clear();
+  }
+
+  void Emit(std::vector<Word>* words) {
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < words->size(); ++i) {
+      const Redirection r = RedirectionOf((*words)[i].raw);
+      if (r != Redirection::kNone) {
+        if (r == Redirection::kOperator) ++i;  // and its target
+        continue;
+      }
+      if (kept.empty() && IsReservedWord((*words)[i].raw)) continue;
+      kept.push_back(std::move((*words)[i].value));
+    }
+    if (!kept.empty()) commands_.push_back(std::move(kept));
+  }
+
+  // At a line's end: the bodies of the heredocs opened on it, up to each one's delimiter line.
+  void SkipHeredocs() {
+    for (const auto& [delimiter, strip] : heredocs_) {
+      size_t start = i_ + 1;
+      while (start < text_.size()) {
+        size_t end = text_.find('\n', start);
+        if (end == absl::string_view::npos) end = text_.size();
+        absl::string_view line = text_.substr(start, end - start);
+        if (strip) {
+          while (!line.empty() && line[0] == '\t') line.remove_prefix(1);
+        }
+        i_ = end == text_.size() ? text_.size() : end;  // the loop goes on after its newline
+        start = end + 1;
+        if (line == delimiter) break;
+      }
+    }
+    heredocs_.clear();
+    delimiter_next_ = false;
+  }
+
+  const absl::string_view text_;
+  size_t i_ = 0;
+  Quote quote_ = Quote::kNone;
+  Word word_;
+  bool in_word_ = false;  // word_ was started (quotes may leave it empty)
+  std::vector<Word> words_;                // the command's words so far
+  std::vector<std::vector<Word>> piped_;   // commands before a | in it
+  std::vector<std::vector<std::string>> commands_;
+  int parens_ = 0;     // ( opened and not closed: subshells, $( ... )
+  bool test_ = false;  // inside [[ ... ]]
+  std::vector<std::pair<std::string, bool>> heredocs_;  // (delimiter, strip tabs) on this line
+  bool delimiter_next_ = false;
+  bool strip_next_ = false;
+};
+
+// The simple commands of shell text: split at ; & | ( ) newline and backquote outside quotes
+// (not the | of a case pattern, nor the operators of [[ ]]), words at blanks outside quotes,
+// quotes and backslashes removed (in double quotes, a backslash only before $ ` " \), comments,
+// heredoc bodies, case patterns, redirections and their targets and leading reserved words
+// dropped, NAME=(an array) one word.
+std::vector<std::vector<std::string>> LexCommands(absl::string_view text) {
+  return ShellLexer(text).Commands();
 }
 
 int CommandRunningAt(const std::vector<std::string>& argv, ProgramTest runs, int depth);
@@ -245,11 +364,15 @@ int ProgramRunning(const std::vector<std::string>& words, ProgramTest runs, int 
   const int at = ProgramFrom(words, 0, &command, depth, nullptr);
   if (at < 0) return -1;
   if (runs(command)) return at;
-  if (at == 0 || !IsShell(command[0])) return -1;  // a shell as argv itself: CommandRunningAt
+  if (!IsShell(command[0])) return -1;
+  if (command.size() == words.size() && command[0] == words[0]) return -1;  // argv itself:
+                                                                            // CommandRunningAt
   const int inner = CommandRunningAt(command, runs, depth + 1);
   if (inner < 0) return -1;
   // The shell's words are argv's from `at` on, unless env's -S string gave them.
-  return at + command.size() == words.size() ? at + inner : at;
+  const bool same = at + command.size() == words.size() &&
+                    std::equal(command.begin(), command.end(), words.begin() + at);
+  return same ? at + inner : at;
 }
 
 int CommandRunningAt(const std::vector<std::string>& argv, ProgramTest runs, int depth) {
@@ -294,18 +417,20 @@ std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
     }
   }
   if (!string || i >= argv.size()) return out;  // a script (not read), or stdin
-  const std::string& text = argv[i];
-  for (std::vector<std::string>& words : LexCommands(text)) {
+  bool runs_arguments = false;  // a command whose program is "$@" (`exec "$@"`)
+  for (std::vector<std::string>& words : LexCommands(argv[i])) {
+    std::vector<std::string> command;
+    if (ProgramOf(words, &command) >= 0) {
+      const std::string& program = command[0];
+      runs_arguments = runs_arguments || program == "$@" || program == "${@}" ||
+                       program == "$*" || program == "${*}";
+    }
     out.emplace_back(static_cast<int>(i), std::move(words));
   }
-  // `exec "$@"` and the like: the words after $0 are one command.
-  if (absl::StrContains(text, "$@") || absl::StrContains(text, "${@") ||
-      absl::StrContains(text, "$*") || absl::StrContains(text, "${*")) {
-    if (i + 2 < argv.size()) {
-      out.emplace_back(static_cast<int>(i) + 2,
-                       std::vector<std::string>(argv.begin() + static_cast<long>(i) + 2,
-                                                argv.end()));
-    }
+  // Then the words after $0 are one command.
+  if (runs_arguments && i + 2 < argv.size()) {
+    out.emplace_back(static_cast<int>(i) + 2,
+                     std::vector<std::string>(argv.begin() + static_cast<long>(i) + 2, argv.end()));
   }
   return out;
 }

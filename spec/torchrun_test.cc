@@ -198,6 +198,30 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"bash", "-euo", "pipefail", "-c", "if true; then torchrun t; fi"}),
             4);
   EXPECT_EQ(HiddenTorchrun({"numactl", "-c", "0", "torchrun", "t.py"}), 3);
+  // Comments, case patterns, heredoc bodies, tests, arrays, and "$@" as arguments mention it.
+  for (const char* line : {
+           "# the script itself (not `torchrun`), don't wrap it\npython3 t.py",
+           "case \"$M\" in\n ddp) python3 t.py;;\n torchrun|x) python3 t.py --y;;\nesac",
+           "cat > notes <<'EOF'\ntorchrun is not used; (see x)\nEOF\npython3 t.py",
+           "python3 - <<-END\n\t# (torchrun)\n\tprint(1)\n\tEND\npython3 t.py",
+           "python3 t.py >| /logs/torchrun",
+           "[[ $L =~ ^(torchrun|deepspeed)$ ]] && python3 t.py",
+           "L=(torchrun deepspeed); python3 t.py",
+       }) {
+    EXPECT_EQ(HiddenTorchrun({"bash", "-c", line}), -1) << line;
+  }
+  EXPECT_EQ(HiddenTorchrun({"bash", "-c", "python3 t.py \"$@\"", "_", "torchrun"}), -1);
+  // And where it runs.
+  for (const char* line : {
+           "(cd /d && torchrun t.py)",
+           "[[ -n $X ]] && torchrun t.py",
+           "cat <<EOF\nx\nEOF\ntorchrun t.py",
+           "case $M in\n a) torchrun t.py;;\nesac",
+           "echo \"a \\\"b\" | torchrun t.py",
+       }) {
+    EXPECT_EQ(HiddenTorchrun({"bash", "-c", line}), 2) << line;
+  }
+  EXPECT_EQ(HiddenTorchrun({"env", "-S", "bash -c 'torchrun t.py'"}), 0);
   // command -v prints where torchrun is; it runs nothing.
   EXPECT_EQ(HiddenTorchrun({"bash", "-c", "command -v torchrun >/dev/null || exit 1; python3 t"}),
             -1);

@@ -210,13 +210,47 @@ def _refuse_launcher(launcher):
 
 
 # -- instrumentation, as torch's modules finish importing --------------------------------------
+def module_of(orig_argv):
+    """MODULE of an interpreter's command line `python [options] -m MODULE ...` (its options
+    read as Python reads them: clusters; c, m, W and X take the rest of the word or the next
+    one), or None where it runs anything else."""
+    i = 1
+    while i < len(orig_argv):
+        word = orig_argv[i]
+        i += 1
+        if not isinstance(word, str) or word == "--" or len(word) < 2 or word[0] != "-":
+            return None
+        if word == "--check-hash-based-pycs":
+            i += 1
+            continue
+        if word[1] == "-":
+            continue
+        for c, flag in enumerate(word[1:], 1):
+            if flag == "c":
+                return None
+            if flag in "mWX":
+                argument = word[c + 1:]
+                if not argument:
+                    if i >= len(orig_argv):
+                        return None
+                    argument, i = orig_argv[i], i + 1
+                if flag == "m":
+                    return argument
+                break
+    return None
+
+
 def _check_launcher(_module=None):
     """Refuses this process if it is a launcher (_refuse_launcher): checked when torch imports,
-    and again when torchrun's modules do."""
+    and again when torchrun's modules do. A `python -m` launcher's module is read from the
+    interpreter's own command line (sys.orig_argv, Python 3.10 on): runpy sets __main__ only
+    after the module's packages, which import torch, have been imported."""
     if not _core.enabled:
         return
-    main = sys.modules.get("__main__")
-    launcher = launcher_of(sys.argv, getattr(getattr(main, "__spec__", None), "name", None))
+    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    if main is None:
+        main = module_of(getattr(sys, "orig_argv", None) or [])
+    launcher = launcher_of(sys.argv, main)
     if launcher is not None:
         _refuse_launcher(launcher)
 

@@ -1948,6 +1948,36 @@ class LauncherTest(unittest.TestCase):
                 (["-c"], None, None),
                 ([], None, None)):
             self.assertEqual(w.launcher_of(argv, main), want, argv)
+        for orig, want in ((["python3", "-um", "accelerate.commands.launch", "t.py"],
+                            "accelerate.commands.launch"),
+                           (["python3", "-X", "dev", "-W", "ignore", "-m", "m.n"], "m.n"),
+                           (["python3", "-Xdev", "-mm"], "m"),
+                           (["python3", "--check-hash-based-pycs", "always", "-m", "m"], "m"),
+                           (["python3", "t.py", "-m", "m"], None),
+                           (["python3", "-c", "x", "-m", "m"], None),
+                           (["python3", "-m"], None),
+                           (["python3"], None)):
+            self.assertEqual(w.module_of(orig), want, orig)
+
+    def test_a_python_m_launcher_is_known_as_its_packages_import_torch(self):
+        # `python -m accelerate.commands.launch`: accelerate's package imports torch before
+        # runpy makes the module __main__; a stand-in package here (accelerate is not
+        # installed), whose module would leave a mark.
+        d, agent = agent_in_tmpdir(self)
+        ran = os.path.join(d, "ran")
+        package = os.path.join(d, "pkgs", "accelerate", "commands")
+        os.makedirs(package)
+        with open(os.path.join(d, "pkgs", "accelerate", "__init__.py"), "w") as f:
+            f.write("import torch\n")
+        open(os.path.join(package, "__init__.py"), "w").close()
+        with open(os.path.join(package, "launch.py"), "w") as f:
+            f.write("open(%r, 'w').close()\n" % ran)
+        env = harness.rank_env(0, 1, 1, agent=agent, pythonpath=os.path.join(d, "pkgs"))
+        proc = subprocess.run([harness.PYTHON, "-u", "-m", "accelerate.commands.launch", "t.py"],
+                              env=env, capture_output=True, text=True, timeout=120, cwd=d)
+        self.assertEqual(proc.returncode, 78, proc.stderr)
+        self.assertIn("refused: accelerate launch started inside rank 0's command", proc.stderr)
+        self.assertFalse(os.path.exists(ran))
 
     def test_torchrun_inside_a_shell_is_refused_before_it_starts(self):
         d, agent = agent_in_tmpdir(self)
