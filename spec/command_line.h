@@ -73,13 +73,15 @@ int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* c
 // The simple commands of a shell's command line (`bash -lc "cd /data && torchrun ..."`): for
 // sh, bash, dash, zsh and ksh (argv[0]'s last component) given -c, its options read as bash
 // reads them (o and O take the next word, --rcfile and --init-file one; "--" or "-" ends them),
-// the command string split into simple commands at ; & | ( ) newline and backquote outside
-// quotes, each into words at blanks outside quotes, with quotes and backslashes removed,
+// the command string split into simple commands at ; & | ( ) and newline outside quotes, each
+// into words at blanks outside quotes, with quotes and backslashes removed, comments,
 // redirections (`> FILE`, `2>&1`, `&>FILE`) and leading reserved words (if, then, do, ...)
-// dropped, and neither comments, heredoc bodies, case patterns nor [[ ]]'s operators read as
-// commands; and where a command's program is "$@" (`exec "$@"`), the words after $0 as one more
-// command. (index of the word in `argv`, the command's words). Empty for another program, and
-// for a shell running a script (not read) or its standard input.
+// dropped; and where a command's program is "$@" (`exec "$@"`), the words after $0 as one more
+// command. (index of the word in `argv`, the command's words). Only what can be read so without
+// taking data for commands: a string with a heredoc, a command substitution, [[ ]], arithmetic,
+// an ANSI-C quote, a function, an array or case gives none (a Python launcher it starts is
+// refused as it runs, by the watch: docs/python.md). Empty for another program, and for a shell
+// running a script (not read) or its standard input.
 std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
     const std::vector<std::string>& argv);
 

@@ -141,17 +141,31 @@ Redirection RedirectionOf(absl::string_view raw) {
 bool IsReservedWord(absl::string_view word) {
   return word == "if" || word == "then" || word == "else" || word == "elif" || word == "do" ||
          word == "while" || word == "until" || word == "{" || word == "!" || word == "}" ||
-         word == "fi" || word == "done" || word == "esac";
+         word == "fi" || word == "done";
 }
 
-// The simple commands of shell text, as LexCommands describes.
+// Whether LexCommands can read shell text: none of the constructs whose words it would take for
+// commands (heredocs, command substitutions, [[ ]], arithmetic, ANSI-C quotes, functions,
+// arrays, case patterns) stands in it. (A launcher in one that is not read is refused as it
+// runs, by the Python watch: docs/python.md.)
+bool Readable(absl::string_view text) {
+  for (absl::string_view construct : {"<<", "$(", "`", "[[", "((", "$'", "()", "=(", "function"}) {
+    if (absl::StrContains(text, construct)) return false;
+  }
+  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(" \t\n;&|"))) {
+    if (word == "case") return false;
+  }
+  return true;
+}
+
+// The simple commands of shell text LexCommands reads.
 class ShellLexer {
  public:
   explicit ShellLexer(absl::string_view text) : text_(text) {}
 
   std::vector<std::vector<std::string>> Commands() {
     for (i_ = 0; i_ < text_.size(); ++i_) Next(text_[i_]);
-    EndCommand(false);
+    EndCommand();
     return std::move(commands_);
   }
 
@@ -172,8 +186,8 @@ class ShellLexer {
 
   void Next(char c) {
     if (quote_ != Quote::kNone) {
-      if (quote_ == Quote::kDouble && c == '\\' && absl::StrContains("$`\"\\", Peek()) &&
-          Peek() != '\0') {
+      if (quote_ == Quote::kDouble && c == '\\' && Peek() != '\0' &&
+          absl::StrContains("$`\"\\", Peek())) {
         word_.raw += c;
         word_.value += text_[++i_];
         word_.raw += text_[i_];
@@ -197,161 +211,63 @@ class ShellLexer {
       quote_ = c == '\'' ? Quote::kSingle : Quote::kDouble;
       word_.raw += c;
       in_word_ = true;
-      return;
-    }
-    if (c == '#' && !in_word_) {  // a comment, to the end of its line
+    } else if (c == '#' && !in_word_) {  // a comment, to the end of its line
       const size_t end = text_.find('\n', i_);
       i_ = end == absl::string_view::npos ? text_.size() : end - 1;
-      return;
-    }
-    if (c == ' ' || c == '\t' || c == '\r') {
+    } else if (c == ' ' || c == '\t' || c == '\r') {
       EndWord();
-      return;
-    }
-    if (in_word_ && (c == '&' || c == '|') &&
-        (word_.raw.back() == '<' || word_.raw.back() == '>')) {
+    } else if (in_word_ && (c == '&' || c == '|') &&
+               (word_.raw.back() == '<' || word_.raw.back() == '>')) {
       Add(c);  // 2>&1, >|: the redirection's own
-      return;
-    }
-    if (c == '&' && Peek() == '>') {  // &> FILE
+    } else if (c == '&' && Peek() == '>') {  // &> FILE
       EndWord();
       Add(c);
-      return;
+    } else if (c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '\n') {
+      EndCommand();
+    } else {
+      Add(c);
     }
-    if (c == '(' && in_word_ && word_.raw.back() == '=') {  // NAME=(an array), one word
-      const size_t end = text_.find(')', i_);
-      const size_t last = end == absl::string_view::npos ? text_.size() - 1 : end;
-      for (; i_ <= last; ++i_) Add(text_[i_]);
-      --i_;
-      return;
-    }
-    if (c == '\n') {
-      EndCommand(false);
-      SkipHeredocs();
-      return;
-    }
-    if (test_ && c != '`') {  // [[ ... ]]: its ( ) | & are operators of the test
-      if (!in_word_ || word_.value != "]]") {
-        Add(c);
-        return;
-      }
-      EndWord();  // "]]" ends it: c is read as after any word
-    }
-    if (c == '|') {  // a pipe, or a case pattern's alternative: known at ) or the end
-      EndWord();
-      piped_.push_back(std::move(words_));
-      words_.clear();
-      return;
-    }
-    if (c == '(') {
-      ++parens_;
-      EndCommand(false);
-      return;
-    }
-    if (c == ')') {
-      // Closing a subshell or a $( ... ); with none open, it ends a case pattern: no command.
-      EndCommand(parens_ == 0);
-      if (parens_ > 0) --parens_;
-      return;
-    }
-    if (c == ';' || c == '&' || c == '`') {
-      EndCommand(false);
-      return;
-    }
-    Add(c);
   }
 
   void EndWord() {
     if (!in_word_) return;
-    const std::string& value = word_.value;
-    if (delimiter_next_) {  // << WORD: WORD, its quotes removed, ends the heredoc
-      heredocs_.emplace_back(value, strip_next_);
-      delimiter_next_ = false;
-    } else if (absl::StartsWith(word_.raw, "<<") && !absl::StartsWith(word_.raw, "<<<")) {
-      const bool strip = value.size() > 2 && value[2] == '-';
-      const std::string delimiter = value.substr(strip ? 3 : 2);
-      if (delimiter.empty()) {
-        delimiter_next_ = true;
-        strip_next_ = strip;
-      } else {
-        heredocs_.emplace_back(delimiter, strip);
-      }
-    }
-    if (words_.empty() && piped_.empty() && value == "[[") test_ = true;
-    if (test_ && value == "]]") test_ = false;
     words_.push_back(std::move(word_));
     word_ = Word();
     in_word_ = false;
   }
 
-  // The command's words (and those of the pipe before it) are commands, unless `pattern`: they
-  // were a case pattern, `deepspeed|zero3)`.
-  void EndCommand(bool pattern) {
+  // The words so far, past redirections (and their targets) and leading reserved words.
+  void EndCommand() {
     EndWord();
-    test_ = false;
-    piped_.push_back(std::move(words_));
-    words_.clear();
-    if (!pattern) {
-      for (std::vector<Word>& command : piped_) Emit(&command);
-    }
-    piped_.clear();
-  }
-
-  void Emit(std::vector<Word>* words) {
     std::vector<std::string> kept;
-    for (size_t i = 0; i < words->size(); ++i) {
-      const Redirection r = RedirectionOf((*words)[i].raw);
+    for (size_t i = 0; i < words_.size(); ++i) {
+      const Redirection r = RedirectionOf(words_[i].raw);
       if (r != Redirection::kNone) {
         if (r == Redirection::kOperator) ++i;  // and its target
         continue;
       }
-      if (kept.empty() && IsReservedWord((*words)[i].raw)) continue;
-      kept.push_back(std::move((*words)[i].value));
+      if (kept.empty() && IsReservedWord(words_[i].raw)) continue;
+      kept.push_back(std::move(words_[i].value));
     }
     if (!kept.empty()) commands_.push_back(std::move(kept));
-  }
-
-  // At a line's end: the bodies of the heredocs opened on it, up to each one's delimiter line.
-  void SkipHeredocs() {
-    for (const auto& [delimiter, strip] : heredocs_) {
-      size_t start = i_ + 1;
-      while (start < text_.size()) {
-        size_t end = text_.find('\n', start);
-        if (end == absl::string_view::npos) end = text_.size();
-        absl::string_view line = text_.substr(start, end - start);
-        if (strip) {
-          while (!line.empty() && line[0] == '\t') line.remove_prefix(1);
-        }
-        i_ = end == text_.size() ? text_.size() : end;  // the loop goes on after its newline
-        start = end + 1;
-        if (line == delimiter) break;
-      }
-    }
-    heredocs_.clear();
-    delimiter_next_ = false;
+    words_.clear();
   }
 
   const absl::string_view text_;
   size_t i_ = 0;
   Quote quote_ = Quote::kNone;
   Word word_;
-  bool in_word_ = false;  // word_ was started (quotes may leave it empty)
-  std::vector<Word> words_;                // the command's words so far
-  std::vector<std::vector<Word>> piped_;   // commands before a | in it
+  bool in_word_ = false;     // word_ was started (quotes may leave it empty)
+  std::vector<Word> words_;  // the command's words so far
   std::vector<std::vector<std::string>> commands_;
-  int parens_ = 0;     // ( opened and not closed: subshells, $( ... )
-  bool test_ = false;  // inside [[ ... ]]
-  std::vector<std::pair<std::string, bool>> heredocs_;  // (delimiter, strip tabs) on this line
-  bool delimiter_next_ = false;
-  bool strip_next_ = false;
 };
 
-// The simple commands of shell text: split at ; & | ( ) newline and backquote outside quotes
-// (not the | of a case pattern, nor the operators of [[ ]]), words at blanks outside quotes,
-// quotes and backslashes removed (in double quotes, a backslash only before $ ` " \), comments,
-// heredoc bodies, case patterns, redirections and their targets and leading reserved words
-// dropped, NAME=(an array) one word.
+// The simple commands of shell text that is Readable (else none): split at ; & | ( ) and
+// newline outside quotes, words at blanks outside quotes, quotes and backslashes removed (in
+// double quotes, a backslash only before $ ` " \), comments, redirections and their targets and
+// leading reserved words dropped.
 std::vector<std::vector<std::string>> LexCommands(absl::string_view text) {
+  if (!Readable(text)) return {};
   return ShellLexer(text).Commands();
 }
 

