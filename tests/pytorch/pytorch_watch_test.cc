@@ -187,6 +187,11 @@ class PyTorchWatchTest : public ::testing::Test {
                "echo uploaded; exit $s', "));
     submit("env", Job("env", {{"STEPS", "20"}}, 20, "",
                       "/usr/bin/env, PYTHONUNBUFFERED=1, timeout, --signal=TERM, 1h, "));
+    // torchrun started where the coordinator does not read (a shell string with a command
+    // substitution): the watch refuses it as it runs.
+    submit("hidden", Job("hidden", {{"STEPS", "20"}}, 20, "",
+                         "/bin/sh, -c, 'v=$(echo 1); exec \"$0\" -m torch.distributed.run "
+                         "--nproc-per-node=1 \"$1\"', "));
   }
 
   static void TearDownTestSuite() {
@@ -370,6 +375,27 @@ TEST_F(PyTorchWatchTest, ProgramsRunByAShellOrEnvAreWatched) {
   EXPECT_EQ(cluster_->WaitForEnd(env, absl::Seconds(150)), "SUCCEEDED") << JobJson(env);
   json = JobJson(env);
   EXPECT_EQ(ProgressStep(json), 20) << json;  // watched: its steps were heard
+}
+
+// A launcher the coordinator could not see is ended by the watch before it starts anything
+// (exit 78): the job fails for good, in its first generation, saying why.
+TEST_F(PyTorchWatchTest, ALauncherTheCoordinatorCannotSeeIsRefusedAsItRuns) {
+  const std::string id = Id("hidden");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(150)), "FAILED") << JobJson(id);
+  const std::string json = JobJson(id);
+  EXPECT_THAT(json, HasSubstr("torchrun started inside rank")) << json;
+  EXPECT_THAT(json, HasSubstr("'s command: each rank's torchrun would start its own processes"))
+      << json;
+  EXPECT_THAT(json, Not(HasSubstr("\"generation\": \"2\""))) << json;
+  // The first rank refused fails the job, whose other rank may be stopped before it says so.
+  std::string logs;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = cluster_->RankLog(id, 1, rank);
+    EXPECT_THAT(log, Not(HasSubstr("rank " + std::to_string(rank) + " done"))) << log;
+    logs += log;
+  }
+  EXPECT_THAT(logs, HasSubstr("ringmaster watch: refused: torchrun started inside rank")) << logs;
 }
 
 // The agents' /metrics carry the watched ranks' step-time histogram and collective waits, and
