@@ -628,6 +628,13 @@ void NodeAgent::OnExit(pid_t pid, ExitInfo info) {
   watchdog_->Untrack(worker.job.job_id(), worker.job.generation(), worker.rank);
   RM_LOG(INFO) << "rank " << worker.rank << " of " << worker.job.job_id() << " (pid " << pid
                << ") exited: code " << info.exit_code << ", signal " << info.signal;
+  // A fatal exit the worker announced (78: the Python watch ended a launcher the rank's command
+  // started; a program's ringmaster.worker.exit_reason) stands though the process exits 0: a
+  // shell that ran the refused program may go on and exit 0 (`torchrun ... | tee log`).
+  if (worker.announced.has_value() && worker.announced->exit_code == kExitFatal &&
+      info.exit_code == 0 && info.signal == 0 && !info.stopped) {
+    info.exit_code = kExitFatal;
+  }
   // A worker the agent stopped ended for that; any other failure may be the OOM killer's.
   const bool failed = info.exit_code != 0 || info.signal != 0;
   const std::string oom = failed && !info.stopped ? oom_watch_.RecentKills() : "";

@@ -426,6 +426,28 @@ TEST_F(NodeAgentTest, AStoppedWorkersExitIsReportedAtTheClocksTime) {
   EXPECT_THAT(agent_->CheckWorker("a", 1, 0, "").message(), HasSubstr("no worker of job a"));
 }
 
+// A fatal exit announced (the watch ending a launcher under a shell that goes on) stands though
+// the process exits 0; another announced code does not change the exit.
+TEST_F(NodeAgentTest, AnAnnouncedFatalExitStandsThoughTheProcessExitsZero) {
+  agent_->OnCommand(Launch("a", 1, {0, 1}));
+  ASSERT_TRUE(workers_.Await("launch a/1 rank 1"));
+  agent_->NoteExitAnnounced("a", 1, 0, kExitFatal, "torchrun started inside rank 0's command");
+  agent_->NoteExitAnnounced("a", 1, 1, 1, "ValueError: helper");
+  workers_.EndWorker(workers_.PidOf("a/1 rank 0"), ExitInfo{0, 0, "went on", false});
+  workers_.EndWorker(workers_.PidOf("a/1 rank 1"), ExitInfo{0, 0, "went on", false});
+  const v1::Register r = agent_->MakeRegister();
+  ASSERT_EQ(r.exited_workers_size(), 2);
+  for (const v1::WorkerState& exit : r.exited_workers()) {
+    if (exit.rank() == 0) {
+      EXPECT_EQ(exit.exit_code(), kExitFatal);
+      EXPECT_EQ(exit.exit_reason(), "torchrun started inside rank 0's command");
+    } else {
+      EXPECT_EQ(exit.exit_code(), 0);
+      EXPECT_EQ(exit.exit_reason(), "");
+    }
+  }
+}
+
 TEST_F(NodeAgentTest, AWorkersOwnExitIsReported) {
   agent_->OnCommand(Launch("a", 1, {0}));
   ASSERT_TRUE(workers_.Await("launch a/1 rank 0"));

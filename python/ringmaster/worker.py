@@ -215,7 +215,8 @@ def phase(name: str, checkpoint_step: Optional[int] = None) -> Iterator[None]:
 def exit_reason(text: str, exit_code: int = 1) -> None:
     """Tells the agent why this rank is about to exit, before it exits with ``exit_code`` (0
     done, 75 a retryable failure, other codes fatal). For a failure the agent quotes ``text`` in
-    the rank's exit and the job's events (``ringctl describe``)."""
+    the rank's exit and the job's events (``ringctl describe``). An announced 78 stands: the
+    rank fails for good even if its process then exits 0."""
     conn = _connection()
     if conn is None:
         return

@@ -188,10 +188,10 @@ class PyTorchWatchTest : public ::testing::Test {
     submit("env", Job("env", {{"STEPS", "20"}}, 20, "",
                       "/usr/bin/env, PYTHONUNBUFFERED=1, timeout, --signal=TERM, 1h, "));
     // torchrun started where the coordinator does not read (a shell string with a command
-    // substitution): the watch refuses it as it runs.
+    // substitution): the watch refuses it as it runs; the shell goes on and exits 0.
     submit("hidden", Job("hidden", {{"STEPS", "20"}}, 20, "",
-                         "/bin/sh, -c, 'v=$(echo 1); exec \"$0\" -m torch.distributed.run "
-                         "--nproc-per-node=1 \"$1\"', "));
+                         "/bin/sh, -c, 'v=$(echo 1); \"$0\" -m torch.distributed.run "
+                         "--nproc-per-node=1 \"$1\"; echo went on', "));
   }
 
   static void TearDownTestSuite() {
@@ -378,7 +378,8 @@ TEST_F(PyTorchWatchTest, ProgramsRunByAShellOrEnvAreWatched) {
 }
 
 // A launcher the coordinator could not see is ended by the watch before it starts anything
-// (exit 78): the job fails for good, in its first generation, saying why.
+// (exit 78): the job fails for good, in its first generation, saying why, though the shell that
+// ran it went on and exited 0.
 TEST_F(PyTorchWatchTest, ALauncherTheCoordinatorCannotSeeIsRefusedAsItRuns) {
   const std::string id = Id("hidden");
   ASSERT_FALSE(id.empty());
