@@ -4,11 +4,9 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "agent/devices.h"
 #include "agent/torchrun_launch.h"
@@ -41,14 +39,13 @@ std::map<std::string, std::string> AgentEnvironment() {
 
 namespace {
 
-// PythonLaunchOf's verdict on one program word (after any `env`).
+// PythonLaunchOf's verdict on one program word (past env and wrappers).
 PythonLaunch LaunchOfProgram(const std::string& program) {
   const absl::string_view name = spec::ProgramName(program);
   if (IsPythonInterpreter(program) || (name.size() > 3 && absl::EndsWith(name, ".py"))) {
     return PythonLaunch::kDirect;
   }
-  if (name == "sh" || name == "bash" || name == "dash" || name == "zsh" || name == "ksh" ||
-      (name.size() > 3 && absl::EndsWith(name, ".sh"))) {
+  if (spec::IsShell(program) || (name.size() > 3 && absl::EndsWith(name, ".sh"))) {
     return PythonLaunch::kShell;
   }
   return PythonLaunch::kNone;

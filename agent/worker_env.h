@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ringmaster/v1/agent.pb.h"
+#include "spec/command_line.h"
 #include "spec/torchrun.h"
 
 namespace ringmaster::agent {
@@ -46,7 +47,7 @@ std::map<std::string, std::string> AgentEnvironment();
 using spec::IsPythonInterpreter;
 
 // How a command's argv runs Python, as far as it shows:
-//  - kDirect: the program is the interpreter: argv[0] IsPythonInterpreter, or is a script
+//  - kDirect: the program it runs (past wrappers, which may fork it) is the interpreter: argv[0] IsPythonInterpreter, or is a script
 //    whose name ends in ".py" (run through its #! line), or `env` and wrappers (nohup,
 //    timeout, nice, numactl, ...: spec::ProgramOf) run one of these;
 //  - kShell: a shell runs the program: the program's last path component is sh, bash, dash, zsh

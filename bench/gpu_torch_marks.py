@@ -8,9 +8,10 @@ DDP's backward, about the sleep for a wait on a collective queued behind one (on
 stream). On the CPU (gloo, DEVICE cpu) it checks the other side: a host-synchronous collective
 is completed when it returns, and charged its host time. Then (torch 2 on) a 2-D
 init_device_mesh: on the GPU over a process group bound to it (init_process_group(device_id=
-...)), whose groups torch 2.5 on makes with split_group, on the CPU with new_group: the watch
-must have named them when made, as new_group's are ("pg1", "pg2"), and count a collective on
-one of them.
+...)), whose groups torch 2.6 makes with split_group, on the CPU with new_group: the watch
+must have named them when made, as new_group's are ("pg1", "pg2"; "world" where a newer torch
+reuses the default group), and count a collective on one of them; on the GPU also a
+split_group call of its own.
 
 Run by gpu_torch_job with the watch active (python/watch first on PYTHONPATH and a rank's
 RINGMASTER_* variables; the report socket need not exist: reports are dropped). Prints one
@@ -33,40 +34,70 @@ SLEEP_CYCLES = 2_000_000_000  # About a second at the GPU's clock.
 def mesh_groups(comm, gpu, problems):
     """The mesh check (the module's docstring; on the CPU its groups come from new_group);
     returns what it saw, for the marks line."""
+    import inspect
+
     try:
+        import torch.distributed.device_mesh as device_mesh
         from torch.distributed.device_mesh import init_device_mesh
     except ImportError:
         return "no init_device_mesh in torch %s" % torch.__version__
-    base = comm._created  # Groups named so far (names are not reused after a destroy).
-    want = {"dp": "pg%d" % (base + 1), "tp": "pg%d" % (base + 2)}
-    if gpu:
-        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
-                                device_id=torch.device("cuda", 0))
-    else:
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    split = getattr(dist.distributed_c10d._get_default_group(), "bound_device_id",
-                    None) is not None and getattr(dist, "split_group", None) is not None
-    mesh = init_device_mesh(device_type="cuda" if gpu else "cpu", mesh_shape=(1, 1),
-                            mesh_dim_names=("dp", "tp"))
+    kwargs = {}
+    if gpu and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        kwargs["device_id"] = torch.device("cuda", 0)  # torch 2.3 on: the group bound to it
+    dist.init_process_group("nccl" if gpu else "gloo", store=dist.HashStore(), rank=0,
+                            world_size=1, **kwargs)
+    default = dist.distributed_c10d._get_default_group()
+    counter = [comm._created]  # Groups named so far (names are not reused after a destroy).
+
+    def expect(pg):
+        if pg is default:  # Newer torch reuses the default group for a world-sized dimension.
+            return "world", "world"
+        counter[0] += 1
+        return "pg%d" % counter[0], getattr(comm._names.get(id(pg)), "name", None)
+
+    splits = []  # device_mesh's split_group calls, counted around the watch's wrapper
+    original = getattr(device_mesh, "split_group", None)
+    if original is not None:
+        def counting(*args, **kw):
+            splits.append(1)
+            return original(*args, **kw)
+        device_mesh.split_group = counting
+    try:
+        mesh = init_device_mesh("cuda" if gpu else "cpu", (1, 1), mesh_dim_names=("dp", "tp"))
+    finally:
+        if original is not None:
+            device_mesh.split_group = original
     made = {d: mesh.get_group(d) for d in ("dp", "tp")}
-    names = {d: getattr(comm._names.get(id(pg)), "name", None) for d, pg in made.items()}
+    want, names = {}, {}
+    for d in ("dp", "tp"):
+        want[d], names[d] = expect(made[d])
     if names != want:
         problems.append("init_device_mesh's groups were named %s when made, expected %s" %
                         (names, want))
+    seen = "init_device_mesh's groups %s, made by %s" % (
+        ", ".join("%s %s" % kv for kv in sorted(names.items())),
+        "split_group" if splits else "new_group or the default group")
+    # split_group itself, where the default group is bound to the GPU: the next name.
+    if gpu and getattr(dist, "split_group", None) is not None and kwargs:
+        own = dist.split_group(split_ranks=[[0]])
+        wanted, got = expect(own)
+        if got != wanted:
+            problems.append("split_group's group was named %s, expected %s" % (got, wanted))
+        seen += "; split_group's own %s" % got
     t = torch.ones(1024, device="cuda" if gpu else "cpu")
+    tp = names["tp"] or "tp"
+    before = int(comm.sequences()[0].get(tp, "0"))
     dist.all_reduce(t, group=made["tp"])
     if gpu:
         torch.cuda.synchronize()
     comm.poll_device()
     entered, completed, _, _ = comm.sequences()
-    tp = (entered.get(want["tp"]), completed.get(want["tp"]))
-    if tp != ("1", "1"):
-        problems.append("an all_reduce on the mesh's tp group: (entered, completed) %s, "
-                        "expected 1 and 1" % (tp,))
+    got = (int(entered.get(tp, "0")) - before, entered.get(tp) == completed.get(tp))
+    if got != (1, True):
+        problems.append("an all_reduce on the mesh's tp group (%s): (entered, all completed) "
+                        "%s, expected (1, True)" % (tp, got))
     dist.destroy_process_group()
-    return "init_device_mesh's groups %s, made by %s" % (
-        ", ".join("%s %s" % kv for kv in sorted(names.items())),
-        "split_group" if split else "new_group")
+    return seen
 
 
 def main():

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "common/format_double.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/command_line.h"
 #include "spec/elastic.h"
 #include "spec/launchers.h"
 #include "spec/torchrun.h"

@@ -4,8 +4,10 @@
 // and the simple commands of a shell's `-c` string, for the agent (is it Python? does the watch
 // reach it?) and the coordinator (does it hide a launcher that would make a world per rank?).
 //
-// Pure functions; thread-safe. Nothing here fails: a line env would refuse reads as such
-// (EnvCommand::ok false), and a command that runs no program as -1.
+// Threading: pure functions, thread-safe. Ownership: nothing is kept; out-parameters must not be
+// null (PythonModule's `*module` is unchanged where it returns -1). Errors: nothing here fails: a
+// line env would refuse reads as such (EnvCommand::ok false), and a command that runs no program
+// as -1.
 #ifndef RINGMASTER_SPEC_COMMAND_LINE_H_
 #define RINGMASTER_SPEC_COMMAND_LINE_H_
 
@@ -19,6 +21,9 @@ namespace ringmaster::spec {
 
 // The last component of `path` ("/usr/bin/python3" -> "python3"; "env" -> "env").
 absl::string_view ProgramName(absl::string_view path);
+
+// Whether `program`'s last path component is sh, bash, dash, zsh or ksh.
+bool IsShell(absl::string_view program);
 
 // Whether `argv0`'s last path component matches ^python[0-9.]*$ ("python", "python3",
 // "python3.11", "/usr/bin/python3"; not "python3-config", "ipython" or "/usr/bin/env").
@@ -52,6 +57,13 @@ struct EnvCommand {
 // `argv[0]` is env itself (any path); the rest is read.
 EnvCommand ReadEnvCommand(const std::vector<std::string>& argv);
 
+// What env and NAME=VALUE prefixes on the way to a program do to its environment (ProgramOf).
+struct EnvEffects {
+  bool clears = false;                // env -i or -
+  std::vector<std::string> unset;     // env -u's names
+  std::vector<std::string> assigned;  // NAME=VALUE names, env's and prefixes'
+};
+
 // The program a simple command's `words` run: past NAME=VALUE prefixes, env (ReadEnvCommand) and
 // the wrappers exec, nohup, time, command, timeout, nice, setsid, stdbuf, taskset and numactl,
 // with their options (those that take an argument, attached or the next word; long ones by
@@ -60,13 +72,7 @@ EnvCommand ReadEnvCommand(const std::vector<std::string>& argv);
 // (env's own, where -S's string named it), or -1 where no program runs (`command -v`, `taskset
 // -p`, `numactl --show`, a line env refuses, nothing after the wrappers) or where more than 16
 // levels of env and wrappers nest (not read: it bounds the work on a request).
-// `effects`, if not null, gets what env and NAME=VALUE prefixes on the way do to the
-// program's environment.
-struct EnvEffects {
-  bool clears = false;                // env -i or -
-  std::vector<std::string> unset;     // env -u's names
-  std::vector<std::string> assigned;  // NAME=VALUE names, env's and prefixes'
-};
+// `command` must not be null; `effects`, if not null, gets what env and prefixes do.
 int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command,
               EnvEffects* effects = nullptr);
 
@@ -76,12 +82,12 @@ int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* c
 // the command string split into simple commands at ; & | ( ) and newline outside quotes, each
 // into words at blanks outside quotes, with quotes and backslashes removed, comments,
 // redirections (`> FILE`, `2>&1`, `&>FILE`) and leading reserved words (if, then, do, ...)
-// dropped; and where a command's program is "$@" (`exec "$@"`), the words after $0 as one more
-// command. (index of the word in `argv`, the command's words). Only what can be read so without
-// taking data for commands: a string with a heredoc, a command substitution, [[ ]], arithmetic,
-// an ANSI-C quote, a function, an array or case gives none (a Python launcher it starts is
-// refused as it runs, by the watch: docs/python.md). Empty for another program, and for a shell
-// running a script (not read) or its standard input.
+// dropped; and where a command's program is "$@" (also ${@}, $*, ${*}: `exec "$@"`), the words
+// after $0 as one more command. (index of the word in `argv`, the command's words). Only what
+// can be read so without taking data for commands: a string with a heredoc, a command
+// substitution, [[ ]], arithmetic, an ANSI-C quote, a function, an array or case gives none (a
+// Python launcher it starts is refused as it runs, by the watch: docs/python.md). Empty for
+// another program, and for a shell running a script (not read) or its standard input.
 std::vector<std::pair<int, std::vector<std::string>>> ShellCommands(
     const std::vector<std::string>& argv);
 

@@ -7,7 +7,10 @@
 // Accelerator and deepspeed.initialize set up from those variables. (torchrun is read and run
 // as the program it starts instead: spec/torchrun.h.)
 //
-// Pure functions; thread-safe. Nothing fails: a command without a launcher is index -1.
+// Threading: pure functions, thread-safe. Ownership: nothing is kept. Errors: nothing fails: a
+// command without a launcher is index -1. The watch's run-time refusal
+// (python/watch/_ringmaster_watch/__init__.py, _LAUNCHER_MODULES and _LAUNCHER_SCRIPTS) knows the
+// same launchers: keep the two lists together.
 #ifndef RINGMASTER_SPEC_LAUNCHERS_H_
 #define RINGMASTER_SPEC_LAUNCHERS_H_
 

@@ -118,11 +118,6 @@ int ProgramFrom(const std::vector<std::string>& words, size_t from,
   return static_cast<int>(k);
 }
 
-bool IsShell(absl::string_view program) {
-  const absl::string_view name = ProgramName(program);
-  return name == "sh" || name == "bash" || name == "dash" || name == "zsh" || name == "ksh";
-}
-
 // A redirection word as written (quotes included): [N]< [N]> [N]>> &> [N]<& [N]>& <> ...; the
 // operator alone (its target is the next word), or with its target attached.
 enum class Redirection { kNone, kOperator, kAttached };
@@ -300,6 +295,11 @@ int CommandRunningAt(const std::vector<std::string>& argv, ProgramTest runs, int
 }
 
 }  // namespace
+
+bool IsShell(absl::string_view program) {
+  const absl::string_view name = ProgramName(program);
+  return name == "sh" || name == "bash" || name == "dash" || name == "zsh" || name == "ksh";
+}
 
 int ProgramOf(const std::vector<std::string>& words, std::vector<std::string>* command,
               EnvEffects* effects) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

@@ -28,8 +28,6 @@
 #include <utility>
 #include <vector>
 
-#include "spec/command_line.h"
-
 namespace ringmaster::spec {
 
 struct TorchrunCommand {
@@ -48,7 +46,6 @@ struct TorchrunCommand {
   std::string nnodes;
   int nnodes_index = -1;
 };
-
 
 // Whether `argv` runs torchrun: argv[0]'s last path component is "torchrun", or argv[0] is a
 // Python interpreter whose options are followed by `-m torch.distributed.run` (or

@@ -12,7 +12,9 @@ WorkerReport datagrams to the agent (_reporter.py). It never imports torch itsel
 
 Stdlib only. Threading: `start` runs once, at interpreter start-up; see each module for its
 hooks. Errors: `start` never raises; any surprise in the instrumentation logs one line to stderr
-("ringmaster watch: disabled: ...") and every hook becomes a pass-through.
+("ringmaster watch: disabled: ...") and every hook becomes a pass-through. One deliberate
+exception: a process that is a launcher (torchrun, accelerate launch, the deepspeed launcher)
+is ended with exit 78 as it imports torch (_refuse_launcher).
 """
 
 import os
@@ -162,8 +164,9 @@ def _install_excepthook(reporter, shell):
 
 
 # -- launchers ----------------------------------------------------------------------------------
-# A launcher that starts its own processes and world (spec/launchers.h; torchrun, which the agent
-# runs as its program when the job's command names it: spec/torchrun.h): the name in a refusal.
+# A launcher that starts its own processes and world (spec/launchers.h, which lists the same ones
+# for the coordinator: keep the two together; torchrun, which the agent runs as its program when
+# the job's command names it: spec/torchrun.h): the name in a refusal.
 _LAUNCHER_MODULES = {
     "torch.distributed.run": "torchrun",
     "torch.distributed.launch": "torchrun",
@@ -247,10 +250,13 @@ def _check_launcher(_module=None):
     after the module's packages, which import torch, have been imported."""
     if not _core.enabled:
         return
-    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
-    if main is None:
-        main = module_of(getattr(sys, "orig_argv", None) or [])
-    launcher = launcher_of(sys.argv, main)
+    try:
+        main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+        if main is None:
+            main = module_of(list(getattr(sys, "orig_argv", None) or []))
+        launcher = launcher_of(list(sys.argv), main)
+    except Exception:  # noqa: BLE001  A surprise here: not known to be a launcher.
+        return
     if launcher is not None:
         _refuse_launcher(launcher)
 

@@ -1,5 +1,6 @@
-"""Wraps torch.distributed's collective functions, new_group, split_group (NCCL, torch 2.5 on),
-init_process_group and destroy_process_group (a group destroyed is counted no more; one made again, afresh from 0).
+"""Wraps torch.distributed's collective functions, new_group, split_group (NCCL, torch 2.5
+on), init_process_group and destroy_process_group (a group destroyed is counted no more; one
+made again, afresh from 0).
 
 Each wrapped call on a group enters the group's next sequence number; a synchronous call
 completes it on return (its duration is time blocked); an async_op=True call completes it when
@@ -12,8 +13,9 @@ wrapped call (all_gather_object's own
 all_gather...) counts once, as the inner one. Every name is patched: torch.distributed.X,
 torch.distributed.distributed_c10d.X (the functions torch's own helpers call) and X in any
 torch.distributed module that took it by name before the patch (device_mesh's
-init_process_group, new_group and split_group, which init_device_mesh calls: split_group where
-the default group is bound to a device, init_process_group(device_id=...) on NCCL).
+init_process_group, new_group and split_group, which init_device_mesh calls: from torch 2.6,
+split_group where the default group is bound to a device, init_process_group(device_id=...) on
+NCCL).
 
 Threading: the wrappers run on any thread; the depth guard is thread-local. Errors: an
 exception of the wrapped function passes through unchanged; one of ours disables the watch and
@@ -126,8 +128,9 @@ class Collectives:
             self._patch_everywhere(name, fn, make(fn))
         split = (getattr(dist, "split_group", None) or
                  getattr(getattr(dist, "distributed_c10d", None), "split_group", None))
-        if split is not None:  # torch 2.5 on
-            self._patch_everywhere("split_group", split, self._wrap_split_group(split))
+        wrapper = self._wrap_split_group(split) if split is not None else None  # torch 2.5 on
+        if wrapper is not None:
+            self._patch_everywhere("split_group", split, wrapper)
         work = self._work_class()
         if work is not None and hasattr(work, "wait"):
             _core.patch(work, "wait", self._wrap_wait(work.wait))
@@ -302,12 +305,16 @@ class Collectives:
 
     def _wrap_split_group(self, fn):
         """split_group(parent_pg, split_ranks, ...): every rank of the parent passes the same
-        splits and gets the group of the one holding it (torch takes the first), or None."""
+        splits and gets the group of the one holding it (torch takes the first), or None. None
+        (no wrapper) for a split_group without those parameters."""
         import inspect  # Only when torch.distributed is instrumented.
 
-        signature = inspect.signature(fn)
-        if not {"parent_pg", "split_ranks"} <= set(signature.parameters):
-            raise RuntimeError("torch.distributed.split_group has no parent_pg or split_ranks")
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+        if signature is None or not {"parent_pg", "split_ranks"} <= set(signature.parameters):
+            return None  # An experimental API changed: left unwrapped (groups named at first use).
 
         @_compiler.entry
         @functools.wraps(fn)

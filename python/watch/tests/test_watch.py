@@ -395,7 +395,8 @@ class SplitGroupTest(unittest.TestCase):
 
         self.dist = type("dist", (), {
             "get_rank": staticmethod(get_rank),
-            "get_world_size": staticmethod(lambda group=None: 4 if group is None else group.size())})
+            "get_world_size": staticmethod(
+                lambda group=None: 4 if group is None else group.size())})
         self.comm = _comm.Comm()
         collectives = _collectives.Collectives(self.dist, self.comm)
         self.new_group = collectives._wrap_new_group(new_group)
