@@ -212,7 +212,6 @@ def _refuse_launcher(launcher):
     os._exit(78)
 
 
-# -- instrumentation, as torch's modules finish importing --------------------------------------
 def module_of(orig_argv):
     """MODULE of an interpreter's command line `python [options] -m MODULE ...` (its options
     read as Python reads them: clusters; c, m, W and X take the rest of the word or the next
@@ -261,6 +260,7 @@ def _check_launcher(_module=None):
         _refuse_launcher(launcher)
 
 
+# -- instrumentation, as torch's modules finish importing --------------------------------------
 def _on_torch(torch):
     if "steps" in _watch_state or not _core.enabled:
         return
