@@ -288,8 +288,23 @@ void CheckProgram(const v1::TrainerSpec& trainer, Problems* problems) {
   }
 }
 
+// The launcher `words` (argv's words from `offset` on) starts, as a (field, rule) problem, or
+// none: torchrun where `torchrun` (an index in `words`, or -1) says, with `torchrun_rule`, else
+// accelerate or deepspeed (spec/launchers.h).
+std::optional<spec::Problem> LauncherProblem(const std::vector<std::string>& words, int offset,
+                                             int torchrun, absl::string_view torchrun_rule) {
+  if (torchrun >= 0) {
+    return spec::Problem(absl::StrCat("trainer.command[", offset + torchrun, "]"), torchrun_rule);
+  }
+  spec::LauncherProblem other = spec::ForeignLauncher(words);
+  if (other.index < 0) return std::nullopt;
+  return spec::Problem(absl::StrCat("trainer.command[", offset + other.index, "]"),
+                       std::move(other.rule));
+}
+
 // A torchrun command line (spec/torchrun.h): readable, and its world the job's; no launcher that
-// makes a world of its own on each node (spec/launchers.h).
+// makes a world of its own on each node (spec/launchers.h), in it or in the program
+// `torchrun --no_python` runs.
 void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
   if (!spec.trainer().has_command()) return;
   const auto& words = spec.trainer().command().argv();
@@ -297,19 +312,14 @@ void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
   for (const std::string& word : words) bytes += word.size() + 1;
   if (bytes > kMaxSpecBytes) return;  // CheckForExec refuses it; not read further
   const std::vector<std::string> argv(words.begin(), words.end());
-  const int hidden = spec::HiddenTorchrun(argv);
-  if (hidden >= 0) {
-    problems->Add(absl::StrCat("trainer.command[", hidden, "]"),
-                  "must not start torchrun inside env, a wrapper (nohup, timeout, numactl, ...) "
-                  "or a shell (each rank's torchrun would make a world of its own): start the "
-                  "command with torchrun, whose program Ringmaster then runs as a rank, with the "
-                  "variables in trainer.env, or run the program itself (RANK, LOCAL_RANK and "
-                  "WORLD_SIZE are in its environment)");
-    return;
-  }
-  const spec::LauncherProblem launcher = spec::ForeignLauncher(argv);
-  if (launcher.index >= 0) {
-    problems->Add(absl::StrCat("trainer.command[", launcher.index, "]"), launcher.rule);
+  const std::optional<spec::Problem> launcher = LauncherProblem(
+      argv, 0, spec::HiddenTorchrun(argv),
+      "must not start torchrun inside env, a wrapper (nohup, timeout, numactl, ...) or a shell "
+      "(each rank's torchrun would make a world of its own): start the command with torchrun, "
+      "whose program Ringmaster then runs as a rank, with the variables in trainer.env, or run "
+      "the program itself (RANK, LOCAL_RANK and WORLD_SIZE are in its environment)");
+  if (launcher.has_value()) {
+    problems->Add(launcher->first, launcher->second);
     return;
   }
   if (!spec::RunsTorchrun(argv)) return;
@@ -321,18 +331,12 @@ void CheckTorchrun(const v1::JobSpec& spec, Problems* problems) {
                                         spec.devices_per_node());
   }
   if (found.empty() && command.kind == spec::TorchrunCommand::Kind::kNoPython) {
-    // The program --no_python runs is the rank's: no launcher either.
-    const int offset = static_cast<int>(argv.size() - command.program.size());
-    const int nested = spec::CommandRunning(command.program, spec::RunsTorchrun);
-    const spec::LauncherProblem launcher = spec::ForeignLauncher(command.program);
-    if (nested >= 0) {
-      found.emplace_back(absl::StrCat("trainer.command[", offset + nested, "]"),
-                         "must not start torchrun in the program torchrun --no_python runs (each "
-                         "rank's would make a world of its own): run that program itself");
-    } else if (launcher.index >= 0) {
-      found.emplace_back(absl::StrCat("trainer.command[", offset + launcher.index, "]"),
-                         launcher.rule);
-    }
+    const std::optional<spec::Problem> nested = LauncherProblem(
+        command.program, static_cast<int>(argv.size() - command.program.size()),
+        spec::CommandRunning(command.program, spec::RunsTorchrun),
+        "must not start torchrun in the program torchrun --no_python runs (each rank's would "
+        "make a world of its own): run that program itself");
+    if (nested.has_value()) found.push_back(*nested);
   }
   for (const auto& [field, rule] : found) problems->Add(field, rule);
 }

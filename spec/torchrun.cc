@@ -87,8 +87,7 @@ bool UsableValue(const std::string& word) { return word.empty() || word[0] != '-
 bool RunsTorchrun(const std::vector<std::string>& argv) {
   if (argv.empty()) return false;
   if (ProgramName(argv[0]) == "torchrun") return true;
-  if (!IsPythonInterpreter(argv[0])) return false;
-  std::string module;
+  std::string module;  // (PythonModule reads only a Python interpreter's line)
   return PythonModule(argv, &module) >= 0 &&
          (module == "torch.distributed.run" || module == "torch.distributed.launch");
 }
