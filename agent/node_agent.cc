@@ -321,20 +321,16 @@ absl::StatusOr<LaunchSpec> NodeAgent::MakeLaunchSpec(const v1::LaunchWorkers& la
 
 void NodeAgent::Leave(absl::Duration checkpoint_grace, absl::Duration grace,
                       const std::string& reason) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_ || stopping_workers_ || leaving_) return;
-    leaving_ = true;
-  }
-  RM_LOG(INFO) << "leaving (" << reason << "): workers get up to " << checkpoint_grace
-               << " to checkpoint and exit";
   v1::AgentMessage message;
   message.mutable_leaving()->set_checkpoint_grace_seconds(absl::ToDoubleSeconds(checkpoint_grace));
   message.mutable_leaving()->set_reason(reason);
   {
     absl::MutexLock lock(&mu_);
-    leaving_message_ = message;
+    if (shutting_down_ || stopping_workers_ || leaving_.has_value()) return;
+    leaving_ = message.leaving();
   }
+  RM_LOG(INFO) << "leaving (" << reason << "): workers get up to " << checkpoint_grace
+               << " to checkpoint and exit";
   if (link_ != nullptr) link_->Send(message);
   std::vector<pid_t> standbys;
   {
@@ -362,7 +358,7 @@ void NodeAgent::Launch(const v1::LaunchWorkers& launch) {
   bool leaving = false;
   {
     absl::MutexLock lock(&mu_);
-    leaving = leaving_;
+    leaving = leaving_.has_value();
   }
   if (leaving) {  // sent before the coordinator learnt of it: the job must go elsewhere
     RM_LOG(WARNING) << "not launching " << job.job_id() << " generation " << job.generation()
@@ -476,7 +472,7 @@ void NodeAgent::Prepare(const v1::PrepareWorkers& prepare) {
   bool leaving;
   {
     absl::MutexLock lock(&mu_);
-    leaving = leaving_ || stopping_workers_;
+    leaving = leaving_.has_value() || stopping_workers_;
     standbys_.KeepOnly(launcher_->Standbys());
   }
   absl::StatusOr<std::vector<std::string>> argv =
@@ -529,7 +525,7 @@ void NodeAgent::Prepare(const v1::PrepareWorkers& prepare) {
   int started = 0;
   for (int i = 0; i < missing; ++i) {
     absl::MutexLock lock(&mu_);
-    if (stopping_workers_ || leaving_) break;
+    if (stopping_workers_ || leaving_.has_value()) break;
     absl::StatusOr<pid_t> pid = launcher_->StartStandby(spec);
     if (!pid.ok()) {
       RM_LOG(WARNING) << "cannot pre-start a standby for " << job_id << ": " << pid.status();
@@ -803,7 +799,7 @@ v1::Register NodeAgent::MakeRegister() const {
   // A leaving node says so in each registration: the coordinator forgets a Leaving with the
   // stream that carried it, and would otherwise place work on the node and count its exit as a
   // loss.
-  if (leaving_message_.has_value()) *r.mutable_leaving() = leaving_message_->leaving();
+  if (leaving_.has_value()) *r.mutable_leaving() = *leaving_;
   // Each (job, generation, rank) once, as running (pid 0: none yet, or gone) in `phase`.
   std::set<std::tuple<std::string, int64_t, int>> listed;
   auto add = [&](const std::string& job_id, int64_t generation, int rank, pid_t pid,

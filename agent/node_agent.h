@@ -248,9 +248,9 @@ class NodeAgent {
   int64_t next_stop_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_workers_ ABSL_GUARDED_BY(mu_) = false;
-  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: no more launches
-  // What Leave() sent; in every Register from then on (MakeRegister).
-  std::optional<v1::AgentMessage> leaving_message_ ABSL_GUARDED_BY(mu_);
+  // What Leave() said, once it was called: no more launches, and in every Register from then on
+  // (MakeRegister).
+  std::optional<v1::Leaving> leaving_ ABSL_GUARDED_BY(mu_);
   std::thread executor_;
   std::deque<v1::ReadLog> log_reads_ ABSL_GUARDED_BY(mu_);
   std::thread log_reader_;
