@@ -69,6 +69,16 @@ def _nbytes(value):
     return int(numel()) * int(size())
 
 
+def _creating(fn, *args, **kwargs):
+    """fn(*args, **kwargs) with this thread marked as making a group: the group-making calls it
+    makes in turn (new_subgroups -> new_group) name nothing of their own."""
+    _tls.creating = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _tls.creating = False
+
+
 def locator(fn, name):
     """A fast reader of argument `name` from (args, kwargs), from fn's signature (its default
     when not given); None where fn has no signature or no such parameter."""
@@ -289,11 +299,7 @@ class Collectives:
             # Nested new_group calls (new_subgroups -> new_group) name each group once.
             if not _core.enabled or getattr(_tls, "creating", False):
                 return fn(*args, **kwargs)
-            _tls.creating = True
-            try:
-                pg = fn(*args, **kwargs)
-            finally:
-                _tls.creating = False
+            pg = _creating(fn, *args, **kwargs)
             try:
                 member = pg is not None and pg is not self._non_member
                 self.comm.created(pg if member else None, self._size(pg) if member else 0)
@@ -330,11 +336,7 @@ class Collectives:
                 # An iterator torch would consume: the watch reads the same splits after it.
                 splits = bound.arguments["split_ranks"] = list(splits)
             parent = bound.arguments.get("parent_pg")
-            _tls.creating = True
-            try:
-                pg = fn(*bound.args, **bound.kwargs)
-            finally:
-                _tls.creating = False
+            pg = _creating(fn, *bound.args, **bound.kwargs)
             try:
                 splits = [list(s) for s in splits]
                 me = int(self.dist.get_rank(parent) if parent is not None
