@@ -92,6 +92,13 @@ struct RankMetrics::Rank {
   // The phase the rank last reported (its ringmaster_worker_phase series); UNSPECIFIED before
   // the first report that names one.
   v1::WorkerPhase phase = v1::WORKER_PHASE_UNSPECIFIED;
+  // Its stalled training thread's stack (ReportCollectivesRequest.stack; "" once it reported a
+  // step, a phase or a collectives report without one), and the one its summaries last carried:
+  // a summary carries the stack only when it changed, or after SummarizeAgain (`resend_stack`),
+  // so a rank stalled for minutes does not send the same 4 KiB every second.
+  std::string stack;
+  std::string stack_sent;
+  bool resend_stack = false;
   // ringmaster_collective_sequence by (group, kind).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<metrics::Gauge>> sequences;
   // Its collectives reports, for StepSummary.working.
@@ -212,6 +219,9 @@ RankMetrics::Rank* RankMetrics::Accept(const v1::WorkerIdentity& worker, bool al
     rank.summary.set_checkpoint_step(-1);
     rank.recent_step_seconds.clear();
     rank.working.Reset();
+    rank.stack.clear();
+    rank.stack_sent.clear();  // the coordinator keeps stacks per generation
+    rank.resend_stack = false;
   }
   if (alive) {
     if (rank.last_report_age == nullptr) {
@@ -294,6 +304,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   SetSequences(rank, report.collective_entered(), report.collective_completed());
   s.set_phase(v1::WORKER_PHASE_STEP);  // A step report means the worker is stepping.
   s.set_unwatched(false);
+  rank->stack.clear();
   SetPhase(rank, v1::WORKER_PHASE_STEP);
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
   rank->step_sum += step_seconds;
@@ -354,11 +365,13 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
     s.clear_collective_entered();
     s.clear_collective_completed();
     rank->working.Reset();
+    rank->stack.clear();
     rank->pending = true;
     return;
   }
   if (s.unwatched()) return;  // one the ended watch's side thread had in flight
   rank->working.Heard(clock_->Now(), report);
+  rank->stack = report.stack();
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());
@@ -372,6 +385,7 @@ void RankMetrics::OnPhase(const v1::ReportPhaseRequest& report) {
   v1::StepSummary& s = rank->summary;
   s.set_phase(report.phase());
   s.set_unwatched(false);
+  rank->stack.clear();
   SetPhase(rank, report.phase());
   // Sent when leaving CHECKPOINT; 0 (unset) on every other phase report. Steps count from 1.
   if (report.checkpoint_step() > 0) {
@@ -427,6 +441,7 @@ void RankMetrics::SummarizeAgain(const std::set<std::pair<std::string, int>>& ru
   for (auto& [key, rank] : ranks_) {
     if (running.count({rank->summary.job().job_id(), rank->summary.rank()}) > 0) {
       rank->pending = true;
+      rank->resend_stack = true;
     }
   }
 }
@@ -449,6 +464,11 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   v1::StepSummary taken = rank->summary;
   // As of now: a side thread that fell silent since its last report says nothing any more.
   taken.set_working(!taken.unwatched() && rank->last_step > 0 && rank->working.Working(now));
+  if (rank->stack != rank->stack_sent || rank->resend_stack) {
+    taken.set_stack(rank->stack);
+    rank->stack_sent = rank->stack;
+    rank->resend_stack = false;
+  }
   // The per-summary figures start over too: a summary that a phase or collectives report makes
   // due before the next step (every second through a mid-run link check) covers no step, and
   // must not repeat the last one's mean compute as a new straggler sample.

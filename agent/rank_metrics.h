@@ -81,7 +81,8 @@ class RankMetrics {
   // hears the numbers of a rank that has not stepped yet (one stuck before its first step).
   // They also make the summaries' `working` (a rank that stepped in this generation and works
   // outside any collective as the summary is taken: agent/working_rank.h); a report that says
-  // the watch ended forgets them.
+  // the watch ended forgets them. Its stack (a stalled Python rank's) goes in the next summary
+  // if it changed (StepSummary.stack); a step or phase report clears it.
   void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.

@@ -782,6 +782,65 @@ TEST_F(RankMetricsTest, EverySummaryGoesAgainForANewStream) {
   EXPECT_EQ(again[0].rank(), 0);
 }
 
+TEST_F(RankMetricsTest, AStalledRanksStackGoesOnceUntilItChangesOrTheRankMoves) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 3));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_FALSE(summaries[0].has_stack());  // never stalled: nothing to say
+  v1::ReportCollectivesRequest c;
+  *c.mutable_worker() = Worker("gpt-1", 1, 0);
+  (*c.mutable_collective_entered())["dp0"] = 6;
+  (*c.mutable_collective_completed())["dp0"] = 6;
+  c.set_blocked_known(true);
+  c.set_stack("train.py:40 in main\ndata.py:12 in __getitem__");
+  auto summary_after = [&](const v1::ReportCollectivesRequest& report) {
+    clock_.Advance(absl::Seconds(1));
+    metrics_.OnCollectives(report);
+    std::vector<v1::StepSummary> taken = metrics_.TakeSummaries();
+    EXPECT_EQ(taken.size(), 1u);
+    return taken.empty() ? v1::StepSummary() : taken[0];
+  };
+  v1::StepSummary s = summary_after(c);
+  ASSERT_TRUE(s.has_stack());
+  EXPECT_EQ(s.stack(), c.stack());
+  // The same stack a second later: the summary goes (the numbers), the stack does not again.
+  EXPECT_FALSE(summary_after(c).has_stack());
+  // Another stack: it goes.
+  c.set_stack("train.py:40 in main\ndata.py:13 in __getitem__");
+  s = summary_after(c);
+  EXPECT_EQ(s.stack(), "train.py:40 in main\ndata.py:13 in __getitem__");
+  // A new stream to the coordinator (which may have restarted): the stack goes again.
+  metrics_.SummarizeAgain({{"gpt-1", 0}});
+  clock_.Advance(absl::Seconds(1));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].stack(), c.stack());
+  // It moves (a step): the stack is cleared once, "" in the next summary, then unset.
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 4));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  ASSERT_TRUE(summaries[0].has_stack());
+  EXPECT_EQ(summaries[0].stack(), "");
+  c.clear_stack();
+  EXPECT_FALSE(summary_after(c).has_stack());
+  // Stalled again, then a phase report (a checkpoint begins): cleared as well.
+  c.set_stack("train.py:41 in main");
+  EXPECT_EQ(summary_after(c).stack(), "train.py:41 in main");
+  v1::ReportPhaseRequest phase;
+  *phase.mutable_worker() = Worker("gpt-1", 1, 0);
+  phase.set_phase(v1::WORKER_PHASE_CHECKPOINT);
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnPhase(phase);
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_TRUE(summaries[0].has_stack());
+  EXPECT_EQ(summaries[0].stack(), "");
+  // A new generation starts with nothing sent: its first stack goes.
+  *c.mutable_worker() = Worker("gpt-1", 2, 0);
+  EXPECT_EQ(summary_after(c).stack(), "train.py:41 in main");
+}
+
 TEST_F(RankMetricsTest, AWatchThatEndedLeavesTheRankUnwatchedUntilItsNextStep) {
   metrics_.OnStep(Step("gpt-1", 1, 0, 7));
   ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);

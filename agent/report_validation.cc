@@ -159,7 +159,21 @@ absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& repor
   RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
   RETURN_IF_ERROR(Sequences("collective_completed", report.collective_completed()));
   RETURN_IF_ERROR(NonNegative("timeout_seconds", report.timeout_seconds()));
-  return NonNegative("thread_cpu_seconds", report.thread_cpu_seconds());
+  RETURN_IF_ERROR(NonNegative("thread_cpu_seconds", report.thread_cpu_seconds()));
+  const std::string& stack = report.stack();
+  if (stack.size() > kMaxReportedStackBytes) {
+    return FieldError("stack", absl::StrCat("at most ", kMaxReportedStackBytes, " bytes, got ",
+                                            stack.size()));
+  }
+  for (size_t i = 0; i < stack.size(); ++i) {
+    const auto c = static_cast<unsigned char>(stack[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) {
+      return FieldError("stack", absl::StrFormat("no control characters but newlines, got 0x%02x "
+                                                 "at byte %d",
+                                                 c, i));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ringmaster::agent

@@ -5,6 +5,8 @@
 #ifndef RINGMASTER_AGENT_REPORT_VALIDATION_H_
 #define RINGMASTER_AGENT_REPORT_VALIDATION_H_
 
+#include <cstddef>
+
 #include "absl/status/status.h"
 #include "proto/ringmaster/v1/worker.pb.h"
 
@@ -15,6 +17,8 @@ inline constexpr int kMaxReportedGroups = 64;
 inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
 // Most links one link check may report (two ring neighbours per group).
 inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
+// Longest stack (ReportCollectivesRequest.stack) one report may carry, in bytes.
+inline constexpr size_t kMaxReportedStackBytes = 4096;
 
 // OK, or INVALID_ARGUMENT naming the field and the rule ("collectives[2].op: must be one of
 // all_reduce, ...; got \"foo\""):
@@ -36,7 +40,8 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
 //    checkpoint_step >= 0; checkpoint_seconds finite and >= 0.
 absl::Status ValidatePhaseReport(const v1::ReportPhaseRequest& report);
 //  - collectives: as for a step's sequence numbers; timeout_seconds and thread_cpu_seconds
-//    finite and >= 0.
+//    finite and >= 0; stack at most kMaxReportedStackBytes, without control characters but
+//    newlines (it is shown on terminals: ringctl describe, events).
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
 
 }  // namespace ringmaster::agent

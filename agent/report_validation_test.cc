@@ -194,6 +194,19 @@ TEST(ValidateCollectivesReportTest, ChecksTheSequenceNumbers) {
   EXPECT_EQ(Message(ValidateCollectivesReport(r)),
             "thread_cpu_seconds: must be finite and >= 0, got -0.5");
   r.set_thread_cpu_seconds(0);
+  r.set_stack("train.py:12 in <module>\ntrain.py:40 in main\nqueue.py:180 in get");
+  EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  r.set_stack(std::string(kMaxReportedStackBytes, 'x'));
+  EXPECT_TRUE(ValidateCollectivesReport(r).ok());
+  r.set_stack(std::string(kMaxReportedStackBytes + 1, 'x'));
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)), "stack: at most 4096 bytes, got 4097");
+  r.set_stack("train.py:12 in main\x1b[2J");
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "stack: no control characters but newlines, got 0x1b at byte 19");
+  r.set_stack("a\tb");
+  EXPECT_EQ(Message(ValidateCollectivesReport(r)),
+            "stack: no control characters but newlines, got 0x09 at byte 1");
+  r.clear_stack();
   (*r.mutable_collective_entered())["a/b"] = 5;
   EXPECT_EQ(Message(ValidateCollectivesReport(r)),
             "collective_entered: must be 1 to 64 characters of [A-Za-z0-9_.-], got \"a/b\"");

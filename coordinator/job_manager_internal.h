@@ -11,6 +11,7 @@
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -68,6 +69,10 @@ inline constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
 // rank to blame yet waits until then for the evidence before it falls back to naming the reported
 // rank.
 inline constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
+
+// Longest stalled rank's stack (StepSummary.stack) kept, in bytes: the agents' bound
+// (agent/report_validation.h's kMaxReportedStackBytes); a longer one is not kept.
+inline constexpr size_t kMaxStackBytes = 4096;
 
 }  // namespace job_manager_internal
 

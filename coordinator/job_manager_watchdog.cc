@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "common/format_double.h"
 #include "common/job_state.h"
@@ -51,7 +52,7 @@ std::string PhaseName(v1::WorkerPhase phase) {
 
 using job_manager_internal::DescribeExit;
 using job_manager_internal::kHangEvidenceWait;
-
+using job_manager_internal::kMaxStackBytes;
 using job_manager_internal::kSilentProcess;
 
 bool job_manager_internal::WorksNow(const GenerationState& gen, int rank, absl::Time now) {
@@ -205,10 +206,19 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.collectives.erase(rank);
     job->gen.numbers_since.erase(rank);
     job->gen.working.erase(rank);
+    job->gen.stacks.erase(rank);
     job->gen.unwatched.insert(rank);
     return;
   }
   job->gen.unwatched.erase(rank);
+  if (summary.has_stack()) {  // set only when it changed (agent.proto)
+    // The agent's bound (agent/report_validation.h); a longer one is not shown at all.
+    if (summary.stack().empty() || summary.stack().size() > kMaxStackBytes) {
+      job->gen.stacks.erase(rank);
+    } else {
+      job->gen.stacks[rank] = summary.stack();
+    }
+  }
   if (summary.working()) {
     job->gen.working.insert(rank);
   } else {
@@ -500,6 +510,16 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   if (!why.empty()) absl::StrAppend(&what, "; ", why);
   v1::JobEvent& event = AddEvent(job, "hang", what);
   for (int r : suspects) event.add_ranks(r);
+  for (int r : suspects) {
+    auto stack = job->gen.stacks.find(r);
+    if (stack == job->gen.stacks.end()) continue;
+    v1::JobEvent& where = AddEvent(
+        job, "stack",
+        absl::StrCat("rank ", r, " on ", job->status.assignments(r).node(),
+                     ", where its Python training thread stalled (innermost last): ",
+                     absl::StrReplaceAll(stack->second, {{"\n", " > "}})));
+    where.add_ranks(r);
+  }
   job->hang_generation = job->status.generation();
   job->suspects_to_quote = std::set<int>(suspects.begin(), suspects.end());
   metrics_.CountHang(job->status.job_id());

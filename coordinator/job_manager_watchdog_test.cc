@@ -112,6 +112,66 @@ TEST_F(JobManagerTest, AWaitInACollectiveBeforeTheFirstStepBlamesTheRankNotInIt)
       "rank 1 has not entered collective #3 of dp0 (it is at #0) that rank 0 waits in");
 }
 
+// The stalled ranks' stacks: GetJob shows each rank's latest one (cleared when its summary says
+// ""; left as is when the summary carries none), and the hang adds a "stack" event for the blamed
+// rank only (rank 0, which waits, is not the news).
+TEST_F(JobManagerTest, TheBlamedRanksStackFollowsTheHang) {
+  AddNode("n1", 2);
+  auto job = jobs_->Submit(Spec(), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  const std::map<int, std::string> stacks = {
+      {0, "train.py:30 in <module>\ntrain.py:22 in main\ntorch/distributed/distributed_c10d.py:1536 "
+          "in all_reduce"},
+      {1, "train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get"}};
+  for (const auto& [rank, entered] : std::map<int, int64_t>{{0, 3}, {1, 0}}) {
+    v1::StepSummary s = Summary(gen1, rank, 0, entered, 0, 0);
+    s.set_steps_in_summary(0);
+    s.set_stack(stacks.at(rank));
+    jobs_->OnStepSummary(s);
+  }
+  auto shown = [&] {
+    std::map<int, std::string> out;
+    auto got = jobs_->Get(job->job_id());
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return out;
+    for (const v1::RankLiveState& r : got->ranks()) {
+      if (!r.stack().empty()) out[r.rank()] = r.stack();
+    }
+    return out;
+  };
+  EXPECT_EQ(shown(), stacks);
+  // A summary without a stack leaves it; one with "" clears it; one too long is not kept.
+  v1::StepSummary s = Summary(gen1, 0, 0, 3, 0, 0);
+  s.set_steps_in_summary(0);
+  jobs_->OnStepSummary(s);
+  EXPECT_EQ(shown(), stacks);
+  s.set_stack("");
+  jobs_->OnStepSummary(s);
+  EXPECT_EQ(shown(), (std::map<int, std::string>{{1, stacks.at(1)}}));
+  s.set_stack(std::string(4097, 'x'));  // the agents' bound is 4096 bytes
+  jobs_->OnStepSummary(s);
+  EXPECT_EQ(shown(), (std::map<int, std::string>{{1, stacks.at(1)}}));
+  s.set_stack(stacks.at(0));
+  jobs_->OnStepSummary(s);
+  EXPECT_EQ(shown(), stacks);
+
+  ExpectWaitBeforeTheFirstStepBlamesRankOne(
+      *jobs_, gen1,
+      "rank 1 has not entered collective #3 of dp0 (it is at #0) that rank 0 waits in");
+  auto after = jobs_->Get(job->job_id());
+  ASSERT_TRUE(after.ok()) << after.status();
+  std::vector<v1::JobEvent> where = EventsOf(*after, "stack");
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_THAT(where[0].ranks(), ElementsAre(1));
+  EXPECT_EQ(where[0].generation(), 1);
+  EXPECT_EQ(where[0].message(),
+            "rank 1 on n1, where its Python training thread stalled (innermost last): "
+            "train.py:30 in <module> > train.py:18 in main > queue.py:171 in get");
+  // The next generation starts with none.
+  EXPECT_TRUE(shown().empty());
+}
+
 // Before any step, rank 1 never called init_process_group (nothing heard of it): ranks 0, 2 and 3
 // say they wait in its rendezvous. Rank 0 fell silent there (torch 1.13 holds the GIL while its
 // store waits for the workers) while ranks 2 and 3 keep reporting: rank 1 is named, not rank 0.

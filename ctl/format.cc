@@ -368,6 +368,14 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
       }
     }
     absl::StrAppend(&out, Table(rows));
+    // Where each stalled Python rank's training thread is (the watch's stack), innermost last.
+    for (const v1::RankLiveState& r : response.ranks()) {
+      if (r.stack().empty()) continue;
+      absl::StrAppend(&out, "\nRank ", r.rank(), " stalled at (innermost last):\n");
+      for (absl::string_view frame : absl::StrSplit(r.stack(), '\n', absl::SkipEmpty())) {
+        absl::StrAppend(&out, "  ", frame, "\n");
+      }
+    }
     absl::StrAppend(&out, "\nGroups:\n");
     auto groups = [&](const char* kind, const auto& list) {
       for (const auto& g : list) {

@@ -140,6 +140,12 @@ TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardStatusAndNow) 
   EXPECT_THAT(text, HasSubstr("97    42.2s ago  hang suspect       behind world #98 (at #97)\n"));
   EXPECT_THAT(text, HasSubstr("120   0.4s ago   straggler (1.85x)  -\n"));
   EXPECT_THAT(text, HasSubstr("120   never      finished           -\n"));
+  EXPECT_THAT(text, Not(HasSubstr("stalled at")));
+  // A stalled Python rank's stack follows the table, a frame per line.
+  r.mutable_ranks(1)->set_stack("train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get");
+  EXPECT_THAT(DescribeJob(r), HasSubstr("\nRank 1 stalled at (innermost last):\n"
+                                        "  train.py:30 in <module>\n  train.py:18 in main\n"
+                                        "  queue.py:171 in get\n\nGroups:"));
   // Without live states (not running) the table has no such columns.
   r.clear_ranks();
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("HEARD")));

@@ -301,6 +301,14 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
   const std::string described = cluster_->Ctl({"describe", "job", id}).output;
   EXPECT_THAT(described, HasSubstr("hang")) << described;
   EXPECT_THAT(described, HasSubstr("rank 1")) << described;
+  // Where rank 1's training thread stalled (the watch's stack), in the event after the hang:
+  // the script's loader, waiting on an Event that is never set.
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("stack  rank 1 on \\S+, where its Python training thread stalled "
+                            "\\(innermost last\\): \\S*ddp_train\\.py:\\d+ in <module> > "
+                            ".* in main > \\S*ddp_train\\.py:\\d+ in __iter__ > "
+                            "threading\\.py:\\d+ in wait")))
+      << described;
   auto coordinator = HttpGet("127.0.0.1", cluster_->coordinator().metrics_port, "/metrics");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   EXPECT_THAT(coordinator->body,

@@ -107,6 +107,9 @@ class Reporter:
         self._dropped = 0  # Counted under the send lock (or by its only thread)...
         self._dropped_deferred = 0  # ... and by `defer` alone, lock-free.
         self._pid = os.getpid()
+        # Step and phase reports made so far (any thread; a lost increment still changes it):
+        # the side thread tells a stalled rank by it (_ticker.py).
+        self.moves = 0
         self._deferred = collections.deque()  # (kind, encode, raw), oldest first.
         # Reports written but refused by a busy socket, and any after them, oldest first:
         # ("step", a step report's body) or ("data", a whole datagram). Sent before the rest.
@@ -136,6 +139,8 @@ class Reporter:
         the socket took it or holds it for the next flush (behind reports a busy socket
         refused), False where it was dropped."""
         body["worker"] = self._identity
+        if kind == "phase":
+            self.moves += 1
         try:
             data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
         except (TypeError, ValueError):
@@ -155,6 +160,7 @@ class Reporter:
         once when no flusher runs: `deferring` False). The step report's path: one append."""
         deferred = self._deferred
         deferred.append((kind, encode, raw))
+        self.moves += 1
         if len(deferred) > MAX_DEFERRED:
             try:
                 deferred.popleft()

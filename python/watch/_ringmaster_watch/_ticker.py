@@ -39,6 +39,11 @@ the GIL throughout (_device.py), so before each report it asks the GPU which col
 finished (Comm.poll_device): a rank whose training thread is stuck outside torch still says that
 its GPU is through them, and is named as the one behind. The deferred reports hold plain numbers
 and strings only.
+While the rank stalls (no step or phase report, numbers that have not moved, for STACK_SECONDS),
+each report also carries where the training thread is: its Python stack (_stack.py), read from
+this thread, so a rank stuck outside any collective (a data loader's queue, a lock, a network
+call) or inside one says at which line of the program; the coordinator shows it
+(`ringctl describe`) and adds it to a hang that blames the rank.
 
 Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
 Errors: a failure disables the watch and ends the thread.
@@ -50,11 +55,15 @@ import threading
 import time
 
 from . import _core
+from . import _stack
 
 INTERVAL_SECONDS = 1.0  # Between two collectives reports.
 FLUSH_SECONDS = 0.5  # Between two flushes of the deferred step reports.
 EXIT_POLL_SECONDS = 2.0  # At exit, the longest wait for the GPU's last collectives.
 EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
+# A rank that has not moved for this long sends its training thread's stack: under the
+# coordinator's shortest hang allowance (10 s), so that a hang finds it there.
+STACK_SECONDS = 5.0
 
 
 def _clock_ticks():
@@ -94,6 +103,11 @@ class Ticker:
         self._thread = None
         self._sent_version = -1
         self._training_thread = None  # native id of init_process_group's caller
+        self._training_ident = None  # its threading.get_ident(), for its stack
+        self._moves = None  # (numbers' version, reporter.moves) at the latest move seen ...
+        self._still_since = 0.0  # ... and since when they have held (time.monotonic())
+        self._stack = ""  # the stalled training thread's stack, as last read ...
+        self._stack_at = 0.0  # ... at this time
         # Held by each tick; taken by exiting() so that no tick is inside torch once it returns.
         self._tick_lock = threading.Lock()
         self._outside_torch = False  # From exiting() on: no call into torch.
@@ -105,6 +119,7 @@ class Ticker:
         The calling thread is the training thread whose CPU the reports give."""
         get_native_id = getattr(threading, "get_native_id", None)
         self._training_thread = get_native_id() if get_native_id is not None else None
+        self._training_ident = threading.get_ident()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ringmaster-watch",
                                             daemon=True)
@@ -183,11 +198,28 @@ class Ticker:
         entered, completed, blocked, version = self._comm.sequences()
         if not entered:
             return
-        if self._reporter.send("collectives", {"collectiveEntered": entered,
-                                               "collectiveCompleted": completed,
-                                               "blocked": bool(blocked),
-                                               "blockedKnown": True,
-                                               "timeoutSeconds": self._comm.timeout_seconds,
-                                               "threadCpuSeconds":
-                                                   thread_cpu_seconds(self._training_thread)}):
+        body = {"collectiveEntered": entered, "collectiveCompleted": completed,
+                "blocked": bool(blocked), "blockedKnown": True,
+                "timeoutSeconds": self._comm.timeout_seconds,
+                "threadCpuSeconds": thread_cpu_seconds(self._training_thread)}
+        stack = self._stalled_stack(version)
+        if stack:
+            body["stack"] = stack
+        if self._reporter.send("collectives", body):
             self._sent_version = version
+
+    def _stalled_stack(self, version):
+        """The training thread's stack if the rank has not moved (its numbers, steps and
+        phases) for STACK_SECONDS, else "". Read again at most every STACK_SECONDS (the same
+        text in between): the agent forwards a stack that changed, and a rank busy in Python
+        (an evaluation without collectives) would change it at every report."""
+        now = time.monotonic()
+        moves = (version, self._reporter.moves)
+        if moves != self._moves:
+            self._moves, self._still_since, self._stack = moves, now, ""
+            return ""
+        if now - self._still_since < STACK_SECONDS or self._training_ident is None:
+            return ""
+        if not self._stack or now - self._stack_at >= STACK_SECONDS:
+            self._stack, self._stack_at = _stack.stack_of(self._training_ident), now
+        return self._stack

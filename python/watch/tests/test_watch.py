@@ -21,7 +21,8 @@ import unittest.mock
 import harness
 
 sys.path.insert(0, harness.WATCH_DIR)
-from _ringmaster_watch import _collectives, _comm, _core, _device, _reporter, _ticker  # noqa: E402
+from _ringmaster_watch import (  # noqa: E402
+    _collectives, _comm, _core, _device, _reporter, _stack, _ticker)
 
 STEPS = 6
 TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
@@ -1003,6 +1004,7 @@ class SentReports:
 
     def __init__(self):
         self.sent = []
+        self.moves = 0
 
     def flush(self):
         pass
@@ -1692,6 +1694,35 @@ class StuckRankTest(unittest.TestCase):
             # Not a collective: nothing of it in the step's waits.
             self.assertNotIn("rendezvous", [c["group"] for c in step.get("collectives", [])])
 
+    def test_a_stalled_ranks_reports_say_where_its_training_thread_is(self):
+        # Rank 1 stalls outside any collective (polling for the release), rank 0 waits for it
+        # inside DDP's backward: after STACK_SECONDS without a move, each one's reports carry
+        # its training thread's stack, outermost first, without the watch's own frames.
+        def while_stuck(agent):
+            def stacks(a):
+                return [[r.get("stack", "") for r in a.reports("collectives", rank)]
+                        for rank in (0, 1)]
+
+            agent.wait_for(lambda a: all(any(s) for s in stacks(a)), timeout=40,
+                           what="both ranks' stacks")
+            self.assertEqual(len(agent.reports("step", 1)), 2)  # still stuck at step 3
+            return {rank: [s for s in got if s][-1] for rank, got in enumerate(stacks(agent))}
+
+        _, stacks = self.run_stuck(4, 3, while_stuck)
+        for rank, stack in stacks.items():
+            frames = stack.split("\n")
+            for frame in frames:
+                self.assertRegex(frame, r"^[^\n]+:\d+ in \S+$")
+            self.assertNotIn("_ringmaster_watch", stack)
+            # The script (not under the ranks' working directory) is named in full; the
+            # outermost frame is the module's.
+            self.assertRegex(frames[0], r"/ddp_train\.py:\d+ in <module>$")
+            self.assertRegex(frames[1], r"/ddp_train\.py:\d+ in main$")
+        self.assertRegex(stacks[1].split("\n")[-1], r"ddp_train\.py:\d+ in wait_for_release$")
+        # Rank 0 waits in the backward: torch's files named from its library directory.
+        self.assertRegex(stacks[0], r"\ntorch/[^\n]*\.py:\d+ in backward")
+        self.assertNotRegex(stacks[0], r"(^|\n)/[^\n]*/torch/")
+
     def run_stuck(self, steps, stuck_step, while_stuck, *extra):
         """Two ranks of ddp_train.py for `steps` steps, rank 1 stuck at `stuck_step` (its
         --stuck-step); while_stuck(agent) checks the reports meanwhile, then rank 1 is released
@@ -1747,6 +1778,66 @@ class StuckRankTest(unittest.TestCase):
                             int(waiting["collectiveEntered"]["world"]))
 
         self.run_stuck(4, 3, while_stuck, *extra)
+
+
+def _recurse(depth, then):
+    return then() if depth == 0 else _recurse(depth - 1, then)
+
+
+class StackTest(unittest.TestCase):
+    """_stack.stack_of's lines, and the side thread's rule for sending them (_ticker.py)."""
+
+    def test_a_stack_names_each_frame_and_is_bounded(self):
+        me = threading.get_ident()
+        stack = _stack.stack_of(me)
+        frames = stack.split("\n")
+        self.assertRegex(frames[-1], r"test_watch\.py:\d+ in test_a_stack_names_each_frame_and_is_bounded$")
+        self.assertNotIn("_ringmaster_watch", stack)  # its own frames are left out
+        self.assertTrue(any(f.startswith("unittest/") for f in frames), frames)  # stdlib
+        self.assertEqual(_stack.stack_of(-12345), "")  # no such thread
+        # Deep recursion: the innermost frames kept, within the bound.
+        deep = _recurse(400, lambda: _stack.stack_of(me))
+        self.assertLessEqual(len(deep.encode()), _stack.MAX_BYTES)
+        self.assertGreater(len(deep.encode()), _stack.MAX_BYTES - 100)
+        self.assertRegex(deep.split("\n")[-1], r"in <lambda>$")
+        self.assertRegex(deep.split("\n")[0], r"in _recurse$")
+
+    def test_names_are_short_clean_and_utf8(self):
+        cwd = "/home/u/proj/"
+        self.assertEqual(_stack.short_name("/home/u/proj/train.py", cwd), "train.py")
+        self.assertEqual(_stack.short_name("/opt/x/train.py", cwd), "/opt/x/train.py")
+        import unittest as library_module
+        self.assertEqual(_stack.short_name(library_module.__file__, cwd), "unittest/__init__.py")
+        self.assertEqual(_stack._clean("a\x1b[2Jb\tc\x7f"), "a?[2Jb?c?")
+        self.assertEqual(_stack._clean("f\udcffile.py:3 in g"), "f?ile.py:3 in g")
+        long = _stack._clean("/" + "d" * 500 + "/t.py:1 in f")
+        self.assertEqual(len(long), _stack.MAX_LINE)
+        self.assertTrue(long.startswith("...") and long.endswith("/t.py:1 in f"))
+
+    def test_only_a_rank_that_has_not_moved_sends_its_stack(self):
+        reporter = SentReports()
+        ticker = _ticker.Ticker(reporter, comm=None)
+        ticker._training_ident = threading.get_ident()
+        clock = [100.0]
+        with unittest.mock.patch.object(_ticker.time, "monotonic", lambda: clock[0]):
+            self.assertEqual(ticker._stalled_stack(7), "")  # first seen
+            clock[0] += _ticker.STACK_SECONDS - 0.1
+            self.assertEqual(ticker._stalled_stack(7), "")
+            clock[0] += 0.2
+            stalled = ticker._stalled_stack(7)
+            self.assertRegex(stalled.split("\n")[-1],
+                             r"in test_only_a_rank_that_has_not_moved_sends_its_stack$")
+            clock[0] += _ticker.STACK_SECONDS - 0.1
+            self.assertEqual(ticker._stalled_stack(7), stalled)  # the same, not read again ...
+            clock[0] += 0.2
+            again = ticker._stalled_stack(7)  # ... until STACK_SECONDS later (another line)
+            self.assertNotEqual(again, stalled)
+            self.assertEqual(again.split("\n")[:-1], stalled.split("\n")[:-1])
+            reporter.moves += 1  # a step or a phase
+            self.assertEqual(ticker._stalled_stack(7), "")
+            clock[0] += _ticker.STACK_SECONDS + 1
+            self.assertNotEqual(ticker._stalled_stack(7), "")
+            self.assertEqual(ticker._stalled_stack(8), "")  # its numbers moved
 
 
 # A rank whose tensors the watch takes for GPU tensors (_device.cuda_device swapped) and whose
