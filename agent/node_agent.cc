@@ -759,9 +759,12 @@ void NodeAgent::Tick() {
   metrics_->Refresh();
   if (link_ == nullptr) return;
   for (v1::StepSummary& summary : metrics_->TakeSummaries()) {
+    const std::pair<std::string, int> rank{summary.job().job_id(), summary.rank()};
     v1::AgentMessage message;
     *message.mutable_step_summary() = std::move(summary);
-    link_->Send(message);
+    // Dropped (no stream): due again, all of it, since a stalled rank's stack goes only when
+    // it changes (rank_metrics.h).
+    if (!link_->Send(message)) metrics_->SummarizeAgain({rank});
   }
   for (const HungRank& hung : watchdog_->Check()) {
     if (hung.in_collective) {

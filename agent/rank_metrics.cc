@@ -371,7 +371,7 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
   }
   if (s.unwatched()) return;  // one the ended watch's side thread had in flight
   rank->working.Heard(clock_->Now(), report);
-  rank->stack = report.stack();
+  rank->stack = ReportedStack(report.stack());
   *s.mutable_collective_entered() = report.collective_entered();
   *s.mutable_collective_completed() = report.collective_completed();
   SetSequences(rank, report.collective_entered(), report.collective_completed());

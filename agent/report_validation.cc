@@ -2,14 +2,17 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/collective_ops.h"
 #include "common/link_groups.h"
+#include "common/one_line.h"
 #include "common/status.h"
 #include "google/protobuf/map.h"
 
@@ -159,21 +162,21 @@ absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& repor
   RETURN_IF_ERROR(Sequences("collective_entered", report.collective_entered()));
   RETURN_IF_ERROR(Sequences("collective_completed", report.collective_completed()));
   RETURN_IF_ERROR(NonNegative("timeout_seconds", report.timeout_seconds()));
-  RETURN_IF_ERROR(NonNegative("thread_cpu_seconds", report.thread_cpu_seconds()));
-  const std::string& stack = report.stack();
-  if (stack.size() > kMaxReportedStackBytes) {
-    return FieldError("stack", absl::StrCat("at most ", kMaxReportedStackBytes, " bytes, got ",
-                                            stack.size()));
+  return NonNegative("thread_cpu_seconds", report.thread_cpu_seconds());
+}
+
+std::string ReportedStack(absl::string_view stack) {
+  std::vector<std::string> frames;  // innermost first
+  size_t bytes = 0;
+  std::vector<absl::string_view> lines = absl::StrSplit(stack, '\n', absl::SkipEmpty());
+  for (auto line = lines.rbegin(); line != lines.rend(); ++line) {
+    std::string frame = OneLine(*line, kMaxStackFrameBytes);
+    if (frame.empty()) continue;
+    bytes += frame.size() + (frames.empty() ? 0 : 1);
+    if (bytes > kMaxReportedStackBytes) break;
+    frames.push_back(std::move(frame));
   }
-  for (size_t i = 0; i < stack.size(); ++i) {
-    const auto c = static_cast<unsigned char>(stack[i]);
-    if ((c < 0x20 && c != '\n') || c == 0x7f) {
-      return FieldError("stack", absl::StrFormat("no control characters but newlines, got 0x%02x "
-                                                 "at byte %d",
-                                                 c, i));
-    }
-  }
-  return absl::OkStatus();
+  return absl::StrJoin(frames.rbegin(), frames.rend(), "\n");
 }
 
 }  // namespace ringmaster::agent

@@ -6,8 +6,10 @@
 #define RINGMASTER_AGENT_REPORT_VALIDATION_H_
 
 #include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "proto/ringmaster/v1/worker.pb.h"
 
 namespace ringmaster::agent {
@@ -17,8 +19,9 @@ inline constexpr int kMaxReportedGroups = 64;
 inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
 // Most links one link check may report (two ring neighbours per group).
 inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
-// Longest stack (ReportCollectivesRequest.stack) one report may carry, in bytes.
+// Longest stack (ReportCollectivesRequest.stack) the agent forwards, in bytes, and longest frame.
 inline constexpr size_t kMaxReportedStackBytes = 4096;
+inline constexpr size_t kMaxStackFrameBytes = 512;
 
 // OK, or INVALID_ARGUMENT naming the field and the rule ("collectives[2].op: must be one of
 // all_reduce, ...; got \"foo\""):
@@ -40,9 +43,14 @@ absl::Status ValidateLinksReport(const v1::ReportLinksRequest& report);
 //    checkpoint_step >= 0; checkpoint_seconds finite and >= 0.
 absl::Status ValidatePhaseReport(const v1::ReportPhaseRequest& report);
 //  - collectives: as for a step's sequence numbers; timeout_seconds and thread_cpu_seconds
-//    finite and >= 0; stack at most kMaxReportedStackBytes, without control characters but
-//    newlines (it is shown on terminals: ringctl describe, events).
+//    finite and >= 0. Its stack is not refused (the numbers matter more): ReportedStack.
 absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& report);
+
+// A reported stack (ReportCollectivesRequest.stack) made fit to forward and show on a terminal
+// (ringctl describe, events): each line through OneLine (common/one_line.h: control characters,
+// escape sequences and invalid UTF-8 made harmless) at most kMaxStackFrameBytes, empty lines
+// dropped, the innermost (last) lines kept within kMaxReportedStackBytes.
+std::string ReportedStack(absl::string_view stack);
 
 }  // namespace ringmaster::agent
 

@@ -449,9 +449,8 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
         live->set_mfu(f->second.mfu());
       }
       live->set_activity(activities[rank]);
-      if (auto stack = job->gen.stacks.find(rank); stack != job->gen.stacks.end()) {
-        live->set_stack(stack->second);
-      }
+      auto stack = job->gen.stacks.find(rank);
+      if (stack != job->gen.stacks.end() && !live->finished()) live->set_stack(stack->second);
     }
   }
   if (job->gen.link_check != nullptr)

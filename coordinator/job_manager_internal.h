@@ -73,6 +73,8 @@ inline constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 15
 // Longest stalled rank's stack (StepSummary.stack) kept, in bytes: the agents' bound
 // (agent/report_validation.h's kMaxReportedStackBytes); a longer one is not kept.
 inline constexpr size_t kMaxStackBytes = 4096;
+// Most "stack" events one hang adds (one per blamed rank that has a stack, in rank order).
+inline constexpr int kMaxStackEventsPerHang = 8;
 
 }  // namespace job_manager_internal
 

@@ -53,6 +53,7 @@ std::string PhaseName(v1::WorkerPhase phase) {
 using job_manager_internal::DescribeExit;
 using job_manager_internal::kHangEvidenceWait;
 using job_manager_internal::kMaxStackBytes;
+using job_manager_internal::kMaxStackEventsPerHang;
 using job_manager_internal::kSilentProcess;
 
 bool job_manager_internal::WorksNow(const GenerationState& gen, int rank, absl::Time now) {
@@ -510,9 +511,11 @@ void JobManager::DeclareHang(Job* job, const std::string& node, const v1::Worker
   if (!why.empty()) absl::StrAppend(&what, "; ", why);
   v1::JobEvent& event = AddEvent(job, "hang", what);
   for (int r : suspects) event.add_ranks(r);
+  int stacks_quoted = 0;
   for (int r : suspects) {
     auto stack = job->gen.stacks.find(r);
     if (stack == job->gen.stacks.end()) continue;
+    if (++stacks_quoted > kMaxStackEventsPerHang) break;  // GetJob had them all
     v1::JobEvent& where = AddEvent(
         job, "stack",
         absl::StrCat("rank ", r, " on ", job->status.assignments(r).node(),

@@ -168,7 +168,17 @@ TEST_F(JobManagerTest, TheBlamedRanksStackFollowsTheHang) {
   EXPECT_EQ(where[0].message(),
             "rank 1 on n1, where its Python training thread stalled (innermost last): "
             "train.py:30 in <module> > train.py:18 in main > queue.py:171 in get");
-  // The next generation starts with none.
+  // The next generation starts with none; a rank that finished shows none.
+  ASSERT_EQ(after->job().state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(after->ranks_size(), 2);
+  EXPECT_TRUE(shown().empty());
+  const v1::JobStatus gen2 = Current(job->job_id());
+  s = Summary(gen2, 0, 0, 3, 0, 0);
+  s.set_steps_in_summary(0);
+  s.set_stack(stacks.at(0));
+  jobs_->OnStepSummary(s);
+  EXPECT_EQ(shown(), (std::map<int, std::string>{{0, stacks.at(0)}}));
+  jobs_->OnWorkerState("n1", Exit(gen2, 0, 0));
   EXPECT_TRUE(shown().empty());
 }
 

@@ -1,6 +1,9 @@
 #include "ctl/format.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -368,11 +371,20 @@ std::string DescribeJob(const v1::GetJobResponse& response) {
       }
     }
     absl::StrAppend(&out, Table(rows));
-    // Where each stalled Python rank's training thread is (the watch's stack), innermost last.
+    // Where each stalled Python rank's training thread is (the watch's stack), innermost last;
+    // ranks stalled at the same place (peers waiting in one collective) together.
+    std::vector<std::pair<std::string, std::vector<int>>> stalled;  // in order of first rank
     for (const v1::RankLiveState& r : response.ranks()) {
       if (r.stack().empty()) continue;
-      absl::StrAppend(&out, "\nRank ", r.rank(), " stalled at (innermost last):\n");
-      for (absl::string_view frame : absl::StrSplit(r.stack(), '\n', absl::SkipEmpty())) {
+      auto same = std::find_if(stalled.begin(), stalled.end(),
+                               [&r](const auto& s) { return s.first == r.stack(); });
+      if (same == stalled.end()) same = stalled.insert(stalled.end(), {r.stack(), {}});
+      same->second.push_back(r.rank());
+    }
+    for (const auto& [stack, ranks] : stalled) {
+      absl::StrAppend(&out, "\n", ranks.size() == 1 ? "Rank " : "Ranks ",
+                      absl::StrJoin(ranks, ", "), " stalled at (innermost last):\n");
+      for (absl::string_view frame : absl::StrSplit(stack, '\n', absl::SkipEmpty())) {
         absl::StrAppend(&out, "  ", frame, "\n");
       }
     }

@@ -141,11 +141,16 @@ TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardStatusAndNow) 
   EXPECT_THAT(text, HasSubstr("120   0.4s ago   straggler (1.85x)  -\n"));
   EXPECT_THAT(text, HasSubstr("120   never      finished           -\n"));
   EXPECT_THAT(text, Not(HasSubstr("stalled at")));
-  // A stalled Python rank's stack follows the table, a frame per line.
+  // A stalled Python rank's stack follows the table, a frame per line; ranks stalled at the
+  // same place together.
   r.mutable_ranks(1)->set_stack("train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get");
   EXPECT_THAT(DescribeJob(r), HasSubstr("\nRank 1 stalled at (innermost last):\n"
                                         "  train.py:30 in <module>\n  train.py:18 in main\n"
                                         "  queue.py:171 in get\n\nGroups:"));
+  for (int rank : {0, 2}) r.mutable_ranks(rank)->set_stack("train.py:30 in <module>\nc10d.py:9 in x");
+  EXPECT_THAT(DescribeJob(r), HasSubstr("\nRanks 0, 2 stalled at (innermost last):\n"
+                                        "  train.py:30 in <module>\n  c10d.py:9 in x\n"
+                                        "\nRank 1 stalled at (innermost last):\n"));
   // Without live states (not running) the table has no such columns.
   r.clear_ranks();
   EXPECT_THAT(DescribeJob(r), Not(HasSubstr("HEARD")));

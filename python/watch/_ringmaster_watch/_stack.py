@@ -9,8 +9,9 @@ there ("torch/utils/data/dataloader.py"), one under the working directory from i
 ("train.py"), any other in full. The watch's own frames (its wrappers around collectives) are
 left out: the user's program and torch are what the user reads. At most MAX_BYTES of UTF-8
 (the agent's bound): the innermost frames are kept, each line at most MAX_LINE characters;
-control characters become "?", and a file name that is not valid UTF-8 is written with "?" too
-(the agent refuses control characters, and protobuf strings must be UTF-8).
+control characters (C0, DEL, C1) and line separators become "?", and a file name that is not
+valid UTF-8 is written with "?" too (the stack is shown on terminals, and protobuf strings must
+be UTF-8; the agent cleans what another sender sends the same way).
 
 Threading: called on the watch's side thread (the GIL held throughout; nothing in torch).
 Errors: never raises; "" where the frames cannot be read (no sys._current_frames, the thread
@@ -59,8 +60,13 @@ def short_name(filename, cwd):
     return filename
 
 
+def _unprintable(c):
+    code = ord(c)
+    return code < 0x20 or 0x7f <= code <= 0x9f or code in (0x2028, 0x2029)
+
+
 def _clean(line):
-    line = "".join("?" if ord(c) < 0x20 or ord(c) == 0x7f else c for c in line)
+    line = "".join("?" if _unprintable(c) else c for c in line)
     line = line.encode("utf-8", "replace").decode("utf-8")  # lone surrogates become "?"
     if len(line) > MAX_LINE:
         line = "..." + line[-(MAX_LINE - 3):]

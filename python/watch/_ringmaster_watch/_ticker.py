@@ -61,9 +61,11 @@ INTERVAL_SECONDS = 1.0  # Between two collectives reports.
 FLUSH_SECONDS = 0.5  # Between two flushes of the deferred step reports.
 EXIT_POLL_SECONDS = 2.0  # At exit, the longest wait for the GPU's last collectives.
 EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
-# A rank that has not moved for this long sends its training thread's stack: under the
-# coordinator's shortest hang allowance (10 s), so that a hang finds it there.
-STACK_SECONDS = 5.0
+# A rank that has not moved for this long sends its training thread's stack: well under the
+# agent's shortest step allowance (9 s: the stall is seen up to a report late, and the stack
+# reaches the coordinator a report and a summary later), so that a hang finds it there.
+STACK_SECONDS = 3.0
+_monotonic = time.monotonic  # (tests replace it)
 
 
 def _clock_ticks():
@@ -202,8 +204,10 @@ class Ticker:
                 "blocked": bool(blocked), "blockedKnown": True,
                 "timeoutSeconds": self._comm.timeout_seconds,
                 "threadCpuSeconds": thread_cpu_seconds(self._training_thread)}
+        moves = self._reporter.moves
         stack = self._stalled_stack(version)
-        if stack:
+        # A step queued meanwhile goes first (send flushes it): the stack would follow it.
+        if stack and moves == self._reporter.moves:
             body["stack"] = stack
         if self._reporter.send("collectives", body):
             self._sent_version = version
@@ -213,7 +217,7 @@ class Ticker:
         phases) for STACK_SECONDS, else "". Read again at most every STACK_SECONDS (the same
         text in between): the agent forwards a stack that changed, and a rank busy in Python
         (an evaluation without collectives) would change it at every report."""
-        now = time.monotonic()
+        now = _monotonic()
         moves = (version, self._reporter.moves)
         if moves != self._moves:
             self._moves, self._still_since, self._stack = moves, now, ""

@@ -1808,7 +1808,7 @@ class StackTest(unittest.TestCase):
         self.assertEqual(_stack.short_name("/opt/x/train.py", cwd), "/opt/x/train.py")
         import unittest as library_module
         self.assertEqual(_stack.short_name(library_module.__file__, cwd), "unittest/__init__.py")
-        self.assertEqual(_stack._clean("a\x1b[2Jb\tc\x7f"), "a?[2Jb?c?")
+        self.assertEqual(_stack._clean("a\x1b[2Jb\tc\x7f\x9bd\u2028e"), "a?[2Jb?c??d?e")
         self.assertEqual(_stack._clean("f\udcffile.py:3 in g"), "f?ile.py:3 in g")
         long = _stack._clean("/" + "d" * 500 + "/t.py:1 in f")
         self.assertEqual(len(long), _stack.MAX_LINE)
@@ -1819,7 +1819,7 @@ class StackTest(unittest.TestCase):
         ticker = _ticker.Ticker(reporter, comm=None)
         ticker._training_ident = threading.get_ident()
         clock = [100.0]
-        with unittest.mock.patch.object(_ticker.time, "monotonic", lambda: clock[0]):
+        with unittest.mock.patch.object(_ticker, "_monotonic", lambda: clock[0]):
             self.assertEqual(ticker._stalled_stack(7), "")  # first seen
             clock[0] += _ticker.STACK_SECONDS - 0.1
             self.assertEqual(ticker._stalled_stack(7), "")
