@@ -762,9 +762,9 @@ void NodeAgent::Tick() {
     const std::pair<std::string, int> rank{summary.job().job_id(), summary.rank()};
     v1::AgentMessage message;
     *message.mutable_step_summary() = std::move(summary);
-    // Dropped (no stream): due again, all of it, since a stalled rank's stack goes only when
-    // it changes (rank_metrics.h).
-    if (!link_->Send(message)) metrics_->SummarizeAgain({rank});
+    // Dropped (no stream): its stack, which goes only when it changes, goes with the rank's
+    // next summary (rank_metrics.h).
+    if (!link_->Send(message)) metrics_->StackUnsent(rank.first, rank.second);
   }
   for (const HungRank& hung : watchdog_->Check()) {
     if (hung.in_collective) {

@@ -446,6 +446,12 @@ void RankMetrics::SummarizeAgain(const std::set<std::pair<std::string, int>>& ru
   }
 }
 
+void RankMetrics::StackUnsent(const std::string& job_id, int rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = ranks_.find(RankKey(job_id, rank));
+  if (it != ranks_.end()) it->second->resend_stack = true;
+}
+
 std::optional<v1::StepSummary> RankMetrics::TakePendingSummary(const std::string& job_id,
                                                                int rank) {
   absl::MutexLock lock(&mu_);

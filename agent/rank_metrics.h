@@ -100,6 +100,11 @@ class RankMetrics {
   // `running`: the (job, rank)s of this node's live workers; no other rank's summary goes.
   void SummarizeAgain(const std::set<std::pair<std::string, int>>& running);
 
+  // The rank's last summary taken was not sent (no stream): its next one carries its stack
+  // (StepSummary.stack) whether or not it changed. Not due for that alone: a stalled rank's
+  // watch reports every second, and a new stream makes every running rank's due.
+  void StackUnsent(const std::string& job_id, int rank);
+
   // The rank's summary if it changed since the last one taken, whatever its age: a worker that
   // exits sends its last state before its exit is reported.
   std::optional<v1::StepSummary> TakePendingSummary(const std::string& job_id, int rank);

@@ -809,6 +809,10 @@ TEST_F(RankMetricsTest, AStalledRanksStackGoesOnceUntilItChangesOrTheRankMoves) 
   c.set_stack("train.py:40 in main\ndata.py:13 in __getitem__");
   s = summary_after(c);
   EXPECT_EQ(s.stack(), "train.py:40 in main\ndata.py:13 in __getitem__");
+  // A summary the link dropped: the next one carries the stack again, unchanged as it is.
+  metrics_.StackUnsent("gpt-1", 0);
+  EXPECT_EQ(summary_after(c).stack(), c.stack());
+  EXPECT_FALSE(summary_after(c).has_stack());
   // A new stream to the coordinator (which may have restarted): the stack goes again.
   metrics_.SummarizeAgain({{"gpt-1", 0}});
   clock_.Advance(absl::Seconds(1));

@@ -170,7 +170,15 @@ std::string ReportedStack(absl::string_view stack) {
   size_t bytes = 0;
   std::vector<absl::string_view> lines = absl::StrSplit(stack, '\n', absl::SkipEmpty());
   for (auto line = lines.rbegin(); line != lines.rend(); ++line) {
-    std::string frame = OneLine(*line, kMaxStackFrameBytes);
+    // Cleaned whole (never longer), then cut at the front: a frame ends in its line and function.
+    std::string frame = OneLine(*line, line->size() + 3);
+    if (frame.size() > kMaxStackFrameBytes) {
+      size_t from = frame.size() - (kMaxStackFrameBytes - 3);
+      while (from < frame.size() && (static_cast<unsigned char>(frame[from]) & 0xC0) == 0x80) {
+        ++from;  // not inside a character
+      }
+      frame = absl::StrCat("...", absl::string_view(frame).substr(from));
+    }
     if (frame.empty()) continue;
     bytes += frame.size() + (frames.empty() ? 0 : 1);
     if (bytes > kMaxReportedStackBytes) break;

@@ -48,8 +48,9 @@ absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& repor
 
 // A reported stack (ReportCollectivesRequest.stack) made fit to forward and show on a terminal
 // (ringctl describe, events): each line through OneLine (common/one_line.h: control characters,
-// escape sequences and invalid UTF-8 made harmless) at most kMaxStackFrameBytes, empty lines
-// dropped, the innermost (last) lines kept within kMaxReportedStackBytes.
+// escape sequences and invalid UTF-8 made harmless), a longer one than kMaxStackFrameBytes cut at
+// the front ("...": its line and function stay), empty lines dropped, the innermost (last) lines
+// kept within kMaxReportedStackBytes.
 std::string ReportedStack(absl::string_view stack);
 
 }  // namespace ringmaster::agent

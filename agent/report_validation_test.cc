@@ -255,7 +255,16 @@ TEST(ReportedStackTest, EachFrameIsMadeFitForATerminalAndTheInnermostAreKept) {
             "a.py:1 in f\nb.py:2 in g?\n?.py:3 in h");
   // A frame is at most kMaxStackFrameBytes; the whole, at most kMaxReportedStackBytes of the
   // innermost (last) frames.
-  EXPECT_EQ(ReportedStack(std::string(2000, 'x')).size(), kMaxStackFrameBytes);
+  const std::string long_frame = ReportedStack("/" + std::string(2000, '\xc3') + "/t.py:7 in f");
+  EXPECT_LE(long_frame.size(), kMaxStackFrameBytes);
+  EXPECT_TRUE(absl::StartsWith(long_frame, "...?")) << long_frame;
+  EXPECT_TRUE(absl::EndsWith(long_frame, "/t.py:7 in f")) << long_frame;
+  std::string accents;
+  for (int i = 0; i < 600; ++i) accents += "\xc3\xa9";  // é
+  const std::string cut = ReportedStack(accents + ":7 in f");
+  EXPECT_LE(cut.size(), kMaxStackFrameBytes);
+  EXPECT_TRUE(absl::StartsWith(cut, "...\xc3\xa9")) << cut;  // whole characters only
+  EXPECT_TRUE(absl::EndsWith(cut, ":7 in f"));
   std::string deep;
   for (int i = 0; i < 1000; ++i) absl::StrAppend(&deep, "f.py:", i, " in g\n");
   const std::string kept = ReportedStack(deep);

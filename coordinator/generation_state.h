@@ -60,8 +60,8 @@ struct GenerationState {
   // (hang_analysis.h).
   std::set<int> working;
   // The stalled Python ranks' training-thread stacks (StepSummary.stack: one frame per line,
-  // outermost first), by rank; a rank that moves again is not here. GetJob shows them; a hang
-  // that blames such a rank adds a "stack" event.
+  // outermost first), by rank; a rank that moves again, or exited, is not here. GetJob shows
+  // them; a hang that blames such a rank adds a "stack" event.
   std::map<int, std::string> stacks;
   // When each rank's last summary arrived, or, after a coordinator restart, when its node
   // registered again listing it running (a stopped rank sends nothing more and must still count

@@ -449,8 +449,9 @@ absl::StatusOr<v1::GetJobResponse> JobManager::Get(const std::string& job_id) co
         live->set_mfu(f->second.mfu());
       }
       live->set_activity(activities[rank]);
-      auto stack = job->gen.stacks.find(rank);
-      if (stack != job->gen.stacks.end() && !live->finished()) live->set_stack(stack->second);
+      if (auto stack = job->gen.stacks.find(rank); stack != job->gen.stacks.end()) {
+        live->set_stack(stack->second);
+      }
     }
   }
   if (job->gen.link_check != nullptr)
@@ -737,6 +738,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     // (Its job is RESTARTING, or ended during the wait.)
     if (!RankIsOn(job->status, state.rank(), node)) return;
     if (state.exit_code() == 0 && state.signal() == 0) job->gen.finished_ranks.insert(state.rank());
+    job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere
     OnStoppingRankGone(job, state.rank());
     ScheduleLocked();
     return;
@@ -755,6 +757,7 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     if (JudgeHangReport(job, node, state)) ScheduleLocked();
     return;
   }
+  job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere
   if (state.exit_code() == 0 && state.signal() == 0) {
     job->gen.finished_ranks.insert(state.rank());
     if (static_cast<int>(job->gen.finished_ranks.size()) == world) {

@@ -212,7 +212,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     return;
   }
   job->gen.unwatched.erase(rank);
-  if (summary.has_stack()) {  // set only when it changed (agent.proto)
+  // Set only when it changed (agent.proto); a late summary of a rank that exited says nothing.
+  if (summary.has_stack() && job->gen.finished_ranks.count(rank) == 0) {
     // The agent's bound (agent/report_validation.h); a longer one is not shown at all.
     if (summary.stack().empty() || summary.stack().size() > kMaxStackBytes) {
       job->gen.stacks.erase(rank);

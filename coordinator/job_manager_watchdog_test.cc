@@ -180,6 +180,8 @@ TEST_F(JobManagerTest, TheBlamedRanksStackFollowsTheHang) {
   EXPECT_EQ(shown(), (std::map<int, std::string>{{0, stacks.at(0)}}));
   jobs_->OnWorkerState("n1", Exit(gen2, 0, 0));
   EXPECT_TRUE(shown().empty());
+  jobs_->OnStepSummary(s);  // a late one, sent before the exit was known
+  EXPECT_TRUE(shown().empty());
 }
 
 // Before any step, rank 1 never called init_process_group (nothing heard of it): ranks 0, 2 and 3

@@ -134,26 +134,34 @@ class Reporter:
         self._connected = True
         return True
 
-    def send(self, kind, body):
+    def send(self, kind, body, moves=None):
         """Sends {kind: body + worker identity} after the deferred reports; returns whether
         the socket took it or holds it for the next flush (behind reports a busy socket
-        refused), False where it was dropped."""
+        refused), False where it was dropped. `moves`: `self.moves` when the body's "stack"
+        was read; if a step or phase came since (it goes first), the stack goes without it.
+        """
         body["worker"] = self._identity
         if kind == "phase":
             self.moves += 1
         try:
-            data = json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
+            data = self._encode(kind, body)
         except (TypeError, ValueError):
             with self._send_lock:
                 self._dropped += 1  # A value JSON cannot carry; callers pass json_double'd floats.
             return False
         with self._send_lock:
             if self._flush_locked():  # False in a forked child too: it never sends.
+                if moves is not None and moves != self.moves and body.pop("stack", None):
+                    data = self._encode(kind, body)  # (it encoded once, it encodes again)
                 sent = self._send(data)
                 if sent is not None:
                     return sent
             self._hold(("data", data))  # Busy, or behind reports a busy socket refused.
             return True
+
+    @staticmethod
+    def _encode(kind, body):
+        return json.dumps({kind: body}, separators=(",", ":"), allow_nan=False).encode()
 
     def defer(self, kind, encode, raw):
         """Queues a report whose members are encode(raw), to be sent by the next flush (at

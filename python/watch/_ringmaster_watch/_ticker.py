@@ -206,10 +206,11 @@ class Ticker:
                 "threadCpuSeconds": thread_cpu_seconds(self._training_thread)}
         moves = self._reporter.moves
         stack = self._stalled_stack(version)
-        # A step queued meanwhile goes first (send flushes it): the stack would follow it.
-        if stack and moves == self._reporter.moves:
+        if stack:
             body["stack"] = stack
-        if self._reporter.send("collectives", body):
+        # A step or phase queued since the stack was read goes first (send flushes it), and
+        # the agent would take the stack for a new stall: send leaves it out then.
+        if self._reporter.send("collectives", body, moves=moves):
             self._sent_version = version
 
     def _stalled_stack(self, version):

@@ -92,6 +92,28 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(json.loads(second.recv(65536))["step"]["step"], "3")
         self.assertEqual((reporter.sent, reporter.dropped), (2, 1))
 
+    def test_a_stack_read_before_a_step_or_phase_goes_without_it(self):
+        # The side thread reads the stack, then the training thread steps: the step goes
+        # first, and a stack after it would tell the agent of a stall that is over.
+        _, receiver, reporter = self.agent_and_reporter()
+        receiver.settimeout(5)
+        reporter.deferring = True
+        stalled = {"collectiveEntered": {"world": "1"}, "stack": "a.py:1 in f"}
+        moves = reporter.moves
+        self.assertTrue(reporter.send("collectives", dict(stalled), moves=moves))
+        self.assertEqual(json.loads(receiver.recv(65536))["collectives"]["stack"], "a.py:1 in f")
+        reporter.defer("step", lambda raw: '"step":"%d"' % raw, 5)
+        self.assertTrue(reporter.send("collectives", dict(stalled), moves=moves))
+        self.assertEqual(json.loads(receiver.recv(65536))["step"]["step"], "5")
+        got = json.loads(receiver.recv(65536))["collectives"]
+        self.assertNotIn("stack", got)
+        self.assertEqual(got["collectiveEntered"], {"world": "1"})
+        moves = reporter.moves
+        reporter.send("phase", {"phase": "WORKER_PHASE_CHECKPOINT"})
+        receiver.recv(65536)
+        self.assertTrue(reporter.send("collectives", dict(stalled), moves=moves))
+        self.assertNotIn("stack", json.loads(receiver.recv(65536))["collectives"])
+
     def test_deferred_reports_go_first_in_order_and_only_from_their_process(self):
         _, receiver, reporter = self.agent_and_reporter()
         receiver.settimeout(5)
@@ -1009,7 +1031,8 @@ class SentReports:
     def flush(self):
         pass
 
-    def send(self, kind, body):
+    def send(self, kind, body, moves=None):
+        del moves
         self.sent.append((kind, body))
         return True
 
