@@ -84,6 +84,7 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> state_bytes;
   // Created on the first step report that carries a gradient norm.
   std::shared_ptr<metrics::Gauge> grad_norm;
+  std::shared_ptr<metrics::Gauge> input_seconds;
   // Created on the first step report that carries pipeline figures.
   std::shared_ptr<metrics::Gauge> stage_compute_seconds;
   std::shared_ptr<metrics::Gauge> bubble_ratio;
@@ -106,6 +107,7 @@ struct RankMetrics::Rank {
   // Wall and compute seconds of the steps since the last summary taken (for their means).
   double step_sum = 0;
   double compute_sum = 0;
+  double input_sum = 0;
   int compute_steps = 0;
   // Wall seconds of the generation's last steps (at most kStepTimeWindow), for the percentiles.
   std::deque<double> recent_step_seconds;
@@ -162,6 +164,11 @@ RankMetrics::RankMetrics(metrics::Registry* registry, Clock* clock, absl::Durati
           "ringmaster_grad_norm",
           "Global gradient norm of the rank's last step, before clipping (a rise precedes a "
           "divergence).",
+          kRankLabels)),
+      input_seconds_(&registry->AddGauge(
+          "ringmaster_input_seconds",
+          "Seconds of the rank's last step spent waiting for its next batch (a PyTorch "
+          "DataLoader's, under the Python watch): part of its compute seconds.",
           kRankLabels)),
       stage_compute_seconds_(&registry->AddGauge(
           "ringmaster_stage_compute_seconds",
@@ -248,6 +255,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
     rank->tokens_per_second = tokens_per_second_->WithLabels(rank->labels);
     rank->compute_seconds = compute_seconds_->WithLabels(rank->labels);
     rank->communication_seconds = communication_seconds_->WithLabels(rank->labels);
+    rank->input_seconds = input_seconds_->WithLabels(rank->labels);
     rank->mfu = mfu_->WithLabels(rank->labels);
     rank->state_bytes = state_bytes_->WithLabels(rank->labels);
   }
@@ -257,6 +265,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
     if (rank->grad_norm == nullptr) rank->grad_norm = grad_norm_->WithLabels(rank->labels);
     rank->grad_norm->Set(report.grad_norm());
   }
+  rank->input_seconds->Set(report.input_seconds());
   if (report.stage_compute_seconds() > 0) {
     if (rank->stage_compute_seconds == nullptr) {
       rank->stage_compute_seconds = stage_compute_seconds_->WithLabels(rank->labels);
@@ -309,9 +318,11 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
   rank->step_sum += step_seconds;
   rank->compute_sum += report.compute_seconds();
+  rank->input_sum += report.input_seconds();
   rank->compute_steps += 1;
   s.set_mean_step_seconds(rank->step_sum / rank->compute_steps);
   s.set_mean_compute_seconds(rank->compute_sum / rank->compute_steps);
+  s.set_mean_input_seconds(rank->input_sum / rank->compute_steps);
   s.set_steps_in_summary(rank->compute_steps);
   s.set_mfu(report.mfu());
   double bus_seconds = 0, bus_weighted = 0;
@@ -466,6 +477,7 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   rank->last_summary = now;
   rank->step_sum = 0;
   rank->compute_sum = 0;
+  rank->input_sum = 0;
   rank->compute_steps = 0;
   v1::StepSummary taken = rank->summary;
   // As of now: a side thread that fell silent since its last report says nothing any more.
@@ -480,6 +492,7 @@ v1::StepSummary RankMetrics::Take(Rank* rank, absl::Time now) {
   // must not repeat the last one's mean compute as a new straggler sample.
   rank->summary.set_mean_step_seconds(0);
   rank->summary.set_mean_compute_seconds(0);
+  rank->summary.set_mean_input_seconds(0);
   rank->summary.set_steps_in_summary(0);
   return taken;
 }
@@ -502,6 +515,7 @@ void RankMetrics::RemoveSeries(const Rank& rank) {
   mfu_->Remove(rank.labels);
   state_bytes_->Remove(rank.labels);
   grad_norm_->Remove(rank.labels);
+  input_seconds_->Remove(rank.labels);
   stage_compute_seconds_->Remove(rank.labels);
   bubble_ratio_->Remove(rank.labels);
   checkpoint_step_->Remove(rank.labels);

@@ -7,6 +7,8 @@
 //   ringmaster_loss                     gauge
 //   ringmaster_grad_norm                gauge, the step's global gradient norm before clipping
 //                                       (only for workers that report one)
+//   ringmaster_input_seconds            gauge, seconds of the last step waiting for the next
+//                                       batch (0 for workers that report none)
 //   ringmaster_tokens_per_second        gauge, this rank's tokens / step seconds
 //   ringmaster_compute_seconds          gauge, compute seconds of the last step
 //   ringmaster_communication_seconds    gauge, communication seconds of the last step
@@ -151,6 +153,7 @@ class RankMetrics {
   metrics::GaugeFamily* const mfu_;
   metrics::GaugeFamily* const state_bytes_;
   metrics::GaugeFamily* const grad_norm_;
+  metrics::GaugeFamily* const input_seconds_;
   metrics::GaugeFamily* const stage_compute_seconds_;
   metrics::GaugeFamily* const bubble_ratio_;
   metrics::GaugeFamily* const checkpoint_step_;

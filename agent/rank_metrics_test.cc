@@ -132,6 +132,11 @@ TEST_F(RankMetricsTest, RendersAStepReport) {
       "# HELP ringmaster_grad_norm Global gradient norm of the rank's last step, before "
       "clipping (a rise precedes a divergence).\n"
       "# TYPE ringmaster_grad_norm gauge\n"
+      "# HELP ringmaster_input_seconds Seconds of the rank's last step spent waiting for its next "
+      "batch (a PyTorch DataLoader's, under the Python watch): part of its compute seconds.\n"
+      "# TYPE ringmaster_input_seconds gauge\n"
+      "ringmaster_input_seconds",
+      l, "} 0\n",
       "# HELP ringmaster_last_report_age_seconds Seconds since the rank's last report of any kind, "
       "as of the agent's last refresh.\n"
       "# TYPE ringmaster_last_report_age_seconds gauge\n"
@@ -673,6 +678,34 @@ TEST_F(RankMetricsTest, GradientNormIsExportedWhenReported) {
               Contains("ringmaster_grad_norm{job_id=\"gpt-1\",rank=\"0\"} NaN"));
   metrics_.ForgetJob("gpt-1", 1);
   EXPECT_EQ(registry_.RenderText().find("ringmaster_grad_norm{"), std::string::npos);
+}
+
+// The last step's wait for input (0 for a worker that reports none); the summary's mean covers
+// its steps.
+TEST_F(RankMetricsTest, InputWaitIsExportedAndAveraged) {
+  metrics_.OnStep(Step("gpt-1", 1, 0, 1));
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_input_seconds{job_id=\"gpt-1\",rank=\"0\"} 0"));
+  ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);
+  clock_.Advance(absl::Seconds(1));
+  v1::ReportStepRequest r = Step("gpt-1", 1, 0, 2);
+  r.set_input_seconds(0.25);
+  metrics_.OnStep(r);
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_input_seconds{job_id=\"gpt-1\",rank=\"0\"} 0.25"));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 3));  // none this step
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_input_seconds{job_id=\"gpt-1\",rank=\"0\"} 0"));
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_input_seconds(), 0.125);
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnStep(Step("gpt-1", 1, 0, 4));
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_DOUBLE_EQ(summaries[0].mean_input_seconds(), 0);
+  metrics_.ForgetJob("gpt-1", 1);
+  EXPECT_EQ(registry_.RenderText().find("ringmaster_input_seconds{"), std::string::npos);
 }
 
 TEST_F(RankMetricsTest, SummaryCarriesMeansAndTheProcessStartupFigures) {

@@ -103,6 +103,7 @@ absl::Status ValidateStepReport(const v1::ReportStepRequest& report) {
   RETURN_IF_ERROR(NonNegative("state_bytes", static_cast<double>(report.state_bytes())));
   RETURN_IF_ERROR(NonNegative("step_seconds", report.step_seconds()));
   RETURN_IF_ERROR(NonNegative("compute_seconds", report.compute_seconds()));
+  RETURN_IF_ERROR(NonNegative("input_seconds", report.input_seconds()));
   RETURN_IF_ERROR(NonNegative("comm_seconds", report.comm_seconds()));
   RETURN_IF_ERROR(NonNegative("stage_compute_seconds", report.stage_compute_seconds()));
   RETURN_IF_ERROR(NonNegative("mfu", report.mfu()));

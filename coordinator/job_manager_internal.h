@@ -76,6 +76,16 @@ inline constexpr size_t kMaxStackBytes = 4096;
 // Most "stack" events one hang adds (one per blamed rank that has a stack, in rank order).
 inline constexpr int kMaxStackEventsPerHang = 8;
 
+// A straggler is said to be input-bound when its wait for its next batch per step
+// (GenerationState.input_seconds) exceeds its pipeline stage peers' median by at least this
+// share of its excess compute (its mean compute less what `ratio`, its compute over its peers',
+// says they take).
+inline constexpr double kInputCauseShare = 0.5;
+// "; mostly waiting for input: 80 ms per step for its next batch (DataLoader), its peers 2 ms"
+// when it is, else "" (also when no peer of its stage reported).
+std::string InputCause(const v1::JobStatus& status, const GenerationState& gen, int rank,
+                       double mean_compute, double ratio);
+
 }  // namespace job_manager_internal
 
 struct JobManager::Job {

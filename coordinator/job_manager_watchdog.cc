@@ -51,6 +51,8 @@ std::string PhaseName(v1::WorkerPhase phase) {
 }  // namespace
 
 using job_manager_internal::DescribeExit;
+using job_manager_internal::InputCause;
+using job_manager_internal::kInputCauseShare;
 using job_manager_internal::kHangEvidenceWait;
 using job_manager_internal::kMaxStackBytes;
 using job_manager_internal::kMaxStackEventsPerHang;
@@ -238,6 +240,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.collectives[rank] = std::move(numbers);
   }
 
+  if (summary.steps_in_summary() > 0) job->gen.input_seconds[rank] = summary.mean_input_seconds();
   // A one-rank job has nobody to single out: not judged.
   if (job->gen.stragglers != nullptr && summary.steps_in_summary() > 0 &&
       job->status.assignments_size() > 1) {
@@ -265,8 +268,12 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
       v1::JobEvent& event = AddEvent(
           job, "straggler",
           change->flagged
-              ? absl::StrFormat("rank %d on %s %s (threshold %.2f) at step %d: straggler", rank,
-                                a.node(), what, threshold, summary.step())
+              ? absl::StrFormat("rank %d on %s %s (threshold %.2f) at step %d: straggler%s", rank,
+                                a.node(), what, threshold, summary.step(),
+                                change->against_baseline
+                                    ? ""
+                                    : InputCause(job->status, job->gen, rank,
+                                                 summary.mean_compute_seconds(), change->ratio))
               : absl::StrFormat("rank %d on %s is back (%s) at step %d: no longer a straggler",
                                 rank, a.node(), what, summary.step()));
       event.add_ranks(rank);
@@ -321,6 +328,30 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->recovery.OnStep(summary.step(), absl::FromUnixNanos(summary.step_end_unix_nanos()),
                          summary.first_step_seconds());
   }
+}
+
+std::string job_manager_internal::InputCause(const v1::JobStatus& status,
+                                             const GenerationState& gen, int rank,
+                                             double mean_compute, double ratio) {
+  auto mine = gen.input_seconds.find(rank);
+  if (mine == gen.input_seconds.end() || mine->second <= 0 || ratio <= 1) return "";
+  const int stage = status.assignments(rank).pp_rank();
+  std::vector<double> peers;
+  for (const auto& [r, seconds] : gen.input_seconds) {
+    if (r != rank && r < status.assignments_size() && status.assignments(r).pp_rank() == stage) {
+      peers.push_back(seconds);
+    }
+  }
+  if (peers.empty()) return "";
+  std::sort(peers.begin(), peers.end());
+  const size_t n = peers.size();
+  const double median = n % 2 == 1 ? peers[n / 2] : (peers[n / 2 - 1] + peers[n / 2]) / 2;
+  const double excess = mean_compute * (1 - 1 / ratio);  // its compute beyond its peers'
+  if (mine->second - median < kInputCauseShare * excess) return "";
+  auto ms = [](double seconds) { return absl::StrFormat("%.0f ms", seconds * 1000); };
+  return absl::StrFormat(
+      "; mostly waiting for input: %s per step for its next batch (DataLoader), its peers %s",
+      ms(mine->second), ms(median));
 }
 
 namespace {

@@ -4,8 +4,10 @@
 // phases, and a generation that resumes behind the newest checkpoint.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_test_fixture.h"
@@ -601,6 +603,38 @@ TEST_F(JobManagerTest, StragglerIsFlaggedWithAnEventAndAMetricWithoutRestart) {
             std::string::npos);
   ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
   EXPECT_EQ(registry_.RenderText().find("ringmaster_straggler{"), std::string::npos);
+}
+
+// A straggler whose wait for its next batch makes most of its excess compute is called
+// input-bound; one whose input wait is a small part of it is not.
+TEST_F(JobManagerTest, AStragglerWaitingForItsInputIsSaidToBe) {
+  AddNode("n1", 2);
+  for (const auto& [input, said] :
+       std::vector<std::pair<double, bool>>{{0.045, true}, {0.01, false}}) {
+    auto job = jobs_->Submit(Spec(1, 2), "", alice_);
+    ASSERT_TRUE(job.ok());
+    const v1::JobStatus gen1 = Current(job->job_id());
+    for (int step = 1; step <= 12; ++step) {
+      v1::StepSummary fast = Summary(gen1, 0, step, 2 * step, 2 * step, 0.10);
+      fast.set_mean_input_seconds(0.001);
+      jobs_->OnStepSummary(fast);
+      v1::StepSummary slow = Summary(gen1, 1, step, 2 * step, 2 * step, 0.15);
+      slow.set_mean_input_seconds(input);
+      jobs_->OnStepSummary(slow);
+    }
+    std::vector<v1::JobEvent> flagged = EventsOf(*jobs_->Get(job->job_id()), "straggler");
+    ASSERT_EQ(flagged.size(), 1u);
+    const std::string cause =
+        "straggler; mostly waiting for input: 45 ms per step for its next batch (DataLoader), "
+        "its peers 1 ms";
+    if (said) {
+      EXPECT_TRUE(absl::EndsWith(flagged[0].message(), cause)) << flagged[0].message();
+    } else {
+      EXPECT_TRUE(absl::EndsWith(flagged[0].message(), "at step 9: straggler"))
+          << flagged[0].message();
+    }
+    ASSERT_TRUE(jobs_->Cancel(job->job_id(), "", alice_).ok());
+  }
 }
 
 TEST_F(JobManagerTest, ARunningJobsRanksSayTheirStepAndWhenTheyWereLastHeardOf) {

@@ -16,7 +16,9 @@
   AdamW...: a resumed run continues its count), else the count since start_step.
 - step_seconds: between step ends (the first: since the first DDP forward or backward, else
   since init_process_group); comm_seconds: time blocked in collectives during it;
-  compute_seconds: the rest.
+  compute_seconds: the rest; input_seconds: the part of it the stepping thread spent in a
+  DataLoader iterator's __next__ (waiting for its next batch: the input pipeline's share, so a
+  straggler can be told input-bound).
 - Loss: the mean of the scalar CPU tensors backward() was called on during the step, read
   after the step (a CUDA loss is never read: that would synchronise the GPU).
 - Phases: CHECKPOINT around torch.save to a path or file and around
@@ -92,6 +94,10 @@ class Steps:
         self._phase_lock = threading.Lock()
         self._phase_depth = 0
         self._phase_start = 0.0
+        # Seconds in DataLoader iterators' __next__ since the last step's end, on the thread
+        # that steps (any thread before the first step; a prefetching thread's are not waits).
+        self._input = 0.0
+        self._stepping_thread = None
 
     # -- installation --------------------------------------------------------------------------
     def install(self):
@@ -117,6 +123,11 @@ class Steps:
             _core.patch(torch, name, wrapper)
             if serialization is not None and getattr(serialization, name, None) is fn:
                 _core.patch(serialization, name, wrapper)
+        # The input pipeline's wait: optional (a torch without it only reports no input time).
+        loader = sys.modules.get("torch.utils.data.dataloader")
+        iterator = getattr(loader, "_BaseDataLoaderIter", None)
+        if iterator is not None and "__next__" in vars(iterator):
+            _core.patch(iterator, "__next__", self._wrap_next(iterator.__next__))
 
     def install_checkpoint(self, dcp):
         """torch.distributed.checkpoint: its synchronous saves are the checkpoint phase."""
@@ -174,6 +185,8 @@ class Steps:
         else:
             began = self._last_end
         self._last_end = now
+        self._stepping_thread = threading.get_ident()
+        input_seconds, self._input = self._input, 0.0
         state_step = self._read_state_step(optimizer)
         if self._start_step is None:
             self._start_step = max(0, state_step - 1) if state_step is not None else 0
@@ -203,9 +216,11 @@ class Steps:
                      None if init_unix is None
                      else max(0.0, init_unix - self.process_start_unix))
         # A snapshot: written out later, by the reporter's flush (encode_step).
+        # Waits for input are outside collectives: part of the compute, at most all of it.
+        input_seconds = min(input_seconds, step_seconds - charged)
         self.reporter.defer("step", encode_step, (
             self._step, step_seconds, charged, time.time_ns(), stats,
-            groups, loss, extra))
+            groups, loss, extra, input_seconds))
 
     def _read_state_step(self, optimizer):
         """The optimizer's state step (_state_step), read only when it may have jumped.
@@ -236,6 +251,25 @@ class Steps:
                 except TypeError:
                     pass  # Not weak-referenceable: read every step.
         return step
+
+    # -- input: the DataLoader's batches ------------------------------------------------------
+    def _wrap_next(self, next_):
+        watch = self
+        clock = self.clock
+
+        @_compiler.entry
+        @functools.wraps(next_)
+        def wrapper(iterator):
+            start = clock()
+            try:
+                return next_(iterator)
+            finally:
+                # (Nothing here can fail: a float sum and a comparison.)
+                stepping = watch._stepping_thread
+                if stepping is None or stepping == threading.get_ident():
+                    watch._input += clock() - start
+
+        return wrapper
 
     # -- backward: the loss --------------------------------------------------------------------
     def _wrap_backward(self, backward):
@@ -353,10 +387,12 @@ def encode_step(raw):
     """A step_ended snapshot as the ReportStepRequest's JSON members, written directly (no dict
     to encode). The times are finite (perf_counter differences): %r writes them as json.dumps
     does; the loss may not be (json_number)."""
-    step, step_seconds, comm_seconds, end_ns, stats, groups, loss, extra = raw
+    step, step_seconds, comm_seconds, end_ns, stats, groups, loss, extra, input_seconds = raw
     members = ['"step":"%d","stepSeconds":%r,"computeSeconds":%r,"commSeconds":%r,'
                '"endTimeUnixNanos":"%d"' % (step, step_seconds, step_seconds - comm_seconds,
                                             comm_seconds, end_ns)]
+    if input_seconds > 0:
+        members.append('"inputSeconds":%r' % input_seconds)
     collectives = members_json(stats, groups)
     if collectives:
         members.append(collectives)

@@ -12,7 +12,9 @@ micro-batches before the last accumulate under DDP's no_sync(), or with nanoGPT'
 require_backward_grad_sync = False), --reinit-at (after that step every rank destroys the process group and makes it again, on a
 port rank 0 picked, with DDP again over the same model and optimizer), --buffers (a BatchNorm
 layer: DDP broadcasts its buffers before each forward), --device-mesh (torch 2.2+: the
-process group made by init_device_mesh, as FSDP2 and tensor-parallel programs make it).
+process group made by init_device_mesh, as FSDP2 and tensor-parallel programs make it),
+--loader-delay S (each micro-batch comes from a torch DataLoader, in this process, whose items
+take S seconds each on rank 1: an input-bound rank).
 """
 
 import argparse
@@ -57,6 +59,7 @@ def main():
     parser.add_argument("--reinit-at", type=int, default=0)
     parser.add_argument("--buffers", action="store_true")
     parser.add_argument("--device-mesh", action="store_true")
+    parser.add_argument("--loader-delay", type=float, default=0.0)
     args = parser.parse_args()
 
     if int(os.environ["RANK"]) == args.stuck_rank and args.stuck_step == -1:
@@ -90,11 +93,14 @@ def main():
         start = state["step"]
     group = dist.new_group([0, 1]) if args.extra_collectives else None
     gen = torch.Generator().manual_seed(100 + rank)
+    batches = iter(torch.utils.data.DataLoader(
+        SlowItems(args.loader_delay if rank == 1 else 0.0), batch_size=8)) \
+        if args.loader_delay else None
     for step in range(start + 1, start + args.steps + 1):
         if rank == args.stuck_rank and step == args.stuck_step:
             wait_for_release(args.release)
         for micro in range(args.accumulate):
-            x = torch.randn(8, 16, generator=gen)
+            x = torch.randn(8, 16, generator=gen) if batches is None else next(batches)
             y = x.sum(dim=1, keepdim=True).sin()
             # --no-sync: DDP reduces only the last micro-batch's gradients: no_sync() before it
             # ("context"), or nanoGPT's require_backward_grad_sync ("flag").
@@ -132,6 +138,21 @@ def main():
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+class SlowItems(torch.utils.data.Dataset):
+    """Random rows of 16, each taking `delay` seconds to fetch (a slow disk)."""
+
+    def __init__(self, delay):
+        self.delay = delay
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)
+        return torch.randn(16, generator=torch.Generator().manual_seed(i))
 
 
 def reinit():

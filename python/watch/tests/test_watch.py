@@ -1807,6 +1807,27 @@ def _recurse(depth, then):
     return then() if depth == 0 else _recurse(depth - 1, then)
 
 
+class InputTest(unittest.TestCase):
+    def test_a_ranks_wait_for_its_data_loader_is_its_input_seconds(self):
+        # Rank 1's DataLoader items take 10 ms each (8 per batch): each of its steps waits at
+        # least 80 ms for its batch in the loader's __next__, part of its compute; rank 0's
+        # loader, as fast as memory, makes a small share of that.
+        d, agent = agent_in_tmpdir(self)
+        results = harness.run_ranks(harness.train_argv(
+            os.path.join(d, "out"), "--steps", "4", "--loader-delay", "0.01"), 2, d,
+            agent=agent)
+        for rc, log in results:
+            self.assertEqual(rc, 0, log)
+        agent.wait_for(lambda a: all(len(a.reports("step", r)) == 4 for r in (0, 1)),
+                       what="every step")
+        steps = steps_by_rank(agent, 2)
+        for s in steps[1][1:]:  # (the first step starts at its first forward, after its batch)
+            self.assertGreaterEqual(s["inputSeconds"], 0.08, s)
+            self.assertLessEqual(s["inputSeconds"], s["computeSeconds"], s)
+        waited = [sum(s.get("inputSeconds", 0) for s in steps[r][1:]) for r in (0, 1)]
+        self.assertLess(waited[0], waited[1] / 4, waited)
+
+
 class StackTest(unittest.TestCase):
     """_stack.stack_of's lines, and the side thread's rule for sending them (_ticker.py)."""
 
