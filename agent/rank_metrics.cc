@@ -265,7 +265,9 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
     if (rank->grad_norm == nullptr) rank->grad_norm = grad_norm_->WithLabels(rank->labels);
     rank->grad_norm->Set(report.grad_norm());
   }
-  rank->input_seconds->Set(report.input_seconds());
+  // Part of the compute (worker.proto): a sender's larger figure is taken as all of it.
+  const double input_seconds = std::min(report.input_seconds(), report.compute_seconds());
+  rank->input_seconds->Set(input_seconds);
   if (report.stage_compute_seconds() > 0) {
     if (rank->stage_compute_seconds == nullptr) {
       rank->stage_compute_seconds = stage_compute_seconds_->WithLabels(rank->labels);
@@ -318,7 +320,7 @@ void RankMetrics::OnStep(const v1::ReportStepRequest& report) {
   s.set_step_end_unix_nanos(report.end_time_unix_nanos());
   rank->step_sum += step_seconds;
   rank->compute_sum += report.compute_seconds();
-  rank->input_sum += report.input_seconds();
+  rank->input_sum += input_seconds;
   rank->compute_steps += 1;
   s.set_mean_step_seconds(rank->step_sum / rank->compute_steps);
   s.set_mean_compute_seconds(rank->compute_sum / rank->compute_steps);

@@ -704,6 +704,12 @@ TEST_F(RankMetricsTest, InputWaitIsExportedAndAveraged) {
   summaries = metrics_.TakeSummaries();
   ASSERT_EQ(summaries.size(), 1u);
   EXPECT_DOUBLE_EQ(summaries[0].mean_input_seconds(), 0);
+  // Part of the compute: a larger figure is taken as all of it (0.375 s here).
+  r = Step("gpt-1", 1, 0, 5);
+  r.set_input_seconds(2);
+  metrics_.OnStep(r);
+  EXPECT_THAT(Samples(registry_),
+              Contains("ringmaster_input_seconds{job_id=\"gpt-1\",rank=\"0\"} 0.375"));
   metrics_.ForgetJob("gpt-1", 1);
   EXPECT_EQ(registry_.RenderText().find("ringmaster_input_seconds{"), std::string::npos);
 }

@@ -8,7 +8,9 @@
 #ifndef RINGMASTER_COORDINATOR_GENERATION_STATE_H_
 #define RINGMASTER_COORDINATOR_GENERATION_STATE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,9 +65,11 @@ struct GenerationState {
   // outermost first), by rank; a rank that moves again, or exited, is not here. GetJob shows
   // them; a hang that blames such a rank adds a "stack" event.
   std::map<int, std::string> stacks;
-  // Each rank's mean seconds per step waiting for its next batch, from its latest summary that
-  // covered steps (StepSummary.mean_input_seconds): what tells an input-bound straggler.
-  std::map<int, double> input_seconds;
+  // Each rank's mean seconds per step waiting for its next batch, from its last summaries that
+  // covered steps (StepSummary.mean_input_seconds; at most kInputWindow, newest last): what
+  // tells an input-bound straggler. A rank that exited or whose watch ended is not here.
+  static constexpr size_t kInputWindow = 8;  // the straggler detector's window
+  std::map<int, std::deque<double>> input_seconds;
   // When each rank's last summary arrived, or, after a coordinator restart, when its node
   // registered again listing it running (a stopped rank sends nothing more and must still count
   // as silent).

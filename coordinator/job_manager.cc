@@ -738,7 +738,8 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     // (Its job is RESTARTING, or ended during the wait.)
     if (!RankIsOn(job->status, state.rank(), node)) return;
     if (state.exit_code() == 0 && state.signal() == 0) job->gen.finished_ranks.insert(state.rank());
-    job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere
+    job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere, waits for nothing
+    job->gen.input_seconds.erase(state.rank());
     OnStoppingRankGone(job, state.rank());
     ScheduleLocked();
     return;
@@ -757,7 +758,8 @@ void JobManager::OnWorkerStateLocked(const std::string& node, const v1::WorkerSt
     if (JudgeHangReport(job, node, state)) ScheduleLocked();
     return;
   }
-  job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere
+  job->gen.stacks.erase(state.rank());  // it exited: it stalls nowhere, waits for nothing
+  job->gen.input_seconds.erase(state.rank());
   if (state.exit_code() == 0 && state.signal() == 0) {
     job->gen.finished_ranks.insert(state.rank());
     if (static_cast<int>(job->gen.finished_ranks.size()) == world) {

@@ -76,15 +76,15 @@ inline constexpr size_t kMaxStackBytes = 4096;
 // Most "stack" events one hang adds (one per blamed rank that has a stack, in rank order).
 inline constexpr int kMaxStackEventsPerHang = 8;
 
-// A straggler is said to be input-bound when its wait for its next batch per step
-// (GenerationState.input_seconds) exceeds its pipeline stage peers' median by at least this
-// share of its excess compute (its mean compute less what `ratio`, its compute over its peers',
-// says they take).
+// A straggler is said to be input-bound when its wait for its next batch per step (the median
+// of its GenerationState.input_seconds window) exceeds the median of its pipeline stage peers'
+// by at least this share of its excess compute: its compute level (the straggler detector's, the
+// median of the same window) less what `ratio`, that level over its peers', says they take.
 inline constexpr double kInputCauseShare = 0.5;
 // "; mostly waiting for input: 80 ms per step for its next batch (DataLoader), its peers 2 ms"
 // when it is, else "" (also when no peer of its stage reported).
 std::string InputCause(const v1::JobStatus& status, const GenerationState& gen, int rank,
-                       double mean_compute, double ratio);
+                       double compute_level, double ratio);
 
 }  // namespace job_manager_internal
 

@@ -5,6 +5,7 @@
 // exits quoted after a hang. The per-job state is in job_manager_internal.h and
 // generation_state.h; the series it feeds are JobMetrics' (job_metrics.h).
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -210,6 +211,7 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.numbers_since.erase(rank);
     job->gen.working.erase(rank);
     job->gen.stacks.erase(rank);
+    job->gen.input_seconds.erase(rank);
     job->gen.unwatched.insert(rank);
     return;
   }
@@ -240,7 +242,11 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
     job->gen.collectives[rank] = std::move(numbers);
   }
 
-  if (summary.steps_in_summary() > 0) job->gen.input_seconds[rank] = summary.mean_input_seconds();
+  if (summary.steps_in_summary() > 0) {
+    std::deque<double>& input = job->gen.input_seconds[rank];
+    input.push_back(summary.mean_input_seconds());
+    if (input.size() > GenerationState::kInputWindow) input.pop_front();
+  }
   // A one-rank job has nobody to single out: not judged.
   if (job->gen.stragglers != nullptr && summary.steps_in_summary() > 0 &&
       job->status.assignments_size() > 1) {
@@ -273,7 +279,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
                                 change->against_baseline
                                     ? ""
                                     : InputCause(job->status, job->gen, rank,
-                                                 summary.mean_compute_seconds(), change->ratio))
+                                                 job->gen.stragglers->level(rank),
+                                                 change->ratio))
               : absl::StrFormat("rank %d on %s is back (%s) at step %d: no longer a straggler",
                                 rank, a.node(), what, summary.step()));
       event.add_ranks(rank);
@@ -330,28 +337,41 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
 }
 
+namespace {
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
 std::string job_manager_internal::InputCause(const v1::JobStatus& status,
                                              const GenerationState& gen, int rank,
-                                             double mean_compute, double ratio) {
+                                             double compute_level, double ratio) {
+  auto level = [](const std::deque<double>& samples) {
+    return MedianOf(std::vector<double>(samples.begin(), samples.end()));
+  };
   auto mine = gen.input_seconds.find(rank);
-  if (mine == gen.input_seconds.end() || mine->second <= 0 || ratio <= 1) return "";
+  if (mine == gen.input_seconds.end() || ratio <= 1) return "";
+  const double my_input = level(mine->second);
+  if (my_input <= 0) return "";
   const int stage = status.assignments(rank).pp_rank();
   std::vector<double> peers;
-  for (const auto& [r, seconds] : gen.input_seconds) {
+  for (const auto& [r, samples] : gen.input_seconds) {
     if (r != rank && r < status.assignments_size() && status.assignments(r).pp_rank() == stage) {
-      peers.push_back(seconds);
+      peers.push_back(level(samples));
     }
   }
   if (peers.empty()) return "";
-  std::sort(peers.begin(), peers.end());
-  const size_t n = peers.size();
-  const double median = n % 2 == 1 ? peers[n / 2] : (peers[n / 2 - 1] + peers[n / 2]) / 2;
-  const double excess = mean_compute * (1 - 1 / ratio);  // its compute beyond its peers'
-  if (mine->second - median < kInputCauseShare * excess) return "";
+  const double median = MedianOf(peers);
+  const double excess = compute_level * (1 - 1 / ratio);  // its compute beyond its peers'
+  if (my_input - median < kInputCauseShare * excess) return "";
   auto ms = [](double seconds) { return absl::StrFormat("%.0f ms", seconds * 1000); };
   return absl::StrFormat(
       "; mostly waiting for input: %s per step for its next batch (DataLoader), its peers %s",
-      ms(mine->second), ms(median));
+      ms(my_input), ms(median));
 }
 
 namespace {

@@ -637,6 +637,31 @@ TEST_F(JobManagerTest, AStragglerWaitingForItsInputIsSaidToBe) {
   }
 }
 
+// A rank that finished is no peer to compare input waits with: rank 2, done early after long
+// waits for its input, would have put its peers' median at 25.5 ms, under what makes rank 1's
+// 45 ms the cause; without it the median is rank 0's 1 ms.
+TEST_F(JobManagerTest, AFinishedRanksInputWaitIsNoLongerCompared) {
+  AddNode("n1", 3);
+  auto job = jobs_->Submit(Spec(1, 3), "", alice_);
+  ASSERT_TRUE(job.ok());
+  const v1::JobStatus gen1 = Current(job->job_id());
+  auto summary = [&](int rank, int step, double compute, double input) {
+    v1::StepSummary s = Summary(gen1, rank, step, 2 * step, 2 * step, compute);
+    s.set_mean_input_seconds(input);
+    jobs_->OnStepSummary(s);
+  };
+  summary(2, 1, 0.10, 0.05);
+  jobs_->OnWorkerState("n1", Exit(gen1, 2, 0));
+  for (int step = 1; step <= 12; ++step) {
+    summary(0, step, 0.10, 0.001);
+    summary(1, step, 0.15, 0.045);
+  }
+  std::vector<v1::JobEvent> flagged = EventsOf(*jobs_->Get(job->job_id()), "straggler");
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_THAT(flagged[0].message(), HasSubstr("mostly waiting for input: 45 ms per step for its "
+                                              "next batch (DataLoader), its peers 1 ms"));
+}
+
 TEST_F(JobManagerTest, ARunningJobsRanksSayTheirStepAndWhenTheyWereLastHeardOf) {
   AddNode("n1", 2);
   auto job = jobs_->Submit(Spec(1, 2), "", alice_);

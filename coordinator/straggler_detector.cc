@@ -81,6 +81,11 @@ bool StragglerDetector::flagged(int rank) const {
   return it != ranks_.end() && it->second.flagged;
 }
 
+double StragglerDetector::level(int rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() || it->second.samples.empty() ? 0 : Level(it->second);
+}
+
 double StragglerDetector::ratio(int rank) const {
   auto it = ratios_.find(rank);
   return it == ratios_.end() ? 0 : it->second;

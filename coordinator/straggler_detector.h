@@ -72,6 +72,8 @@ class StragglerDetector {
   bool flagged(int rank) const;
   // The rank's last ratio (0 before it was judged).
   double ratio(int rank) const;
+  // The rank's level: the median of its last `window` samples (0 before its first).
+  double level(int rank) const;
   // Ranks judged so far, with their ratios.
   const std::map<int, double>& ratios() const { return ratios_; }
 

@@ -18,7 +18,8 @@
   since init_process_group); comm_seconds: time blocked in collectives during it;
   compute_seconds: the rest; input_seconds: the part of it the stepping thread spent in a
   DataLoader iterator's __next__ (waiting for its next batch: the input pipeline's share, so a
-  straggler can be told input-bound).
+  straggler can be told input-bound); a DataLoader inside another's __next__ counts once; from
+  the second step on (the first step's thread is the one whose waits count).
 - Loss: the mean of the scalar CPU tensors backward() was called on during the step, read
   after the step (a CUDA loss is never read: that would synchronise the GPU).
 - Phases: CHECKPOINT around torch.save to a path or file and around
@@ -95,9 +96,10 @@ class Steps:
         self._phase_depth = 0
         self._phase_start = 0.0
         # Seconds in DataLoader iterators' __next__ since the last step's end, on the thread
-        # that steps (any thread before the first step; a prefetching thread's are not waits).
+        # that steps (known from the first step on; a prefetching thread's are not waits).
         self._input = 0.0
         self._stepping_thread = None
+        self._input_depth = 0  # __next__ calls in progress on the stepping thread (nesting)
 
     # -- installation --------------------------------------------------------------------------
     def install(self):
@@ -186,7 +188,7 @@ class Steps:
             began = self._last_end
         self._last_end = now
         self._stepping_thread = threading.get_ident()
-        input_seconds, self._input = self._input, 0.0
+        input_seconds, self._input = self._input, 0.0  # (0 at the first step: no thread known)
         state_step = self._read_state_step(optimizer)
         if self._start_step is None:
             self._start_step = max(0, state_step - 1) if state_step is not None else 0
@@ -260,13 +262,18 @@ class Steps:
         @_compiler.entry
         @functools.wraps(next_)
         def wrapper(iterator):
+            # Only the thread that steps waits for its batches (a prefetching thread's waits
+            # are not the step's); before the first step, none is known (and none is reported).
+            if not _core.enabled or watch._stepping_thread != threading.get_ident():
+                return next_(iterator)
+            watch._input_depth += 1
             start = clock()
             try:
                 return next_(iterator)
             finally:
-                # (Nothing here can fail: a float sum and a comparison.)
-                stepping = watch._stepping_thread
-                if stepping is None or stepping == threading.get_ident():
+                # (Nothing here can fail: integer and float arithmetic.)
+                watch._input_depth -= 1
+                if watch._input_depth == 0:  # the outermost DataLoader's wait only
                     watch._input += clock() - start
 
         return wrapper

@@ -22,7 +22,7 @@ import harness
 
 sys.path.insert(0, harness.WATCH_DIR)
 from _ringmaster_watch import (  # noqa: E402
-    _collectives, _comm, _core, _device, _reporter, _stack, _ticker)
+    _collectives, _comm, _core, _device, _reporter, _stack, _steps, _ticker)
 
 STEPS = 6
 TRAIN_ARGS = ["--steps", str(STEPS), "--accumulate", "2", "--scheduler", "--extra-collectives",
@@ -1821,11 +1821,55 @@ class InputTest(unittest.TestCase):
         agent.wait_for(lambda a: all(len(a.reports("step", r)) == 4 for r in (0, 1)),
                        what="every step")
         steps = steps_by_rank(agent, 2)
-        for s in steps[1][1:]:  # (the first step starts at its first forward, after its batch)
+        # From the second step on: the first one's window starts at its first forward, after
+        # its first batch, and its thread is the one whose waits count from then on.
+        self.assertNotIn("inputSeconds", steps[1][0])
+        for s in steps[1][1:]:
             self.assertGreaterEqual(s["inputSeconds"], 0.08, s)
             self.assertLessEqual(s["inputSeconds"], s["computeSeconds"], s)
         waited = [sum(s.get("inputSeconds", 0) for s in steps[r][1:]) for r in (0, 1)]
         self.assertLess(waited[0], waited[1] / 4, waited)
+
+
+    def test_only_the_stepping_threads_outermost_waits_count(self):
+        # The wrapper (_steps.Steps._wrap_next) on a fake clock: a DataLoader inside another's
+        # __next__ counts once; another thread's, and any with the watch off, not at all; its
+        # iterator's values and exceptions (StopIteration too) pass through unchanged.
+        clock = [0.0]
+        steps = _steps.Steps(None, None, None, clock=lambda: clock[0])
+        steps._stepping_thread = threading.get_ident()
+
+        def inner(it):
+            clock[0] += 0.25
+            return it * 2
+
+        wrapped_inner = steps._wrap_next(inner)
+
+        def outer(it):
+            clock[0] += 1.0
+            return wrapped_inner(it) + 1
+
+        with unittest.mock.patch.object(_core, "enabled", True):  # (as in a watched rank)
+            wrapped = steps._wrap_next(outer)
+            self.assertEqual(wrapped(3), 7)
+            self.assertEqual(steps._input, 1.25)
+            self.assertEqual(steps._input_depth, 0)
+
+            def ends(it):
+                clock[0] += 0.5
+                raise StopIteration
+
+            with self.assertRaises(StopIteration):
+                steps._wrap_next(ends)(None)
+            self.assertEqual(steps._input, 1.75)
+            done = []
+            other = threading.Thread(target=lambda: done.append(wrapped(1)))
+            other.start()
+            other.join(timeout=10)
+            self.assertEqual((done, steps._input), ([3], 1.75))
+            with unittest.mock.patch.object(_core, "enabled", False):
+                self.assertEqual(wrapped(1), 3)
+            self.assertEqual(steps._input, 1.75)
 
 
 class StackTest(unittest.TestCase):
