@@ -161,7 +161,10 @@ class Steps:
         if self.ddp is not None and self.ddp.counted:
             self.ddp.sync()  # Also for a program reporting its own steps: its collectives.
         if _explicit_steps():
-            return  # The program reports its own steps (ringmaster.worker.step): no doubles.
+            # The program reports its own steps (ringmaster.worker.step): no doubles. Still a
+            # move for the side thread's stall rule (_ticker.py).
+            self.reporter.moves += 1
+            return
         primary = self._primary() if self._primary is not None else None
         skipped = 0
         if primary is None:

@@ -39,7 +39,8 @@ the GIL throughout (_device.py), so before each report it asks the GPU which col
 finished (Comm.poll_device): a rank whose training thread is stuck outside torch still says that
 its GPU is through them, and is named as the one behind. The deferred reports hold plain numbers
 and strings only.
-While the rank stalls (no step or phase report, numbers that have not moved, for STACK_SECONDS),
+While the rank stalls (no step or phase report, numbers that have not moved, for STACK_SECONDS,
+or STACK_STEPS of its usual step times where longer),
 each report also carries where the training thread is: its Python stack (_stack.py), read from
 this thread, so a rank stuck outside any collective (a data loader's queue, a lock, a network
 call) or inside one says at which line of the program; the coordinator shows it
@@ -63,8 +64,12 @@ EXIT_POLL_SECONDS = 2.0  # At exit, the longest wait for the GPU's last collecti
 EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
 # A rank that has not moved for this long sends its training thread's stack: well under the
 # agent's shortest step allowance (9 s: the stall is seen up to a report late, and the stack
-# reaches the coordinator a report and a summary later), so that a hang finds it there.
+# reaches the coordinator a report and a summary later), so that a hang finds it there ...
 STACK_SECONDS = 3.0
+# ... or, where steps are longer, for this many of its usual step times (an average of the
+# gaps between its step reports): a healthy 10 s step whose forward runs 6 s without a
+# collective is no stall; the allowance is 5 x the p99 step there.
+STACK_STEPS = 2.0
 _monotonic = time.monotonic  # (tests replace it)
 
 
@@ -110,6 +115,9 @@ class Ticker:
         self._still_since = 0.0  # ... and since when they have held (time.monotonic())
         self._stack = ""  # the stalled training thread's stack, as last read ...
         self._stack_at = 0.0  # ... at this time
+        self._steps_seen = None  # reporter.moves as last seen, ...
+        self._steps_at = None  # ... when it last changed, ...
+        self._step_gap = 0.0  # ... and the average gap between its changes (0: none yet)
         # Held by each tick; taken by exiting() so that no tick is inside torch once it returns.
         self._tick_lock = threading.Lock()
         self._outside_torch = False  # From exiting() on: no call into torch.
@@ -215,15 +223,23 @@ class Ticker:
 
     def _stalled_stack(self, version):
         """The training thread's stack if the rank has not moved (its numbers, steps and
-        phases) for STACK_SECONDS, else "". Read again at most every STACK_SECONDS (the same
-        text in between): the agent forwards a stack that changed, and a rank busy in Python
-        (an evaluation without collectives) would change it at every report."""
+        phases) for STACK_SECONDS, or STACK_STEPS of its usual step times where longer, else
+        "". Read again at most every STACK_SECONDS (the same text in between): the agent
+        forwards a stack that changed, and a rank busy in Python (an evaluation without
+        collectives) would change it at every report."""
         now = _monotonic()
-        moves = (version, self._reporter.moves)
+        steps = self._reporter.moves
+        if steps != self._steps_seen:
+            if self._steps_at is not None:
+                gap = now - self._steps_at
+                self._step_gap = gap if not self._step_gap else 0.75 * self._step_gap + 0.25 * gap
+            self._steps_seen, self._steps_at = steps, now
+        moves = (version, steps)
         if moves != self._moves:
             self._moves, self._still_since, self._stack = moves, now, ""
             return ""
-        if now - self._still_since < STACK_SECONDS or self._training_ident is None:
+        stall = max(STACK_SECONDS, STACK_STEPS * self._step_gap)
+        if now - self._still_since < stall or self._training_ident is None:
             return ""
         if not self._stack or now - self._stack_at >= STACK_SECONDS:
             self._stack, self._stack_at = _stack.stack_of(self._training_ident), now

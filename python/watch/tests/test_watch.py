@@ -1921,11 +1921,23 @@ class StackTest(unittest.TestCase):
             again = ticker._stalled_stack(7)  # ... until STACK_SECONDS later (another line)
             self.assertNotEqual(again, stalled)
             self.assertEqual(again.split("\n")[:-1], stalled.split("\n")[:-1])
-            reporter.moves += 1  # a step or a phase
+            reporter.moves += 1  # a step or a phase, 6.2 s after the first seen: its step time
             self.assertEqual(ticker._stalled_stack(7), "")
-            clock[0] += _ticker.STACK_SECONDS + 1
+            clock[0] += _ticker.STACK_STEPS * 6.2 - 0.1
+            self.assertEqual(ticker._stalled_stack(7), "")  # within 2 of its step times
+            clock[0] += 0.2
             self.assertNotEqual(ticker._stalled_stack(7), "")
             self.assertEqual(ticker._stalled_stack(8), "")  # its numbers moved
+            # Steps of 10 s (a large model: a forward of several seconds without collectives):
+            # still 3 s after a step is no stall; 2 steps' time is.
+            for _ in range(8):
+                clock[0] += 10
+                reporter.moves += 1
+                self.assertEqual(ticker._stalled_stack(8), "")
+            clock[0] += _ticker.STACK_SECONDS + 1
+            self.assertEqual(ticker._stalled_stack(8), "")
+            clock[0] += 2 * 10 - _ticker.STACK_SECONDS
+            self.assertNotEqual(ticker._stalled_stack(8), "")
 
 
 # A rank whose tensors the watch takes for GPU tensors (_device.cuda_device swapped) and whose
