@@ -51,6 +51,7 @@ Errors: a failure disables the watch and ends the thread.
 """
 
 import atexit
+import collections
 import os
 import threading
 import time
@@ -66,10 +67,13 @@ EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
 # agent's shortest step allowance (9 s: the stall is seen up to a report late, and the stack
 # reaches the coordinator a report and a summary later), so that a hang finds it there ...
 STACK_SECONDS = 3.0
-# ... or, where steps are longer, for this many of its usual step times (an average of the
-# gaps between its step reports): a healthy 10 s step whose forward runs 6 s without a
-# collective is no stall; the allowance is 5 x the p99 step there.
+# ... or, where steps are longer, for this many of its usual step times (the median of the
+# last STEP_GAPS gaps between its step or phase reports, the first report's from
+# init_process_group left out: one long evaluation or save, or the setup before the first step,
+# does not raise it): a healthy 10 s step whose forward runs 6 s without a collective is no
+# stall; the agent's allowance is 5 x the p99 step there.
 STACK_STEPS = 2.0
+STEP_GAPS = 8
 _monotonic = time.monotonic  # (tests replace it)
 
 
@@ -116,8 +120,8 @@ class Ticker:
         self._stack = ""  # the stalled training thread's stack, as last read ...
         self._stack_at = 0.0  # ... at this time
         self._steps_seen = None  # reporter.moves as last seen, ...
-        self._steps_at = None  # ... when it last changed, ...
-        self._step_gap = 0.0  # ... and the average gap between its changes (0: none yet)
+        self._steps_at = None  # ... when it last changed (None before its first change), ...
+        self._step_gaps = collections.deque(maxlen=STEP_GAPS)  # ... and the last gaps between
         # Held by each tick; taken by exiting() so that no tick is inside torch once it returns.
         self._tick_lock = threading.Lock()
         self._outside_torch = False  # From exiting() on: no call into torch.
@@ -137,7 +141,8 @@ class Ticker:
             self._reporter.deferring = True
             _core.on_disable(self._stop.set)
             atexit.register(self.exiting)
-        self.send()
+        with self._tick_lock:  # (the side thread may be ticking: a second init_process_group)
+            self.send()
 
     def exiting(self):
         """At exit (the class comment): waits for a tick in progress, polls the GPU from this
@@ -230,15 +235,18 @@ class Ticker:
         now = _monotonic()
         steps = self._reporter.moves
         if steps != self._steps_seen:
-            if self._steps_at is not None:
-                gap = now - self._steps_at
-                self._step_gap = gap if not self._step_gap else 0.75 * self._step_gap + 0.25 * gap
-            self._steps_seen, self._steps_at = steps, now
+            if self._steps_seen is not None:  # a change, not the first sight
+                if self._steps_at is not None:  # not the first change (setup's gap)
+                    self._step_gaps.append(now - self._steps_at)
+                self._steps_at = now
+            self._steps_seen = steps
         moves = (version, steps)
         if moves != self._moves:
             self._moves, self._still_since, self._stack = moves, now, ""
             return ""
-        stall = max(STACK_SECONDS, STACK_STEPS * self._step_gap)
+        gaps = sorted(self._step_gaps)
+        step = gaps[len(gaps) // 2] if gaps else 0.0
+        stall = max(STACK_SECONDS, STACK_STEPS * step)
         if now - self._still_since < stall or self._training_ident is None:
             return ""
         if not self._stack or now - self._stack_at >= STACK_SECONDS:
