@@ -121,7 +121,8 @@ class Ticker:
         self._stack_at = 0.0  # ... at this time
         self._steps_seen = None  # reporter.moves as last seen, ...
         self._steps_at = None  # ... when it last changed (None before its first change), ...
-        self._step_gaps = collections.deque(maxlen=STEP_GAPS)  # ... and the last gaps between
+        # ... and the last gaps between its changes (the stall rule's usual step time).
+        self._step_gaps = collections.deque(maxlen=STEP_GAPS)
         # Held by each tick; taken by exiting() so that no tick is inside torch once it returns.
         self._tick_lock = threading.Lock()
         self._outside_torch = False  # From exiting() on: no call into torch.
