@@ -27,6 +27,7 @@
 #include "coordinator/hang_analysis.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_manager_internal.h"
+#include "coordinator/median.h"
 #include "coordinator/link_analysis.h"
 #include "coordinator/recovery_tracker.h"
 #include "coordinator/spec_validation.h"
@@ -337,21 +338,11 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   }
 }
 
-namespace {
-
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
-
 std::string job_manager_internal::InputCause(const v1::JobStatus& status,
                                              const GenerationState& gen, int rank,
                                              double compute_level, double ratio) {
   auto level = [](const std::deque<double>& samples) {
-    return MedianOf(std::vector<double>(samples.begin(), samples.end()));
+    return Median(std::vector<double>(samples.begin(), samples.end()));
   };
   auto mine = gen.input_seconds.find(rank);
   if (mine == gen.input_seconds.end() || ratio <= 1) return "";
@@ -365,7 +356,7 @@ std::string job_manager_internal::InputCause(const v1::JobStatus& status,
     }
   }
   if (peers.empty()) return "";
-  const double median = MedianOf(peers);
+  const double median = Median(peers);
   const double excess = compute_level * (1 - 1 / ratio);  // its compute beyond its peers'
   if (my_input - median < kInputCauseShare * excess) return "";
   auto ms = [](double seconds) { return absl::StrFormat("%.0f ms", seconds * 1000); };

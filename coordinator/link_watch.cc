@@ -7,20 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "coordinator/median.h"
 
 namespace ringmaster::coordinator {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
-}
-
-}  // namespace
 
 double LinkWatch::baseline_step_seconds() const {
   const double base = LearntBaseline();

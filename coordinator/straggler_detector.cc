@@ -1,18 +1,10 @@
 #include "coordinator/straggler_detector.h"
 
-#include <algorithm>
 #include <vector>
 
+#include "coordinator/median.h"
+
 namespace ringmaster::coordinator {
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
 
 double StragglerDetector::Level(const Rank& r) const {
   return Median(std::vector<double>(r.samples.begin(), r.samples.end()));
