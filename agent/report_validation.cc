@@ -173,8 +173,8 @@ std::string ReportedStack(absl::string_view stack) {
   for (auto line = lines.rbegin(); line != lines.rend(); ++line) {
     // Cleaned whole (never longer), then cut at the front: a frame ends in its line and function.
     std::string frame = OneLine(*line, line->size() + 3);
-    if (frame.size() > kMaxStackFrameBytes) {
-      size_t from = frame.size() - (kMaxStackFrameBytes - 3);
+    if (frame.size() > kStackFrameBytes) {
+      size_t from = frame.size() - (kStackFrameBytes - 3);
       while (from < frame.size() && (static_cast<unsigned char>(frame[from]) & 0xC0) == 0x80) {
         ++from;  // not inside a character
       }
@@ -182,7 +182,7 @@ std::string ReportedStack(absl::string_view stack) {
     }
     if (frame.empty()) continue;
     bytes += frame.size() + (frames.empty() ? 0 : 1);
-    if (bytes > kMaxReportedStackBytes) break;
+    if (bytes > kStackBytes) break;
     frames.push_back(std::move(frame));
   }
   return absl::StrJoin(frames.rbegin(), frames.rend(), "\n");

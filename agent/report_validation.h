@@ -5,7 +5,6 @@
 #ifndef RINGMASTER_AGENT_REPORT_VALIDATION_H_
 #define RINGMASTER_AGENT_REPORT_VALIDATION_H_
 
-#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -19,9 +18,6 @@ inline constexpr int kMaxReportedGroups = 64;
 inline constexpr int kMaxReportedCollectives = 6 * kMaxReportedGroups;
 // Most links one link check may report (two ring neighbours per group).
 inline constexpr int kMaxReportedLinks = 2 * kMaxReportedGroups;
-// Longest stack (ReportCollectivesRequest.stack) the agent forwards, in bytes, and longest frame.
-inline constexpr size_t kMaxReportedStackBytes = 4096;
-inline constexpr size_t kMaxStackFrameBytes = 512;
 
 // OK, or INVALID_ARGUMENT naming the field and the rule ("collectives[2].op: must be one of
 // all_reduce, ...; got \"foo\""):
@@ -48,9 +44,9 @@ absl::Status ValidateCollectivesReport(const v1::ReportCollectivesRequest& repor
 
 // A reported stack (ReportCollectivesRequest.stack) made fit to forward and show on a terminal
 // (ringctl describe, events): each line through OneLine (common/one_line.h: control characters,
-// escape sequences and invalid UTF-8 made harmless), a longer one than kMaxStackFrameBytes cut at
+// escape sequences and invalid UTF-8 made harmless), a longer one than kStackFrameBytes cut at
 // the front ("...": its line and function stay), empty lines dropped, the innermost (last) lines
-// kept within kMaxReportedStackBytes.
+// kept within kStackBytes (common/one_line.h).
 std::string ReportedStack(absl::string_view stack);
 
 }  // namespace ringmaster::agent

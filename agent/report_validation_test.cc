@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/one_line.h"
 #include "gtest/gtest.h"
 
 namespace ringmaster::agent {
@@ -253,23 +254,23 @@ TEST(ReportedStackTest, EachFrameIsMadeFitForATerminalAndTheInnermostAreKept) {
   // bytes that are not UTF-8 made "?", empty lines dropped.
   EXPECT_EQ(ReportedStack("a.py:1 in f\x1b[2J\n\n\tb.py:2 in\xe2\x80\xa8g\xc2\x9b\n\xff.py:3 in h"),
             "a.py:1 in f\nb.py:2 in g?\n?.py:3 in h");
-  // A frame is at most kMaxStackFrameBytes; the whole, at most kMaxReportedStackBytes of the
+  // A frame is at most kStackFrameBytes; the whole, at most kStackBytes of the
   // innermost (last) frames.
   const std::string long_frame = ReportedStack("/" + std::string(2000, '\xc3') + "/t.py:7 in f");
-  EXPECT_LE(long_frame.size(), kMaxStackFrameBytes);
+  EXPECT_LE(long_frame.size(), kStackFrameBytes);
   EXPECT_TRUE(absl::StartsWith(long_frame, "...?")) << long_frame;
   EXPECT_TRUE(absl::EndsWith(long_frame, "/t.py:7 in f")) << long_frame;
   std::string accents;
   for (int i = 0; i < 600; ++i) accents += "\xc3\xa9";  // é
   const std::string cut = ReportedStack(accents + ":7 in f");
-  EXPECT_LE(cut.size(), kMaxStackFrameBytes);
+  EXPECT_LE(cut.size(), kStackFrameBytes);
   EXPECT_TRUE(absl::StartsWith(cut, "...\xc3\xa9")) << cut;  // whole characters only
   EXPECT_TRUE(absl::EndsWith(cut, ":7 in f"));
   std::string deep;
   for (int i = 0; i < 1000; ++i) absl::StrAppend(&deep, "f.py:", i, " in g\n");
   const std::string kept = ReportedStack(deep);
-  EXPECT_LE(kept.size(), kMaxReportedStackBytes);
-  EXPECT_GT(kept.size(), kMaxReportedStackBytes - 20);
+  EXPECT_LE(kept.size(), kStackBytes);
+  EXPECT_GT(kept.size(), kStackBytes - 20);
   EXPECT_TRUE(absl::EndsWith(kept, "f.py:999 in g")) << kept.substr(kept.size() - 40);
 }
 

@@ -25,6 +25,12 @@ bool HasVisibleText(absl::string_view text);
 // agent reports it (WorkerState.exit_reason) and the coordinator quotes it.
 inline constexpr size_t kExitReasonBytes = 512;
 
+// The bounds of a stalled rank's Python stack (ReportCollectivesRequest.stack, a frame per line)
+// as its agent forwards it (agent/report_validation.h's ReportedStack) and the coordinator keeps
+// it (StepSummary.stack; a longer one is not kept), and of one frame in it.
+inline constexpr size_t kStackBytes = 4096;
+inline constexpr size_t kStackFrameBytes = 512;
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_COMMON_ONE_LINE_H_

@@ -11,7 +11,6 @@
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_INTERNAL_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -70,9 +69,6 @@ inline constexpr absl::Duration kPersistRetryInterval = absl::Seconds(1);
 // rank.
 inline constexpr absl::Duration kHangEvidenceWait = absl::Milliseconds(2500 + 1500);
 
-// Longest stalled rank's stack (StepSummary.stack) kept, in bytes: the agents' bound
-// (agent/report_validation.h's kMaxReportedStackBytes); a longer one is not kept.
-inline constexpr size_t kMaxStackBytes = 4096;
 // Most "stack" events one hang adds (one per blamed rank that has a stack, in rank order).
 inline constexpr int kMaxStackEventsPerHang = 8;
 

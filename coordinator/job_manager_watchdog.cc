@@ -23,6 +23,7 @@
 #include "common/format_double.h"
 #include "common/job_state.h"
 #include "common/logging.h"
+#include "common/one_line.h"
 #include "common/status.h"
 #include "coordinator/hang_analysis.h"
 #include "coordinator/job_manager.h"
@@ -56,7 +57,6 @@ using job_manager_internal::DescribeExit;
 using job_manager_internal::InputCause;
 using job_manager_internal::kInputCauseShare;
 using job_manager_internal::kHangEvidenceWait;
-using job_manager_internal::kMaxStackBytes;
 using job_manager_internal::kMaxStackEventsPerHang;
 using job_manager_internal::kSilentProcess;
 
@@ -219,8 +219,8 @@ void JobManager::Watch(Job* job, const v1::StepSummary& summary) {
   job->gen.unwatched.erase(rank);
   // Set only when it changed (agent.proto); a late summary of a rank that exited says nothing.
   if (summary.has_stack() && job->gen.finished_ranks.count(rank) == 0) {
-    // The agent's bound (agent/report_validation.h); a longer one is not shown at all.
-    if (summary.stack().empty() || summary.stack().size() > kMaxStackBytes) {
+    // The agents' bound (common/one_line.h); a longer one is not shown at all.
+    if (summary.stack().empty() || summary.stack().size() > kStackBytes) {
       job->gen.stacks.erase(rank);
     } else {
       job->gen.stacks[rank] = summary.stack();

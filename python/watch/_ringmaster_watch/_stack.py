@@ -22,7 +22,7 @@ import os
 import sys
 import sysconfig
 
-MAX_BYTES = 4096  # agent/report_validation.h's kMaxReportedStackBytes
+MAX_BYTES = 4096  # common/one_line.h's kStackBytes, the agent's bound
 MAX_LINE = 300
 MAX_FRAMES = 256  # frames walked at most (deep recursion)
 
