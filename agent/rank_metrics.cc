@@ -74,6 +74,7 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> tokens_per_second;
   std::shared_ptr<metrics::Gauge> compute_seconds;
   std::shared_ptr<metrics::Gauge> communication_seconds;
+  std::shared_ptr<metrics::Gauge> input_seconds;
   struct Collective {
     std::shared_ptr<metrics::Gauge> algbw;
     std::shared_ptr<metrics::Gauge> busbw;
@@ -84,7 +85,6 @@ struct RankMetrics::Rank {
   std::shared_ptr<metrics::Gauge> state_bytes;
   // Created on the first step report that carries a gradient norm.
   std::shared_ptr<metrics::Gauge> grad_norm;
-  std::shared_ptr<metrics::Gauge> input_seconds;
   // Created on the first step report that carries pipeline figures.
   std::shared_ptr<metrics::Gauge> stage_compute_seconds;
   std::shared_ptr<metrics::Gauge> bubble_ratio;

@@ -47,9 +47,10 @@ std::map<std::string, std::string> AgentEnvironment();
 using spec::IsPythonInterpreter;
 
 // How a command's argv runs Python, as far as it shows:
-//  - kDirect: the program it runs (past wrappers, which may fork it) is the interpreter: argv[0] IsPythonInterpreter, or is a script
-//    whose name ends in ".py" (run through its #! line), or `env` and wrappers (nohup,
-//    timeout, nice, numactl, ...: spec::ProgramOf) run one of these;
+//  - kDirect: the program it runs (past wrappers, which may fork it) is the interpreter:
+//    argv[0] IsPythonInterpreter, or is a script whose name ends in ".py" (run through its #!
+//    line), or `env` and wrappers (nohup, timeout, nice, numactl, ...: spec::ProgramOf) run one
+//    of these;
 //  - kShell: a shell runs the program: the program's last path component is sh, bash, dash, zsh
 //    or ksh, or ends in ".sh" (argv[0], or past env and wrappers): the Python processes it
 //    starts are watched, the first to import torch taking the rank (docs/python.md);

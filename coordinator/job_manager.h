@@ -251,11 +251,12 @@ class JobManager {
   // session (to attach and acknowledge the stream: the commands reconciling sends go after it; it
   // runs under the job manager's lock and must not call back into the manager), then reconciles
   // (and, for a leaving node, moves its running jobs as OnNodeLeaving does): adopts its workers of
-  // current generations, stops the others, handles again the exits it lists (a restarted coordinator learns which ranks had
-  // finished), and restarts a running job whose ranks placed on the node it lists neither as
-  // running (or starting) nor as exited, unless they finished. All under the job manager's lock,
-  // so that no placement runs in between and takes the devices of the workers about to be adopted
-  // (a restarted coordinator's nodes come back with nothing held).
+  // current generations, stops the others, handles again the exits it lists (a restarted
+  // coordinator learns which ranks had finished), and restarts a running job whose ranks placed
+  // on the node it lists neither as running (or starting) nor as exited, unless they finished.
+  // All under the job manager's lock, so that no placement runs in between and takes the devices
+  // of the workers about to be adopted (a restarted coordinator's nodes come back with nothing
+  // held).
   absl::StatusOr<uint64_t> RegisterNode(const v1::Register& registration,
                                         const std::function<void(uint64_t session)>& registered);
 

@@ -123,8 +123,8 @@ TEST_F(JobManagerTest, TheBlamedRanksStackFollowsTheHang) {
   ASSERT_TRUE(job.ok());
   v1::JobStatus gen1 = Current(job->job_id());
   const std::map<int, std::string> stacks = {
-      {0, "train.py:30 in <module>\ntrain.py:22 in main\ntorch/distributed/distributed_c10d.py:1536 "
-          "in all_reduce"},
+      {0, "train.py:30 in <module>\ntrain.py:22 in main\n"
+          "torch/distributed/distributed_c10d.py:1536 in all_reduce"},
       {1, "train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get"}};
   for (const auto& [rank, entered] : std::map<int, int64_t>{{0, 3}, {1, 0}}) {
     v1::StepSummary s = Summary(gen1, rank, 0, entered, 0, 0);

@@ -143,11 +143,14 @@ TEST(DescribeJobTest, ARunningJobsAssignmentsSayEachRanksStepHeardStatusAndNow) 
   EXPECT_THAT(text, Not(HasSubstr("stalled at")));
   // A stalled Python rank's stack follows the table, a frame per line; ranks stalled at the
   // same place together.
-  r.mutable_ranks(1)->set_stack("train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get");
+  r.mutable_ranks(1)->set_stack(
+      "train.py:30 in <module>\ntrain.py:18 in main\nqueue.py:171 in get");
   EXPECT_THAT(DescribeJob(r), HasSubstr("\nRank 1 stalled at (innermost last):\n"
                                         "  train.py:30 in <module>\n  train.py:18 in main\n"
                                         "  queue.py:171 in get\n\nGroups:"));
-  for (int rank : {0, 2}) r.mutable_ranks(rank)->set_stack("train.py:30 in <module>\nc10d.py:9 in x");
+  for (int rank : {0, 2}) {
+    r.mutable_ranks(rank)->set_stack("train.py:30 in <module>\nc10d.py:9 in x");
+  }
   EXPECT_THAT(DescribeJob(r), HasSubstr("\nRanks 0, 2 stalled at (innermost last):\n"
                                         "  train.py:30 in <module>\n  c10d.py:9 in x\n"
                                         "\nRank 1 stalled at (innermost last):\n"));
