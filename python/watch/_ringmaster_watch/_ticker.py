@@ -219,7 +219,7 @@ class Ticker:
                 "timeoutSeconds": self._comm.timeout_seconds,
                 "threadCpuSeconds": thread_cpu_seconds(self._training_thread)}
         moves = self._reporter.moves
-        stack = self._stalled_stack(version)
+        stack = self._stalled_stack(version, moves)
         if stack:
             body["stack"] = stack
         # A step or phase queued since the stack was read goes first (send flushes it), and
@@ -227,14 +227,14 @@ class Ticker:
         if self._reporter.send("collectives", body, moves=moves):
             self._sent_version = version
 
-    def _stalled_stack(self, version):
+    def _stalled_stack(self, version, steps):
         """The training thread's stack if the rank has not moved (its numbers, steps and
         phases) for STACK_SECONDS, or STACK_STEPS of its usual step times where longer, else
         "". Read again at most every STACK_SECONDS (the same text in between): the agent
         forwards a stack that changed, and a rank busy in Python (an evaluation without
-        collectives) would change it at every report."""
+        collectives) would change it at every report. `steps`: the reporter's moves now (the
+        figure send() checks again before the stack goes)."""
         now = _monotonic()
-        steps = self._reporter.moves
         if steps != self._steps_seen:
             if self._steps_seen is not None:  # a change, not the first sight
                 if self._steps_at is not None:  # not the first change (setup's gap)

@@ -1879,7 +1879,8 @@ class StackTest(unittest.TestCase):
         me = threading.get_ident()
         stack = _stack.stack_of(me)
         frames = stack.split("\n")
-        self.assertRegex(frames[-1], r"test_watch\.py:\d+ in test_a_stack_names_each_frame_and_is_bounded$")
+        self.assertRegex(frames[-1],
+                         r"test_watch\.py:\d+ in test_a_stack_names_each_frame_and_is_bounded$")
         self.assertNotIn("_ringmaster_watch", stack)  # its own frames are left out
         self.assertTrue(any(f.startswith("unittest/") for f in frames), frames)  # stdlib
         self.assertEqual(_stack.stack_of(-12345), "")  # no such thread
@@ -1908,42 +1909,44 @@ class StackTest(unittest.TestCase):
         ticker._training_ident = threading.get_ident()
         clock = [100.0]
         with unittest.mock.patch.object(_ticker, "_monotonic", lambda: clock[0]):
-            self.assertEqual(ticker._stalled_stack(7), "")  # first seen
+            self.assertEqual(ticker._stalled_stack(7, reporter.moves), "")  # first seen
             clock[0] += _ticker.STACK_SECONDS - 0.1
-            self.assertEqual(ticker._stalled_stack(7), "")
+            self.assertEqual(ticker._stalled_stack(7, reporter.moves), "")
             clock[0] += 0.2
-            stalled = ticker._stalled_stack(7)
+            stalled = ticker._stalled_stack(7, reporter.moves)
             self.assertRegex(stalled.split("\n")[-1],
                              r"in test_only_a_rank_that_has_not_moved_sends_its_stack$")
             clock[0] += _ticker.STACK_SECONDS - 0.1
-            self.assertEqual(ticker._stalled_stack(7), stalled)  # the same, not read again ...
+            # The same, not read again ...
+            self.assertEqual(ticker._stalled_stack(7, reporter.moves), stalled)
             clock[0] += 0.2
-            again = ticker._stalled_stack(7)  # ... until STACK_SECONDS later (another line)
+            # ... until STACK_SECONDS later (another line).
+            again = ticker._stalled_stack(7, reporter.moves)
             self.assertNotEqual(again, stalled)
             self.assertEqual(again.split("\n")[:-1], stalled.split("\n")[:-1])
             reporter.moves += 1  # a step or a phase (the first: setup's gap is no step time)
-            self.assertEqual(ticker._stalled_stack(7), "")
+            self.assertEqual(ticker._stalled_stack(7, reporter.moves), "")
             clock[0] += _ticker.STACK_SECONDS + 0.1
-            self.assertNotEqual(ticker._stalled_stack(7), "")
-            self.assertEqual(ticker._stalled_stack(8), "")  # its numbers moved
+            self.assertNotEqual(ticker._stalled_stack(7, reporter.moves), "")
+            self.assertEqual(ticker._stalled_stack(8, reporter.moves), "")  # its numbers moved
             # Steps of 10 s (a large model: a forward of several seconds without collectives):
             # still 3 s after a step is no stall; 2 steps' time is.
             for _ in range(8):
                 clock[0] += 10
                 reporter.moves += 1
-                self.assertEqual(ticker._stalled_stack(8), "")
+                self.assertEqual(ticker._stalled_stack(8, reporter.moves), "")
             clock[0] += _ticker.STACK_SECONDS + 1
-            self.assertEqual(ticker._stalled_stack(8), "")
+            self.assertEqual(ticker._stalled_stack(8, reporter.moves), "")
             clock[0] += 2 * 10 - _ticker.STACK_SECONDS
-            self.assertNotEqual(ticker._stalled_stack(8), "")
+            self.assertNotEqual(ticker._stalled_stack(8, reporter.moves), "")
             # Steps of 1 s, a 300 s evaluation between two of them, three more: the stall rule
             # is back to 3 s (one long gap does not raise it).
             for gap in [1] * 8 + [300, 1, 1, 1]:
                 clock[0] += gap
                 reporter.moves += 1
-                self.assertEqual(ticker._stalled_stack(8), "")
+                self.assertEqual(ticker._stalled_stack(8, reporter.moves), "")
             clock[0] += _ticker.STACK_SECONDS + 0.1
-            self.assertNotEqual(ticker._stalled_stack(8), "")
+            self.assertNotEqual(ticker._stalled_stack(8, reporter.moves), "")
 
 
 # A rank whose tensors the watch takes for GPU tensors (_device.cuda_device swapped) and whose
