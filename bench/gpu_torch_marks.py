@@ -17,7 +17,12 @@ Run by gpu_torch_job with the watch active (python/watch first on PYTHONPATH and
 RINGMASTER_* variables; the report socket need not exist: reports are dropped). Prints one
 line starting "marks:", then exits 0, or 1 naming what differed.
 
-    python3 bench/gpu_torch_marks.py cuda|cpu
+The two parts run in separate processes (PART world, then mesh): torch 2.11 with NCCL 2.28
+segfaults in split_group once a process has destroyed its default group and made another, with
+or without the watch (seen on an H200, 2026-11-30), so the mesh cannot follow the world part's
+destroy_process_group in one process.
+
+    python3 bench/gpu_torch_marks.py cuda|cpu world|mesh
 """
 
 import sys
@@ -101,11 +106,14 @@ def mesh_groups(comm, gpu, problems):
 
 
 def main():
-    device = sys.argv[1]
+    device, part = sys.argv[1], sys.argv[2]
     gpu = device == "cuda"
     if not watch._core.enabled or "comm" not in watch._watch_state:
         print("marks: FAILED: the watch is not active in this process")
         return 1
+    if part == "mesh":
+        problems = []
+        return report(gpu, problems, mesh_groups(watch._watch_state["comm"], gpu, problems))
     dist.init_process_group("nccl" if gpu else "gloo", store=dist.HashStore(), rank=0,
                             world_size=1)
     comm = watch._watch_state["comm"]
@@ -189,7 +197,12 @@ def main():
         timed = "; a wait for a collective behind a GPU sleep charged %.3f s" % charged(
             "a wait for an all_reduce behind a GPU sleep", 0.3, 30.0)
     dist.destroy_process_group()
-    timed += "; " + mesh_groups(comm, gpu, problems)
+    return report(gpu, problems, "all_reduce and %d DDP collective(s) completed on the %s%s" % (
+        done[0] - before[0], "GPU's finish, not when queued" if gpu else "host's return", timed))
+
+
+def report(gpu, problems, seen):
+    """Prints the marks line; the exit status."""
     if not watch._core.enabled:
         problems.append("the watch disabled itself (its stderr line says why)")
     backend = "nccl" if gpu else "gloo"
@@ -197,9 +210,7 @@ def main():
         print("marks: FAILED on %s (torch %s): %s" % (backend, torch.__version__,
                                                      "; ".join(problems)))
         return 1
-    print("marks: %s (torch %s): all_reduce and %d DDP collective(s) completed on the %s%s" % (
-        backend, torch.__version__, done[0] - before[0],
-        "GPU's finish, not when queued" if gpu else "host's return", timed))
+    print("marks: %s (torch %s): %s" % (backend, torch.__version__, seen))
     return 0
 
 

@@ -4,7 +4,7 @@ torch.distributed misses them), without changing what DDP computes.
 The usual way, by the process group's own sequence number: at a DDP module's first forward,
 if its process group counts its collectives (`_get_sequence_number_for_group()` is not 0:
 init_process_group and new_group set it for gloo and NCCL groups, the same on every rank, and
-each collective adds one; seen on gloo with torch 1.13, NCCL not yet run here), the watch
+each collective adds one; seen on gloo with torch 1.13 and 2.6, on NCCL with torch 2.11), the watch
 takes that number as its count of the group's collectives from then on (Comm.count_from) and
 registers no comm hook: DDP keeps its own C++ path, so its arithmetic and speed are untouched.
 It registers one tensor hook per module, on the first parameter DDP reduces: in
