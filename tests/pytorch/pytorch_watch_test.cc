@@ -239,10 +239,12 @@ class PyTorchWatchTest : public ::testing::Test {
     return pages;
   }
 
-  // The "early", "ctor" and "init" cases: the hang names rank 1 with `blame`.
-  static void ExpectStuckBeforeTheFirstStepIsBlamed(
-      const std::string& name, const std::string& stuck_line,
-      const std::string& blame = "rank 1 has not entered");
+  // The "early", "ctor" and "init" cases: the hang names rank 1 with `blame`, and the stack event
+  // after it says where rank 1's training thread is: `innermost`, the frames after main's.
+  static void ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
+                                                    const std::string& stuck_line,
+                                                    const std::string& blame,
+                                                    const std::string& innermost);
 
   static bool torch_;
   static std::string* torch_version_;  // torch.__version__ under Python()
@@ -324,25 +326,31 @@ TEST_F(PyTorchWatchTest, StuckRankIsAHangNamingItAndTheJobRestartsAndSucceeds) {
 // collective whose numbers do not move, so after the job's init_timeout its agent reports it,
 // and the coordinator blames rank 1 from the sequence numbers. The restarted job succeeds.
 TEST_F(PyTorchWatchTest, RankStuckBeforeTheFirstStepIsAHangNamingIt) {
-  ExpectStuckBeforeTheFirstStepIsBlamed("early", "stuck before step 1 ");
+  ExpectStuckBeforeTheFirstStepIsBlamed("early", "stuck before step 1 ", "rank 1 has not entered",
+                                        "\\S*ddp_train\\.py:\\d+ in __iter__ > "
+                                        "threading\\.py:\\d+ in wait");
 }
 
 TEST_F(PyTorchWatchTest, RankStuckBeforeDdpIsAHangNamingIt) {
-  ExpectStuckBeforeTheFirstStepIsBlamed("ctor", "stuck before DistributedDataParallel");
+  ExpectStuckBeforeTheFirstStepIsBlamed("ctor", "stuck before DistributedDataParallel",
+                                        "rank 1 has not entered", "threading\\.py:\\d+ in wait");
 }
 
-// Rank 1 blocks before init_process_group ("init"): it has reported nothing at all, and rank 0
-// waits in init_process_group's rendezvous (on torch 1.13 silently after its first report: the
-// store's wait holds the GIL), so the coordinator names the rank that never reached it.
+// Rank 1 blocks before init_process_group ("init"): it has no sequence numbers to report, and
+// rank 0 waits in init_process_group's rendezvous (on torch 1.13 silently after its first report:
+// the store's wait holds the GIL), so the coordinator names the rank that never reached it. Its
+// watch's side thread, started as torch.distributed was imported, still says where it is stuck.
 TEST_F(PyTorchWatchTest, RankStuckBeforeInitProcessGroupIsAHangNamingIt) {
   ExpectStuckBeforeTheFirstStepIsBlamed(
       "init", "stuck before init_process_group",
-      "rank 1 has not reached init_process_group's rendezvous that rank 0 waits in");
+      "rank 1 has not reached init_process_group's rendezvous that rank 0 waits in",
+      "threading\\.py:\\d+ in wait");
 }
 
 void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& name,
                                                              const std::string& stuck_line,
-                                                             const std::string& blame) {
+                                                             const std::string& blame,
+                                                             const std::string& innermost) {
   const std::string id = Id(name);
   ASSERT_FALSE(id.empty());
   std::string json;
@@ -353,6 +361,12 @@ void PyTorchWatchTest::ExpectStuckBeforeTheFirstStepIsBlamed(const std::string& 
   EXPECT_THAT(json, HasSubstr("before its first step, in a collective that did not move")) << json;
   EXPECT_THAT(json, HasSubstr(blame)) << json;
   EXPECT_THAT(cluster_->RankLog(id, 1, 1), HasSubstr(stuck_line));
+  const std::string described = cluster_->Ctl({"describe", "job", id}).output;
+  EXPECT_TRUE(std::regex_search(
+      described, std::regex("stack  rank 1 on \\S+, where its Python training thread stalled "
+                            "\\(innermost last\\): \\S*ddp_train\\.py:\\d+ in <module> > "
+                            "\\S*ddp_train\\.py:\\d+ in main > " + innermost)))
+      << described;
   EXPECT_EQ(cluster_->WaitForEnd(id, absl::Seconds(180)), "SUCCEEDED") << JobJson(id);
   EXPECT_THAT(cluster_->RankLog(id, 2, 1), HasSubstr("rank 1 done 20 steps")) << JobJson(id);
 }

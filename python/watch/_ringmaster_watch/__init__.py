@@ -73,8 +73,8 @@ def start(env=None):
         # a hang (agent/local_watchdog.h).
         _core.on_disable(lambda: _say_ended(reporter))
         # Reports a busy agent held back go at exit, with or without the side thread (which
-        # starts at init_process_group and drains when it stops); under a shell, which may go
-        # on with other work, the rank's program says it ended.
+        # starts as torch.distributed is instrumented and drains when it stops); under a shell,
+        # which may go on with other work, the rank's program says it ended.
         __import__("atexit").register(_at_exit, reporter, shell)
         _finder.run_loaded()
         return True
@@ -306,6 +306,7 @@ def _on_distributed(_module):
     ddp.install(parallel.DistributedDataParallel)
     ticker = _ticker.Ticker(_watch_state["reporter"], comm)
     collectives.on_init.append(ticker.start)
+    ticker.begin()  # Before init_process_group: a rank stuck before it says where (_ticker.py).
     steps = _watch_state["steps"]
     steps.collectives = collectives
     steps.ddp = ddp

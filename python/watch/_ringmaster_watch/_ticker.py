@@ -44,7 +44,13 @@ or STACK_STEPS of its usual step times where longer),
 each report also carries where the training thread is: its Python stack (_stack.py), read from
 this thread, so a rank stuck outside any collective (a data loader's queue, a lock, a network
 call) or inside one says at which line of the program; the coordinator shows it
-(`ringctl describe`) and adds it to a hang that blames the rank.
+(`ringctl describe`) and adds it to a hang that blames the rank. The thread starts before
+init_process_group, as torch.distributed is instrumented (begin), with the thread importing torch
+for the training thread: before the rank has a group it sends only such stacks, in reports with
+no numbers that say nothing of a wait (not blockedKnown), so a rank stuck before
+init_process_group (a download, a dead mount), which its peers wait for in the rendezvous, says
+where too. Its atexit handler is still registered at the first init_process_group (before it
+the thread never calls into torch).
 
 Threading: its own thread; reads Comm (thread-safe) and flushes the reporter (thread-safe).
 Errors: a failure disables the watch and ends the thread.
@@ -113,8 +119,9 @@ class Ticker:
         self._stop = threading.Event()
         self._thread = None
         self._sent_version = -1
-        self._training_thread = None  # native id of init_process_group's caller
+        self._training_thread = None  # native id of init_process_group's caller (begin's)
         self._training_ident = None  # its threading.get_ident(), for its stack
+        self._exit_registered = False
         self._moves = None  # (numbers' version, reporter.moves) at the latest move seen ...
         self._still_since = 0.0  # ... and since when they have held (time.monotonic())
         self._stack = ""  # the stalled training thread's stack, as last read ...
@@ -127,23 +134,40 @@ class Ticker:
         self._tick_lock = threading.Lock()
         self._outside_torch = False  # From exiting() on: no call into torch.
 
+    def begin(self):
+        """Starts the thread before init_process_group, as torch.distributed is instrumented,
+        with the calling thread (the one importing torch) taken for the training thread. Until
+        the rank has a group, a report goes only with a stalled rank's stack (send): a rank
+        stuck before init_process_group (a download, a dead mount) says where, and one
+        that is not says nothing."""
+        self._take_training_thread()
+        self._start_thread()
+
     def start(self):
         """Starts the thread (once) and sends a report at once, from the caller's thread (at
         each init_process_group: the call it precedes may hold the GIL while it waits, as torch
         1.13's TCPStore waits for its workers, and the side thread say nothing until then).
         The calling thread is the training thread whose CPU the reports give."""
+        self._take_training_thread()
+        self._start_thread()
+        if not self._exit_registered:  # At the first init_process_group (the class comment).
+            self._exit_registered = True
+            atexit.register(self.exiting)
+        with self._tick_lock:  # (the side thread may be ticking: a second init_process_group)
+            self.send()
+
+    def _take_training_thread(self):
         get_native_id = getattr(threading, "get_native_id", None)
         self._training_thread = get_native_id() if get_native_id is not None else None
         self._training_ident = threading.get_ident()
+
+    def _start_thread(self):
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ringmaster-watch",
                                             daemon=True)
             self._thread.start()
             self._reporter.deferring = True
             _core.on_disable(self._stop.set)
-            atexit.register(self.exiting)
-        with self._tick_lock:  # (the side thread may be ticking: a second init_process_group)
-            self.send()
 
     def exiting(self):
         """At exit (the class comment): waits for a tick in progress, polls the GPU from this
@@ -210,16 +234,22 @@ class Ticker:
             self.send()
 
     def send(self):
-        """Sends one ReportCollectives of the numbers now, if a group is known."""
+        """Sends one ReportCollectives of the numbers now, if a group is known; before one is
+        (begin), one with no numbers if the rank has stalled, for its stack. That one says
+        nothing of a wait (blockedKnown unset): to the agent, neither progress nor a wait."""
         entered, completed, blocked, version = self._comm.sequences()
+        moves = self._reporter.moves
+        stack = self._stalled_stack(version, moves)
         if not entered:
+            if stack:
+                self._reporter.send("collectives", {"collectiveEntered": {},
+                                                    "collectiveCompleted": {}, "stack": stack},
+                                    moves=moves)
             return
         body = {"collectiveEntered": entered, "collectiveCompleted": completed,
                 "blocked": bool(blocked), "blockedKnown": True,
                 "timeoutSeconds": self._comm.timeout_seconds,
                 "threadCpuSeconds": thread_cpu_seconds(self._training_thread)}
-        moves = self._reporter.moves
-        stack = self._stalled_stack(version, moves)
         if stack:
             body["stack"] = stack
         # A step or phase queued since the stack was read goes first (send flushes it), and

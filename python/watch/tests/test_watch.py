@@ -1694,8 +1694,11 @@ class StuckRankTest(unittest.TestCase):
     def test_side_thread_reports_while_in_init_process_groups_rendezvous(self):
         # Rank 1 blocks before init_process_group (a download): rank 0 waits in its
         # rendezvous, and says so from the call on (at once: on torch 1.13 its side thread is
-        # silent there, the store's wait holding the GIL); rank 1 reports nothing (the
-        # coordinator names it, coordinator/hang_analysis.h). Released, both pass it and train.
+        # silent there, the store's wait holding the GIL); rank 1 has no numbers to report (the
+        # coordinator names it, coordinator/hang_analysis.h), but once stalled for
+        # STACK_SECONDS its side thread, started as torch.distributed was instrumented, says
+        # where its main thread is, in reports with no numbers that say nothing of a wait.
+        # Released, both pass it and train.
         def while_stuck(agent):
             def waiting(a):
                 mine = a.reports("collectives", 0)
@@ -1706,7 +1709,17 @@ class StuckRankTest(unittest.TestCase):
             agent.wait_for(waiting, timeout=30, what="rank 0 blocked in the rendezvous")
             # With the wait torch allows it (init_process_group's default, gloo: 30 min).
             self.assertEqual(agent.reports("collectives", 0)[-1]["timeoutSeconds"], 1800.0)
-            self.assertEqual(agent.reports("collectives", 1), [])
+            agent.wait_for(lambda a: a.reports("collectives", 1), timeout=30,
+                           what="rank 1's stack")
+            for report in agent.reports("collectives", 1):
+                self.assertEqual(report["collectiveEntered"], {})
+                self.assertEqual(report["collectiveCompleted"], {})
+                self.assertNotIn("blockedKnown", report)
+                self.assertNotIn("blocked", report)
+                frames = report["stack"].split("\n")
+                self.assertRegex(frames[0], r"/ddp_train\.py:\d+ in <module>$")
+                self.assertRegex(frames[1], r"/ddp_train\.py:\d+ in main$")
+                self.assertRegex(frames[-1], r"ddp_train\.py:\d+ in wait_for_release$")
             self.assertEqual(agent.reports("step", 0), [])
 
         agent, _ = self.run_stuck(3, -1, while_stuck)
