@@ -94,6 +94,7 @@ void LocalWatchdog::Report(const std::string& job_id, int64_t generation, int ra
 }
 
 void LocalWatchdog::Collectives(const v1::ReportCollectivesRequest& report) {
+  if (StackOnly(report)) return;  // Neither progress nor a wait (working_rank.h).
   const absl::Time now = clock_->Now();
   const int64_t generation = report.worker().generation();
   absl::MutexLock lock(&mu_);

@@ -17,9 +17,10 @@
 // launch (a trainer stuck before its first report is a hang too).
 //
 // Before that first report, a command rank that reports its collectives (the Python watch does,
-// every second once torch.distributed is initialised) is hung when it is blocked in a collective
-// (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for its wait
-// allowance: the job's watchdog.init_timeout if it sets one; else, where the report says the
+// every second once torch.distributed is initialised; before that, only a stalled rank's stack,
+// which this watchdog ignores: working_rank.h's StackOnly) is hung when it is blocked in a
+// collective (ReportCollectivesRequest.blocked) and none of its sequence numbers moved for its
+// wait allowance: the job's watchdog.init_timeout if it sets one; else, where the report says the
 // process group's own timeout (timeout_seconds), just before torch would give up by itself
 // (that timeout less 5%, at least 30 s, at most half), so a wait the program allows (rank 0
 // preparing the data behind a barrier) is not cut short and the event, not torch's timeout

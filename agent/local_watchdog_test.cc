@@ -14,6 +14,7 @@
 namespace ringmaster::agent {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
@@ -437,6 +438,39 @@ TEST_F(LocalWatchdogTest, AWaitBeforeTheFirstStepEndsJustBeforeTorchWouldGiveUp)
   Collectives("torch", 2, 1, {{"world", 2}}, {}, true, 1800);
   clock_.Advance(absl::Minutes(20));
   EXPECT_THAT(watchdog_.Check(), IsEmpty());
+}
+
+// A report with only a stack (before init_process_group; or a second Python process of the rank,
+// an uploader, beside the one blocked in the collective) changes nothing: the wait is still
+// counted from when the numbers last moved, with torch's timeout, for a rank not yet watched and
+// for one that is.
+TEST_F(LocalWatchdogTest, AReportWithOnlyAStackChangesNothing) {
+  auto stack_only = [this](int rank) {
+    v1::ReportCollectivesRequest report;
+    report.mutable_worker()->set_job_id("torch");
+    report.mutable_worker()->set_generation(1);
+    report.mutable_worker()->set_rank(rank);
+    report.set_stack("upload.py:3 in <module>");
+    watchdog_.Collectives(report);
+  };
+  watchdog_.Track("torch", 1, 0, {}, LocalWatchdog::WatchFrom::kFirstReport);
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 1800);
+  clock_.Advance(absl::Seconds(1000));
+  stack_only(0);
+  Collectives("torch", 1, 0, {{"world", 1}}, {}, true, 1800);
+  EXPECT_EQ(watchdog_.Allowance("torch", 0), absl::Seconds(1710));
+  clock_.Advance(absl::Seconds(711));
+  std::vector<HungRank> hung = watchdog_.Check();
+  ASSERT_THAT(hung, SizeIs(1));
+  EXPECT_EQ(hung[0].silent, absl::Seconds(1711));
+  // A stepping rank blocked in a collective: its silence is judged from its last step, and a
+  // stack-only report is no report of it.
+  watchdog_.Track("torch", 1, 1, {}, LocalWatchdog::WatchFrom::kFirstReport);
+  watchdog_.Report("torch", 1, 1, v1::WORKER_PHASE_STEP, 0.1);
+  Watch(1, 5, 4, true);
+  // (The STEP allowance here: the 2 min floor.)
+  EXPECT_THAT(Seconds(119, [&](int) { stack_only(1); }), IsEmpty());
+  EXPECT_THAT(Seconds(2, [&](int) { stack_only(1); }), ElementsAre(1));
 }
 
 // The builtin trainer is watched from launch: its collectives reports change nothing, also

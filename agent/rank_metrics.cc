@@ -383,6 +383,13 @@ void RankMetrics::OnCollectives(const v1::ReportCollectivesRequest& report) {
     return;
   }
   if (s.unwatched()) return;  // one the ended watch's side thread had in flight
+  if (StackOnly(report)) {  // (working_rank.h) Before numbers only: then the numbers' process.
+    if (s.collective_entered().empty()) {
+      rank->stack = ReportedStack(report.stack());
+      rank->pending = true;
+    }
+    return;
+  }
   rank->working.Heard(clock_->Now(), report);
   rank->stack = ReportedStack(report.stack());
   *s.mutable_collective_entered() = report.collective_entered();

@@ -84,7 +84,9 @@ class RankMetrics {
   // They also make the summaries' `working` (a rank that stepped in this generation and works
   // outside any collective as the summary is taken: agent/working_rank.h); a report that says
   // the watch ended forgets them. Its stack (a stalled Python rank's) goes in the next summary
-  // if it changed (StepSummary.stack); a step or phase report clears it.
+  // if it changed (StepSummary.stack); a step or phase report clears it. A report with only a
+  // stack (working_rank.h's StackOnly: sent before init_process_group) sets the stack alone, and
+  // only while the rank's summary has no numbers.
   void OnCollectives(const v1::ReportCollectivesRequest& report);
 
   // Updates ringmaster_last_report_age_seconds for every rank.

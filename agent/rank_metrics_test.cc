@@ -884,6 +884,41 @@ TEST_F(RankMetricsTest, AStalledRanksStackGoesOnceUntilItChangesOrTheRankMoves) 
   EXPECT_EQ(summary_after(c).stack(), "train.py:41 in main");
 }
 
+// A report with only a stack (the Python watch's before init_process_group) sets the rank's stack
+// and sends the summary, without numbers; once a process of the rank has reported numbers, a
+// stack-only report (a second Python process beside it: an uploader) changes nothing.
+TEST_F(RankMetricsTest, AStackOnlyReportSpeaksForTheRankOnlyBeforeItsNumbers) {
+  v1::ReportCollectivesRequest early;
+  *early.mutable_worker() = Worker("torch-1", 1, 0);
+  early.set_stack("train.py:9 in <module>\ntrain.py:3 in download");
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnCollectives(early);
+  std::vector<v1::StepSummary> summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].stack(), early.stack());
+  EXPECT_TRUE(summaries[0].collective_entered().empty());
+  v1::ReportCollectivesRequest numbers;
+  *numbers.mutable_worker() = Worker("torch-1", 1, 0);
+  (*numbers.mutable_collective_entered())["world"] = 4;
+  (*numbers.mutable_collective_completed())["world"] = 3;
+  numbers.set_blocked(true);
+  numbers.set_blocked_known(true);
+  numbers.set_stack("train.py:9 in <module>\ntrain.py:30 in main");
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnCollectives(numbers);
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].stack(), numbers.stack());
+  clock_.Advance(absl::Seconds(1));
+  metrics_.OnCollectives(early);  // another process's: nothing due, nothing changed
+  EXPECT_TRUE(metrics_.TakeSummaries().empty());
+  metrics_.SummarizeAgain({{"torch-1", 0}});
+  summaries = metrics_.TakeSummaries();
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0].stack(), numbers.stack());
+  EXPECT_EQ(summaries[0].collective_entered().at("world"), 4);
+}
+
 TEST_F(RankMetricsTest, AWatchThatEndedLeavesTheRankUnwatchedUntilItsNextStep) {
   metrics_.OnStep(Step("gpt-1", 1, 0, 7));
   ASSERT_EQ(metrics_.TakeSummaries().size(), 1u);

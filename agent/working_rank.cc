@@ -16,6 +16,11 @@ bool WaitsOnPeers(const v1::ReportCollectivesRequest& report) {
                      });
 }
 
+bool StackOnly(const v1::ReportCollectivesRequest& report) {
+  return !report.watch_ended() && !report.blocked_known() && !report.blocked() &&
+         report.collective_entered().empty() && report.collective_completed().empty();
+}
+
 void WorkingRank::Heard(absl::Time now, const v1::ReportCollectivesRequest& report) {
   latest_ = now;
   outside_ = report.blocked_known() && !WaitsOnPeers(report);

@@ -32,6 +32,14 @@ namespace ringmaster::agent {
 // finished while the host went on). A group with no completed number has completed none.
 bool WaitsOnPeers(const v1::ReportCollectivesRequest& report);
 
+// Whether a collectives report carries only a stalled process's stack: no sequence numbers,
+// nothing said of a wait (not blocked_known), not the watch's last word. The Python watch sends
+// such before init_process_group (worker.proto's `stack`), as may a second Python process of the
+// rank beside the one that has the groups (an uploader that imported torch). It says nothing of
+// progress, waits or work: the watchdog and WorkingRank take no notice of it, and its stack
+// stands for the rank only while no process of it has reported numbers (rank_metrics.h).
+bool StackOnly(const v1::ReportCollectivesRequest& report);
+
 class WorkingRank {
  public:
   // Long enough that a pause of a few seconds in the work (an evaluation's data loader starting

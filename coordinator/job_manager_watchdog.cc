@@ -419,11 +419,21 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
   // for (stopped, or stuck so hard its side thread is too). Not one that said it waits in
   // init_process_group's rendezvous: torch 1.13 waits there for the store's workers holding the
   // GIL, so its side thread is silent while its peers' are not.
+  // Nor, while a peer waits there, one with no numbers yet: it has not reached
+  // init_process_group (heard of by its watch's stack before it, _ticker.py; then silent: a
+  // C extension holding the GIL), which the laggards below say.
+  const bool rendezvous_waits = std::any_of(
+      gen.collectives.begin(), gen.collectives.end(),
+      [&gen](const auto& numbers) { return InRendezvous(gen, numbers.first); });
   bool peers_alive = false;
   std::vector<Suspect> silent;
   for (const auto& [r, heard] : gen.last_heard) {
     if (now - heard > kSilentProcess) {
       if (InRendezvous(gen, r)) continue;
+      auto numbers = gen.collectives.find(r);
+      if (rendezvous_waits && (numbers == gen.collectives.end() || numbers->second.empty())) {
+        continue;
+      }
       silent.push_back({r, absl::StrFormat("rank %d's process stopped reporting %.1f s ago while "
                                            "its peers report (stopped or stuck)",
                                            r, absl::ToDoubleSeconds(now - heard))});

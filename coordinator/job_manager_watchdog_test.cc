@@ -212,6 +212,41 @@ TEST_F(JobManagerTest, AWaitInInitProcessGroupBlamesTheRankThatNeverCalledIt) {
       "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, 3 wait in");
 }
 
+// As above, but rank 1's watch sent where it is stuck before init_process_group (a summary with
+// its stack and no numbers), then fell silent (a C extension holding the GIL): still named as
+// the rank that has not reached the rendezvous, not as a process that stopped reporting, and the
+// hang quotes its stack.
+TEST_F(JobManagerTest, ARankHeardOfOnlyByItsStackBeforeInitIsNamedAsNotAtTheRendezvous) {
+  AddNode("n1", 4);
+  auto job = jobs_->Submit(Spec(1, 4), "", alice_);
+  ASSERT_TRUE(job.ok());
+  v1::JobStatus gen1 = Current(job->job_id());
+  auto rendezvous = [&](int rank) {
+    v1::StepSummary s;
+    *s.mutable_job() = Generation(gen1);
+    s.set_rank(rank);
+    (*s.mutable_collective_entered())["rendezvous"] = 1;
+    (*s.mutable_collective_completed())["rendezvous"] = 0;
+    jobs_->OnStepSummary(s);
+  };
+  v1::StepSummary stuck;
+  *stuck.mutable_job() = Generation(gen1);
+  stuck.set_rank(1);
+  stuck.set_stack("train.py:90 in <module>\ntrain.py:12 in download");
+  jobs_->OnStepSummary(stuck);
+  rendezvous(0);
+  for (int second = 0; second < 20; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    for (int rank : {2, 3}) rendezvous(rank);
+  }
+  ExpectWaitBeforeTheFirstStepBlamesRankOne(
+      *jobs_, gen1,
+      "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, 3 wait in");
+  std::vector<v1::JobEvent> where = EventsOf(*jobs_->Get(job->job_id()), "stack");
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_THAT(where[0].message(), HasSubstr("train.py:90 in <module> > train.py:12 in download"));
+}
+
 // Rank 1's watch disabled itself (its summary says unwatched) and it trains on, silent: a later
 // hang is not blamed on it as a process that stopped reporting.
 TEST_F(JobManagerTest, ARankWhoseWatchEndedIsNotASilentProcess) {

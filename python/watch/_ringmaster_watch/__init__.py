@@ -101,7 +101,8 @@ def _at_exit(reporter, shell):
     # The last atexit handler (registered first): the side thread, reporting through the
     # program's own exit work since its handler ran (_ticker.py), stops now.
     ticker = _watch_state.get("ticker")
-    if ticker is not None:
+    # Not in a forked child: its copy of the thread's Event lock may have been taken at the fork.
+    if ticker is not None and _core.is_owner():
         try:
             ticker.stop()
         except Exception:  # noqa: BLE001  Exiting: the thread is a daemon.

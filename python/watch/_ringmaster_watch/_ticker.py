@@ -74,7 +74,7 @@ EXIT_POLL_PAUSE = 0.005  # Between two of those polls.
 # reaches the coordinator a report and a summary later), so that a hang finds it there ...
 STACK_SECONDS = 3.0
 # ... or, where steps are longer, for this many of its usual step times (the median of the
-# last STEP_GAPS gaps between its step or phase reports, the first report's from
+# last STEP_GAPS gaps between its step or phase reports, the first one's from the first
 # init_process_group left out: one long evaluation or save, or the setup before the first step,
 # does not raise it): a healthy 10 s step whose forward runs 6 s without a collective is no
 # stall; the agent's allowance is 5 x the p99 step there.
@@ -153,6 +153,10 @@ class Ticker:
         if not self._exit_registered:  # At the first init_process_group (the class comment).
             self._exit_registered = True
             atexit.register(self.exiting)
+            # The step times count from here, as before begin: a phase before the rendezvous (a
+            # save) does not make the setup a step gap (_stalled_stack).
+            self._steps_seen = self._steps_at = None
+            self._step_gaps.clear()
         with self._tick_lock:  # (the side thread may be ticking: a second init_process_group)
             self.send()
 
