@@ -12,6 +12,8 @@ Knobs, from the environment (the job's trainer.env); each fault happens in gener
                               process waits, as for a GPU kernel), so a slow rank can be made
   SLOW_RANK=R SLOW_FACTOR=F   rank R's simulated kernels take F times as long (a slower device)
   STUCK_RANK=R STUCK_STEP=N   rank R's data loader blocks forever before step N's batch
+  INPUT_RANK=R INPUT_MS=M     the batches come through a torch DataLoader (no workers), whose
+                              dataset on rank R waits M ms for each (a slow input pipeline)
   STUCK_RANK=R STUCK_BEFORE_INIT=1
                               rank R (its RANK) blocks forever before init_process_group (a
                               dataset download that never ends), its peers waiting in the
@@ -79,6 +81,20 @@ class Batches:
             g = torch.Generator().manual_seed(self.rank * 1000003 + step)
             x = torch.randn(16, 8, generator=g)
             yield x.to(self.device), (x.sum(dim=1, keepdim=True) * 0.5).to(self.device)
+
+
+class SlowInput(torch.utils.data.IterableDataset):
+    """Batches (an iterable) through a DataLoader's dataset that waits `seconds` for each."""
+
+    def __init__(self, batches, seconds):
+        super().__init__()
+        self.batches, self.seconds = batches, seconds
+
+    def __iter__(self):
+        for batch in self.batches:
+            if self.seconds > 0:
+                time.sleep(self.seconds)
+            yield batch
 
 
 class StallingFile:
@@ -171,7 +187,12 @@ def main():
     stuck = env_int("STUCK_STEP", "0") if first and rank == env_int("STUCK_RANK", "-1") else 0
     save_step = env_int("SAVE_STEP", "0") if first else 0
 
-    for step, (x, y) in enumerate(Batches(rank, steps, device, stuck), start=1):
+    batches = Batches(rank, steps, device, stuck)
+    if "INPUT_MS" in os.environ:
+        slow = first and rank == env_int("INPUT_RANK", "-1")
+        wait = env_int("INPUT_MS", "0") / 1000.0 if slow else 0.0
+        batches = torch.utils.data.DataLoader(SlowInput(batches, wait), batch_size=None)
+    for step, (x, y) in enumerate(batches, start=1):
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         loss.backward()

@@ -192,6 +192,14 @@ class PyTorchWatchTest : public ::testing::Test {
     submit("hidden", Job("hidden", {{"STEPS", "20"}}, 20, "",
                          "/bin/sh, -c, 'v=$(echo 1); \"$0\" -m torch.distributed.run "
                          "--nproc-per-node=1 \"$1\"; echo went on', "));
+    // Last (it holds its slots until its test, the last, cancels it): rank 1's DataLoader waits
+    // 20 ms for each batch, its simulated kernels 30 ms as rank 0's.
+    submit("input", Job("input",
+                        {{"COMPUTE_MS", "30"},
+                         {"INPUT_RANK", "1"},
+                         {"INPUT_MS", "20"},
+                         {"STEPS", "100000"}},
+                        100000));
   }
 
   static void TearDownTestSuite() {
@@ -599,6 +607,48 @@ TEST_F(PyTorchWatchTest, CommandJobWithoutStepsSucceedsWhenItsRanksExitZero) {
   // The ranks ran the torch this suite means to test (tools/test's torch2 pass: 2.x).
   ASSERT_NE(torch_version_, nullptr);
   EXPECT_THAT(log, HasSubstr(absl::StrCat(" torch ", *torch_version_, " on cpu"))) << log;
+}
+
+// Rank 1 waits 20 ms for each batch from its DataLoader: it is the straggler (its step's compute,
+// the wait included, is 50 ms to rank 0's 30), and the event says its input is the cause, with
+// the wait per step; the agent's gauge has the wait, rank 0's none.
+TEST_F(PyTorchWatchTest, AnInputBoundRankIsAStragglerWaitingForItsDataLoader) {
+  const std::string id = Id("input");
+  ASSERT_FALSE(id.empty());
+  std::string described;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        described = cluster_->Ctl({"describe", "job", id}).output;
+        return std::regex_search(described, std::regex("rank 1 on agent-\\d computes"));
+      },
+      absl::Seconds(240)))
+      << described << JobJson(id);
+  EXPECT_FALSE(std::regex_search(described, std::regex("rank 0 on agent-\\d computes")))
+      << described;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(described, m,
+                                std::regex("rank 1 on agent-\\d computes[^\n]*; mostly waiting for "
+                                           "input: (\\d+) ms per step for its next batch "
+                                           "\\(DataLoader\\), its peers (\\d+) ms")))
+      << described;
+  std::printf("%s\n", m[0].str().c_str());
+  int waits = 0, peers = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(m[1].str(), &waits) && absl::SimpleAtoi(m[2].str(), &peers));
+  EXPECT_GE(waits, 15);  // each batch sleeps 20 ms (the first step's wait is not counted)
+  EXPECT_LT(peers, 10);
+  const std::string pages = AgentMetrics();
+  const std::regex gauge("ringmaster_input_seconds\\{job_id=\"" + id +
+                         "\",rank=\"(\\d)\"\\} ([0-9.e-]+)");
+  std::map<int, double> input;
+  for (std::sregex_iterator it(pages.begin(), pages.end(), gauge), end; it != end; ++it) {
+    double seconds = 0;
+    ASSERT_TRUE(absl::SimpleAtod((*it)[2].str(), &seconds)) << (*it)[0];
+    input[std::stoi((*it)[1].str())] = seconds;
+  }
+  ASSERT_EQ(input.size(), 2u) << pages;
+  EXPECT_GE(input[1], 0.015) << pages;
+  EXPECT_LT(input[0], 0.01) << pages;
+  EXPECT_EQ(cluster_->Ctl({"cancel", id}).exit_code, 0);
 }
 
 }  // namespace
