@@ -186,61 +186,61 @@ TEST_F(JobManagerTest, TheBlamedRanksStackFollowsTheHang) {
   EXPECT_TRUE(shown().empty());
 }
 
-// Before any step, rank 1 never called init_process_group (nothing heard of it): ranks 0, 2 and 3
-// say they wait in its rendezvous. Rank 0 fell silent there (torch 1.13 holds the GIL while its
-// store waits for the workers) while ranks 2 and 3 keep reporting: rank 1 is named, not rank 0.
+// Before any step, rank 1 never called init_process_group: ranks 0, 2 and 3 of a 4-rank job say
+// they wait in its rendezvous. Rank 0 falls silent there (torch 1.13 holds the GIL while its store
+// waits for the workers) while ranks 2 and 3 keep reporting for 20 s. Rank 1 first sends
+// `rank1_stack` (a summary with no numbers: its watch's stack before init_process_group) unless
+// it is empty. Returns the job's generation 1.
+v1::JobStatus WaitInTheRendezvousForRankOne(JobManager& jobs, FakeClock& clock,
+                                            const std::string& job_id,
+                                            const std::string& rank1_stack) {
+  const v1::JobStatus gen1 = jobs.Get(job_id)->job();
+  auto summary = [&](int rank) {
+    v1::StepSummary s;
+    *s.mutable_job() = Generation(gen1);
+    s.set_rank(rank);
+    return s;
+  };
+  auto rendezvous = [&](int rank) {
+    v1::StepSummary s = summary(rank);
+    (*s.mutable_collective_entered())["rendezvous"] = 1;
+    (*s.mutable_collective_completed())["rendezvous"] = 0;
+    jobs.OnStepSummary(s);
+  };
+  if (!rank1_stack.empty()) {
+    v1::StepSummary stuck = summary(1);
+    stuck.set_stack(rank1_stack);
+    jobs.OnStepSummary(stuck);
+  }
+  rendezvous(0);
+  for (int second = 0; second < 20; ++second) {
+    clock.Advance(absl::Seconds(1));
+    for (int rank : {2, 3}) rendezvous(rank);
+  }
+  return gen1;
+}
+
+// Nothing heard of rank 1: it is named, not rank 0.
 TEST_F(JobManagerTest, AWaitInInitProcessGroupBlamesTheRankThatNeverCalledIt) {
   AddNode("n1", 4);
   auto job = jobs_->Submit(Spec(1, 4), "", alice_);
   ASSERT_TRUE(job.ok());
-  v1::JobStatus gen1 = Current(job->job_id());
-  auto rendezvous = [&](int rank) {
-    v1::StepSummary s;
-    *s.mutable_job() = Generation(gen1);
-    s.set_rank(rank);
-    (*s.mutable_collective_entered())["rendezvous"] = 1;
-    (*s.mutable_collective_completed())["rendezvous"] = 0;
-    jobs_->OnStepSummary(s);
-  };
-  rendezvous(0);
-  for (int second = 0; second < 20; ++second) {
-    clock_.Advance(absl::Seconds(1));
-    for (int rank : {2, 3}) rendezvous(rank);
-  }
   ExpectWaitBeforeTheFirstStepBlamesRankOne(
-      *jobs_, gen1,
+      *jobs_, WaitInTheRendezvousForRankOne(*jobs_, clock_, job->job_id(), ""),
       "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, 3 wait in");
 }
 
-// As above, but rank 1's watch sent where it is stuck before init_process_group (a summary with
-// its stack and no numbers), then fell silent (a C extension holding the GIL): still named as
-// the rank that has not reached the rendezvous, not as a process that stopped reporting, and the
-// hang quotes its stack.
+// Rank 1's watch sent where it is stuck before init_process_group, then it fell silent (a C
+// extension holding the GIL): still named as the rank that has not reached the rendezvous, not
+// as a process that stopped reporting, and the hang quotes its stack.
 TEST_F(JobManagerTest, ARankHeardOfOnlyByItsStackBeforeInitIsNamedAsNotAtTheRendezvous) {
   AddNode("n1", 4);
   auto job = jobs_->Submit(Spec(1, 4), "", alice_);
   ASSERT_TRUE(job.ok());
-  v1::JobStatus gen1 = Current(job->job_id());
-  auto rendezvous = [&](int rank) {
-    v1::StepSummary s;
-    *s.mutable_job() = Generation(gen1);
-    s.set_rank(rank);
-    (*s.mutable_collective_entered())["rendezvous"] = 1;
-    (*s.mutable_collective_completed())["rendezvous"] = 0;
-    jobs_->OnStepSummary(s);
-  };
-  v1::StepSummary stuck;
-  *stuck.mutable_job() = Generation(gen1);
-  stuck.set_rank(1);
-  stuck.set_stack("train.py:90 in <module>\ntrain.py:12 in download");
-  jobs_->OnStepSummary(stuck);
-  rendezvous(0);
-  for (int second = 0; second < 20; ++second) {
-    clock_.Advance(absl::Seconds(1));
-    for (int rank : {2, 3}) rendezvous(rank);
-  }
   ExpectWaitBeforeTheFirstStepBlamesRankOne(
-      *jobs_, gen1,
+      *jobs_,
+      WaitInTheRendezvousForRankOne(*jobs_, clock_, job->job_id(),
+                                    "train.py:90 in <module>\ntrain.py:12 in download"),
       "rank 1 has not reached init_process_group's rendezvous that ranks 0, 2, 3 wait in");
   std::vector<v1::JobEvent> where = EventsOf(*jobs_->Get(job->job_id()), "stack");
   ASSERT_EQ(where.size(), 1u);
