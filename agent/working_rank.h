@@ -14,6 +14,9 @@
 // is stuck (a loop that never ends; a GPU kernel that never ends, waited for by a spinning
 // synchronisation).
 //
+// Also what a collectives report says: WaitsOnPeers (blocked or a collective outstanding) and
+// StackOnly (only a stalled process's stack). Those are pure functions.
+//
 // Pure logic over the times the caller passes (the agent's clock when each report came).
 // Thread-compatible; no errors.
 #ifndef RINGMASTER_AGENT_WORKING_RANK_H_

@@ -1,4 +1,4 @@
-"""Checks, in one watched process on one GPU (NCCL, world size 1), that the Python watch counts a
+"""Checks, in watched processes on one GPU (NCCL, world size 1), that the Python watch counts a
 collective on GPU tensors as completed only once the GPU has finished it (docs/python.md,
 "Collectives on the GPU (NCCL)"), for bench/gpu_torch_job. About a second of GPU sleep
 (torch.cuda._sleep) queued ahead of each collective keeps it unfinished while the host reads
@@ -106,6 +106,10 @@ def mesh_groups(comm, gpu, problems):
 
 
 def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("cuda", "cpu") or sys.argv[2] not in (
+            "world", "mesh"):
+        print("marks: FAILED: usage: gpu_torch_marks.py cuda|cpu world|mesh")
+        return 2
     device, part = sys.argv[1], sys.argv[2]
     gpu = device == "cuda"
     if not watch._core.enabled or "comm" not in watch._watch_state:

@@ -150,14 +150,14 @@ class Ticker:
         The calling thread is the training thread whose CPU the reports give."""
         self._take_training_thread()
         self._start_thread()
-        if not self._exit_registered:  # At the first init_process_group (the class comment).
-            self._exit_registered = True
-            atexit.register(self.exiting)
-            # The step times count from here, as before begin: a phase before the rendezvous (a
-            # save) does not make the setup a step gap (_stalled_stack).
-            self._steps_seen = self._steps_at = None
-            self._step_gaps.clear()
-        with self._tick_lock:  # (the side thread may be ticking: a second init_process_group)
+        with self._tick_lock:  # (the side thread may be ticking: since begin, or a second init)
+            if not self._exit_registered:  # At the first init_process_group (the class comment).
+                self._exit_registered = True
+                atexit.register(self.exiting)
+                # The step times count from here, as before begin: a phase before the rendezvous
+                # (a save) does not make the setup a step gap (_stalled_stack, under this lock).
+                self._steps_seen = self._steps_at = None
+                self._step_gaps.clear()
             self.send()
 
     def _take_training_thread(self):
