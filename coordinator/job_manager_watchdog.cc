@@ -393,12 +393,15 @@ std::set<int> Checkpointing(const GenerationState& gen, int judged, absl::Time n
 }
 
 // Whether `rank`'s latest numbers say it waits in init_process_group's rendezvous.
+// The numbers say the rank waits in init_process_group's rendezvous.
+bool WaitsInRendezvous(const RankCollectives& numbers) {
+  auto rendezvous = numbers.find(kRendezvousGroup);
+  return rendezvous != numbers.end() && rendezvous->second.first > rendezvous->second.second;
+}
+
 bool InRendezvous(const GenerationState& gen, int rank) {
   auto numbers = gen.collectives.find(rank);
-  if (numbers == gen.collectives.end()) return false;
-  auto rendezvous = numbers->second.find(kRendezvousGroup);
-  return rendezvous != numbers->second.end() &&
-         rendezvous->second.first > rendezvous->second.second;
+  return numbers != gen.collectives.end() && WaitsInRendezvous(numbers->second);
 }
 
 Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
@@ -422,9 +425,9 @@ Evidence EvidenceOf(const GenerationState& gen, absl::Time now, int judged) {
   // Nor, while a peer waits there, one with no numbers yet: it has not reached
   // init_process_group (heard of by its watch's stack before it, _ticker.py; then silent: a
   // C extension holding the GIL), which the laggards below say.
-  const bool rendezvous_waits = std::any_of(
-      gen.collectives.begin(), gen.collectives.end(),
-      [&gen](const auto& numbers) { return InRendezvous(gen, numbers.first); });
+  const bool rendezvous_waits =
+      std::any_of(gen.collectives.begin(), gen.collectives.end(),
+                  [](const auto& numbers) { return WaitsInRendezvous(numbers.second); });
   bool peers_alive = false;
   std::vector<Suspect> silent;
   for (const auto& [r, heard] : gen.last_heard) {
